@@ -1,0 +1,346 @@
+// Package bolt is the embedded fenced store: one bbolt file, fsync-durable,
+// with group commit so parallel writers share one fsync.
+package bolt
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.etcd.io/bbolt"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+var (
+	bucketMeta = []byte("meta")
+	bucketBody = []byte("body")
+	bucketHist = []byte("history")
+)
+
+// maxBatch bounds how many calls share one transaction.
+const maxBatch = 256
+
+// Store is a fencedstore.Store in a bbolt file.
+type Store struct {
+	// Path is the database file.
+	Path string
+	// MaxBodyBytes caps a published body (default 64 MiB).
+	MaxBodyBytes int64
+	// HistoryRetention is how many decisions each key keeps (default 1000).
+	HistoryRetention int
+	// Now is the clock stamped on decisions.
+	Now func() time.Time
+
+	db      *bbolt.DB
+	ops     chan *op
+	closing chan struct{}
+	wg      sync.WaitGroup
+	once    sync.Once
+}
+
+var _ fencedstore.Store = (*Store)(nil)
+
+// New returns a store for the file at path; call Open before use.
+func New(path string) *Store {
+	return &Store{
+		Path:             path,
+		MaxBodyBytes:     fencedstore.DefaultMaxBodyBytes,
+		HistoryRetention: fencedstore.DefaultHistoryRetention,
+		Now:              time.Now,
+	}
+}
+
+// Open opens (creating if needed) the file and starts the committer.
+func (s *Store) Open() error {
+	if s.HistoryRetention < 1 {
+		return fmt.Errorf("history retention must be at least 1, got %d", s.HistoryRetention)
+	}
+	db, err := bbolt.Open(s.Path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return fmt.Errorf("open store %s: %w", s.Path, err)
+	}
+	err = db.Update(func(tx *bbolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketBody, bucketHist} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		db.Close()
+		return fmt.Errorf("open store %s: %w", s.Path, err)
+	}
+	s.db = db
+	s.ops = make(chan *op)
+	s.closing = make(chan struct{})
+	s.wg.Add(1)
+	go s.commitLoop()
+	return nil
+}
+
+// Close stops accepting writes, waits for the committer and closes the file.
+func (s *Store) Close() error {
+	if s.db == nil {
+		return nil
+	}
+	var err error
+	s.once.Do(func() {
+		close(s.closing)
+		s.wg.Wait()
+		err = s.db.Close()
+	})
+	return err
+}
+
+// op is one Publish or Establish waiting for the committer.
+type op struct {
+	establish bool
+	req       fencedstore.PublishRequest
+	hash      string
+
+	res  fencedstore.Result
+	err  error
+	done chan struct{}
+}
+
+// record is what the meta bucket holds per key.
+type record struct {
+	fencedstore.Meta
+	HistFirst uint64 `json:"hist_first"` // oldest retained history entry
+	HistNext  uint64 `json:"hist_next"`  // next history entry
+}
+
+// Establish implements fencedstore.Store.
+func (s *Store) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+	if err := checkCall(key, tok); err != nil {
+		return fencedstore.Result{}, err
+	}
+	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt}})
+}
+
+// Publish implements fencedstore.Store.
+func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	if err := checkCall(req.Key, req.Token); err != nil {
+		return fencedstore.Result{}, err
+	}
+	if int64(len(req.Body)) > s.MaxBodyBytes {
+		return fencedstore.Result{}, fmt.Errorf("publish %s: %w: %d bytes, limit %d", req.Key, fencedstore.ErrTooLarge, len(req.Body), s.MaxBodyBytes)
+	}
+	return s.submit(ctx, &op{req: req, hash: fencedstore.Hash(req.Body)})
+}
+
+func checkCall(key string, tok fencedstore.Token) error {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return err
+	}
+	if tok.Epoch == 0 || tok.Seq == 0 {
+		return fmt.Errorf("%w: %s was never minted", fencedstore.ErrBadToken, tok)
+	}
+	return nil
+}
+
+// submit hands o to the committer and waits for its decision. Once handed
+// over, the call is decided even if ctx ends, so submit waits for it: a
+// caller must never be told "failed" about a write that was applied.
+func (s *Store) submit(ctx context.Context, o *op) (fencedstore.Result, error) {
+	o.done = make(chan struct{})
+	select {
+	case s.ops <- o:
+	case <-s.closing:
+		return fencedstore.Result{}, fencedstore.ErrClosed
+	case <-ctx.Done():
+		return fencedstore.Result{}, ctx.Err()
+	}
+	<-o.done
+	return o.res, o.err
+}
+
+// commitLoop is the group commit: it takes every call that is waiting,
+// decides them in order in one transaction, and fsyncs once for all.
+func (s *Store) commitLoop() {
+	defer s.wg.Done()
+	batch := make([]*op, 0, maxBatch)
+	for {
+		select {
+		case o := <-s.ops:
+			batch = append(batch[:0], o)
+		case <-s.closing:
+			return
+		}
+	gather:
+		for len(batch) < maxBatch {
+			select {
+			case o := <-s.ops:
+				batch = append(batch, o)
+			default:
+				break gather
+			}
+		}
+		err := s.db.Update(func(tx *bbolt.Tx) error {
+			for _, o := range batch {
+				if err := s.apply(tx, o); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+		for _, o := range batch {
+			if err != nil {
+				o.res, o.err = fencedstore.Result{}, fmt.Errorf("commit %s: %w", o.req.Key, err)
+			}
+			close(o.done)
+		}
+	}
+}
+
+// apply decides one call inside tx. It returns an error only for failures
+// that must abort the whole transaction.
+func (s *Store) apply(tx *bbolt.Tx, o *op) error {
+	key := []byte(o.req.Key)
+	rec, err := loadRecord(tx, key)
+	if err != nil {
+		return err
+	}
+	rec.Key = o.req.Key
+	now := s.Now().UTC()
+	var d fencedstore.Decision
+	if o.establish {
+		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, o.req.Token, o.req.Attempt, now)
+	} else {
+		prev := rec.Version
+		rec.Meta, d = fencedstore.DecidePublish(rec.Meta, o.req, o.hash, now)
+		if rec.Version != prev {
+			if err := tx.Bucket(bucketBody).Put(key, o.req.Body); err != nil {
+				return err
+			}
+		}
+	}
+	if err := s.appendHistory(tx, key, &rec, d); err != nil {
+		return err
+	}
+	if err := putJSON(tx.Bucket(bucketMeta), key, rec); err != nil {
+		return err
+	}
+	o.res = fencedstore.Result{Outcome: d.Outcome, Key: o.req.Key, Version: rec.Version, Greatest: rec.Greatest}
+	o.err = d.Err()
+	return nil
+}
+
+func (s *Store) appendHistory(tx *bbolt.Tx, key []byte, rec *record, d fencedstore.Decision) error {
+	b := tx.Bucket(bucketHist)
+	if err := putJSON(b, histKey(key, rec.HistNext), d); err != nil {
+		return err
+	}
+	rec.HistNext++
+	for rec.HistNext-rec.HistFirst > uint64(s.HistoryRetention) {
+		if err := b.Delete(histKey(key, rec.HistFirst)); err != nil {
+			return err
+		}
+		rec.HistFirst++
+	}
+	return nil
+}
+
+// Get implements fencedstore.Store.
+func (s *Store) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return fencedstore.Object{}, err
+	}
+	var obj fencedstore.Object
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		rec, err := loadRecord(tx, []byte(key))
+		if err != nil {
+			return err
+		}
+		if rec.Version == 0 {
+			return fmt.Errorf("get %s: %w", key, fencedstore.ErrNotFound)
+		}
+		obj.Meta = rec.Meta
+		obj.Body = bytes.Clone(tx.Bucket(bucketBody).Get([]byte(key)))
+		return nil
+	})
+	return obj, err
+}
+
+// List implements fencedstore.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
+	if err := fencedstore.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	var out []fencedstore.Meta
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		c := tx.Bucket(bucketMeta).Cursor()
+		p := []byte(prefix)
+		for k, v := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, v = c.Next() {
+			var rec record
+			if err := json.Unmarshal(v, &rec); err != nil {
+				return fmt.Errorf("decode %s: %w", k, err)
+			}
+			out = append(out, rec.Meta)
+		}
+		return nil
+	})
+	return out, err
+}
+
+// History implements fencedstore.Store.
+func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	var out []fencedstore.Decision
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		rec, err := loadRecord(tx, []byte(key))
+		if err != nil {
+			return err
+		}
+		if rec.HistNext == 0 {
+			return fmt.Errorf("history %s: %w", key, fencedstore.ErrNotFound)
+		}
+		b := tx.Bucket(bucketHist)
+		for i := rec.HistFirst; i < rec.HistNext; i++ {
+			var d fencedstore.Decision
+			if err := json.Unmarshal(b.Get(histKey([]byte(key), i)), &d); err != nil {
+				return fmt.Errorf("decode history %s/%d: %w", key, i, err)
+			}
+			out = append(out, d)
+		}
+		return nil
+	})
+	return out, err
+}
+
+func loadRecord(tx *bbolt.Tx, key []byte) (record, error) {
+	var rec record
+	v := tx.Bucket(bucketMeta).Get(key)
+	if v == nil {
+		return rec, nil
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return rec, fmt.Errorf("decode %s: %w", key, err)
+	}
+	return rec, nil
+}
+
+func putJSON(b *bbolt.Bucket, k []byte, v any) error {
+	buf, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return b.Put(k, buf)
+}
+
+// histKey is key, NUL, and the entry number big-endian, so one key's
+// entries sort together and in order. Valid keys never contain NUL.
+func histKey(key []byte, n uint64) []byte {
+	k := make([]byte, 0, len(key)+9)
+	k = append(k, key...)
+	k = append(k, 0)
+	return binary.BigEndian.AppendUint64(k, n)
+}

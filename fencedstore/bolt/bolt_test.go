@@ -1,0 +1,21 @@
+package bolt_test
+
+import (
+	"path/filepath"
+	"testing"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/fencedstore/storetest"
+)
+
+func newStore(t *testing.T) fencedstore.Store {
+	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func TestStore_Conformance(t *testing.T) { storetest.Run(t, newStore) }

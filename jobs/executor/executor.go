@@ -1,0 +1,229 @@
+// Package executor runs a job's command as the worker's half of a run: in
+// its own process group, with a timeout, a cap on captured output, and a
+// guarantee that nothing in the group outlives the run.
+package executor
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Defaults applied by Run for zero fields.
+const (
+	DefaultGrace      = 5 * time.Second
+	DefaultStderrTail = 4 << 10
+)
+
+// Request is one command to run.
+type Request struct {
+	Argv []string
+	// Env is added to the worker's own environment.
+	Env []string
+	Dir string
+	// Timeout bounds the run; 0 means no timeout besides ctx.
+	Timeout time.Duration
+	// MaxOutput caps the captured stdout; output beyond it is drained and
+	// dropped, and Result.OutputTruncated is set. 0 means no cap.
+	MaxOutput int64
+	// StderrTail is how many trailing bytes of stderr to keep.
+	StderrTail int
+	// Grace is how long the group has between SIGTERM and SIGKILL.
+	Grace time.Duration
+}
+
+// Result is what happened.
+type Result struct {
+	Started, Ended time.Time
+	// ExitCode is the exit status, or -1 if the process was killed by a
+	// signal or never started.
+	ExitCode        int
+	Signal          string
+	Stdout          []byte
+	OutputTruncated bool
+	StderrTail      string
+	// TimedOut is set when the run hit Request.Timeout; Cancelled when ctx
+	// ended it.
+	TimedOut, Cancelled bool
+	// Err is set when the command could not be started.
+	Err error
+}
+
+// Success reports whether the command ran to completion with exit code 0
+// and its whole output was captured.
+func (r Result) Success() bool {
+	return r.Err == nil && r.ExitCode == 0 && !r.TimedOut && !r.Cancelled && !r.OutputTruncated
+}
+
+// Run runs req and returns when the command and every process of its group
+// have exited. Cancelling ctx terminates the group: SIGTERM, then SIGKILL
+// after the grace period.
+func Run(ctx context.Context, req Request) Result {
+	if req.Grace <= 0 {
+		req.Grace = DefaultGrace
+	}
+	if req.StderrTail <= 0 {
+		req.StderrTail = DefaultStderrTail
+	}
+	res := Result{ExitCode: -1}
+	if len(req.Argv) == 0 {
+		res.Err = errors.New("empty command")
+		return res
+	}
+
+	// Our own pipes, so that Wait returns when the command exits even if
+	// a grandchild still holds them; we reap the group before draining.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		res.Err = err
+		return res
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		res.Err = err
+		return res
+	}
+	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Dir = req.Dir
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+
+	res.Started = time.Now()
+	err = cmd.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
+		res.Err = fmt.Errorf("start %s: %w", req.Argv[0], err)
+		res.Ended = time.Now()
+		return res
+	}
+	pgid := cmd.Process.Pid
+
+	var wg sync.WaitGroup
+	stdout := &capBuffer{max: req.MaxOutput}
+	stderr := &tailBuffer{max: req.StderrTail}
+	wg.Add(2)
+	go func() { defer wg.Done(); io.Copy(stdout, outR) }()
+	go func() { defer wg.Done(); io.Copy(stderr, errR) }()
+
+	// Terminate the group on timeout or cancel.
+	var timeout <-chan time.Time
+	if req.Timeout > 0 {
+		t := time.NewTimer(req.Timeout)
+		defer t.Stop()
+		timeout = t.C
+	}
+	exited := make(chan struct{})
+	watcherDone := make(chan struct{})
+	var cancelled, timedOut bool
+	go func() {
+		defer close(watcherDone)
+		select {
+		case <-exited:
+			return
+		case <-ctx.Done():
+			cancelled = true
+		case <-timeout:
+			timedOut = true
+		}
+		// Ask the whole group to stop, then make it.
+		syscall.Kill(-pgid, syscall.SIGTERM)
+		t := time.NewTimer(req.Grace)
+		defer t.Stop()
+		select {
+		case <-exited:
+		case <-t.C:
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
+	}()
+
+	waitErr := cmd.Wait()
+	close(exited)
+	<-watcherDone
+	// Whatever the command left in its group goes with it.
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	// The pipes close when the last holder dies. A process that left the
+	// group (setsid) could hold them forever, so drain for a bounded time.
+	copied := make(chan struct{})
+	go func() { wg.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(req.Grace):
+		outR.Close()
+		errR.Close()
+		<-copied
+	}
+	outR.Close()
+	errR.Close()
+
+	res.Ended = time.Now()
+	res.Cancelled, res.TimedOut = cancelled, timedOut
+	res.Stdout = stdout.buf
+	res.OutputTruncated = stdout.truncated
+	res.StderrTail = string(stderr.bytes())
+	var ee *exec.ExitError
+	switch {
+	case waitErr == nil:
+		res.ExitCode = 0
+	case errors.As(waitErr, &ee):
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			res.Signal = ws.Signal().String()
+			res.ExitCode = -1
+		} else {
+			res.ExitCode = ee.ExitCode()
+		}
+	default:
+		res.Err = waitErr
+	}
+	return res
+}
+
+// capBuffer keeps the first max bytes written to it and counts the rest.
+type capBuffer struct {
+	max       int64
+	buf       []byte
+	truncated bool
+}
+
+func (b *capBuffer) Write(p []byte) (int, error) {
+	room := b.max - int64(len(b.buf))
+	if b.max > 0 && int64(len(p)) > room {
+		b.buf = append(b.buf, p[:max(room, 0)]...)
+		b.truncated = true
+		return len(p), nil
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.max {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.max:]...)
+	}
+	return len(p), nil
+}
+
+func (b *tailBuffer) bytes() []byte {
+	if len(b.buf) > b.max {
+		return b.buf[len(b.buf)-b.max:]
+	}
+	return b.buf
+}

@@ -1,0 +1,150 @@
+// Package jobs holds fencecron's domain: what a job is, what a run and an
+// attempt of it are, the states they move through, and the small interfaces
+// the other packages implement. It imports nothing else of fencecron's.
+package jobs
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors shared across packages.
+var (
+	ErrNotFound      = errors.New("not found")
+	ErrDuplicateRun  = errors.New("run already granted for this job and scheduled time")
+	ErrNotLeader     = errors.New("not the leader")
+	ErrUnknownJob    = errors.New("unknown job")
+	ErrStaleAttempt  = errors.New("attempt is not the current attempt of its run")
+	ErrRunFinished   = errors.New("run already finished")
+	ErrInvalidConfig = errors.New("invalid config")
+)
+
+// State is the state of a run or of one of its attempts.
+type State string
+
+// Run and attempt states. A run's state is its latest attempt's state,
+// except that a run can be skipped without any attempt.
+const (
+	Pending   State = "pending"
+	Running   State = "running"
+	Succeeded State = "succeeded"
+	Failed    State = "failed"
+	Fenced    State = "fenced"
+	TimedOut  State = "timed_out"
+	Lost      State = "lost"
+	Cancelled State = "cancelled"
+	Skipped   State = "skipped"
+)
+
+// Terminal reports whether nothing more can happen to something in state s.
+func (s State) Terminal() bool {
+	switch s {
+	case Pending, Running:
+		return false
+	}
+	return true
+}
+
+// Fence is the fence token an attempt carries: the Raft term of the leader
+// that committed its grant (Epoch) and the log index of that grant (Seq).
+// fencedstore owns the comparison rules; this is its plain-data mirror so the
+// domain needs no import of the store.
+type Fence struct {
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+// String returns "epoch.seq".
+func (f Fence) String() string { return fmt.Sprintf("%d.%d", f.Epoch, f.Seq) }
+
+// Run is one logical execution of a job for one scheduled time. The pair
+// (Job, ScheduledAt) is unique in the replicated state.
+type Run struct {
+	ID          string    `json:"id"`
+	Job         string    `json:"job"`
+	ScheduledAt time.Time `json:"scheduled_at"`
+	// Output is the store key the run's stdout is published to, rendered
+	// from the job's output template when the run was granted.
+	Output   string    `json:"output,omitempty"`
+	State    State     `json:"state"`
+	Reason   string    `json:"reason,omitempty"`
+	Trigger  string    `json:"trigger,omitempty"` // "schedule", "manual", "catchup"
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Attempt is one grant of a run to one worker, with its own token.
+type Attempt struct {
+	ID        string    `json:"id"`
+	Number    int       `json:"number"`
+	Token     Fence     `json:"token"`
+	Worker    string    `json:"worker"`
+	State     State     `json:"state"`
+	GrantedAt time.Time `json:"granted_at"`
+	StartedAt time.Time `json:"started_at,omitzero"`
+	EndedAt   time.Time `json:"ended_at,omitzero"`
+	ExitCode  *int      `json:"exit_code,omitempty"`
+	Signal    string    `json:"signal,omitempty"`
+	// StoreOutcome is what the fenced store answered to the publish of the
+	// attempt's output: applied, stale_owner or conflict.
+	StoreOutcome string `json:"store_outcome,omitempty"`
+	StoreVersion uint64 `json:"store_version,omitempty"`
+	Error        string `json:"error,omitempty"`
+	StderrTail   string `json:"stderr_tail,omitempty"`
+}
+
+// Duration returns how long the attempt ran, or zero if it has not ended.
+func (a Attempt) Duration() time.Duration {
+	if a.StartedAt.IsZero() || a.EndedAt.IsZero() {
+		return 0
+	}
+	return a.EndedAt.Sub(a.StartedAt)
+}
+
+// Latest returns the run's newest attempt, or false if it has none.
+func (r *Run) Latest() (*Attempt, bool) {
+	if len(r.Attempts) == 0 {
+		return nil, false
+	}
+	return &r.Attempts[len(r.Attempts)-1], true
+}
+
+// Clone returns a deep copy of r.
+func (r *Run) Clone() Run {
+	c := *r
+	c.Attempts = make([]Attempt, len(r.Attempts))
+	for i, a := range r.Attempts {
+		if a.ExitCode != nil {
+			code := *a.ExitCode
+			a.ExitCode = &code
+		}
+		c.Attempts[i] = a
+	}
+	return c
+}
+
+// RunID names the run of job for scheduled time: readable, and the same on
+// every node, so an uncertain grant can be looked up by it.
+func RunID(job string, scheduled time.Time) string {
+	layout := "20060102T150405Z"
+	if scheduled.Nanosecond() != 0 {
+		layout = "20060102T150405.000Z"
+	}
+	return job + "@" + scheduled.UTC().Format(layout)
+}
+
+// AttemptID names attempt number n of a run.
+func AttemptID(runID string, n int) string { return fmt.Sprintf("%s.%d", runID, n) }
+
+// SplitAttemptID returns the run id and number of an attempt id.
+func SplitAttemptID(id string) (runID string, n int, ok bool) {
+	i := strings.LastIndexByte(id, '.')
+	if i <= 0 {
+		return "", 0, false
+	}
+	if _, err := fmt.Sscanf(id[i+1:], "%d", &n); err != nil || n < 1 {
+		return "", 0, false
+	}
+	return id[:i], n, true
+}

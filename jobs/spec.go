@@ -1,0 +1,162 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"text/template"
+	"time"
+)
+
+// Overlap policies: what to do when a job fires while its previous run is
+// still open.
+const (
+	OverlapForbid  = "forbid"
+	OverlapAllow   = "allow"
+	OverlapReplace = "replace"
+)
+
+// Misfire policies: what to do with fire times missed while no leader was
+// firing.
+const (
+	MisfireSkip   = "skip"
+	MisfireLatest = "latest"
+	MisfireAll    = "all"
+)
+
+// Defaults applied by Spec.Normalize.
+const (
+	DefaultTimeout        = 10 * time.Minute
+	DefaultLeaseTTL       = 30 * time.Second
+	DefaultBackoff        = 10 * time.Second
+	DefaultCatchupWindow  = time.Hour
+	DefaultMaxOutputBytes = 16 << 20
+)
+
+// Spec is one job as the user defined it.
+type Spec struct {
+	Name      string   `json:"name"`
+	Schedules []string `json:"schedules"`
+	Timezone  string   `json:"timezone,omitempty"`
+	// Command is an argv list; Shell, if set instead, runs through /bin/sh -c.
+	Command        []string          `json:"command,omitempty"`
+	Shell          string            `json:"shell,omitempty"`
+	Env            map[string]string `json:"env,omitempty"`
+	Dir            string            `json:"dir,omitempty"`
+	Output         string            `json:"output,omitempty"`
+	Timeout        Duration          `json:"timeout"`
+	LeaseTTL       Duration          `json:"lease_ttl"`
+	Retries        int               `json:"retries"`
+	Backoff        Duration          `json:"backoff"`
+	Overlap        string            `json:"overlap"`
+	Misfire        string            `json:"misfire"`
+	CatchupWindow  Duration          `json:"catchup_window"`
+	Target         map[string]string `json:"target,omitempty"`
+	MaxOutputBytes int64             `json:"max_output_bytes"`
+	Paused         bool              `json:"paused"`
+	Jitter         Duration          `json:"jitter,omitempty"`
+}
+
+// Normalize fills in defaults for unset fields.
+func (s *Spec) Normalize() {
+	if s.Timeout == 0 {
+		s.Timeout = Duration(DefaultTimeout)
+	}
+	if s.LeaseTTL == 0 {
+		s.LeaseTTL = Duration(DefaultLeaseTTL)
+	}
+	if s.Backoff == 0 {
+		s.Backoff = Duration(DefaultBackoff)
+	}
+	if s.Overlap == "" {
+		s.Overlap = OverlapForbid
+	}
+	if s.Misfire == "" {
+		s.Misfire = MisfireLatest
+	}
+	if s.CatchupWindow == 0 {
+		s.CatchupWindow = Duration(DefaultCatchupWindow)
+	}
+	if s.MaxOutputBytes == 0 {
+		s.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if s.Timezone == "" {
+		s.Timezone = "UTC"
+	}
+}
+
+// Location returns the job's time zone.
+func (s *Spec) Location() (*time.Location, error) {
+	if s.Timezone == "" {
+		return time.UTC, nil
+	}
+	return time.LoadLocation(s.Timezone)
+}
+
+// Argv returns the argument vector the executor runs.
+func (s *Spec) Argv() []string {
+	if s.Shell != "" {
+		return []string{"/bin/sh", "-c", s.Shell}
+	}
+	return s.Command
+}
+
+// OutputData is what an output key template sees.
+type OutputData struct {
+	Job       string
+	RunID     string
+	Scheduled time.Time // in the job's time zone
+}
+
+// OutputKey renders the job's output key for one scheduled time. It returns
+// "" when the job publishes no output.
+func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
+	if s.Output == "" {
+		return "", nil
+	}
+	loc, err := s.Location()
+	if err != nil {
+		return "", err
+	}
+	t, err := template.New("output").Option("missingkey=error").Parse(s.Output)
+	if err != nil {
+		return "", fmt.Errorf("output template: %w", err)
+	}
+	var b bytes.Buffer
+	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	if err := t.Execute(&b, data); err != nil {
+		return "", fmt.Errorf("output template: %w", err)
+	}
+	return b.String(), nil
+}
+
+// Duration is a time.Duration that reads and writes as "90s" in JSON.
+type Duration time.Duration
+
+// D returns d as a time.Duration.
+func (d Duration) D() time.Duration { return time.Duration(d) }
+
+// String returns d in Go duration syntax.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// MarshalJSON writes d as a Go duration string.
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+
+// UnmarshalJSON reads a Go duration string or a number of nanoseconds.
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		var n int64
+		if err2 := json.Unmarshal(b, &n); err2 != nil {
+			return fmt.Errorf("duration: %w", err)
+		}
+		*d = Duration(n)
+		return nil
+	}
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}

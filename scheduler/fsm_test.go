@@ -1,0 +1,160 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
+
+// applyAt feeds one command to the FSM as the log entry (term, index).
+func applyAt(t *testing.T, f *FSM, term, index uint64, c command) applyResult {
+	t.Helper()
+	b, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, ok := f.Apply(&raft.Log{Term: term, Index: index, Type: raft.LogCommand, Data: b}).(applyResult)
+	if !ok {
+		t.Fatalf("Apply returned %T", res)
+	}
+	return res
+}
+
+func withJobs(t *testing.T, names ...string) *FSM {
+	t.Helper()
+	f := NewFSM()
+	var specs []jobs.Spec
+	for _, n := range names {
+		specs = append(specs, jobs.Spec{Name: n, Schedules: []string{"@every 5s"}, Shell: "true"})
+	}
+	if res := applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	return f
+}
+
+func grant(job string, at time.Time) command {
+	return command{Op: opGrant, Grant: &grantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: "schedule", At: at}}
+}
+
+func TestFSM_GrantMintsTokenFromTermAndIndex(t *testing.T) {
+	f := withJobs(t, "report")
+	res := applyAt(t, f, 7, 42, grant("report", t0))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	a, ok := res.Run.Latest()
+	if !ok {
+		t.Fatal("granted run has no attempt")
+	}
+	if got, want := a.Token, (jobs.Fence{Epoch: 7, Seq: 42}); got != want {
+		t.Errorf("token = %+v, want %+v", got, want)
+	}
+	if got, want := a.ID, "report@20260701T090005Z.1"; got != want {
+		t.Errorf("attempt id = %q, want %q", got, want)
+	}
+	if res.Run.State != jobs.Pending || a.State != jobs.Pending {
+		t.Errorf("states = %s/%s, want pending", res.Run.State, a.State)
+	}
+}
+
+func TestFSM_RefusesSecondGrantForSameJobAndTime(t *testing.T) {
+	f := withJobs(t, "report", "other")
+	first := applyAt(t, f, 2, 10, grant("report", t0))
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	// Whichever leader proposes it, and however later, the same (job,
+	// scheduled time) is refused and the original grant is untouched.
+	second := applyAt(t, f, 3, 20, grant("report", t0))
+	if !errors.Is(second.Err, jobs.ErrDuplicateRun) {
+		t.Fatalf("second grant: err = %v, want ErrDuplicateRun", second.Err)
+	}
+	run, ok := f.Run(first.Run.ID)
+	if !ok || len(run.Attempts) != 1 || run.Attempts[0].Token != (jobs.Fence{Epoch: 2, Seq: 10}) {
+		t.Errorf("run after duplicate = %+v, want the first grant only", run)
+	}
+	// Another job, or another time, is a different run.
+	if res := applyAt(t, f, 3, 21, grant("other", t0)); res.Err != nil {
+		t.Errorf("other job at the same time: %v", res.Err)
+	}
+	if res := applyAt(t, f, 3, 22, grant("report", t0.Add(5*time.Second))); res.Err != nil {
+		t.Errorf("same job at the next time: %v", res.Err)
+	}
+	if res := applyAt(t, f, 3, 23, grant("nope", t0)); !errors.Is(res.Err, jobs.ErrUnknownJob) {
+		t.Errorf("unknown job: err = %v, want ErrUnknownJob", res.Err)
+	}
+}
+
+func TestFSM_CompleteIsIdempotent(t *testing.T) {
+	f := withJobs(t, "report")
+	g := applyAt(t, f, 2, 10, grant("report", t0))
+	id := g.Run.Attempts[0].ID
+	applyAt(t, f, 2, 11, command{Op: opStart, Start: &startCmd{Attempt: id, At: t0}})
+	zero := 0
+	done := Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StoreOutcome: "applied", EndedAt: t0.Add(time.Second)}
+	if res := applyAt(t, f, 2, 12, command{Op: opComplete, Complete: &done}); res.Err != nil || res.Run.State != jobs.Succeeded {
+		t.Fatalf("complete: %v, state %s", res.Err, res.Run.State)
+	}
+	// A late, different report of the same attempt changes nothing.
+	late := Completion{Attempt: id, State: jobs.Failed, Error: "late", EndedAt: t0.Add(time.Minute)}
+	res := applyAt(t, f, 2, 13, command{Op: opComplete, Complete: &late})
+	if res.Err != nil || res.Run.State != jobs.Succeeded || res.Run.Attempts[0].Error != "" {
+		t.Errorf("after late completion: err %v, run %+v", res.Err, res.Run)
+	}
+}
+
+func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {
+	f := withJobs(t, "report")
+	applyAt(t, f, 2, 10, grant("report", t0))
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if res := applyAt(t, g, 3, 30, grant("report", t0)); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
+		t.Errorf("grant after restore: err = %v, want ErrDuplicateRun", res.Err)
+	}
+}
+
+func TestFSM_TrimKeepsDroppedRunsUngrantable(t *testing.T) {
+	f := withJobs(t, "report")
+	f.MaxRuns = 3
+	idx := uint64(10)
+	for i := range 5 {
+		at := t0.Add(time.Duration(i) * 5 * time.Second)
+		g := applyAt(t, f, 2, idx, grant("report", at))
+		idx++
+		c := Completion{Attempt: g.Run.Attempts[0].ID, State: jobs.Succeeded, EndedAt: at}
+		applyAt(t, f, 2, idx, command{Op: opComplete, Complete: &c})
+		idx++
+	}
+	if got := len(f.Runs(RunFilter{})); got > 4 {
+		t.Errorf("kept %d runs, want at most MaxRuns+1", got)
+	}
+	if res := applyAt(t, f, 2, idx, grant("report", t0)); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
+		t.Errorf("re-grant of a trimmed run: err = %v, want ErrDuplicateRun", res.Err)
+	}
+}
+
+type memSink struct{ bytes.Buffer }
+
+func (s *memSink) ID() string    { return "mem" }
+func (s *memSink) Cancel() error { return nil }
+func (s *memSink) Close() error  { return nil }

@@ -1,0 +1,186 @@
+package web
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+// Status is the answer of GET /api/v1/status.
+type Status struct {
+	Node       string            `json:"node"`
+	RaftState  string            `json:"raft_state"`
+	Leader     string            `json:"leader"`
+	LeaderAddr string            `json:"leader_addr,omitempty"`
+	Epoch      uint64            `json:"epoch"`
+	EpochOf    string            `json:"epoch_leader,omitempty"`
+	Members    []election.Member `json:"members"`
+}
+
+// Job is a job spec as the API shows it.
+type Job struct {
+	jobs.Spec
+	NextFire time.Time `json:"next_fire,omitzero"`
+	LastRun  *jobs.Run `json:"last_run,omitempty"`
+}
+
+func (s *Server) status() Status {
+	epoch, epochOf := s.State.Epoch()
+	id, addr := s.Cluster.Leader()
+	return Status{
+		Node: s.Cluster.ID(), RaftState: s.Cluster.State(),
+		Leader: id, LeaderAddr: addr, Epoch: epoch, EpochOf: epochOf,
+		Members: s.Cluster.Members(),
+	}
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.status())
+}
+
+func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
+	st := s.status()
+	if st.Leader == "" || st.Epoch == 0 {
+		http.Error(w, "not ready: no leader with a committed epoch yet\n", http.StatusServiceUnavailable)
+		return
+	}
+	fmt.Fprintf(w, "ready: leader %s, epoch %d\n", st.Leader, st.Epoch)
+}
+
+func (s *Server) jobs() []Job {
+	specs, _, _, _ := s.State.JobSet()
+	now := s.Clock.Now()
+	out := make([]Job, 0, len(specs))
+	for _, spec := range specs {
+		j := Job{Spec: spec}
+		if sched, err := jobs.ParseSchedule(spec.Schedules, spec.Timezone); err == nil {
+			j.NextFire = sched.Next(now)
+		}
+		if run, ok := s.State.LastRun(spec.Name); ok {
+			j.LastRun = &run
+		}
+		out = append(out, j)
+	}
+	return out
+}
+
+func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]any{"jobs": s.jobs()})
+}
+
+func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	for _, j := range s.jobs() {
+		if j.Name == name {
+			writeJSON(w, http.StatusOK, j)
+			return
+		}
+	}
+	s.error(w, r, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound))
+}
+
+func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
+	f := scheduler.RunFilter{Job: r.URL.Query().Get("job"), Limit: 100}
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 10000 {
+			s.error(w, r, badRequest("limit must be a number from 1 to 10000, got %q", v))
+			return
+		}
+		f.Limit = n
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(s.State.Runs(f))})
+}
+
+func (s *Server) handleStoreList(w http.ResponseWriter, r *http.Request) {
+	keys, err := s.Store.List(r.Context(), r.URL.Query().Get("prefix"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": nonNil(keys)})
+}
+
+func (s *Server) handleStoreGet(w http.ResponseWriter, r *http.Request) {
+	obj, err := s.Store.Get(r.Context(), chi.URLParam(r, "*"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Fencecron-Version", strconv.FormatUint(obj.Version, 10))
+	h.Set("Fencecron-Token", obj.Token.String())
+	h.Set("Fencecron-Greatest", obj.Greatest.String())
+	h.Set("ETag", strconv.Quote(obj.Hash))
+	w.Write(obj.Body)
+}
+
+func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "*")
+	h, err := s.Store.History(r.Context(), key)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": h})
+}
+
+// errBadRequest marks errors in the request itself.
+var errBadRequest = errors.New("bad request")
+
+func badRequest(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
+}
+
+// statusOf is the one place errors become HTTP status codes.
+func statusOf(err error) int {
+	switch {
+	case errors.Is(err, errBadRequest), errors.Is(err, fencedstore.ErrInvalidKey), errors.Is(err, fencedstore.ErrBadToken):
+		return http.StatusBadRequest
+	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, fencedstore.ErrNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, jobs.ErrDuplicateRun):
+		return http.StatusConflict
+	case errors.Is(err, fencedstore.ErrConflict):
+		return http.StatusPreconditionFailed
+	case errors.Is(err, fencedstore.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge
+	case errors.Is(err, jobs.ErrNotLeader), errors.Is(err, election.ErrNotLeader):
+		return http.StatusServiceUnavailable
+	}
+	return http.StatusInternalServerError
+}
+
+func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
+	code := statusOf(err)
+	if code >= 500 {
+		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}

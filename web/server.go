@@ -1,0 +1,123 @@
+// Package web serves fencecron's HTTP API and dashboard. Handlers decode,
+// make one call, and render; errors become status codes in one place.
+package web
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+//go:embed templates/*.html
+var templateFS embed.FS
+
+// Cluster is the membership and Raft view the API shows.
+type Cluster interface {
+	ID() string
+	State() string
+	Leader() (id, addr string)
+	Members() []election.Member
+}
+
+// State is the replicated scheduler state the API shows.
+type State interface {
+	Epoch() (uint64, string)
+	JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool)
+	Runs(f scheduler.RunFilter) []jobs.Run
+	LastRun(job string) (jobs.Run, bool)
+}
+
+// Server is the HTTP server of one node.
+type Server struct {
+	Addr    string
+	Cluster Cluster
+	State   State
+	Store   fencedstore.Store
+	Clock   jobs.Clock
+	Logger  *slog.Logger
+
+	ln    net.Listener
+	srv   *http.Server
+	pages *template.Template
+	done  chan struct{}
+}
+
+// Open listens on Addr and starts serving. Listening happens before
+// serving, so Addr ":0" is resolved by the time Open returns (see URL).
+func (s *Server) Open() error {
+	if s.Clock == nil {
+		s.Clock = jobs.SystemClock{}
+	}
+	if s.Logger == nil {
+		s.Logger = slog.Default()
+	}
+	pages, err := template.New("").Funcs(templateFuncs).ParseFS(templateFS, "templates/*.html")
+	if err != nil {
+		return err
+	}
+	s.pages = pages
+	ln, err := net.Listen("tcp", s.Addr)
+	if err != nil {
+		return fmt.Errorf("http listen %s: %w", s.Addr, err)
+	}
+	s.ln = ln
+	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	s.done = make(chan struct{})
+	go func() {
+		defer close(s.done)
+		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.Logger.Error("http server stopped", "err", err)
+		}
+	}()
+	return nil
+}
+
+// URL returns the server's base URL.
+func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+
+// Close stops the server, letting in-flight requests finish until ctx ends.
+func (s *Server) Close(ctx context.Context) error {
+	if s.srv == nil {
+		return nil
+	}
+	err := s.srv.Shutdown(ctx)
+	if err != nil {
+		s.srv.Close()
+	}
+	<-s.done
+	return err
+}
+
+// Handler returns the router.
+func (s *Server) Handler() http.Handler {
+	r := chi.NewRouter()
+	r.Get("/", s.handleIndex)
+	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
+	r.Get("/readyz", s.handleReady)
+	r.Route("/api/v1", func(r chi.Router) {
+		r.Get("/status", s.handleStatus)
+		r.Get("/jobs", s.handleJobs)
+		r.Get("/jobs/{name}", s.handleJob)
+		r.Get("/runs", s.handleRuns)
+		r.Get("/store", s.handleStoreList)
+		r.Get("/store/*", s.handleStoreGet)
+		r.Get("/history/*", s.handleHistory)
+	})
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
+		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))
+	})
+	return r
+}
