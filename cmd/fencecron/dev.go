@@ -45,13 +45,13 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	return runNode(ctx, log, nodeOptions{
-		ID:          "dev",
-		DataDir:     *dataDir,
-		HTTPAddr:    *httpAddr,
-		RaftPort:    *raftPort,
-		GossipPort:  *gossipPort,
-		Bootstrap:   true,
-		InitialJobs: specs, InitialSource: "embedded deploy/examples/dev.yaml",
+		ID:              "dev",
+		DataDir:         *dataDir,
+		HTTPAddr:        *httpAddr,
+		RaftPort:        *raftPort,
+		GossipPort:      *gossipPort,
+		BootstrapExpect: 1,
+		InitialJobs:     specs, InitialSource: "embedded deploy/examples/dev.yaml",
 	})
 }
 
@@ -60,7 +60,7 @@ type nodeOptions struct {
 	DataDir              string
 	HTTPAddr             string
 	RaftPort, GossipPort int
-	Bootstrap            bool
+	BootstrapExpect      int
 	Join                 []string
 	InitialJobs          []jobs.Spec
 	InitialSource        string
@@ -90,15 +90,16 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	fsm := scheduler.NewFSM()
 	node := election.New(election.Config{
-		NodeID:     o.ID,
-		DataDir:    o.DataDir,
-		BindAddr:   "127.0.0.1",
-		RaftPort:   o.RaftPort,
-		GossipPort: o.GossipPort,
-		Bootstrap:  o.Bootstrap,
-		Join:       o.Join,
-		Meta:       election.Meta{Role: election.RoleServer},
-		Logger:     log,
+		NodeID:          o.ID,
+		DataDir:         o.DataDir,
+		BindAddr:        "127.0.0.1",
+		RaftPort:        o.RaftPort,
+		GossipPort:      o.GossipPort,
+		Server:          true,
+		BootstrapExpect: o.BootstrapExpect,
+		Join:            o.Join,
+		Meta:            election.Meta{Role: election.RoleServer},
+		Logger:          log,
 	}, fsm)
 	if err := node.Open(); err != nil {
 		return err
