@@ -40,8 +40,10 @@ func (f *logFSM) Apply(l *raft.Log) any {
 	f.entries = append(f.entries, string(l.Data))
 	return len(f.entries)
 }
-func (f *logFSM) Snapshot() (raft.FSMSnapshot, error) { return nil, fmt.Errorf("no snapshots in tests") }
-func (f *logFSM) Restore(rc io.ReadCloser) error      { return rc.Close() }
+func (f *logFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return nil, fmt.Errorf("no snapshots in tests")
+}
+func (f *logFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
 func (f *logFSM) list() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
