@@ -75,6 +75,7 @@ func (n *Node) openGossip() error {
 		return fmt.Errorf("start gossip on %s:%d: %w", n.cfg.BindAddr, n.cfg.GossipPort, err)
 	}
 	n.ml = ml
+	n.gossipAddr = ml.LocalNode().Address()
 	return nil
 }
 

@@ -83,6 +83,9 @@ type Node struct {
 	transport *raft.NetworkTransport
 	boltStore *raftboltdb.BoltStore
 	ml        *memberlist.Memberlist
+	// gossipAddr is read once at Open: LocalNode's fields are rewritten by
+	// metadata updates.
+	gossipAddr string
 	members   *memberTable
 
 	metaMu    sync.Mutex
@@ -292,7 +295,7 @@ func (n *Node) RaftAddr() string {
 }
 
 // GossipAddr returns the address gossip listens on.
-func (n *Node) GossipAddr() string { return n.ml.LocalNode().Address() }
+func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // Apply replicates cmd and returns what the FSM's Apply returned for it. It
 // fails with ErrNotLeader on a follower. raft.ErrLeadershipLost means the

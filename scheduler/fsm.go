@@ -95,6 +95,7 @@ type state struct {
 	Jobs      []jobs.Spec          `json:"jobs"`
 	JobsFrom  string               `json:"jobs_from"`
 	JobsAt    time.Time            `json:"jobs_at"`
+	JobsHash  string               `json:"jobs_hash"`
 	HasJobs   bool                 `json:"has_jobs"`
 	Runs      map[string]*jobs.Run `json:"runs"`
 	// Order lists run ids oldest grant first.
@@ -151,6 +152,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return applyResult{}
 	case opSetJobs:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
+		f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
 		notify(f.jobsChanged)
 		return applyResult{}
 	case opGrant, opSkip:
@@ -329,12 +331,28 @@ func (f *FSM) Epoch() (uint64, string) {
 	return f.st.Epoch, f.st.Leader
 }
 
+// JobSetInfo says which job set the cluster runs.
+type JobSetInfo struct {
+	Hash      string    `json:"hash"`
+	Source    string    `json:"source"`
+	AppliedAt time.Time `json:"applied_at"`
+	Count     int       `json:"count"`
+}
+
 // JobSet returns the replicated job set, where it came from and when, and
 // whether one was ever applied.
 func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return slices.Clone(f.st.Jobs), f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs
+}
+
+// JobSetInfo describes the replicated job set; Hash is "" if none was
+// ever applied.
+func (f *FSM) JobSetInfo() JobSetInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs)}
 }
 
 // JobsChanged is signalled, coalesced, when the job set changes.
