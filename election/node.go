@@ -86,7 +86,7 @@ type Node struct {
 	// gossipAddr is read once at Open: LocalNode's fields are rewritten by
 	// metadata updates.
 	gossipAddr string
-	members   *memberTable
+	members    *memberTable
 
 	metaMu    sync.Mutex
 	meta      Meta
