@@ -153,7 +153,7 @@ type state struct {
 	JobsHash  string      `json:"jobs_hash"`
 	HasJobs   bool        `json:"has_jobs"`
 	// Paused is set by pause and cleared by resume, on top of the spec.
-	Paused map[string]bool       `json:"paused"`
+	Paused map[string]bool      `json:"paused"`
 	Runs   map[string]*jobs.Run `json:"runs"`
 	// Order lists run ids oldest grant first.
 	Order []string `json:"order"`
