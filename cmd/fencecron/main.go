@@ -19,6 +19,10 @@ const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron agent -config FILE             one node of a real cluster
+  fencecron status | jobs | runs [JOB]     look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
+  fencecron trigger | pause | resume JOB   act on a job
+  fencecron apply FILE                     replace the cluster's job set with FILE's jobs
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -48,6 +52,14 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "status":
+		return runStatus(ctx, args[1:], stdout, stderr)
+	case "jobs":
+		return runJobs(ctx, args[1:], stdout, stderr)
+	case "runs":
+		return runRuns(ctx, args[1:], stdout, stderr)
+	case "trigger", "pause", "resume":
+		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

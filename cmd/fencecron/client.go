@@ -1,0 +1,217 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web"
+)
+
+// client talks to one node's HTTP API.
+type client struct {
+	base string
+	json bool
+	out  io.Writer
+	http *http.Client
+}
+
+// clientFlags parses the flags every client command takes; it returns the
+// positional arguments.
+func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int, argUsage string) (*client, []string, error) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	def := os.Getenv("FENCECRON_ADDR")
+	if def == "" {
+		def = "127.0.0.1:8080"
+	}
+	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
+	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT] [-json] %s\n", name, argUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return nil, nil, err
+	}
+	if fs.NArg() != nargs && !(nargs < 0 && fs.NArg() <= -nargs) {
+		fs.Usage()
+		return nil, nil, flag.ErrHelp
+	}
+	base := *addr
+	if !strings.Contains(base, "://") {
+		base = "http://" + base
+	}
+	return &client{base: strings.TrimRight(base, "/"), json: *asJSON, out: stdout, http: &http.Client{Timeout: 30 * time.Second}}, fs.Args(), nil
+}
+
+// do sends a request and decodes a JSON answer into v; a non-2xx answer
+// becomes an error carrying the API's message.
+func (c *client) do(ctx context.Context, method, path string, body any, v any) error {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	if err != nil {
+		return err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode/100 != 2 {
+		var e struct{ Error string }
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			return fmt.Errorf("%s %s: %s", method, path, e.Error)
+		}
+		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+	}
+	if c.json {
+		c.out.Write(b)
+		return nil
+	}
+	if v != nil {
+		return json.Unmarshal(b, v)
+	}
+	return nil
+}
+
+func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, _, err := clientFlags("status", args, stdout, stderr, 0, "")
+	if err != nil {
+		return err
+	}
+	var st web.Status
+	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil || c.json {
+		return err
+	}
+	fmt.Fprintf(stdout, "node %s (%s); leader %s; epoch %d\n", st.Node, st.RaftState, orNone(st.Leader), st.Epoch)
+	fmt.Fprintf(stdout, "job set %s: %d jobs from %s at %s\n", orNone(st.Jobs.Hash), st.Jobs.Count, orNone(st.Jobs.Source), ts(st.Jobs.AppliedAt))
+	if st.Drifted {
+		fmt.Fprintf(stdout, "this node's config (%s) differs from the applied job set\n", st.ConfigHash)
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "MEMBER\tSTATE\tROLE\tHTTP\tCONFIG\t")
+	for _, m := range st.Members {
+		cfg := m.Meta.ConfigHash
+		if m.Drifted {
+			cfg += " (drifted)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", m.Name, m.State, m.Meta.Role, m.Meta.HTTPAddr, cfg)
+	}
+	return tw.Flush()
+}
+
+func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, _, err := clientFlags("jobs", args, stdout, stderr, 0, "")
+	if err != nil {
+		return err
+	}
+	var out struct{ Jobs []web.Job }
+	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, &out); err != nil || c.json {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tLAST RUN\tPAUSED\t")
+	for _, j := range out.Jobs {
+		last := ""
+		if j.LastRun != nil {
+			last = fmt.Sprintf("%s %s", j.LastRun.ScheduledAt.UTC().Format(time.RFC3339), j.LastRun.State)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, strings.Join(j.Schedules, " | "), j.Timezone, ts(j.NextFire), last, j.Paused)
+	}
+	return tw.Flush()
+}
+
+func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, rest, err := clientFlags("runs", args, stdout, stderr, -1, "[JOB]")
+	if err != nil {
+		return err
+	}
+	q := url.Values{"limit": {"50"}}
+	if len(rest) == 1 {
+		q.Set("job", rest[0])
+	}
+	var out struct{ Runs []jobs.Run }
+	if err := c.do(ctx, http.MethodGet, "/api/v1/runs?"+q.Encode(), nil, &out); err != nil || c.json {
+		return err
+	}
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTATE\tATTEMPT\tTOKEN\tWORKER\tSTORE\tNOTE\t")
+	for _, r := range out.Runs {
+		if len(r.Attempts) == 0 {
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t%s\t\n", r.ID, r.State, r.Reason)
+		}
+		for _, a := range r.Attempts {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.ID, a.State, a.Number, a.Token, a.Worker, a.StoreOutcome, a.Error)
+		}
+	}
+	return tw.Flush()
+}
+
+func runJobAction(action string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+		c, rest, err := clientFlags(action, args, stdout, stderr, 1, "JOB")
+		if err != nil {
+			return err
+		}
+		var run jobs.Run
+		var v any
+		if action == "trigger" {
+			v = &run
+		}
+		if err := c.do(ctx, http.MethodPost, "/api/v1/jobs/"+url.PathEscape(rest[0])+"/"+action, nil, v); err != nil || c.json {
+			return err
+		}
+		switch action {
+		case "trigger":
+			if a, ok := run.Latest(); ok {
+				fmt.Fprintf(stdout, "run %s: attempt %d to %s with token %s\n", run.ID, a.Number, a.Worker, a.Token)
+			} else {
+				fmt.Fprintf(stdout, "run %s: %s (%s)\n", run.ID, run.State, run.Reason)
+			}
+		case "pause":
+			fmt.Fprintf(stdout, "job %s paused\n", rest[0])
+		case "resume":
+			fmt.Fprintf(stdout, "job %s resumed\n", rest[0])
+		}
+		return nil
+	}
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "(none)"
+	}
+	return s
+}
+
+func ts(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
