@@ -10,7 +10,12 @@ import (
 )
 
 func newStore(t *testing.T) fencedstore.Store {
+	return newStoreWith(t, storetest.Options{MaxBodyBytes: fencedstore.DefaultMaxBodyBytes, HistoryRetention: fencedstore.DefaultHistoryRetention})
+}
+
+func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
 	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	s.MaxBodyBytes, s.HistoryRetention = o.MaxBodyBytes, o.HistoryRetention
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -18,4 +23,7 @@ func newStore(t *testing.T) fencedstore.Store {
 	return s
 }
 
-func TestStore_Conformance(t *testing.T) { storetest.Run(t, newStore) }
+func TestStore_Conformance(t *testing.T) {
+	storetest.Run(t, newStore)
+	storetest.RunLimits(t, newStoreWith)
+}
