@@ -185,3 +185,10 @@ func (d Decision) Err() error {
 	}
 	return nil
 }
+
+// IsDecision reports whether err from Publish or Establish is a refusal the
+// store decided and recorded (ErrStaleOwner or ErrConflict), as opposed to
+// a failure.
+func IsDecision(err error) bool {
+	return errors.Is(err, ErrStaleOwner) || errors.Is(err, ErrConflict)
+}

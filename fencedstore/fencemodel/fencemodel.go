@@ -216,7 +216,7 @@ func (r *Recorder) record(client int, in Input, call int64, out Output) {
 // decided reports whether err is a decision (nil, stale_owner, conflict)
 // rather than a failure with an unknown outcome.
 func decided(err error) bool {
-	return err == nil || errors.Is(err, fencedstore.ErrStaleOwner) || errors.Is(err, fencedstore.ErrConflict)
+	return err == nil || fencedstore.IsDecision(err)
 }
 
 // Establish calls s.Establish and records it.
