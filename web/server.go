@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
@@ -48,6 +49,10 @@ type Server struct {
 	Store   fencedstore.Store
 	Clock   jobs.Clock
 	Logger  *slog.Logger
+
+	// StoreAPI serves the store's endpoints (reads and writes); nil serves
+	// Store read-only.
+	StoreAPI http.Handler
 
 	ln    net.Listener
 	srv   *http.Server
@@ -112,9 +117,14 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/jobs", s.handleJobs)
 		r.Get("/jobs/{name}", s.handleJob)
 		r.Get("/runs", s.handleRuns)
-		r.Get("/store", s.handleStoreList)
-		r.Get("/store/*", s.handleStoreGet)
-		r.Get("/history/*", s.handleHistory)
+		store := s.StoreAPI
+		if store == nil {
+			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
+		}
+		r.Handle("/store", store)
+		r.Handle("/store/*", store)
+		r.Handle("/establish/*", store)
+		r.Handle("/history/*", store)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))

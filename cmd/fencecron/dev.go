@@ -12,7 +12,9 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/deploy/examples"
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web"
@@ -82,6 +84,15 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
 	}()
 
+	secret, err := loadOrCreateSecret(o.DataDir)
+	if err != nil {
+		return err
+	}
+	signer, err := fencedstore.NewSigner(secret)
+	if err != nil {
+		return err
+	}
+
 	store := bolt.New(filepath.Join(o.DataDir, "store.db"))
 	if err := store.Open(); err != nil {
 		return err
@@ -109,7 +120,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
 
-	srv := &web.Server{Addr: o.HTTPAddr, Cluster: node, State: fsm, Store: store, Logger: log}
+	srv := &web.Server{Addr: o.HTTPAddr, Cluster: node, State: fsm, Store: store, Logger: log,
+		StoreAPI: &httpstore.Handler{Store: store, Signer: signer, MaxBodyBytes: store.MaxBodyBytes, Logger: log}}
 	if err := srv.Open(); err != nil {
 		return err
 	}
@@ -117,7 +129,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Reporter: sched, StoreAddr: srv.URL(),
-		Grace: 2 * time.Second, Logger: log,
+		TokenText: tokenText(signer, log),
+		Grace:     2 * time.Second, Logger: log,
 	}
 	if err := worker.Open(); err != nil {
 		return err

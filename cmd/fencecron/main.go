@@ -19,6 +19,8 @@ const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
+  fencecron get KEY                        write a key's body from the fenced store to stdout
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -48,6 +50,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "publish":
+		return runPublish(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "get":
+		return runGet(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
