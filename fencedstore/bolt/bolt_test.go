@@ -1,8 +1,12 @@
 package bolt_test
 
 import (
+	"context"
+	"errors"
 	"path/filepath"
 	"testing"
+
+	"go.uber.org/goleak"
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
@@ -45,4 +49,22 @@ func BenchmarkPublish1KiB(b *testing.B) {
 func BenchmarkPublishStale(b *testing.B) {
 	b.Run("sequential", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), false, 0) })
 	b.Run("parallel", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), true, 32) })
+}
+
+// Close stops the committer: no goroutine outlives the store.
+func TestStore_CloseLeavesNoGoroutines(t *testing.T) {
+	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(context.Background(), fencedstore.PublishRequest{Key: "k", Token: storetest.T(1, 1), Attempt: "a", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	goleak.VerifyNone(t)
+	if _, err := s.Publish(context.Background(), fencedstore.PublishRequest{Key: "k", Token: storetest.T(1, 2), Attempt: "a", Body: []byte("y")}); !errors.Is(err, fencedstore.ErrClosed) {
+		t.Errorf("publish after close: err = %v, want ErrClosed", err)
+	}
 }

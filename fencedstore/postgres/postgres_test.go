@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/postgres"
@@ -24,28 +25,36 @@ import (
 // testURLEnv names the database the tests use; .ci/run sets it.
 const testURLEnv = "FENCECRON_TEST_POSTGRES"
 
+var (
+	probeOnce sync.Once
+	probeURL  string
+	probeWhy  string // why the database cannot be used, or ""
+)
+
 // testURL returns the test database's URL, or skips the test (fails it
-// under CI=true) when it is not configured or not reachable.
+// under CI=true) when it is not configured or not reachable. The database
+// is probed once per test binary.
 func testURL(t testing.TB) string {
 	t.Helper()
-	url := os.Getenv(testURLEnv)
-	why := ""
-	if url == "" {
-		why = testURLEnv + " is not set"
-	} else {
+	probeOnce.Do(func() {
+		probeURL = os.Getenv(testURLEnv)
+		if probeURL == "" {
+			probeWhy = testURLEnv + " is not set"
+			return
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		conn, err := pgx.Connect(ctx, url)
+		conn, err := pgx.Connect(ctx, probeURL)
 		if err != nil {
-			why = "cannot connect to " + testURLEnv + ": " + err.Error()
-		} else {
-			conn.Close(ctx)
+			probeWhy = "cannot connect to " + testURLEnv + ": " + err.Error()
+			return
 		}
+		conn.Close(ctx)
+	})
+	if probeWhy == "" {
+		return probeURL
 	}
-	if why == "" {
-		return url
-	}
-	msg := why + `; to run the PostgreSQL tests, start PostgreSQL and set ` + testURLEnv +
+	msg := probeWhy + `; to run the PostgreSQL tests, start PostgreSQL and set ` + testURLEnv +
 		`="postgres://fencecron@127.0.0.1:5432/fencecron_test?sslmode=disable" (.ci/run does both)`
 	if os.Getenv("CI") == "true" {
 		t.Fatal(msg)
@@ -101,6 +110,7 @@ func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
 func newStore(t *testing.T) fencedstore.Store { return newStoreWith(t, storetest.Options{}) }
 
 func TestStore_Conformance(t *testing.T) {
+	testURL(t)
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
 }
@@ -146,7 +156,7 @@ func TestStore_Unavailable(t *testing.T) {
 		if strings.Contains(err.Error(), "secret-password") {
 			t.Errorf("the error shows the password: %v", err)
 		}
-		t.Logf("open: %v", err)
+		t.Logf("%v", err)
 	})
 	t.Run("calls", func(t *testing.T) {
 		url := testURL(t)
@@ -272,4 +282,22 @@ func BenchmarkPublish1KiB(b *testing.B) {
 func BenchmarkPublishStale(b *testing.B) {
 	b.Run("sequential", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), false, 0) })
 	b.Run("parallel", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), true, 8) })
+}
+
+// Close closes the pool: no goroutine outlives the store.
+func TestStore_CloseLeavesNoGoroutines(t *testing.T) {
+	url := testURL(t)
+	s := postgres.New(url)
+	s.Schema = newSchema(t, url)
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(context.Background(), fencedstore.PublishRequest{Key: "k", Token: storetest.T(1, 1), Attempt: "a", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	goleak.VerifyNone(t)
+	if _, err := s.Get(context.Background(), "k"); !errors.Is(err, fencedstore.ErrClosed) {
+		t.Errorf("get after close: err = %v, want ErrClosed", err)
+	}
 }
