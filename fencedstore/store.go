@@ -22,6 +22,16 @@ var (
 	ErrTooLarge   = errors.New("body too large")
 	ErrBadToken   = errors.New("bad token")
 	ErrClosed     = errors.New("store closed")
+	// ErrUnauthorized: a write without valid credentials (a missing token,
+	// or a wrong cluster credential).
+	ErrUnauthorized = errors.New("unauthorized")
+	// ErrOutOfScope: a signed token used on a key outside its scope.
+	ErrOutOfScope = errors.New("key outside the token's scope")
+	// ErrUnavailable: the backend cannot be reached. For Publish and
+	// Establish the outcome is then unknown; repeating the same call (same
+	// token, attempt and body) is safe, because an applied publish repeated
+	// is applied again without change.
+	ErrUnavailable = errors.New("store unavailable")
 )
 
 // Outcome names a decision of the store.
@@ -93,6 +103,10 @@ type Decision struct {
 
 // Store is the fenced store. Every method is safe for concurrent use, and
 // Publish and Establish each decide and record in one atomic step.
+//
+// Every method returns ErrInvalidKey for a bad key and ErrUnavailable when
+// the backend cannot be reached; Publish and Establish return ErrBadToken for
+// a token that was never minted (see Token.Validate).
 type Store interface {
 	// Establish records tok as the key's greatest token unless a newer one
 	// is there already (ErrStaleOwner). It is how a worker shuts out every
@@ -170,4 +184,11 @@ func (d Decision) Err() error {
 		return ErrConflict
 	}
 	return nil
+}
+
+// IsDecision reports whether err from Publish or Establish is a refusal the
+// store decided and recorded (ErrStaleOwner or ErrConflict), as opposed to
+// a failure.
+func IsDecision(err error) bool {
+	return errors.Is(err, ErrStaleOwner) || errors.Is(err, ErrConflict)
 }

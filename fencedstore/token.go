@@ -3,6 +3,9 @@ package fencedstore
 import (
 	"cmp"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 )
 
 // Token is a fence token: the epoch (Raft term) and seq (Raft log index) of
@@ -29,3 +32,45 @@ func (t Token) IsZero() bool { return t == Token{} }
 
 // String returns "epoch.seq".
 func (t Token) String() string { return fmt.Sprintf("%d.%d", t.Epoch, t.Seq) }
+
+// Validate returns an error wrapping ErrBadToken unless t could have been
+// minted: epoch and seq both at least 1 (Raft terms and log indexes start at
+// 1) and both at most math.MaxInt64, the range every backend stores exactly.
+func (t Token) Validate() error {
+	switch {
+	case t.Epoch == 0 || t.Seq == 0:
+		return fmt.Errorf("%w: %s was never minted (epoch and seq start at 1)", ErrBadToken, t)
+	case t.Epoch > math.MaxInt64 || t.Seq > math.MaxInt64:
+		return fmt.Errorf("%w: %s is out of range (epoch and seq are at most %d)", ErrBadToken, t, int64(math.MaxInt64))
+	}
+	return nil
+}
+
+// ParseToken reads the plain "epoch.seq" form that Token.String writes.
+// It checks syntax only; use Validate for the range.
+func ParseToken(s string) (Token, error) {
+	e, q, ok := strings.Cut(s, ".")
+	if !ok {
+		return Token{}, fmt.Errorf("%w: %q is not epoch.seq", ErrBadToken, truncate(s))
+	}
+	epoch, err1 := parseDecimal(e)
+	seq, err2 := parseDecimal(q)
+	if err1 != nil || err2 != nil {
+		return Token{}, fmt.Errorf("%w: %q is not epoch.seq", ErrBadToken, truncate(s))
+	}
+	return Token{Epoch: epoch, Seq: seq}, nil
+}
+
+// parseDecimal accepts only the canonical decimal form of a uint64: digits,
+// no sign, no leading zeros. One number has one spelling.
+func parseDecimal(s string) (uint64, error) {
+	if s == "" || (len(s) > 1 && s[0] == '0') {
+		return 0, strconv.ErrSyntax
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, strconv.ErrSyntax
+		}
+	}
+	return strconv.ParseUint(s, 10, 64)
+}

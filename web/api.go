@@ -127,40 +127,6 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(s.State.Runs(f))})
 }
 
-func (s *Server) handleStoreList(w http.ResponseWriter, r *http.Request) {
-	keys, err := s.Store.List(r.Context(), r.URL.Query().Get("prefix"))
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": nonNil(keys)})
-}
-
-func (s *Server) handleStoreGet(w http.ResponseWriter, r *http.Request) {
-	obj, err := s.Store.Get(r.Context(), chi.URLParam(r, "*"))
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	h := w.Header()
-	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Fencecron-Version", strconv.FormatUint(obj.Version, 10))
-	h.Set("Fencecron-Token", obj.Token.String())
-	h.Set("Fencecron-Greatest", obj.Greatest.String())
-	h.Set("ETag", strconv.Quote(obj.Hash))
-	w.Write(obj.Body)
-}
-
-func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
-	key := chi.URLParam(r, "*")
-	h, err := s.Store.History(r.Context(), key)
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": h})
-}
-
 // JobSetRequest is the body of PUT /api/v1/jobset.
 type JobSetRequest struct {
 	Source string      `json:"source"`

@@ -17,6 +17,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
@@ -74,6 +75,10 @@ type Server struct {
 	Credential string
 	Clock      jobs.Clock
 	Logger     *slog.Logger
+
+	// StoreAPI serves the store's endpoints (reads and writes); nil serves
+	// Store read-only.
+	StoreAPI http.Handler
 
 	ln    net.Listener
 	srv   *http.Server
@@ -142,9 +147,14 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/jobs/{name}/resume", s.handlePause(false))
 		r.Get("/events", s.handleEventsJSON)
 		r.Get("/runs", s.handleRuns)
-		r.Get("/store", s.handleStoreList)
-		r.Get("/store/*", s.handleStoreGet)
-		r.Get("/history/*", s.handleHistory)
+		store := s.StoreAPI
+		if store == nil {
+			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
+		}
+		r.Handle("/store", store)
+		r.Handle("/store/*", store)
+		r.Handle("/establish/*", store)
+		r.Handle("/history/*", store)
 		r.Get("/jobset", s.handleJobSet)
 		r.Put("/jobset", s.handleApplyJobSet)
 	})

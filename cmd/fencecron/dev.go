@@ -39,6 +39,13 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return fmt.Errorf("-http: %w", err)
 	}
+	if err := os.MkdirAll(*dataDir, 0o700); err != nil {
+		return err
+	}
+	secret, err := loadOrCreateSecret(*dataDir)
+	if err != nil {
+		return err
+	}
 	return runNode(ctx, log, nodeOptions{
 		ID:              "dev",
 		DataDir:         *dataDir,
@@ -48,6 +55,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		RaftPort:        *raftPort,
 		GossipPort:      *gossipPort,
 		BootstrapExpect: 1,
+		Secret:          secret,
 		InitialJobs:     specs,
 		InitialSource:   "embedded deploy/examples/dev.yaml",
 		ConfigHash:      jobs.HashSpecs(specs),

@@ -23,6 +23,8 @@ Usage:
   fencecron status | jobs | runs [JOB]     look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron trigger | pause | resume JOB   act on a job
   fencecron apply FILE                     replace the cluster's job set with FILE's jobs
+  fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
+  fencecron get KEY                        write a key's body from the fenced store to stdout
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -60,6 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRuns(ctx, args[1:], stdout, stderr)
 	case "trigger", "pause", "resume":
 		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
+	case "publish":
+		return runPublish(ctx, args[1:], os.Stdin, stdout, stderr)
+	case "get":
+		return runGet(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

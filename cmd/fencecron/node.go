@@ -11,7 +11,9 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web"
@@ -78,6 +80,16 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
 	}
 
+	// Job tokens are signed with a key derived from the cluster secret;
+	// without a secret the store refuses every write over HTTP.
+	var signer *fencedstore.Signer
+	if len(o.Secret) > 0 {
+		var err error
+		if signer, err = fencedstore.NewSigner(o.Secret); err != nil {
+			return err
+		}
+	}
+
 	store := bolt.New(filepath.Join(o.DataDir, "store.db"))
 	if err := store.Open(); err != nil {
 		return err
@@ -120,10 +132,14 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, Logger: log,
 	}
+	if signer != nil {
+		worker.TokenText = tokenText(signer, log)
+	}
 	peer.Local = worker
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, Credential: cred, Logger: log,
+		StoreAPI: &httpstore.Handler{Store: store, Signer: signer, MaxBodyBytes: store.MaxBodyBytes, Logger: log},
 	}
 	if err := srv.Open(); err != nil {
 		return err

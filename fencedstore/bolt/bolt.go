@@ -139,10 +139,7 @@ func checkCall(key string, tok fencedstore.Token) error {
 	if err := fencedstore.ValidateKey(key); err != nil {
 		return err
 	}
-	if tok.Epoch == 0 || tok.Seq == 0 {
-		return fmt.Errorf("%w: %s was never minted", fencedstore.ErrBadToken, tok)
-	}
-	return nil
+	return tok.Validate()
 }
 
 // submit hands o to the committer and waits for its decision. Once handed

@@ -6,14 +6,28 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 )
 
 // Factory returns a new, empty store; the suite does not close it.
 type Factory func(t *testing.T) fencedstore.Store
+
+// Options are the limits a store is made with for RunLimits.
+type Options struct {
+	MaxBodyBytes     int64
+	HistoryRetention int
+}
+
+// OptionsFactory returns a new, empty store with the given limits.
+type OptionsFactory func(t *testing.T, o Options) fencedstore.Store
 
 // T is shorthand for a token.
 func T(epoch, seq uint64) fencedstore.Token { return fencedstore.Token{Epoch: epoch, Seq: seq} }
@@ -39,6 +53,101 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("History", func(t *testing.T) { testHistory(t, newStore) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
 	t.Run("ListAndGet", func(t *testing.T) { testListAndGet(t, newStore) })
+	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore) })
+}
+
+// RunLimits checks the configurable limits: the body cap and the history
+// retention.
+func RunLimits(t *testing.T, newStore OptionsFactory) {
+	t.Run("BodyCap", func(t *testing.T) {
+		s := newStore(t, Options{MaxBodyBytes: 1024, HistoryRetention: fencedstore.DefaultHistoryRetention})
+		ctx := context.Background()
+		const key = "reports/big.bin"
+		_, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(1, 1), Attempt: "a", Body: make([]byte, 1025)})
+		if !errors.Is(err, fencedstore.ErrTooLarge) {
+			t.Fatalf("publish of 1025 bytes with a 1024-byte cap: err = %v, want ErrTooLarge", err)
+		}
+		if _, err := s.History(ctx, key); !errors.Is(err, fencedstore.ErrNotFound) {
+			t.Errorf("a refused oversized body left history: err = %v", err)
+		}
+		expect(t, fencedstore.Applied)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(1, 1), Attempt: "a", Body: make([]byte, 1024)}))
+	})
+	t.Run("HistoryRetention", func(t *testing.T) {
+		const keep = 5
+		s := newStore(t, Options{MaxBodyBytes: fencedstore.DefaultMaxBodyBytes, HistoryRetention: keep})
+		ctx := context.Background()
+		const key = "reports/busy.csv"
+		for i := uint64(1); i <= 12; i++ {
+			expect(t, fencedstore.Applied)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(1, i), Attempt: "a", Body: []byte{byte(i)}}))
+		}
+		h, err := s.History(ctx, key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(h) != keep {
+			t.Fatalf("history has %d entries, want the last %d", len(h), keep)
+		}
+		for i, d := range h {
+			if got, want := d.Token, T(1, uint64(12-keep+1+i)); got != want {
+				t.Errorf("history[%d].Token = %s, want %s", i, got, want)
+			}
+		}
+	})
+}
+
+// testConcurrent drives the store with many clients and random tokens on a
+// few keys and checks the results three ways: the fencing invariant
+// directly, linearizability against the fenced-register model (porcupine),
+// and a replay of each key's recorded history through the rules.
+func testConcurrent(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	keys := []string{"reports/a.csv", "reports/b.csv", "logs/c.txt"}
+	var rec fencemodel.Recorder
+	w := fencemodel.Workload{Keys: keys, Clients: 16, Calls: 60, Seed: uint64(time.Now().UnixNano())}
+	cnt := w.Run(ctx, s, &rec)
+	t.Logf("seed %d: %s", w.Seed, cnt)
+	if cnt.Unknown > 0 {
+		t.Fatalf("%d calls failed; first: %v", cnt.Unknown, cnt.FirstError)
+	}
+	if ctx.Err() != nil {
+		t.Fatal("workload did not finish in time")
+	}
+	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Established == 0 {
+		t.Errorf("the workload did not reach applied, stale_owner and established: %s", cnt)
+	}
+
+	metas, err := s.List(ctx, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	final := map[string]fencedstore.Token{}
+	for _, m := range metas {
+		final[m.Key] = m.Greatest
+	}
+	ops := rec.Operations()
+	for _, err := range fencemodel.CheckFencing(ops, final) {
+		t.Error(err)
+	}
+	res, info := fencemodel.Check(ops, 30*time.Second)
+	if res != porcupine.Ok {
+		t.Errorf("history of %d calls is %s under the fenced-register model", len(ops), res)
+		if f, err := os.CreateTemp("", "fencecron-porcupine-*.html"); err == nil {
+			porcupine.Visualize(fencemodel.Model, info, f)
+			f.Close()
+			t.Logf("visualization: %s", f.Name())
+		}
+	}
+	for _, k := range keys {
+		h, err := s.History(ctx, k)
+		if err != nil {
+			t.Fatalf("history %s: %v", k, err)
+		}
+		if err := fencemodel.CheckHistory(h); err != nil {
+			t.Errorf("history %s: %v", k, err)
+		}
+	}
 }
 
 func testRulesTable(t *testing.T, newStore Factory) {

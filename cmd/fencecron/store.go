@@ -1,0 +1,239 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+// Exit codes of `fencecron publish` and `fencecron get`.
+const (
+	exitError      = 1 // anything else: bad input, bad token, unreachable store
+	exitUsage      = 2
+	exitStaleOwner = 3 // the store holds a newer token; nothing was written
+	exitConflict   = 4 // If-Match differs from the key's version; nothing was written
+	exitNotFound   = 5 // get: no such key
+)
+
+// storeAddr is where the client commands find the store: the -store flag,
+// else FENCECRON_STORE (set for jobs), else FENCECRON_ADDR, else the
+// default node address.
+func storeAddr(flagValue string) string {
+	for _, v := range []string{flagValue, os.Getenv("FENCECRON_STORE"), os.Getenv("FENCECRON_ADDR")} {
+		if v != "" {
+			return v
+		}
+	}
+	return "127.0.0.1:8080"
+}
+
+// runPublish is `fencecron publish KEY [FILE]`: the body from FILE (or
+// stdin), the signed token from FENCECRON_TOKEN. It presents only that
+// token: a job's process never holds the cluster secret.
+func runPublish(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("publish", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
+	ifMatch := fs.Int64("if-match", -1, "publish only if the key is at this version (0: only if it is new)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: fencecron publish [-store ADDR] [-if-match VERSION] KEY [FILE]
+
+Publishes FILE (default stdin) to KEY in the fenced store with the signed
+fence token in $FENCECRON_TOKEN, which the worker gives every job.
+Exit status: 0 applied, 3 stale_owner (a newer token holds the key),
+4 conflict (-if-match differs), 1 any other error, 2 usage.
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitCode(exitUsage)
+	}
+	if fs.NArg() < 1 || fs.NArg() > 2 {
+		fs.Usage()
+		return exitCode(exitUsage)
+	}
+	key := fs.Arg(0)
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return err
+	}
+	token := os.Getenv("FENCECRON_TOKEN")
+	if token == "" {
+		return errors.New("publish: FENCECRON_TOKEN is not set: publish runs inside a job, with the token its worker gave it")
+	}
+	in := stdin
+	if fs.NArg() == 2 && fs.Arg(1) != "-" {
+		f, err := os.Open(fs.Arg(1))
+		if err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	body, err := io.ReadAll(io.LimitReader(in, fencedstore.DefaultMaxBodyBytes+1))
+	if err != nil {
+		return fmt.Errorf("publish: reading the body: %w", err)
+	}
+	if len(body) > fencedstore.DefaultMaxBodyBytes {
+		return fmt.Errorf("publish %s: %w: more than %d bytes", key, fencedstore.ErrTooLarge, fencedstore.DefaultMaxBodyBytes)
+	}
+	req := fencedstore.PublishRequest{Key: key, Body: body}
+	if *ifMatch >= 0 {
+		v := uint64(*ifMatch)
+		req.ExpectedVersion = &v
+	}
+	c := httpstore.NewClient(storeAddr(*addr), nil)
+	res, err := c.PublishSigned(ctx, token, req)
+	line := fmt.Sprintf("%s %s version=%d greatest=%s\n", res.Outcome, key, res.Version, res.Greatest)
+	switch {
+	case err == nil:
+		fmt.Fprint(stdout, line)
+		return nil
+	case errors.Is(err, fencedstore.ErrStaleOwner):
+		fmt.Fprint(stderr, line)
+		fmt.Fprintln(stderr, "fencecron: publish refused: the store holds a newer fence token; nothing was written")
+		return exitCode(exitStaleOwner)
+	case errors.Is(err, fencedstore.ErrConflict):
+		fmt.Fprint(stderr, line)
+		fmt.Fprintf(stderr, "fencecron: publish refused: %s is at version %d, not %d; nothing was written\n", key, res.Version, *ifMatch)
+		return exitCode(exitConflict)
+	}
+	return fmt.Errorf("publish %s: %w", key, err)
+}
+
+// runGet is `fencecron get KEY`: the body to stdout.
+func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("get", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
+	fs.Usage = func() {
+		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] KEY
+
+Writes KEY's body from the fenced store to stdout.
+Exit status: 0 found, 5 no such key, 1 any other error, 2 usage.
+`)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return exitCode(exitUsage)
+	}
+	if fs.NArg() != 1 {
+		fs.Usage()
+		return exitCode(exitUsage)
+	}
+	obj, err := httpstore.NewClient(storeAddr(*addr), nil).Get(ctx, fs.Arg(0))
+	switch {
+	case errors.Is(err, fencedstore.ErrNotFound):
+		fmt.Fprintf(stderr, "fencecron: %s: no such key\n", fs.Arg(0))
+		return exitCode(exitNotFound)
+	case err != nil:
+		return fmt.Errorf("get %s: %w", fs.Arg(0), err)
+	}
+	_, err = stdout.Write(obj.Body)
+	return err
+}
+
+// secretFile is where a dev node keeps its generated cluster secret.
+const secretFile = "cluster.secret"
+
+// loadOrCreateSecret returns the cluster secret kept in dir (hex, mode
+// 0600), creating a random 32-byte one the first time, so tokens signed
+// before a restart still verify after it.
+func loadOrCreateSecret(dir string) ([]byte, error) {
+	path := filepath.Join(dir, secretFile)
+	if b, err := readSecret(path); !errors.Is(err, os.ErrNotExist) {
+		return b, err
+	}
+	raw := make([]byte, 32)
+	rand.Read(raw)
+	tmp, err := os.CreateTemp(dir, secretFile+".tmp-*")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.WriteString(hex.EncodeToString(raw) + "\n")
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("write %s: %w", path, err)
+	}
+	// Link fails if another process created the file first; use theirs.
+	if err := os.Link(tmp.Name(), path); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, fmt.Errorf("create %s: %w", path, err)
+	}
+	return readSecret(path)
+}
+
+func readSecret(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by others (mode %v): run chmod 600 on it", path, fi.Mode().Perm())
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	secret, err := hex.DecodeString(strings.TrimSpace(string(b)))
+	if err != nil || len(secret) < fencedstore.MinSecretLen {
+		return nil, fmt.Errorf("%s does not hold a hex secret of at least %d bytes; delete it to generate a new one", path, fencedstore.MinSecretLen)
+	}
+	return secret, nil
+}
+
+// tokenScope is what a job's token may write: keys under the literal
+// directory of its output template, or under "<job>/" for a job without
+// an output.
+func tokenScope(a scheduler.Assignment) fencedstore.Scope {
+	prefix := a.Spec.OutputPrefix()
+	if a.Spec.Output == "" {
+		prefix = a.Run.Job + "/"
+	}
+	return fencedstore.Scope{Job: a.Run.Job, Prefix: prefix}
+}
+
+// tokenText is the worker's TokenText hook: the attempt's token, signed
+// with its attempt id and scope, for FENCECRON_TOKEN.
+func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(scheduler.Assignment) string {
+	return func(a scheduler.Assignment) string {
+		text, err := signer.Sign(fencedstore.SignedToken{
+			Token:   fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq},
+			Attempt: a.Attempt.ID,
+			Scope:   tokenScope(a),
+		})
+		if err != nil {
+			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)
+			return ""
+		}
+		return text
+	}
+}
+
+// exitCodeOf is for tests: the exit status run's error leads to.
+func exitCodeOf(err error) int {
+	var ec exitCode
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ec):
+		return int(ec)
+	}
+	return exitError
+}

@@ -1,0 +1,266 @@
+package fencemodel_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/fencemodel"
+)
+
+// memStore is an in-memory store that follows the rules under one mutex,
+// unless a bug is switched on.
+type memStore struct {
+	mu   sync.Mutex
+	keys map[string]*memKey
+	// bug, if set, rewrites the state the rules see before a publish.
+	bug func(m fencedstore.Meta) fencedstore.Meta
+}
+
+type memKey struct {
+	meta fencedstore.Meta
+	body []byte
+	hist []fencedstore.Decision
+}
+
+func newMemStore() *memStore { return &memStore{keys: map[string]*memKey{}} }
+
+func (s *memStore) key(k string) *memKey {
+	if s.keys[k] == nil {
+		s.keys[k] = &memKey{meta: fencedstore.Meta{Key: k}}
+	}
+	return s.keys[k]
+}
+
+func (s *memStore) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.key(key)
+	var d fencedstore.Decision
+	k.meta, d = fencedstore.DecideEstablish(k.meta, tok, attempt, time.Now())
+	k.hist = append(k.hist, d)
+	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+}
+
+func (s *memStore) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.key(req.Key)
+	m := k.meta
+	if s.bug != nil {
+		m = s.bug(m)
+	}
+	next, d := fencedstore.DecidePublish(m, req, fencedstore.Hash(req.Body), time.Now())
+	if next.Version != m.Version {
+		k.body = bytes.Clone(req.Body)
+	}
+	k.meta = next
+	k.hist = append(k.hist, d)
+	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+}
+
+func (s *memStore) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[key]
+	if k == nil || k.meta.Version == 0 {
+		return fencedstore.Object{}, fencedstore.ErrNotFound
+	}
+	return fencedstore.Object{Meta: k.meta, Body: bytes.Clone(k.body)}, nil
+}
+
+func (s *memStore) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fencedstore.Meta
+	for k, v := range s.keys {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, v.meta)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+func (s *memStore) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if k := s.keys[key]; k != nil {
+		return append([]fencedstore.Decision(nil), k.hist...), nil
+	}
+	return nil, fencedstore.ErrNotFound
+}
+
+var keys = []string{"reports/a.csv", "reports/b.csv", "reports/c.csv"}
+
+// runAndCheck runs the workload on s and returns every finding of the
+// three checkers.
+func runAndCheck(t *testing.T, s fencedstore.Store) (fencemodel.Counts, []string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var rec fencemodel.Recorder
+	cnt := fencemodel.Workload{Keys: keys, Clients: 8, Calls: 150, Seed: 1}.Run(ctx, s, &rec)
+	var findings []string
+	res, _ := fencemodel.Check(rec.Operations(), 20*time.Second)
+	if res != porcupine.Ok {
+		findings = append(findings, fmt.Sprintf("porcupine: %s", res))
+	}
+	metas, _ := s.List(ctx, "")
+	final := map[string]fencedstore.Token{}
+	for _, m := range metas {
+		final[m.Key] = m.Greatest
+	}
+	for _, err := range fencemodel.CheckFencing(rec.Operations(), final) {
+		findings = append(findings, "fencing: "+err.Error())
+	}
+	for _, k := range keys {
+		h, _ := s.History(ctx, k)
+		if err := fencemodel.CheckHistory(h); err != nil {
+			findings = append(findings, "history "+k+": "+err.Error())
+		}
+	}
+	return cnt, findings
+}
+
+func TestWorkload_CorrectStorePasses(t *testing.T) {
+	cnt, findings := runAndCheck(t, newMemStore())
+	for _, f := range findings {
+		t.Error(f)
+	}
+	t.Log(cnt)
+	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Conflict == 0 || cnt.Established == 0 || cnt.Gets == 0 {
+		t.Errorf("workload did not reach every outcome: %s", cnt)
+	}
+	if cnt.Unknown != 0 {
+		t.Errorf("%d calls failed: %v", cnt.Unknown, cnt.FirstError)
+	}
+}
+
+// The checkers must catch a store that breaks the rules.
+func TestWorkload_BrokenStoresFail(t *testing.T) {
+	bugs := map[string]func(fencedstore.Meta) fencedstore.Meta{
+		// The classic bug: the store forgets to compare tokens.
+		"no fence check": func(m fencedstore.Meta) fencedstore.Meta {
+			m.Greatest = fencedstore.Token{}
+			return m
+		},
+		// The lock-only bug: only the token of the current body counts,
+		// so an establish does not shut older writers out.
+		"establish ignored": func(m fencedstore.Meta) fencedstore.Meta {
+			m.Greatest = m.Token
+			return m
+		},
+		// Expected versions never checked.
+		"version ignored": func(m fencedstore.Meta) fencedstore.Meta {
+			return m
+		},
+	}
+	for name, bug := range bugs {
+		t.Run(name, func(t *testing.T) {
+			s := newMemStore()
+			s.bug = bug
+			if name == "version ignored" {
+				s.bug = nil
+				st := &versionBlind{memStore: s}
+				_, findings := runAndCheck(t, st)
+				if len(findings) == 0 {
+					t.Fatal("no checker noticed a store that ignores expected versions")
+				}
+				t.Logf("%d findings, first: %s", len(findings), findings[0])
+				return
+			}
+			_, findings := runAndCheck(t, s)
+			if len(findings) == 0 {
+				t.Fatal("no checker noticed the broken store")
+			}
+			fencing := 0
+			for _, f := range findings {
+				if strings.HasPrefix(f, "fencing: ") {
+					fencing++
+				}
+			}
+			if name == "no fence check" && fencing == 0 {
+				t.Error("CheckFencing did not notice stale writes being applied")
+			}
+			t.Logf("%d findings, first: %s", len(findings), findings[0])
+		})
+	}
+}
+
+// versionBlind drops the expected version of every publish.
+type versionBlind struct{ *memStore }
+
+func (s *versionBlind) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	req.ExpectedVersion = nil
+	return s.memStore.Publish(ctx, req)
+}
+
+func TestCheck_HandWrittenHistories(t *testing.T) {
+	tk := func(e, s uint64) fencedstore.Token { return fencedstore.Token{Epoch: e, Seq: s} }
+	pub := func(tok fencedstore.Token, attempt, hash string) fencemodel.Input {
+		return fencemodel.Input{Kind: fencemodel.Publish, Key: "k", Token: tok, Attempt: attempt, Hash: hash, Expected: fencemodel.NoVersion}
+	}
+	applied := func(v uint64, g fencedstore.Token) fencemodel.Output {
+		return fencemodel.Output{Outcome: fencedstore.Applied, Version: v, Greatest: g}
+	}
+	op := func(call, ret int64, in fencemodel.Input, out fencemodel.Output) porcupine.Operation {
+		return porcupine.Operation{Input: in, Call: call, Output: out, Return: ret}
+	}
+	cases := []struct {
+		name string
+		ops  []porcupine.Operation
+		want porcupine.CheckResult
+	}{
+		{"W2 then stale W1 refused", []porcupine.Operation{
+			op(0, 1, pub(tk(2, 14), "w2", "fresh"), applied(1, tk(2, 14))),
+			op(2, 3, pub(tk(1, 10), "w1", "stale"), fencemodel.Output{Outcome: fencedstore.StaleOwner, Version: 1, Greatest: tk(2, 14)}),
+		}, porcupine.Ok},
+		{"W2 then stale W1 applied", []porcupine.Operation{
+			op(0, 1, pub(tk(2, 14), "w2", "fresh"), applied(1, tk(2, 14))),
+			op(2, 3, pub(tk(1, 10), "w1", "stale"), applied(2, tk(2, 14))),
+		}, porcupine.Illegal},
+		{"concurrent: W1 may go first", []porcupine.Operation{
+			op(0, 3, pub(tk(2, 14), "w2", "fresh"), applied(2, tk(2, 14))),
+			op(1, 2, pub(tk(1, 10), "w1", "stale"), applied(1, tk(1, 10))),
+		}, porcupine.Ok},
+		{"unknown outcome may have happened", []porcupine.Operation{
+			op(0, 1<<62, pub(tk(3, 1), "w3", "x"), fencemodel.Output{Unknown: true}),
+			op(2, 3, pub(tk(2, 1), "w2", "y"), fencemodel.Output{Outcome: fencedstore.StaleOwner, Version: 1, Greatest: tk(3, 1)}),
+		}, porcupine.Ok},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, _ := fencemodel.Check(tc.ops, 5*time.Second)
+			if res != tc.want {
+				t.Errorf("check = %s, want %s", res, tc.want)
+			}
+		})
+	}
+}
+
+func TestCheckHistory_RefusesImpossibleHistories(t *testing.T) {
+	tk := func(e, s uint64) fencedstore.Token { return fencedstore.Token{Epoch: e, Seq: s} }
+	good := []fencedstore.Decision{
+		{Outcome: fencedstore.Established, Token: tk(1, 10), Attempt: "w1"},
+		{Outcome: fencedstore.Established, Token: tk(2, 14), Attempt: "w2", Greatest: tk(1, 10)},
+		{Outcome: fencedstore.Applied, Token: tk(2, 14), Attempt: "w2", Version: 1, Greatest: tk(2, 14), Hash: "h"},
+		{Outcome: fencedstore.StaleOwner, Token: tk(1, 10), Attempt: "w1", Version: 1, Greatest: tk(2, 14), Hash: "s"},
+	}
+	if err := fencemodel.CheckHistory(good); err != nil {
+		t.Fatalf("good history refused: %v", err)
+	}
+	bad := append([]fencedstore.Decision(nil), good...)
+	bad[3].Outcome, bad[3].Version = fencedstore.Applied, 2
+	if err := fencemodel.CheckHistory(bad); err == nil {
+		t.Error("a stale publish recorded as applied was accepted")
+	}
+}

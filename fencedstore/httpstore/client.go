@@ -1,0 +1,286 @@
+package httpstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+// Client is a fencedstore.Store on the far side of HTTP. It is safe for
+// concurrent use.
+//
+// Through the Store interface (a node's own calls) it signs each call's
+// token itself, scoped to the one key, and adds the store credential; that
+// needs Signer. PublishSigned and EstablishSigned send a token signed
+// elsewhere (a job's FENCECRON_TOKEN) and need no Signer.
+//
+// Errors are the fencedstore sentinels the server named (ErrStaleOwner and
+// ErrConflict with a filled-in Result, ErrInvalidKey, ErrBadToken,
+// ErrUnauthorized, ErrOutOfScope, ErrTooLarge, ErrNotFound), and
+// ErrUnavailable when the server cannot be reached or answers 5xx; after
+// ErrUnavailable the outcome of a write is unknown and repeating the same
+// call is safe.
+type Client struct {
+	// BaseURL is the serving node, "http://host:port".
+	BaseURL string
+	// Signer signs tokens for the Store methods and supplies the store
+	// credential; nil for a job's process.
+	Signer *fencedstore.Signer
+	// Job names the scope of tokens the Client signs itself.
+	Job string
+	// HTTP is the client used; nil means a default with a 60 s timeout.
+	HTTP *http.Client
+}
+
+var _ fencedstore.Store = (*Client)(nil)
+
+var defaultHTTP = &http.Client{Timeout: 60 * time.Second}
+
+// NewClient returns a client of the store served at baseURL ("host:port"
+// or "http://host:port").
+func NewClient(baseURL string, signer *fencedstore.Signer) *Client {
+	return &Client{BaseURL: NormalizeURL(baseURL), Signer: signer}
+}
+
+// NormalizeURL turns "host:port" into "http://host:port" and drops a
+// trailing "/".
+func NormalizeURL(s string) string {
+	if !strings.Contains(s, "://") {
+		s = "http://" + s
+	}
+	return strings.TrimRight(s, "/")
+}
+
+// keyURL returns the URL of key under base, each path segment escaped.
+func (c *Client) keyURL(base, key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
+	}
+	return c.BaseURL + base + strings.Join(segs, "/")
+}
+
+func (c *Client) sign(key string, tok fencedstore.Token, attempt string) (string, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return "", err
+	}
+	if c.Signer == nil {
+		return "", fmt.Errorf("%w: this client has no cluster secret to sign tokens with", fencedstore.ErrUnauthorized)
+	}
+	return c.Signer.Sign(fencedstore.SignedToken{Token: tok, Attempt: attempt, Scope: fencedstore.Scope{Job: c.Job, Prefix: key}})
+}
+
+// Establish implements fencedstore.Store.
+func (c *Client) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+	text, err := c.sign(key, tok, attempt)
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", key, err)
+	}
+	return c.EstablishSigned(ctx, key, text)
+}
+
+// Publish implements fencedstore.Store.
+func (c *Client) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	text, err := c.sign(req.Key, req.Token, req.Attempt)
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("publish %s: %w", req.Key, err)
+	}
+	return c.PublishSigned(ctx, text, req)
+}
+
+// EstablishSigned establishes the signed token text at key.
+func (c *Client) EstablishSigned(ctx context.Context, key, token string) (fencedstore.Result, error) {
+	return c.write(ctx, http.MethodPost, c.keyURL(establishPath, key), key, token, nil, nil)
+}
+
+// PublishSigned publishes req.Body at req.Key (with req.ExpectedVersion)
+// under the signed token text; req.Token and req.Attempt are not sent: the
+// server takes both from the token.
+func (c *Client) PublishSigned(ctx context.Context, token string, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	body := req.Body
+	if body == nil {
+		body = []byte{}
+	}
+	return c.write(ctx, http.MethodPut, c.keyURL(storeKeyPath, req.Key), req.Key, token, body, req.ExpectedVersion)
+}
+
+func (c *Client) write(ctx context.Context, method, u, key, token string, body []byte, expected *uint64) (fencedstore.Result, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	hr, err := http.NewRequestWithContext(ctx, method, u, rd)
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("%s %s: %w: %v", strings.ToLower(method), key, fencedstore.ErrInvalidKey, err)
+	}
+	hr.Header.Set(tokenHeader, token)
+	if c.Signer != nil {
+		hr.Header.Set("Authorization", authScheme+c.Signer.Credential())
+	}
+	if body != nil {
+		hr.Header.Set("Content-Type", contentTypeRaw)
+	}
+	if expected != nil {
+		hr.Header.Set("If-Match", strconv.Quote(strconv.FormatUint(*expected, 10)))
+	}
+	resp, err := c.do(hr)
+	if err != nil {
+		return fencedstore.Result{}, err
+	}
+	defer resp.Body.Close()
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusConflict, http.StatusPreconditionFailed:
+		var d decisionBody
+		if err := json.NewDecoder(resp.Body).Decode(&d); err != nil {
+			return fencedstore.Result{}, fmt.Errorf("%s %s: %w: undecodable answer (%s): %v", method, key, fencedstore.ErrUnavailable, resp.Status, err)
+		}
+		switch d.Outcome {
+		case fencedstore.StaleOwner:
+			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrStaleOwner)
+		case fencedstore.Conflict:
+			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrConflict)
+		case fencedstore.Applied, fencedstore.Established:
+			return d.Result, nil
+		}
+		return fencedstore.Result{}, fmt.Errorf("%s %s: unknown outcome %q (%s)", method, key, d.Outcome, resp.Status)
+	}
+	return fencedstore.Result{}, errorFrom(resp)
+}
+
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	hc := c.HTTP
+	if hc == nil {
+		hc = defaultHTTP
+	}
+	resp, err := hc.Do(req)
+	if err != nil {
+		if ctxErr := req.Context().Err(); ctxErr != nil {
+			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), ctxErr)
+		}
+		return nil, fmt.Errorf("%s %s: %w: %v", req.Method, req.URL.Redacted(), fencedstore.ErrUnavailable, err)
+	}
+	return resp, nil
+}
+
+// errorFrom turns an error answer back into the sentinel the server named.
+func errorFrom(resp *http.Response) error {
+	var e errorBody
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
+		e.Error = strings.TrimSpace(string(b))
+	}
+	sentinel := map[string]error{
+		codeInvalidKey:     fencedstore.ErrInvalidKey,
+		codeUnauthorized:   fencedstore.ErrUnauthorized,
+		codeBadToken:       fencedstore.ErrBadToken,
+		codeOutOfScope:     fencedstore.ErrOutOfScope,
+		codeWritesDisabled: fencedstore.ErrUnauthorized,
+		codeNotFound:       fencedstore.ErrNotFound,
+		codeTooLarge:       fencedstore.ErrTooLarge,
+		codeUnavailable:    fencedstore.ErrUnavailable,
+	}[e.Code]
+	switch {
+	case sentinel != nil:
+	case resp.StatusCode >= 500:
+		sentinel = fencedstore.ErrUnavailable
+	default:
+		return fmt.Errorf("store answered %s: %s", resp.Status, e.Error)
+	}
+	return &RemoteError{Status: resp.StatusCode, Message: e.Error, err: sentinel}
+}
+
+// RemoteError is an error answer of the store's server: its status, its
+// message, and the sentinel error it stands for (errors.Is works).
+type RemoteError struct {
+	Status  int
+	Message string
+	err     error
+}
+
+func (e *RemoteError) Error() string { return e.Message }
+
+// Unwrap returns the sentinel error.
+func (e *RemoteError) Unwrap() error { return e.err }
+
+// Get implements fencedstore.Store.
+func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.keyURL(storeKeyPath, key), nil)
+	if err != nil {
+		return fencedstore.Object{}, fmt.Errorf("get %s: %w: %v", key, fencedstore.ErrInvalidKey, err)
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return fencedstore.Object{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fencedstore.Object{}, errorFrom(resp)
+	}
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return fencedstore.Object{}, fmt.Errorf("get %s: %w: %v", key, fencedstore.ErrUnavailable, err)
+	}
+	h := resp.Header
+	obj := fencedstore.Object{Body: body}
+	obj.Key, obj.Size = key, int64(len(body))
+	obj.Attempt, obj.Hash = h.Get("Fencecron-Attempt"), h.Get("Fencecron-Hash")
+	var errs []error
+	var e error
+	obj.Version, e = strconv.ParseUint(h.Get("Fencecron-Version"), 10, 64)
+	errs = append(errs, e)
+	obj.Token, e = fencedstore.ParseToken(h.Get(tokenHeader))
+	errs = append(errs, e)
+	obj.Greatest, e = fencedstore.ParseToken(h.Get("Fencecron-Greatest"))
+	errs = append(errs, e)
+	if u := h.Get("Fencecron-Updated"); u != "" {
+		obj.Updated, e = time.Parse(time.RFC3339Nano, u)
+		errs = append(errs, e)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fencedstore.Object{}, fmt.Errorf("get %s: bad state headers: %v", key, err)
+	}
+	return obj, nil
+}
+
+// List implements fencedstore.Store.
+func (c *Client) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
+	var out struct{ Keys []fencedstore.Meta }
+	err := c.getJSON(ctx, c.BaseURL+storePath+"?prefix="+url.QueryEscape(prefix), &out)
+	return out.Keys, err
+}
+
+// History implements fencedstore.Store.
+func (c *Client) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	var out struct{ Decisions []fencedstore.Decision }
+	err := c.getJSON(ctx, c.keyURL(historyPath, key), &out)
+	return out.Decisions, err
+}
+
+func (c *Client) getJSON(ctx context.Context, u string, v any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return fmt.Errorf("%w: %v", fencedstore.ErrInvalidKey, err)
+	}
+	resp, err := c.do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return errorFrom(resp)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(v); err != nil {
+		return fmt.Errorf("GET %s: %w: undecodable answer: %v", req.URL.Redacted(), fencedstore.ErrUnavailable, err)
+	}
+	return nil
+}

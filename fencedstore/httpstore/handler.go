@@ -1,0 +1,356 @@
+// Package httpstore serves a fenced store over HTTP and is the client that
+// uses it through the same fencedstore.Store interface, so a worker on any
+// host publishes to the node that serves the store.
+//
+// Endpoints (all under /api/v1/; keys may contain "/"):
+//
+//	GET  /api/v1/store?prefix=P     keys with version and greatest token
+//	GET  /api/v1/store/{key}        the body; state in Fencecron-* headers, ETag "<version>"
+//	PUT  /api/v1/store/{key}        publish the request body
+//	POST /api/v1/establish/{key}    establish the token
+//	GET  /api/v1/history/{key}      every retained decision on the key
+//
+// Writes: who presents what.
+//
+//   - Every write carries a signed fence token in the Fencecron-Token header
+//     (fencedstore.Signer's text form). Its MAC proves the cluster minted it,
+//     its scope must cover the key, and the store uses its (epoch, seq) and
+//     attempt. Nothing else in the request can choose the token or attempt.
+//   - A job's own process presents only that token (FENCECRON_TOKEN, as
+//     `fencecron publish` does): it never sees the cluster secret, and the
+//     token is its whole write credential, bounded by its scope and fenced
+//     by every newer token.
+//   - A node (the Client, with the cluster secret) presents the token too,
+//     plus "Authorization: Bearer <store credential>" (Signer.Credential).
+//     A request with a wrong credential is refused whatever its token. A
+//     Handler with RequireCredential refuses writes without the credential,
+//     for clusters whose jobs publish only through their stdout.
+//
+// Reads are not authenticated, like the rest of the node's API and the
+// dashboard.
+//
+// Answers: 200 applied or established, 409 stale_owner, 412 conflict; the
+// JSON body names the outcome, version and greatest token. Errors are JSON
+// {"error": message, "code": code} with 400 (invalid key or request), 401
+// (bad, forged or missing token; wrong credential), 403 (key outside the
+// token's scope; writes disabled), 404, 413 (body over the cap) or 503
+// (the backend is unreachable: the outcome of a write is then unknown, and
+// repeating it is safe).
+package httpstore
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+// Paths.
+const (
+	PathPrefix     = "/api/v1/"
+	storePath      = PathPrefix + "store"
+	storeKeyPath   = PathPrefix + "store/"
+	establishPath  = PathPrefix + "establish/"
+	historyPath    = PathPrefix + "history/"
+	tokenHeader    = "Fencecron-Token"
+	authScheme     = "Bearer "
+	contentTypeRaw = "application/octet-stream"
+)
+
+// Handler serves a fencedstore.Store over HTTP. Set the fields, then use it
+// as an http.Handler; it routes the paths above by itself, so it can be
+// mounted on any router that leaves the request path whole. It is safe for
+// concurrent use.
+type Handler struct {
+	Store fencedstore.Store
+	// Signer verifies tokens and the store credential. Without one, every
+	// write is refused (403).
+	Signer *fencedstore.Signer
+	// RequireCredential refuses writes that do not carry the store
+	// credential, i.e. writes from job processes.
+	RequireCredential bool
+	// MaxBodyBytes caps a published body; 0 means the default 64 MiB.
+	MaxBodyBytes int64
+	Logger       *slog.Logger
+}
+
+// Errors of the HTTP layer itself.
+var (
+	errBadRequest     = errors.New("bad request")
+	errWritesDisabled = errors.New("writes disabled: this node has no cluster secret")
+	errMethod         = errors.New("method not allowed")
+)
+
+// ServeHTTP implements http.Handler.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p := r.URL.Path
+	switch {
+	case p == storePath:
+		h.route(w, r, map[string]func(){http.MethodGet: func() { h.list(w, r) }})
+	case strings.HasPrefix(p, storeKeyPath):
+		key := p[len(storeKeyPath):]
+		h.route(w, r, map[string]func(){
+			http.MethodGet: func() { h.get(w, r, key) },
+			http.MethodPut: func() { h.publish(w, r, key) },
+		})
+	case strings.HasPrefix(p, establishPath):
+		key := p[len(establishPath):]
+		h.route(w, r, map[string]func(){http.MethodPost: func() { h.establish(w, r, key) }})
+	case strings.HasPrefix(p, historyPath):
+		key := p[len(historyPath):]
+		h.route(w, r, map[string]func(){http.MethodGet: func() { h.history(w, r, key) }})
+	default:
+		h.error(w, r, fmt.Errorf("%s %s: %w", r.Method, p, fencedstore.ErrNotFound))
+	}
+}
+
+func (h *Handler) route(w http.ResponseWriter, r *http.Request, methods map[string]func()) {
+	m := r.Method
+	if m == http.MethodHead {
+		m = http.MethodGet
+	}
+	if f, ok := methods[m]; ok {
+		f()
+		return
+	}
+	var allow []string
+	for k := range methods {
+		allow = append(allow, k)
+	}
+	slices.Sort(allow)
+	w.Header().Set("Allow", strings.Join(allow, ", "))
+	h.error(w, r, fmt.Errorf("%w: %s %s", errMethod, r.Method, r.URL.Path))
+}
+
+func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
+	keys, err := h.Store.List(r.Context(), r.URL.Query().Get("prefix"))
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	if keys == nil {
+		keys = []fencedstore.Meta{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+}
+
+func (h *Handler) get(w http.ResponseWriter, r *http.Request, key string) {
+	obj, err := h.Store.Get(r.Context(), key)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	hd := w.Header()
+	hd.Set("Content-Type", contentTypeRaw)
+	hd.Set("Content-Length", strconv.Itoa(len(obj.Body)))
+	hd.Set("ETag", strconv.Quote(strconv.FormatUint(obj.Version, 10)))
+	hd.Set("Fencecron-Version", strconv.FormatUint(obj.Version, 10))
+	hd.Set(tokenHeader, obj.Token.String())
+	hd.Set("Fencecron-Greatest", obj.Greatest.String())
+	hd.Set("Fencecron-Attempt", obj.Attempt)
+	hd.Set("Fencecron-Hash", obj.Hash)
+	if !obj.Updated.IsZero() {
+		hd.Set("Fencecron-Updated", obj.Updated.UTC().Format(time.RFC3339Nano))
+	}
+	if r.Method != http.MethodHead {
+		w.Write(obj.Body)
+	}
+}
+
+func (h *Handler) history(w http.ResponseWriter, r *http.Request, key string) {
+	hist, err := h.Store.History(r.Context(), key)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": hist})
+}
+
+// authorize checks a write's credentials and returns its verified token.
+func (h *Handler) authorize(r *http.Request, key string) (fencedstore.SignedToken, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return fencedstore.SignedToken{}, err
+	}
+	if h.Signer == nil {
+		return fencedstore.SignedToken{}, errWritesDisabled
+	}
+	if auth := r.Header.Get("Authorization"); auth != "" {
+		cred, ok := strings.CutPrefix(auth, authScheme)
+		if !ok || !h.Signer.CheckCredential(cred) {
+			return fencedstore.SignedToken{}, fmt.Errorf("%w: the Authorization header does not carry this cluster's store credential", fencedstore.ErrUnauthorized)
+		}
+	} else if h.RequireCredential {
+		return fencedstore.SignedToken{}, fmt.Errorf("%w: this store takes writes only with the cluster's store credential (Authorization: Bearer)", fencedstore.ErrUnauthorized)
+	}
+	text := r.Header.Get(tokenHeader)
+	if text == "" {
+		return fencedstore.SignedToken{}, fmt.Errorf("%w: no %s header: every write needs the signed fence token of its attempt", fencedstore.ErrBadToken, tokenHeader)
+	}
+	st, err := h.Signer.Verify(text)
+	if err != nil {
+		return fencedstore.SignedToken{}, err
+	}
+	if !st.Scope.Covers(key) {
+		return fencedstore.SignedToken{}, fmt.Errorf("%w: %q is outside the scope %q of job %q's token", fencedstore.ErrOutOfScope, key, st.Scope.Prefix, st.Scope.Job)
+	}
+	return st, nil
+}
+
+func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
+	st, err := h.authorize(r, key)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt}
+	if im := r.Header.Get("If-Match"); im != "" {
+		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
+		if err != nil || strings.HasPrefix(im, "W/") {
+			h.error(w, r, fmt.Errorf("%w: If-Match %q is not a version number", errBadRequest, im))
+			return
+		}
+		req.ExpectedVersion = &v
+	}
+	limit := h.MaxBodyBytes
+	if limit <= 0 {
+		limit = fencedstore.DefaultMaxBodyBytes
+	}
+	if r.ContentLength > limit {
+		h.error(w, r, fmt.Errorf("publish %s: %w: %d bytes, limit %d", key, fencedstore.ErrTooLarge, r.ContentLength, limit))
+		return
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	var tooBig *http.MaxBytesError
+	switch {
+	case errors.As(err, &tooBig):
+		h.error(w, r, fmt.Errorf("publish %s: %w: more than %d bytes", key, fencedstore.ErrTooLarge, limit))
+		return
+	case err != nil:
+		h.error(w, r, fmt.Errorf("%w: reading the body: %v", errBadRequest, err))
+		return
+	}
+	req.Body = body
+	res, err := h.Store.Publish(r.Context(), req)
+	h.decision(w, r, res, err)
+}
+
+func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) {
+	st, err := h.authorize(r, key)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	res, err := h.Store.Establish(r.Context(), key, st.Token, st.Attempt)
+	h.decision(w, r, res, err)
+}
+
+// decisionBody is the JSON answer to a write the store decided.
+type decisionBody struct {
+	fencedstore.Result
+	Error string `json:"error,omitempty"`
+}
+
+func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedstore.Result, err error) {
+	if err != nil && !fencedstore.IsDecision(err) {
+		h.error(w, r, err)
+		return
+	}
+	body := decisionBody{Result: res}
+	if err != nil {
+		body.Error = err.Error()
+		h.logger().Info("store refused a write", "key", res.Key, "outcome", res.Outcome, "greatest", res.Greatest, "remote", r.RemoteAddr)
+	}
+	w.Header().Set("Fencecron-Version", strconv.FormatUint(res.Version, 10))
+	w.Header().Set("Fencecron-Greatest", res.Greatest.String())
+	code, _ := StatusOf(err)
+	writeJSON(w, code, body)
+}
+
+// errorBody is the JSON answer to a failed request.
+type errorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code"`
+}
+
+func (h *Handler) error(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := StatusOf(err)
+	if status >= 500 {
+		h.logger().Error("store request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Fencecron-Token, Bearer realm="fencecron store"`)
+	}
+	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
+}
+
+func (h *Handler) logger() *slog.Logger {
+	if h.Logger != nil {
+		return h.Logger
+	}
+	return slog.Default()
+}
+
+// StatusOf is the one place store errors become HTTP status codes and the
+// error codes the Client turns back into sentinel errors.
+func StatusOf(err error) (status int, code string) {
+	switch {
+	case err == nil:
+		return http.StatusOK, ""
+	case errors.Is(err, fencedstore.ErrStaleOwner):
+		return http.StatusConflict, string(fencedstore.StaleOwner)
+	case errors.Is(err, fencedstore.ErrConflict):
+		return http.StatusPreconditionFailed, string(fencedstore.Conflict)
+	case errors.Is(err, fencedstore.ErrInvalidKey):
+		return http.StatusBadRequest, codeInvalidKey
+	case errors.Is(err, errBadRequest):
+		return http.StatusBadRequest, codeBadRequest
+	case errors.Is(err, fencedstore.ErrUnauthorized):
+		return http.StatusUnauthorized, codeUnauthorized
+	case errors.Is(err, fencedstore.ErrBadToken):
+		return http.StatusUnauthorized, codeBadToken
+	case errors.Is(err, fencedstore.ErrOutOfScope):
+		return http.StatusForbidden, codeOutOfScope
+	case errors.Is(err, errWritesDisabled):
+		return http.StatusForbidden, codeWritesDisabled
+	case errors.Is(err, fencedstore.ErrNotFound):
+		return http.StatusNotFound, codeNotFound
+	case errors.Is(err, errMethod):
+		return http.StatusMethodNotAllowed, codeMethod
+	case errors.Is(err, fencedstore.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, codeTooLarge
+	case errors.Is(err, fencedstore.ErrUnavailable), errors.Is(err, fencedstore.ErrClosed):
+		return http.StatusServiceUnavailable, codeUnavailable
+	}
+	return http.StatusInternalServerError, codeInternal
+}
+
+// Error codes in JSON error answers.
+const (
+	codeInvalidKey     = "invalid_key"
+	codeBadRequest     = "bad_request"
+	codeUnauthorized   = "unauthorized"
+	codeBadToken       = "bad_token"
+	codeOutOfScope     = "out_of_scope"
+	codeWritesDisabled = "writes_disabled"
+	codeNotFound       = "not_found"
+	codeMethod         = "method_not_allowed"
+	codeTooLarge       = "too_large"
+	codeUnavailable    = "unavailable"
+	codeInternal       = "internal"
+)
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.Encode(v)
+}

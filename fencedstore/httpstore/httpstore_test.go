@@ -1,0 +1,353 @@
+package httpstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
+	"github.com/fencecron/fencecron/fencedstore/storetest"
+)
+
+// quiet discards the handlers' logs.
+var quiet = slog.New(slog.DiscardHandler)
+
+const secret = "httpstore-test-cluster-secret-0123456789"
+
+func mustSigner(t testing.TB, s string) *fencedstore.Signer {
+	t.Helper()
+	sg, err := fencedstore.NewSigner([]byte(s))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sg
+}
+
+// serve starts a bolt store behind a Handler on a loopback server.
+func serve(t testing.TB, o storetest.Options, tweak func(*httpstore.Handler)) (*bolt.Store, *httptest.Server) {
+	t.Helper()
+	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if o.MaxBodyBytes != 0 {
+		s.MaxBodyBytes = o.MaxBodyBytes
+	}
+	if o.HistoryRetention != 0 {
+		s.HistoryRetention = o.HistoryRetention
+	}
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	h := &httpstore.Handler{Store: s, Signer: mustSigner(t, secret), MaxBodyBytes: s.MaxBodyBytes, Logger: quiet}
+	if tweak != nil {
+		tweak(h)
+	}
+	srv := httptest.NewServer(h)
+	t.Cleanup(func() { srv.Close(); s.Close() })
+	return s, srv
+}
+
+func newClientWith(t *testing.T, o storetest.Options) fencedstore.Store {
+	_, srv := serve(t, o, nil)
+	c := httpstore.NewClient(srv.URL, mustSigner(t, secret))
+	c.HTTP = srv.Client()
+	return c
+}
+
+func newClient(t *testing.T) fencedstore.Store { return newClientWith(t, storetest.Options{}) }
+
+// The conformance suite over HTTP: a Client talking to bolt behind a
+// Handler passes exactly what bolt passes directly.
+func TestClient_Conformance(t *testing.T) {
+	storetest.Run(t, newClient)
+	storetest.RunLimits(t, newClientWith)
+}
+
+// call is one raw write request.
+type call struct {
+	method, path string
+	token, auth  string
+	ifMatch      string
+	body         string
+}
+
+type answer struct {
+	status int
+	body   map[string]any
+	hdr    http.Header
+}
+
+func do(t *testing.T, srv *httptest.Server, c call) answer {
+	t.Helper()
+	req, err := http.NewRequest(c.method, srv.URL+c.path, strings.NewReader(c.body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.token != "" {
+		req.Header.Set("Fencecron-Token", c.token)
+	}
+	if c.auth != "" {
+		req.Header.Set("Authorization", c.auth)
+	}
+	if c.ifMatch != "" {
+		req.Header.Set("If-Match", c.ifMatch)
+	}
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	return answer{status: resp.StatusCode, body: m, hdr: resp.Header}
+}
+
+func sign(t *testing.T, s *fencedstore.Signer, e, q uint64, attempt, prefix string) string {
+	t.Helper()
+	text, err := s.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: e, Seq: q}, Attempt: attempt, Scope: fencedstore.Scope{Job: "report", Prefix: prefix}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return text
+}
+
+// Every way a write can be refused before the store decides: the right
+// status, a message that says what was wrong, and nothing written.
+func TestHandler_RefusesBadWrites(t *testing.T) {
+	store, srv := serve(t, storetest.Options{MaxBodyBytes: 1024}, nil)
+	sg := mustSigner(t, secret)
+	other := mustSigner(t, "some-other-cluster-secret-xxxxxxxx")
+	good := sign(t, sg, 2, 7, "report@x.1", "reports/")
+	bearer := "Bearer " + sg.Credential()
+	f := strings.Split(good, ".")
+	cases := []struct {
+		name   string
+		c      call
+		status int
+		code   string
+		says   string
+	}{
+		{"no token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", body: "x"}, 401, "bad_token", "no Fencecron-Token"},
+		{"unsigned token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "2.7", body: "x"}, 401, "bad_token", "unsigned"},
+		{"malformed token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "v1.2.7.x", body: "x"}, 401, "bad_token", "malformed"},
+		{"forged epoch", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Replace(good, "v1.2.7.", "v1.999999.7.", 1), body: "x"}, 401, "bad_token", "signature does not match"},
+		{"other cluster's token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: sign(t, other, 2, 7, "a", ""), body: "x"}, 401, "bad_token", "signature does not match"},
+		{"mac of another token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Join(append(f[:5:5], strings.Split(sign(t, sg, 9, 9, "a", ""), ".")[5]), "."), body: "x"}, 401, "bad_token", "signature"},
+		{"wrong credential", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, auth: "Bearer nope", body: "x"}, 401, "unauthorized", "credential"},
+		{"other cluster's credential", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, auth: "Bearer " + other.Credential(), body: "x"}, 401, "unauthorized", "credential"},
+		{"out of scope", call{method: "PUT", path: "/api/v1/store/logs/a.txt", token: good, body: "x"}, 403, "out_of_scope", "outside the scope"},
+		{"out of scope establish", call{method: "POST", path: "/api/v1/establish/reportsX/a", token: good}, 403, "out_of_scope", "outside"},
+		{"empty key", call{method: "PUT", path: "/api/v1/store/", token: good, body: "x"}, 400, "invalid_key", "empty key"},
+		{"dot-dot", call{method: "PUT", path: "/api/v1/store/reports/../etc/passwd", token: good, body: "x"}, 400, "invalid_key", `".." segment`},
+		{"absolute", call{method: "PUT", path: "/api/v1/store//etc/passwd", token: good, body: "x"}, 400, "invalid_key", "absolute"},
+		{"long key", call{method: "PUT", path: "/api/v1/store/reports/" + strings.Repeat("k", 1100), token: good, body: "x"}, 400, "invalid_key", "longer than 1024"},
+		{"NUL in key", call{method: "PUT", path: "/api/v1/store/reports/a%00b", token: good, body: "x"}, 400, "invalid_key", "control"},
+		{"body over the cap", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, body: strings.Repeat("x", 1025)}, 413, "too_large", "limit 1024"},
+		{"bad If-Match", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, ifMatch: "abc", body: "x"}, 400, "bad_request", "If-Match"},
+		{"wrong method", call{method: "DELETE", path: "/api/v1/store/reports/a.csv", token: good}, 405, "method_not_allowed", "DELETE"},
+		{"unknown path", call{method: "GET", path: "/api/v1/nothing"}, 404, "not_found", "/api/v1/nothing"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			a := do(t, srv, tc.c)
+			if a.status != tc.status || a.body["code"] != tc.code {
+				t.Fatalf("status %d code %v (%v), want %d %s", a.status, a.body["code"], a.body["error"], tc.status, tc.code)
+			}
+			if msg, _ := a.body["error"].(string); !strings.Contains(msg, tc.says) {
+				t.Errorf("error %q does not say %q", msg, tc.says)
+			}
+		})
+	}
+	metas, err := store.List(context.Background(), "")
+	if err != nil || len(metas) != 0 {
+		t.Fatalf("refused writes left keys: %+v, %v", metas, err)
+	}
+
+	// A body over the cap sent without a Content-Length (chunked).
+	req, _ := http.NewRequest("PUT", srv.URL+"/api/v1/store/reports/a.csv", io.MultiReader(strings.NewReader(strings.Repeat("y", 2000))))
+	req.Header.Set("Fencecron-Token", good)
+	resp, err := srv.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 413 {
+		t.Errorf("chunked body over the cap: status %d, want 413", resp.StatusCode)
+	}
+	if metas, _ := store.List(context.Background(), ""); len(metas) != 0 {
+		t.Fatalf("an oversized chunked body was written: %+v", metas)
+	}
+	_ = bearer
+}
+
+// The decisions over raw HTTP: a job's process with only its token, a node
+// with token and credential; 200, 409 and 412 with the outcome and greatest
+// token in the JSON body.
+func TestHandler_Decisions(t *testing.T) {
+	_, srv := serve(t, storetest.Options{}, nil)
+	sg := mustSigner(t, secret)
+	bearer := "Bearer " + sg.Credential()
+	w1 := sign(t, sg, 1, 10, "report@x.1", "reports/")
+	w2 := sign(t, sg, 2, 14, "report@x.2", "reports/")
+	const path = "/api/v1/store/reports/2026-07.csv"
+
+	check := func(a answer, status int, outcome string, version float64, greatest string) {
+		t.Helper()
+		if a.status != status || a.body["outcome"] != outcome || a.body["version"] != version {
+			t.Fatalf("answer %d %v, want %d %s version %v", a.status, a.body, status, outcome, version)
+		}
+		g := a.body["greatest"].(map[string]any)
+		if got := fmtTok(g); got != greatest {
+			t.Errorf("greatest %s, want %s", got, greatest)
+		}
+		if a.hdr.Get("Fencecron-Greatest") != greatest {
+			t.Errorf("Fencecron-Greatest header %q, want %s", a.hdr.Get("Fencecron-Greatest"), greatest)
+		}
+	}
+	check(do(t, srv, call{method: "POST", path: "/api/v1/establish/reports/2026-07.csv", token: w1}), 200, "established", 0, "1.10")
+	check(do(t, srv, call{method: "POST", path: "/api/v1/establish/reports/2026-07.csv", token: w2, auth: bearer}), 200, "established", 0, "2.14")
+	check(do(t, srv, call{method: "PUT", path: path, token: w2, body: "fresh"}), 200, "applied", 1, "2.14")
+	stale := do(t, srv, call{method: "PUT", path: path, token: w1, body: "stale"})
+	check(stale, 409, "stale_owner", 1, "2.14")
+	if msg, _ := stale.body["error"].(string); !strings.Contains(msg, "stale_owner") {
+		t.Errorf("stale answer's error %q does not name stale_owner", msg)
+	}
+	check(do(t, srv, call{method: "PUT", path: path, token: w2, ifMatch: `"0"`, body: "other"}), 412, "conflict", 1, "2.14")
+	check(do(t, srv, call{method: "PUT", path: path, token: w2, ifMatch: "1", auth: bearer, body: "second"}), 200, "applied", 2, "2.14")
+
+	// The body and its state.
+	resp, err := srv.Client().Get(srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if string(b) != "second" || resp.Header.Get("ETag") != `"2"` || resp.Header.Get("Fencecron-Token") != "2.14" || resp.Header.Get("Fencecron-Attempt") != "report@x.2" {
+		t.Errorf("GET = %q, headers %v", b, resp.Header)
+	}
+	// The history names every decision, with the attempt from the token.
+	var hist struct{ Decisions []fencedstore.Decision }
+	resp, err = srv.Client().Get(srv.URL + "/api/v1/history/reports/2026-07.csv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	json.NewDecoder(resp.Body).Decode(&hist)
+	resp.Body.Close()
+	var outcomes []string
+	for _, d := range hist.Decisions {
+		outcomes = append(outcomes, string(d.Outcome)+"/"+d.Attempt)
+	}
+	want := "established/report@x.1 established/report@x.2 applied/report@x.2 stale_owner/report@x.1 conflict/report@x.2 applied/report@x.2"
+	if got := strings.Join(outcomes, " "); got != want {
+		t.Errorf("history = %s, want %s", got, want)
+	}
+}
+
+func fmtTok(m map[string]any) string {
+	tok := fencedstore.Token{Epoch: uint64(m["epoch"].(float64)), Seq: uint64(m["seq"].(float64))}
+	return tok.String()
+}
+
+// With RequireCredential, a job's bare token is not enough.
+func TestHandler_RequireCredential(t *testing.T) {
+	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.RequireCredential = true })
+	sg := mustSigner(t, secret)
+	tok := sign(t, sg, 1, 1, "a", "")
+	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: tok, body: "x"}); a.status != 401 {
+		t.Errorf("token without credential: %d %v, want 401", a.status, a.body)
+	}
+	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: tok, auth: "Bearer " + sg.Credential(), body: "x"}); a.status != 200 {
+		t.Errorf("token with credential: %d %v, want 200", a.status, a.body)
+	}
+}
+
+// A handler without a signer serves reads and refuses every write.
+func TestHandler_ReadOnlyWithoutSigner(t *testing.T) {
+	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.Signer = nil })
+	tok := sign(t, mustSigner(t, secret), 1, 1, "a", "")
+	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: tok, body: "x"}); a.status != 403 || a.body["code"] != "writes_disabled" {
+		t.Errorf("write without a signer: %d %v, want 403 writes_disabled", a.status, a.body)
+	}
+	if a := do(t, srv, call{method: "GET", path: "/api/v1/store?prefix="}); a.status != 200 {
+		t.Errorf("list without a signer: %d", a.status)
+	}
+}
+
+// unavailableStore fails every call as a database that is down would.
+type unavailableStore struct{ fencedstore.Store }
+
+func (unavailableStore) Publish(context.Context, fencedstore.PublishRequest) (fencedstore.Result, error) {
+	return fencedstore.Result{}, errors.Join(fencedstore.ErrUnavailable, errors.New("postgres at db:5432: connection refused"))
+}
+
+func (unavailableStore) Get(context.Context, string) (fencedstore.Object, error) {
+	return fencedstore.Object{}, errors.Join(fencedstore.ErrUnavailable, errors.New("connection refused"))
+}
+
+// A backend that is down is 503 with a clear message, and the client turns
+// it back into ErrUnavailable; a server that is gone is ErrUnavailable too.
+func TestClient_Unavailable(t *testing.T) {
+	sg := mustSigner(t, secret)
+	srv := httptest.NewServer(&httpstore.Handler{Store: unavailableStore{}, Signer: sg, Logger: quiet})
+	defer srv.Close()
+	a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: sign(t, sg, 1, 1, "a", ""), body: "x"})
+	if a.status != 503 || a.body["code"] != "unavailable" || !strings.Contains(a.body["error"].(string), "connection refused") {
+		t.Errorf("backend down: %d %v, want 503 unavailable", a.status, a.body)
+	}
+	c := httpstore.NewClient(srv.URL, sg)
+	_, err := c.Publish(context.Background(), fencedstore.PublishRequest{Key: "k", Token: storetest.T(1, 1), Attempt: "a", Body: []byte("x")})
+	if !errors.Is(err, fencedstore.ErrUnavailable) {
+		t.Errorf("client publish with the backend down: err = %v, want ErrUnavailable", err)
+	}
+	srv.Close()
+	if _, err := c.Get(context.Background(), "k"); !errors.Is(err, fencedstore.ErrUnavailable) {
+		t.Errorf("client get with the server gone: err = %v, want ErrUnavailable", err)
+	}
+}
+
+// A job's process: PublishSigned with only the token it was given.
+func TestClient_PublishSignedAsAJob(t *testing.T) {
+	store, srv := serve(t, storetest.Options{}, nil)
+	sg := mustSigner(t, secret)
+	job := httpstore.NewClient(strings.TrimPrefix(srv.URL, "http://"), nil) // host:port, no secret
+	tok := sign(t, sg, 3, 30, "report@y.1", "reports/")
+	ctx := context.Background()
+	for _, k := range []string{"reports/a.csv", "reports/sub/b.csv", "reports/with space %.csv"} {
+		res, err := job.PublishSigned(ctx, tok, fencedstore.PublishRequest{Key: k, Body: []byte("body of " + k)})
+		if err != nil || res.Outcome != fencedstore.Applied {
+			t.Fatalf("publish %s: %+v, %v", k, res, err)
+		}
+		obj, err := store.Get(ctx, k)
+		if err != nil || !bytes.Equal(obj.Body, []byte("body of "+k)) || obj.Attempt != "report@y.1" || obj.Token != storetest.T(3, 30) {
+			t.Fatalf("stored %s: %+v %q, %v", k, obj.Meta, obj.Body, err)
+		}
+	}
+	if _, err := job.PublishSigned(ctx, tok, fencedstore.PublishRequest{Key: "logs/x", Body: []byte("x")}); !errors.Is(err, fencedstore.ErrOutOfScope) {
+		t.Errorf("publish outside the scope: err = %v, want ErrOutOfScope", err)
+	}
+	// Through the Store interface a client without a secret cannot sign.
+	if _, err := job.Publish(ctx, fencedstore.PublishRequest{Key: "reports/a.csv", Token: storetest.T(9, 9), Body: []byte("x")}); !errors.Is(err, fencedstore.ErrUnauthorized) {
+		t.Errorf("unsigned Store.Publish: err = %v, want ErrUnauthorized", err)
+	}
+}
+
+func BenchmarkClientPublish1KiB(b *testing.B) {
+	for _, parallel := range []bool{false, true} {
+		name := map[bool]string{false: "sequential", true: "parallel"}[parallel]
+		b.Run(name, func(b *testing.B) {
+			_, srv := serve(b, storetest.Options{}, nil)
+			c := httpstore.NewClient(srv.URL, mustSigner(b, secret))
+			c.HTTP = srv.Client()
+			storetest.BenchPublish(b, c, parallel, 32)
+		})
+	}
+}

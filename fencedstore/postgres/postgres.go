@@ -1,0 +1,448 @@
+// Package postgres is the fenced store in PostgreSQL, through pgx.
+//
+// Each Publish or Establish is one transaction that decides and writes
+// atomically: it locks the key's row (INSERT ... ON CONFLICT DO NOTHING,
+// then SELECT ... FOR UPDATE), lets fencedstore.DecidePublish or
+// DecideEstablish decide from what it read, and writes the decision with an
+// UPDATE guarded by the values it read (version and greatest token), plus the
+// history entry, then commits. The row lock is held from the read to the
+// commit, so every call on one key runs as if alone (serializably, without
+// the retries SERIALIZABLE isolation would cost under contention), and the
+// guard makes the write conditional: if the row were not as read, nothing is
+// written and the call fails. The schema is created on first use.
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+// Defaults.
+const (
+	DefaultSchema         = "public"
+	DefaultMaxConns       = 16
+	DefaultConnectTimeout = 5 * time.Second
+	DefaultOpTimeout      = 30 * time.Second
+)
+
+// Store is a fencedstore.Store in a PostgreSQL database. Its tables are
+// fencecron_keys and fencecron_history in Schema.
+type Store struct {
+	// URL is the connection string (postgres://user@host:port/db?...).
+	URL string
+	// Schema holds the tables; it is created if missing.
+	Schema string
+	// MaxBodyBytes caps a published body (default 64 MiB).
+	MaxBodyBytes int64
+	// HistoryRetention is how many decisions each key keeps (default 1000).
+	HistoryRetention int
+	// MaxConns bounds the connection pool.
+	MaxConns int32
+	// ConnectTimeout bounds one connection attempt.
+	ConnectTimeout time.Duration
+	// OpTimeout bounds one call once it has started. A started Publish or
+	// Establish runs to its decision even if the caller's context ends, so
+	// the caller is never told "failed" about a write that was applied.
+	OpTimeout time.Duration
+	// Now is the clock stamped on decisions.
+	Now func() time.Time
+
+	pool   *pgxpool.Pool
+	closed atomic.Bool
+	where  string // host:port/db, for messages (never the password)
+	keys   string // quoted table names
+	hist   string
+}
+
+var _ fencedstore.Store = (*Store)(nil)
+
+// New returns a store for the database at url; call Open before use.
+func New(url string) *Store {
+	return &Store{
+		URL:              url,
+		Schema:           DefaultSchema,
+		MaxBodyBytes:     fencedstore.DefaultMaxBodyBytes,
+		HistoryRetention: fencedstore.DefaultHistoryRetention,
+		MaxConns:         DefaultMaxConns,
+		ConnectTimeout:   DefaultConnectTimeout,
+		OpTimeout:        DefaultOpTimeout,
+		Now:              time.Now,
+	}
+}
+
+// Open connects, and creates the schema and tables if they are missing.
+// A database that cannot be reached is ErrUnavailable.
+func (s *Store) Open() error {
+	if s.HistoryRetention < 1 {
+		return fmt.Errorf("history retention must be at least 1, got %d", s.HistoryRetention)
+	}
+	cfg, err := pgxpool.ParseConfig(s.URL)
+	if err != nil {
+		// The parse error may quote the URL, password included.
+		return errors.New("postgres store: the store URL is not a valid PostgreSQL connection string")
+	}
+	cfg.MaxConns = s.MaxConns
+	if cfg.ConnConfig.ConnectTimeout == 0 || cfg.ConnConfig.ConnectTimeout > s.ConnectTimeout {
+		cfg.ConnConfig.ConnectTimeout = s.ConnectTimeout
+	}
+	s.where = fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
+	s.keys = pgx.Identifier{s.Schema, "fencecron_keys"}.Sanitize()
+	s.hist = pgx.Identifier{s.Schema, "fencecron_history"}.Sanitize()
+	ctx, cancel := context.WithTimeout(context.Background(), s.ConnectTimeout+s.OpTimeout)
+	defer cancel()
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return fmt.Errorf("postgres store at %s: %w", s.where, err)
+	}
+	if err := s.migrate(ctx, pool); err != nil {
+		pool.Close()
+		return s.fail("open", "", err)
+	}
+	s.pool = pool
+	return nil
+}
+
+// migrate creates the schema under an advisory lock, so nodes starting
+// together do not race on CREATE ... IF NOT EXISTS.
+func (s *Store) migrate(ctx context.Context, pool *pgxpool.Pool) error {
+	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7283461001)`); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, fmt.Sprintf(`
+CREATE SCHEMA IF NOT EXISTS %[1]s;
+CREATE TABLE IF NOT EXISTS %[2]s (
+	key            text COLLATE "C" PRIMARY KEY,
+	version        bigint NOT NULL DEFAULT 0,
+	greatest_epoch bigint NOT NULL DEFAULT 0,
+	greatest_seq   bigint NOT NULL DEFAULT 0,
+	token_epoch    bigint NOT NULL DEFAULT 0,
+	token_seq      bigint NOT NULL DEFAULT 0,
+	attempt        text   NOT NULL DEFAULT '',
+	hash           text   NOT NULL DEFAULT '',
+	size           bigint NOT NULL DEFAULT 0,
+	updated        timestamptz,
+	body           bytea,
+	hist_first     bigint NOT NULL DEFAULT 0,
+	hist_next      bigint NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS %[3]s (
+	key            text COLLATE "C" NOT NULL,
+	n              bigint NOT NULL,
+	outcome        text   NOT NULL,
+	token_epoch    bigint NOT NULL,
+	token_seq      bigint NOT NULL,
+	attempt        text   NOT NULL,
+	version        bigint NOT NULL,
+	greatest_epoch bigint NOT NULL,
+	greatest_seq   bigint NOT NULL,
+	hash           text   NOT NULL,
+	at             timestamptz NOT NULL,
+	PRIMARY KEY (key, n)
+);`, pgx.Identifier{s.Schema}.Sanitize(), s.keys, s.hist))
+		return err
+	})
+}
+
+// Close closes the connection pool.
+func (s *Store) Close() error {
+	if s.pool != nil && !s.closed.Swap(true) {
+		s.pool.Close()
+	}
+	return nil
+}
+
+// Establish implements fencedstore.Store.
+func (s *Store) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+	if err := checkCall(key, tok); err != nil {
+		return fencedstore.Result{}, err
+	}
+	return s.decide(ctx, "establish", key, nil, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecideEstablish(m, tok, attempt, now)
+	})
+}
+
+// Publish implements fencedstore.Store.
+func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	if err := checkCall(req.Key, req.Token); err != nil {
+		return fencedstore.Result{}, err
+	}
+	if int64(len(req.Body)) > s.MaxBodyBytes {
+		return fencedstore.Result{}, fmt.Errorf("publish %s: %w: %d bytes, limit %d", req.Key, fencedstore.ErrTooLarge, len(req.Body), s.MaxBodyBytes)
+	}
+	hash := fencedstore.Hash(req.Body)
+	body := req.Body
+	if body == nil {
+		body = []byte{} // an empty body, not SQL NULL
+	}
+	return s.decide(ctx, "publish", req.Key, body, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecidePublish(m, req, hash, now)
+	})
+}
+
+func checkCall(key string, tok fencedstore.Token) error {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return err
+	}
+	return tok.Validate()
+}
+
+// maxRetries bounds retries of a transaction the server aborted for a
+// serialization failure or deadlock (neither is expected with one row lock).
+const maxRetries = 3
+
+// decide runs one call's transaction; rule decides from the locked row.
+func (s *Store) decide(ctx context.Context, op, key string, body []byte, rule func(fencedstore.Meta, time.Time) (fencedstore.Meta, fencedstore.Decision)) (fencedstore.Result, error) {
+	if s.closed.Load() {
+		return fencedstore.Result{}, fencedstore.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fencedstore.Result{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.OpTimeout)
+	defer cancel()
+	for try := 1; ; try++ {
+		res, committing, err := s.decideOnce(ctx, key, body, rule)
+		if err == nil || fencedstore.IsDecision(err) {
+			return res, err
+		}
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") && try < maxRetries {
+			continue
+		}
+		if committing {
+			err = fmt.Errorf("%w (the commit was sent: the outcome is unknown; repeating the same call is safe)", err)
+		}
+		return fencedstore.Result{}, s.fail(op, key, err)
+	}
+}
+
+func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule func(fencedstore.Meta, time.Time) (fencedstore.Meta, fencedstore.Decision)) (res fencedstore.Result, committing bool, err error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return res, false, err
+	}
+	defer tx.Rollback(ctx)
+
+	// Lock the key's row, creating it if new, and read it.
+	b := &pgx.Batch{}
+	b.Queue(fmt.Sprintf(`INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, s.keys), key)
+	b.Queue(fmt.Sprintf(`SELECT version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, hist_first, hist_next
+		FROM %s WHERE key = $1 FOR UPDATE`, s.keys), key)
+	br := tx.SendBatch(ctx, b)
+	if _, err := br.Exec(); err != nil {
+		br.Close()
+		return res, false, err
+	}
+	var m fencedstore.Meta
+	var histFirst, histNext int64
+	var ge, gs, te, ts int64
+	var updated *time.Time
+	err = br.QueryRow().Scan(&m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated, &histFirst, &histNext)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return res, false, err
+	}
+	m.Key = key
+	m.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
+	m.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
+	if updated != nil {
+		m.Updated = *updated
+	}
+
+	// Decide, then write the decision guarded by what was read.
+	now := s.Now().UTC()
+	next, d := rule(m, now)
+	newFirst, newNext := histFirst, histNext+1
+	if newNext-newFirst > int64(s.HistoryRetention) {
+		newFirst = newNext - int64(s.HistoryRetention)
+	}
+	b = &pgx.Batch{}
+	set := `version = $4, greatest_epoch = $5, greatest_seq = $6, token_epoch = $7, token_seq = $8,
+		attempt = $9, hash = $10, size = $11, updated = $12, hist_first = $13, hist_next = $14`
+	args := []any{key, int64(m.Version), histNext,
+		int64(next.Version), int64(next.Greatest.Epoch), int64(next.Greatest.Seq), int64(next.Token.Epoch), int64(next.Token.Seq),
+		next.Attempt, next.Hash, next.Size, nullTime(next.Updated), newFirst, newNext}
+	if next.Version != m.Version {
+		set += `, body = $15`
+		args = append(args, body)
+	}
+	b.Queue(fmt.Sprintf(`UPDATE %s SET %s WHERE key = $1 AND version = $2 AND hist_next = $3`, s.keys, set), args...)
+	b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, s.hist),
+		key, histNext, string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
+		int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time)
+	if newFirst > histFirst {
+		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND n < $2`, s.hist), key, newFirst)
+	}
+	br = tx.SendBatch(ctx, b)
+	tag, err := br.Exec()
+	if err == nil && tag.RowsAffected() != 1 {
+		err = fmt.Errorf("the row of %s changed under its lock", key)
+	}
+	for i := 1; err == nil && i < b.Len(); i++ {
+		_, err = br.Exec()
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return res, false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, true, err
+	}
+	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: next.Version, Greatest: next.Greatest}, false, d.Err()
+}
+
+func nullTime(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+// Get implements fencedstore.Store.
+func (s *Store) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return fencedstore.Object{}, err
+	}
+	if s.closed.Load() {
+		return fencedstore.Object{}, fencedstore.ErrClosed
+	}
+	row := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s, body FROM %s WHERE key = $1 AND version > 0`, metaColumns, s.keys), key)
+	var obj fencedstore.Object
+	m, err := scanMeta(row, &obj.Body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return obj, fmt.Errorf("get %s: %w", key, fencedstore.ErrNotFound)
+	case err != nil:
+		return obj, s.fail("get", key, err)
+	}
+	obj.Meta = m
+	return obj, nil
+}
+
+const metaColumns = `key, version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated`
+
+func scanMeta(row pgx.Row, extra ...any) (fencedstore.Meta, error) {
+	var m fencedstore.Meta
+	var ge, gs, te, ts int64
+	var updated *time.Time
+	dest := append([]any{&m.Key, &m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated}, extra...)
+	if err := row.Scan(dest...); err != nil {
+		return m, err
+	}
+	m.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
+	m.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
+	if updated != nil {
+		m.Updated = updated.UTC()
+	}
+	return m, nil
+}
+
+// List implements fencedstore.Store.
+func (s *Store) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
+	if err := fencedstore.ValidatePrefix(prefix); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, fencedstore.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`, metaColumns, s.keys), prefix)
+	if err != nil {
+		return nil, s.fail("list", prefix, err)
+	}
+	defer rows.Close()
+	var out []fencedstore.Meta
+	for rows.Next() {
+		m, err := scanMeta(rows)
+		if err != nil {
+			return nil, s.fail("list", prefix, err)
+		}
+		out = append(out, m)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("list", prefix, err)
+	}
+	return out, nil
+}
+
+// History implements fencedstore.Store.
+func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	if err := fencedstore.ValidateKey(key); err != nil {
+		return nil, err
+	}
+	if s.closed.Load() {
+		return nil, fencedstore.ErrClosed
+	}
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at
+		FROM %s WHERE key = $1 ORDER BY n`, s.hist), key)
+	if err != nil {
+		return nil, s.fail("history", key, err)
+	}
+	defer rows.Close()
+	var out []fencedstore.Decision
+	for rows.Next() {
+		var d fencedstore.Decision
+		var outcome string
+		var te, ts, v, ge, gs int64
+		if err := rows.Scan(&outcome, &te, &ts, &d.Attempt, &v, &ge, &gs, &d.Hash, &d.Time); err != nil {
+			return nil, s.fail("history", key, err)
+		}
+		d.Outcome = fencedstore.Outcome(outcome)
+		d.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
+		d.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
+		d.Version = uint64(v)
+		d.Time = d.Time.UTC()
+		out = append(out, d)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, s.fail("history", key, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("history %s: %w", key, fencedstore.ErrNotFound)
+	}
+	return out, nil
+}
+
+// fail wraps err for op on key, marking a database that cannot be reached
+// or is shutting down as ErrUnavailable.
+func (s *Store) fail(op, key string, err error) error {
+	what := op
+	if key != "" {
+		what += " " + key
+	}
+	if s.closed.Load() {
+		return fmt.Errorf("%s: %w", what, fencedstore.ErrClosed)
+	}
+	if unavailable(err) {
+		return fmt.Errorf("%s: %w: postgres at %s: %v", what, fencedstore.ErrUnavailable, s.where, err)
+	}
+	return fmt.Errorf("%s: postgres at %s: %w", what, s.where, err)
+}
+
+// unavailable reports whether err means the database could not be reached
+// or would not serve, rather than that it refused a statement.
+func unavailable(err error) bool {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) {
+		c := pgErr.Code
+		return strings.HasPrefix(c, "08") || // connection exception
+			strings.HasPrefix(c, "53") || // insufficient resources
+			strings.HasPrefix(c, "57P") // shutdown, cannot connect now
+	}
+	return !errors.Is(err, context.Canceled)
+}

@@ -1,0 +1,303 @@
+package postgres_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"go.uber.org/goleak"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/postgres"
+	"github.com/fencecron/fencecron/fencedstore/storetest"
+)
+
+// testURLEnv names the database the tests use; .ci/run sets it.
+const testURLEnv = "FENCECRON_TEST_POSTGRES"
+
+var (
+	probeOnce sync.Once
+	probeURL  string
+	probeWhy  string // why the database cannot be used, or ""
+)
+
+// testURL returns the test database's URL, or skips the test (fails it
+// under CI=true) when it is not configured or not reachable. The database
+// is probed once per test binary.
+func testURL(t testing.TB) string {
+	t.Helper()
+	probeOnce.Do(func() {
+		probeURL = os.Getenv(testURLEnv)
+		if probeURL == "" {
+			probeWhy = testURLEnv + " is not set"
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, probeURL)
+		if err != nil {
+			probeWhy = "cannot connect to " + testURLEnv + ": " + err.Error()
+			return
+		}
+		conn.Close(ctx)
+	})
+	if probeWhy == "" {
+		return probeURL
+	}
+	msg := probeWhy + `; to run the PostgreSQL tests, start PostgreSQL and set ` + testURLEnv +
+		`="postgres://fencecron@127.0.0.1:5432/fencecron_test?sslmode=disable" (.ci/run does both)`
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+// newSchema returns a fresh schema name, dropped when the test ends.
+func newSchema(t testing.TB, url string) string {
+	t.Helper()
+	var b [6]byte
+	rand.Read(b[:])
+	schema := "fencecron_test_" + hex.EncodeToString(b[:])
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		conn, err := pgx.Connect(ctx, url)
+		if err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+			return
+		}
+		defer conn.Close(ctx)
+		if _, err := conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE"); err != nil {
+			t.Logf("drop schema %s: %v", schema, err)
+		}
+	})
+	return schema
+}
+
+func open(t testing.TB, url, schema string, o storetest.Options) *postgres.Store {
+	t.Helper()
+	s := postgres.New(url)
+	s.Schema = schema
+	if o.MaxBodyBytes != 0 {
+		s.MaxBodyBytes = o.MaxBodyBytes
+	}
+	if o.HistoryRetention != 0 {
+		s.HistoryRetention = o.HistoryRetention
+	}
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
+	url := testURL(t)
+	return open(t, url, newSchema(t, url), o)
+}
+
+func newStore(t *testing.T) fencedstore.Store { return newStoreWith(t, storetest.Options{}) }
+
+func TestStore_Conformance(t *testing.T) {
+	testURL(t)
+	storetest.Run(t, newStore)
+	storetest.RunLimits(t, newStoreWith)
+}
+
+// Two stores on one schema (two nodes) see one state, and opening an
+// existing schema keeps it.
+func TestStore_SharedAndReopened(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	a := open(t, url, schema, storetest.Options{})
+	b := open(t, url, schema, storetest.Options{})
+	ctx := context.Background()
+	if _, err := a.Establish(ctx, "reports/x", storetest.T(5, 1), "w5"); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.Publish(ctx, fencedstore.PublishRequest{Key: "reports/x", Token: storetest.T(4, 9), Attempt: "w4", Body: []byte("late")}); !errors.Is(err, fencedstore.ErrStaleOwner) {
+		t.Fatalf("publish through the second store with an older token: %+v, %v; want stale_owner", res, err)
+	}
+	a.Close()
+	c := open(t, url, schema, storetest.Options{})
+	metas, err := c.List(ctx, "reports/")
+	if err != nil || len(metas) != 1 || metas[0].Greatest != storetest.T(5, 1) {
+		t.Fatalf("after reopening: %+v, %v", metas, err)
+	}
+}
+
+// A PostgreSQL that cannot be reached is a clear ErrUnavailable, at Open
+// and for calls, and a call that failed so wrote nothing.
+func TestStore_Unavailable(t *testing.T) {
+	t.Run("open", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		addr := ln.Addr().String()
+		ln.Close() // nothing listens there now
+		s := postgres.New("postgres://fencecron:secret-password@" + addr + "/fencecron_test?sslmode=disable")
+		s.ConnectTimeout = 2 * time.Second
+		err = s.Open()
+		if !errors.Is(err, fencedstore.ErrUnavailable) {
+			t.Fatalf("open with nothing listening: err = %v, want ErrUnavailable", err)
+		}
+		if strings.Contains(err.Error(), "secret-password") {
+			t.Errorf("the error shows the password: %v", err)
+		}
+		t.Logf("%v", err)
+	})
+	t.Run("calls", func(t *testing.T) {
+		url := testURL(t)
+		schema := newSchema(t, url)
+		cfg, err := pgx.ParseConfig(url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p := startProxy(t, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))))
+		proxied := strings.Replace(url, net.JoinHostPort(cfg.Host, strconv.Itoa(int(cfg.Port))), p.addr(), 1)
+		s := postgres.New(proxied)
+		s.Schema = schema
+		s.ConnectTimeout = 2 * time.Second
+		if err := s.Open(); err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		ctx := context.Background()
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "reports/x", Token: storetest.T(1, 1), Attempt: "a", Body: []byte("one")}); err != nil {
+			t.Fatal(err)
+		}
+
+		p.stop() // the database goes away
+		_, err = s.Publish(ctx, fencedstore.PublishRequest{Key: "reports/x", Token: storetest.T(1, 2), Attempt: "b", Body: []byte("two")})
+		if !errors.Is(err, fencedstore.ErrUnavailable) {
+			t.Fatalf("publish with the database gone: err = %v, want ErrUnavailable", err)
+		}
+		t.Logf("publish: %v", err)
+		if _, err := s.Get(ctx, "reports/x"); !errors.Is(err, fencedstore.ErrUnavailable) {
+			t.Errorf("get with the database gone: err = %v, want ErrUnavailable", err)
+		}
+
+		p.start() // and comes back: the pool reconnects
+		direct := open(t, url, schema, storetest.Options{})
+		obj, err := direct.Get(ctx, "reports/x")
+		if err != nil || string(obj.Body) != "one" || obj.Version != 1 || obj.Greatest != storetest.T(1, 1) {
+			t.Fatalf("after the outage: %+v %q, %v; want version 1 %q", obj.Meta, obj.Body, err, "one")
+		}
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "reports/x", Token: storetest.T(1, 3), Attempt: "c", Body: []byte("three")}); err != nil {
+			t.Fatalf("publish after the database came back: %v", err)
+		}
+	})
+}
+
+// proxy forwards TCP connections to the database; stop closes the
+// listener and every connection, as if the database had gone.
+type proxy struct {
+	t      testing.TB
+	target string
+	mu     sync.Mutex
+	ln     net.Listener
+	port   string
+	conns  []net.Conn
+	wg     sync.WaitGroup
+}
+
+func startProxy(t testing.TB, target string) *proxy {
+	p := &proxy{t: t, target: target}
+	p.start()
+	t.Cleanup(p.stop)
+	return p
+}
+
+func (p *proxy) addr() string { return "127.0.0.1:" + p.port }
+
+func (p *proxy) start() {
+	addr := "127.0.0.1:0"
+	if p.port != "" {
+		addr = "127.0.0.1:" + p.port
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		p.t.Fatal(err)
+	}
+	_, p.port, _ = net.SplitHostPort(ln.Addr().String())
+	p.mu.Lock()
+	p.ln = ln
+	p.mu.Unlock()
+	p.wg.Go(func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			up, err := net.Dial("tcp", p.target)
+			if err != nil {
+				c.Close()
+				continue
+			}
+			p.mu.Lock()
+			p.conns = append(p.conns, c, up)
+			p.mu.Unlock()
+			p.wg.Go(func() { io.Copy(up, c); up.Close() })
+			p.wg.Go(func() { io.Copy(c, up); c.Close() })
+		}
+	})
+}
+
+func (p *proxy) stop() {
+	p.mu.Lock()
+	if p.ln != nil {
+		p.ln.Close()
+		p.ln = nil
+	}
+	for _, c := range p.conns {
+		c.Close()
+	}
+	p.conns = nil
+	p.mu.Unlock()
+	p.wg.Wait()
+}
+
+func newBenchStore(b *testing.B) fencedstore.Store {
+	url := testURL(b)
+	return open(b, url, newSchema(b, url), storetest.Options{})
+}
+
+func BenchmarkPublish1KiB(b *testing.B) {
+	b.Run("sequential", func(b *testing.B) { storetest.BenchPublish(b, newBenchStore(b), false, 0) })
+	b.Run("parallel", func(b *testing.B) { storetest.BenchPublish(b, newBenchStore(b), true, 8) })
+}
+
+func BenchmarkPublishStale(b *testing.B) {
+	b.Run("sequential", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), false, 0) })
+	b.Run("parallel", func(b *testing.B) { storetest.BenchStale(b, newBenchStore(b), true, 8) })
+}
+
+// Close closes the pool: no goroutine outlives the store.
+func TestStore_CloseLeavesNoGoroutines(t *testing.T) {
+	url := testURL(t)
+	s := postgres.New(url)
+	s.Schema = newSchema(t, url)
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Publish(context.Background(), fencedstore.PublishRequest{Key: "k", Token: storetest.T(1, 1), Attempt: "a", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	goleak.VerifyNone(t)
+	if _, err := s.Get(context.Background(), "k"); !errors.Is(err, fencedstore.ErrClosed) {
+		t.Errorf("get after close: err = %v, want ErrClosed", err)
+	}
+}

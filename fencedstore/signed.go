@@ -1,0 +1,221 @@
+package fencedstore
+
+import (
+	"crypto/hkdf"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Limits on the parts of a signed token's text form.
+const (
+	// MaxTokenTextLen bounds the whole text form; longer input is refused
+	// before any parsing or hashing.
+	MaxTokenTextLen = 4096
+	// MaxAttemptLen bounds the attempt id carried in a token.
+	MaxAttemptLen = 512
+	// MinSecretLen is the shortest cluster secret NewSigner accepts.
+	MinSecretLen = 16
+)
+
+// tokenVersion prefixes every signed token; a new format gets a new one.
+const tokenVersion = "v1"
+
+// b64 is the encoding of the attempt, scope and MAC fields: URL-safe, no
+// padding, and strict, so each byte string has exactly one spelling.
+var b64 = base64.RawURLEncoding.Strict()
+
+// Scope is what a signed token may write: the job it was minted for and the
+// key prefix of that job's outputs.
+type Scope struct {
+	Job string `json:"job"`
+	// Prefix is "" (every key), a prefix ending in "/" (every key below it)
+	// or, without a trailing "/", exactly one key.
+	Prefix string `json:"prefix"`
+}
+
+// Covers reports whether a token with scope s may write key.
+func (s Scope) Covers(key string) bool {
+	switch {
+	case s.Prefix == "":
+		return true
+	case strings.HasSuffix(s.Prefix, "/"):
+		return strings.HasPrefix(key, s.Prefix)
+	}
+	return key == s.Prefix
+}
+
+// SignedToken is a fence token together with what the cluster signed along
+// with it: the attempt it was minted for and its scope.
+type SignedToken struct {
+	Token
+	Attempt string
+	Scope   Scope
+}
+
+// Signer signs and verifies the text form of tokens,
+//
+//	v1.<epoch>.<seq>.<attempt>.<job>~<prefix>.<mac>
+//
+// where attempt, job and prefix are base64url (no padding) and mac is the
+// base64url HMAC-SHA256 of everything before the last dot, under a key
+// derived from the cluster secret. It also derives the store credential that
+// nodes present as "Authorization: Bearer". A Signer is safe for concurrent
+// use.
+type Signer struct {
+	key        []byte
+	credential string
+}
+
+// NewSigner derives the token-signing key and the store credential from the
+// cluster secret (cluster.secret in the config) with HKDF-SHA256, one label
+// each, so neither reveals the other or the secret.
+func NewSigner(secret []byte) (*Signer, error) {
+	if len(secret) < MinSecretLen {
+		return nil, fmt.Errorf("cluster secret is %d bytes; at least %d are needed", len(secret), MinSecretLen)
+	}
+	key, err := hkdf.Key(sha256.New, secret, nil, "fencecron fence-token signing v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	cred, err := hkdf.Key(sha256.New, secret, nil, "fencecron store credential v1", 32)
+	if err != nil {
+		return nil, err
+	}
+	return &Signer{key: key, credential: b64.EncodeToString(cred)}, nil
+}
+
+// Credential returns the store credential: the bearer secret nodes add to
+// their own store requests. Job processes never see it.
+func (s *Signer) Credential() string { return s.credential }
+
+// CheckCredential reports, in constant time, whether c is the store
+// credential.
+func (s *Signer) CheckCredential(c string) bool {
+	return subtle.ConstantTimeCompare([]byte(c), []byte(s.credential)) == 1
+}
+
+// Sign returns the text form of st. It refuses a token that could not have
+// been minted (Token.Validate) and an over-long attempt or prefix.
+func (s *Signer) Sign(st SignedToken) (string, error) {
+	if err := st.Validate(); err != nil {
+		return "", err
+	}
+	if len(st.Attempt) > MaxAttemptLen {
+		return "", fmt.Errorf("%w: attempt id longer than %d bytes", ErrBadToken, MaxAttemptLen)
+	}
+	if len(st.Scope.Prefix) > MaxKeyLen || len(st.Scope.Job) > MaxKeyLen {
+		return "", fmt.Errorf("%w: scope longer than %d bytes", ErrBadToken, MaxKeyLen)
+	}
+	body := fmt.Sprintf("%s.%d.%d.%s.%s~%s", tokenVersion, st.Epoch, st.Seq,
+		b64.EncodeToString([]byte(st.Attempt)),
+		b64.EncodeToString([]byte(st.Scope.Job)), b64.EncodeToString([]byte(st.Scope.Prefix)))
+	text := body + "." + b64.EncodeToString(s.mac(body))
+	if len(text) > MaxTokenTextLen {
+		return "", fmt.Errorf("%w: signed form longer than %d bytes", ErrBadToken, MaxTokenTextLen)
+	}
+	return text, nil
+}
+
+// Verify parses text and checks its signature. Every failure wraps
+// ErrBadToken and says what was wrong; a forged or foreign token is told
+// apart from a malformed one.
+func (s *Signer) Verify(text string) (SignedToken, error) {
+	st, body, mac, err := ParseSignedToken(text)
+	if err != nil {
+		return SignedToken{}, err
+	}
+	if !hmac.Equal(mac, s.mac(body)) {
+		return SignedToken{}, fmt.Errorf("%w: signature does not match (forged, altered, or signed with another cluster's secret)", ErrBadToken)
+	}
+	if err := st.Validate(); err != nil {
+		return SignedToken{}, err
+	}
+	return st, nil
+}
+
+func (s *Signer) mac(body string) []byte {
+	h := hmac.New(sha256.New, s.key)
+	h.Write([]byte(body))
+	return h.Sum(nil)
+}
+
+// decodeField decodes one base64url field. encoding/base64 skips CR and LF
+// inside its input; they are refused here so a token has one spelling.
+func decodeField(s string) ([]byte, error) {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !('A' <= c && c <= 'Z' || 'a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-' || c == '_') {
+			return nil, base64.CorruptInputError(i)
+		}
+	}
+	return b64.DecodeString(s)
+}
+
+// errMalformed is wrapped by every syntax error of ParseSignedToken.
+var errMalformed = errors.New("malformed token")
+
+// ParseSignedToken splits a token's text form into its fields without
+// checking the signature: only Signer.Verify makes a token trustworthy. It
+// returns the signed part and the MAC as well. Errors wrap ErrBadToken.
+func ParseSignedToken(text string) (st SignedToken, body string, mac []byte, err error) {
+	bad := func(format string, args ...any) (SignedToken, string, []byte, error) {
+		return SignedToken{}, "", nil, fmt.Errorf("%w: %w: %s", ErrBadToken, errMalformed, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case text == "":
+		return bad("empty")
+	case len(text) > MaxTokenTextLen:
+		return bad("longer than %d bytes", MaxTokenTextLen)
+	case !strings.HasPrefix(text, tokenVersion+"."):
+		if _, err := ParseToken(text); err == nil {
+			return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token %q: the store takes only the signed form %s.<epoch>.<seq>.<attempt>.<scope>.<mac> (FENCECRON_TOKEN)", ErrBadToken, text, tokenVersion)
+		}
+		return bad("does not start with %q", tokenVersion+".")
+	}
+	f := strings.Split(text, ".")
+	switch {
+	case len(f) == 5:
+		return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token: no signature field", ErrBadToken)
+	case len(f) != 6:
+		return bad("%d dot-separated fields, want 6: %s.<epoch>.<seq>.<attempt>.<scope>.<mac>", len(f), tokenVersion)
+	}
+	epoch, err := parseDecimal(f[1])
+	if err != nil {
+		return bad("epoch %q is not a decimal number", truncate(f[1]))
+	}
+	seq, err := parseDecimal(f[2])
+	if err != nil {
+		return bad("seq %q is not a decimal number", truncate(f[2]))
+	}
+	attempt, err := decodeField(f[3])
+	if err != nil {
+		return bad("attempt field is not base64url")
+	}
+	jobField, prefixField, ok := strings.Cut(f[4], "~")
+	if !ok {
+		return bad("scope field has no \"~\" between job and prefix")
+	}
+	job, err1 := decodeField(jobField)
+	prefix, err2 := decodeField(prefixField)
+	if err1 != nil || err2 != nil {
+		return bad("scope field is not base64url")
+	}
+	if f[5] == "" {
+		return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token: empty signature", ErrBadToken)
+	}
+	mac, err = decodeField(f[5])
+	if err != nil || len(mac) != sha256.Size {
+		return bad("signature is not a base64url HMAC-SHA256")
+	}
+	st = SignedToken{
+		Token:   Token{Epoch: epoch, Seq: seq},
+		Attempt: string(attempt),
+		Scope:   Scope{Job: string(job), Prefix: string(prefix)},
+	}
+	return st, text[:strings.LastIndexByte(text, '.')], mac, nil
+}
