@@ -215,7 +215,7 @@ func (s *Scheduler) buildQueue(now time.Time) fireQueue {
 	specs, _, _, _ := s.FSM.JobSet()
 	var q fireQueue
 	for _, spec := range specs {
-		sched, err := jobs.ParseSchedule(spec.Schedules, spec.Timezone)
+		sched, err := spec.Schedule()
 		if err != nil {
 			s.Logger.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
 			continue
