@@ -36,7 +36,9 @@ const FenceEnvPrefix = "FENCECRON_"
 type FieldError struct {
 	Field string
 	Index int
-	Msg   string
+	// Key is the map key a problem with env or target concerns.
+	Key string
+	Msg string
 }
 
 func (e FieldError) Error() string {
@@ -75,6 +77,9 @@ func (s *Spec) Validate() error {
 	var errs []FieldError
 	bad := func(field string, index int, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
+	}
+	badKey := func(field, key string, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Index: -1, Key: key, Msg: fmt.Sprintf(format, args...)})
 	}
 
 	switch {
@@ -125,11 +130,11 @@ func (s *Spec) Validate() error {
 	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
 		switch {
 		case !envKeyRE.MatchString(k):
-			bad("env", -1, "%q is not a variable name (letters, digits, '_', not starting with a digit)", k)
+			badKey("env", k, "%q is not a variable name (letters, digits, '_', not starting with a digit)", k)
 		case strings.HasPrefix(k, FenceEnvPrefix):
-			bad("env", -1, "%q: names starting with %s are reserved for the fence environment", k, FenceEnvPrefix)
+			badKey("env", k, "%q: names starting with %s are reserved for the fence environment", k, FenceEnvPrefix)
 		case strings.ContainsRune(s.Env[k], 0):
-			bad("env", -1, "%q: value contains a NUL byte", k)
+			badKey("env", k, "%q: value contains a NUL byte", k)
 		}
 	}
 	if s.Dir != "" && !filepath.IsAbs(s.Dir) {
@@ -172,7 +177,7 @@ func (s *Spec) Validate() error {
 	}
 	for _, k := range slices.Sorted(maps.Keys(s.Target)) {
 		if k == "" {
-			bad("target", -1, "empty tag name")
+			badKey("target", k, "empty tag name")
 		}
 	}
 
