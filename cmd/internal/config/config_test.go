@@ -20,7 +20,7 @@ var testEnv = map[string]string{
 }
 
 func lookup(k string) (string, bool) { v, ok := testEnv[k]; return v, ok }
-func hostname() (string, error)     { return "host-1", nil }
+func hostname() (string, error)      { return "host-1", nil }
 
 // MustParse parses src or fails the test.
 func MustParse(tb testing.TB, src string) *File {
