@@ -19,6 +19,7 @@ const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron validate FILE                  check a config file; list each job's next fire times
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -48,6 +49,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "validate":
+		return runValidate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

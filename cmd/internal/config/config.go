@@ -244,13 +244,15 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 			f.Node.Advertise = f.Node.Bind
 		}
 	}
-	if f.sections[SectionNode] && !d.failed[SectionNode] {
+	// Check sections that decoded as mappings (or, for cluster, are
+	// missing); the others have been reported already.
+	if f.sections[SectionNode] && isMapping(nodeN) {
 		d.checkNode(nodeN, &f.Node)
 	}
-	if f.sections[SectionNode] && !d.failed[SectionCluster] {
+	if f.sections[SectionNode] && (!f.sections[SectionCluster] || isMapping(clusterN)) {
 		d.checkCluster(clusterN, root, &f.Cluster)
 	}
-	if f.sections[SectionStore] && !d.failed[SectionStore] {
+	if f.sections[SectionStore] && isMapping(storeN) {
 		d.checkStore(storeN, &f.Store)
 	}
 	if jobsN != nil {
@@ -849,6 +851,8 @@ func (d *decoder) jobFieldNode(w *jobNodes, p jobs.FieldError) *yaml.Node {
 	}
 	return w.at(field)
 }
+
+func isMapping(n *yaml.Node) bool { return n != nil && (n.Kind == yaml.MappingNode || isNull(n)) }
 
 // fieldsOf returns the value node of each key of a mapping node.
 func fieldsOf(n *yaml.Node) map[string]*yaml.Node {

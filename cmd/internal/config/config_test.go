@@ -287,6 +287,7 @@ func TestParse_Problems(t *testing.T) {
   ports: {http: 70000, gossip: 7946, raft: 7946}
   join: ["10.0.0.2:7946", "10.0.0.3", ":7946"]
   bootstrap_expect: -1
+  tagz: {zone: a}
 cluster:
   secret: short
   profile: quick
@@ -299,8 +300,9 @@ cluster:
 			`test.yaml:6:27: node.join[1]: "10.0.0.3": want host:port`,
 			`test.yaml:6:39: node.join[2]: ":7946": the host is missing`,
 			"test.yaml:7:21: node.bootstrap_expect: -1: must not be negative",
-			"test.yaml:9:11: cluster.secret: 5 bytes: want at least 16",
-			`test.yaml:10:12: cluster.profile: "quick": want default or fast`,
+			`test.yaml:8:3: node: unknown field "tagz" (did you mean "tags"?)`,
+			"test.yaml:10:11: cluster.secret: 5 bytes: want at least 16",
+			`test.yaml:11:12: cluster.profile: "quick": want default or fast`,
 		}},
 		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: 0123456789abcdef}\n", []string{
 			"test.yaml:1:41: node.bootstrap_expect: only a server bootstraps"}},
