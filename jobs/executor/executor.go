@@ -43,7 +43,7 @@ type Request struct {
 	// DropEnv names variables of the worker's environment the command
 	// must not inherit, such as those the config file took secrets from.
 	DropEnv []string
-	Dir string
+	Dir     string
 	// Timeout bounds the run; 0 means no timeout besides ctx.
 	Timeout time.Duration
 	// MaxOutput caps the captured stdout; output beyond it is drained and
