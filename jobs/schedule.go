@@ -132,7 +132,7 @@ func ParseExpr(expr string) (wall *cron.SpecSchedule, every time.Duration, err e
 		return nil, 0, errors.New("empty expression")
 	case strings.HasPrefix(e, "TZ=") || strings.HasPrefix(e, "CRON_TZ="):
 		return nil, 0, errors.New("a time zone prefix is not allowed here; set the job's timezone instead")
-	case strings.HasPrefix(e, "@every"):
+	case e == "@every" || strings.HasPrefix(e, "@every ") || strings.HasPrefix(e, "@every\t"):
 		arg := strings.TrimSpace(strings.TrimPrefix(e, "@every"))
 		d, perr := time.ParseDuration(arg)
 		switch {

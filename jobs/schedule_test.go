@@ -186,6 +186,7 @@ func TestNewSchedule_Errors(t *testing.T) {
 		{[]string{"@every"}, "", jobs.DSTPolicy{}, "@every needs a Go duration"},
 		{[]string{"@every 500ms"}, "", jobs.DSTPolicy{}, "at least 1s"},
 		{[]string{"@every 1.5s"}, "", jobs.DSTPolicy{}, "whole number of seconds"},
+		{[]string{"@every1h"}, "", jobs.DSTPolicy{}, "unrecognized descriptor"},
 		{[]string{"@fortnightly"}, "", jobs.DSTPolicy{}, "unrecognized descriptor"},
 		{[]string{"TZ=Europe/Berlin 0 9 * * *"}, "", jobs.DSTPolicy{}, "time zone prefix"},
 		{[]string{"TZ=X"}, "", jobs.DSTPolicy{}, "time zone prefix"},
