@@ -1,26 +1,23 @@
 // Package election is the membership and coordination plane: memberlist
 // gossip for who is alive, and a Raft group (raft-boltdb/v2 log, file
-// snapshots, TCP transport) that replicates whatever FSM it is given and
-// reports leadership. It knows nothing about jobs.
+// snapshots, TCP transport) that replicates whatever FSM it is given,
+// bootstraps itself once enough servers see each other, keeps its voter
+// set in step with gossip, and reports leadership. It knows nothing about
+// jobs.
 package election
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
@@ -29,6 +26,7 @@ import (
 // Sentinel errors.
 var (
 	ErrNotLeader = errors.New("not the leader")
+	ErrNoLeader  = errors.New("no leader known")
 	ErrClosed    = errors.New("node closed")
 )
 
@@ -38,55 +36,61 @@ const (
 	RoleWorker = "worker"
 )
 
-// Meta is what a node tells the others about itself through gossip.
-type Meta struct {
-	Role       string            `json:"role"`
-	Tags       map[string]string `json:"tags,omitempty"`
-	RaftAddr   string            `json:"raft,omitempty"`
-	HTTPAddr   string            `json:"http,omitempty"`
-	ConfigHash string            `json:"config_hash,omitempty"`
-}
-
-// Member is one node as gossip sees it.
-type Member struct {
-	Name  string `json:"name"`
-	Addr  string `json:"addr"`
-	State string `json:"state"` // alive, suspect, dead, left
-	Meta  Meta   `json:"meta"`
-}
-
-// Config configures a Node.
+// Config configures a Node. Zero values take the defaults noted.
 type Config struct {
 	// NodeID names the node; unique in the cluster.
 	NodeID string
 	// DataDir holds the Raft log, stable store and snapshots.
 	DataDir string
-	// BindAddr is the IP both Raft and gossip listen on.
-	BindAddr string
-	// RaftPort and GossipPort are the listen ports.
+	// BindAddr is the IP Raft and gossip listen on (default 127.0.0.1);
+	// AdvertiseAddr the one peers use (default BindAddr).
+	BindAddr, AdvertiseAddr string
+	// RaftPort and GossipPort are the listen ports; 0 picks a free one.
 	RaftPort, GossipPort int
-	// Bootstrap makes a node with no Raft state start a one-server cluster
-	// of itself.
-	Bootstrap bool
-	// Join lists gossip addresses of peers.
+	// Server makes the node a Raft voter; a worker only gossips.
+	Server bool
+	// BootstrapExpect is how many servers must see each other in gossip
+	// before the cluster bootstraps itself, once. 1 starts a one-server
+	// cluster at once; 0 never bootstraps (join an existing cluster).
+	BootstrapExpect int
+	// Join lists gossip addresses of peers; Open retries until one answers.
 	Join []string
-	// Meta is advertised to peers; RaftAddr is filled in by Open.
+	// Secret, if set, encrypts gossip with a key derived from it.
+	Secret []byte
+	// Profile selects timeouts: ProfileDefault or ProfileFast.
+	Profile string
+	// ReapAfter is how long a server may be gone from gossip before the
+	// leader removes it from the voters (default 72h). Removal never takes
+	// the voter count below BootstrapExpect.
+	ReapAfter time.Duration
+	// Meta is advertised to peers; Role, RaftAddr and Expect are filled in.
 	Meta Meta
 	// Logger receives the node's logs, raft's and memberlist's included.
 	Logger *slog.Logger
+
+	// wrapLogStore lets tests put a faulty disk under Raft.
+	wrapLogStore func(raft.LogStore) raft.LogStore
 }
 
-// Node is one member of the cluster: a memberlist and, for servers, a Raft
-// replica of an FSM.
+// Node is one member of the cluster.
 type Node struct {
-	cfg Config
-	fsm raft.FSM
-	log *slog.Logger
+	cfg     Config
+	fsm     raft.FSM
+	log     *slog.Logger
+	profile profile
 
 	raft      *raft.Raft
 	transport *raft.NetworkTransport
-	logStore  *raftboltdb.BoltStore
+	boltStore *raftboltdb.BoltStore
 	ml        *memberlist.Memberlist
+	// gossipAddr is read once at Open: LocalNode's fields are rewritten by
+	// metadata updates.
+	gossipAddr string
+	members    *memberTable
+
+	metaMu    sync.Mutex
+	meta      Meta
+	metaDirty chan struct{}
 
 	notifyCh chan bool     // raft's blocking leadership notifications
 	changed  chan struct{} // ours: coalesced, never blocks raft
@@ -103,30 +107,60 @@ func New(cfg Config, fsm raft.FSM) *Node {
 	if cfg.BindAddr == "" {
 		cfg.BindAddr = "127.0.0.1"
 	}
-	return &Node{cfg: cfg, fsm: fsm, log: cfg.Logger}
+	if cfg.AdvertiseAddr == "" {
+		cfg.AdvertiseAddr = cfg.BindAddr
+	}
+	if cfg.ReapAfter == 0 {
+		cfg.ReapAfter = 72 * time.Hour
+	}
+	return &Node{cfg: cfg, fsm: fsm, log: cfg.Logger.With("node", cfg.NodeID)}
 }
 
-// Open starts Raft and gossip. On error, everything it started is stopped.
+// Open starts Raft (servers only) and gossip, then the background loops:
+// joining seeds, bootstrapping, and (as leader) reconciling voters. On
+// error, everything it started is stopped.
 func (n *Node) Open() (err error) {
 	if n.cfg.NodeID == "" {
 		return errors.New("node id is required")
 	}
+	p, err := profileNamed(n.cfg.Profile)
+	if err != nil {
+		return err
+	}
+	n.profile = p
 	n.done = make(chan struct{})
 	n.changed = make(chan struct{}, 1)
 	n.notifyCh = make(chan bool, 1)
+	n.metaDirty = make(chan struct{}, 1)
+	n.members = newMemberTable(n.cfg.NodeID)
+	n.meta = n.cfg.Meta
+	n.meta.Role = RoleWorker
+	if n.cfg.Server {
+		n.meta.Role = RoleServer
+		n.meta.Expect = n.cfg.BootstrapExpect
+	}
 	defer func() {
 		if err != nil {
 			n.shutdown()
 		}
 	}()
-	if err := n.openRaft(); err != nil {
-		return err
+	if n.cfg.Server {
+		if err := n.openRaft(); err != nil {
+			return err
+		}
 	}
 	if err := n.openGossip(); err != nil {
 		return err
 	}
-	n.wg.Add(1)
-	go n.watchLeadership()
+	n.wg.Add(2)
+	go n.joinLoop()
+	go n.metaLoop()
+	if n.cfg.Server {
+		n.wg.Add(3)
+		go n.watchLeadership()
+		go n.bootstrapLoop()
+		go n.reconcileLoop()
+	}
 	return nil
 }
 
@@ -139,45 +173,42 @@ func (n *Node) openRaft() error {
 	rc.LocalID = raft.ServerID(n.cfg.NodeID)
 	rc.Logger = hclogTo(n.log, "raft")
 	rc.NotifyCh = n.notifyCh
+	n.profile.applyRaft(rc)
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {
 		return fmt.Errorf("open raft log: %w", err)
 	}
-	n.logStore = store
+	n.boltStore = store
+	var logs raft.LogStore = store
+	if n.cfg.wrapLogStore != nil {
+		logs = n.cfg.wrapLogStore(logs)
+	}
+	logs = newTimeoutLogStore(logs, n.profile.logStoreTimeout, n.log)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogTo(n.log, "raft-snapshot"))
 	if err != nil {
 		return fmt.Errorf("open raft snapshots: %w", err)
 	}
 	bind := net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.RaftPort))
-	advertise, err := net.ResolveTCPAddr("tcp", bind)
-	if err != nil {
-		return err
-	}
-	if n.cfg.RaftPort == 0 {
-		advertise = nil // let the transport report the port it got
+	var advertise net.Addr
+	if n.cfg.RaftPort != 0 {
+		if advertise, err = net.ResolveTCPAddr("tcp", net.JoinHostPort(n.cfg.AdvertiseAddr, strconv.Itoa(n.cfg.RaftPort))); err != nil {
+			return err
+		}
 	}
 	trans, err := raft.NewTCPTransportWithLogger(bind, advertise, 3, 10*time.Second, hclogTo(n.log, "raft-net"))
 	if err != nil {
 		return fmt.Errorf("raft transport on %s: %w", bind, err)
 	}
 	n.transport = trans
-	n.cfg.Meta.RaftAddr = string(trans.LocalAddr())
+	n.meta.RaftAddr = string(trans.LocalAddr())
 
-	if n.cfg.Bootstrap {
-		has, err := raft.HasExistingState(store, store, snaps)
-		if err != nil {
-			return err
-		}
-		if !has {
-			conf := raft.Configuration{Servers: []raft.Server{{ID: rc.LocalID, Address: trans.LocalAddr()}}}
-			if err := raft.BootstrapCluster(rc, store, store, snaps, trans, conf); err != nil {
-				return fmt.Errorf("bootstrap: %w", err)
-			}
-			n.log.Info("bootstrapped a new cluster", "node", n.cfg.NodeID, "raft", trans.LocalAddr())
-		}
+	has, err := raft.HasExistingState(logs, store, snaps)
+	if err != nil {
+		return err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, store, store, snaps, trans)
+	n.meta.HasState = has
+	r, err := raft.NewRaft(rc, n.fsm, logs, store, snaps, trans)
 	if err != nil {
 		return fmt.Errorf("start raft: %w", err)
 	}
@@ -185,36 +216,21 @@ func (n *Node) openRaft() error {
 	return nil
 }
 
-func (n *Node) openGossip() error {
-	mc := memberlist.DefaultLANConfig()
-	mc.Name = n.cfg.NodeID
-	mc.BindAddr = n.cfg.BindAddr
-	mc.BindPort = n.cfg.GossipPort
-	mc.AdvertisePort = n.cfg.GossipPort
-	mc.Logger = log.New(lineWriter(n.log, "memberlist"), "", 0)
-	mc.Delegate = &delegate{node: n}
-	ml, err := memberlist.Create(mc)
-	if err != nil {
-		return fmt.Errorf("start gossip on %s:%d: %w", n.cfg.BindAddr, n.cfg.GossipPort, err)
-	}
-	n.ml = ml
-	if len(n.cfg.Join) > 0 {
-		if _, err := ml.Join(n.cfg.Join); err != nil {
-			n.log.Warn("gossip join failed", "seeds", n.cfg.Join, "err", err)
-		}
-	}
-	return nil
-}
-
 // watchLeadership drains raft's leadership notifications (raft blocks until
-// they are read) into a coalescing channel the scheduler can read at its
-// own pace.
+// they are read) into a coalescing channel the scheduler reads at its own
+// pace.
 func (n *Node) watchLeadership() {
 	defer n.wg.Done()
 	for {
 		select {
 		case leader := <-n.notifyCh:
-			n.log.Info("leadership changed", "leader", leader, "node", n.cfg.NodeID)
+			term := n.raft.CurrentTerm()
+			if leader {
+				n.log.Info("gained leadership", "term", term)
+			} else {
+				n.log.Info("lost leadership", "term", term)
+			}
+			n.UpdateMeta(func(m *Meta) { m.Leading, m.Term = leader, term })
 			select {
 			case n.changed <- struct{}{}:
 			default:
@@ -236,31 +252,59 @@ func (n *Node) IsLeader() bool { return n.raft != nil && n.raft.State() == raft.
 // Leader returns the id and Raft address of the leader this node knows of,
 // or empty strings.
 func (n *Node) Leader() (id, addr string) {
+	if n.raft == nil {
+		// A worker learns the leader from the servers' gossip.
+		return n.members.leaderHint()
+	}
 	a, i := n.raft.LeaderWithID()
 	return string(i), string(a)
 }
 
-// State returns this node's Raft state: Leader, Follower, Candidate, ...
-func (n *Node) State() string { return n.raft.State().String() }
+// LeaderHTTP returns the HTTP address of the current leader, from its
+// gossip metadata.
+func (n *Node) LeaderHTTP() (string, error) {
+	id, _ := n.Leader()
+	if id == "" {
+		return "", ErrNoLeader
+	}
+	m, ok := n.members.get(id)
+	if !ok || m.Meta.HTTPAddr == "" {
+		return "", fmt.Errorf("leader %s: %w: no HTTP address in gossip", id, ErrNoLeader)
+	}
+	return m.Meta.HTTPAddr, nil
+}
+
+// State returns this node's Raft state (Leader, Follower, Candidate,
+// Shutdown), or "Worker" for a node that does not vote.
+func (n *Node) State() string {
+	if n.raft == nil {
+		return "Worker"
+	}
+	return n.raft.State().String()
+}
 
 // ID returns the node's id.
 func (n *Node) ID() string { return n.cfg.NodeID }
 
-// RaftAddr returns the address Raft listens on.
-func (n *Node) RaftAddr() string { return string(n.transport.LocalAddr()) }
+// RaftAddr returns the address Raft listens on ("" on a worker).
+func (n *Node) RaftAddr() string {
+	if n.transport == nil {
+		return ""
+	}
+	return string(n.transport.LocalAddr())
+}
 
 // GossipAddr returns the address gossip listens on.
-func (n *Node) GossipAddr() string { return n.ml.LocalNode().Address() }
+func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // Apply replicates cmd and returns what the FSM's Apply returned for it. It
 // fails with ErrNotLeader on a follower. raft.ErrLeadershipLost means the
 // outcome is unknown: the entry may still commit.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
-	timeout := 10 * time.Second
-	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
+	if n.raft == nil {
+		return nil, ErrNotLeader
 	}
-	f := n.raft.Apply(cmd, timeout)
+	f := n.raft.Apply(cmd, timeoutOf(ctx))
 	if err := f.Error(); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, ErrNotLeader
@@ -273,32 +317,62 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 // Barrier waits until every entry committed before it has been applied to
 // the FSM on this leader.
 func (n *Node) Barrier(ctx context.Context) error {
-	timeout := 10 * time.Second
+	if n.raft == nil {
+		return ErrNotLeader
+	}
+	return n.raft.Barrier(timeoutOf(ctx)).Error()
+}
+
+func timeoutOf(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
-		timeout = time.Until(dl)
+		return max(time.Until(dl), time.Millisecond)
 	}
-	return n.raft.Barrier(timeout).Error()
+	return 10 * time.Second
 }
 
-// Members returns the nodes gossip knows, this one included.
-func (n *Node) Members() []Member {
-	var out []Member
-	for _, m := range n.ml.Members() {
-		var meta Meta
-		_ = json.Unmarshal(m.Meta, &meta)
-		out = append(out, Member{Name: m.Name, Addr: m.Address(), State: stateName(m.State), Meta: meta})
-	}
-	return out
+// Voter is one server in the Raft configuration.
+type Voter struct {
+	ID      string `json:"id"`
+	Address string `json:"address"`
+	Voter   bool   `json:"voter"`
 }
 
-// Stats returns raft's counters.
-func (n *Node) Stats() map[string]string { return n.raft.Stats() }
+// Voters returns the Raft configuration as this node knows it.
+func (n *Node) Voters() ([]Voter, error) {
+	if n.raft == nil {
+		return nil, nil
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return nil, err
+	}
+	var out []Voter
+	for _, s := range f.Configuration().Servers {
+		out = append(out, Voter{ID: string(s.ID), Address: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	return out, nil
+}
+
+// Stats returns raft's counters (empty on a worker).
+func (n *Node) Stats() map[string]string {
+	if n.raft == nil {
+		return map[string]string{}
+	}
+	return n.raft.Stats()
+}
 
 // Close leaves gossip, shuts Raft down and closes the log store.
 func (n *Node) Close(ctx context.Context) error {
 	var err error
 	n.once.Do(func() {
 		if n.ml != nil {
+			// Say we are leaving, then leave: peers record "left", not "dead".
+			n.metaMu.Lock()
+			n.meta.Leaving = true
+			n.metaMu.Unlock()
+			if e := n.ml.UpdateNode(time.Second); e != nil {
+				n.log.Warn("gossip leave notice", "err", e)
+			}
 			if e := n.ml.Leave(time.Second); e != nil {
 				n.log.Warn("gossip leave", "err", e)
 			}
@@ -317,6 +391,7 @@ func (n *Node) shutdown() error {
 			close(n.done)
 		}
 	}
+	n.wg.Wait()
 	if n.ml != nil {
 		errs = append(errs, n.ml.Shutdown())
 	}
@@ -325,81 +400,20 @@ func (n *Node) shutdown() error {
 	} else if n.transport != nil {
 		errs = append(errs, n.transport.Close())
 	}
-	if n.logStore != nil {
-		errs = append(errs, n.logStore.Close())
+	if n.boltStore != nil {
+		errs = append(errs, n.boltStore.Close())
 	}
-	n.wg.Wait()
 	return errors.Join(errs...)
 }
 
-type delegate struct{ node *Node }
-
-func (d *delegate) NodeMeta(limit int) []byte {
-	b, _ := json.Marshal(d.node.cfg.Meta)
-	if len(b) > limit {
-		d.node.log.Error("gossip metadata too large", "bytes", len(b), "limit", limit)
-		return nil
+// sleep waits d or until the node closes; it reports false on close.
+func (n *Node) sleep(d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-n.done:
+		return false
 	}
-	return b
-}
-func (d *delegate) NotifyMsg([]byte)                           {}
-func (d *delegate) GetBroadcasts(overhead, limit int) [][]byte { return nil }
-func (d *delegate) LocalState(join bool) []byte                { return nil }
-func (d *delegate) MergeRemoteState(buf []byte, join bool)     {}
-
-func stateName(s memberlist.NodeStateType) string {
-	switch s {
-	case memberlist.StateAlive:
-		return "alive"
-	case memberlist.StateSuspect:
-		return "suspect"
-	case memberlist.StateDead:
-		return "dead"
-	case memberlist.StateLeft:
-		return "left"
-	}
-	return "unknown"
-}
-
-// hclogTo sends a hashicorp library's logs through slog.
-func hclogTo(l *slog.Logger, name string) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{
-		Name:        name,
-		Level:       hclog.Info,
-		Output:      lineWriter(l, name),
-		DisableTime: true,
-	})
-}
-
-// lineWriter returns a writer that logs each line written to it. hclog and
-// the standard logger write whole lines per call, so no buffering is needed.
-func lineWriter(l *slog.Logger, component string) io.Writer {
-	return slogWriter{l: l, component: component}
-}
-
-type slogWriter struct {
-	l         *slog.Logger
-	component string
-}
-
-func (w slogWriter) Write(p []byte) (int, error) {
-	for line := range strings.SplitSeq(strings.TrimRight(string(p), "\n"), "\n") {
-		level := slog.LevelInfo
-		switch {
-		case strings.Contains(line, "[ERR"):
-			level = slog.LevelError
-		case strings.Contains(line, "[WARN"):
-			level = slog.LevelWarn
-		case strings.Contains(line, "[DEBUG"), strings.Contains(line, "[TRACE"):
-			level = slog.LevelDebug
-		}
-		// Drop hclog's "[INFO]  raft: " prefix: slog says both already.
-		if i := strings.Index(line, "]"); strings.HasPrefix(line, "[") && i > 0 {
-			line = line[i+1:]
-		}
-		line = strings.TrimSpace(line)
-		line = strings.TrimPrefix(line, w.component+": ")
-		w.l.Log(context.Background(), level, line, "component", w.component)
-	}
-	return len(p), nil
 }

@@ -92,6 +92,52 @@ type Attempt struct {
 	StoreVersion uint64 `json:"store_version,omitempty"`
 	Error        string `json:"error,omitempty"`
 	StderrTail   string `json:"stderr_tail,omitempty"`
+	// Expired is set when the leader took the attempt's lease away; the
+	// worker may still report what happened afterwards.
+	Expired bool `json:"expired,omitempty"`
+}
+
+// Event is one entry of the cluster's audit trail: leadership changes,
+// grants, expiries, completions, refusals, skips, config applies.
+type Event struct {
+	Seq     uint64    `json:"seq"`
+	Index   uint64    `json:"index"` // the Raft entry that recorded it
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"`
+	Node    string    `json:"node,omitempty"`
+	Job     string    `json:"job,omitempty"`
+	Run     string    `json:"run,omitempty"`
+	Attempt string    `json:"attempt,omitempty"`
+	Token   *Fence    `json:"token,omitempty"`
+	Epoch   uint64    `json:"epoch,omitempty"`
+	Detail  string    `json:"detail,omitempty"`
+}
+
+// Event kinds.
+const (
+	EventElected   = "elected"
+	EventJobSet    = "jobs_applied"
+	EventGranted   = "granted"
+	EventSkipped   = "skipped"
+	EventStarted   = "started"
+	EventCompleted = "completed"
+	EventFenced    = "fenced"
+	EventExpired   = "expired"
+	EventCancelled = "cancelled"
+	EventPaused    = "paused"
+	EventResumed   = "resumed"
+	EventSuspect   = "suspect"
+	EventLost      = "lost"
+)
+
+// SkipRange records scheduled times of a job that were deliberately not
+// run: Count fire times from From to To inclusive, and why.
+type SkipRange struct {
+	Job    string    `json:"job"`
+	From   time.Time `json:"from"`
+	To     time.Time `json:"to"`
+	Count  int       `json:"count"`
+	Reason string    `json:"reason"`
 }
 
 // Duration returns how long the attempt ran, or zero if it has not ended.
@@ -148,3 +194,6 @@ func SplitAttemptID(id string) (runID string, n int, ok bool) {
 	}
 	return id[:i], n, true
 }
+
+// sampleTime is a fixed time to try templates with.
+var sampleTime = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)

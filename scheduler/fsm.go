@@ -13,27 +13,41 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// DefaultMaxRuns bounds how many runs the replicated state keeps.
-const DefaultMaxRuns = 2000
+// Bounds on the replicated state, so snapshots stay small.
+const (
+	DefaultMaxRuns = 2000
+	maxEvents      = 2000
+	maxSkipRanges  = 1000
+)
 
 // Command ops.
 const (
-	opElected  = "elected"
-	opSetJobs  = "set_jobs"
-	opGrant    = "grant"
-	opSkip     = "skip"
-	opStart    = "start"
-	opComplete = "complete"
+	opElected   = "elected"
+	opSetJobs   = "set_jobs"
+	opGrant     = "grant"
+	opSkip      = "skip"
+	opSkipRange = "skip_range"
+	opStart     = "start"
+	opComplete  = "complete"
+	opExpire    = "expire"
+	opRetry     = "retry"
+	opPause     = "pause"
+	opNote      = "note"
 )
 
 // command is one entry of the replicated log. Exactly one payload is set.
 type command struct {
-	Op       string      `json:"op"`
-	Elected  *electedCmd `json:"elected,omitempty"`
-	SetJobs  *setJobsCmd `json:"set_jobs,omitempty"`
-	Grant    *grantCmd   `json:"grant,omitempty"`
-	Start    *startCmd   `json:"start,omitempty"`
-	Complete *Completion `json:"complete,omitempty"`
+	Op        string        `json:"op"`
+	Elected   *electedCmd   `json:"elected,omitempty"`
+	SetJobs   *setJobsCmd   `json:"set_jobs,omitempty"`
+	Grant     *grantCmd     `json:"grant,omitempty"`
+	SkipRange *skipRangeCmd `json:"skip_range,omitempty"`
+	Start     *startCmd     `json:"start,omitempty"`
+	Complete  *Completion   `json:"complete,omitempty"`
+	Expire    *expireCmd    `json:"expire,omitempty"`
+	Retry     *retryCmd     `json:"retry,omitempty"`
+	Pause     *pauseCmd     `json:"pause,omitempty"`
+	Note      *noteCmd      `json:"note,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -61,8 +75,48 @@ type grantCmd struct {
 	At          time.Time `json:"at"`
 }
 
+type skipRangeCmd struct {
+	jobs.SkipRange
+	At time.Time `json:"at"`
+}
+
 type startCmd struct {
 	Attempt string    `json:"attempt"`
+	At      time.Time `json:"at"`
+}
+
+// expireCmd takes an attempt's lease away (State lost) or cancels it
+// (State cancelled), and if Worker is set and the job allows another
+// attempt, grants the run's next attempt to Worker in the same entry.
+type expireCmd struct {
+	Attempt string     `json:"attempt"`
+	State   jobs.State `json:"state"`
+	Reason  string     `json:"reason"`
+	Worker  string     `json:"worker,omitempty"`
+	At      time.Time  `json:"at"`
+}
+
+// retryCmd grants the next attempt of a run whose attempt number After
+// ended without success.
+type retryCmd struct {
+	Run    string    `json:"run"`
+	After  int       `json:"after"`
+	Worker string    `json:"worker"`
+	At     time.Time `json:"at"`
+}
+
+type pauseCmd struct {
+	Job    string    `json:"job"`
+	Paused bool      `json:"paused"`
+	At     time.Time `json:"at"`
+}
+
+// noteCmd records something a worker saw about its attempt (SUSPECT, LOST).
+type noteCmd struct {
+	Attempt string    `json:"attempt"`
+	Kind    string    `json:"kind"`
+	Node    string    `json:"node"`
+	Detail  string    `json:"detail"`
 	At      time.Time `json:"at"`
 }
 
@@ -70,6 +124,7 @@ type startCmd struct {
 // same completion twice is harmless.
 type Completion struct {
 	Attempt      string     `json:"attempt"`
+	Node         string     `json:"node,omitempty"`
 	State        jobs.State `json:"state"`
 	ExitCode     *int       `json:"exit_code,omitempty"`
 	Signal       string     `json:"signal,omitempty"`
@@ -89,19 +144,29 @@ type applyResult struct {
 
 // state is the replicated state; it is what snapshots hold.
 type state struct {
-	Epoch     uint64               `json:"epoch"`
-	Leader    string               `json:"leader"`
-	ElectedAt time.Time            `json:"elected_at"`
-	Jobs      []jobs.Spec          `json:"jobs"`
-	JobsFrom  string               `json:"jobs_from"`
-	JobsAt    time.Time            `json:"jobs_at"`
-	HasJobs   bool                 `json:"has_jobs"`
-	Runs      map[string]*jobs.Run `json:"runs"`
+	Epoch     uint64      `json:"epoch"`
+	Leader    string      `json:"leader"`
+	ElectedAt time.Time   `json:"elected_at"`
+	Jobs      []jobs.Spec `json:"jobs"`
+	JobsFrom  string      `json:"jobs_from"`
+	JobsAt    time.Time   `json:"jobs_at"`
+	JobsHash  string      `json:"jobs_hash"`
+	HasJobs   bool        `json:"has_jobs"`
+	// Paused is set by pause and cleared by resume, on top of the spec.
+	Paused map[string]bool      `json:"paused"`
+	Runs   map[string]*jobs.Run `json:"runs"`
 	// Order lists run ids oldest grant first.
 	Order []string `json:"order"`
 	// Horizon is, per job, the latest scheduled time of a run dropped to
 	// keep the state bounded; nothing at or before it can be granted again.
 	Horizon map[string]time.Time `json:"horizon"`
+	// LastScheduled is, per job, the latest scheduled time granted or
+	// skipped: where a new leader's catch-up starts.
+	LastScheduled map[string]time.Time `json:"last_scheduled"`
+	Skips         []jobs.SkipRange     `json:"skips"`
+	Events        []jobs.Event         `json:"events"`
+	EventSeq      uint64               `json:"event_seq"`
+	Counters      map[string]uint64    `json:"counters"`
 	// LastIndex is the index of the last applied entry.
 	LastIndex uint64 `json:"last_index"`
 }
@@ -116,7 +181,8 @@ type FSM struct {
 	mu          sync.RWMutex
 	st          state
 	jobsChanged chan struct{}
-	applied     chan struct{}
+	subsMu      sync.Mutex
+	subs        map[chan struct{}]bool
 }
 
 // NewFSM returns an empty FSM.
@@ -125,12 +191,16 @@ func NewFSM() *FSM {
 		MaxRuns:     DefaultMaxRuns,
 		st:          emptyState(),
 		jobsChanged: make(chan struct{}, 1),
-		applied:     make(chan struct{}, 1),
+		subs:        map[chan struct{}]bool{},
 	}
 }
 
 func emptyState() state {
-	return state{Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{}}
+	return state{
+		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
+		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
+		Counters: map[string]uint64{},
+	}
 }
 
 var _ raft.FSM = (*FSM)(nil)
@@ -142,29 +212,80 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return applyResult{Err: fmt.Errorf("decode command at %d: %w", l.Index, err)}
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
+	res := f.apply(l, c)
 	f.st.LastIndex = l.Index
-	defer notify(f.applied)
-	switch c.Op {
-	case opElected:
+	f.mu.Unlock()
+	f.notifySubscribers()
+	return res
+}
+
+func (f *FSM) apply(l *raft.Log, c command) applyResult {
+	switch {
+	case c.Op == opElected && c.Elected != nil:
 		f.st.Epoch, f.st.Leader, f.st.ElectedAt = l.Term, c.Elected.Node, c.Elected.At
+		f.st.Counters["elections"]++
+		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: l.Term,
+			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, l.Term)})
 		return applyResult{}
-	case opSetJobs:
+	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
+		f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		for _, s := range c.SetJobs.Jobs {
+			// A job new to the cluster starts from now, not from the epoch.
+			if _, ok := f.st.LastScheduled[s.Name]; !ok {
+				f.st.LastScheduled[s.Name] = c.SetJobs.At
+			}
+		}
+		f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventJobSet,
+			Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.SetJobs.Jobs), c.SetJobs.Source, f.st.JobsHash)})
 		notify(f.jobsChanged)
 		return applyResult{}
-	case opGrant, opSkip:
+	case (c.Op == opGrant || c.Op == opSkip) && c.Grant != nil:
 		return f.applyGrant(l, c.Op, c.Grant)
-	case opStart:
-		return f.applyStart(c.Start)
-	case opComplete:
-		return f.applyComplete(c.Complete)
+	case c.Op == opSkipRange && c.SkipRange != nil:
+		return f.applySkipRange(l, c.SkipRange)
+	case c.Op == opStart && c.Start != nil:
+		return f.applyStart(l, c.Start)
+	case c.Op == opComplete && c.Complete != nil:
+		return f.applyComplete(l, c.Complete)
+	case c.Op == opExpire && c.Expire != nil:
+		return f.applyExpire(l, c.Expire)
+	case c.Op == opRetry && c.Retry != nil:
+		return f.applyRetry(l, c.Retry)
+	case c.Op == opPause && c.Pause != nil:
+		return f.applyPause(l, c.Pause)
+	case c.Op == opNote && c.Note != nil:
+		return f.applyNote(l, c.Note)
 	}
-	return applyResult{Err: fmt.Errorf("unknown command %q at %d", c.Op, l.Index)}
+	return applyResult{Err: fmt.Errorf("malformed command %q at %d", c.Op, l.Index)}
+}
+
+// event appends to the bounded audit trail.
+func (f *FSM) event(l *raft.Log, e jobs.Event) {
+	f.st.EventSeq++
+	e.Seq, e.Index = f.st.EventSeq, l.Index
+	f.st.Events = append(f.st.Events, e)
+	if over := len(f.st.Events) - maxEvents; over > 0 {
+		f.st.Events = slices.Delete(f.st.Events, 0, over)
+	}
+}
+
+func (f *FSM) spec(job string) (jobs.Spec, bool) {
+	i := slices.IndexFunc(f.st.Jobs, func(s jobs.Spec) bool { return s.Name == job })
+	if i < 0 {
+		return jobs.Spec{}, false
+	}
+	return f.st.Jobs[i], true
+}
+
+func (f *FSM) noteScheduled(job string, at time.Time) {
+	if at.After(f.st.LastScheduled[job]) {
+		f.st.LastScheduled[job] = at
+	}
 }
 
 func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
-	if !slices.ContainsFunc(f.st.Jobs, func(s jobs.Spec) bool { return s.Name == g.Job }) {
+	if _, ok := f.spec(g.Job); !ok {
 		return applyResult{Err: fmt.Errorf("grant %s: %w", g.Job, jobs.ErrUnknownJob)}
 	}
 	id := jobs.RunID(g.Job, g.ScheduledAt)
@@ -177,21 +298,45 @@ func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if op == opSkip {
 		r.State, r.Reason = jobs.Skipped, g.Reason
+		f.st.Counters["skipped"]++
+		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: g.Reason})
 	} else {
 		r.State = jobs.Pending
-		r.Attempts = []jobs.Attempt{{
-			ID:        jobs.AttemptID(id, 1),
-			Number:    1,
-			Token:     jobs.Fence{Epoch: l.Term, Seq: l.Index},
-			Worker:    g.Worker,
-			State:     jobs.Pending,
-			GrantedAt: g.At,
-		}}
+		f.newAttempt(l, r, g.Worker, g.At)
 	}
 	f.st.Runs[id] = r
 	f.st.Order = append(f.st.Order, id)
+	f.noteScheduled(g.Job, g.ScheduledAt)
 	f.trim()
 	return applyResult{Run: r.Clone()}
+}
+
+// newAttempt grants the run's next attempt, minting its token from this
+// very log entry.
+func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) {
+	n := len(r.Attempts) + 1
+	a := jobs.Attempt{
+		ID: jobs.AttemptID(r.ID, n), Number: n,
+		Token:  jobs.Fence{Epoch: l.Term, Seq: l.Index},
+		Worker: worker, State: jobs.Pending, GrantedAt: at,
+	}
+	r.Attempts = append(r.Attempts, a)
+	r.State = jobs.Pending
+	f.st.Counters["grants"]++
+	f.event(l, jobs.Event{Time: at, Kind: jobs.EventGranted, Node: worker, Job: r.Job, Run: r.ID, Attempt: a.ID,
+		Token: &a.Token, Detail: fmt.Sprintf("attempt %d to %s with token %s", n, worker, a.Token)})
+}
+
+func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
+	f.st.Skips = append(f.st.Skips, c.SkipRange)
+	if over := len(f.st.Skips) - maxSkipRanges; over > 0 {
+		f.st.Skips = slices.Delete(f.st.Skips, 0, over)
+	}
+	f.noteScheduled(c.Job, c.To)
+	f.st.Counters["skipped"] += uint64(c.Count)
+	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
+		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
+	return applyResult{}
 }
 
 // trim drops the oldest finished runs beyond MaxRuns, moving each job's
@@ -220,7 +365,7 @@ func (f *FSM) trim() {
 func (f *FSM) attempt(id string) (*jobs.Run, *jobs.Attempt, error) {
 	runID, n, ok := jobs.SplitAttemptID(id)
 	if !ok {
-		return nil, nil, fmt.Errorf("attempt %q: malformed id", id)
+		return nil, nil, fmt.Errorf("attempt %q: malformed id: %w", id, jobs.ErrNotFound)
 	}
 	r, ok := f.st.Runs[runID]
 	if !ok || n > len(r.Attempts) {
@@ -229,7 +374,9 @@ func (f *FSM) attempt(id string) (*jobs.Run, *jobs.Attempt, error) {
 	return r, &r.Attempts[n-1], nil
 }
 
-func (f *FSM) applyStart(s *startCmd) applyResult {
+func isLatest(r *jobs.Run, a *jobs.Attempt) bool { return a.Number == len(r.Attempts) }
+
+func (f *FSM) applyStart(l *raft.Log, s *startCmd) applyResult {
 	r, a, err := f.attempt(s.Attempt)
 	if err != nil {
 		return applyResult{Err: err}
@@ -237,36 +384,148 @@ func (f *FSM) applyStart(s *startCmd) applyResult {
 	if a.State != jobs.Pending {
 		return applyResult{Run: r.Clone()} // a repeated start changes nothing
 	}
-	if latest, _ := r.Latest(); latest.ID != a.ID {
+	if !isLatest(r, a) {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("start %s: %w", a.ID, jobs.ErrStaleAttempt)}
 	}
 	a.State, a.StartedAt = jobs.Running, s.At
 	r.State = jobs.Running
+	f.event(l, jobs.Event{Time: s.At, Kind: jobs.EventStarted, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token})
 	return applyResult{Run: r.Clone()}
 }
 
-func (f *FSM) applyComplete(c *Completion) applyResult {
+func (f *FSM) applyComplete(l *raft.Log, c *Completion) applyResult {
 	r, a, err := f.attempt(c.Attempt)
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	if a.State.Terminal() {
-		return applyResult{Run: r.Clone()} // a repeated completion changes nothing
-	}
 	if !c.State.Terminal() {
 		return applyResult{Err: fmt.Errorf("complete %s: state %q is not terminal", a.ID, c.State)}
+	}
+	// A repeated completion changes nothing. The one exception is an
+	// attempt whose lease the leader took away: its worker's own account
+	// of what happened afterwards (fenced, most often) is recorded.
+	if a.State.Terminal() && !(a.Expired && a.State == jobs.Lost) {
+		return applyResult{Run: r.Clone()}
 	}
 	a.State = c.State
 	a.ExitCode, a.Signal = c.ExitCode, c.Signal
 	a.StoreOutcome, a.StoreVersion = c.StoreOutcome, c.StoreVersion
-	a.Error, a.StderrTail = c.Error, c.StderrTail
+	if c.Error != "" || !a.Expired {
+		a.Error = c.Error
+	}
+	a.StderrTail = c.StderrTail
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
 	}
 	a.EndedAt = c.EndedAt
-	if latest, _ := r.Latest(); latest.ID == a.ID {
+	if isLatest(r, a) {
 		r.State = c.State
 	}
+	kind := jobs.EventCompleted
+	detail := string(c.State)
+	if c.State == jobs.Fenced {
+		kind = jobs.EventFenced
+		f.st.Counters["fenced"]++
+	}
+	if c.StoreOutcome == "stale_owner" {
+		f.st.Counters["stale_refused"]++
+	}
+	if c.Error != "" {
+		detail += ": " + c.Error
+	}
+	f.st.Counters["completions"]++
+	f.event(l, jobs.Event{Time: c.EndedAt, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: detail})
+	return applyResult{Run: r.Clone()}
+}
+
+func (f *FSM) maxAttempts(job string) int {
+	s, ok := f.spec(job)
+	if !ok {
+		return 0 // a job no longer in the set gets no more attempts
+	}
+	return s.Retries + 1
+}
+
+func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
+	r, a, err := f.attempt(e.Attempt)
+	if err != nil {
+		return applyResult{Err: err}
+	}
+	if a.State.Terminal() || !isLatest(r, a) {
+		// The attempt already ended or was superseded: a late or repeated
+		// expiry never touches a newer attempt.
+		return applyResult{Run: r.Clone(), Err: fmt.Errorf("expire %s: %w", a.ID, jobs.ErrStaleAttempt)}
+	}
+	st := e.State
+	if st != jobs.Cancelled {
+		st = jobs.Lost
+	}
+	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
+	r.State = st
+	kind := jobs.EventExpired
+	if st == jobs.Cancelled {
+		kind = jobs.EventCancelled
+	} else {
+		f.st.Counters["expiries"]++
+	}
+	f.event(l, jobs.Event{Time: e.At, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: e.Reason})
+	if e.Worker != "" && len(r.Attempts) < f.maxAttempts(r.Job) {
+		f.newAttempt(l, r, e.Worker, e.At)
+	}
+	return applyResult{Run: r.Clone()}
+}
+
+func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
+	r, ok := f.st.Runs[c.Run]
+	if !ok {
+		return applyResult{Err: fmt.Errorf("retry %s: %w", c.Run, jobs.ErrNotFound)}
+	}
+	latest, ok := r.Latest()
+	if !ok || latest.Number != c.After || !Retryable(latest.State) {
+		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s after attempt %d: %w", c.Run, c.After, jobs.ErrStaleAttempt)}
+	}
+	if len(r.Attempts) >= f.maxAttempts(r.Job) {
+		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: no attempts left: %w", c.Run, jobs.ErrRunFinished)}
+	}
+	f.newAttempt(l, r, c.Worker, c.At)
+	return applyResult{Run: r.Clone()}
+}
+
+// Retryable reports whether an attempt that ended in st may be followed by
+// another: not after success, and not after being fenced (a newer token
+// already owns the output).
+func Retryable(st jobs.State) bool {
+	switch st {
+	case jobs.Failed, jobs.TimedOut, jobs.Lost:
+		return true
+	}
+	return false
+}
+
+func (f *FSM) applyPause(l *raft.Log, p *pauseCmd) applyResult {
+	if _, ok := f.spec(p.Job); !ok {
+		return applyResult{Err: fmt.Errorf("pause %s: %w", p.Job, jobs.ErrUnknownJob)}
+	}
+	kind := jobs.EventResumed
+	if p.Paused {
+		f.st.Paused[p.Job] = true
+		kind = jobs.EventPaused
+	} else {
+		delete(f.st.Paused, p.Job)
+		// Resuming does not catch up on the paused time.
+		f.noteScheduled(p.Job, p.At)
+	}
+	f.event(l, jobs.Event{Time: p.At, Kind: kind, Job: p.Job})
+	return applyResult{}
+}
+
+func (f *FSM) applyNote(l *raft.Log, n *noteCmd) applyResult {
+	r, a, err := f.attempt(n.Attempt)
+	if err != nil {
+		return applyResult{Err: err}
+	}
+	f.st.Counters[n.Kind]++
+	f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
 	return applyResult{Run: r.Clone()}
 }
 
@@ -288,17 +547,27 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := json.NewDecoder(rc).Decode(&st); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
+	fresh := emptyState()
 	if st.Runs == nil {
-		st.Runs = map[string]*jobs.Run{}
+		st.Runs = fresh.Runs
 	}
 	if st.Horizon == nil {
-		st.Horizon = map[string]time.Time{}
+		st.Horizon = fresh.Horizon
+	}
+	if st.Paused == nil {
+		st.Paused = fresh.Paused
+	}
+	if st.LastScheduled == nil {
+		st.LastScheduled = fresh.LastScheduled
+	}
+	if st.Counters == nil {
+		st.Counters = fresh.Counters
 	}
 	f.mu.Lock()
 	f.st = st
 	f.mu.Unlock()
 	notify(f.jobsChanged)
-	notify(f.applied)
+	f.notifySubscribers()
 	return nil
 }
 
@@ -321,81 +590,24 @@ func notify(ch chan struct{}) {
 	}
 }
 
-// Epoch returns the term of the last leader whose election entry was
-// applied, and that leader's node id.
-func (f *FSM) Epoch() (uint64, string) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return f.st.Epoch, f.st.Leader
-}
-
-// JobSet returns the replicated job set, where it came from and when, and
-// whether one was ever applied.
-func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	return slices.Clone(f.st.Jobs), f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs
-}
-
-// JobsChanged is signalled, coalesced, when the job set changes.
-func (f *FSM) JobsChanged() <-chan struct{} { return f.jobsChanged }
-
-// Applied is signalled, coalesced, after every applied entry.
-func (f *FSM) Applied() <-chan struct{} { return f.applied }
-
-// RunFilter selects runs.
-type RunFilter struct {
-	Job   string
-	Limit int // 0: all
-}
-
-// Runs returns runs, newest grant first.
-func (f *FSM) Runs(filter RunFilter) []jobs.Run {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var out []jobs.Run
-	for i := len(f.st.Order) - 1; i >= 0; i-- {
-		r := f.st.Runs[f.st.Order[i]]
-		if filter.Job != "" && r.Job != filter.Job {
-			continue
-		}
-		out = append(out, r.Clone())
-		if filter.Limit > 0 && len(out) == filter.Limit {
-			break
-		}
+// Subscribe returns a channel signalled, coalesced, after every applied
+// entry, and a function that ends the subscription.
+func (f *FSM) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	f.subsMu.Lock()
+	f.subs[ch] = true
+	f.subsMu.Unlock()
+	return ch, func() {
+		f.subsMu.Lock()
+		delete(f.subs, ch)
+		f.subsMu.Unlock()
 	}
-	return out
 }
 
-// Run returns one run by id.
-func (f *FSM) Run(id string) (jobs.Run, bool) {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	r, ok := f.st.Runs[id]
-	if !ok {
-		return jobs.Run{}, false
+func (f *FSM) notifySubscribers() {
+	f.subsMu.Lock()
+	defer f.subsMu.Unlock()
+	for ch := range f.subs {
+		notify(ch)
 	}
-	return r.Clone(), true
-}
-
-// LastRun returns the newest run of a job.
-func (f *FSM) LastRun(job string) (jobs.Run, bool) {
-	runs := f.Runs(RunFilter{Job: job, Limit: 1})
-	if len(runs) == 0 {
-		return jobs.Run{}, false
-	}
-	return runs[0], true
-}
-
-// OpenRuns returns the runs of a job that have not finished.
-func (f *FSM) OpenRuns(job string) []jobs.Run {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	var out []jobs.Run
-	for _, id := range f.st.Order {
-		if r := f.st.Runs[id]; r.Job == job && !r.State.Terminal() {
-			out = append(out, r.Clone())
-		}
-	}
-	return out
 }

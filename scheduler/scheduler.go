@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -49,8 +50,10 @@ type Scheduler struct {
 	Raft       Raft
 	FSM        *FSM
 	Dispatcher Dispatcher
-	Clock      jobs.Clock
-	Logger     *slog.Logger
+	// Forwarder, if set, carries commands to the leader from a follower.
+	Forwarder Forwarder
+	Clock     jobs.Clock
+	Logger    *slog.Logger
 	// InitialJobs, if set, is applied when this node leads a cluster that
 	// has no job set yet; InitialSource says where it came from.
 	InitialJobs   []jobs.Spec
@@ -167,7 +170,7 @@ func (s *Scheduler) lead(ctx context.Context) {
 	epoch, _ := s.FSM.Epoch()
 	s.Logger.Info("leading: firing jobs", "node", s.Raft.ID(), "epoch", epoch)
 	if _, _, _, ok := s.FSM.JobSet(); !ok && s.InitialJobs != nil {
-		if err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
+		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
 			s.Logger.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
 		} else {
 			s.Logger.Info("applied the initial job set", "source", s.InitialSource, "jobs", len(s.InitialJobs))
@@ -269,12 +272,25 @@ func (s *Scheduler) fire(ctx context.Context, dispatches *sync.WaitGroup, spec j
 	}()
 }
 
-// apply proposes cmd and unwraps the FSM's answer.
+// apply proposes c, forwarding it to the leader when this node does not
+// lead and c may be forwarded, and unwraps the FSM's answer.
 func (s *Scheduler) apply(ctx context.Context, c command) (applyResult, error) {
 	b, err := json.Marshal(c)
 	if err != nil {
 		return applyResult{}, err
 	}
+	if !s.Raft.IsLeader() && s.Forwarder != nil && forwardable[c.Op] {
+		w, err := s.Forwarder.Forward(ctx, b)
+		if err != nil {
+			return applyResult{}, fmt.Errorf("forward %s to the leader: %w", c.Op, err)
+		}
+		return fromWire(w)
+	}
+	return s.applyLocal(ctx, b)
+}
+
+// applyLocal proposes an encoded command to this node's Raft.
+func (s *Scheduler) applyLocal(ctx context.Context, b []byte) (applyResult, error) {
 	resp, err := s.Raft.Apply(ctx, b)
 	if err != nil {
 		return applyResult{}, err
@@ -286,10 +302,21 @@ func (s *Scheduler) apply(ctx context.Context, c command) (applyResult, error) {
 	return res, res.Err
 }
 
-// SetJobs replicates a new job set.
-func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string) error {
+// SetJobs replicates a new job set, after checking it as a whole: an
+// invalid set changes nothing. It returns the set's hash.
+func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+	specs = slices.Clone(specs)
+	for i := range specs {
+		specs[i].Normalize()
+	}
+	if err := jobs.CheckSet(specs); err != nil {
+		return "", err
+	}
 	_, err := s.apply(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: s.Clock.Now().UTC()}})
-	return err
+	if err != nil {
+		return "", err
+	}
+	return jobs.HashSpecs(specs), nil
 }
 
 // Started records that a worker began an attempt.

@@ -18,13 +18,27 @@ import (
 
 // Status is the answer of GET /api/v1/status.
 type Status struct {
-	Node       string            `json:"node"`
-	RaftState  string            `json:"raft_state"`
-	Leader     string            `json:"leader"`
-	LeaderAddr string            `json:"leader_addr,omitempty"`
-	Epoch      uint64            `json:"epoch"`
-	EpochOf    string            `json:"epoch_leader,omitempty"`
-	Members    []election.Member `json:"members"`
+	Node       string `json:"node"`
+	RaftState  string `json:"raft_state"`
+	Leader     string `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	// Epoch is the term of the last leader whose election entry this node
+	// has applied, and EpochOf that leader.
+	Epoch   uint64 `json:"epoch"`
+	EpochOf string `json:"epoch_leader,omitempty"`
+	// Jobs is the job set the cluster runs; ConfigHash is the hash of this
+	// node's own config file's jobs, and Drifted says they differ.
+	Jobs       scheduler.JobSetInfo `json:"jobs"`
+	ConfigHash string               `json:"config_hash,omitempty"`
+	Drifted    bool                 `json:"drifted"`
+	Members    []MemberStatus       `json:"members"`
+	Voters     []election.Voter     `json:"voters"`
+}
+
+// MemberStatus is a gossip member as the API shows it.
+type MemberStatus struct {
+	election.Member
+	Drifted bool `json:"drifted"`
 }
 
 // Job is a job spec as the API shows it.
@@ -37,11 +51,22 @@ type Job struct {
 func (s *Server) status() Status {
 	epoch, epochOf := s.State.Epoch()
 	id, addr := s.Cluster.Leader()
-	return Status{
+	set := s.State.JobSetInfo()
+	drifted := func(hash string) bool { return hash != "" && set.Hash != "" && hash != set.Hash }
+	st := Status{
 		Node: s.Cluster.ID(), RaftState: s.Cluster.State(),
 		Leader: id, LeaderAddr: addr, Epoch: epoch, EpochOf: epochOf,
-		Members: s.Cluster.Members(),
+		Jobs: set, ConfigHash: s.Cluster.Meta().ConfigHash,
+		Members: []MemberStatus{}, Voters: []election.Voter{},
 	}
+	st.Drifted = drifted(st.ConfigHash)
+	for _, m := range s.Cluster.Members() {
+		st.Members = append(st.Members, MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
+	}
+	if vs, err := s.Cluster.Voters(); err == nil && vs != nil {
+		st.Voters = vs
+	}
+	return st
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
@@ -136,8 +161,41 @@ func (s *Server) handleHistory(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": h})
 }
 
-// errBadRequest marks errors in the request itself.
-var errBadRequest = errors.New("bad request")
+// JobSetRequest is the body of PUT /api/v1/jobset.
+type JobSetRequest struct {
+	Source string      `json:"source"`
+	Jobs   []jobs.Spec `json:"jobs"`
+}
+
+func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
+	specs, _, _, _ := s.State.JobSet()
+	writeJSON(w, http.StatusOK, map[string]any{"info": s.State.JobSetInfo(), "jobs": nonNil(specs)})
+}
+
+func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
+	var req JobSetRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		s.error(w, r, badRequest("decode job set: %v", err))
+		return
+	}
+	if req.Source == "" {
+		req.Source = "PUT /api/v1/jobset from " + r.RemoteAddr
+	}
+	hash, err := s.Scheduler.SetJobs(r.Context(), req.Jobs, req.Source)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"hash": hash, "source": req.Source, "jobs": len(req.Jobs)})
+}
+
+// Errors of the request itself.
+var (
+	errBadRequest   = errors.New("bad request")
+	errUnauthorized = errors.New("unauthorized")
+)
 
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
@@ -146,8 +204,11 @@ func badRequest(format string, args ...any) error {
 // statusOf is the one place errors become HTTP status codes.
 func statusOf(err error) int {
 	switch {
-	case errors.Is(err, errBadRequest), errors.Is(err, fencedstore.ErrInvalidKey), errors.Is(err, fencedstore.ErrBadToken):
+	case errors.Is(err, errBadRequest), errors.Is(err, fencedstore.ErrInvalidKey), errors.Is(err, fencedstore.ErrBadToken),
+		errors.Is(err, jobs.ErrInvalidConfig), errors.Is(err, jobs.ErrUnknownJob):
 		return http.StatusBadRequest
+	case errors.Is(err, errUnauthorized):
+		return http.StatusUnauthorized
 	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, fencedstore.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, jobs.ErrDuplicateRun):

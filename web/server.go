@@ -29,25 +29,39 @@ type Cluster interface {
 	ID() string
 	State() string
 	Leader() (id, addr string)
+	LeaderHTTP() (string, error)
 	Members() []election.Member
+	Voters() ([]election.Voter, error)
+	Meta() election.Meta
 }
 
 // State is the replicated scheduler state the API shows.
 type State interface {
 	Epoch() (uint64, string)
 	JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool)
+	JobSetInfo() scheduler.JobSetInfo
 	Runs(f scheduler.RunFilter) []jobs.Run
 	LastRun(job string) (jobs.Run, bool)
 }
 
+// Scheduler is what the API changes through: every call goes to the
+// leader, forwarded if this node does not lead.
+type Scheduler interface {
+	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
+	ApplyForwarded(ctx context.Context, body []byte) scheduler.WireResult
+}
+
 // Server is the HTTP server of one node.
 type Server struct {
-	Addr    string
-	Cluster Cluster
-	State   State
-	Store   fencedstore.Store
-	Clock   jobs.Clock
-	Logger  *slog.Logger
+	Addr      string
+	Cluster   Cluster
+	State     State
+	Scheduler Scheduler
+	Store     fencedstore.Store
+	// Credential is the cluster credential the internal API requires.
+	Credential string
+	Clock      jobs.Clock
+	Logger     *slog.Logger
 
 	ln    net.Listener
 	srv   *http.Server
@@ -115,9 +129,18 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/store", s.handleStoreList)
 		r.Get("/store/*", s.handleStoreGet)
 		r.Get("/history/*", s.handleHistory)
+		r.Get("/jobset", s.handleJobSet)
+		r.Put("/jobset", s.handleApplyJobSet)
+	})
+	r.Route("/internal/v1", func(r chi.Router) {
+		r.Use(s.requireCredential)
+		r.Post("/apply", s.handleInternalApply)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))
 	})
 	return r
 }
+
+// Port returns the port the server listens on.
+func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }

@@ -1,0 +1,178 @@
+package main
+
+import (
+	"context"
+	"encoding/hex"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web"
+)
+
+// shutdownBudget is how long a node may take to stop after Ctrl-C.
+const shutdownBudget = 5 * time.Second
+
+// nodeOptions is everything runNode needs, from `dev` flags or an
+// `agent` config file.
+type nodeOptions struct {
+	ID                   string
+	DataDir              string
+	Server               bool
+	Bind, Advertise      string
+	HTTPPort             int
+	RaftPort, GossipPort int
+	BootstrapExpect      int
+	Join                 []string
+	Tags                 map[string]string
+	Secret               []byte
+	Profile              string
+
+	// InitialJobs is applied if the cluster has no job set yet.
+	InitialJobs   []jobs.Spec
+	InitialSource string
+	// ConfigHash is the hash of this node's own jobs, for drift reports.
+	ConfigHash string
+	// Reload, if set, re-reads this node's jobs on SIGHUP.
+	Reload func() (specs []jobs.Spec, source string, err error)
+}
+
+// credential is the cluster credential for the internal API, derived from
+// the cluster secret. Without a secret there is none, and the internal
+// API refuses every call.
+func credential(secret []byte) string {
+	if len(secret) == 0 {
+		return ""
+	}
+	return hex.EncodeToString(election.DeriveKey(secret, "internal-api"))
+}
+
+// runNode wires one node from concrete parts and runs it until ctx ends,
+// then stops the parts in reverse order within shutdownBudget.
+func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
+	var closers []func(context.Context) error
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+		defer cancel()
+		start := time.Now()
+		for i := len(closers) - 1; i >= 0; i-- {
+			if err := closers[i](sctx); err != nil {
+				log.Warn("shutdown", "err", err)
+			}
+		}
+		log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+	}()
+	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
+		return err
+	}
+
+	store := bolt.New(filepath.Join(o.DataDir, "store.db"))
+	if err := store.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, func(context.Context) error { return store.Close() })
+
+	fsm := scheduler.NewFSM()
+	node := election.New(election.Config{
+		NodeID:          o.ID,
+		DataDir:         o.DataDir,
+		BindAddr:        o.Bind,
+		AdvertiseAddr:   o.Advertise,
+		RaftPort:        o.RaftPort,
+		GossipPort:      o.GossipPort,
+		Server:          o.Server,
+		BootstrapExpect: o.BootstrapExpect,
+		Join:            o.Join,
+		Secret:          o.Secret,
+		Profile:         o.Profile,
+		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash},
+		Logger:          log,
+	}, fsm)
+	if err := node.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, node.Close)
+
+	cred := credential(o.Secret)
+	sched := scheduler.New(node, fsm)
+	sched.Logger = log
+	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
+	sched.Forwarder = &web.Forwarder{Credential: cred, LeaderHTTP: node.LeaderHTTP}
+
+	bind := o.Bind
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	srv := &web.Server{
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched,
+		Store: store, Credential: cred, Logger: log,
+	}
+	if err := srv.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, srv.Close)
+	advertise := o.Advertise
+	if advertise == "" {
+		advertise = bind
+	}
+	node.UpdateMeta(func(m *election.Meta) { m.HTTPAddr = netJoin(advertise, srv.Port()) })
+
+	worker := &scheduler.Worker{
+		ID: o.ID, Store: store, Reporter: sched, StoreAddr: srv.URL(),
+		Grace: 2 * time.Second, Logger: log,
+	}
+	if err := worker.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, worker.Close)
+	sched.Dispatcher = worker
+	if err := sched.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, sched.Close)
+
+	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr())
+
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			log.Info("shutting down", "budget", shutdownBudget)
+			return nil
+		case <-hup:
+			reload(ctx, log, o, node, sched)
+		}
+	}
+}
+
+// reload applies this node's config file to the cluster: the operator's
+// explicit act (SIGHUP) that overrides the applied job set.
+func reload(ctx context.Context, log *slog.Logger, o nodeOptions, node *election.Node, sched *scheduler.Scheduler) {
+	if o.Reload == nil {
+		log.Info("SIGHUP: no config file to reload")
+		return
+	}
+	specs, source, err := o.Reload()
+	if err != nil {
+		log.Error("SIGHUP: config not applied; nothing changed", "err", err)
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hash, err := sched.SetJobs(actx, specs, source)
+	if err != nil {
+		log.Error("SIGHUP: config not applied; nothing changed", "err", err)
+		return
+	}
+	node.UpdateMeta(func(m *election.Meta) { m.ConfigHash = hash })
+	log.Info("SIGHUP: applied this node's jobs to the cluster", "source", source, "hash", hash, "jobs", len(specs))
+}

@@ -1,0 +1,341 @@
+package election_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/goleak"
+
+	"github.com/fencecron/fencecron/election"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m,
+		// memberlist and raft's network transport leave short-lived
+		// connection handlers that exit on their own after Close.
+		goleak.IgnoreTopFunction("github.com/hashicorp/raft.(*NetworkTransport).listen"),
+		goleak.IgnoreTopFunction("internal/poll.runtime_pollWait"),
+		goleak.IgnoreTopFunction("time.Sleep"),
+	)
+}
+
+// logFSM is a replicated list of strings.
+type logFSM struct {
+	mu      sync.Mutex
+	entries []string
+}
+
+func (f *logFSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.entries = append(f.entries, string(l.Data))
+	return len(f.entries)
+}
+func (f *logFSM) Snapshot() (raft.FSMSnapshot, error) {
+	return nil, fmt.Errorf("no snapshots in tests")
+}
+func (f *logFSM) Restore(rc io.ReadCloser) error { return rc.Close() }
+func (f *logFSM) list() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.entries)
+}
+
+type testNode struct {
+	*election.Node
+	fsm *logFSM
+	cfg election.Config
+}
+
+func testLogger(t *testing.T) *slog.Logger {
+	if testing.Verbose() {
+		return slog.New(slog.NewTextHandler(os.Stderr, nil))
+	}
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+func startNode(t *testing.T, cfg election.Config) *testNode {
+	t.Helper()
+	if cfg.DataDir == "" {
+		cfg.DataDir = t.TempDir()
+	}
+	cfg.Profile = election.ProfileFast
+	cfg.Logger = testLogger(t).With("test_node", cfg.NodeID)
+	fsm := &logFSM{}
+	n := election.New(cfg, fsm)
+	if err := n.Open(); err != nil {
+		t.Fatalf("open %s: %v", cfg.NodeID, err)
+	}
+	t.Cleanup(func() { n.Close(context.Background()) })
+	return &testNode{Node: n, fsm: fsm, cfg: cfg}
+}
+
+// startCluster starts n servers with bootstrap_expect n, joined through
+// the first one's gossip address.
+func startCluster(t *testing.T, n int) []*testNode {
+	t.Helper()
+	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: n})
+	nodes := []*testNode{first}
+	for i := 2; i <= n; i++ {
+		nodes = append(nodes, startNode(t, election.Config{
+			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: n,
+			Join: []string{first.GossipAddr()},
+		}))
+	}
+	return nodes
+}
+
+func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s: %v", what, d, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// leaderOf waits until exactly one of nodes leads and all of them agree.
+func leaderOf(t *testing.T, nodes []*testNode) *testNode {
+	t.Helper()
+	var leader *testNode
+	eventually(t, 20*time.Second, "one agreed leader", func() error {
+		leader = nil
+		for _, n := range nodes {
+			if n.IsLeader() {
+				if leader != nil {
+					return fmt.Errorf("two leaders: %s and %s", leader.ID(), n.ID())
+				}
+				leader = n
+			}
+		}
+		if leader == nil {
+			return fmt.Errorf("no leader")
+		}
+		for _, n := range nodes {
+			if id, _ := n.Leader(); id != leader.ID() {
+				return fmt.Errorf("%s thinks the leader is %q, not %s", n.ID(), id, leader.ID())
+			}
+		}
+		return nil
+	})
+	return leader
+}
+
+func voterIDs(t *testing.T, n *testNode) []string {
+	t.Helper()
+	vs, err := n.Voters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ids []string
+	for _, v := range vs {
+		if v.Voter {
+			ids = append(ids, v.ID)
+		}
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+func TestNode_BootstrapExpectElectsOneLeaderAndReplicates(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	if got, want := strings.Join(voterIDs(t, leader), ","), "s1,s2,s3"; got != want {
+		t.Errorf("voters = %s, want %s", got, want)
+	}
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := leader.Apply(ctx, []byte(fmt.Sprintf("e%d", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range nodes {
+		eventually(t, 10*time.Second, n.ID()+" has every entry", func() error {
+			if got := strings.Join(n.fsm.list(), ","); got != "e0,e1,e2" {
+				return fmt.Errorf("entries %q", got)
+			}
+			return nil
+		})
+	}
+	for _, n := range nodes {
+		if n == leader {
+			continue
+		}
+		if _, err := n.Apply(ctx, []byte("x")); err != election.ErrNotLeader {
+			t.Errorf("apply on follower %s: err = %v, want ErrNotLeader", n.ID(), err)
+		}
+	}
+}
+
+func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
+	nodes := startCluster(t, 3)
+	leader := leaderOf(t, nodes)
+	join := []string{nodes[0].GossipAddr()}
+	late := startNode(t, election.Config{NodeID: "s4", Server: true, BootstrapExpect: 3, Join: join})
+	worker := startNode(t, election.Config{NodeID: "w1", Server: false, Join: join})
+	eventually(t, 15*time.Second, "s4 is a voter", func() error {
+		if got := strings.Join(voterIDs(t, leader), ","); got != "s1,s2,s3,s4" {
+			return fmt.Errorf("voters %s", got)
+		}
+		return nil
+	})
+	if _, err := leader.Apply(context.Background(), []byte("after-join")); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "s4 has the entry", func() error {
+		if !slices.Contains(late.fsm.list(), "after-join") {
+			return fmt.Errorf("entries %q", late.fsm.list())
+		}
+		return nil
+	})
+	// The worker learns the leader through gossip, and never votes.
+	eventually(t, 10*time.Second, "worker knows the leader", func() error {
+		if id, _ := worker.Leader(); id != leader.ID() {
+			return fmt.Errorf("worker thinks the leader is %q", id)
+		}
+		if addr, err := worker.LeaderHTTP(); err == nil || addr != "" {
+			return nil // no HTTP address advertised in this test: an error is expected
+		}
+		return nil
+	})
+	if slices.Contains(voterIDs(t, leader), "w1") {
+		t.Error("worker w1 is in the raft configuration")
+	}
+	if got := worker.State(); got != "Worker" {
+		t.Errorf("worker state = %q", got)
+	}
+}
+
+func TestNode_ReapsGoneServerButNotBelowExpect(t *testing.T) {
+	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: 3, ReapAfter: 500 * time.Millisecond})
+	nodes := []*testNode{first}
+	for i := 2; i <= 4; i++ {
+		nodes = append(nodes, startNode(t, election.Config{
+			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: 3, ReapAfter: 500 * time.Millisecond,
+			Join: []string{first.GossipAddr()},
+		}))
+	}
+	leader := leaderOf(t, nodes)
+	eventually(t, 15*time.Second, "four voters", func() error {
+		if got := len(voterIDs(t, leader)); got != 4 {
+			return fmt.Errorf("%d voters", got)
+		}
+		return nil
+	})
+	// Stop one follower for good: it is reaped.
+	followers := []*testNode{}
+	for _, n := range nodes {
+		if n != leader {
+			followers = append(followers, n)
+		}
+	}
+	followers[0].Close(context.Background())
+	eventually(t, 20*time.Second, "the stopped server reaped", func() error {
+		if got := voterIDs(t, leader); len(got) != 3 || slices.Contains(got, followers[0].ID()) {
+			return fmt.Errorf("voters %v", got)
+		}
+		return nil
+	})
+	// Stop a second: reaping it would leave fewer voters than
+	// bootstrap_expect, so it stays. Reconcile runs every 500ms in the
+	// fast profile and ReapAfter is 500ms: three seconds is many rounds.
+	followers[1].Close(context.Background())
+	deadline := time.Now().Add(3 * time.Second)
+	for time.Now().Before(deadline) {
+		if got := voterIDs(t, leader); len(got) != 3 {
+			t.Fatalf("voters went below bootstrap_expect: %v", got)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if !leader.IsLeader() {
+		t.Fatal("leader lost leadership")
+	}
+	if _, err := leader.Apply(context.Background(), []byte("still-working")); err != nil {
+		t.Errorf("apply with 2 of 3 voters alive: %v", err)
+	}
+}
+
+// hangingStore is a log store whose writes can be made to hang, like a
+// disk that stops answering.
+type hangingStore struct {
+	raft.LogStore
+	mu      sync.Mutex
+	hang    bool
+	release chan struct{}
+}
+
+func (s *hangingStore) StoreLogs(logs []*raft.Log) error {
+	s.mu.Lock()
+	hang := s.hang
+	s.mu.Unlock()
+	if hang {
+		<-s.release
+	}
+	return s.LogStore.StoreLogs(logs)
+}
+func (s *hangingStore) StoreLog(l *raft.Log) error { return s.StoreLogs([]*raft.Log{l}) }
+
+func TestNode_LeaderOnHungDiskStepsDown(t *testing.T) {
+	stores := map[string]*hangingStore{}
+	var mu sync.Mutex
+	wrap := func(id string) func(raft.LogStore) raft.LogStore {
+		return func(s raft.LogStore) raft.LogStore {
+			h := &hangingStore{LogStore: s, release: make(chan struct{})}
+			mu.Lock()
+			stores[id] = h
+			mu.Unlock()
+			return h
+		}
+	}
+	var nodes []*testNode
+	for i := 1; i <= 3; i++ {
+		cfg := election.Config{NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: 3}
+		if i > 1 {
+			cfg.Join = []string{nodes[0].GossipAddr()}
+		}
+		cfg.SetLogStoreWrapper(wrap(cfg.NodeID))
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	old := leaderOf(t, nodes)
+	h := stores[old.ID()]
+	h.mu.Lock()
+	h.hang = true
+	h.mu.Unlock()
+	t.Cleanup(func() { close(h.release) })
+
+	// The next write on the old leader hangs; it must fail and step down.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := old.Apply(ctx, []byte("on-hung-disk")); err == nil {
+		t.Fatal("apply on a hung disk succeeded")
+	}
+	eventually(t, 20*time.Second, "a healthy node leads and commits", func() error {
+		for _, n := range nodes {
+			if n != old && n.IsLeader() {
+				if _, err := n.Apply(context.Background(), []byte("after")); err != nil {
+					return err
+				}
+				return nil
+			}
+		}
+		return fmt.Errorf("no healthy leader; old leader %s state %s", old.ID(), old.State())
+	})
+	if old.IsLeader() {
+		t.Error("the node on the hung disk still leads")
+	}
+}

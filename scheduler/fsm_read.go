@@ -1,0 +1,166 @@
+package scheduler
+
+import (
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Epoch returns the term of the last leader whose election entry was
+// applied, and that leader's node id.
+func (f *FSM) Epoch() (uint64, string) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.Epoch, f.st.Leader
+}
+
+// LastIndex returns the index of the last applied entry.
+func (f *FSM) LastIndex() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.LastIndex
+}
+
+// JobSetInfo says which job set the cluster runs.
+type JobSetInfo struct {
+	Hash      string    `json:"hash"`
+	Source    string    `json:"source"`
+	AppliedAt time.Time `json:"applied_at"`
+	Count     int       `json:"count"`
+}
+
+// JobSet returns the replicated job set, each spec's Paused flag reflecting
+// pause and resume, where it came from and when, and whether one was ever
+// applied.
+func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	specs = slices.Clone(f.st.Jobs)
+	for i := range specs {
+		specs[i].Paused = specs[i].Paused || f.st.Paused[specs[i].Name]
+	}
+	return specs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs
+}
+
+// JobSetInfo describes the replicated job set; Hash is "" if none was
+// ever applied.
+func (f *FSM) JobSetInfo() JobSetInfo {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs)}
+}
+
+// JobsChanged is signalled, coalesced, when the job set changes. It has
+// one reader: the leader loop.
+func (f *FSM) JobsChanged() <-chan struct{} { return f.jobsChanged }
+
+// RunFilter selects runs.
+type RunFilter struct {
+	Job   string
+	Limit int // 0: all
+}
+
+// Runs returns runs, newest grant first.
+func (f *FSM) Runs(filter RunFilter) []jobs.Run {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []jobs.Run
+	for i := len(f.st.Order) - 1; i >= 0; i-- {
+		r := f.st.Runs[f.st.Order[i]]
+		if filter.Job != "" && r.Job != filter.Job {
+			continue
+		}
+		out = append(out, r.Clone())
+		if filter.Limit > 0 && len(out) == filter.Limit {
+			break
+		}
+	}
+	return out
+}
+
+// Run returns one run by id.
+func (f *FSM) Run(id string) (jobs.Run, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	r, ok := f.st.Runs[id]
+	if !ok {
+		return jobs.Run{}, false
+	}
+	return r.Clone(), true
+}
+
+// LastRun returns the newest run of a job.
+func (f *FSM) LastRun(job string) (jobs.Run, bool) {
+	runs := f.Runs(RunFilter{Job: job, Limit: 1})
+	if len(runs) == 0 {
+		return jobs.Run{}, false
+	}
+	return runs[0], true
+}
+
+// OpenRuns returns the runs of a job ("" for all jobs) that have not
+// finished, oldest first.
+func (f *FSM) OpenRuns(job string) []jobs.Run {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []jobs.Run
+	for _, id := range f.st.Order {
+		if r := f.st.Runs[id]; (job == "" || r.Job == job) && !r.State.Terminal() {
+			out = append(out, r.Clone())
+		}
+	}
+	return out
+}
+
+// Events returns the audit trail after seq (0: from the oldest kept), up
+// to limit entries (0: all), oldest first.
+func (f *FSM) Events(after uint64, limit int) []jobs.Event {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	i, _ := slices.BinarySearchFunc(f.st.Events, after+1, func(e jobs.Event, seq uint64) int {
+		switch {
+		case e.Seq < seq:
+			return -1
+		case e.Seq > seq:
+			return 1
+		}
+		return 0
+	})
+	out := slices.Clone(f.st.Events[i:])
+	if limit > 0 && len(out) > limit {
+		out = out[len(out)-limit:]
+	}
+	return out
+}
+
+// Skips returns the recorded skip ranges of a job ("" for all).
+func (f *FSM) Skips(job string) []jobs.SkipRange {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []jobs.SkipRange
+	for _, s := range f.st.Skips {
+		if job == "" || s.Job == job {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Counters returns the cluster's lifetime counters (grants, expiries,
+// fenced, stale_refused, elections, ...).
+func (f *FSM) Counters() map[string]uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return maps.Clone(f.st.Counters)
+}
+
+// LastScheduled returns the latest scheduled time granted or skipped for
+// a job.
+func (f *FSM) LastScheduled(job string) (time.Time, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	t, ok := f.st.LastScheduled[job]
+	return t, ok
+}
