@@ -1,9 +1,6 @@
 package jobs
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -221,24 +218,4 @@ func minGap(s *Schedule) time.Duration {
 		}
 	}
 	return gap
-}
-
-// HashSpecs returns a stable SHA-256 (hex) of a job set: the normalized
-// specs, ordered by name, as JSON. Two nodes with the same jobs, however
-// they were written (schedule or schedules, defaults spelled out or not,
-// any order), get the same hash.
-func HashSpecs(specs []Spec) string {
-	norm := make([]Spec, len(specs))
-	for i, s := range specs {
-		s.Normalize()
-		norm[i] = s
-	}
-	slices.SortStableFunc(norm, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
-	b, err := json.Marshal(norm)
-	if err != nil {
-		// A Spec is plain data; marshalling it cannot fail.
-		panic(fmt.Sprintf("hash job set: %v", err))
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])
 }

@@ -137,23 +137,3 @@ func TestSpec_RetryDelay(t *testing.T) {
 		}
 	}
 }
-
-func TestHashSpecs(t *testing.T) {
-	a := validSpec()
-	b := validSpec()
-	b.Name, b.Schedules = "b", []string{"@daily"}
-	explicit := a
-	explicit.Normalize()
-	base := jobs.HashSpecs([]jobs.Spec{a, b})
-	if got := jobs.HashSpecs([]jobs.Spec{b, explicit}); got != base {
-		t.Errorf("hash depends on order or on spelled-out defaults: %s vs %s", got, base)
-	}
-	changed := a
-	changed.Timeout = jobs.Duration(time.Minute)
-	if got := jobs.HashSpecs([]jobs.Spec{changed, b}); got == base {
-		t.Error("hash did not change when a timeout did")
-	}
-	if len(base) != 64 {
-		t.Errorf("hash %q is not hex SHA-256", base)
-	}
-}
