@@ -274,6 +274,18 @@ func (n *Node) LeaderHTTP() (string, error) {
 	return m.Meta.HTTPAddr, nil
 }
 
+// MemberHTTP returns a member's HTTP address from its gossip metadata.
+func (n *Node) MemberHTTP(name string) (string, error) {
+	m, ok := n.members.get(name)
+	if !ok || m.Meta.HTTPAddr == "" {
+		return "", fmt.Errorf("node %s: no HTTP address in gossip", name)
+	}
+	if m.State != "alive" {
+		return "", fmt.Errorf("node %s is %s in gossip", name, m.State)
+	}
+	return m.Meta.HTTPAddr, nil
+}
+
 // State returns this node's Raft state (Leader, Follower, Candidate,
 // Shutdown), or "Worker" for a node that does not vote.
 func (n *Node) State() string {

@@ -15,6 +15,10 @@ import (
 // a retry after a lost reply is safe.
 type Forwarder interface {
 	Forward(ctx context.Context, cmd []byte) (WireResult, error)
+	// Trigger asks the leader to start a run of job now.
+	Trigger(ctx context.Context, job string) (jobs.Run, error)
+	// Renew renews an attempt's lease for node with the leader.
+	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
 }
 
 // WireResult is an FSM answer on the wire.
@@ -71,7 +75,7 @@ func fromWire(w WireResult) (applyResult, error) {
 
 // forwardable lists the commands a follower may send to the leader.
 // Elections and grants are the leader's own and are never forwarded.
-var forwardable = map[string]bool{opSetJobs: true, opStart: true, opComplete: true}
+var forwardable = map[string]bool{opSetJobs: true, opStart: true, opComplete: true, opPause: true, opNote: true}
 
 // ApplyForwarded applies a command forwarded by another node. It answers
 // with code not_leader if this node does not lead, so the sender can look
@@ -89,3 +93,5 @@ func (s *Scheduler) ApplyForwarded(ctx context.Context, body []byte) WireResult 
 	}
 	return toWire(s.applyLocal(ctx, body))
 }
+
+func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -1,10 +1,10 @@
 // Package scheduler is the only package that knows both leadership and
 // jobs: the replicated FSM that grants runs and mints fence tokens, the
-// leader's firing loop, and the worker that runs what it is granted.
+// leader's firing loop and lease table, and the worker that runs what it
+// is granted.
 package scheduler
 
 import (
-	"container/heap"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -29,6 +31,8 @@ type Raft interface {
 	// unknown.
 	Apply(ctx context.Context, cmd []byte) (any, error)
 	Barrier(ctx context.Context) error
+	// Members lists the nodes gossip knows, to choose workers from.
+	Members() []election.Member
 }
 
 // Assignment is what the leader hands a worker: one attempt of one run.
@@ -44,13 +48,23 @@ type Dispatcher interface {
 	Dispatch(ctx context.Context, worker string, a Assignment) error
 }
 
-// Scheduler fires jobs while its node leads, and records what workers
-// report. Create with New, then Open and Close.
+// RenewReply is the leader's answer to a lease renewal.
+type RenewReply struct {
+	// Held is false when the attempt is definitely not the worker's any
+	// more (expired, superseded, finished): the worker must stop.
+	Held   bool          `json:"held"`
+	TTL    jobs.Duration `json:"ttl"`
+	Reason string        `json:"reason,omitempty"`
+}
+
+// Scheduler fires jobs while its node leads, keeps the leases of running
+// attempts, and records what workers report. Create with New, then Open
+// and Close.
 type Scheduler struct {
 	Raft       Raft
 	FSM        *FSM
 	Dispatcher Dispatcher
-	// Forwarder, if set, carries commands to the leader from a follower.
+	// Forwarder, if set, carries requests to the leader from a follower.
 	Forwarder Forwarder
 	Clock     jobs.Clock
 	Logger    *slog.Logger
@@ -62,6 +76,7 @@ type Scheduler struct {
 	ctx    context.Context
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
+	term   atomic.Pointer[leader] // set while this node leads
 }
 
 // New returns a scheduler; Dispatcher must be set before Open.
@@ -109,14 +124,14 @@ func (s *Scheduler) watch() {
 		}
 	}
 	defer stop()
-	check := time.NewTicker(time.Second) // LeadershipChanged can coalesce; re-check cheaply
+	check := time.NewTicker(250 * time.Millisecond) // LeadershipChanged can coalesce; re-check cheaply
 	defer check.Stop()
 	for {
 		switch isLeader := s.Raft.IsLeader(); {
 		case isLeader && term == nil:
 			term = s.startLeading()
 		case !isLeader && term != nil:
-			s.Logger.Info("lost leadership: stopped firing")
+			s.Logger.Info("lost leadership: stopped firing and cancelled dispatches")
 			stop()
 		}
 		var ended <-chan struct{}
@@ -150,126 +165,12 @@ type leaderTerm struct {
 func (s *Scheduler) startLeading() *leaderTerm {
 	ctx, cancel := context.WithCancel(s.ctx)
 	t := &leaderTerm{cancel: cancel, done: make(chan struct{})}
-	go func() { defer close(t.done); s.lead(ctx) }()
-	return t
-}
-
-// lead is the leader loop: commit the election entry, then fire jobs from a
-// min-heap of next fire times until ctx ends.
-func (s *Scheduler) lead(ctx context.Context) {
-	var dispatches sync.WaitGroup
-	defer dispatches.Wait()
-	if err := s.Raft.Barrier(ctx); err != nil {
-		s.Logger.Warn("barrier failed; not leading", "err", err)
-		return
-	}
-	if _, err := s.apply(ctx, command{Op: opElected, Elected: &electedCmd{Node: s.Raft.ID(), At: s.Clock.Now().UTC()}}); err != nil {
-		s.Logger.Warn("could not commit election entry; not leading", "err", err)
-		return
-	}
-	epoch, _ := s.FSM.Epoch()
-	s.Logger.Info("leading: firing jobs", "node", s.Raft.ID(), "epoch", epoch)
-	if _, _, _, ok := s.FSM.JobSet(); !ok && s.InitialJobs != nil {
-		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
-			s.Logger.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
-		} else {
-			s.Logger.Info("applied the initial job set", "source", s.InitialSource, "jobs", len(s.InitialJobs))
-		}
-	}
-
-	q := s.buildQueue(s.Clock.Now())
-	for {
-		var wait time.Duration = time.Hour
-		if len(q) > 0 {
-			wait = max(q[0].at.Sub(s.Clock.Now()), 0)
-		}
-		t := s.Clock.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return
-		case <-s.FSM.JobsChanged():
-			t.Stop()
-			q = s.buildQueue(s.Clock.Now())
-		case <-t.C():
-			now := s.Clock.Now()
-			for len(q) > 0 && !q[0].at.After(now) {
-				e := q[0]
-				// Fire only the latest time that is due; a late loop
-				// does not fire a burst of old times.
-				at := e.at
-				for n := e.sched.Next(at); !n.IsZero() && !n.After(now); n = e.sched.Next(at) {
-					at = n
-				}
-				s.fire(ctx, &dispatches, e.spec, at, "schedule")
-				e.at = e.sched.Next(at)
-				if e.at.IsZero() {
-					heap.Pop(&q)
-				} else {
-					heap.Fix(&q, 0)
-				}
-			}
-		}
-	}
-}
-
-// buildQueue computes each job's next fire time after now.
-func (s *Scheduler) buildQueue(now time.Time) fireQueue {
-	specs, _, _, _ := s.FSM.JobSet()
-	var q fireQueue
-	for _, spec := range specs {
-		sched, err := spec.Schedule()
-		if err != nil {
-			s.Logger.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
-			continue
-		}
-		if next := sched.Next(now); !next.IsZero() {
-			q = append(q, &fireEntry{at: next, spec: spec, sched: sched})
-		}
-	}
-	heap.Init(&q)
-	return q
-}
-
-// fire grants a run of spec for scheduled time at and dispatches it.
-func (s *Scheduler) fire(ctx context.Context, dispatches *sync.WaitGroup, spec jobs.Spec, at time.Time, trigger string) {
-	log := s.Logger.With("job", spec.Name, "scheduled_at", at)
-	if spec.Paused {
-		return
-	}
-	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, At: s.Clock.Now().UTC()}
-	op := opGrant
-	if spec.Overlap != jobs.OverlapAllow && len(s.FSM.OpenRuns(spec.Name)) > 0 {
-		op, g.Reason = opSkip, "previous run still open (overlap: forbid)"
-	}
-	key, err := spec.OutputKey(at)
-	if err != nil {
-		op, g.Reason = opSkip, err.Error()
-	}
-	g.Output = key
-	g.Worker = s.Raft.ID()
-	res, err := s.apply(ctx, command{Op: op, Grant: g})
-	switch {
-	case errors.Is(err, jobs.ErrDuplicateRun):
-		log.Info("run already granted", "run", res.Run.ID)
-		return
-	case err != nil:
-		log.Error("grant failed", "err", err)
-		return
-	case op == opSkip:
-		log.Info("run skipped", "run", res.Run.ID, "reason", g.Reason)
-		return
-	}
-	att, _ := res.Run.Latest()
-	log.Info("granted", "run", res.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker)
-	a := Assignment{Run: res.Run, Attempt: *att, Spec: spec}
-	dispatches.Add(1)
 	go func() {
-		defer dispatches.Done()
-		if err := s.Dispatcher.Dispatch(ctx, att.Worker, a); err != nil {
-			log.Error("dispatch failed", "attempt", att.ID, "err", err)
-		}
+		defer close(t.done)
+		l := newLeader(s, ctx)
+		l.run()
 	}()
+	return t
 }
 
 // apply proposes c, forwarding it to the leader when this node does not
@@ -312,7 +213,7 @@ func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source strin
 	if err := jobs.CheckSet(specs); err != nil {
 		return "", err
 	}
-	_, err := s.apply(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: s.Clock.Now().UTC()}})
+	_, err := s.apply(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: s.now()}})
 	if err != nil {
 		return "", err
 	}
@@ -325,28 +226,64 @@ func (s *Scheduler) Started(ctx context.Context, attempt string, at time.Time) e
 	return err
 }
 
-// Complete records how an attempt ended. Completing twice is harmless.
+// Complete records how an attempt ended. Completing twice is harmless, and
+// a completion of an attempt that was superseded touches only that one.
 func (s *Scheduler) Complete(ctx context.Context, c Completion) error {
 	_, err := s.apply(ctx, command{Op: opComplete, Complete: &c})
 	return err
 }
 
-type fireEntry struct {
-	at    time.Time
-	spec  jobs.Spec
-	sched *jobs.Schedule
+// Note records what a worker saw about an attempt (SUSPECT, LOST).
+func (s *Scheduler) Note(ctx context.Context, attempt, kind, node, detail string) error {
+	_, err := s.apply(ctx, command{Op: opNote, Note: &noteCmd{Attempt: attempt, Kind: kind, Node: node, Detail: detail, At: s.now()}})
+	return err
 }
 
-// fireQueue is a min-heap of next fire times.
-type fireQueue []*fireEntry
-
-func (q fireQueue) Len() int           { return len(q) }
-func (q fireQueue) Less(i, j int) bool { return q[i].at.Before(q[j].at) }
-func (q fireQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *fireQueue) Push(x any)        { *q = append(*q, x.(*fireEntry)) }
-func (q *fireQueue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	*q = old[:len(old)-1]
-	return e
+// Pause pauses or resumes a job through Raft.
+func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
+	_, err := s.apply(ctx, command{Op: opPause, Pause: &pauseCmd{Job: job, Paused: paused, At: s.now()}})
+	return err
 }
+
+// Trigger starts a run of job now, on the leader.
+func (s *Scheduler) Trigger(ctx context.Context, job string) (jobs.Run, error) {
+	if l := s.term.Load(); l != nil {
+		return l.trigger(ctx, job)
+	}
+	if s.Forwarder == nil || s.Raft.IsLeader() {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
+	}
+	return s.Forwarder.Trigger(ctx, job)
+}
+
+// Renew renews the lease of an attempt for the worker node, on the leader.
+func (s *Scheduler) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
+	if l := s.term.Load(); l != nil {
+		return l.renew(attempt, node), nil
+	}
+	if s.Forwarder == nil || s.Raft.IsLeader() {
+		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
+	}
+	return s.Forwarder.Renew(ctx, attempt, node)
+}
+
+// TriggerLocal and RenewLocal answer forwarded requests: only the leader
+// may, and a follower says so (ErrNotLeader) so the sender looks again.
+func (s *Scheduler) TriggerLocal(ctx context.Context, job string) (jobs.Run, error) {
+	l := s.term.Load()
+	if l == nil {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
+	}
+	return l.trigger(ctx, job)
+}
+
+// RenewLocal: see TriggerLocal.
+func (s *Scheduler) RenewLocal(attempt, node string) (RenewReply, error) {
+	l := s.term.Load()
+	if l == nil {
+		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
+	}
+	return l.renew(attempt, node), nil
+}
+
+func (s *Scheduler) now() time.Time { return s.Clock.Now().UTC() }

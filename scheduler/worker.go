@@ -14,49 +14,67 @@ import (
 	"github.com/fencecron/fencecron/jobs/executor"
 )
 
-// Reporter is where a worker reports on its attempts (the leader, directly
-// or forwarded). Both calls are idempotent by attempt id.
-type Reporter interface {
+// Leader is what a worker talks to about its attempts: the scheduler,
+// which answers as leader or forwards to it. Every call is idempotent by
+// attempt id.
+type Leader interface {
 	Started(ctx context.Context, attempt string, at time.Time) error
 	Complete(ctx context.Context, c Completion) error
+	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
+	Note(ctx context.Context, attempt, kind, node, detail string) error
 }
 
+// Lease client states of an attempt on its worker.
+const (
+	LeaseIdle      = "idle"
+	LeaseAcquiring = "acquiring"
+	LeaseHeld      = "held"
+	LeaseSuspect   = "suspect"
+	LeaseLost      = "lost"
+)
+
 // Worker runs attempts: it establishes the attempt's token at the store,
-// runs the command, publishes its stdout with the token, and reports.
+// confirms its lease, runs the command while renewing, publishes its
+// stdout with the token, and reports.
 type Worker struct {
-	ID       string
-	Store    fencedstore.Store
-	Reporter Reporter
+	ID     string
+	Store  fencedstore.Store
+	Leader Leader
 	// StoreAddr is handed to jobs as FENCECRON_STORE.
 	StoreAddr string
 	// TokenText renders an attempt's token for FENCECRON_TOKEN.
 	TokenText func(a Assignment) string
 	// Grace is how long a job's process group gets between SIGTERM and
-	// SIGKILL when its attempt is cancelled or times out.
+	// SIGKILL when its attempt is cancelled, lost or times out.
 	Grace  time.Duration
+	Faults *Faults
 	Logger *slog.Logger
 
-	mu      sync.Mutex
-	seen    map[string]bool // attempts accepted here, running or recently finished
-	recent  []string        // finished attempts, oldest first, bounded by maxRecent
-	ctx     context.Context // runs attempts; cancelled by Close
-	cancel  context.CancelFunc
-	report  context.Context // reports; outlives ctx until Close gives up
-	stopRep context.CancelFunc
-	wg      sync.WaitGroup
+	mu     sync.Mutex
+	seen   map[string]bool // attempts accepted here, running or recently finished
+	recent []string        // finished attempts, oldest first, bounded by maxRecent
+	active map[string]*leaseClient
+	ctx    context.Context // runs attempts; cancelled by Close
+	cancel context.CancelFunc
+	report context.Context // reports; outlives ctx until Close gives up
+	stopRp context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // Open starts accepting assignments.
 func (w *Worker) Open() error {
-	if w.Store == nil || w.Reporter == nil {
-		return errors.New("worker: store and reporter are required")
+	if w.Store == nil || w.Leader == nil {
+		return errors.New("worker: store and leader are required")
 	}
 	if w.Logger == nil {
 		w.Logger = slog.Default()
 	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	w.seen = map[string]bool{}
+	w.active = map[string]*leaseClient{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
-	w.report, w.stopRep = context.WithCancel(context.Background())
+	w.report, w.stopRp = context.WithCancel(context.Background())
 	return nil
 }
 
@@ -71,29 +89,36 @@ func (w *Worker) Close(ctx context.Context) error {
 	go func() { w.wg.Wait(); close(done) }()
 	select {
 	case <-done:
-		w.stopRep()
+		w.stopRp()
 		return nil
 	case <-ctx.Done():
-		w.stopRep()
+		w.stopRp()
 		<-done
 		return fmt.Errorf("worker close: %w", ctx.Err())
 	}
 }
 
-// Dispatch implements Dispatcher for a worker in the same process.
-func (w *Worker) Dispatch(ctx context.Context, worker string, a Assignment) error {
-	if worker != w.ID {
-		return fmt.Errorf("dispatch to %s: no route from %s", worker, w.ID)
+// LeaseStates returns the lease client state of each attempt running here.
+func (w *Worker) LeaseStates() map[string]string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	out := map[string]string{}
+	for id, c := range w.active {
+		out[id] = c.State()
 	}
-	return w.Accept(a)
+	return out
 }
 
-// Accept starts an attempt unless it is already running or has run here.
+// Accept starts an attempt unless it is already running or has run here:
+// a dispatch retried after a lost reply starts nothing new.
 func (w *Worker) Accept(a Assignment) error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.ctx.Err() != nil {
-		return errors.New("worker is shutting down")
+	if w.ctx == nil || w.ctx.Err() != nil {
+		return errors.New("worker is not running")
+	}
+	if a.Attempt.Worker != w.ID {
+		return fmt.Errorf("attempt %s is for %s, not %s", a.Attempt.ID, a.Attempt.Worker, w.ID)
 	}
 	if w.seen[a.Attempt.ID] {
 		return nil
@@ -116,6 +141,7 @@ const maxRecent = 4096
 func (w *Worker) forget(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	delete(w.active, id)
 	w.recent = append(w.recent, id)
 	if len(w.recent) > maxRecent {
 		delete(w.seen, w.recent[0])
@@ -127,33 +153,54 @@ func (w *Worker) forget(id string) {
 func (w *Worker) runAttempt(a Assignment) Completion {
 	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
 	tok := fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq}
-	done := func(st jobs.State, format string, args ...any) Completion {
-		c := Completion{Attempt: a.Attempt.ID, State: st, EndedAt: time.Now().UTC()}
+	done := func(st jobs.State, outcome, format string, args ...any) Completion {
+		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: time.Now().UTC()}
 		if format != "" {
 			c.Error = fmt.Sprintf(format, args...)
 		}
 		return c
 	}
+	ttl := a.Spec.LeaseTTL.D()
+	if ttl <= 0 {
+		ttl = jobs.DefaultLeaseTTL
+	}
+	lc := &leaseClient{w: w, attempt: a.Attempt.ID, ttl: ttl, state: LeaseAcquiring, lost: make(chan struct{}), log: log}
+	w.mu.Lock()
+	w.active[a.Attempt.ID] = lc
+	w.mu.Unlock()
 
-	// Shut out every older attempt before doing anything.
+	// ACQUIRING: shut out every older attempt at the store, then confirm
+	// the lease with the leader, before doing anything.
 	if key := a.Run.Output; key != "" {
-		res, err := w.Store.Establish(w.ctx, key, tok, a.Attempt.ID)
+		res, err := w.establish(key, tok, a.Attempt.ID, lc)
 		switch {
 		case errors.Is(err, fencedstore.ErrStaleOwner):
 			log.Warn("fenced before start: the store holds a newer token", "key", key, "greatest", res.Greatest)
-			c := done(jobs.Fenced, "establish %s: store holds newer token %s", key, res.Greatest)
-			c.StoreOutcome = string(fencedstore.StaleOwner)
-			return c
+			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: store holds newer token %s", key, res.Greatest)
 		case err != nil:
-			return done(jobs.Failed, "establish %s: %v", key, err)
+			return done(jobs.Failed, "", "establish %s: %v", key, err)
 		}
 	}
-	started := time.Now().UTC()
-	if err := w.Reporter.Started(w.ctx, a.Attempt.ID, started); err != nil {
-		log.Warn("could not report start", "err", err)
+	if !lc.acquire(w.ctx) {
+		return done(jobs.Lost, "", "lease not confirmed: %s", lc.reason())
 	}
 
-	res := executor.Run(w.ctx, executor.Request{
+	// HELD: run the command while the lease is renewed; LOST cancels it.
+	runCtx, cancelRun := context.WithCancel(w.ctx)
+	defer cancelRun()
+	renewDone := make(chan struct{})
+	go func() {
+		defer close(renewDone)
+		lc.keep(runCtx, cancelRun)
+	}()
+	stopRenewing := func() { cancelRun(); <-renewDone }
+	defer stopRenewing()
+
+	started := time.Now().UTC()
+	if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
+		log.Warn("could not report start", "err", err)
+	}
+	res := executor.Run(runCtx, executor.Request{
 		Argv:      a.Spec.Argv(),
 		Env:       w.env(a),
 		Dir:       a.Spec.Dir,
@@ -161,12 +208,14 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		MaxOutput: a.Spec.MaxOutputBytes,
 		Grace:     w.Grace,
 	})
-	c := Completion{Attempt: a.Attempt.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
+	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" {
 		code := res.ExitCode
 		c.ExitCode = &code
 	}
 	switch {
+	case lc.isLost():
+		c.State, c.Error = jobs.Lost, "lease lost: "+lc.reason()+"; the process group was killed"
 	case res.Err != nil:
 		c.State, c.Error = jobs.Failed, res.Err.Error()
 	case res.TimedOut:
@@ -184,11 +233,16 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		return c
 	}
 
-	pub, err := w.Store.Publish(w.ctx, fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Body: res.Stdout})
+	// Nothing between here and the store's check may trust the lease: a
+	// pause can come at any instant. The store decides.
+	if w.Faults.stopBeforePublish(a.Attempt.Number) {
+		log.Warn("fault injection: resumed after stopping before publish")
+	}
+	pub, err := w.publish(a.Run.Output, tok, a.Attempt.ID, res.Stdout)
 	c.StoreOutcome, c.StoreVersion = string(pub.Outcome), pub.Version
 	switch {
 	case errors.Is(err, fencedstore.ErrStaleOwner):
-		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused: store holds newer token %s", a.Run.Output, pub.Greatest)
+		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused as stale_owner: the store holds newer token %s, this attempt has %s", a.Run.Output, pub.Greatest, tok)
 		log.Warn("publish refused as stale", "key", a.Run.Output, "greatest", pub.Greatest)
 	case errors.Is(err, fencedstore.ErrConflict):
 		c.State, c.Error = jobs.Failed, fmt.Sprintf("publish %s: version conflict", a.Run.Output)
@@ -198,6 +252,45 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		log.Info("published", "key", a.Run.Output, "version", pub.Version)
 	}
 	return c
+}
+
+// establish calls the store, retrying failures that are not decisions
+// while the lease may still be valid.
+func (w *Worker) establish(key string, tok fencedstore.Token, attempt string, lc *leaseClient) (fencedstore.Result, error) {
+	return retryStore(w.ctx, lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
+		return w.Store.Establish(ctx, key, tok, attempt)
+	})
+}
+
+func (w *Worker) publish(key string, tok fencedstore.Token, attempt string, body []byte) (fencedstore.Result, error) {
+	ttl := 30 * time.Second
+	return retryStore(w.ctx, ttl, func(ctx context.Context) (fencedstore.Result, error) {
+		return w.Store.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt, Body: body})
+	})
+}
+
+// retryStore retries a store call while it fails without a decision (the
+// store unreachable), for at most `within`. Decisions and bad input are
+// returned at once; a publish retried after a lost reply is idempotent.
+func retryStore(ctx context.Context, within time.Duration, call func(context.Context) (fencedstore.Result, error)) (fencedstore.Result, error) {
+	deadline := time.Now().Add(within)
+	backoff := 100 * time.Millisecond
+	for {
+		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		res, err := call(cctx)
+		cancel()
+		if err == nil || errors.Is(err, fencedstore.ErrStaleOwner) || errors.Is(err, fencedstore.ErrConflict) ||
+			errors.Is(err, fencedstore.ErrInvalidKey) || errors.Is(err, fencedstore.ErrBadToken) || errors.Is(err, fencedstore.ErrTooLarge) ||
+			time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			return res, err
+		}
+		select {
+		case <-ctx.Done():
+			return res, err
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
 }
 
 // env is the fence environment a job's process sees.
@@ -211,6 +304,7 @@ func (w *Worker) env(a Assignment) []string {
 		"FENCECRON_SCHEDULED_AT=" + a.Run.ScheduledAt.UTC().Format(time.RFC3339),
 		"FENCECRON_OUTPUT=" + a.Run.Output,
 		"FENCECRON_STORE=" + w.StoreAddr,
+		"FENCECRON_NODE=" + w.ID,
 	}
 	if w.TokenText != nil {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
@@ -226,12 +320,12 @@ func (w *Worker) env(a Assignment) []string {
 func (w *Worker) reportCompletion(c Completion) {
 	backoff := 100 * time.Millisecond
 	for {
-		err := w.Reporter.Complete(w.report, c)
+		err := w.Leader.Complete(w.report, c)
 		if err == nil {
-			w.Logger.Info("attempt finished", "attempt", c.Attempt, "state", c.State, "error", c.Error)
+			w.Logger.Info("attempt finished", "attempt", c.Attempt, "state", c.State, "store", c.StoreOutcome, "error", c.Error)
 			return
 		}
-		if errors.Is(err, jobs.ErrNotFound) {
+		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
 			w.Logger.Error("completion refused", "attempt", c.Attempt, "err", err)
 			return
 		}

@@ -191,10 +191,55 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"hash": hash, "source": req.Source, "jobs": len(req.Jobs)})
 }
 
+func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
+	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"))
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) handlePause(paused bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		name := chi.URLParam(r, "name")
+		if err := s.Scheduler.Pause(r.Context(), name, paused); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, map[string]any{"job": name, "paused": paused})
+	}
+}
+
+// handleEventsJSON returns the audit trail as JSON (?after=SEQ&limit=N);
+// with Accept: text/event-stream it streams instead (see events.go).
+func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
+	var after uint64
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.error(w, r, badRequest("after must be an event sequence number, got %q", v))
+			return
+		}
+		after = n
+	}
+	limit := 500
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 5000 {
+			s.error(w, r, badRequest("limit must be a number from 1 to 5000, got %q", v))
+			return
+		}
+		limit = n
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(s.State.Events(after, limit)), "counters": s.State.Counters()})
+}
+
 // Errors of the request itself.
 var (
 	errBadRequest   = errors.New("bad request")
 	errUnauthorized = errors.New("unauthorized")
+	errUnavailable  = errors.New("unavailable")
 )
 
 func badRequest(format string, args ...any) error {
@@ -217,7 +262,8 @@ func statusOf(err error) int {
 		return http.StatusPreconditionFailed
 	case errors.Is(err, fencedstore.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, jobs.ErrNotLeader), errors.Is(err, election.ErrNotLeader):
+	case errors.Is(err, jobs.ErrNotLeader), errors.Is(err, election.ErrNotLeader), errors.Is(err, errUnavailable),
+		errors.Is(err, election.ErrNoLeader):
 		return http.StatusServiceUnavailable
 	}
 	return http.StatusInternalServerError

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -39,69 +40,228 @@ func (s *Server) handleInternalApply(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.Scheduler.ApplyForwarded(r.Context(), body))
 }
 
-// Forwarder carries commands to the leader's internal API; it implements
-// scheduler.Forwarder.
-type Forwarder struct {
+// renewRequest is the body of /internal/v1/renew.
+type renewRequest struct {
+	Attempt string `json:"attempt"`
+	Node    string `json:"node"`
+}
+
+func (s *Server) handleInternalRenew(w http.ResponseWriter, r *http.Request) {
+	var req renewRequest
+	if err := decodeJSON(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	reply, err := s.Scheduler.RenewLocal(req.Attempt, req.Node)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, reply)
+}
+
+func (s *Server) handleInternalTrigger(w http.ResponseWriter, r *http.Request) {
+	var req struct{ Job string }
+	if err := decodeJSON(w, r, &req); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	run, err := s.Scheduler.TriggerLocal(r.Context(), req.Job)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, run)
+}
+
+func (s *Server) handleInternalDispatch(w http.ResponseWriter, r *http.Request) {
+	var a scheduler.Assignment
+	if err := decodeJSON(w, r, &a); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	if s.Worker == nil {
+		s.error(w, r, badRequest("this node runs no jobs"))
+		return
+	}
+	if err := s.Worker.Accept(a); err != nil {
+		s.error(w, r, fmt.Errorf("%w: %v", errUnavailable, err))
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"accepted": a.Attempt.ID})
+}
+
+func decodeJSON(w http.ResponseWriter, r *http.Request, v any) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return badRequest("decode %s body: %v", r.URL.Path, err)
+	}
+	return nil
+}
+
+// Peer is a client of other nodes' internal APIs. It carries commands,
+// renewals and triggers to the leader (scheduler.Forwarder) and
+// assignments to workers (scheduler.Dispatcher).
+type Peer struct {
+	// Self is this node's id; Local takes assignments for it without HTTP.
+	Self  string
+	Local interface {
+		Accept(scheduler.Assignment) error
+	}
 	// Credential is the cluster credential sent as a bearer token.
 	Credential string
-	// LeaderHTTP returns the leader's HTTP address (host:port).
+	// LeaderHTTP returns the leader's HTTP address (host:port), and
+	// NodeHTTP any node's.
 	LeaderHTTP func() (string, error)
+	NodeHTTP   func(node string) (string, error)
+	Faults     *scheduler.Faults
 	Client     *http.Client
 }
 
-// Forward posts cmd to the leader, looking the leader up again and
-// retrying with backoff while there is none, it cannot be reached, or it
-// says it no longer leads, until ctx ends.
-func (f *Forwarder) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, error) {
-	client := f.Client
-	if client == nil {
-		client = &http.Client{Timeout: 10 * time.Second}
+var _ scheduler.Forwarder = (*Peer)(nil)
+var _ scheduler.Dispatcher = (*Peer)(nil)
+
+func (p *Peer) client() *http.Client {
+	if p.Client != nil {
+		return p.Client
 	}
+	return &http.Client{Timeout: 10 * time.Second}
+}
+
+// Forward posts cmd to the leader, retrying while there is none, it
+// cannot be reached, or it says it no longer leads, until ctx ends.
+func (p *Peer) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, error) {
+	var w scheduler.WireResult
+	err := p.toLeader(ctx, "/internal/v1/apply", cmd, &w, func() bool { return w.Code == "not_leader" })
+	return w, err
+}
+
+// Renew asks the leader once (renewals have their own rhythm) to renew an
+// attempt's lease.
+func (p *Peer) Renew(ctx context.Context, attempt, node string) (scheduler.RenewReply, error) {
+	body, _ := json.Marshal(renewRequest{Attempt: attempt, Node: node})
+	addr, err := p.LeaderHTTP()
+	if err != nil {
+		return scheduler.RenewReply{}, err
+	}
+	var reply scheduler.RenewReply
+	err = p.post(ctx, addr, "/internal/v1/renew", body, &reply)
+	return reply, err
+}
+
+// Trigger asks the leader to start a run of job now.
+func (p *Peer) Trigger(ctx context.Context, job string) (jobs.Run, error) {
+	body, _ := json.Marshal(map[string]string{"job": job})
+	var run jobs.Run
+	err := p.toLeader(ctx, "/internal/v1/trigger", body, &run, nil)
+	return run, err
+}
+
+// Dispatch delivers an assignment to its worker: directly when it is this
+// node, over the internal API otherwise.
+func (p *Peer) Dispatch(ctx context.Context, worker string, a scheduler.Assignment) error {
+	if worker == p.Self && p.Local != nil {
+		if err := p.Local.Accept(a); err != nil {
+			return err
+		}
+	} else {
+		addr, err := p.NodeHTTP(worker)
+		if err != nil {
+			return err
+		}
+		body, _ := json.Marshal(a)
+		if err := p.post(ctx, addr, "/internal/v1/dispatch", body, nil); err != nil {
+			return err
+		}
+	}
+	if p.Faults.TakeDispatchReply() {
+		return errors.New("dispatch reply dropped (fault injection)")
+	}
+	return nil
+}
+
+// toLeader posts to the leader with retries; again reports whether a
+// decoded answer means "ask again".
+func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, again func() bool) error {
 	backoff := 50 * time.Millisecond
-	var last error
 	for {
-		w, err := f.once(ctx, client, cmd)
-		if err == nil && w.Code != "not_leader" {
-			return w, nil
-		}
+		addr, err := p.LeaderHTTP()
 		if err == nil {
-			err = errors.New(w.Message)
+			err = p.post(ctx, addr, path, body, out)
+			if err == nil && (again == nil || !again()) {
+				return nil
+			}
+			if err == nil {
+				err = errors.New("the node asked is not the leader")
+			}
 		}
-		last = err
+		var he *httpError
+		if errors.As(err, &he) && he.code < 500 && he.code != http.StatusUnauthorized {
+			return err // the leader answered: a retry would get the same
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return scheduler.WireResult{}, fmt.Errorf("%w (last: %v)", ctx.Err(), last)
+			return fmt.Errorf("%w (last: %v)", ctx.Err(), err)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)
 	}
 }
 
-func (f *Forwarder) once(ctx context.Context, client *http.Client, cmd []byte) (scheduler.WireResult, error) {
-	addr, err := f.LeaderHTTP()
-	if err != nil {
-		return scheduler.WireResult{}, err
+// httpError is a non-200 answer.
+type httpError struct {
+	code int
+	msg  string
+}
+
+func (e *httpError) Error() string { return fmt.Sprintf("%d: %s", e.code, e.msg) }
+
+// errorsByMessage maps the JSON error text of a 4xx back to our sentinels,
+// so callers can tell "no such job" from "try again".
+func (e *httpError) Unwrap() error {
+	switch e.code {
+	case http.StatusNotFound:
+		return jobs.ErrNotFound
+	case http.StatusBadRequest:
+		if strings.Contains(e.msg, jobs.ErrUnknownJob.Error()) {
+			return jobs.ErrUnknownJob
+		}
+		return jobs.ErrInvalidConfig
+	case http.StatusServiceUnavailable:
+		return jobs.ErrNotLeader
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+"/internal/v1/apply", bytes.NewReader(cmd))
+	return nil
+}
+
+func (p *Peer) post(ctx context.Context, addr, path string, body []byte, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
 	if err != nil {
-		return scheduler.WireResult{}, err
+		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+f.Credential)
+	req.Header.Set("Authorization", "Bearer "+p.Credential)
 	req.Header.Set("Content-Type", "application/json")
-	resp, err := client.Do(req)
+	resp, err := p.client().Do(req)
 	if err != nil {
-		return scheduler.WireResult{}, err
+		return err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return scheduler.WireResult{}, fmt.Errorf("leader %s: %s: %s", addr, resp.Status, bytes.TrimSpace(b))
+		var e struct{ Error string }
+		msg := string(bytes.TrimSpace(b))
+		if json.Unmarshal(b, &e) == nil && e.Error != "" {
+			msg = e.Error
+		}
+		return fmt.Errorf("%s%s: %w", addr, path, &httpError{code: resp.StatusCode, msg: msg})
 	}
-	var w scheduler.WireResult
-	if err := json.NewDecoder(resp.Body).Decode(&w); err != nil {
-		return scheduler.WireResult{}, fmt.Errorf("leader %s: decode answer: %w", addr, err)
+	if out == nil {
+		return nil
 	}
-	return w, nil
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s%s: decode answer: %w", addr, path, err)
+	}
+	return nil
 }

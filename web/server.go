@@ -42,13 +42,21 @@ type State interface {
 	JobSetInfo() scheduler.JobSetInfo
 	Runs(f scheduler.RunFilter) []jobs.Run
 	LastRun(job string) (jobs.Run, bool)
+	Events(after uint64, limit int) []jobs.Event
+	Skips(job string) []jobs.SkipRange
+	Counters() map[string]uint64
 }
 
 // Scheduler is what the API changes through: every call goes to the
 // leader, forwarded if this node does not lead.
 type Scheduler interface {
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
+	Trigger(ctx context.Context, job string) (jobs.Run, error)
+	Pause(ctx context.Context, job string, paused bool) error
+	// ApplyForwarded, TriggerLocal and RenewLocal answer other nodes.
 	ApplyForwarded(ctx context.Context, body []byte) scheduler.WireResult
+	TriggerLocal(ctx context.Context, job string) (jobs.Run, error)
+	RenewLocal(attempt, node string) (scheduler.RenewReply, error)
 }
 
 // Server is the HTTP server of one node.
@@ -57,7 +65,11 @@ type Server struct {
 	Cluster   Cluster
 	State     State
 	Scheduler Scheduler
-	Store     fencedstore.Store
+	// Worker takes assignments dispatched to this node.
+	Worker interface {
+		Accept(scheduler.Assignment) error
+	}
+	Store fencedstore.Store
 	// Credential is the cluster credential the internal API requires.
 	Credential string
 	Clock      jobs.Clock
@@ -125,6 +137,10 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/status", s.handleStatus)
 		r.Get("/jobs", s.handleJobs)
 		r.Get("/jobs/{name}", s.handleJob)
+		r.Post("/jobs/{name}/trigger", s.handleTrigger)
+		r.Post("/jobs/{name}/pause", s.handlePause(true))
+		r.Post("/jobs/{name}/resume", s.handlePause(false))
+		r.Get("/events", s.handleEventsJSON)
 		r.Get("/runs", s.handleRuns)
 		r.Get("/store", s.handleStoreList)
 		r.Get("/store/*", s.handleStoreGet)
@@ -135,6 +151,9 @@ func (s *Server) Handler() http.Handler {
 	r.Route("/internal/v1", func(r chi.Router) {
 		r.Use(s.requireCredential)
 		r.Post("/apply", s.handleInternalApply)
+		r.Post("/renew", s.handleInternalRenew)
+		r.Post("/trigger", s.handleInternalTrigger)
+		r.Post("/dispatch", s.handleInternalDispatch)
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))

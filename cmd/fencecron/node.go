@@ -40,6 +40,8 @@ type nodeOptions struct {
 	InitialSource string
 	// ConfigHash is the hash of this node's own jobs, for drift reports.
 	ConfigHash string
+	// Faults injects failures for tests (FENCECRON_FAULTS).
+	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
 }
@@ -72,6 +74,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return err
 	}
+	if o.Faults.Enabled() {
+		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
+	}
 
 	store := bolt.New(filepath.Join(o.DataDir, "store.db"))
 	if err := store.Open(); err != nil {
@@ -100,39 +105,41 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, node.Close)
 
-	cred := credential(o.Secret)
-	sched := scheduler.New(node, fsm)
-	sched.Logger = log
-	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
-	sched.Forwarder = &web.Forwarder{Credential: cred, LeaderHTTP: node.LeaderHTTP}
-
 	bind := o.Bind
 	if bind == "" {
 		bind = "127.0.0.1"
 	}
+	cred := credential(o.Secret)
+	sched := scheduler.New(node, fsm)
+	sched.Logger = log
+	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
+	peer := &web.Peer{Self: o.ID, Credential: cred, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Faults: o.Faults}
+	sched.Forwarder, sched.Dispatcher = peer, peer
+
+	worker := &scheduler.Worker{
+		ID: o.ID, Store: store, Leader: sched,
+		Grace: 2 * time.Second, Faults: o.Faults, Logger: log,
+	}
+	peer.Local = worker
 	srv := &web.Server{
-		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched,
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, Credential: cred, Logger: log,
 	}
 	if err := srv.Open(); err != nil {
 		return err
 	}
 	closers = append(closers, srv.Close)
+	worker.StoreAddr = srv.URL()
+	if err := worker.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, worker.Close)
+	// Only now may others dispatch here: advertise the HTTP address.
 	advertise := o.Advertise
 	if advertise == "" {
 		advertise = bind
 	}
 	node.UpdateMeta(func(m *election.Meta) { m.HTTPAddr = netJoin(advertise, srv.Port()) })
-
-	worker := &scheduler.Worker{
-		ID: o.ID, Store: store, Reporter: sched, StoreAddr: srv.URL(),
-		Grace: 2 * time.Second, Logger: log,
-	}
-	if err := worker.Open(); err != nil {
-		return err
-	}
-	closers = append(closers, worker.Close)
-	sched.Dispatcher = worker
 	if err := sched.Open(); err != nil {
 		return err
 	}

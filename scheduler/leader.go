@@ -1,0 +1,707 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"maps"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+const (
+	// misfireGrace is how late the latest due fire time may be and still
+	// run under misfire: skip.
+	misfireGrace = 2 * time.Second
+	// maxEnumerate bounds how many missed fire times one pass walks.
+	maxEnumerate = 100000
+	// maxBackoff caps the exponential retry backoff.
+	maxBackoff = time.Hour
+	// leaseTick is how often the leader looks for expired leases and due
+	// retries.
+	leaseTick = 100 * time.Millisecond
+)
+
+// leader is one leadership term of a node: its firing queue, the leases of
+// running attempts (renewals live only here; grants, expiries and
+// completions are Raft entries), retry timers and dispatches in flight.
+// Everything here dies with the term.
+type leader struct {
+	s   *Scheduler
+	ctx context.Context
+	log *slog.Logger
+
+	mu       sync.Mutex
+	leases   map[string]*lease    // attempt id -> lease
+	retryAt  map[string]time.Time // run id -> when its next attempt is due
+	inflight map[string]bool      // attempts being dispatched
+
+	lastEvent uint64
+	wg        sync.WaitGroup
+}
+
+// lease is the leader's in-memory view of an attempt's ownership.
+type lease struct {
+	attempt, run, job, worker string
+	ttl                       time.Duration
+	deadline                  time.Time
+}
+
+func newLeader(s *Scheduler, ctx context.Context) *leader {
+	return &leader{
+		s: s, ctx: ctx, log: s.Logger,
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{},
+	}
+}
+
+// run is the leader loop: commit the election entry, recover open
+// attempts, catch up on missed fire times, then fire from a min-heap of
+// next fire times and keep leases until ctx ends.
+func (l *leader) run() {
+	defer l.wg.Wait()
+	ctx, s := l.ctx, l.s
+	if err := s.Raft.Barrier(ctx); err != nil {
+		l.log.Warn("barrier failed; not leading", "err", err)
+		return
+	}
+	if _, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: s.Raft.ID(), At: s.now()}}); err != nil {
+		l.log.Warn("could not commit election entry; not leading", "err", err)
+		return
+	}
+	epoch, _ := s.FSM.Epoch()
+	l.log.Info("leading", "node", s.Raft.ID(), "epoch", epoch)
+	if _, _, _, ok := s.FSM.JobSet(); !ok && s.InitialJobs != nil {
+		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
+			l.log.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
+		} else {
+			l.log.Info("applied the initial job set", "source", s.InitialSource, "jobs", len(s.InitialJobs))
+		}
+	}
+
+	sub, unsub := s.FSM.Subscribe()
+	defer unsub()
+	if evs := s.FSM.Events(0, 1); len(evs) > 0 {
+		l.lastEvent = evs[0].Seq
+	}
+	s.term.Store(l)
+	defer s.term.CompareAndSwap(l, nil)
+	l.recover()
+
+	q := l.buildQueue()
+	tick := time.NewTicker(leaseTick)
+	defer tick.Stop()
+	for {
+		wait := time.Hour
+		if len(q) > 0 {
+			wait = max(q[0].next.Sub(s.Clock.Now()), 0)
+		}
+		t := s.Clock.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-s.FSM.JobsChanged():
+			q = l.buildQueue()
+		case <-t.C():
+			l.fireDue(&q)
+		case <-sub:
+			l.onApplied()
+		case <-tick.C:
+			l.checkLeases()
+			l.checkRetries()
+		}
+		t.Stop()
+	}
+}
+
+// applyLocalCmd proposes c on this node without forwarding.
+func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, error) {
+	b, err := jsonMarshal(c)
+	if err != nil {
+		return applyResult{}, err
+	}
+	return s.applyLocal(ctx, b)
+}
+
+// fireEntry is one job in the firing queue: fire times after `after`
+// have not been handled yet; next is the first of them.
+type fireEntry struct {
+	spec  jobs.Spec
+	sched *jobs.Schedule
+	after time.Time
+	next  time.Time
+}
+
+// fireQueue is a min-heap of next fire times.
+type fireQueue []*fireEntry
+
+func (q fireQueue) Len() int           { return len(q) }
+func (q fireQueue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q fireQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
+func (q *fireQueue) Push(x any)        { *q = append(*q, x.(*fireEntry)) }
+func (q *fireQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// buildQueue starts each job from the latest scheduled time the cluster
+// handled, so the first pass catches up on what no leader fired.
+func (l *leader) buildQueue() fireQueue {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	now := l.s.Clock.Now()
+	var q fireQueue
+	for _, spec := range specs {
+		sched, err := spec.Schedule()
+		if err != nil {
+			l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
+			continue
+		}
+		after, ok := l.s.FSM.LastScheduled(spec.Name)
+		if !ok || after.After(now) {
+			after = now
+		}
+		if next := sched.Next(after); !next.IsZero() {
+			q = append(q, &fireEntry{spec: spec, sched: sched, after: after, next: next})
+		}
+	}
+	heap.Init(&q)
+	return q
+}
+
+// fireDue handles every job whose next fire time has come.
+func (l *leader) fireDue(q *fireQueue) {
+	now := l.s.Clock.Now()
+	for q.Len() > 0 && !(*q)[0].next.After(now) && l.ctx.Err() == nil {
+		e := (*q)[0]
+		last := l.handleDue(e, now)
+		e.after = last
+		e.next = e.sched.Next(last)
+		if e.next.IsZero() {
+			heap.Pop(q)
+		} else {
+			heap.Fix(q, 0)
+		}
+	}
+}
+
+// handleDue applies the job's misfire policy to its fire times in
+// (e.after, now] and returns the last of them.
+func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
+	spec := e.spec
+	window := spec.CatchupWindow.D()
+	if window <= 0 {
+		window = jobs.DefaultCatchupWindow
+	}
+	horizon := now.Add(-window)
+	var expired jobs.SkipRange
+	var due []time.Time
+	last := e.after
+	for t := e.next; !t.IsZero() && !t.After(now) && expired.Count+len(due) < maxEnumerate; t = e.sched.Next(t) {
+		last = t
+		if t.Before(horizon) {
+			if expired.Count == 0 {
+				expired.From = t
+			}
+			expired.To = t
+			expired.Count++
+			continue
+		}
+		due = append(due, t)
+	}
+	if l.paused(spec.Name) {
+		return last // an operator's pause: nothing to record per fire time
+	}
+	if expired.Count > 0 {
+		expired.Job, expired.Reason = spec.Name, fmt.Sprintf("older than catchup_window %s", window)
+		l.skipRange(expired)
+	}
+	if len(due) == 0 {
+		return last
+	}
+	switch spec.Misfire {
+	case jobs.MisfireAll:
+		for _, t := range due {
+			l.fire(spec, t, "schedule")
+		}
+	case jobs.MisfireSkip:
+		latest := due[len(due)-1]
+		missed := due[:len(due)-1]
+		if now.Sub(latest) > misfireGrace {
+			missed = due
+		}
+		if len(missed) > 0 {
+			l.skipRange(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
+		}
+		if len(missed) < len(due) {
+			l.fire(spec, latest, "schedule")
+		}
+	default: // latest
+		if len(due) > 1 {
+			l.skipRange(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
+		}
+		l.fire(spec, due[len(due)-1], "schedule")
+	}
+	return last
+}
+
+func rangeOf(job string, times []time.Time, reason string) jobs.SkipRange {
+	return jobs.SkipRange{Job: job, From: times[0], To: times[len(times)-1], Count: len(times), Reason: reason}
+}
+
+func (l *leader) skipRange(r jobs.SkipRange) {
+	r.From, r.To = r.From.UTC(), r.To.UTC()
+	if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opSkipRange, SkipRange: &skipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
+		l.log.Error("could not record skipped fire times", "job", r.Job, "count", r.Count, "err", err)
+		return
+	}
+	l.log.Info("skipped fire times", "job", r.Job, "count", r.Count, "from", r.From, "to", r.To, "reason", r.Reason)
+}
+
+func (l *leader) paused(job string) bool {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	for _, s := range specs {
+		if s.Name == job {
+			return s.Paused
+		}
+	}
+	return true // gone from the job set
+}
+
+// fire grants a run of spec for scheduled time at, applying the overlap
+// policy, and dispatches it.
+func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string) (jobs.Run, error) {
+	ctx, s := l.ctx, l.s
+	log := l.log.With("job", spec.Name, "scheduled_at", at)
+	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, At: s.now()}
+	op := opGrant
+	open := s.FSM.OpenRuns(spec.Name)
+	switch {
+	case len(open) == 0 || spec.Overlap == jobs.OverlapAllow:
+	case spec.Overlap == jobs.OverlapReplace:
+		for _, r := range open {
+			if a, ok := r.Latest(); ok {
+				l.expire(r, *a, jobs.Cancelled, fmt.Sprintf("replaced by the run for %s (overlap: replace)", at.UTC().Format(time.RFC3339)), false)
+			}
+		}
+	default:
+		op, g.Reason = opSkip, fmt.Sprintf("previous run %s still open (overlap: forbid)", open[len(open)-1].ID)
+	}
+	if op == opGrant {
+		key, err := spec.OutputKey(at)
+		switch worker, ok := l.chooseWorker(spec, "", ""); {
+		case err != nil:
+			op, g.Reason = opSkip, err.Error()
+		case !ok:
+			op, g.Reason = opSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
+		default:
+			g.Output, g.Worker = key, worker
+		}
+	}
+	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
+	switch {
+	case errors.Is(err, jobs.ErrDuplicateRun):
+		log.Info("run already granted", "run", res.Run.ID)
+		return res.Run, nil
+	case err != nil:
+		// The outcome may be unknown (leadership lost mid-apply); the
+		// unique (job, scheduled time) makes a later grant of the same
+		// time refuse, and a new leader recovers whatever committed.
+		log.Error("grant failed", "err", err)
+		return jobs.Run{}, err
+	case op == opSkip:
+		log.Info("run skipped", "run", res.Run.ID, "reason", g.Reason)
+		return res.Run, nil
+	}
+	att, _ := res.Run.Latest()
+	log.Info("granted", "run", res.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker)
+	l.track(res.Run, *att, spec)
+	return res.Run, nil
+}
+
+// trigger starts a run of job now, on an operator's request.
+func (l *leader) trigger(ctx context.Context, job string) (jobs.Run, error) {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	for _, spec := range specs {
+		if spec.Name == job {
+			return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual")
+		}
+	}
+	return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
+}
+
+// chooseWorker picks an alive node whose tags match the job's target, the
+// least loaded first, avoiding `avoid` if any other will do. Ties go by a
+// hash of run and node, so load spreads without coordination.
+func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool) {
+	load := map[string]int{}
+	for _, r := range l.s.FSM.OpenRuns("") {
+		if a, ok := r.Latest(); ok {
+			load[a.Worker]++
+		}
+	}
+	type cand struct {
+		name string
+		load int
+		tie  uint64
+	}
+	var cands []cand
+	for _, m := range l.s.Raft.Members() {
+		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving {
+			continue
+		}
+		match := true
+		for k, v := range spec.Target {
+			if m.Meta.Tags[k] != v {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(spec.Name + "\x00" + runID + "\x00" + m.Name))
+		cands = append(cands, cand{m.Name, load[m.Name], h.Sum64()})
+	}
+	if len(cands) > 1 && avoid != "" {
+		kept := cands[:0]
+		for _, c := range cands {
+			if c.name != avoid {
+				kept = append(kept, c)
+			}
+		}
+		cands = kept
+	}
+	if len(cands) == 0 {
+		return "", false
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].load != cands[j].load {
+			return cands[i].load < cands[j].load
+		}
+		return cands[i].tie < cands[j].tie
+	})
+	return cands[0].name, true
+}
+
+// track starts the lease of a new attempt and dispatches it.
+func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
+	ttl := spec.LeaseTTL.D()
+	if ttl <= 0 {
+		ttl = jobs.DefaultLeaseTTL
+	}
+	l.mu.Lock()
+	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
+	l.mu.Unlock()
+	l.dispatch(Assignment{Run: run, Attempt: att, Spec: spec})
+}
+
+// dispatch delivers an assignment, retrying with the same attempt id
+// (never a new attempt) until the worker takes it, the lease goes, or the
+// term ends.
+func (l *leader) dispatch(a Assignment) {
+	l.mu.Lock()
+	if l.inflight[a.Attempt.ID] {
+		l.mu.Unlock()
+		return
+	}
+	l.inflight[a.Attempt.ID] = true
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			delete(l.inflight, a.Attempt.ID)
+			l.mu.Unlock()
+		}()
+		backoff := 100 * time.Millisecond
+		for tries := 1; ; tries++ {
+			ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+			err := l.s.Dispatcher.Dispatch(ctx, a.Attempt.Worker, a)
+			cancel()
+			if err == nil {
+				if tries > 1 {
+					l.log.Info("dispatched after retries", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "tries", tries)
+				}
+				return
+			}
+			l.log.Warn("dispatch failed; retrying with the same attempt", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "err", err)
+			if !l.leased(a.Attempt.ID) {
+				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
+			}
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}()
+}
+
+func (l *leader) leased(attempt string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.leases[attempt]
+	return ok
+}
+
+// renew extends an attempt's lease if it is still the node's; any other
+// answer is a definite "not yours".
+func (l *leader) renew(attemptID, node string) RenewReply {
+	run, att, ok := l.current(attemptID)
+	switch {
+	case !ok:
+		return RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}
+	case att.Worker != node:
+		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}
+	}
+	now := l.s.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	le := l.leases[attemptID]
+	if le == nil {
+		// Granted before this term (recovery gave it a lease) or expired
+		// here a moment ago but not yet applied: recreate it.
+		le = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: l.ttlOf(run.Job)}
+		l.leases[attemptID] = le
+	}
+	le.deadline = now.Add(le.ttl)
+	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl)}
+}
+
+// current returns the attempt if it is its run's latest and still open.
+func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
+	runID, n, ok := jobs.SplitAttemptID(attemptID)
+	if !ok {
+		return jobs.Run{}, jobs.Attempt{}, false
+	}
+	run, ok := l.s.FSM.Run(runID)
+	if !ok || n != len(run.Attempts) {
+		return jobs.Run{}, jobs.Attempt{}, false
+	}
+	a := run.Attempts[n-1]
+	return run, a, !a.State.Terminal()
+}
+
+func (l *leader) ttlOf(job string) time.Duration {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	for _, s := range specs {
+		if s.Name == job && s.LeaseTTL > 0 {
+			return s.LeaseTTL.D()
+		}
+	}
+	return jobs.DefaultLeaseTTL
+}
+
+func (l *leader) specOf(job string) (jobs.Spec, bool) {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	for _, s := range specs {
+		if s.Name == job {
+			return s, true
+		}
+	}
+	return jobs.Spec{}, false
+}
+
+// checkLeases expires every lease whose deadline passed, granting the run's
+// next attempt to another worker in the same Raft entry when allowed.
+func (l *leader) checkLeases() {
+	now := l.s.Clock.Now()
+	var due []*lease
+	l.mu.Lock()
+	for id, le := range l.leases {
+		if now.After(le.deadline) {
+			due = append(due, le)
+			delete(l.leases, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, le := range due {
+		run, att, ok := l.current(le.attempt)
+		if !ok {
+			continue
+		}
+		l.expire(run, att, jobs.Lost, fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, le.ttl), true)
+	}
+}
+
+// expire takes an attempt's lease away through Raft; with takeover, the
+// next attempt goes to another worker in the same entry.
+func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover bool) {
+	l.mu.Lock()
+	delete(l.leases, att.ID)
+	l.mu.Unlock()
+	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now()}
+	spec, ok := l.specOf(run.Job)
+	if takeover && ok && len(run.Attempts) < spec.Retries+1 {
+		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
+			cmd.Worker = w
+		}
+	}
+	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opExpire, Expire: cmd})
+	if err != nil {
+		if !errors.Is(err, jobs.ErrStaleAttempt) {
+			l.log.Error("expire failed", "attempt", att.ID, "err", err)
+		}
+		return
+	}
+	l.log.Warn("attempt "+string(st), "attempt", att.ID, "worker", att.Worker, "reason", reason)
+	if next, ok := res.Run.Latest(); ok && next.Number > att.Number {
+		l.log.Info("granted takeover attempt", "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.track(res.Run, *next, spec)
+	}
+}
+
+// onApplied follows the audit trail: finished attempts lose their lease,
+// and failed ones get a retry timer.
+func (l *leader) onApplied() {
+	evs := l.s.FSM.Events(l.lastEvent, 0)
+	if len(evs) == 0 {
+		return
+	}
+	if evs[0].Seq > l.lastEvent+1 {
+		l.scheduleRetries() // the trail moved past us; look at everything
+	}
+	for _, e := range evs {
+		l.lastEvent = e.Seq
+		switch e.Kind {
+		case jobs.EventCompleted, jobs.EventFenced, jobs.EventExpired, jobs.EventCancelled:
+		default:
+			continue
+		}
+		run, ok := l.s.FSM.Run(e.Run)
+		if !ok {
+			continue
+		}
+		if a, ok := run.Latest(); ok && a.State.Terminal() {
+			l.mu.Lock()
+			delete(l.leases, a.ID)
+			l.mu.Unlock()
+		}
+		l.scheduleRetry(run)
+	}
+}
+
+// scheduleRetry sets the retry timer of a run whose latest attempt failed
+// and which has attempts left: the backoff doubles with each attempt.
+func (l *leader) scheduleRetry(run jobs.Run) {
+	a, ok := run.Latest()
+	if !ok || !Retryable(a.State) {
+		return
+	}
+	spec, ok := l.specOf(run.Job)
+	if !ok || len(run.Attempts) >= spec.Retries+1 {
+		return
+	}
+	backoff := spec.Backoff.D()
+	for range a.Number - 1 {
+		backoff = min(2*backoff, maxBackoff)
+	}
+	if a.Expired && a.State == jobs.Lost {
+		backoff = 0 // a takeover does not wait
+	}
+	l.mu.Lock()
+	l.retryAt[run.ID] = a.EndedAt.Add(backoff)
+	l.mu.Unlock()
+}
+
+func (l *leader) scheduleRetries() {
+	for _, r := range l.s.FSM.Runs(RunFilter{}) {
+		l.scheduleRetry(r)
+	}
+}
+
+// checkRetries grants the next attempt of every run whose retry is due.
+func (l *leader) checkRetries() {
+	now := l.s.Clock.Now()
+	l.mu.Lock()
+	due := map[string]time.Time{}
+	for id, at := range l.retryAt {
+		if !at.After(now) {
+			due[id] = at
+			delete(l.retryAt, id)
+		}
+	}
+	l.mu.Unlock()
+	for _, id := range sortedKeys(due) {
+		run, ok := l.s.FSM.Run(id)
+		if !ok {
+			continue
+		}
+		a, ok := run.Latest()
+		spec, known := l.specOf(run.Job)
+		if !ok || !known || !Retryable(a.State) {
+			continue
+		}
+		worker, ok := l.chooseWorker(spec, run.ID, a.Worker)
+		if !ok {
+			l.log.Warn("no worker for retry; trying again later", "run", run.ID)
+			l.mu.Lock()
+			l.retryAt[run.ID] = now.Add(time.Second)
+			l.mu.Unlock()
+			continue
+		}
+		res, err := l.s.applyLocalCmd(l.ctx, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
+		if err != nil {
+			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
+				l.log.Error("retry failed", "run", run.ID, "err", err)
+			}
+			continue
+		}
+		next, _ := res.Run.Latest()
+		l.log.Info("retrying", "run", run.ID, "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.track(res.Run, *next, spec)
+	}
+}
+
+func sortedKeys(m map[string]time.Time) []string {
+	keys := make([]string, 0, len(m))
+	for k := range maps.Keys(m) {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// recover takes over what earlier leaders left: every open attempt gets a
+// fresh lease from this election (as Consul and Chubby do) and is
+// dispatched again if it may never have arrived (the worker ignores a
+// duplicate); attempts whose worker gossip reports gone are expired at
+// once; failed runs get their retry timers.
+func (l *leader) recover() {
+	alive := map[string]bool{}
+	for _, m := range l.s.Raft.Members() {
+		if m.State == "alive" || m.State == "suspect" {
+			alive[m.Name] = true
+		}
+	}
+	now := l.s.Clock.Now()
+	for _, run := range l.s.FSM.OpenRuns("") {
+		a, ok := run.Latest()
+		if !ok {
+			continue
+		}
+		spec, known := l.specOf(run.Job)
+		if !alive[a.Worker] || !known {
+			l.expire(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), true)
+			continue
+		}
+		l.mu.Lock()
+		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, ttl: l.ttlOf(run.Job), deadline: now.Add(l.ttlOf(run.Job))}
+		l.mu.Unlock()
+		if a.State == jobs.Pending {
+			l.dispatch(Assignment{Run: run, Attempt: *a, Spec: spec})
+		}
+	}
+	l.scheduleRetries()
+}

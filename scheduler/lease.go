@@ -1,0 +1,182 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+var errReplyDropped = errors.New("renewal reply dropped (fault injection)")
+
+// leaseClient is an attempt's lease as its worker sees it:
+// IDLE → ACQUIRING → HELD → SUSPECT → LOST. It renews at a third of the
+// TTL. A lease is valid until the send time of the last confirmed renewal
+// plus the TTL — the leader extended it no earlier than that. SUSPECT
+// means less than a third of the TTL is left, too little to start another
+// unit of work; LOST comes on a definite "not yours" from the leader or
+// when the lease runs out, and kills the attempt's process group.
+type leaseClient struct {
+	w       *Worker
+	attempt string
+	ttl     time.Duration
+	log     *slog.Logger
+
+	mu         sync.Mutex
+	state      string
+	validUntil time.Time
+	why        string
+	lost       chan struct{}
+	confirmed  bool
+	dropped    int
+}
+
+func (c *leaseClient) State() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.state
+}
+
+func (c *leaseClient) isLost() bool {
+	select {
+	case <-c.lost:
+		return true
+	default:
+		return false
+	}
+}
+
+func (c *leaseClient) reason() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.why
+}
+
+// renewOnce sends one renewal and records the answer. A failed call is
+// not an answer: only the clock can turn it into LOST.
+func (c *leaseClient) renewOnce(ctx context.Context) {
+	sent := time.Now()
+	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
+	reply, err := c.w.Leader.Renew(rctx, c.attempt, c.w.ID)
+	cancel()
+	c.mu.Lock()
+	if err == nil && c.confirmed && c.w.Faults != nil && c.dropped < c.w.Faults.DropRenewReplies {
+		c.dropped++
+		err = errReplyDropped
+	}
+	c.mu.Unlock()
+	switch {
+	case err != nil:
+		c.log.Warn("lease renewal failed", "err", err, "state", c.State())
+	case !reply.Held:
+		c.lose("the leader says: " + reply.Reason)
+	default:
+		c.mu.Lock()
+		c.validUntil, c.confirmed = sent.Add(c.ttl), true
+		if c.state != LeaseLost && c.state != LeaseHeld {
+			if c.state == LeaseSuspect {
+				c.log.Info("lease held again")
+			}
+			c.state = LeaseHeld
+		}
+		c.mu.Unlock()
+	}
+}
+
+// acquire confirms the lease before work starts: ACQUIRING until the
+// leader answers, for at most one TTL. It reports whether it is HELD.
+func (c *leaseClient) acquire(ctx context.Context) bool {
+	deadline := time.Now().Add(c.ttl)
+	backoff := 50 * time.Millisecond
+	for {
+		c.renewOnce(ctx)
+		switch st := c.State(); {
+		case st == LeaseHeld:
+			return true
+		case st == LeaseLost:
+			return false
+		case time.Now().Add(backoff).After(deadline) || ctx.Err() != nil:
+			c.lose(fmt.Sprintf("no leader confirmed the lease within %s", c.ttl))
+			return false
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, c.ttl/4)
+	}
+}
+
+// keep renews until ctx ends, and calls stop when the lease is lost.
+func (c *leaseClient) keep(ctx context.Context, stop context.CancelFunc) {
+	every := max(c.ttl/3, 30*time.Millisecond)
+	check := time.NewTicker(max(c.ttl/20, 10*time.Millisecond))
+	defer check.Stop()
+	nextRenew := time.Now().Add(every)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.lost:
+			stop()
+			return
+		case now := <-check.C:
+			if !now.Before(nextRenew) {
+				c.renewOnce(ctx)
+				nextRenew = time.Now().Add(every)
+			}
+			c.evaluate(time.Now())
+		}
+	}
+}
+
+// evaluate moves HELD to SUSPECT and SUSPECT to LOST as the lease runs
+// down without a confirmed renewal.
+func (c *leaseClient) evaluate(now time.Time) {
+	c.mu.Lock()
+	left := c.validUntil.Sub(now)
+	st := c.state
+	c.mu.Unlock()
+	switch {
+	case st == LeaseLost:
+	case left <= 0:
+		c.lose(fmt.Sprintf("no renewal confirmed for %s: the lease ran out", c.ttl))
+	case left < c.ttl/3 && st == LeaseHeld:
+		c.mu.Lock()
+		c.state = LeaseSuspect
+		c.mu.Unlock()
+		c.log.Warn("lease SUSPECT: too little left to start more work", "left", left.Round(time.Millisecond))
+		c.note(jobs.EventSuspect, fmt.Sprintf("%s of %s lease left without a confirmed renewal", left.Round(time.Millisecond), c.ttl))
+	}
+}
+
+// lose moves to LOST once.
+func (c *leaseClient) lose(why string) {
+	c.mu.Lock()
+	if c.state == LeaseLost {
+		c.mu.Unlock()
+		return
+	}
+	c.state, c.why = LeaseLost, why
+	close(c.lost)
+	c.mu.Unlock()
+	c.log.Warn("lease LOST: stopping the attempt", "why", why)
+	c.note(jobs.EventLost, why)
+}
+
+// note tells the leader, in the background and best effort.
+func (c *leaseClient) note(kind, detail string) {
+	c.w.wg.Add(1)
+	go func() {
+		defer c.w.wg.Done()
+		ctx, cancel := context.WithTimeout(c.w.report, 5*time.Second)
+		defer cancel()
+		if err := c.w.Leader.Note(ctx, c.attempt, kind, c.w.ID, detail); err != nil {
+			c.log.Warn("could not tell the leader", "event", kind, "err", err)
+		}
+	}()
+}
