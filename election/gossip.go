@@ -257,7 +257,9 @@ func (t *memberTable) leaderHint() (id, addr string) {
 	defer t.mu.Unlock()
 	var best Member
 	for _, m := range t.members {
-		if m.State == "alive" && m.Meta.Leading && m.Meta.Term >= best.Meta.Term {
+		// Suspicion is common under load and usually refuted; a suspect
+		// leader is still the best guess.
+		if (m.State == "alive" || m.State == "suspect") && m.Meta.Leading && m.Meta.Term >= best.Meta.Term {
 			best = m
 		}
 	}

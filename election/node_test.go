@@ -206,7 +206,7 @@ func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
 		return nil
 	})
 	// The worker learns the leader through gossip, and never votes.
-	eventually(t, 10*time.Second, "worker knows the leader", func() error {
+	eventually(t, 20*time.Second, "worker knows the leader", func() error {
 		if id, _ := worker.Leader(); id != leader.ID() {
 			return fmt.Errorf("worker thinks the leader is %q", id)
 		}

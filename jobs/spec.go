@@ -55,6 +55,8 @@ type Spec struct {
 	MaxOutputBytes int64             `json:"max_output_bytes"`
 	Paused         bool              `json:"paused"`
 	Jitter         Duration          `json:"jitter,omitempty"`
+	// DST is the daylight-saving policy of the job's wall-clock schedules.
+	DST DSTPolicy `json:"dst"`
 }
 
 // Normalize fills in defaults for unset fields.
@@ -83,6 +85,7 @@ func (s *Spec) Normalize() {
 	if s.Timezone == "" {
 		s.Timezone = "UTC"
 	}
+	s.DST = s.DST.withDefaults()
 }
 
 // Location returns the job's time zone.

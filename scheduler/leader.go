@@ -159,7 +159,7 @@ func (l *leader) buildQueue() fireQueue {
 	now := l.s.Clock.Now()
 	var q fireQueue
 	for _, spec := range specs {
-		sched, err := jobs.ParseSchedule(spec.Schedules, spec.Timezone)
+		sched, err := spec.Schedule()
 		if err != nil {
 			l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
 			continue

@@ -88,7 +88,7 @@ func (s *Server) jobs() []Job {
 	out := make([]Job, 0, len(specs))
 	for _, spec := range specs {
 		j := Job{Spec: spec}
-		if sched, err := jobs.ParseSchedule(spec.Schedules, spec.Timezone); err == nil {
+		if sched, err := spec.Schedule(); err == nil {
 			j.NextFire = sched.Next(now)
 		}
 		if run, ok := s.State.LastRun(spec.Name); ok {

@@ -25,6 +25,7 @@ Usage:
   fencecron apply FILE                     replace the cluster's job set with FILE's jobs
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get KEY                        write a key's body from the fenced store to stdout
+  fencecron validate FILE                  check a config file; list each job's next fire times
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -66,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runPublish(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "get":
 		return runGet(ctx, args[1:], stdout, stderr)
+	case "validate":
+		return runValidate(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -1,6 +1,11 @@
 // Package executor runs a job's command as the worker's half of a run: in
 // its own process group, with a timeout, a cap on captured output, and a
 // guarantee that nothing in the group outlives the run.
+//
+// The guarantee covers every process that stays in the group: the command,
+// its children and theirs, whatever signals they ignore. A process that
+// deliberately leaves the group (setsid) escapes it; Run still returns
+// within the grace period, but does not chase it.
 package executor
 
 import (
@@ -10,10 +15,18 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
+
+// FencePrefix starts the names of the fence variables (FENCECRON_TOKEN,
+// _EPOCH, _SEQ, _RUN_ID, _JOB, _SCHEDULED_AT, _STORE). A job sees only
+// those its Request.Env sets: any the worker inherited, such as a
+// FENCECRON_SECRET it was started with, are removed.
+const FencePrefix = "FENCECRON_"
 
 // Defaults applied by Run for zero fields.
 const (
@@ -24,9 +37,13 @@ const (
 // Request is one command to run.
 type Request struct {
 	Argv []string
-	// Env is added to the worker's own environment.
+	// Env ("NAME=value") is added to the worker's own environment, minus
+	// the inherited FENCECRON_ variables and DropEnv; it wins over both.
 	Env []string
-	Dir string
+	// DropEnv names variables of the worker's environment the command
+	// must not inherit, such as those the config file took secrets from.
+	DropEnv []string
+	Dir     string
 	// Timeout bounds the run; 0 means no timeout besides ctx.
 	Timeout time.Duration
 	// MaxOutput caps the captured stdout; output beyond it is drained and
@@ -55,6 +72,14 @@ type Result struct {
 	Err error
 }
 
+// Duration returns how long the command ran, or zero if it never started.
+func (r Result) Duration() time.Duration {
+	if r.Started.IsZero() || r.Ended.IsZero() {
+		return 0
+	}
+	return r.Ended.Sub(r.Started)
+}
+
 // Success reports whether the command ran to completion with exit code 0
 // and its whole output was captured.
 func (r Result) Success() bool {
@@ -76,6 +101,11 @@ func Run(ctx context.Context, req Request) Result {
 		res.Err = errors.New("empty command")
 		return res
 	}
+	if err := ctx.Err(); err != nil {
+		res.Cancelled = true
+		res.Err = fmt.Errorf("not started: %w", err)
+		return res
+	}
 
 	// Our own pipes, so that Wait returns when the command exits even if
 	// a grandchild still holds them; we reap the group before draining.
@@ -92,7 +122,7 @@ func Run(ctx context.Context, req Request) Result {
 		return res
 	}
 	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Env = append(os.Environ(), req.Env...)
+	cmd.Env = environ(os.Environ(), req.DropEnv, req.Env)
 	cmd.Dir = req.Dir
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -187,6 +217,20 @@ func Run(ctx context.Context, req Request) Result {
 		res.Err = waitErr
 	}
 	return res
+}
+
+// environ returns the command's environment: base without the fence
+// variables and the names in drop, then add (later entries win).
+func environ(base, drop, add []string) []string {
+	env := make([]string, 0, len(base)+len(add))
+	for _, kv := range base {
+		name, _, _ := strings.Cut(kv, "=")
+		if strings.HasPrefix(name, FencePrefix) || slices.Contains(drop, name) {
+			continue
+		}
+		env = append(env, kv)
+	}
+	return append(env, add...)
 }
 
 // capBuffer keeps the first max bytes written to it and counts the rest.

@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -10,8 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/fencecron/fencecron/jobs/executor"
 )
+
+// Run leaves no goroutine behind either.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func TestRun_CapturesOutputAndExitCode(t *testing.T) {
 	res := executor.Run(context.Background(), executor.Request{
@@ -36,12 +42,20 @@ func TestRun_CapturesOutputAndExitCode(t *testing.T) {
 }
 
 func TestRun_OutputOverCapIsTruncatedAndNotSuccess(t *testing.T) {
+	// About 590 kB, far beyond the cap and any pipe buffer.
 	res := executor.Run(context.Background(), executor.Request{
-		Argv:      []string{"/bin/sh", "-c", `head -c 100000 /dev/zero`},
+		Argv:      []string{"seq", "1", "100000"},
 		MaxOutput: 1000,
 	})
 	if got, want := len(res.Stdout), 1000; got != want {
 		t.Errorf("captured %d bytes, want %d", got, want)
+	}
+	var want strings.Builder
+	for i := 1; want.Len() < 1000; i++ {
+		fmt.Fprintf(&want, "%d\n", i)
+	}
+	if got := string(res.Stdout); got != want.String()[:1000] {
+		t.Errorf("captured output is not the first 1000 bytes: %q...", got[:50])
 	}
 	if !res.OutputTruncated || res.Success() {
 		t.Errorf("truncated = %v, success = %v; want true, false", res.OutputTruncated, res.Success())
@@ -103,11 +117,13 @@ sleep 100`
 }
 
 func TestRun_CancelTerminatesGroup(t *testing.T) {
+	started := filepath.Join(t.TempDir(), "started")
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan executor.Result)
 	go func() {
-		done <- executor.Run(ctx, executor.Request{Argv: []string{"sleep", "100"}, Grace: time.Second})
+		done <- executor.Run(ctx, executor.Request{Argv: []string{"/bin/sh", "-c", "touch " + started + "; exec sleep 100"}, Grace: 10 * time.Second})
 	}()
+	waitFile(t, started)
 	cancel()
 	select {
 	case res := <-done:
@@ -137,4 +153,173 @@ func alive(pid int) bool {
 	}
 	fields := strings.Fields(string(b))
 	return len(fields) > 2 && fields[2] != "Z"
+}
+
+// waitGone fails the test unless pid is gone (or a zombie) within a
+// bounded time. Killed orphans are reaped by init, not by us.
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for alive(pid) {
+		if time.Now().After(deadline) {
+			t.Fatalf("process %d is still alive after the run", pid)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// waitFile waits, bounded, for a file a command under test creates.
+func waitFile(t *testing.T, path string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if _, err := os.Stat(path); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not appear", path)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func readPid(t *testing.T, path string) int {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// A command that exits at once but leaves a background grandchild holding
+// its stdout: Run returns without waiting for it, reports the command's
+// own exit, and the grandchild goes with the group.
+func TestRun_NormalExitKillsLeftoverGrandchild(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "bg.pid")
+	script := `(trap "" TERM; echo $(exec sh -c 'echo $PPID') > ` + pidFile + `; exec sleep 300) &
+while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done
+echo done`
+	done := make(chan executor.Result, 1)
+	go func() {
+		done <- executor.Run(context.Background(), executor.Request{Argv: []string{"/bin/sh", "-c", script}, Timeout: time.Minute})
+	}()
+	var res executor.Result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run waited for the background grandchild")
+	}
+	if !res.Success() || string(res.Stdout) != "done\n" {
+		t.Errorf("result %+v, want success with stdout done", res)
+	}
+	waitGone(t, readPid(t, pidFile))
+}
+
+// Cancelling the run: the whole group gets SIGTERM, and what ignores it
+// gets SIGKILL after the grace period.
+func TestRun_CancelKillsStubbornGrandchild(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild.pid")
+	started := filepath.Join(t.TempDir(), "started")
+	script := `sh -c 'trap "" TERM; echo $$ > ` + pidFile + `; while true; do sleep 1; done' &
+while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done
+trap "" TERM
+touch ` + started + `
+sleep 100`
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan executor.Result, 1)
+	go func() {
+		done <- executor.Run(ctx, executor.Request{Argv: []string{"/bin/sh", "-c", script}, Grace: 200 * time.Millisecond})
+	}()
+	// Cancel once the traps are in place.
+	waitFile(t, started)
+	cancel()
+	var res executor.Result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return after cancel")
+	}
+	if !res.Cancelled || res.TimedOut || res.Signal != "killed" || res.Success() {
+		t.Errorf("cancelled %v, timed out %v, signal %q; want true, false, killed", res.Cancelled, res.TimedOut, res.Signal)
+	}
+	if res.Duration() <= 0 || !res.Ended.After(res.Started) {
+		t.Errorf("duration %s, started %s, ended %s", res.Duration(), res.Started, res.Ended)
+	}
+	waitGone(t, readPid(t, pidFile))
+}
+
+// A process that leaves the group (setsid) and keeps stdout open cannot
+// make Run hang: it stops reading after the grace period.
+func TestRun_EscapedProcessDoesNotHang(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "escaped.pid")
+	script := `setsid sh -c 'echo $$ > ` + pidFile + `; exec sleep 60' &
+while [ ! -s ` + pidFile + ` ]; do sleep 0.01; done
+echo out`
+	done := make(chan executor.Result, 1)
+	go func() {
+		done <- executor.Run(context.Background(), executor.Request{Argv: []string{"/bin/sh", "-c", script}, Grace: 200 * time.Millisecond})
+	}()
+	var res executor.Result
+	select {
+	case res = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run hangs on an escaped process holding its stdout")
+	}
+	// It is not ours to chase; stop it so the test leaves nothing either.
+	pid := readPid(t, pidFile)
+	syscall.Kill(pid, syscall.SIGKILL)
+	if res.ExitCode != 0 || string(res.Stdout) != "out\n" {
+		t.Errorf("exit %d stdout %q, want 0 and out", res.ExitCode, res.Stdout)
+	}
+	waitGone(t, pid)
+}
+
+// The command sees Env, but not the fence variables or the dropped
+// secrets the worker itself was started with.
+func TestRun_Environment(t *testing.T) {
+	t.Setenv("FENCECRON_SECRET", "cluster-secret")
+	t.Setenv("FENCECRON_TOKEN", "worker-token")
+	t.Setenv("DB_PASSWORD", "hunter2")
+	t.Setenv("KEEP_ME", "kept")
+	res := executor.Run(context.Background(), executor.Request{
+		Argv:    []string{"/bin/sh", "-c", `echo "${FENCECRON_SECRET-unset} ${FENCECRON_TOKEN-unset} ${FENCECRON_JOB-unset} ${DB_PASSWORD-unset} ${KEEP_ME-unset} $GREETING"`},
+		Env:     []string{"FENCECRON_TOKEN=attempt-token", "FENCECRON_JOB=report", "GREETING=hi"},
+		DropEnv: []string{"DB_PASSWORD"},
+	})
+	if got, want := string(res.Stdout), "unset attempt-token report unset kept hi\n"; got != want {
+		t.Errorf("environment seen = %q, want %q", got, want)
+	}
+}
+
+func TestRun_DirAndSignalExit(t *testing.T) {
+	dir := t.TempDir()
+	res := executor.Run(context.Background(), executor.Request{
+		Argv: []string{"/bin/sh", "-c", `pwd; kill -USR1 $$`},
+		Dir:  dir,
+	})
+	if got, want := strings.TrimSpace(string(res.Stdout)), dir; got != want {
+		t.Errorf("ran in %q, want %q", got, want)
+	}
+	if res.Signal != "user defined signal 1" || res.ExitCode != -1 || res.Success() {
+		t.Errorf("signal %q exit %d; want user defined signal 1, -1", res.Signal, res.ExitCode)
+	}
+}
+
+func TestRun_NotStartedWhenAlreadyCancelled(t *testing.T) {
+	marker := filepath.Join(t.TempDir(), "ran")
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	res := executor.Run(ctx, executor.Request{Argv: []string{"touch", marker}})
+	if !res.Cancelled || res.Err == nil || res.Success() {
+		t.Errorf("result %+v, want cancelled with an error", res)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Error("the command ran after its context ended")
+	}
 }

@@ -1,88 +1,869 @@
-// Package config reads fencecron's YAML config file: the node, the cluster,
-// the store and the jobs.
+// Package config reads fencecron's YAML config file: the node, the
+// cluster, the store and the jobs (DESIGN.md, "The config file").
+//
+// Parsing is strict: unknown fields, wrong types, bad values and
+// references to unset environment variables are all errors, and all of
+// them are reported together, each with file:line:column. Defaults are
+// applied to what the file leaves out.
+//
+// ${NAME} is replaced by the environment variable NAME in the node,
+// cluster and store sections (for secrets such as cluster.secret and a
+// PostgreSQL URL). The jobs section is taken literally: job specs are
+// replicated to every node and shown by the API, so they must neither
+// depend on one node's environment nor carry secrets, and shell scripts
+// use ${VAR} themselves.
 package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// File is the whole config file.
+// Defaults for what the file leaves out.
+const (
+	DefaultDataDir          = "/var/lib/fencecron"
+	DefaultBind             = "127.0.0.1"
+	DefaultHTTPPort         = 8080
+	DefaultGossipPort       = 7946
+	DefaultRaftPort         = 7947
+	DefaultProfile          = ProfileDefault
+	DefaultBackend          = BackendBolt
+	DefaultStorePath        = "store.db"
+	DefaultMaxBodyBytes     = 16 << 20
+	DefaultHistoryRetention = 1000
+)
+
+// Cluster profiles.
+const (
+	ProfileDefault = "default"
+	ProfileFast    = "fast" // shorter Raft and gossip timeouts, for tests and demos
+)
+
+// Store backends.
+const (
+	BackendBolt     = "bolt"
+	BackendPostgres = "postgres"
+	BackendRemote   = "remote"
+)
+
+// Limits on the file.
+const (
+	MaxFileSize     = 4 << 20
+	MinSecretLength = 16
+)
+
+// Section names.
+const (
+	SectionNode    = "node"
+	SectionCluster = "cluster"
+	SectionStore   = "store"
+	SectionJobs    = "jobs"
+)
+
+// File is a whole config file, with defaults applied.
 type File struct {
-	Jobs []Job `yaml:"jobs"`
+	Node    Node
+	Cluster Cluster
+	Store   Store
+	// Jobs are validated and normalized, in file order.
+	Jobs []jobs.Spec
+
+	// Name is the file name problems are reported against.
+	Name     string
+	sections map[string]bool
+	envUsed  []string
 }
 
-// Job is one entry of the jobs section, as written.
-type Job struct {
-	Name           string            `yaml:"name"`
-	Schedule       string            `yaml:"schedule"`
-	Schedules      []string          `yaml:"schedules"`
-	Timezone       string            `yaml:"timezone"`
-	Command        []string          `yaml:"command"`
-	Shell          string            `yaml:"shell"`
-	Env            map[string]string `yaml:"env"`
-	Dir            string            `yaml:"dir"`
-	Output         string            `yaml:"output"`
-	Timeout        time.Duration     `yaml:"timeout"`
-	LeaseTTL       time.Duration     `yaml:"lease_ttl"`
-	Retries        int               `yaml:"retries"`
-	Backoff        time.Duration     `yaml:"backoff"`
-	Overlap        string            `yaml:"overlap"`
-	Misfire        string            `yaml:"misfire"`
-	CatchupWindow  time.Duration     `yaml:"catchup_window"`
-	Target         map[string]string `yaml:"target"`
-	MaxOutputBytes int64             `yaml:"max_output_bytes"`
-	Paused         bool              `yaml:"paused"`
-	Jitter         time.Duration     `yaml:"jitter"`
+// Node is the node section: this process's identity and addresses.
+type Node struct {
+	// Name is unique in the cluster; default: the host name.
+	Name    string
+	DataDir string
+	// Server nodes vote in Raft; false makes a worker. Default true.
+	Server bool
+	// Bind is the listen address; Advertise, what peers dial, defaults
+	// to it (and is required when Bind is 0.0.0.0 or ::).
+	Bind, Advertise string
+	Ports           Ports
+	// Join lists gossip addresses (host:port) of peers.
+	Join []string
+	// BootstrapExpect is how many servers to wait for before the first
+	// election; 0 means join an existing cluster.
+	BootstrapExpect int
+	Tags            map[string]string
 }
 
-// Parse reads a config file's bytes; name is used in error messages.
+// Ports are a node's listening ports.
+type Ports struct {
+	HTTP, Gossip, Raft int
+}
+
+// Cluster is the cluster section.
+type Cluster struct {
+	// Secret keys gossip encryption, internal RPC auth and token signing.
+	Secret string
+	// Profile is "default" or "fast".
+	Profile string
+}
+
+// Store is the store section.
+type Store struct {
+	// Backend is "bolt", "postgres" or "remote".
+	Backend string
+	// Path is the bolt file; relative to the node's data_dir.
+	Path string
+	// URL is the PostgreSQL DSN (postgres) or http://host:port of the
+	// node serving the store (remote).
+	URL string
+	// Serve exposes this node's store over HTTP.
+	Serve bool
+	// MaxBodyBytes caps one stored body.
+	MaxBodyBytes int64
+	// HistoryRetention is how many decisions the store keeps per key,
+	// oldest dropped first.
+	HistoryRetention int
+}
+
+// Pos is a place in a config file. Line and Column start at 1; 0 means
+// unknown.
+type Pos struct {
+	File         string
+	Line, Column int
+}
+
+func (p Pos) String() string {
+	switch {
+	case p.Line == 0:
+		return p.File
+	case p.Column == 0:
+		return fmt.Sprintf("%s:%d", p.File, p.Line)
+	}
+	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Column)
+}
+
+// Problem is one thing wrong with a config file.
+type Problem struct {
+	Pos
+	// Path names the field, e.g. "jobs[0].timeout".
+	Path string
+	Msg  string
+}
+
+func (p Problem) String() string {
+	if p.Path == "" {
+		return fmt.Sprintf("%s: %s", p.Pos, p.Msg)
+	}
+	return fmt.Sprintf("%s: %s: %s", p.Pos, p.Path, p.Msg)
+}
+
+// Error lists every problem found in a config file, in file order. It
+// wraps jobs.ErrInvalidConfig.
+type Error struct {
+	Problems []Problem
+}
+
+func (e *Error) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = p.String()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap returns jobs.ErrInvalidConfig.
+func (e *Error) Unwrap() error { return jobs.ErrInvalidConfig }
+
+// Load reads and parses the config file at path. Problems with the
+// content come back as *Error.
+func Load(path string) (*File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return Parse(path, data)
+}
+
+// Parse parses a config file's content; name is used in problem
+// positions. Every section is optional: a file with only jobs is what
+// `fencecron apply` takes. It returns *Error listing every problem, or
+// the file with defaults applied.
 func Parse(name string, data []byte) (*File, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	dec.KnownFields(true)
-	var f File
-	if err := dec.Decode(&f); err != nil {
-		return nil, fmt.Errorf("%s: %w", name, err)
-	}
-	return &f, nil
+	return parse(name, data, os.LookupEnv, os.Hostname)
 }
 
-// Specs returns the jobs as validated, normalized specs.
-func (f *File) Specs() ([]jobs.Spec, error) {
-	seen := map[string]bool{}
-	var out []jobs.Spec
-	for _, j := range f.Jobs {
-		s := jobs.Spec{
-			Name: j.Name, Schedules: j.Schedules, Timezone: j.Timezone,
-			Command: j.Command, Shell: j.Shell, Env: j.Env, Dir: j.Dir, Output: j.Output,
-			Timeout: jobs.Duration(j.Timeout), LeaseTTL: jobs.Duration(j.LeaseTTL),
-			Retries: j.Retries, Backoff: jobs.Duration(j.Backoff),
-			Overlap: j.Overlap, Misfire: j.Misfire, CatchupWindow: jobs.Duration(j.CatchupWindow),
-			Target: j.Target, MaxOutputBytes: j.MaxOutputBytes, Paused: j.Paused, Jitter: jobs.Duration(j.Jitter),
-		}
-		if j.Schedule != "" {
-			s.Schedules = append([]string{j.Schedule}, s.Schedules...)
-		}
-		s.Normalize()
-		if s.Name == "" {
-			return nil, fmt.Errorf("job without a name")
-		}
-		if seen[s.Name] {
-			return nil, fmt.Errorf("job %s: defined twice", s.Name)
-		}
-		seen[s.Name] = true
-		if _, err := jobs.ParseSchedule(s.Schedules, s.Timezone); err != nil {
-			return nil, fmt.Errorf("job %s: %w", s.Name, err)
-		}
-		if len(s.Argv()) == 0 {
-			return nil, fmt.Errorf("job %s: no command or shell", s.Name)
-		}
-		out = append(out, s)
+func parse(name string, data []byte, lookup func(string) (string, bool), hostname func() (string, error)) (*File, error) {
+	d := &decoder{file: name, lookup: lookup, envUsed: map[string]bool{}}
+	f := &File{Name: name, sections: map[string]bool{}}
+	f.setDefaults(hostname)
+	if len(data) > MaxFileSize {
+		d.errorf(nil, "", "larger than %d bytes", MaxFileSize)
+		return nil, d.result()
 	}
-	return out, nil
+	root, ok := d.document(data)
+	if !ok {
+		return nil, d.result()
+	}
+
+	var nodeN, clusterN, storeN, jobsN *yaml.Node
+	seen := d.mapping(root, "", []field{
+		{SectionNode, func(v *yaml.Node, p string) { nodeN = v; d.expand = true; d.node(v, p, &f.Node); d.expand = false }},
+		{SectionCluster, func(v *yaml.Node, p string) {
+			clusterN = v
+			d.expand = true
+			d.cluster(v, p, &f.Cluster)
+			d.expand = false
+		}},
+		{SectionStore, func(v *yaml.Node, p string) { storeN = v; d.expand = true; d.store(v, p, &f.Store); d.expand = false }},
+		{SectionJobs, func(v *yaml.Node, p string) { jobsN = v }},
+	})
+	for k := range seen {
+		f.sections[k] = true
+	}
+	if f.Node.Advertise == "" {
+		if ip := net.ParseIP(f.Node.Bind); ip != nil && !ip.IsUnspecified() {
+			f.Node.Advertise = f.Node.Bind
+		}
+	}
+	// Check sections that decoded as mappings (or, for cluster, are
+	// missing); the others have been reported already.
+	if f.sections[SectionNode] && isMapping(nodeN) {
+		d.checkNode(nodeN, &f.Node)
+	}
+	if f.sections[SectionNode] && (!f.sections[SectionCluster] || isMapping(clusterN)) {
+		d.checkCluster(clusterN, root, &f.Cluster)
+	}
+	if f.sections[SectionStore] && isMapping(storeN) {
+		d.checkStore(storeN, &f.Store)
+	}
+	if jobsN != nil {
+		f.Jobs = d.jobList(jobsN, f.Store.MaxBodyBytes)
+	}
+	for k := range d.envUsed {
+		f.envUsed = append(f.envUsed, k)
+	}
+	slices.Sort(f.envUsed)
+	if err := d.result(); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// yamlLine finds the line number in a yaml.v3 syntax error.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// document parses data as exactly one YAML document and returns its
+// root node. An empty file is an empty mapping.
+func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
+	defer func() {
+		// The YAML library is not supposed to panic; if it does, that is
+		// one more problem with the file, not a crash of the node.
+		if r := recover(); r != nil {
+			d.errorf(nil, "", "cannot parse YAML: %v", r)
+			root, ok = nil, false
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		if errors.Is(err, io.EOF) {
+			return &yaml.Node{Kind: yaml.MappingNode}, true
+		}
+		d.syntax(data, err)
+		return nil, false
+	}
+	var extra yaml.Node
+	switch err := dec.Decode(&extra); {
+	case err == nil:
+		d.errorf(&extra, "", "a second YAML document; a config file holds one")
+		return nil, false
+	case !errors.Is(err, io.EOF):
+		d.syntax(data, err)
+		return nil, false
+	}
+	if len(doc.Content) == 0 {
+		return &yaml.Node{Kind: yaml.MappingNode}, true
+	}
+	root = doc.Content[0]
+	if root.Kind != yaml.MappingNode && !isNull(root) {
+		d.errorf(root, "", "expected a mapping with sections node, cluster, store, jobs; got %s", describe(root))
+		return nil, false
+	}
+	return root, true
+}
+
+// syntax reports a YAML syntax error. The YAML library's line numbers
+// point at the enclosing collection, sometimes counted from 0, and it
+// gives no column; so find the first line at which the file stops parsing
+// with the same complaint, and report that line.
+func (d *decoder) syntax(data []byte, err error) {
+	msg, line := splitYAMLError(err)
+	if l := failingLine(data, msg); l > 0 {
+		line = l
+	}
+	d.probs = append(d.probs, Problem{Pos: Pos{File: d.file, Line: line}, Msg: "YAML syntax: " + msg})
+}
+
+func splitYAMLError(err error) (msg string, line int) {
+	msg = strings.TrimPrefix(err.Error(), "yaml: ")
+	if m := yamlLine.FindStringSubmatch(err.Error()); m != nil {
+		line, _ = strconv.Atoi(m[1])
+		msg = m[2]
+	}
+	return msg, line
+}
+
+// failingLine returns the smallest k such that the first k lines of data
+// fail to parse with message msg, or 0. A binary search: once the real
+// error is inside the prefix, every longer prefix fails the same way.
+func failingLine(data []byte, msg string) int {
+	lines := bytes.SplitAfter(data, []byte("\n"))
+	fails := func(k int) bool {
+		var n yaml.Node
+		err := safeUnmarshal(bytes.Join(lines[:k], nil), &n)
+		if err == nil {
+			return false
+		}
+		m, _ := splitYAMLError(err)
+		return m == msg
+	}
+	if !fails(len(lines)) {
+		return 0
+	}
+	lo, hi := 0, len(lines) // fails(hi), !fails(lo) assumed
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fails(mid) {
+			hi = mid
+		} else {
+			lo = mid
+		}
+	}
+	return hi
+}
+
+// safeUnmarshal decodes every document of data, turning a panic of the
+// YAML library into an error.
+func safeUnmarshal(data []byte, n *yaml.Node) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("yaml: %v", r)
+		}
+	}()
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	for {
+		if err := dec.Decode(n); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+// result returns the collected problems as *Error, in file order, or nil.
+func (d *decoder) result() error {
+	if len(d.probs) == 0 {
+		return nil
+	}
+	slices.SortStableFunc(d.probs, func(a, b Problem) int {
+		if a.Line != b.Line {
+			return a.Line - b.Line
+		}
+		return a.Column - b.Column
+	})
+	return &Error{Problems: d.probs}
+}
+
+func (f *File) setDefaults(hostname func() (string, error)) {
+	name, _ := hostname()
+	f.Node = Node{
+		Name:    name,
+		DataDir: DefaultDataDir,
+		Server:  true,
+		Bind:    DefaultBind,
+		Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
+	}
+	f.Cluster = Cluster{Profile: DefaultProfile}
+	f.Store = Store{
+		Backend:          DefaultBackend,
+		Path:             DefaultStorePath,
+		MaxBodyBytes:     DefaultMaxBodyBytes,
+		HistoryRetention: DefaultHistoryRetention,
+	}
+}
+
+// Has reports whether the file has the named section ("node",
+// "cluster", "store", "jobs"). A node needs "node"; a file for
+// `fencecron apply` has only "jobs".
+func (f *File) Has(section string) bool { return f.sections[section] }
+
+// Specs returns a copy of the jobs: validated, normalized, in file order.
+// The error is always nil; Parse has already checked them.
+func (f *File) Specs() ([]jobs.Spec, error) {
+	return slices.Clone(f.Jobs), nil
+}
+
+// JobsHash returns a stable hash of the normalized job set (see
+// jobs.HashSpecs): nodes compare it to detect config drift.
+func (f *File) JobsHash() string { return jobs.HashSpecs(f.Jobs) }
+
+// EnvUsed returns the names of the environment variables the file
+// referenced with ${NAME}, sorted. They hold secrets: a worker should not
+// pass them on to the jobs it runs.
+func (f *File) EnvUsed() []string { return slices.Clone(f.envUsed) }
+
+// StorePath returns the bolt file's path: Store.Path, relative to the
+// node's data_dir unless absolute.
+func (f *File) StorePath() string {
+	if f.Store.Path == "" || strings.HasPrefix(f.Store.Path, "/") {
+		return f.Store.Path
+	}
+	return strings.TrimSuffix(f.Node.DataDir, "/") + "/" + f.Store.Path
+}
+
+// The node section.
+
+func (d *decoder) node(n *yaml.Node, path string, dst *Node) {
+	d.mapping(n, path, []field{
+		{"name", d.str(&dst.Name)},
+		{"data_dir", d.str(&dst.DataDir)},
+		{"server", d.boolean(&dst.Server)},
+		{"bind", d.str(&dst.Bind)},
+		{"advertise", d.str(&dst.Advertise)},
+		{"ports", func(v *yaml.Node, p string) {
+			d.mapping(v, p, []field{
+				{"http", d.port(&dst.Ports.HTTP)},
+				{"gossip", d.port(&dst.Ports.Gossip)},
+				{"raft", d.port(&dst.Ports.Raft)},
+			})
+		}},
+		{"join", d.strings(&dst.Join, " (host:port gossip addresses)")},
+		{"bootstrap_expect", d.integer(&dst.BootstrapExpect)},
+		{"tags", d.stringMap(&dst.Tags)},
+	})
+}
+
+func (d *decoder) port(dst *int) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		v := -1
+		d.integer(&v)(n, path)
+		switch {
+		case v == -1:
+		case v < 1 || v > 65535:
+			d.errorf(n, path, "port %d: want 1 to 65535", v)
+		default:
+			*dst = v
+		}
+	}
+}
+
+var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9._-]{0,127})$`)
+
+func (d *decoder) checkNode(n *yaml.Node, node *Node) {
+	fieldNode := fieldsOf(n)
+	at := func(key string) *yaml.Node {
+		if v := fieldNode[key]; v != nil {
+			return v
+		}
+		return n
+	}
+	if !nodeNameRE.MatchString(node.Name) && !d.failed["node.name"] {
+		d.errorf(at("name"), "node.name", "%q: want 1-128 letters, digits, '.', '_' or '-' (default: the host name)", node.Name)
+	}
+	if node.DataDir == "" && !d.failed["node.data_dir"] {
+		d.errorf(at("data_dir"), "node.data_dir", "must not be empty")
+	}
+	bind := net.ParseIP(node.Bind)
+	if bind == nil && !d.failed["node.bind"] {
+		d.errorf(at("bind"), "node.bind", "%q: want an IP address such as 127.0.0.1 or 0.0.0.0", node.Bind)
+	}
+	switch {
+	case node.Advertise == "" && bind != nil && bind.IsUnspecified():
+		d.errorf(at("bind"), "node.advertise", "required when bind is %s: the address peers dial", node.Bind)
+	case node.Advertise != "" && !d.failed["node.advertise"]:
+		if ip := net.ParseIP(node.Advertise); ip == nil || ip.IsUnspecified() {
+			d.errorf(at("advertise"), "node.advertise", "%q: want the IP address peers dial", node.Advertise)
+		}
+	}
+	p := node.Ports
+	if p.HTTP == p.Gossip || p.HTTP == p.Raft || p.Gossip == p.Raft {
+		d.errorf(at("ports"), "node.ports", "http %d, gossip %d and raft %d must differ", p.HTTP, p.Gossip, p.Raft)
+	}
+	if v := fieldNode["join"]; v != nil && v.Kind == yaml.SequenceNode {
+		for i, addr := range node.Join {
+			if err := checkHostPort(addr); err != nil && i < len(v.Content) {
+				d.errorf(v.Content[i], fmt.Sprintf("node.join[%d]", i), "%v", err)
+			}
+		}
+	}
+	switch {
+	case node.BootstrapExpect < 0:
+		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "%d: must not be negative", node.BootstrapExpect)
+	case !node.Server && node.BootstrapExpect > 0:
+		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "only a server bootstraps; a worker (server: false) joins")
+	case node.Server && node.BootstrapExpect == 0 && len(node.Join) == 0:
+		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "a server with no join addresses must bootstrap: set bootstrap_expect (1 for a single node), or join peers")
+	}
+	for k := range node.Tags {
+		if k == "" {
+			d.errorf(at("tags"), "node.tags", "empty tag name")
+		}
+	}
+}
+
+func checkHostPort(addr string) error {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%q: want host:port, such as 10.0.0.2:7946", addr)
+	}
+	if host == "" {
+		return fmt.Errorf("%q: the host is missing", addr)
+	}
+	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+		return fmt.Errorf("%q: port %q: want 1 to 65535", addr, port)
+	}
+	return nil
+}
+
+// The cluster section.
+
+func (d *decoder) cluster(n *yaml.Node, path string, dst *Cluster) {
+	d.mapping(n, path, []field{
+		{"secret", d.str(&dst.Secret)},
+		{"profile", d.str(&dst.Profile)},
+	})
+}
+
+func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
+	at := n
+	if at == nil {
+		at = root
+	}
+	fieldNode := fieldsOf(n)
+	if v := fieldNode["secret"]; v != nil {
+		at = v
+	}
+	switch {
+	case d.failed["cluster.secret"]:
+	case c.Secret == "":
+		d.errorf(at, "cluster.secret", "required for a node: it keys gossip encryption, internal RPC and token signing (use ${FENCECRON_SECRET})")
+	case len(c.Secret) < MinSecretLength:
+		d.errorf(at, "cluster.secret", "%d bytes: want at least %d", len(c.Secret), MinSecretLength)
+	}
+	if c.Profile == "" {
+		c.Profile = DefaultProfile
+	}
+	if c.Profile != ProfileDefault && c.Profile != ProfileFast && !d.failed["cluster.profile"] {
+		pn := fieldNode["profile"]
+		if pn == nil {
+			pn = n
+		}
+		d.errorf(pn, "cluster.profile", "%q: want default or fast", c.Profile)
+	}
+}
+
+// The store section.
+
+func (d *decoder) store(n *yaml.Node, path string, dst *Store) {
+	d.mapping(n, path, []field{
+		{"backend", d.str(&dst.Backend)},
+		{"path", d.str(&dst.Path)},
+		{"url", d.str(&dst.URL)},
+		{"serve", d.boolean(&dst.Serve)},
+		{"max_body_bytes", d.size(&dst.MaxBodyBytes)},
+		{"history_retention", d.integer(&dst.HistoryRetention)},
+	})
+}
+
+func (d *decoder) checkStore(n *yaml.Node, s *Store) {
+	fieldNode := fieldsOf(n)
+	at := func(key string) *yaml.Node {
+		if v := fieldNode[key]; v != nil {
+			return v
+		}
+		return n
+	}
+	if s.Backend == "" {
+		s.Backend = DefaultBackend
+	}
+	if s.MaxBodyBytes == 0 {
+		s.MaxBodyBytes = DefaultMaxBodyBytes
+	}
+	if s.HistoryRetention == 0 {
+		s.HistoryRetention = DefaultHistoryRetention
+	}
+	switch s.Backend {
+	case BackendBolt:
+		if s.Path == "" {
+			s.Path = DefaultStorePath
+		}
+		if s.URL != "" {
+			d.errorf(at("url"), "store.url", "only for backend postgres or remote; bolt uses path")
+		}
+	case BackendPostgres:
+		if err := checkPostgresURL(s.URL); err != nil && !d.failed["store.url"] {
+			d.errorf(at("url"), "store.url", "%v", err)
+		}
+	case BackendRemote:
+		if err := checkRemoteURL(s.URL); err != nil && !d.failed["store.url"] {
+			d.errorf(at("url"), "store.url", "%v", err)
+		}
+		if s.Serve {
+			d.errorf(at("serve"), "store.serve", "a node whose store is remote cannot serve it; serve it from the node that holds it")
+		}
+	default:
+		if d.failed["store.backend"] {
+			break
+		}
+		d.errorf(at("backend"), "store.backend", "%q: want bolt, postgres or remote", s.Backend)
+	}
+	if s.MaxBodyBytes < 0 {
+		d.errorf(at("max_body_bytes"), "store.max_body_bytes", "%d: must be positive", s.MaxBodyBytes)
+	}
+	if s.HistoryRetention < 0 {
+		d.errorf(at("history_retention"), "store.history_retention", "%d: must be positive", s.HistoryRetention)
+	}
+}
+
+func checkPostgresURL(s string) error {
+	switch {
+	case s == "":
+		return errors.New("required for backend postgres: a DSN such as postgres://fencecron@db:5432/fencecron")
+	case strings.Contains(s, "://"):
+		u, err := url.Parse(s)
+		if err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			return errors.New("want a postgres:// or postgresql:// URL, or a key=value DSN")
+		}
+	case !strings.Contains(s, "="):
+		return errors.New("want a postgres:// or postgresql:// URL, or a key=value DSN")
+	}
+	return nil
+}
+
+func checkRemoteURL(s string) error {
+	if s == "" {
+		return errors.New("required for backend remote: http://host:port of the node that serves the store")
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want http://host:port or https://host:port", clip(s, 60))
+	}
+	return nil
+}
+
+// The jobs section.
+
+// jobNodes remembers where each field of one job was written.
+type jobNodes struct {
+	job    *yaml.Node
+	fields map[string]*yaml.Node
+	dst    map[string]*yaml.Node
+	failed map[string]bool // fields that did not decode
+}
+
+func (d *decoder) jobList(n *yaml.Node, maxBody int64) []jobs.Spec {
+	if isNull(n) {
+		return nil
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, "jobs", "expected a list of jobs, got %s", describe(n))
+		return nil
+	}
+	var out []jobs.Spec
+	names := map[string]int{}
+	for i, jn := range n.Content {
+		path := fmt.Sprintf("jobs[%d]", i)
+		if jn.Kind == yaml.AliasNode {
+			d.errorf(jn, path, "aliases (*%s) are not supported; write the job out", jn.Value)
+			continue
+		}
+		spec, where, ok := d.job(jn, path)
+		if !ok {
+			continue
+		}
+		if line, dup := names[spec.Name]; dup && spec.Name != "" {
+			d.errorf(where.at("name"), path+".name", "%q is already the name of the job on line %d", spec.Name, line)
+		} else {
+			names[spec.Name] = jn.Line
+		}
+		d.checkJob(&spec, where, path, maxBody)
+		spec.Normalize()
+		out = append(out, spec)
+	}
+	return out
+}
+
+func (w *jobNodes) at(field string) *yaml.Node {
+	if v := w.fields[field]; v != nil {
+		return v
+	}
+	return w.job
+}
+
+func (d *decoder) job(n *yaml.Node, path string) (jobs.Spec, *jobNodes, bool) {
+	var s jobs.Spec
+	where := &jobNodes{job: n, failed: map[string]bool{}}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a job (a mapping with name, schedule, command, ...), got %s", describe(n))
+		return s, nil, false
+	}
+	var schedule string
+	var timeout, leaseTTL, backoff, catchup, jitter time.Duration
+	// track records whether a field's decoder reported a problem.
+	track := func(name string, fn func(*yaml.Node, string)) field {
+		return field{name, func(v *yaml.Node, p string) {
+			before := len(d.probs)
+			fn(v, p)
+			if len(d.probs) > before {
+				where.failed[name] = true
+			}
+		}}
+	}
+	where.fields = d.mapping(n, path, []field{
+		track("name", d.str(&s.Name)),
+		track("schedule", d.str(&schedule)),
+		track("schedules", d.strings(&s.Schedules, "")),
+		track("timezone", d.str(&s.Timezone)),
+		track("dst", func(v *yaml.Node, p string) {
+			where.dst = d.mapping(v, p, []field{
+				{"spring", d.str(&s.DST.Spring)},
+				{"fall", d.str(&s.DST.Fall)},
+			})
+		}),
+		track("command", d.strings(&s.Command, ` such as ["/usr/bin/report", "--month", "previous"]; for a command line use shell:`)),
+		track("shell", d.str(&s.Shell)),
+		track("env", d.stringMap(&s.Env)),
+		track("dir", d.str(&s.Dir)),
+		track("output", d.str(&s.Output)),
+		track("timeout", d.duration(&timeout)),
+		track("lease_ttl", d.duration(&leaseTTL)),
+		track("retries", d.integer(&s.Retries)),
+		track("backoff", d.duration(&backoff)),
+		track("overlap", d.str(&s.Overlap)),
+		track("misfire", d.str(&s.Misfire)),
+		track("catchup_window", d.duration(&catchup)),
+		track("target", d.stringMap(&s.Target)),
+		track("max_output_bytes", d.size(&s.MaxOutputBytes)),
+		track("paused", d.boolean(&s.Paused)),
+		track("jitter", d.duration(&jitter)),
+	})
+	s.Timeout, s.LeaseTTL, s.Backoff = jobs.Duration(timeout), jobs.Duration(leaseTTL), jobs.Duration(backoff)
+	s.CatchupWindow, s.Jitter = jobs.Duration(catchup), jobs.Duration(jitter)
+	_, hasOne := where.fields["schedule"]
+	_, hasMany := where.fields["schedules"]
+	switch {
+	case hasOne && hasMany:
+		d.errorf(where.fields["schedules"], path+".schedules", "give schedule or schedules, not both")
+		where.failed["schedules"] = true
+	case hasOne:
+		s.Schedules = []string{schedule}
+	}
+	return s, where, true
+}
+
+// checkJob validates a decoded job and reports each problem at the field
+// it concerns.
+func (d *decoder) checkJob(s *jobs.Spec, w *jobNodes, path string, maxBody int64) {
+	var se *jobs.SpecError
+	if err := s.Validate(); errors.As(err, &se) {
+		for _, p := range se.Problems {
+			field, _, _ := strings.Cut(p.Field, ".")
+			if w.failed[field] || (field == "schedules" && w.failed["schedule"]) {
+				continue // already reported as it was decoded
+			}
+			n, fpath := d.jobFieldNode(w, p), path+"."+p.Field
+			if p.Index >= 0 {
+				fpath = fmt.Sprintf("%s[%d]", fpath, p.Index)
+			}
+			if p.Field == "" {
+				fpath = path
+			}
+			if _, one := w.fields["schedule"]; one && p.Field == "schedules" {
+				fpath = path + ".schedule"
+			}
+			d.errorf(n, fpath, "%s", p.Msg)
+		}
+	}
+	if s.Output != "" && !w.failed["output"] {
+		// The key's syntax does not depend on the zone.
+		probe := *s
+		probe.Timezone = "UTC"
+		if key, err := probe.OutputKey(time.Date(2026, time.December, 31, 23, 59, 58, 0, time.UTC)); err == nil && key != "" {
+			if err := fencedstore.ValidateKey(key); err != nil {
+				d.errorf(w.at("output"), path+".output", "renders %q, not a valid store key: %v", clip(key, 60), err)
+			}
+		}
+	}
+	if s.MaxOutputBytes > maxBody && !w.failed["max_output_bytes"] {
+		d.errorf(w.at("max_output_bytes"), path+".max_output_bytes", "%d is more than store.max_body_bytes (%d): the output could never be published", s.MaxOutputBytes, maxBody)
+	}
+}
+
+// jobFieldNode finds the node a jobs.FieldError is about.
+func (d *decoder) jobFieldNode(w *jobNodes, p jobs.FieldError) *yaml.Node {
+	field, sub, nested := strings.Cut(p.Field, ".")
+	switch {
+	case nested && field == "dst":
+		if v := w.dst[sub]; v != nil {
+			return v
+		}
+		return w.at("dst")
+	case field == "schedules" || field == "schedule":
+		if v := w.fields["schedule"]; v != nil {
+			return v
+		}
+		if v := w.fields["schedules"]; v != nil && v.Kind == yaml.SequenceNode && p.Index >= 0 && p.Index < len(v.Content) {
+			return v.Content[p.Index]
+		}
+		return w.at("schedules")
+	case field == "command":
+		if v := w.fields["command"]; v != nil && v.Kind == yaml.SequenceNode && p.Index >= 0 && p.Index < len(v.Content) {
+			return v.Content[p.Index]
+		}
+	case p.Key != "":
+		if v := w.fields[field]; v != nil && v.Kind == yaml.MappingNode {
+			for i := 0; i+1 < len(v.Content); i += 2 {
+				if v.Content[i].Value == p.Key {
+					return v.Content[i]
+				}
+			}
+		}
+	}
+	return w.at(field)
+}
+
+func isMapping(n *yaml.Node) bool { return n != nil && (n.Kind == yaml.MappingNode || isNull(n)) }
+
+// fieldsOf returns the value node of each key of a mapping node.
+func fieldsOf(n *yaml.Node) map[string]*yaml.Node {
+	out := map[string]*yaml.Node{}
+	if n == nil || n.Kind != yaml.MappingNode {
+		return out
+	}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		if _, dup := out[n.Content[i].Value]; !dup {
+			out[n.Content[i].Value] = n.Content[i+1]
+		}
+	}
+	return out
 }

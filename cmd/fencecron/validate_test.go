@@ -1,0 +1,127 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func writeFile(t *testing.T, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "fencecron.yaml")
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// The reference example is valid, and the summary lists each job's next
+// five fire times in its own zone, across a daylight-saving change.
+func TestValidateFile_Reference(t *testing.T) {
+	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-16-bytes")
+	now := time.Date(2026, 7, 15, 12, 0, 0, 0, time.UTC)
+	var stdout, stderr bytes.Buffer
+	if err := validateFile("../../deploy/examples/fencecron.yaml", now, &stdout, &stderr); err != nil {
+		t.Fatalf("validate: %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	for _, want := range []string{
+		"../../deploy/examples/fencecron.yaml: valid\n",
+		"node n1 (server) advertise 127.0.0.1, ports http 8080 gossip 7946 raft 7947, data /var/lib/fencecron\n",
+		"store bolt /var/lib/fencecron/store.db, served over HTTP\n",
+		"monthly-report: 0 0 9 1 * * in Europe/Berlin (dst spring shift, fall once)\n" +
+			"  Sat 2026-08-01 09:00:00 CEST\n" +
+			"  Tue 2026-09-01 09:00:00 CEST\n" +
+			"  Thu 2026-10-01 09:00:00 CEST\n" +
+			"  Sun 2026-11-01 09:00:00 CET\n" +
+			"  Tue 2026-12-01 09:00:00 CET\n",
+		"nightly-cleanup: 30 2 * * * | @every 6h in America/New_York (dst spring skip, fall twice; jitter up to 2m0s)\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("summary lacks %q:\n%s", want, out)
+		}
+	}
+	if stderr.Len() != 0 {
+		t.Errorf("stderr: %s", stderr.String())
+	}
+}
+
+// `fencecron validate` through the command dispatcher: every problem on
+// stderr with its position, exit status 1.
+func TestRun_ValidateInvalid(t *testing.T) {
+	path := writeFile(t, `node:
+  name: n1
+  bootstrap_expect: 1
+cluster:
+  secret: ${FENCECRON_TEST_UNSET_SECRET}
+jobs:
+  - name: report
+    schedule: "0 9 * *"
+    command: [/bin/true]
+    timout: 5m
+`)
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"validate", path}, &stdout, &stderr)
+	var code exitCode
+	if !errors.As(err, &code) || code != 1 {
+		t.Fatalf("err = %v, want exit status 1", err)
+	}
+	want := path + `:5:11: cluster.secret: environment variable FENCECRON_TEST_UNSET_SECRET is not set
+` + path + `:8:15: jobs[0].schedule: "0 9 * *": want 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), got 4
+` + path + `:10:5: jobs[0]: unknown field "timout" (did you mean "timeout"?)
+` + path + `: 3 problems
+`
+	if got := stderr.String(); got != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("stdout: %s", stdout.String())
+	}
+}
+
+func TestRun_ValidateValidJobsOnly(t *testing.T) {
+	path := writeFile(t, "jobs:\n  - {name: tick, schedule: '@every 90s', command: [/bin/true]}\n")
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"validate", path}, &stdout, &stderr); err != nil {
+		t.Fatalf("err = %v\n%s", err, stderr.String())
+	}
+	out := stdout.String()
+	if !strings.Contains(out, "1 job, hash ") || !strings.Contains(out, "tick: @every 90s in UTC\n") {
+		t.Errorf("summary:\n%s", out)
+	}
+	// Five fire times, 90s apart.
+	var times []time.Time
+	for _, line := range strings.Split(out, "\n") {
+		if ts, err := time.Parse("Mon 2006-01-02 15:04:05 MST", strings.TrimSpace(line)); err == nil {
+			times = append(times, ts)
+		}
+	}
+	if len(times) != 5 {
+		t.Fatalf("%d fire times in:\n%s", len(times), out)
+	}
+	for i := 1; i < len(times); i++ {
+		if d := times[i].Sub(times[i-1]); d != 90*time.Second {
+			t.Errorf("fire times %d and %d are %s apart", i-1, i, d)
+		}
+	}
+}
+
+func TestRun_ValidateUsage(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"validate"}, &stdout, &stderr); !errors.Is(err, flag.ErrHelp) {
+		t.Errorf("no file: err = %v, want flag.ErrHelp", err)
+	}
+	if !strings.Contains(stderr.String(), "Usage: fencecron validate FILE") {
+		t.Errorf("usage not printed: %q", stderr.String())
+	}
+	err := run(context.Background(), []string{"validate", filepath.Join(t.TempDir(), "none.yaml")}, &stdout, &stderr)
+	if !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: err = %v", err)
+	}
+}

@@ -1,0 +1,455 @@
+package config
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/deploy/examples"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+var testEnv = map[string]string{
+	"FENCECRON_SECRET": "0123456789abcdef0123",
+	"PGPASSWORD":       "s3cret",
+	"EMPTY":            "",
+}
+
+func lookup(k string) (string, bool) { v, ok := testEnv[k]; return v, ok }
+func hostname() (string, error)      { return "host-1", nil }
+
+// MustParse parses src or fails the test.
+func MustParse(tb testing.TB, src string) *File {
+	tb.Helper()
+	f, err := parse("test.yaml", []byte(src), lookup, hostname)
+	if err != nil {
+		tb.Fatalf("parse: %v", err)
+	}
+	return f
+}
+
+// problems parses src and returns its problems as strings.
+func problems(tb testing.TB, src string) []string {
+	tb.Helper()
+	_, err := parse("test.yaml", []byte(src), lookup, hostname)
+	if err == nil {
+		return nil
+	}
+	var e *Error
+	if !errors.As(err, &e) {
+		tb.Fatalf("error %T %v is not *Error", err, err)
+	}
+	if !errors.Is(err, jobs.ErrInvalidConfig) {
+		tb.Error("*Error does not wrap jobs.ErrInvalidConfig")
+	}
+	out := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		out[i] = p.String()
+	}
+	return out
+}
+
+const fullFile = `
+node:
+  name: n1
+  data_dir: /var/lib/fencecron
+  server: true
+  bind: 127.0.0.1
+  ports: {http: 8081, gossip: 7956, raft: 7957}
+  join: ["127.0.0.1:7966", "127.0.0.1:7976"]
+  bootstrap_expect: 3
+  tags: {zone: a}
+cluster:
+  secret: ${FENCECRON_SECRET}
+  profile: fast
+store:
+  backend: postgres
+  url: postgres://fencecron:${PGPASSWORD}@db:5432/fencecron
+  serve: true
+  max_body_bytes: 32MiB
+  history_retention: 50
+jobs:
+  - name: monthly-report
+    schedule: "0 0 9 1 * *"
+    timezone: Europe/Berlin
+    command: ["/usr/local/bin/build-report", "--month", "previous"]
+    output: 'reports/{{ .Scheduled.Format "2006-01" }}.csv'
+    timeout: 10m
+    lease_ttl: 30s
+    retries: 3
+    backoff: 10s
+    overlap: forbid
+    misfire: latest
+    catchup_window: 1h
+    target: {zone: a}
+  - name: cleanup
+    schedules: ["30 2 * * *", "@every 6h"]
+    shell: rm -rf "${TMPDIR:-/tmp}/fencecron-scratch"
+    env: {LEVEL: "3", DEBUG: true}
+    dir: /srv
+    max_output_bytes: 1KiB
+    paused: true
+    jitter: 90s
+    dst: {spring: skip, fall: twice}
+`
+
+func TestParse_FullFile(t *testing.T) {
+	f := MustParse(t, fullFile)
+	wantNode := Node{
+		Name: "n1", DataDir: "/var/lib/fencecron", Server: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
+		Ports: Ports{HTTP: 8081, Gossip: 7956, Raft: 7957},
+		Join:  []string{"127.0.0.1:7966", "127.0.0.1:7976"}, BootstrapExpect: 3,
+		Tags: map[string]string{"zone": "a"},
+	}
+	if !reflect.DeepEqual(f.Node, wantNode) {
+		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
+	}
+	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast"}); got != want {
+		t.Errorf("cluster = %+v, want %+v", got, want)
+	}
+	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50}
+	if f.Store != wantStore {
+		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
+	}
+	if got, want := f.EnvUsed(), []string{"FENCECRON_SECRET", "PGPASSWORD"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EnvUsed = %v, want %v", got, want)
+	}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionJobs} {
+		if !f.Has(s) {
+			t.Errorf("Has(%q) = false", s)
+		}
+	}
+
+	specs, err := f.Specs()
+	if err != nil || len(specs) != 2 {
+		t.Fatalf("Specs() = %d specs, %v", len(specs), err)
+	}
+	report := specs[0]
+	if got, want := report.Schedules, []string{"0 0 9 1 * *"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("schedules = %q, want %q", got, want)
+	}
+	if report.Timeout.D() != 10*time.Minute || report.LeaseTTL.D() != 30*time.Second || report.Retries != 3 ||
+		report.Backoff.D() != 10*time.Second || report.CatchupWindow.D() != time.Hour || report.Target["zone"] != "a" {
+		t.Errorf("report durations or target wrong: %+v", report)
+	}
+	if got, want := report.DST, (jobs.DSTPolicy{Spring: "shift", Fall: "once"}); got != want {
+		t.Errorf("default dst = %+v, want %+v", got, want)
+	}
+	cleanup := specs[1]
+	// The jobs section is literal: ${...} reaches the shell untouched.
+	if got, want := cleanup.Shell, `rm -rf "${TMPDIR:-/tmp}/fencecron-scratch"`; got != want {
+		t.Errorf("shell = %q, want %q", got, want)
+	}
+	if got, want := cleanup.Env, map[string]string{"LEVEL": "3", "DEBUG": "true"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("env = %v, want %v", got, want)
+	}
+	if !cleanup.Paused || cleanup.Jitter.D() != 90*time.Second || cleanup.MaxOutputBytes != 1024 || cleanup.Dir != "/srv" {
+		t.Errorf("cleanup fields wrong: %+v", cleanup)
+	}
+	if got, want := cleanup.DST, (jobs.DSTPolicy{Spring: "skip", Fall: "twice"}); got != want {
+		t.Errorf("dst = %+v, want %+v", got, want)
+	}
+	// Normalized: defaults filled in.
+	if cleanup.Timeout.D() != jobs.DefaultTimeout || cleanup.Overlap != jobs.OverlapForbid || cleanup.Misfire != jobs.MisfireLatest {
+		t.Errorf("cleanup defaults not applied: %+v", cleanup)
+	}
+}
+
+func TestParse_Defaults(t *testing.T) {
+	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: 0123456789abcdef}\n")
+	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
+		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1}
+	if !reflect.DeepEqual(f.Node, want) {
+		t.Errorf("node = %+v\nwant  %+v", f.Node, want)
+	}
+	if f.Cluster.Profile != "default" {
+		t.Errorf("profile = %q", f.Cluster.Profile)
+	}
+	if want := (Store{Backend: "bolt", Path: "store.db", MaxBodyBytes: 16 << 20, HistoryRetention: 1000}); f.Store != want {
+		t.Errorf("store = %+v, want %+v", f.Store, want)
+	}
+	if got, want := f.StorePath(), "/var/lib/fencecron/store.db"; got != want {
+		t.Errorf("StorePath = %q, want %q", got, want)
+	}
+	if f.Has(SectionJobs) || len(f.Jobs) != 0 {
+		t.Errorf("jobs present in a file without them")
+	}
+}
+
+func TestParse_EmptyAndJobsOnly(t *testing.T) {
+	for _, src := range []string{"", "\n# only a comment\n", "---\n", "jobs: []\n", "jobs:\n"} {
+		f := MustParse(t, src)
+		if len(f.Jobs) != 0 || f.Has(SectionNode) {
+			t.Errorf("%q: %d jobs, node %v", src, len(f.Jobs), f.Has(SectionNode))
+		}
+	}
+}
+
+// The dev config is parsed by `fencecron dev`; it has only jobs.
+func TestParse_DevExample(t *testing.T) {
+	f, err := Parse("deploy/examples/dev.yaml", examples.Dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs, _ := f.Specs()
+	if len(specs) != 2 || specs[0].Name != "report" || specs[1].Name != "heartbeat" {
+		t.Fatalf("specs = %+v", specs)
+	}
+	if f.Has(SectionNode) {
+		t.Error("dev.yaml has no node section")
+	}
+}
+
+// The reference file documents every field; it must parse with its
+// secret set, and every value it shows must be the default it claims.
+func TestLoad_ReferenceExample(t *testing.T) {
+	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-16-bytes")
+	f, err := Load(filepath.Join("..", "..", "..", "deploy", "examples", "fencecron.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Jobs) < 2 {
+		t.Fatalf("reference has %d jobs", len(f.Jobs))
+	}
+	// Where the reference says "Default: X" and shows X, X must be the
+	// default.
+	if got, want := f.Node.Ports, (Ports{DefaultHTTPPort, DefaultGossipPort, DefaultRaftPort}); got != want {
+		t.Errorf("ports = %+v, want the defaults %+v", got, want)
+	}
+	if f.Node.DataDir != DefaultDataDir || f.Node.Bind != DefaultBind || !f.Node.Server || f.Cluster.Profile != DefaultProfile {
+		t.Errorf("node or cluster shows values other than the defaults: %+v %+v", f.Node, f.Cluster)
+	}
+	wantStore := Store{Backend: DefaultBackend, Path: DefaultStorePath, Serve: true, MaxBodyBytes: DefaultMaxBodyBytes, HistoryRetention: DefaultHistoryRetention}
+	if f.Store != wantStore {
+		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
+	}
+	j := f.Jobs[0]
+	def := jobs.Spec{}
+	def.Normalize()
+	if j.Timeout != def.Timeout || j.LeaseTTL != def.LeaseTTL || j.Backoff != def.Backoff || j.Overlap != def.Overlap ||
+		j.Misfire != def.Misfire || j.CatchupWindow != def.CatchupWindow || j.MaxOutputBytes != def.MaxOutputBytes ||
+		j.DST != def.DST || j.Paused || j.Jitter != 0 {
+		t.Errorf("the full job shows values other than the defaults:\n%+v\ndefaults:\n%+v", j, def)
+	}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionJobs} {
+		if !f.Has(s) {
+			t.Errorf("reference lacks section %s", s)
+		}
+	}
+}
+
+func TestLoad_Errors(t *testing.T) {
+	if _, err := Load(filepath.Join(t.TempDir(), "missing.yaml")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("# "+strings.Repeat("x", MaxFileSize)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Load(big); err == nil || !strings.Contains(err.Error(), "larger than") {
+		t.Errorf("big file: %v", err)
+	}
+}
+
+// Every problem, with its position, all reported together.
+func TestParse_Problems(t *testing.T) {
+	const node = "node: {bootstrap_expect: 1}\ncluster: {secret: 0123456789abcdef}\n"
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"syntax", "jobs:\n  - name: a\n   schedule: x\n", []string{"test.yaml:3: YAML syntax: did not find expected '-' indicator"}},
+		{"syntax tab", "node:\n  name: a\n\tbind: x\n", []string{"test.yaml:3: YAML syntax: found a tab character"}},
+		{"syntax unclosed flow", "node: {name: a}\njobs: [a, b\n", []string{"test.yaml:2: YAML syntax: did not find expected ',' or ']'"}},
+		{"syntax key", "node:\n  name: a\n bind: x\n", []string{"test.yaml:3: YAML syntax: did not find expected key"}},
+		{"two documents", "jobs: []\n---\njobs: []\n", []string{"test.yaml:2:1: a second YAML document"}},
+		{"top level list", "- a\n", []string{"test.yaml:1:1: expected a mapping with sections node, cluster, store, jobs; got a list"}},
+		{"unknown section", "job: []\n", []string{`test.yaml:1:1: unknown field "job" (did you mean "jobs"?)`}},
+		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, jobs`}},
+		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
+		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
+		{"node not a mapping", "node: n1\ncluster: {secret: 0123456789abcdef}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
+		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
+			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
+		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{
+			`test.yaml:1:19: cluster.secret: bad variable reference at "${FENCECRON SECRET}"`}},
+		{"empty env makes the secret missing", "node: {bootstrap_expect: 1}\ncluster: {secret: '${EMPTY}'}\n", []string{
+			"test.yaml:2:19: cluster.secret: required for a node"}},
+		{"node problems", `node:
+  name: "bad name"
+  bind: 0.0.0.0
+  server: maybe
+  ports: {http: 70000, gossip: 7946, raft: 7946}
+  join: ["10.0.0.2:7946", "10.0.0.3", ":7946"]
+  bootstrap_expect: -1
+  tagz: {zone: a}
+cluster:
+  secret: short
+  profile: quick
+`, []string{
+			`test.yaml:2:9: node.name: "bad name": want 1-128 letters`,
+			"test.yaml:3:9: node.advertise: required when bind is 0.0.0.0",
+			`test.yaml:4:11: node.server: expected true or false, got "maybe"`,
+			"test.yaml:5:10: node.ports: http 8080, gossip 7946 and raft 7946 must differ",
+			"test.yaml:5:17: node.ports.http: port 70000: want 1 to 65535",
+			`test.yaml:6:27: node.join[1]: "10.0.0.3": want host:port`,
+			`test.yaml:6:39: node.join[2]: ":7946": the host is missing`,
+			"test.yaml:7:21: node.bootstrap_expect: -1: must not be negative",
+			`test.yaml:8:3: node: unknown field "tagz" (did you mean "tags"?)`,
+			"test.yaml:10:11: cluster.secret: 5 bytes: want at least 16",
+			`test.yaml:11:12: cluster.profile: "quick": want default or fast`,
+		}},
+		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: 0123456789abcdef}\n", []string{
+			"test.yaml:1:41: node.bootstrap_expect: only a server bootstraps"}},
+		{"a lone server must bootstrap", "node: {name: n1}\ncluster: {secret: 0123456789abcdef}\n", []string{
+			"test.yaml:1:7: node.bootstrap_expect: a server with no join addresses must bootstrap"}},
+		{"node without cluster", "node: {bootstrap_expect: 1}\n", []string{"test.yaml:1:1: cluster.secret: required for a node"}},
+		{"store problems", "store:\n  backend: s3\n  max_body_bytes: lots\n  history_retention: -1\n", []string{
+			`test.yaml:2:12: store.backend: "s3": want bolt, postgres or remote`,
+			`test.yaml:3:19: store.max_body_bytes: expected a size in bytes such as 1048576 or 16MiB, got "lots"`,
+			"test.yaml:4:22: store.history_retention: -1: must be positive"}},
+		{"postgres needs a url", "store: {backend: postgres}\n", []string{"test.yaml:1:8: store.url: required for backend postgres"}},
+		{"postgres url scheme", "store: {backend: postgres, url: 'mysql://db'}\n", []string{"test.yaml:1:33: store.url: want a postgres:// or postgresql:// URL"}},
+		{"remote store", "store: {backend: remote, url: 'db:8080', serve: true}\n", []string{
+			`test.yaml:1:31: store.url: "db:8080": want http://host:port`,
+			"test.yaml:1:49: store.serve: a node whose store is remote cannot serve it"}},
+		{"bolt with url", "store: {url: 'http://x'}\n", []string{"test.yaml:1:14: store.url: only for backend postgres or remote"}},
+		{"jobs not a list", "jobs: {name: a}\n", []string{"test.yaml:1:7: jobs: expected a list of jobs, got a mapping"}},
+		{"job not a mapping", "jobs: [report]\n", []string{`test.yaml:1:8: jobs[0]: expected a job (a mapping with name, schedule, command, ...), got "report"`}},
+		{"job problems", `jobs:
+  - name: Report_1
+    schedule: "0 0 9 1 * * *"
+    timezone: Europe/Berlinn
+    command: "/bin/echo hi"
+    timeout: 10
+    lease_ttl: 10ms
+    retries: three
+    overlap: queue
+    misfire: never
+    dst: {spring: jump, fall: thrice}
+    env: {OK: 1, FENCECRON_TOKEN: forged, 2BAD: x}
+    dir: relative/dir
+    output: '/reports/{{ .Job }}'
+    target: {"": a}
+    paused: sometimes
+    jitter: -1s
+    max_output_bytes: 1GiB
+    timout: 5m
+`, []string{
+			`test.yaml:2:11: jobs[0].name: "Report_1" is not a DNS label`,
+			`test.yaml:3:15: jobs[0].schedule: "0 0 9 1 * * *": want 5 fields`,
+			`test.yaml:4:15: jobs[0].timezone: unknown time zone "Europe/Berlinn"`,
+			`test.yaml:5:14: jobs[0].command: expected a list of strings such as ["/usr/bin/report", "--month", "previous"]; for a command line use shell:, got "/bin/echo hi"`,
+			`test.yaml:6:14: jobs[0].timeout: expected a Go duration such as 90s or 10m, got "10" (a unit is required)`,
+			"test.yaml:7:16: jobs[0].lease_ttl: 10ms: want at least 1s",
+			`test.yaml:8:14: jobs[0].retries: expected an integer, got "three"`,
+			`test.yaml:9:14: jobs[0].overlap: "queue": want forbid, allow or replace`,
+			`test.yaml:10:14: jobs[0].misfire: "never": want skip, latest or all`,
+			`test.yaml:11:19: jobs[0].dst.spring: "jump": want shift or skip`,
+			`test.yaml:11:31: jobs[0].dst.fall: "thrice": want once or twice`,
+			`test.yaml:12:18: jobs[0].env: "FENCECRON_TOKEN": names starting with FENCECRON_ are reserved`,
+			`test.yaml:12:43: jobs[0].env: "2BAD" is not a variable name`,
+			`test.yaml:13:10: jobs[0].dir: "relative/dir": want an absolute path`,
+			`test.yaml:14:13: jobs[0].output: renders "/reports/Report_1", not a valid store key`,
+			"test.yaml:15:13: jobs[0].target: empty tag name",
+			`test.yaml:16:13: jobs[0].paused: expected true or false, got "sometimes"`,
+			"test.yaml:17:13: jobs[0].jitter: -1s: must not be negative",
+			"test.yaml:18:23: jobs[0].max_output_bytes: 1073741824 is more than store.max_body_bytes (16777216)",
+			`test.yaml:19:5: jobs[0]: unknown field "timout" (did you mean "timeout"?)`,
+		}},
+		{"missing required job fields", "jobs:\n  - timezone: UTC\n", []string{
+			"test.yaml:2:5: jobs[0].name: required",
+			"test.yaml:2:5: jobs[0].schedule: required",
+			"test.yaml:2:5: jobs[0].command: required"}},
+		{"schedule and schedules", "jobs:\n  - {name: a, schedule: '@daily', schedules: ['@hourly'], shell: 'true'}\n", []string{
+			"test.yaml:2:46: jobs[0].schedules: give schedule or schedules, not both"}},
+		{"second schedule bad", "jobs:\n  - name: a\n    schedules: ['@daily', '@every 1.5s', '0 0 30 2 *']\n    shell: 'true'\n", []string{
+			`test.yaml:3:27: jobs[0].schedules[1]: "@every 1.5s": @every interval must be a whole number of seconds`,
+			`test.yaml:3:42: jobs[0].schedules[2]: "0 0 30 2 *": never fires`}},
+		{"command and shell", "jobs:\n  - {name: a, schedule: '@daily', command: [x], shell: 'true'}\n", []string{
+			"test.yaml:2:56: jobs[0].shell: give command or shell, not both"}},
+		{"empty program", "jobs:\n  - {name: a, schedule: '@daily', command: ['', x]}\n", []string{
+			"test.yaml:2:45: jobs[0].command[0]: the program is empty"}},
+		{"duplicate names", "jobs:\n  - {name: a, schedule: '@daily', shell: x}\n  - {name: a, schedule: '@daily', shell: y}\n", []string{
+			`test.yaml:3:12: jobs[1].name: "a" is already the name of the job on line 2`}},
+		{"duplicate env key", "jobs:\n  - {name: a, schedule: '@daily', shell: x, env: {A: 1, A: 2}}\n", []string{
+			"test.yaml:2:57: jobs[0].env.A: duplicate key (first on line 2)"}},
+		{"jitter too long", "jobs:\n  - {name: a, schedule: '@every 1m', shell: x, jitter: 2m}\n", []string{
+			"test.yaml:2:56: jobs[0].jitter: 2m0s: want less than the shortest interval between fire times (1m0s)"}},
+		{"output template", "jobs:\n  - {name: a, schedule: '@daily', shell: x, output: '{{ .Nope }}'}\n", []string{
+			"test.yaml:2:53: jobs[0].output: output template: "}},
+		{"problems in several sections at once", node + "store: {backend: x}\njobs:\n  - {name: A, schedule: '@daily', shell: x}\n", []string{
+			`test.yaml:3:18: store.backend: "x": want bolt, postgres or remote`,
+			`test.yaml:5:12: jobs[0].name: "A" is not a DNS label`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := problems(t, tt.src)
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d problems, want %d:\n%s", len(got), len(tt.want), strings.Join(got, "\n"))
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tt.want[i]) {
+					t.Errorf("problem %d:\n got %s\nwant %s...", i, got[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestFile_JobsHash(t *testing.T) {
+	a := MustParse(t, "jobs:\n  - {name: a, schedule: '@daily', shell: x}\n  - {name: b, schedules: ['@hourly'], command: [/bin/true], timeout: 10m}\n")
+	b := MustParse(t, "jobs:\n  - {name: b, schedule: '@hourly', command: [/bin/true]}\n  - {name: a, schedules: ['@daily'], shell: x, dst: {spring: shift}}\n")
+	if a.JobsHash() != b.JobsHash() {
+		t.Errorf("equivalent job sets hash differently: %s vs %s", a.JobsHash(), b.JobsHash())
+	}
+	c := MustParse(t, "jobs:\n  - {name: a, schedule: '@daily', shell: x, paused: true}\n  - {name: b, schedule: '@hourly', command: [/bin/true]}\n")
+	if a.JobsHash() == c.JobsHash() {
+		t.Error("pausing a job did not change the hash")
+	}
+}
+
+func TestExpandEnv(t *testing.T) {
+	tests := []struct{ in, want, err string }{
+		{"plain", "plain", ""},
+		{"$HOME and $ alone", "$HOME and $ alone", ""},
+		{"${FENCECRON_SECRET}", "0123456789abcdef0123", ""},
+		{"a${EMPTY}b", "ab", ""},
+		{"$${FENCECRON_SECRET}", "${FENCECRON_SECRET}", ""},
+		{"x${PGPASSWORD}y${PGPASSWORD}", "xs3crety" + "s3cret", ""},
+		{"${UNSET}", "", "environment variable UNSET is not set"},
+		{"${", "", "bad variable reference"},
+		{"${1A}", "", "bad variable reference"},
+		{"${A-b}", "", "bad variable reference"},
+	}
+	for _, tt := range tests {
+		got, err := expandEnv(tt.in, lookup, nil)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("expandEnv(%q) err = %v, want %q", tt.in, err, tt.err)
+			}
+			continue
+		}
+		if err != nil || got != tt.want {
+			t.Errorf("expandEnv(%q) = %q, %v; want %q", tt.in, got, err, tt.want)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"0": 0, "1024": 1024, "16MiB": 16 << 20, "1 KiB": 1024, "2GB": 2e9, "1_000": 1000, "5B": 5} {
+		if got, err := parseSize(in); err != nil || got != want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "MiB", "1.5MiB", "10TiB", "9223372036854775807GiB", "x"} {
+		if _, err := parseSize(in); err == nil {
+			t.Errorf("parseSize(%q) succeeded", in)
+		}
+	}
+}

@@ -1,0 +1,221 @@
+package jobs
+
+import (
+	"fmt"
+	"maps"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Limits that Validate enforces.
+const (
+	MaxNameLen  = 63
+	MaxRetries  = 100
+	MinLeaseTTL = time.Second
+)
+
+var (
+	nameRE   = regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+)
+
+// FenceEnvPrefix starts the names of the variables the worker sets for a
+// job's process; a job's own env may not use it.
+const FenceEnvPrefix = "FENCECRON_"
+
+// FieldError is one problem with one field of a job spec. Field is the
+// field's name as written in the config file ("timeout", "dst.spring",
+// "" for the job as a whole); Index is the element of a list field the
+// problem concerns, or -1.
+type FieldError struct {
+	Field string
+	Index int
+	// Key is the map key a problem with env or target concerns.
+	Key string
+	Msg string
+}
+
+func (e FieldError) Error() string {
+	switch {
+	case e.Field == "":
+		return e.Msg
+	case e.Index >= 0:
+		return fmt.Sprintf("%s[%d]: %s", e.Field, e.Index, e.Msg)
+	}
+	return e.Field + ": " + e.Msg
+}
+
+// SpecError lists everything wrong with one job spec. It wraps
+// ErrInvalidConfig.
+type SpecError struct {
+	Job      string
+	Problems []FieldError
+}
+
+func (e *SpecError) Error() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Error()
+	}
+	return fmt.Sprintf("job %q: %s", e.Job, strings.Join(msgs, "; "))
+}
+
+// Unwrap returns ErrInvalidConfig.
+func (e *SpecError) Unwrap() error { return ErrInvalidConfig }
+
+// Validate checks every field of s and returns a *SpecError listing all
+// problems, or nil. Zero values that Normalize fills in are valid. It does
+// not check what depends on other jobs (unique names) or on the store
+// (key syntax, body limits); the config loader does.
+func (s *Spec) Validate() error {
+	var errs []FieldError
+	bad := func(field string, index int, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
+	}
+	badKey := func(field, key string, format string, args ...any) {
+		errs = append(errs, FieldError{Field: field, Index: -1, Key: key, Msg: fmt.Sprintf(format, args...)})
+	}
+
+	switch {
+	case s.Name == "":
+		bad("name", -1, "required")
+	case len(s.Name) > MaxNameLen || !nameRE.MatchString(s.Name):
+		bad("name", -1, "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s.Name, MaxNameLen)
+	}
+
+	loc, zerr := LoadZone(s.Timezone)
+	if zerr != nil {
+		bad("timezone", -1, "%v", zerr)
+	}
+	if len(s.Schedules) == 0 {
+		bad("schedule", -1, "required: a cron expression, a descriptor such as @daily, or @every 90s")
+	}
+	schedOK := len(s.Schedules) > 0
+	for i, e := range s.Schedules {
+		if _, _, err := ParseExpr(e); err != nil {
+			bad("schedules", i, "%q: %v", e, err)
+			schedOK = false
+		}
+	}
+	if s.DST.Spring != "" && s.DST.Spring != SpringShift && s.DST.Spring != SpringSkip {
+		bad("dst.spring", -1, "%q: want shift or skip", s.DST.Spring)
+	}
+	if s.DST.Fall != "" && s.DST.Fall != FallOnce && s.DST.Fall != FallTwice {
+		bad("dst.fall", -1, "%q: want once or twice", s.DST.Fall)
+	}
+
+	switch {
+	case len(s.Command) == 0 && s.Shell == "":
+		bad("command", -1, "required: an argv list, or shell: with a script for /bin/sh -c")
+	case len(s.Command) > 0 && s.Shell != "":
+		bad("shell", -1, "give command or shell, not both")
+	}
+	for i, a := range s.Command {
+		switch {
+		case i == 0 && strings.TrimSpace(a) == "":
+			bad("command", i, "the program is empty")
+		case strings.ContainsRune(a, 0):
+			bad("command", i, "contains a NUL byte")
+		}
+	}
+	if strings.ContainsRune(s.Shell, 0) {
+		bad("shell", -1, "contains a NUL byte")
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		switch {
+		case !envKeyRE.MatchString(k):
+			badKey("env", k, "%q is not a variable name (letters, digits, '_', not starting with a digit)", k)
+		case strings.HasPrefix(k, FenceEnvPrefix):
+			badKey("env", k, "%q: names starting with %s are reserved for the fence environment", k, FenceEnvPrefix)
+		case strings.ContainsRune(s.Env[k], 0):
+			badKey("env", k, "%q: value contains a NUL byte", k)
+		}
+	}
+	if s.Dir != "" && !filepath.IsAbs(s.Dir) {
+		bad("dir", -1, "%q: want an absolute path", s.Dir)
+	}
+
+	if s.Output != "" && zerr == nil {
+		if err := s.checkOutput(loc); err != nil {
+			bad("output", -1, "%v", err)
+		}
+	}
+
+	nonNegative := func(field string, d Duration) {
+		if d < 0 {
+			bad(field, -1, "%s: must not be negative", d)
+		}
+	}
+	nonNegative("timeout", s.Timeout)
+	nonNegative("backoff", s.Backoff)
+	nonNegative("catchup_window", s.CatchupWindow)
+	nonNegative("jitter", s.Jitter)
+	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL.D() < MinLeaseTTL) {
+		bad("lease_ttl", -1, "%s: want at least %s", s.LeaseTTL, MinLeaseTTL)
+	}
+	if s.Retries < 0 || s.Retries > MaxRetries {
+		bad("retries", -1, "%d: want 0 to %d", s.Retries, MaxRetries)
+	}
+	if s.MaxOutputBytes < 0 {
+		bad("max_output_bytes", -1, "%d: must not be negative", s.MaxOutputBytes)
+	}
+	switch s.Overlap {
+	case "", OverlapForbid, OverlapAllow, OverlapReplace:
+	default:
+		bad("overlap", -1, "%q: want forbid, allow or replace", s.Overlap)
+	}
+	switch s.Misfire {
+	case "", MisfireSkip, MisfireLatest, MisfireAll:
+	default:
+		bad("misfire", -1, "%q: want skip, latest or all", s.Misfire)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Target)) {
+		if k == "" {
+			badKey("target", k, "empty tag name")
+		}
+	}
+
+	// Jitter that reaches the next fire time would let runs pile up.
+	if schedOK && zerr == nil && s.Jitter > 0 {
+		if sched, err := s.Schedule(); err == nil {
+			if gap := minGap(sched); gap > 0 && s.Jitter.D() >= gap {
+				bad("jitter", -1, "%s: want less than the shortest interval between fire times (%s)", s.Jitter, gap)
+			}
+		}
+	}
+
+	if len(errs) == 0 {
+		return nil
+	}
+	return &SpecError{Job: s.Name, Problems: errs}
+}
+
+// checkOutput parses the output key template and renders it for a sample
+// scheduled time.
+func (s *Spec) checkOutput(loc *time.Location) error {
+	sample := time.Date(2026, time.December, 31, 23, 59, 58, 0, loc)
+	key, err := s.OutputKey(sample)
+	if err != nil {
+		return err
+	}
+	if key == "" {
+		return fmt.Errorf("%q renders an empty key", s.Output)
+	}
+	return nil
+}
+
+// minGap returns the shortest interval between the schedule's fire times
+// over a sample of them (zero if it fires fewer than twice).
+func minGap(s *Schedule) time.Duration {
+	var gap time.Duration
+	ts := s.NextN(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), 50)
+	for i := 1; i < len(ts); i++ {
+		if d := ts[i].Sub(ts[i-1]); gap == 0 || d < gap {
+			gap = d
+		}
+	}
+	return gap
+}

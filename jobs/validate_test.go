@@ -1,0 +1,139 @@
+package jobs_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+func validSpec() jobs.Spec {
+	return jobs.Spec{
+		Name:      "monthly-report",
+		Schedules: []string{"0 0 9 1 * *"},
+		Timezone:  "Europe/Berlin",
+		Command:   []string{"/usr/local/bin/build-report"},
+		Output:    `reports/{{ .Scheduled.Format "2006-01" }}.csv`,
+	}
+}
+
+func TestSpec_Validate(t *testing.T) {
+	tests := []struct {
+		name   string
+		modify func(*jobs.Spec)
+		want   []string // FieldError strings, in order
+	}{
+		{"valid", func(s *jobs.Spec) {}, nil},
+		{"valid shell with everything set", func(s *jobs.Spec) {
+			s.Command, s.Shell = nil, "echo hi"
+			s.Env = map[string]string{"A_1": "x"}
+			s.Dir, s.Timeout, s.LeaseTTL, s.Retries, s.Backoff = "/tmp", jobs.Duration(time.Minute), jobs.Duration(time.Second), 3, jobs.Duration(time.Second)
+			s.Overlap, s.Misfire, s.CatchupWindow = jobs.OverlapReplace, jobs.MisfireAll, jobs.Duration(time.Hour)
+			s.Target, s.MaxOutputBytes, s.Jitter = map[string]string{"zone": "a"}, 10, jobs.Duration(time.Minute)
+			s.DST = jobs.DSTPolicy{Spring: jobs.SpringSkip, Fall: jobs.FallTwice}
+		}, nil},
+		{"missing name", func(s *jobs.Spec) { s.Name = "" }, []string{"name: required"}},
+		{"name with capitals", func(s *jobs.Spec) { s.Name = "Report" }, []string{`name: "Report" is not a DNS label`}},
+		{"name with trailing dash", func(s *jobs.Spec) { s.Name = "report-" }, []string{`name: "report-" is not a DNS label`}},
+		{"name too long", func(s *jobs.Spec) { s.Name = strings.Repeat("a", 64) }, []string{"name: "}},
+		{"no schedule", func(s *jobs.Spec) { s.Schedules = nil }, []string{"schedule: required"}},
+		{"second schedule bad", func(s *jobs.Spec) { s.Schedules = []string{"@daily", "* *"} }, []string{`schedules[1]: "* *": want 5 fields`}},
+		{"bad zone", func(s *jobs.Spec) { s.Timezone = "Europe/Atlantis" }, []string{`timezone: unknown time zone "Europe/Atlantis"`}},
+		{"bad dst", func(s *jobs.Spec) { s.DST = jobs.DSTPolicy{Spring: "jump", Fall: "never"} }, []string{`dst.spring: "jump": want shift or skip`, `dst.fall: "never": want once or twice`}},
+		{"no command", func(s *jobs.Spec) { s.Command = nil }, []string{"command: required"}},
+		{"command and shell", func(s *jobs.Spec) { s.Shell = "true" }, []string{"shell: give command or shell, not both"}},
+		{"empty program", func(s *jobs.Spec) { s.Command = []string{" ", "x"} }, []string{"command[0]: the program is empty"}},
+		{"env names", func(s *jobs.Spec) { s.Env = map[string]string{"1X": "", "FENCECRON_TOKEN": "forged"} }, []string{
+			`env: "1X" is not a variable name`, `env: "FENCECRON_TOKEN": names starting with FENCECRON_ are reserved`}},
+		{"relative dir", func(s *jobs.Spec) { s.Dir = "work" }, []string{`dir: "work": want an absolute path`}},
+		{"output does not parse", func(s *jobs.Spec) { s.Output = "reports/{{ .Scheduled" }, []string{"output: output template:"}},
+		{"output names an unknown field", func(s *jobs.Spec) { s.Output = "reports/{{ .When }}" }, []string{"output: output template:"}},
+		{"output renders empty", func(s *jobs.Spec) { s.Output = `{{ if false }}x{{ end }}` }, []string{"renders an empty key"}},
+		{"negative durations", func(s *jobs.Spec) {
+			s.Timeout, s.Backoff, s.CatchupWindow, s.Jitter = -1, -1, -1, -1
+		}, []string{"timeout: -1ns: must not be negative", "backoff:", "catchup_window:", "jitter:"}},
+		{"short lease", func(s *jobs.Spec) { s.LeaseTTL = jobs.Duration(time.Millisecond) }, []string{"lease_ttl: 1ms: want at least 1s"}},
+		{"retries", func(s *jobs.Spec) { s.Retries = 101 }, []string{"retries: 101: want 0 to 100"}},
+		{"max output", func(s *jobs.Spec) { s.MaxOutputBytes = -5 }, []string{"max_output_bytes: -5"}},
+		{"enums", func(s *jobs.Spec) { s.Overlap, s.Misfire = "queue", "never" }, []string{`overlap: "queue"`, `misfire: "never"`}},
+		{"empty target tag", func(s *jobs.Spec) { s.Target = map[string]string{"": "a"} }, []string{"target: empty tag name"}},
+		{"jitter longer than the interval", func(s *jobs.Spec) {
+			s.Schedules, s.Jitter = []string{"@every 1m"}, jobs.Duration(time.Minute)
+		}, []string{"jitter: 1m0s: want less than the shortest interval between fire times (1m0s)"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := validSpec()
+			tt.modify(&s)
+			err := s.Validate()
+			if len(tt.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate() = %v, want nil", err)
+				}
+				return
+			}
+			var se *jobs.SpecError
+			if !errors.As(err, &se) {
+				t.Fatalf("Validate() = %v, want a *SpecError", err)
+			}
+			if !errors.Is(err, jobs.ErrInvalidConfig) {
+				t.Error("SpecError does not wrap ErrInvalidConfig")
+			}
+			if got, want := len(se.Problems), len(tt.want); got != want {
+				t.Fatalf("%d problems, want %d: %v", got, want, err)
+			}
+			for i, p := range se.Problems {
+				if !strings.HasPrefix(p.Error(), tt.want[i]) && !strings.Contains(p.Error(), tt.want[i]) {
+					t.Errorf("problem %d = %q, want it to start with %q", i, p.Error(), tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestSpec_JitterFor(t *testing.T) {
+	s := validSpec()
+	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	if got := s.JitterFor(at); got != 0 {
+		t.Errorf("no jitter configured, got %s", got)
+	}
+	s.Jitter = jobs.Duration(10 * time.Minute)
+	first := s.JitterFor(at)
+	if got := s.JitterFor(at.In(time.FixedZone("X", 3600))); got != first {
+		t.Errorf("jitter depends on the zone the time is expressed in: %s vs %s", got, first)
+	}
+	// Pinned, computed outside Go:
+	//   printf monthly-report@20260701T090000Z | sha256sum  -> first 16 hex
+	//   digits as an integer, mod 600000 (ms) = 156051.
+	if got, want := first, 2*time.Minute+36*time.Second+51*time.Millisecond; got != want {
+		t.Errorf("JitterFor = %s, want %s (the derivation changed)", got, want)
+	}
+	seen := map[time.Duration]bool{}
+	for i := range 200 {
+		d := s.JitterFor(at.Add(time.Duration(i) * time.Hour))
+		if d < 0 || d >= s.Jitter.D() || d%time.Millisecond != 0 {
+			t.Fatalf("jitter %s out of [0, %s) or not whole milliseconds", d, s.Jitter)
+		}
+		seen[d] = true
+	}
+	if len(seen) < 150 {
+		t.Errorf("only %d distinct jitters over 200 runs", len(seen))
+	}
+	other := validSpec()
+	other.Name, other.Jitter = "other", s.Jitter
+	if other.JitterFor(at) == first {
+		t.Error("two jobs got the same jitter for the same time")
+	}
+}
+
+func TestSpec_RetryDelay(t *testing.T) {
+	s := validSpec()
+	s.Backoff = jobs.Duration(10 * time.Second)
+	for n, want := range map[int]time.Duration{1: 10 * time.Second, 2: 20 * time.Second, 3: 40 * time.Second, 9: 2560 * time.Second, 10: time.Hour, 1000: time.Hour} {
+		if got := s.RetryDelay(n); got != want {
+			t.Errorf("RetryDelay(%d) = %s, want %s", n, got, want)
+		}
+	}
+}
