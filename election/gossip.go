@@ -35,6 +35,8 @@ type Meta struct {
 	// Leading and Term let workers, which have no Raft, find the leader.
 	Leading bool   `json:"leading,omitempty"`
 	Term    uint64 `json:"term,omitempty"`
+	// NoJobs keeps jobs off this node (node.run_jobs: false).
+	NoJobs bool `json:"no_jobs,omitempty"`
 	// Leaving is set just before a graceful leave, so peers can tell it
 	// from a crash.
 	Leaving bool `json:"leaving,omitempty"`

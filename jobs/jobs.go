@@ -194,6 +194,3 @@ func SplitAttemptID(id string) (runID string, n int, ok bool) {
 	}
 	return id[:i], n, true
 }
-
-// sampleTime is a fixed time to try templates with.
-var sampleTime = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)

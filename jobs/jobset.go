@@ -23,9 +23,9 @@ func HashSpecs(specs []Spec) string {
 	return hex.EncodeToString(sum[:8])
 }
 
-// CheckSet checks a job set as a whole before it is replicated: unique
-// names, schedules that parse, a command to run, and an output template
-// that renders. It returns every problem, wrapping ErrInvalidConfig.
+// CheckSet checks a job set as a whole before it is replicated: every
+// spec valid (Spec.Validate) and names unique. It returns every problem,
+// wrapping ErrInvalidConfig.
 func CheckSet(specs []Spec) error {
 	var problems []string
 	seen := map[string]bool{}
@@ -33,18 +33,11 @@ func CheckSet(specs []Spec) error {
 		name := s.Name
 		if name == "" {
 			name = fmt.Sprintf("#%d", i+1)
-			problems = append(problems, fmt.Sprintf("job %s: no name", name))
 		} else if seen[name] {
 			problems = append(problems, fmt.Sprintf("job %s: defined twice", name))
 		}
 		seen[name] = true
-		if _, err := ParseSchedule(s.Schedules, s.Timezone); err != nil {
-			problems = append(problems, fmt.Sprintf("job %s: %v", name, err))
-		}
-		if len(s.Argv()) == 0 {
-			problems = append(problems, fmt.Sprintf("job %s: no command or shell", name))
-		}
-		if _, err := s.OutputKey(sampleTime); err != nil {
+		if err := s.Validate(); err != nil {
 			problems = append(problems, fmt.Sprintf("job %s: %v", name, err))
 		}
 	}

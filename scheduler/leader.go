@@ -21,8 +21,6 @@ const (
 	misfireGrace = 2 * time.Second
 	// maxEnumerate bounds how many missed fire times one pass walks.
 	maxEnumerate = 100000
-	// maxBackoff caps the exponential retry backoff.
-	maxBackoff = time.Hour
 	// leaseTick is how often the leader looks for expired leases and due
 	// retries.
 	leaseTick = 100 * time.Millisecond
@@ -99,7 +97,7 @@ func (l *leader) run() {
 	for {
 		wait := time.Hour
 		if len(q) > 0 {
-			wait = max(q[0].next.Sub(s.Clock.Now()), 0)
+			wait = max(q[0].fireAt.Sub(s.Clock.Now()), 0)
 		}
 		t := s.Clock.NewTimer(wait)
 		select {
@@ -130,19 +128,26 @@ func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, 
 }
 
 // fireEntry is one job in the firing queue: fire times after `after`
-// have not been handled yet; next is the first of them.
+// have not been handled yet; next is the first of them, and fireAt is
+// when it fires: next plus the job's deterministic jitter.
 type fireEntry struct {
-	spec  jobs.Spec
-	sched *jobs.Schedule
-	after time.Time
-	next  time.Time
+	spec   jobs.Spec
+	sched  *jobs.Schedule
+	after  time.Time
+	next   time.Time
+	fireAt time.Time
+}
+
+func (e *fireEntry) setNext(t time.Time) {
+	e.next = t
+	e.fireAt = t.Add(e.spec.JitterFor(t))
 }
 
 // fireQueue is a min-heap of next fire times.
 type fireQueue []*fireEntry
 
 func (q fireQueue) Len() int           { return len(q) }
-func (q fireQueue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
+func (q fireQueue) Less(i, j int) bool { return q[i].fireAt.Before(q[j].fireAt) }
 func (q fireQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *fireQueue) Push(x any)        { *q = append(*q, x.(*fireEntry)) }
 func (q *fireQueue) Pop() any {
@@ -169,7 +174,9 @@ func (l *leader) buildQueue() fireQueue {
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			q = append(q, &fireEntry{spec: spec, sched: sched, after: after, next: next})
+			e := &fireEntry{spec: spec, sched: sched, after: after}
+			e.setNext(next)
+			q = append(q, e)
 		}
 	}
 	heap.Init(&q)
@@ -179,11 +186,11 @@ func (l *leader) buildQueue() fireQueue {
 // fireDue handles every job whose next fire time has come.
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
-	for q.Len() > 0 && !(*q)[0].next.After(now) && l.ctx.Err() == nil {
+	for q.Len() > 0 && !(*q)[0].fireAt.After(now) && l.ctx.Err() == nil {
 		e := (*q)[0]
 		last := l.handleDue(e, now)
 		e.after = last
-		e.next = e.sched.Next(last)
+		e.setNext(e.sched.Next(last))
 		if e.next.IsZero() {
 			heap.Pop(q)
 		} else {
@@ -204,7 +211,7 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 	var expired jobs.SkipRange
 	var due []time.Time
 	last := e.after
-	for t := e.next; !t.IsZero() && !t.After(now) && expired.Count+len(due) < maxEnumerate; t = e.sched.Next(t) {
+	for t := e.next; !t.IsZero() && !t.Add(spec.JitterFor(t)).After(now) && expired.Count+len(due) < maxEnumerate; t = e.sched.Next(t) {
 		last = t
 		if t.Before(horizon) {
 			if expired.Count == 0 {
@@ -354,7 +361,7 @@ func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool
 	}
 	var cands []cand
 	for _, m := range l.s.Raft.Members() {
-		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving {
+		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving || m.Meta.NoJobs {
 			continue
 		}
 		match := true
@@ -603,10 +610,7 @@ func (l *leader) scheduleRetry(run jobs.Run) {
 	if !ok || len(run.Attempts) >= spec.Retries+1 {
 		return
 	}
-	backoff := spec.Backoff.D()
-	for range a.Number - 1 {
-		backoff = min(2*backoff, maxBackoff)
-	}
+	backoff := spec.RetryDelay(a.Number)
 	if a.Expired && a.State == jobs.Lost {
 		backoff = 0 // a takeover does not wait
 	}

@@ -46,9 +46,12 @@ type Worker struct {
 	TokenText func(a Assignment) string
 	// Grace is how long a job's process group gets between SIGTERM and
 	// SIGKILL when its attempt is cancelled, lost or times out.
-	Grace  time.Duration
-	Faults *Faults
-	Logger *slog.Logger
+	Grace time.Duration
+	// DropEnv names variables of the worker's environment that jobs must
+	// not inherit (the config's secrets).
+	DropEnv []string
+	Faults  *Faults
+	Logger  *slog.Logger
 
 	mu     sync.Mutex
 	seen   map[string]bool // attempts accepted here, running or recently finished
@@ -207,6 +210,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		Timeout:   a.Spec.Timeout.D(),
 		MaxOutput: a.Spec.MaxOutputBytes,
 		Grace:     w.Grace,
+		DropEnv:   w.DropEnv,
 	})
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" {

@@ -50,6 +50,8 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		ID:              "dev",
 		DataDir:         *dataDir,
 		Server:          true,
+		RunJobs:         true,
+		Store:           config.Store{Backend: config.BackendBolt, Serve: true},
 		Bind:            host,
 		HTTPPort:        port,
 		RaftPort:        *raftPort,

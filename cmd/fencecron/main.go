@@ -55,6 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "agent":
+		return runAgent(ctx, args[1:], stderr)
+	case "apply":
+		return runApply(ctx, args[1:], stdout, stderr)
 	case "status":
 		return runStatus(ctx, args[1:], stdout, stderr)
 	case "jobs":

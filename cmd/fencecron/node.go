@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/hex"
+	"fmt"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -10,10 +11,12 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
+	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web"
@@ -28,6 +31,7 @@ type nodeOptions struct {
 	ID                   string
 	DataDir              string
 	Server               bool
+	RunJobs              bool
 	Bind, Advertise      string
 	HTTPPort             int
 	RaftPort, GossipPort int
@@ -42,6 +46,12 @@ type nodeOptions struct {
 	InitialSource string
 	// ConfigHash is the hash of this node's own jobs, for drift reports.
 	ConfigHash string
+	// Store selects the fenced store backend; StorePath is the bolt file.
+	Store     config.Store
+	StorePath string
+	// DropEnv names environment variables (the config's secrets) that
+	// jobs must not inherit.
+	DropEnv []string
 	// Faults injects failures for tests (FENCECRON_FAULTS).
 	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
@@ -90,11 +100,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		}
 	}
 
-	store := bolt.New(filepath.Join(o.DataDir, "store.db"))
-	if err := store.Open(); err != nil {
+	store, maxBody, closeStore, err := openStore(o, signer)
+	if err != nil {
 		return err
 	}
-	closers = append(closers, func(context.Context) error { return store.Close() })
+	closers = append(closers, closeStore)
 
 	fsm := scheduler.NewFSM()
 	node := election.New(election.Config{
@@ -109,7 +119,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Join:            o.Join,
 		Secret:          o.Secret,
 		Profile:         o.Profile,
-		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash},
+		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
 		Logger:          log,
 	}, fsm)
 	if err := node.Open(); err != nil {
@@ -130,7 +140,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
-		Grace: 2 * time.Second, Faults: o.Faults, Logger: log,
+		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
 	}
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
@@ -139,13 +149,23 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, Credential: cred, Logger: log,
-		StoreAPI: &httpstore.Handler{Store: store, Signer: signer, MaxBodyBytes: store.MaxBodyBytes, Logger: log},
 	}
+	// Only a node that serves the store takes writes over HTTP; every
+	// node shows it.
+	storeAPI := &httpstore.Handler{Store: store, MaxBodyBytes: maxBody, Logger: log}
+	if o.Store.Serve {
+		storeAPI.Signer = signer
+	}
+	srv.StoreAPI = storeAPI
 	if err := srv.Open(); err != nil {
 		return err
 	}
 	closers = append(closers, srv.Close)
+	// Jobs publish through the node that serves the store.
 	worker.StoreAddr = srv.URL()
+	if o.Store.Backend == config.BackendRemote {
+		worker.StoreAddr = httpstore.NormalizeURL(o.Store.URL)
+	}
 	if err := worker.Open(); err != nil {
 		return err
 	}
@@ -198,4 +218,43 @@ func reload(ctx context.Context, log *slog.Logger, o nodeOptions, node *election
 	}
 	node.UpdateMeta(func(m *election.Meta) { m.ConfigHash = hash })
 	log.Info("SIGHUP: applied this node's jobs to the cluster", "source", source, "hash", hash, "jobs", len(specs))
+}
+
+// openStore opens the fenced store the options select: the embedded bolt
+// file (default), PostgreSQL, or the store another node serves.
+func openStore(o nodeOptions, signer *fencedstore.Signer) (fencedstore.Store, int64, func(context.Context) error, error) {
+	maxBody := o.Store.MaxBodyBytes
+	if maxBody <= 0 {
+		maxBody = fencedstore.DefaultMaxBodyBytes
+	}
+	retention := o.Store.HistoryRetention
+	if retention <= 0 {
+		retention = fencedstore.DefaultHistoryRetention
+	}
+	switch o.Store.Backend {
+	case "", config.BackendBolt:
+		path := o.StorePath
+		if path == "" {
+			path = filepath.Join(o.DataDir, "store.db")
+		}
+		s := bolt.New(path)
+		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if err := s.Open(); err != nil {
+			return nil, 0, nil, err
+		}
+		return s, maxBody, func(context.Context) error { return s.Close() }, nil
+	case config.BackendPostgres:
+		s := postgres.New(o.Store.URL)
+		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if err := s.Open(); err != nil {
+			return nil, 0, nil, err
+		}
+		return s, maxBody, func(context.Context) error { return s.Close() }, nil
+	case config.BackendRemote:
+		if signer == nil {
+			return nil, 0, nil, fmt.Errorf("store backend remote needs cluster.secret to sign tokens")
+		}
+		return httpstore.NewClient(o.Store.URL, signer), maxBody, func(context.Context) error { return nil }, nil
+	}
+	return nil, 0, nil, fmt.Errorf("unknown store backend %q", o.Store.Backend)
 }

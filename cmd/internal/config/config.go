@@ -96,6 +96,9 @@ type Node struct {
 	DataDir string
 	// Server nodes vote in Raft; false makes a worker. Default true.
 	Server bool
+	// RunJobs false keeps jobs off this node (e.g. the node that serves
+	// the store). Default true.
+	RunJobs bool
 	// Bind is the listen address; Advertise, what peers dial, defaults
 	// to it (and is required when Bind is 0.0.0.0 or ::).
 	Bind, Advertise string
@@ -400,6 +403,7 @@ func (f *File) setDefaults(hostname func() (string, error)) {
 		Name:    name,
 		DataDir: DefaultDataDir,
 		Server:  true,
+		RunJobs: true,
 		Bind:    DefaultBind,
 		Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 	}
@@ -448,6 +452,7 @@ func (d *decoder) node(n *yaml.Node, path string, dst *Node) {
 		{"name", d.str(&dst.Name)},
 		{"data_dir", d.str(&dst.DataDir)},
 		{"server", d.boolean(&dst.Server)},
+		{"run_jobs", d.boolean(&dst.RunJobs)},
 		{"bind", d.str(&dst.Bind)},
 		{"advertise", d.str(&dst.Advertise)},
 		{"ports", func(v *yaml.Node, p string) {

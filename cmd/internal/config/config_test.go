@@ -100,7 +100,7 @@ jobs:
 func TestParse_FullFile(t *testing.T) {
 	f := MustParse(t, fullFile)
 	wantNode := Node{
-		Name: "n1", DataDir: "/var/lib/fencecron", Server: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
+		Name: "n1", DataDir: "/var/lib/fencecron", Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
 		Ports: Ports{HTTP: 8081, Gossip: 7956, Raft: 7957},
 		Join:  []string{"127.0.0.1:7966", "127.0.0.1:7976"}, BootstrapExpect: 3,
 		Tags: map[string]string{"zone": "a"},
@@ -161,7 +161,7 @@ func TestParse_FullFile(t *testing.T) {
 
 func TestParse_Defaults(t *testing.T) {
 	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: 0123456789abcdef}\n")
-	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
+	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
 		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1}
 	if !reflect.DeepEqual(f.Node, want) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, want)
@@ -273,7 +273,7 @@ func TestParse_Problems(t *testing.T) {
 		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, jobs`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
-		{"node not a mapping", "node: n1\ncluster: {secret: 0123456789abcdef}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
+		{"node not a mapping", "node: n1\ncluster: {secret: 0123456789abcdef}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
 		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
 			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
 		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{

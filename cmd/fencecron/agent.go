@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	path := fs.String("config", "", "the node's config file (see deploy/examples/fencecron.yaml)")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *path == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return flag.ErrHelp
+	}
+	f, err := config.Load(*path)
+	if err != nil {
+		return err
+	}
+	if !f.Has(config.SectionNode) {
+		return fmt.Errorf("%s: an agent's config needs a node section", *path)
+	}
+	faults, err := scheduler.ParseFaults(os.Getenv("FENCECRON_FAULTS"))
+	if err != nil {
+		return fmt.Errorf("FENCECRON_FAULTS: %w", err)
+	}
+	log := newLogger(stderr)
+	log.Info("fencecron agent", "config", *path, "node", f.Node.Name, "data", f.Node.DataDir)
+
+	o := nodeOptions{
+		ID:              f.Node.Name,
+		DataDir:         f.Node.DataDir,
+		Server:          f.Node.Server,
+		RunJobs:         f.Node.RunJobs,
+		Bind:            f.Node.Bind,
+		Advertise:       f.Node.Advertise,
+		HTTPPort:        f.Node.Ports.HTTP,
+		RaftPort:        f.Node.Ports.Raft,
+		GossipPort:      f.Node.Ports.Gossip,
+		BootstrapExpect: f.Node.BootstrapExpect,
+		Join:            f.Node.Join,
+		Tags:            f.Node.Tags,
+		Secret:          []byte(f.Cluster.Secret),
+		Profile:         f.Cluster.Profile,
+		Store:           f.Store,
+		StorePath:       f.StorePath(),
+		DropEnv:         f.EnvUsed(),
+		Faults:          faults,
+	}
+	// A node's own jobs seed a cluster that has none; afterwards they only
+	// replace the applied set by an operator's act (SIGHUP, apply).
+	if f.Has(config.SectionJobs) {
+		o.InitialJobs = f.Jobs
+		o.InitialSource = fmt.Sprintf("%s on %s", *path, f.Node.Name)
+		o.ConfigHash = f.JobsHash()
+		o.Reload = func() ([]jobs.Spec, string, error) {
+			g, err := config.Load(*path)
+			if err != nil {
+				return nil, "", err
+			}
+			return g.Jobs, fmt.Sprintf("SIGHUP: %s on %s", *path, f.Node.Name), nil
+		}
+	}
+	return runNode(ctx, log, o)
+}
+
+func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	c, rest, err := clientFlags("apply", args, stdout, stderr, 1, "FILE")
+	if err != nil {
+		return err
+	}
+	f, err := config.Load(rest[0])
+	if err != nil {
+		return err // every problem, with its position; nothing was sent
+	}
+	if !f.Has(config.SectionJobs) {
+		return fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", rest[0])
+	}
+	host, _ := os.Hostname()
+	req := map[string]any{"source": fmt.Sprintf("fencecron apply %s from %s", rest[0], host), "jobs": f.Jobs}
+	var out struct {
+		Hash string
+		Jobs int
+	}
+	if err := c.do(ctx, "PUT", "/api/v1/jobset", req, &out); err != nil || c.json {
+		return err
+	}
+	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
+	return nil
+}
