@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -57,6 +58,16 @@ func DeriveKey(secret []byte, purpose string) []byte {
 	m := hmac.New(sha256.New, secret)
 	m.Write([]byte("fencecron/" + purpose))
 	return m.Sum(nil)
+}
+
+// InternalCredential is the bearer credential of the internal API, derived
+// from the cluster secret; "" without a secret, and then the internal API
+// refuses every call.
+func InternalCredential(secret []byte) string {
+	if len(secret) == 0 {
+		return ""
+	}
+	return hex.EncodeToString(DeriveKey(secret, "internal-api"))
 }
 
 func (n *Node) openGossip() error {

@@ -303,7 +303,7 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string) (jobs.Run, e
 	}
 	if op == opGrant {
 		key, err := spec.OutputKey(at)
-		switch worker, ok := l.chooseWorker(spec, "", ""); {
+		switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 		case err != nil:
 			op, g.Reason = opSkip, err.Error()
 		case !ok:

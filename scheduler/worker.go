@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"time"
@@ -312,6 +314,10 @@ func (w *Worker) env(a Assignment) []string {
 	}
 	if w.TokenText != nil {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
+	}
+	// A job can run `fencecron publish` without fencecron on its PATH.
+	if exe, err := os.Executable(); err == nil {
+		env = append(env, "FENCECRON_BIN="+exe, "PATH="+filepath.Dir(exe)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	for k, v := range a.Spec.Env {
 		env = append(env, k+"="+v)

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/hex"
 	"fmt"
 	"log/slog"
 	"os"
@@ -56,16 +55,6 @@ type nodeOptions struct {
 	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
-}
-
-// credential is the cluster credential for the internal API, derived from
-// the cluster secret. Without a secret there is none, and the internal
-// API refuses every call.
-func credential(secret []byte) string {
-	if len(secret) == 0 {
-		return ""
-	}
-	return hex.EncodeToString(election.DeriveKey(secret, "internal-api"))
 }
 
 // runNode wires one node from concrete parts and runs it until ctx ends,
@@ -131,7 +120,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if bind == "" {
 		bind = "127.0.0.1"
 	}
-	cred := credential(o.Secret)
+	cred := election.InternalCredential(o.Secret)
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource

@@ -1,0 +1,504 @@
+// Package localcluster runs a cluster of real fencecron processes on
+// loopback: its own data directories and ports, a config file per node,
+// and the signals faults are made of (SIGSTOP, SIGCONT, SIGKILL, restart
+// on the same data directory, wipe). Tests, cmd/fencebench and
+// cmd/fencecheck use it.
+package localcluster
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web"
+)
+
+// Secret is the cluster secret of every local cluster.
+const Secret = "localcluster-secret-0123456789abcdef"
+
+// Options describe a cluster.
+type Options struct {
+	// Binary is the fencecron executable.
+	Binary string
+	// Dir holds the configs, data directories and logs.
+	Dir string
+	// Servers vote in Raft and run jobs; Workers only run jobs.
+	Servers, Workers int
+	// StoreNode adds a node that serves the bolt store and runs no jobs,
+	// so killing servers never takes the store down. Without it, nodes
+	// use PostgresURL if set, else the first server serves the store.
+	StoreNode   bool
+	PostgresURL string
+	// Profile is "default" or "fast".
+	Profile string
+	// Jobs is the YAML of the jobs section (a list), given to every node.
+	Jobs string
+	// Env adds environment variables to one node's process (by name).
+	Env map[string][]string
+	// Tags are per node.
+	Tags map[string]map[string]string
+}
+
+// Node is one fencecron process of the cluster.
+type Node struct {
+	Name                string
+	Server, Store       bool
+	HTTP, Gossip, Raft  int
+	ConfigPath, DataDir string
+	LogPath             string
+	binary              string
+	env                 []string
+	mu                  sync.Mutex
+	cmd                 *exec.Cmd
+	exited              chan struct{}
+	waitErr             error
+	starts              int
+}
+
+// Cluster is a running local cluster.
+type Cluster struct {
+	Opts  Options
+	Nodes []*Node
+}
+
+// Start writes the configs and starts every node.
+func Start(o Options) (*Cluster, error) {
+	if o.Profile == "" {
+		o.Profile = "fast"
+	}
+	c := &Cluster{Opts: o}
+	var names []string
+	for i := 1; i <= o.Servers; i++ {
+		names = append(names, fmt.Sprintf("n%d", i))
+	}
+	for i := 1; i <= o.Workers; i++ {
+		names = append(names, fmt.Sprintf("w%d", i))
+	}
+	if o.StoreNode {
+		names = append(names, "store")
+	}
+	for i, name := range names {
+		ports, err := freePorts(3)
+		if err != nil {
+			return nil, err
+		}
+		n := &Node{
+			Name: name, Server: i < o.Servers, Store: name == "store",
+			HTTP: ports[0], Gossip: ports[1], Raft: ports[2],
+			ConfigPath: filepath.Join(o.Dir, name+".yaml"),
+			DataDir:    filepath.Join(o.Dir, "data", name),
+			LogPath:    filepath.Join(o.Dir, name+".log"),
+			binary:     o.Binary,
+			env:        o.Env[name],
+		}
+		c.Nodes = append(c.Nodes, n)
+	}
+	for _, n := range c.Nodes {
+		if err := os.WriteFile(n.ConfigPath, []byte(c.config(n)), 0o600); err != nil {
+			return nil, err
+		}
+	}
+	for _, n := range c.Nodes {
+		if err := n.Start(); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+func (c *Cluster) storeURL() string {
+	for _, n := range c.Nodes {
+		if n.Store {
+			return n.URL()
+		}
+	}
+	return c.Nodes[0].URL()
+}
+
+// config renders one node's config file.
+func (c *Cluster) config(n *Node) string {
+	var join []string
+	for _, m := range c.Nodes {
+		if m != n {
+			join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", m.Gossip)))
+		}
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "node:\n  name: %s\n  data_dir: %q\n  server: %v\n  run_jobs: %v\n  bind: 127.0.0.1\n", n.Name, n.DataDir, n.Server, !n.Store)
+	fmt.Fprintf(&b, "  ports: {http: %d, gossip: %d, raft: %d}\n  join: [%s]\n", n.HTTP, n.Gossip, n.Raft, strings.Join(join, ", "))
+	if n.Server {
+		fmt.Fprintf(&b, "  bootstrap_expect: %d\n", c.Opts.Servers)
+	}
+	if tags := c.Opts.Tags[n.Name]; len(tags) > 0 {
+		b.WriteString("  tags:\n")
+		for _, k := range sortedKeys(tags) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, tags[k])
+		}
+	}
+	fmt.Fprintf(&b, "cluster:\n  secret: %q\n  profile: %s\n", Secret, c.Opts.Profile)
+	switch {
+	case c.Opts.StoreNode && n.Store:
+		b.WriteString("store:\n  backend: bolt\n  serve: true\n")
+	case c.Opts.StoreNode:
+		fmt.Fprintf(&b, "store:\n  backend: remote\n  url: %q\n", c.storeURL())
+	case c.Opts.PostgresURL != "":
+		fmt.Fprintf(&b, "store:\n  backend: postgres\n  url: %q\n  serve: true\n", c.Opts.PostgresURL)
+	case n == c.Nodes[0]:
+		b.WriteString("store:\n  backend: bolt\n  serve: true\n")
+	default:
+		fmt.Fprintf(&b, "store:\n  backend: remote\n  url: %q\n", c.storeURL())
+	}
+	if c.Opts.Jobs != "" {
+		b.WriteString("jobs:\n")
+		b.WriteString(c.Opts.Jobs)
+		if !strings.HasSuffix(c.Opts.Jobs, "\n") {
+			b.WriteString("\n")
+		}
+	}
+	return b.String()
+}
+
+func sortedKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Node returns a node by name.
+func (c *Cluster) Node(name string) *Node {
+	for _, n := range c.Nodes {
+		if n.Name == name {
+			return n
+		}
+	}
+	return nil
+}
+
+// Servers returns the server nodes.
+func (c *Cluster) Servers() []*Node {
+	var out []*Node
+	for _, n := range c.Nodes {
+		if n.Server {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Stop kills every node.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		n.Kill()
+	}
+}
+
+// URL is the node's HTTP base URL.
+func (n *Node) URL() string { return fmt.Sprintf("http://127.0.0.1:%d", n.HTTP) }
+
+// Start starts the node's process (again, after a kill: same config, same
+// data directory). Its output is appended to LogPath.
+func (n *Node) Start() error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil && !exitedLocked(n) {
+		return fmt.Errorf("%s is running", n.Name)
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	n.starts++
+	fmt.Fprintf(f, "\n===== start %d of %s at %s =====\n", n.starts, n.Name, time.Now().UTC().Format(time.RFC3339Nano))
+	cmd := exec.Command(n.binary, "agent", "-config", n.ConfigPath)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), n.env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	n.cmd, n.exited = cmd, exited
+	go func() {
+		err := cmd.Wait()
+		f.Close()
+		n.mu.Lock()
+		n.waitErr = err
+		n.mu.Unlock()
+		close(exited)
+	}()
+	return nil
+}
+
+func exitedLocked(n *Node) bool {
+	select {
+	case <-n.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+// Running reports whether the process is alive (possibly stopped).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && !exitedLocked(n)
+}
+
+// Pid returns the process id of the running node, or 0.
+func (n *Node) Pid() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || exitedLocked(n) {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Signal sends sig to the node's process.
+func (n *Node) Signal(sig syscall.Signal) error {
+	pid := n.Pid()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.Name)
+	}
+	return syscall.Kill(pid, sig)
+}
+
+// Pause stops the node's process (SIGSTOP); Resume continues it.
+func (n *Node) Pause() error  { return n.Signal(syscall.SIGSTOP) }
+func (n *Node) Resume() error { return n.Signal(syscall.SIGCONT) }
+
+// Kill SIGKILLs the node's process group (jobs included) and waits for it.
+func (n *Node) Kill() {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGCONT)
+	syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-exited
+}
+
+// Interrupt sends SIGINT and waits up to d for a clean exit.
+func (n *Node) Interrupt(d time.Duration) error {
+	n.mu.Lock()
+	cmd, exited := n.cmd, n.exited
+	n.mu.Unlock()
+	if cmd == nil {
+		return errors.New("not started")
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	select {
+	case <-exited:
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		return n.waitErr
+	case <-time.After(d):
+		return fmt.Errorf("%s did not exit within %s of SIGINT", n.Name, d)
+	}
+}
+
+// Stopped reports whether the process is in the stopped (T) state.
+func (n *Node) Stopped() bool {
+	pid := n.Pid()
+	if pid == 0 {
+		return false
+	}
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// pid (comm) state ...: comm may hold spaces; the state follows ")".
+	s := string(b)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && len(s) > i+2 && (s[i+2] == 'T' || s[i+2] == 't')
+}
+
+// Wipe deletes the node's data directory; the node must be stopped.
+func (n *Node) Wipe() error {
+	if n.Running() {
+		return fmt.Errorf("%s is running", n.Name)
+	}
+	return os.RemoveAll(n.DataDir)
+}
+
+// LogTail returns the last max bytes of the node's log.
+func (n *Node) LogTail(max int) string {
+	b, _ := os.ReadFile(n.LogPath)
+	if len(b) > max {
+		b = b[len(b)-max:]
+	}
+	return string(b)
+}
+
+var httpClient = &http.Client{Timeout: 3 * time.Second}
+
+// GetJSON fetches path from the node and decodes its JSON answer.
+func (n *Node) GetJSON(path string, v any) error {
+	resp, err := httpClient.Get(n.URL() + path)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s%s: %s: %s", n.Name, path, resp.Status, bytes.TrimSpace(b))
+	}
+	return json.Unmarshal(b, v)
+}
+
+// Post sends a POST with a JSON body (nil for none) and decodes the answer
+// into v (nil to ignore it).
+func (n *Node) Post(path string, body, v any) error {
+	var rd io.Reader
+	if body != nil {
+		b, _ := json.Marshal(body)
+		rd = bytes.NewReader(b)
+	}
+	req, _ := http.NewRequest(http.MethodPost, n.URL()+path, rd)
+	if strings.HasPrefix(path, "/internal/") {
+		req.Header.Set("Authorization", "Bearer "+InternalCredential())
+	}
+	resp, err := httpClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("POST %s%s: %s: %s", n.Name, path, resp.Status, bytes.TrimSpace(b))
+	}
+	if v != nil {
+		return json.Unmarshal(b, v)
+	}
+	return nil
+}
+
+// Status returns the node's /api/v1/status.
+func (n *Node) Status() (web.Status, error) {
+	var st web.Status
+	err := n.GetJSON("/api/v1/status", &st)
+	return st, err
+}
+
+// Runs returns up to limit runs of job ("" for all), newest first.
+func (n *Node) Runs(job string, limit int) ([]jobs.Run, error) {
+	var out struct{ Runs []jobs.Run }
+	err := n.GetJSON(fmt.Sprintf("/api/v1/runs?job=%s&limit=%d", job, limit), &out)
+	return out.Runs, err
+}
+
+// Agreement is what every live server said about the leader.
+type Agreement struct {
+	Leader string
+	Epoch  uint64
+}
+
+// Agreed returns the leader and epoch when every given node reports the
+// same leader and epoch, and that leader is one of them and says it leads.
+func Agreed(nodes []*Node) (Agreement, error) {
+	var a Agreement
+	if len(nodes) == 0 {
+		return a, errors.New("no nodes")
+	}
+	leads := map[string]bool{}
+	for i, n := range nodes {
+		st, err := n.Status()
+		if err != nil {
+			return a, err
+		}
+		if st.Leader == "" || st.Epoch == 0 {
+			return a, fmt.Errorf("%s: no leader with a committed epoch yet (leader %q, epoch %d)", n.Name, st.Leader, st.Epoch)
+		}
+		if st.RaftState == "Leader" {
+			leads[st.Node] = true
+		}
+		if st.EpochOf != st.Leader {
+			return a, fmt.Errorf("%s: leader %s has not committed its epoch yet (epoch %d is %s's)", n.Name, st.Leader, st.Epoch, st.EpochOf)
+		}
+		if i == 0 {
+			a = Agreement{Leader: st.Leader, Epoch: st.Epoch}
+			continue
+		}
+		if st.Leader != a.Leader || st.Epoch != a.Epoch {
+			return a, fmt.Errorf("disagreement: %s says %s/%d, %s says %s/%d", nodes[0].Name, a.Leader, a.Epoch, n.Name, st.Leader, st.Epoch)
+		}
+	}
+	if !leads[a.Leader] || len(leads) != 1 {
+		return a, fmt.Errorf("the agreed leader %s is not among the nodes asked, or does not lead (leading: %v)", a.Leader, leads)
+	}
+	return a, nil
+}
+
+// Live returns the nodes whose processes run and are not stopped.
+func (c *Cluster) Live(nodes []*Node) []*Node {
+	var out []*Node
+	for _, n := range nodes {
+		if n.Running() && !n.Stopped() {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// Until polls cond every 50ms until it returns nil or d passes, and
+// returns cond's last error.
+func Until(d time.Duration, cond func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("after %s: %w", d, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// InternalCredential is the internal API credential of local clusters.
+func InternalCredential() string { return election.InternalCredential([]byte(Secret)) }
+
+func freePorts(n int) ([]int, error) {
+	var lns []net.Listener
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	var ports []int
+	for range n {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
