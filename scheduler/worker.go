@@ -54,6 +54,8 @@ type Worker struct {
 	DropEnv []string
 	Faults  *Faults
 	Logger  *slog.Logger
+	// Observer, if set, sees this worker's attempts (see observe.go).
+	Observer Observer
 
 	mu     sync.Mutex
 	seen   map[string]bool // attempts accepted here, running or recently finished
@@ -133,6 +135,7 @@ func (w *Worker) Accept(a Assignment) error {
 	go func() {
 		defer w.wg.Done()
 		c := w.runAttempt(a)
+		w.observer().AttemptFinished(jobOf(a), c)
 		w.reportCompletion(c)
 		w.forget(a.Attempt.ID)
 	}()
@@ -202,6 +205,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	defer stopRenewing()
 
 	started := time.Now().UTC()
+	w.observer().AttemptStarted(jobOf(a), a.Run.ScheduledAt, started)
 	if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
 		log.Warn("could not report start", "err", err)
 	}
