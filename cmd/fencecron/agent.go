@@ -56,6 +56,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		StorePath:       f.StorePath(),
 		DropEnv:         f.EnvUsed(),
 		Faults:          faults,
+		API:             f.API,
 	}
 	// A node's own jobs seed a cluster that has none; afterwards they only
 	// replace the applied set by an operator's act (SIGHUP, apply).
