@@ -193,6 +193,9 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, page.Next, http.StatusSeeOther)
 		return
 	}
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
+	}
 	s.render(w, r, code, "login.html", page)
 }
 

@@ -47,6 +47,12 @@ func describeSchedule(expr string) string {
 	switch {
 	case isNum(sec) && isNum(min) && isNum(hour):
 		when = "at " + clock(hour, min, sec)
+	case isNum(sec) && isNum(min) && isNumList(hour):
+		var times []string
+		for _, h := range strings.Split(hour, ",") {
+			times = append(times, clock(h, min, sec))
+		}
+		when = "at " + joinWords(times)
 	case sec == "*" && min == "*" && hour == "*":
 		when = "every second"
 	case step(sec) != "" && min == "*" && hour == "*":
@@ -62,7 +68,7 @@ func describeSchedule(expr string) string {
 	default:
 		var parts []string
 		for _, p := range []struct{ v, unit string }{{sec, "second"}, {min, "minute"}, {hour, "hour"}} {
-			if p.v != "*" {
+			if p.v != "*" && !(p.unit == "second" && p.v == "0") {
 				parts = append(parts, fieldWords(p.v, p.unit, nil))
 			}
 		}
@@ -93,6 +99,15 @@ var months = []string{"", "January", "February", "March", "April", "May", "June"
 func isNum(s string) bool {
 	_, err := strconv.Atoi(s)
 	return err == nil
+}
+
+func isNumList(s string) bool {
+	for _, p := range strings.Split(s, ",") {
+		if !isNum(p) {
+			return false
+		}
+	}
+	return true
 }
 
 // step returns n for "*/n", else "".
