@@ -130,7 +130,7 @@ func TestLayoutTimeline_EmptyAndOpen(t *testing.T) {
 func TestTickStep(t *testing.T) {
 	for _, tt := range []struct {
 		span, want time.Duration
-	}{{8 * time.Second, time.Second}, {50 * time.Second, 5 * time.Second}, {9 * time.Minute, time.Minute}, {30 * time.Hour, 6 * time.Hour}} {
+	}{{8 * time.Second, time.Second}, {50 * time.Second, 5 * time.Second}, {9 * time.Minute, time.Minute}, {100 * time.Hour, 12 * time.Hour}, {29 * time.Hour, 3 * time.Hour}} {
 		if got := tickStep(tt.span); got != tt.want {
 			t.Errorf("tickStep(%s) = %s, want %s", tt.span, got, tt.want)
 		}
