@@ -302,7 +302,14 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 // jobTimeline draws a job's last n runs with their keys' store decisions.
 func (s *Server) jobTimeline(ctx context.Context, job string, n int) svgTimeline {
 	runs := s.State.Runs(scheduler.RunFilter{Job: job, Limit: n})
-	d := timelineData{Title: fmt.Sprintf("job %s: the last %d runs", job, len(runs)), Runs: runs, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
+	title := fmt.Sprintf("job %s: the last %d runs", job, len(runs))
+	switch len(runs) {
+	case 0:
+		title = fmt.Sprintf("job %s: no runs yet", job)
+	case 1:
+		title = fmt.Sprintf("job %s: the last run", job)
+	}
+	d := timelineData{Title: title, Runs: runs, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
 	seen := map[string]bool{}
 	for _, r := range runs {
 		if r.Output == "" || seen[r.Output] {

@@ -72,7 +72,7 @@ func TestServer_Pages(t *testing.T) {
 		{"/events", []string{`<tr class="event kind-elected" data-seq="7">`, `n2 leads in epoch 4`, `kind-fenced`, `lease not renewed`}, nil},
 		{"/events?kind=elected", []string{`data-seq="7"`, `data-seq="1"`}, []string{`kind-fenced" data-seq`}},
 		{"/events?job=heartbeat", []string{`data-seq="3"`}, []string{`data-seq="7"`}},
-		{"/timeline", []string{`<option selected>report</option>`, `job report: the last 1 runs`, `href="/timeline.svg"`}, nil},
+		{"/timeline", []string{`<option selected>report</option>`, `job report: the last run`, `href="/timeline.svg"`}, nil},
 		{"/timeline?key=reports/2026-07.csv", []string{`key reports/2026-07.csv`, `data-token="4.15"`}, nil},
 		{"/login", []string{`there is nothing to log in to`}, []string{`type="password"`}},
 	}

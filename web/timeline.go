@@ -95,6 +95,8 @@ type svgBar struct {
 	Attempt      string
 	Token        string
 	ShowLabel    bool
+	// LabelOutside puts the label after a bar too narrow to hold it.
+	LabelOutside bool
 }
 
 type svgMark struct {
@@ -274,6 +276,22 @@ func layoutTimeline(d timelineData) svgTimeline {
 			tl.Marks = append(tl.Marks, svgMark{X: x(t), Y: laneY(laneOf[w]) + tlLaneH/2, Kind: "expired", Label: "lease expired",
 				Title: fmt.Sprintf("the leader expired %s's lease at %s", a.ID, t.UTC().Format("15:04:05.000"))})
 		}
+	}
+
+	// Labels of narrow bars go after them when the lane has room.
+	for i := range tl.Bars {
+		b := &tl.Bars[i]
+		if b.ShowLabel {
+			continue
+		}
+		end := b.X + b.W
+		room := tl.PlotX + tl.PlotW - end
+		for j, o := range tl.Bars {
+			if j != i && o.Y == b.Y && o.X >= end {
+				room = min(room, o.WaitX-end)
+			}
+		}
+		b.LabelOutside = room >= 64
 	}
 
 	// Store decisions.

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -138,3 +139,30 @@ func TestTickStep(t *testing.T) {
 }
 
 func scheduler0() scheduler.RunFilter { return scheduler.RunFilter{} }
+
+// A bar too short for its token gets the label beside it, unless the
+// next bar on its lane is too close.
+func TestLayoutTimeline_NarrowBarLabels(t *testing.T) {
+	st := newFakeState()
+	run := st.runs[1] // the report run: w1 long, w2 2s
+	// Spread the window so w2's two-second bar is narrow, and add a
+	// third attempt on w2 right after it.
+	run.Attempts[0].EndedAt = at(600)
+	third := run.Attempts[1]
+	third.ID, third.Number, third.Token, third.GrantedAt, third.StartedAt, third.EndedAt = reportRun+".3", 3, jobs.Fence{Epoch: 4, Seq: 16}, at(35), at(35), at(36)
+	run.Attempts = append(run.Attempts, third)
+	tl := layoutTimeline(timelineData{Runs: []jobs.Run{run}, Now: at(700)})
+	byToken := map[string]svgBar{}
+	for _, b := range tl.Bars {
+		byToken[b.Token] = b
+	}
+	if b := byToken["3.10"]; !b.ShowLabel {
+		t.Errorf("the long bar has no label inside: %+v", b)
+	}
+	if b := byToken["4.15"]; b.ShowLabel || b.LabelOutside {
+		t.Errorf("4.15 is followed closely by 4.16 and should have no label: %+v", b)
+	}
+	if b := byToken["4.16"]; b.ShowLabel || !b.LabelOutside {
+		t.Errorf("4.16 is narrow with room after it: want its label outside: %+v", b)
+	}
+}

@@ -49,11 +49,10 @@ func TestDashboard_Chromium(t *testing.T) {
 	browser := chromium(t)
 	const token = "dashboard-test-token-0123"
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
-	p := proctest.Start(t, "dev",
+	proctest.Start(t, "dev",
 		"dev", "-data", t.TempDir(), "-api-token", token,
 		"-http", fmt.Sprintf("127.0.0.1:%d", httpPort),
 		"-raft-port", fmt.Sprint(raftPort), "-gossip-port", fmt.Sprint(gossipPort))
-	_ = p
 	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
 	proctest.Eventually(t, 30*time.Second, "dev ready", func() error {
 		_, _, err := proctest.Get(base + "/readyz")
@@ -154,6 +153,17 @@ func TestDashboard_Chromium(t *testing.T) {
 	}
 
 	// The timeline: epochs as bands, attempts as bars with their tokens.
+	// Let a few report runs pile up first, so the picture has a rhythm.
+	proctest.Eventually(t, 30*time.Second, "three report runs", func() error {
+		var out struct{ Runs []jobs.Run }
+		if err := proctest.GetJSON(base+"/api/v1/runs?job=report", &out); err != nil {
+			return err
+		}
+		if len(out.Runs) < 3 {
+			return fmt.Errorf("%d report runs", len(out.Runs))
+		}
+		return nil
+	})
 	step("open the timeline",
 		chromedp.Navigate(base+"/timeline?job=report&runs=6"),
 		chromedp.WaitVisible(chromedp.CSS("svg#timeline g.attempt")),
