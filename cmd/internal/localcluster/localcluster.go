@@ -467,7 +467,10 @@ func (c *Cluster) Live(nodes []*Node) []*Node {
 
 // Until polls cond every 50ms until it returns nil or d passes, and
 // returns cond's last error.
-func Until(d time.Duration, cond func() error) error {
+func Until(d time.Duration, cond func() error) error { return UntilEvery(d, 50*time.Millisecond, cond) }
+
+// UntilEvery is Until polling every `every`.
+func UntilEvery(d, every time.Duration, cond func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := cond()
@@ -477,7 +480,7 @@ func Until(d time.Duration, cond func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %s: %w", d, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 
