@@ -366,3 +366,8 @@ func TestCluster_FiveServersQuorum(t *testing.T) {
 		t.Errorf("grants kept committing without a majority: %d then %d", before, after)
 	}
 }
+
+func httpGet(url string) ([]byte, error) {
+	b, _, err := proctest.Get(url)
+	return b, err
+}
