@@ -59,9 +59,9 @@ type rateResult struct {
 	completedPerSec float64
 }
 
-// measureRate runs `rate` jobs that each fire every second and follows
-// the audit trail: a started event's time is when the worker started the
-// process, and the run id carries the scheduled time.
+// measureRate runs `rate` jobs that each fire every second and reads the
+// finished runs: an attempt's start time is when the worker started the
+// process.
 func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
 	var b strings.Builder
 	for i := range rate {
@@ -87,52 +87,31 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 		return rateResult{}, ctx.Err()
 	case <-time.After(warmup):
 	}
-	var evs struct{ Events []jobs.Event }
-	if err := watch.GetJSON("/api/v1/events?limit=1", &evs); err != nil {
-		return rateResult{}, err
-	}
-	var after uint64
-	if len(evs.Events) > 0 {
-		after = evs.Events[0].Seq
-	}
+	// Every finished attempt records when its process started. Runs are
+	// kept in the replicated state for a while (2000 of them), so polling
+	// every second sees each one.
 	var res rateResult
+	seen := map[string]bool{}
 	completed := 0
 	start := time.Now()
 	for time.Since(start) < window && ctx.Err() == nil {
-		time.Sleep(200 * time.Millisecond)
-		var evs struct{ Events []jobs.Event }
-		if err := watch.GetJSON(fmt.Sprintf("/api/v1/events?after=%d&limit=5000", after), &evs); err != nil {
+		time.Sleep(time.Second)
+		var out struct{ Runs []jobs.Run }
+		if err := watch.GetJSON("/api/v1/runs?limit=2000", &out); err != nil {
 			return res, err
 		}
-		if len(evs.Events) > 0 && evs.Events[0].Seq > after+1 {
-			fmt.Fprintf(stderr, "warning: %d events fell out of the trail between polls\n", evs.Events[0].Seq-after-1)
-		}
-		for _, e := range evs.Events {
-			after = e.Seq
-			switch e.Kind {
-			case jobs.EventStarted:
-				if sched, ok := scheduledOf(e.Run); ok {
-					res.lateness = append(res.lateness, e.Time.Sub(sched))
-				}
-			case jobs.EventCompleted:
-				completed++
+		for _, r := range out.Runs {
+			a, ok := r.Latest()
+			if !ok || !r.State.Terminal() || seen[r.ID] || a.GrantedAt.Before(start) {
+				continue
+			}
+			seen[r.ID] = true
+			completed++
+			if !a.StartedAt.IsZero() {
+				res.lateness = append(res.lateness, a.StartedAt.Sub(r.ScheduledAt))
 			}
 		}
 	}
 	res.completedPerSec = float64(completed) / time.Since(start).Seconds()
 	return res, nil
-}
-
-// scheduledOf reads the scheduled time out of a run id (job@20060102T150405Z).
-func scheduledOf(runID string) (time.Time, bool) {
-	i := strings.LastIndexByte(runID, '@')
-	if i < 0 {
-		return time.Time{}, false
-	}
-	for _, layout := range []string{"20060102T150405Z", "20060102T150405.000Z"} {
-		if t, err := time.Parse(layout, runID[i+1:]); err == nil {
-			return t, true
-		}
-	}
-	return time.Time{}, false
 }
