@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -84,6 +85,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	// ports and this test's directory, and change nothing else.
 	ports := map[string]int{}
 	var nodes []*localcluster.Node
+	var procs []*proctest.Proc
 	for i := 1; i <= 3; i++ {
 		for _, p := range []int{8080 + i, 7936 + 10*i, 7937 + 10*i} {
 			ports[fmt.Sprint(p)] = proctest.FreePort(t)
@@ -102,7 +104,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		proctest.Start(t, name, "agent", "-config", path)
+		procs = append(procs, proctest.Start(t, name, "agent", "-config", path))
 		nodes = append(nodes, &localcluster.Node{Name: name, HTTP: ports[fmt.Sprint(8080+i)]})
 	}
 	var a localcluster.Agreement
@@ -174,6 +176,26 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	}
 	if st2.Jobs.Count != 1 || st2.Jobs.Hash == firstHash {
 		t.Errorf("after the invalid apply the job set is %+v", st2.Jobs)
+	}
+
+	// SIGHUP on a node applies its own file: the set goes back to the
+	// examples' jobs, and nobody has drifted any more.
+	if err := procs[2].Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.Until(15*time.Second, func() error {
+		for _, n := range nodes {
+			st, err := n.Status()
+			if err != nil {
+				return err
+			}
+			if st.Jobs.Hash != firstHash || st.Drifted || !strings.Contains(st.Jobs.Source, "SIGHUP") {
+				return fmt.Errorf("%s: job set %+v, drifted %v", n.Name, st.Jobs, st.Drifted)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 }
 
