@@ -61,6 +61,23 @@ func agree(t *testing.T, c *localcluster.Cluster, d time.Duration) localcluster.
 	return a
 }
 
+// waitFollowerOf waits until n is a follower of leader.
+func waitFollowerOf(t *testing.T, n *localcluster.Node, leader string) {
+	t.Helper()
+	if err := localcluster.Until(20*time.Second, func() error {
+		st, err := n.Status()
+		if err != nil {
+			return err
+		}
+		if st.RaftState != "Follower" || st.Leader != leader {
+			return fmt.Errorf("%s: state %s, leader %q; want a follower of %s", n.Name, st.RaftState, st.Leader, leader)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // allAttempts returns every attempt the cluster recorded, by id.
 func allAttempts(t *testing.T, n *localcluster.Node) []jobs.Attempt {
 	t.Helper()
@@ -216,18 +233,7 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 	if err := old.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.Until(20*time.Second, func() error {
-		st, err := old.Status()
-		if err != nil {
-			return err
-		}
-		if st.RaftState != "Follower" || st.Leader != second.Leader {
-			return fmt.Errorf("restarted %s: state %s, leader %q", old.Name, st.RaftState, st.Leader)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitFollowerOf(t, old, second.Leader)
 
 	// Wipe a follower's data directory and bring it back.
 	var victim *localcluster.Node
@@ -297,18 +303,7 @@ func TestCluster_PausedLeaderStepsDownAndCommitsNothing(t *testing.T) {
 	if err := old.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.Until(20*time.Second, func() error {
-		st, err := old.Status()
-		if err != nil {
-			return err
-		}
-		if st.RaftState != "Follower" || st.Leader != second.Leader {
-			return fmt.Errorf("resumed %s: state %s, leader %q", old.Name, st.RaftState, st.Leader)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitFollowerOf(t, old, second.Leader)
 	// Give the resumed node's stale proposals time to be refused, then
 	// read the committed history: in log order, epochs never go back.
 	agree(t, c, 10*time.Second)

@@ -321,18 +321,27 @@ func (n *Node) Interrupt(d time.Duration) error {
 
 // Stopped reports whether the process is in the stopped (T) state.
 func (n *Node) Stopped() bool {
-	pid := n.Pid()
-	if pid == 0 {
-		return false
+	st, ok := ProcState(n.Pid())
+	return ok && (st == 'T' || st == 't')
+}
+
+// ProcState returns the state letter of a process from /proc (R, S, T,
+// Z, ...), or false if there is no such process.
+func ProcState(pid int) (byte, bool) {
+	if pid <= 0 {
+		return 0, false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return 0, false
 	}
 	// pid (comm) state ...: comm may hold spaces; the state follows ")".
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && (s[i+2] == 'T' || s[i+2] == 't')
+	if i < 0 || len(s) <= i+2 {
+		return 0, false
+	}
+	return s[i+2], true
 }
 
 // Wipe deletes the node's data directory; the node must be stopped.
