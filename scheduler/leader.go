@@ -183,18 +183,40 @@ func (l *leader) buildQueue() fireQueue {
 	return q
 }
 
+// maxConcurrentFires bounds how many jobs are granted at once. Grants of
+// different jobs are independent, and Raft commits concurrent proposals
+// in one batch (one fsync), so firing many due jobs together keeps a
+// busy second from queueing behind one disk write per job.
+const maxConcurrentFires = 64
+
 // fireDue handles every job whose next fire time has come.
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
-	for q.Len() > 0 && !(*q)[0].fireAt.After(now) && l.ctx.Err() == nil {
-		e := (*q)[0]
-		last := l.handleDue(e, now)
-		e.after = last
-		e.setNext(e.sched.Next(last))
-		if e.next.IsZero() {
-			heap.Pop(q)
-		} else {
-			heap.Fix(q, 0)
+	var due []*fireEntry
+	for q.Len() > 0 && !(*q)[0].fireAt.After(now) {
+		due = append(due, heap.Pop(q).(*fireEntry))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentFires)
+	for _, e := range due {
+		if l.ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.after = l.handleDue(e, now)
+		}()
+	}
+	wg.Wait()
+	for _, e := range due {
+		if e.after.Before(e.next) {
+			e.after = e.next.Add(-time.Nanosecond) // not handled (term ending): keep it due
+		}
+		if next := e.sched.Next(e.after); !next.IsZero() {
+			e.setNext(next)
+			heap.Push(q, e)
 		}
 	}
 }

@@ -191,6 +191,7 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
 		r.Get("/events", s.handleEvents)
 		r.Get("/runs", s.handleRuns)
+		r.Get("/skips", s.handleSkips)
 		store := s.StoreAPI
 		if store == nil {
 			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
