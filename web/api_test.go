@@ -49,6 +49,7 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/jobset", 200, []string{`"hash": "abc"`}},
 		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
 		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
+		{"/api/v1/skips?job=heartbeat", 200, []string{`"reason": "paused"`, `"count": 2`}},
 		{"/internal/v1/renew", 401, []string{"cluster credential"}},
 	}
 	for _, tt := range tests {

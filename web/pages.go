@@ -213,6 +213,12 @@ type overviewPage struct {
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.status(), Counters: s.State.Counters()}
+	// Counters the cluster never counted yet are zero, not blank.
+	for _, c := range clusterCounters {
+		if _, ok := p.Counters[c.key]; !ok {
+			p.Counters[c.key] = 0
+		}
+	}
 	by := map[jobs.State]int{}
 	all := s.State.Runs(scheduler.RunFilter{})
 	for _, run := range all {

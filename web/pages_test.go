@@ -99,6 +99,18 @@ func TestServer_Pages(t *testing.T) {
 	}
 }
 
+// A young cluster's counters show as zeros, not blanks.
+func TestServer_OverviewZeroCounters(t *testing.T) {
+	f := newFixture(t)
+	f.state.counters = map[string]uint64{"grants": 2}
+	_, _, body := f.get(t, "/")
+	for _, w := range []string{`<div class="num" id="card-stale">0</div>`, `<div class="num">0</div><div>leases expired</div>`, `SUSPECT 0 · LOST 0`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("overview lacks %q", w)
+		}
+	}
+}
+
 // A live refresh gets only the page's main content.
 func TestServer_PageFragment(t *testing.T) {
 	f := newFixture(t)
