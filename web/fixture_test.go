@@ -176,7 +176,7 @@ func newFakeState() *fakeState {
 					GrantedAt: at(-30), StartedAt: at(-30), EndedAt: at(-29), ExitCode: intp(1), Error: "exit code 1", StderrTail: "disk <full>\n"},
 			}},
 			{ID: reportRun, Job: "report", ScheduledAt: t0, Output: reportKey, State: jobs.Succeeded, Trigger: "schedule", Attempts: []jobs.Attempt{
-				{ID: reportRun + ".1", Number: 1, Token: *tok1, Worker: "w1", State: jobs.Fenced, GrantedAt: at(0), StartedAt: at(1), EndedAt: at(45),
+				{ID: reportRun + ".1", Number: 1, Token: *tok1, Worker: "w1", State: jobs.Fenced, GrantedAt: at(0), StartedAt: at(1), EndedAt: at(4),
 					ExitCode: intp(0), StoreOutcome: "stale_owner", Error: "publish reports/2026-07.csv refused as stale_owner", Expired: true},
 				{ID: reportRun + ".2", Number: 2, Token: *tok2, Worker: "w2", State: jobs.Succeeded, GrantedAt: at(31), StartedAt: at(32), EndedAt: at(34),
 					ExitCode: intp(0), StoreOutcome: "applied", StoreVersion: 1},

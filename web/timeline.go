@@ -61,10 +61,13 @@ type svgTimeline struct {
 	Lanes         []svgLane
 	Bars          []svgBar
 	Marks         []svgMark
-	Empty         bool
-	NowX          float64
-	ShowNow       bool
-	LegendY       float64
+	// Late are dashed lines from an attempt's bar to its own refused
+	// write: the time it spent stalled, believing it still owned the run.
+	Late    []svgLine
+	Empty   bool
+	NowX    float64
+	ShowNow bool
+	LegendY float64
 }
 
 type svgTick struct {
@@ -97,6 +100,10 @@ type svgBar struct {
 	ShowLabel    bool
 	// LabelOutside puts the label after a bar too narrow to hold it.
 	LabelOutside bool
+}
+
+type svgLine struct {
+	X1, X2, Y float64
 }
 
 type svgMark struct {
@@ -231,6 +238,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 	}
 
 	// Attempts.
+	barEnd := map[string]float64{}
 	for _, p := range attempts {
 		a := p.a
 		w := a.Worker
@@ -272,6 +280,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 			bar.Title += "\n" + a.Error
 		}
 		tl.Bars = append(tl.Bars, bar)
+		barEnd[a.ID] = bar.X + bar.W
 		if t, ok := expiredAt[a.ID]; ok {
 			tl.Marks = append(tl.Marks, svgMark{X: x(t), Y: laneY(laneOf[w]) + tlLaneH/2, Kind: "expired", Label: "lease expired",
 				Title: fmt.Sprintf("the leader expired %s's lease at %s", a.ID, t.UTC().Format("15:04:05.000"))})
@@ -310,7 +319,12 @@ func layoutTimeline(d timelineData) svgTimeline {
 				if w == "" {
 					w = "(no worker)"
 				}
-				tl.Marks = append(tl.Marks, svgMark{X: x(k.Time), Y: laneY(laneOf[w]) + tlLaneH/2, Kind: "refused", Label: label, Title: title})
+				y := laneY(laneOf[w]) + tlLaneH/2
+				tl.Marks = append(tl.Marks, svgMark{X: x(k.Time), Y: y, Kind: "refused", Label: label, Title: title})
+				if end, ok := barEnd[k.Attempt]; ok && x(k.Time)-end > 12 {
+					tl.Late = append(tl.Late, svgLine{X1: end, X2: x(k.Time) - 9, Y: y})
+				}
+				label = "" // said on the worker's lane
 			}
 		case fencedstore.Applied:
 			label = fmt.Sprintf("v%d", k.Version)

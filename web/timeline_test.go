@@ -109,8 +109,14 @@ func TestLayoutTimeline_Handoff(t *testing.T) {
 	if !(expired[0] <= x2 && applied[0] < refusedOnW1[0] && refusedOnW1[0] == refusedOnStore[0]) {
 		t.Errorf("order wrong: expiry %v, takeover bar %v, applied %v, refused %v", expired[0], x2, applied[0], refusedOnW1[0])
 	}
-	if refusedOnW1[0] > x1+w1+0.5 {
-		t.Errorf("the refusal (x=%v) is after w1's bar ends (%v): it should end with its refused publish", refusedOnW1[0], x1+w1)
+	// w1 stalled between its process's end and its refused write: a
+	// dashed line on its lane joins them.
+	late := svg.find("line", "late")
+	if len(late) != 1 {
+		t.Fatalf("%d stall lines, want 1", len(late))
+	}
+	if lx1, lx2, ly := num(t, late[0].attr("x1")), num(t, late[0].attr("x2")), num(t, late[0].attr("y1")); lx1 != x1+w1 || lx2 >= refusedOnW1[0] || lx2 < refusedOnW1[0]-10 || ly < laneY["w1"] || ly > laneY["w2"] {
+		t.Errorf("stall line %v→%v at y=%v; want from w1's bar end %v to the cross at %v on w1's lane", lx1, lx2, ly, x1+w1, refusedOnW1[0])
 	}
 	_ = w2
 }

@@ -59,37 +59,7 @@ func TestDashboard_Chromium(t *testing.T) {
 		return err
 	})
 
-	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(chromedp.DefaultExecAllocatorOptions[:],
-		chromedp.ExecPath(browser),
-		chromedp.Headless,
-		chromedp.NoSandbox,
-		chromedp.DisableGPU,
-		chromedp.Flag("disable-background-networking", true),
-		chromedp.WindowSize(1400, 1000),
-		chromedp.UserDataDir(t.TempDir()),
-	)...)
-	defer cancelAlloc()
-	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
-	defer cancelTab()
-	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
-
-	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
-		t.Helper()
-		if err := chromedp.Do(ctx, actions...); err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-	}
-	// poll waits, bounded, for a JavaScript expression to become truthy
-	// and returns its value.
-	poll := func(what, expr string, within time.Duration) string {
-		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(within)))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
-	}
+	ctx, step, poll := newBrowser(t, browser)
 
 	// Log in: the node has an API token, so buttons need a session.
 	step("log in",
@@ -179,16 +149,62 @@ func TestDashboard_Chromium(t *testing.T) {
 	if counts["bands"] < 1 || counts["bars"] < 1 || counts["published"] < 1 || counts["lanes"] != 2 {
 		t.Errorf("timeline has %v; want epoch bands, attempt bars, published marks, a worker lane and the store lane", counts)
 	}
+	screenshot(t, ctx, "")
+}
+
+// newBrowser starts a headless Chromium for the test and returns its tab,
+// a step runner and a bounded poll of a JavaScript expression.
+func newBrowser(t *testing.T, browser string) (context.Context, func(string, ...chromedp.Action[chromedp.Void]), func(string, string, time.Duration) string) {
+	t.Helper()
+	alloc, cancelAlloc := chromedp.NewExecAllocator(t.Context(), append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(browser),
+		chromedp.Headless,
+		chromedp.NoSandbox,
+		chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true),
+		chromedp.WindowSize(1400, 1000),
+		chromedp.UserDataDir(t.TempDir()),
+	)...)
+	t.Cleanup(cancelAlloc)
+	ctx, cancelTab := chromedp.NewContext(alloc, chromedp.WithLogf(t.Logf))
+	t.Cleanup(cancelTab)
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	t.Cleanup(cancel)
+	step := func(what string, actions ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, actions...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	// poll waits, bounded, for a JavaScript expression to become truthy
+	// and returns its value.
+	poll := func(what, expr string, within time.Duration) string {
+		t.Helper()
+		v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(within)))
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		return v
+	}
+	return ctx, step, poll
+}
+
+// screenshot saves the whole page as PNG in the test's temp dir, and at
+// $FENCECRON_SCREENSHOT (with suffix before its extension) if set.
+func screenshot(t *testing.T, ctx context.Context, suffix string) {
+	t.Helper()
 	shot, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
 	if err != nil {
 		t.Fatal(err)
 	}
-	path := filepath.Join(t.TempDir(), "dashboard-timeline.png")
+	path := filepath.Join(t.TempDir(), "dashboard"+suffix+".png")
 	if err := os.WriteFile(path, shot, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("screenshot: %s (%d bytes)", path, len(shot))
 	if extra := os.Getenv("FENCECRON_SCREENSHOT"); extra != "" {
+		ext := filepath.Ext(extra)
+		extra = strings.TrimSuffix(extra, ext) + suffix + ext
 		if err := os.WriteFile(extra, shot, 0o644); err != nil {
 			t.Errorf("FENCECRON_SCREENSHOT: %v", err)
 		}
