@@ -322,7 +322,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 				y := laneY(laneOf[w]) + tlLaneH/2
 				tl.Marks = append(tl.Marks, svgMark{X: x(k.Time), Y: y, Kind: "refused", Label: label, Title: title})
 				if end, ok := barEnd[k.Attempt]; ok && x(k.Time)-end > 12 {
-					tl.Late = append(tl.Late, svgLine{X1: end, X2: x(k.Time) - 9, Y: y})
+					tl.Late = append(tl.Late, svgLine{X1: end, X2: x(k.Time) - 9, Y: y + 7})
 				}
 				label = "" // said on the worker's lane
 			}
