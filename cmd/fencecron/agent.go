@@ -52,6 +52,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Tags:            f.Node.Tags,
 		Secret:          []byte(f.Cluster.Secret),
 		Profile:         f.Cluster.Profile,
+		ReapAfter:       f.Cluster.ReapAfter,
 		Store:           f.Store,
 		StorePath:       f.StorePath(),
 		DropEnv:         f.EnvUsed(),

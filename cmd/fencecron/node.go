@@ -39,6 +39,7 @@ type nodeOptions struct {
 	Tags                 map[string]string
 	Secret               []byte
 	Profile              string
+	ReapAfter            time.Duration
 
 	// InitialJobs is applied if the cluster has no job set yet.
 	InitialJobs   []jobs.Spec
@@ -110,6 +111,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Join:            o.Join,
 		Secret:          o.Secret,
 		Profile:         o.Profile,
+		ReapAfter:       o.ReapAfter,
 		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
 		Logger:          log,
 	}, fsm)

@@ -46,6 +46,7 @@ const (
 	DefaultStorePath        = "store.db"
 	DefaultMaxBodyBytes     = 16 << 20
 	DefaultHistoryRetention = 1000
+	DefaultReapAfter        = 72 * time.Hour
 )
 
 // Cluster profiles.
@@ -124,6 +125,10 @@ type Cluster struct {
 	Secret string
 	// Profile is "default" or "fast".
 	Profile string
+	// ReapAfter is how long a server may be gone from gossip before the
+	// leader removes it from the Raft voters (never below
+	// bootstrap_expect). Default 72h.
+	ReapAfter time.Duration
 }
 
 // Store is the store section.
@@ -424,7 +429,7 @@ func (f *File) setDefaults(hostname func() (string, error)) {
 		Bind:    DefaultBind,
 		Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 	}
-	f.Cluster = Cluster{Profile: DefaultProfile}
+	f.Cluster = Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter}
 	f.Store = Store{
 		Backend:          DefaultBackend,
 		Path:             DefaultStorePath,
@@ -573,6 +578,7 @@ func (d *decoder) cluster(n *yaml.Node, path string, dst *Cluster) {
 	d.mapping(n, path, []field{
 		{"secret", d.str(&dst.Secret)},
 		{"profile", d.str(&dst.Profile)},
+		{"reap_after", d.duration(&dst.ReapAfter)},
 	})
 }
 

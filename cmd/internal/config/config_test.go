@@ -109,7 +109,7 @@ func TestParse_FullFile(t *testing.T) {
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
 	}
-	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast"}); got != want {
+	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50}
