@@ -705,10 +705,13 @@ func sortedKeys(m map[string]time.Time) []string {
 // duplicate); attempts whose worker gossip reports gone are expired at
 // once; failed runs get their retry timers.
 func (l *leader) recover() {
-	alive := map[string]bool{}
+	// Only a worker gossip has seen die or leave is gone: a leader that
+	// has just started may not have heard of everyone yet, and a live
+	// worker's lease deserves its grace.
+	gone := map[string]bool{}
 	for _, m := range l.s.Raft.Members() {
-		if m.State == "alive" || m.State == "suspect" {
-			alive[m.Name] = true
+		if m.State == "dead" || m.State == "left" {
+			gone[m.Name] = true
 		}
 	}
 	now := l.s.Clock.Now()
@@ -718,7 +721,7 @@ func (l *leader) recover() {
 			continue
 		}
 		spec, known := l.specOf(run.Job)
-		if !alive[a.Worker] || !known {
+		if gone[a.Worker] || !known {
 			l.expire(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), true)
 			continue
 		}
