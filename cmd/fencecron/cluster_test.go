@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web"
 )
 
 // tickJobs fire every second and publish a line, so a leader always has
@@ -133,8 +134,18 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 		t.Fatalf("example cluster never agreed: %v", err)
 	}
 	t.Logf("leader %s, epoch %d", a.Leader, a.Epoch)
-	st, err := nodes[0].Status()
-	if err != nil {
+	// The leader applies its file's jobs right after its election entry.
+	var st web.Status
+	if err := localcluster.Until(15*time.Second, func() error {
+		var err error
+		if st, err = nodes[0].Status(); err != nil {
+			return err
+		}
+		if st.Jobs.Count != 2 {
+			return fmt.Errorf("job set %+v", st.Jobs)
+		}
+		return nil
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if len(st.Voters) != 3 || len(st.Members) != 3 {
@@ -183,7 +194,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	os.WriteFile(bad, []byte("jobs:\n  - name: x\n    schedule: \"61 * * * *\"\n    shell: true\n"), 0o600)
 	out.Reset()
 	errOut.Reset()
-	err = run(t.Context(), []string{"apply", "-addr", addr, bad}, &out, &errOut)
+	err := run(t.Context(), []string{"apply", "-addr", addr, bad}, &out, &errOut)
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3:15") {
 		t.Errorf("applying an invalid file: err = %v, want its problem with position", err)
 	}

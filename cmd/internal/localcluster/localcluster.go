@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -92,7 +93,7 @@ func Start(o Options) (*Cluster, error) {
 		names = append(names, "store")
 	}
 	for i, name := range names {
-		ports, err := freePorts(3)
+		ports, err := FreePorts(3)
 		if err != nil {
 			return nil, err
 		}
@@ -496,21 +497,33 @@ func UntilEvery(d, every time.Duration, cond func() error) error {
 // InternalCredential is the internal API credential of local clusters.
 func InternalCredential() string { return election.InternalCredential([]byte(Secret)) }
 
-func freePorts(n int) ([]int, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
+// FreePorts returns n distinct ports on 127.0.0.1 that were free for TCP
+// and UDP a moment ago. They are drawn below the kernel's ephemeral range
+// (32768 and up on Linux), so the outgoing connections of busy test
+// processes cannot take them between this check and a node's bind.
+func FreePorts(n int) ([]int, error) {
+	var out []int
+	seen := map[int]bool{}
+	for tries := 0; len(out) < n; tries++ {
+		if tries > 10000 {
+			return nil, fmt.Errorf("no free ports found below 32768")
 		}
-	}()
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		p := 20000 + rand.IntN(12000)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
 		if err != nil {
-			return nil, err
+			continue
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
+		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+		ln.Close()
+		if err != nil {
+			continue
+		}
+		pc.Close()
+		out = append(out, p)
 	}
-	return ports, nil
+	return out, nil
 }
