@@ -286,6 +286,18 @@ func (n *Node) MemberHTTP(name string) (string, error) {
 	return m.Meta.HTTPAddr, nil
 }
 
+// ServerHTTPs returns the HTTP addresses of the alive servers gossip
+// knows, this node excluded.
+func (n *Node) ServerHTTPs() []string {
+	var out []string
+	for _, m := range n.members.list() {
+		if m.Name != n.cfg.NodeID && m.State == "alive" && m.Meta.Role == RoleServer && m.Meta.HTTPAddr != "" {
+			out = append(out, m.Meta.HTTPAddr)
+		}
+	}
+	return out
+}
+
 // State returns this node's Raft state (Leader, Follower, Candidate,
 // Shutdown), or "Worker" for a node that does not vote.
 func (n *Node) State() string {

@@ -115,6 +115,10 @@ type Peer struct {
 	// NodeHTTP any node's.
 	LeaderHTTP func() (string, error)
 	NodeHTTP   func(node string) (string, error)
+	// Servers lists the HTTP addresses of alive servers: a node that does
+	// not know the leader yet (a worker whose gossip has not heard) asks
+	// them.
+	Servers func() []string
 	Faults     *scheduler.Faults
 	Client     *http.Client
 }
@@ -141,7 +145,7 @@ func (p *Peer) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, e
 // attempt's lease.
 func (p *Peer) Renew(ctx context.Context, attempt, node string) (scheduler.RenewReply, error) {
 	body, _ := json.Marshal(renewRequest{Attempt: attempt, Node: node})
-	addr, err := p.LeaderHTTP()
+	addr, err := p.leaderAddr(ctx)
 	if err != nil {
 		return scheduler.RenewReply{}, err
 	}
@@ -186,7 +190,7 @@ func (p *Peer) Dispatch(ctx context.Context, worker string, a scheduler.Assignme
 func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, again func() bool) error {
 	backoff := 50 * time.Millisecond
 	for {
-		addr, err := p.LeaderHTTP()
+		addr, err := p.leaderAddr(ctx)
 		if err == nil {
 			err = p.post(ctx, addr, path, body, out)
 			if err == nil && (again == nil || !again()) {
@@ -209,6 +213,41 @@ func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, 
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// leaderAddr returns the leader's HTTP address from this node's own view,
+// or else from the first alive server that knows it.
+func (p *Peer) leaderAddr(ctx context.Context) (string, error) {
+	addr, err := p.LeaderHTTP()
+	if err == nil || p.Servers == nil {
+		return addr, err
+	}
+	for _, s := range p.Servers() {
+		ctx, cancel := context.WithTimeout(ctx, time.Second)
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s+"/api/v1/status", nil)
+		resp, rerr := p.client().Do(req)
+		if rerr == nil {
+			var st struct {
+				Leader  string
+				Members []struct {
+					Name string
+					Meta struct{ HTTP string }
+				}
+			}
+			derr := json.NewDecoder(resp.Body).Decode(&st)
+			resp.Body.Close()
+			if derr == nil && st.Leader != "" {
+				for _, m := range st.Members {
+					if m.Name == st.Leader && m.Meta.HTTP != "" {
+						cancel()
+						return m.Meta.HTTP, nil
+					}
+				}
+			}
+		}
+		cancel()
+	}
+	return "", err
 }
 
 // httpError is a non-200 answer.

@@ -128,7 +128,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
-	peer := &web.Peer{Self: o.ID, Credential: cred, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Faults: o.Faults}
+	peer := &web.Peer{Self: o.ID, Credential: cred, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
 	sched.Forwarder, sched.Dispatcher = peer, peer
 
 	metrics := web.NewMetrics()
