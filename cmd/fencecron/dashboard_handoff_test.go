@@ -8,7 +8,6 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
-	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -19,58 +18,13 @@ import (
 // write as a cross on w1's lane (screenshot suffix "-handoff").
 func TestDashboard_HandoffPicture(t *testing.T) {
 	browser := chromium(t)
-	faults := []string{"FENCECRON_FAULTS=stop-before-publish=1"}
-	c, err := localcluster.Start(localcluster.Options{
-		Binary: proctest.Binary(t), Dir: t.TempDir(),
-		Servers: 3, Workers: 2, StoreNode: true,
-		Tags: map[string]map[string]string{"w1": {"role": "worker"}, "w2": {"role": "worker"}},
-		Env:  map[string][]string{"w1": faults, "w2": faults},
-		Jobs: `  - name: report
-    schedule: "0 0 1 1 *"
-    target: {role: worker}
-    shell: 'echo "report,$FENCECRON_ATTEMPT"'
-    output: 'reports/{{ .Job }}.csv'
-    lease_ttl: 2s
-    retries: 1
-    backoff: 1s
-    timeout: 30s
-`})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("--- log of %s (tail) ---\n%s", n.Name, n.LogTail(6000))
-			}
-		}
-	})
-	var a localcluster.Agreement
+	c, leader := startHandoffCluster(t)
 	must := func(what string, d time.Duration, cond func() error) {
 		t.Helper()
 		if err := localcluster.Until(d, cond); err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
 	}
-	must("a leader", 30*time.Second, func() (err error) { a, err = localcluster.Agreed(c.Live(c.Servers())); return err })
-	leader := c.Node(a.Leader)
-	must("both workers alive", 20*time.Second, func() error {
-		st, err := leader.Status()
-		if err != nil {
-			return err
-		}
-		alive := 0
-		for _, m := range st.Members {
-			if (m.Name == "w1" || m.Name == "w2") && m.State == "alive" && m.Meta.HTTPAddr != "" {
-				alive++
-			}
-		}
-		if alive != 2 {
-			return fmt.Errorf("%d workers alive", alive)
-		}
-		return nil
-	})
 	var run jobs.Run
 	must("trigger", 15*time.Second, func() error { return leader.Post("/api/v1/jobs/report/trigger", nil, &run) })
 	stalled := c.Node(run.Attempts[0].Worker)

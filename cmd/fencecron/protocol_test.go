@@ -99,24 +99,7 @@ func fence(f jobs.Fence) fencedstore.Token { return fencedstore.Token(f) }
 // says why. 4. An old completion and an old renewal of W1's attempt,
 // delivered afterwards, leave W2's attempt untouched.
 func TestProtocol_ReportHandoff(t *testing.T) {
-	faults := []string{"FENCECRON_FAULTS=stop-before-publish=1"}
-	c := startCluster(t, localcluster.Options{
-		Servers: 3, Workers: 2, StoreNode: true, Tags: workerTags,
-		Env: map[string][]string{"w1": faults, "w2": faults},
-		Jobs: `  - name: report
-    schedule: "0 0 1 1 *"
-    target: {role: worker}
-    shell: 'echo "report,$FENCECRON_NODE,$FENCECRON_ATTEMPT"'
-    output: 'reports/{{ .Job }}.csv'
-    lease_ttl: 2s
-    retries: 1
-    backoff: 1s
-    timeout: 30s
-`})
-	a := agree(t, c, 30*time.Second)
-	leader := c.Node(a.Leader)
-	waitAlive(t, leader, "w1", "w2")
-
+	c, leader := startHandoffCluster(t)
 	run := trigger(t, leader, "report")
 	first := run.Attempts[0]
 	w1 := c.Node(first.Worker)
@@ -227,6 +210,32 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 	if after.Attempts[0].State != jobs.Fenced || len(after.Attempts) != 2 || !reflect.DeepEqual(after.Attempts[1], run.Attempts[1]) || after.State != jobs.Succeeded {
 		t.Errorf("after late messages: %+v, want attempt 1 still fenced and attempt 2 untouched (%+v)", after, run.Attempts[1])
 	}
+}
+
+// startHandoffCluster starts the report handoff's cluster: three
+// servers, a store node, and two workers that each stop themselves right
+// before publishing attempt number 1. It returns the cluster and its
+// leader once both workers are visible to the leader.
+func startHandoffCluster(t *testing.T) (*localcluster.Cluster, *localcluster.Node) {
+	t.Helper()
+	faults := []string{"FENCECRON_FAULTS=stop-before-publish=1"}
+	c := startCluster(t, localcluster.Options{
+		Servers: 3, Workers: 2, StoreNode: true, Tags: workerTags,
+		Env: map[string][]string{"w1": faults, "w2": faults},
+		Jobs: `  - name: report
+    schedule: "0 0 1 1 *"
+    target: {role: worker}
+    shell: 'echo "report,$FENCECRON_NODE,$FENCECRON_ATTEMPT"'
+    output: 'reports/{{ .Job }}.csv'
+    lease_ttl: 2s
+    retries: 1
+    backoff: 1s
+    timeout: 30s
+`})
+	a := agree(t, c, 30*time.Second)
+	leader := c.Node(a.Leader)
+	waitAlive(t, leader, "w1", "w2")
+	return c, leader
 }
 
 func getBody(n *localcluster.Node, key string) (string, error) {
