@@ -119,8 +119,8 @@ type Peer struct {
 	// not know the leader yet (a worker whose gossip has not heard) asks
 	// them.
 	Servers func() []string
-	Faults     *scheduler.Faults
-	Client     *http.Client
+	Faults  *scheduler.Faults
+	Client  *http.Client
 }
 
 var _ scheduler.Forwarder = (*Peer)(nil)
