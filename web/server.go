@@ -147,6 +147,7 @@ func (s *Server) Handler() http.Handler {
 		r.Post("/jobs/{name}/resume", s.handlePause(false))
 		r.Get("/events", s.handleEventsJSON)
 		r.Get("/runs", s.handleRuns)
+		r.Get("/skips", s.handleSkips)
 		store := s.StoreAPI
 		if store == nil {
 			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
