@@ -1,0 +1,5 @@
+// Command fencecheck attacks a real fencecron cluster and proves nothing
+// stale was ever accepted. See doc.go.
+package main
+
+func main() {}
