@@ -19,9 +19,9 @@ func everySecond(t *testing.T) jobs.Spec {
 	return s
 }
 
-// run returns a finished run of tick at second sec with one attempt per
+// mkRun returns a finished run of tick at second sec with one attempt per
 // token.
-func run(sec int, state jobs.State, tokens ...jobs.Fence) jobs.Run {
+func mkRun(sec int, state jobs.State, tokens ...jobs.Fence) jobs.Run {
 	at := t0.Add(time.Duration(sec) * time.Second)
 	r := jobs.Run{ID: jobs.RunID("tick", at), Job: "tick", ScheduledAt: at, State: state, Trigger: "schedule"}
 	for i, tok := range tokens {
@@ -56,7 +56,7 @@ func TestCheck_Schedule(t *testing.T) {
 		return o
 	}
 	full := func(o *Observation) {
-		o.AddRuns("n1", t0, []jobs.Run{run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), run(2, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 7})})
+		o.AddRuns("n1", t0, []jobs.Run{mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), mkRun(2, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 7})})
 		o.AddSkips([]jobs.SkipRange{{Job: "tick", From: t0.Add(3 * time.Second), To: t0.Add(4 * time.Second), Count: 2, Reason: "missed (misfire: skip)"}})
 		o.AddRuns("n1", t0, []jobs.Run{{ID: jobs.RunID("tick", t0.Add(5*time.Second)), Job: "tick", ScheduledAt: t0.Add(5 * time.Second), State: jobs.Skipped, Reason: "previous run still open"}})
 	}
@@ -84,7 +84,7 @@ func TestCheck_Schedule(t *testing.T) {
 			o.Skips[0].Count = 3
 		}},
 		{"open run", CheckTerminal, "still running", func(o *Observation) {
-			r := run(1, jobs.Running, jobs.Fence{Epoch: 2, Seq: 5})
+			r := mkRun(1, jobs.Running, jobs.Fence{Epoch: 2, Seq: 5})
 			o.Runs[r.ID] = r
 		}},
 		{"run state", CheckRunState, "its newest attempt", func(o *Observation) {
@@ -116,27 +116,27 @@ func TestCheck_Tokens(t *testing.T) {
 		sightings         map[string][]jobs.Fence
 	}{
 		{name: "ordered", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
-			run(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 9}, jobs.Fence{Epoch: 3, Seq: 12}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
+			mkRun(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 9}, jobs.Fence{Epoch: 3, Seq: 12}),
 		}, events: []jobs.Event{elected(2, 3), elected(3, 11)}},
 		{name: "epoch back by index", check: CheckTokenOrder, want: "the epoch went back", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 3, Seq: 5}),
-			run(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 9}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 3, Seq: 5}),
+			mkRun(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 9}),
 		}},
 		// A cluster restarted on empty disks mints small tokens again.
 		{name: "restart from scratch", check: CheckTokenOrder, want: "older than", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 4, Seq: 50}),
-			run(5, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 3}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 4, Seq: 50}),
+			mkRun(5, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 3}),
 		}},
 		{name: "same index", check: CheckTokenOrder, want: "share log index", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
-			run(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
+			mkRun(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
 		}},
 		{name: "grant outside its epoch", check: CheckTokenOrder, want: "last election entry", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 12}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 12}),
 		}, events: []jobs.Event{elected(2, 3), elected(3, 11)}},
 		{name: "granted twice", check: CheckUniqueGrant, want: "seen with 2 tokens", runs: []jobs.Run{
-			run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
+			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
 		}, sightings: map[string][]jobs.Fence{jobs.AttemptID(jobs.RunID("tick", t0.Add(time.Second)), 1): {{Epoch: 2, Seq: 40}}}},
 		{name: "granted twice in the trail", check: CheckUniqueGrant, want: "granted twice", events: []jobs.Event{
 			{Kind: jobs.EventGranted, Attempt: "tick@x.1", Index: 4}, {Kind: jobs.EventGranted, Attempt: "tick@x.1", Index: 9},
@@ -200,7 +200,7 @@ func TestCheck_Monotonic(t *testing.T) {
 
 func TestCheck_StoreVsRuns(t *testing.T) {
 	tok := jobs.Fence{Epoch: 2, Seq: 5}
-	r := run(1, jobs.Succeeded, tok)
+	r := mkRun(1, jobs.Succeeded, tok)
 	r.Output = "ticks/x"
 	r.Attempts[0].StoreOutcome, r.Attempts[0].StoreVersion = "applied", 1
 	id := r.Attempts[0].ID
@@ -229,8 +229,8 @@ func TestCheck_StoreVsRuns(t *testing.T) {
 // A lagging follower's older view of a run never replaces a newer one.
 func TestObservation_AddRunsKeepsTheMostAdvanced(t *testing.T) {
 	o := NewObservation()
-	newer := run(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}, jobs.Fence{Epoch: 2, Seq: 8})
-	older := run(1, jobs.Running, jobs.Fence{Epoch: 2, Seq: 5})
+	newer := mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}, jobs.Fence{Epoch: 2, Seq: 8})
+	older := mkRun(1, jobs.Running, jobs.Fence{Epoch: 2, Seq: 5})
 	older.Attempts[0].State = jobs.Running
 	o.AddRuns("n1", t0, []jobs.Run{newer})
 	o.AddRuns("n2", t0, []jobs.Run{older})
