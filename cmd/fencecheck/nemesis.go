@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"slices"
@@ -319,8 +320,22 @@ func (h *Harness) runningWorker(r *rand.Rand, leader *localcluster.Node) *localc
 	return nil
 }
 
-// target resolves a process fault's node.
+// target resolves a process fault's node, waiting a little for one
+// (a leader may be being elected).
 func (h *Harness) target(kind string, r *rand.Rand) *localcluster.Node {
+	var n *localcluster.Node
+	localcluster.Until(3*time.Second, func() error {
+		if n = h.target1(kind, r); n == nil {
+			return errNoTarget
+		}
+		return nil
+	})
+	return n
+}
+
+var errNoTarget = errors.New("no target")
+
+func (h *Harness) target1(kind string, r *rand.Rand) *localcluster.Node {
 	switch kind {
 	case FaultPauseLeader, FaultKillLeader:
 		return h.currentLeader()
@@ -338,8 +353,18 @@ func (h *Harness) target(kind string, r *rand.Rand) *localcluster.Node {
 	return nil
 }
 
-// sides resolves a partition's two sides.
+// sides resolves a partition's two sides, waiting a little for them.
 func (h *Harness) sides(kind string, r *rand.Rand) (a, b []string) {
+	localcluster.Until(3*time.Second, func() error {
+		if a, b = h.sides1(kind, r); len(a) == 0 || len(b) == 0 {
+			return errNoTarget
+		}
+		return nil
+	})
+	return a, b
+}
+
+func (h *Harness) sides1(kind string, r *rand.Rand) (a, b []string) {
 	leader := h.currentLeader()
 	switch kind {
 	case FaultIsolateLeader:
