@@ -162,6 +162,30 @@ func (h *Harness) runNemesis(ctx context.Context, sched []Op) []Op {
 	return done
 }
 
+// waitForGrant polls a leader's trail until a new grant appears, and
+// returns its attempt and token.
+func waitForGrant(n *localcluster.Node, within time.Duration) (string, bool) {
+	var page eventsPage
+	if err := getJSON(n, "/api/v1/events?limit=1", time.Second, &page); err != nil || len(page.Events) == 0 {
+		return "", false
+	}
+	after := page.Events[len(page.Events)-1].Seq
+	deadline := time.Now().Add(within)
+	for time.Now().Before(deadline) {
+		if err := getJSON(n, fmt.Sprintf("/api/v1/events?after=%d&limit=100", after), time.Second, &page); err != nil {
+			return "", false
+		}
+		for _, e := range page.Events {
+			if e.Kind == jobs.EventGranted {
+				return e.Attempt + " " + tokenText(e.Token), true
+			}
+			after = e.Seq
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return "", false
+}
+
 // sleep waits d or until ctx ends.
 func sleep(ctx context.Context, d time.Duration) {
 	select {
@@ -194,9 +218,18 @@ func (h *Harness) apply(ctx context.Context, op *Op) {
 			return
 		}
 		op.Nodes = []string{n.Name}
+		if op.Kind == FaultKillLeader {
+			// Kill it right after it commits a grant: before the grant
+			// is dispatched or applied everywhere.
+			if g, ok := waitForGrant(n, 3*time.Second); ok {
+				op.Note = "just after granting " + g
+			}
+		}
 		h.kill(n)
 		sleep(ctx, op.For)
-		op.Note = h.restart(n)
+		if note := h.restart(n); note != "" {
+			op.Note = note
+		}
 	case FaultRestartAuth:
 		servers := h.c.Servers()
 		for _, n := range servers {

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"sort"
 	"strings"
 	"sync"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -166,12 +168,16 @@ func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 	return runs
 }
 
-// observe reads a store the way the harness does at the end of a run.
+// observe reads a store the way the harness reads a cluster's at the end
+// of a run: served over HTTP as a store node serves it, read through the
+// HTTP client.
 func observe(t *testing.T, s fencedstore.Store, runs []jobs.Run) *Observation {
 	t.Helper()
+	srv := httptest.NewServer(&httpstore.Handler{Store: s})
+	defer srv.Close()
 	o := NewObservation()
 	o.AddRuns("n1", time.Now(), runs)
-	if err := readStore(context.Background(), s, o); err != nil {
+	if err := readStore(context.Background(), httpstore.NewClient(srv.URL, nil), o); err != nil {
 		t.Fatal(err)
 	}
 	return o
