@@ -306,28 +306,30 @@ func describeIllegal(info porcupine.LinearizationInfo, opsOf map[string][]porcup
 	return out
 }
 
-// checkStoreMonotonic compares the store's state over time, across store
-// restarts: no key's greatest token or version ever goes back, and no key
-// disappears.
+// checkStoreMonotonic compares the store's listings over time, across
+// store restarts: no key's greatest token or version ever goes back, and
+// no key disappears.
 func checkStoreMonotonic(o *Observation, r *results) {
-	last := map[string]fencedstore.Meta{}
-	lastAt := map[string]time.Time{}
-	for _, s := range o.StoreSamples {
-		seen := map[string]bool{}
-		for _, m := range s.Keys {
-			r.checked(CheckStoreMonotonic, 1)
-			seen[m.Key] = true
-			if p, ok := last[m.Key]; ok && (m.Greatest.Less(p.Greatest) || m.Version < p.Version) {
-				r.fail(CheckStoreMonotonic, "%s: greatest %s v%d at %s, after greatest %s v%d at %s", m.Key, m.Greatest, m.Version, s.At.Format(timeFmt), p.Greatest, p.Version, lastAt[m.Key].Format(timeFmt))
+	r.checked(CheckStoreMonotonic, o.StoreListings)
+	keys := make([]string, 0, len(o.StoreSeries))
+	for k := range o.StoreSeries {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		series := o.StoreSeries[k]
+		for i := 1; i < len(series); i++ {
+			p, m := series[i-1], series[i]
+			if m.At.IsZero() {
+				break // gone: reported below
 			}
-			last[m.Key], lastAt[m.Key] = m, s.At
-		}
-		for k := range last {
-			if !seen[k] {
-				r.fail(CheckStoreMonotonic, "%s: listed before %s, missing then", k, s.At.Format(timeFmt))
-				delete(last, k)
+			if m.Greatest.Less(p.Greatest) || m.Version < p.Version {
+				r.fail(CheckStoreMonotonic, "%s: greatest %s v%d at %s, after greatest %s v%d at %s", k, m.Greatest, m.Version, m.At.Format(timeFmt), p.Greatest, p.Version, p.At.Format(timeFmt))
 			}
 		}
+	}
+	for _, m := range o.StoreMissing {
+		r.fail(CheckStoreMonotonic, "%s", m)
 	}
 }
 

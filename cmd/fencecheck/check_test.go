@@ -174,12 +174,15 @@ func TestCheck_Monotonic(t *testing.T) {
 	}
 	t.Run("store went back after a restart", func(t *testing.T) {
 		o := NewObservation()
-		o.StoreSamples = []StoreSample{
-			{At: t0, Keys: []fencedstore.Meta{meta("a", 9, 3), meta("b", 4, 1)}},
-			{At: t0.Add(time.Second), Keys: []fencedstore.Meta{meta("a", 7, 3)}},
+		o.AddStoreListing(t0, []fencedstore.Meta{meta("a", 9, 3), meta("b", 4, 1)})
+		o.AddStoreListing(t0.Add(time.Second), []fencedstore.Meta{meta("a", 9, 3), meta("b", 4, 1)})
+		o.AddStoreListing(t0.Add(2*time.Second), []fencedstore.Meta{meta("a", 7, 3)})
+		o.AddStoreListing(t0.Add(3*time.Second), []fencedstore.Meta{meta("a", 7, 3)})
+		if n := len(o.StoreSeries["a"]); n != 2 {
+			t.Errorf("a's series has %d entries, want only the 2 changes", n)
 		}
 		d := strings.Join(failures(o)[CheckStoreMonotonic], "\n")
-		if !strings.Contains(d, "a: greatest 2.7") || !strings.Contains(d, "b: listed before") {
+		if !strings.Contains(d, "a: greatest 2.7") || !strings.Contains(d, "b: listed at") || strings.Count(d, "b: listed at") != 1 {
 			t.Fatalf("violations %q; want a's token going back and b disappearing", d)
 		}
 	})

@@ -113,7 +113,7 @@ func (h *Harness) pollOnce(limit int) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		h.obs.StoreSamples = append(h.obs.StoreSamples, StoreSample{At: time.Now(), Keys: keys})
+		h.obs.AddStoreListing(time.Now(), keys)
 	})
 	wg.Wait()
 	// The leader with the greatest epoch has the newest state.

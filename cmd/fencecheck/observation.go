@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"slices"
 	"sort"
 	"time"
@@ -42,8 +43,14 @@ type Observation struct {
 	// on every key.
 	Keys      []fencedstore.Meta
 	Histories map[string][]fencedstore.Decision
-	// StoreSamples and EpochSamples are read periodically, faults or not.
-	StoreSamples []StoreSample
+	// StoreSeries is, per key, every change of its greatest token or
+	// version that the periodic listings saw, faults or not, and
+	// StoreMissing every key a listing lacked after an earlier one had
+	// it; StoreListings counts the listings.
+	StoreSeries   map[string][]KeyState
+	StoreMissing  []string
+	StoreListings int
+	// EpochSamples are every server's epoch, read periodically.
 	EpochSamples []EpochSample
 }
 
@@ -60,10 +67,35 @@ type Sighting struct {
 	At    time.Time  `json:"at"`
 }
 
-// StoreSample is the store's list of keys at one moment.
-type StoreSample struct {
-	At   time.Time
-	Keys []fencedstore.Meta
+// KeyState is a key's greatest token and version as a listing showed it.
+type KeyState struct {
+	At       time.Time         `json:"at"`
+	Greatest fencedstore.Token `json:"greatest"`
+	Version  uint64            `json:"version"`
+}
+
+// AddStoreListing records what a listing of the whole store showed: only
+// changes are kept, so a long run stays small.
+func (o *Observation) AddStoreListing(at time.Time, keys []fencedstore.Meta) {
+	o.StoreListings++
+	listed := map[string]bool{}
+	for _, m := range keys {
+		listed[m.Key] = true
+		ks := KeyState{At: at, Greatest: m.Greatest, Version: m.Version}
+		series := o.StoreSeries[m.Key]
+		if n := len(series); n > 0 && series[n-1].Greatest == ks.Greatest && series[n-1].Version == ks.Version {
+			continue
+		}
+		o.StoreSeries[m.Key] = append(series, ks)
+	}
+	for k, series := range o.StoreSeries {
+		if !listed[k] && !series[len(series)-1].At.IsZero() {
+			o.StoreMissing = append(o.StoreMissing, fmt.Sprintf("%s: listed at %s (greatest %s, v%d), missing at %s",
+				k, series[len(series)-1].At.Format(timeFmt), series[len(series)-1].Greatest, series[len(series)-1].Version, at.Format(timeFmt)))
+			// Report it once: a zero time marks it gone.
+			o.StoreSeries[k] = append(series, KeyState{})
+		}
+	}
 }
 
 // EpochSample is the epoch one node reported, in its Life-th process.
@@ -79,6 +111,7 @@ func NewObservation() *Observation {
 	return &Observation{
 		Runs: map[string]jobs.Run{}, Sightings: map[string][]Sighting{},
 		Histories: map[string][]fencedstore.Decision{}, Counters: map[string]uint64{},
+		StoreSeries: map[string][]KeyState{},
 	}
 }
 

@@ -17,7 +17,7 @@ func readStore(ctx context.Context, s fencedstore.Store, o *Observation) error {
 		return fmt.Errorf("list the store: %w", err)
 	}
 	o.Keys = keys
-	o.StoreSamples = append(o.StoreSamples, StoreSample{At: time.Now(), Keys: keys})
+	o.AddStoreListing(time.Now(), keys)
 	for _, m := range keys {
 		h, err := s.History(ctx, m.Key)
 		if err != nil {
