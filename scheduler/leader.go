@@ -183,18 +183,40 @@ func (l *leader) buildQueue() fireQueue {
 	return q
 }
 
+// maxConcurrentFires bounds how many jobs are granted at once. Grants of
+// different jobs are independent, and Raft commits concurrent proposals
+// in one batch (one fsync), so firing many due jobs together keeps a
+// busy second from queueing behind one disk write per job.
+const maxConcurrentFires = 64
+
 // fireDue handles every job whose next fire time has come.
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
-	for q.Len() > 0 && !(*q)[0].fireAt.After(now) && l.ctx.Err() == nil {
-		e := (*q)[0]
-		last := l.handleDue(e, now)
-		e.after = last
-		e.setNext(e.sched.Next(last))
-		if e.next.IsZero() {
-			heap.Pop(q)
-		} else {
-			heap.Fix(q, 0)
+	var due []*fireEntry
+	for q.Len() > 0 && !(*q)[0].fireAt.After(now) {
+		due = append(due, heap.Pop(q).(*fireEntry))
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, maxConcurrentFires)
+	for _, e := range due {
+		if l.ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.after = l.handleDue(e, now)
+		}()
+	}
+	wg.Wait()
+	for _, e := range due {
+		if e.after.Before(e.next) {
+			e.after = e.next.Add(-time.Nanosecond) // not handled (term ending): keep it due
+		}
+		if next := e.sched.Next(e.after); !next.IsZero() {
+			e.setNext(next)
+			heap.Push(q, e)
 		}
 	}
 }
@@ -683,10 +705,13 @@ func sortedKeys(m map[string]time.Time) []string {
 // duplicate); attempts whose worker gossip reports gone are expired at
 // once; failed runs get their retry timers.
 func (l *leader) recover() {
-	alive := map[string]bool{}
+	// Only a worker gossip has seen die or leave is gone: a leader that
+	// has just started may not have heard of everyone yet, and a live
+	// worker's lease deserves its grace.
+	gone := map[string]bool{}
 	for _, m := range l.s.Raft.Members() {
-		if m.State == "alive" || m.State == "suspect" {
-			alive[m.Name] = true
+		if m.State == "dead" || m.State == "left" {
+			gone[m.Name] = true
 		}
 	}
 	now := l.s.Clock.Now()
@@ -696,7 +721,7 @@ func (l *leader) recover() {
 			continue
 		}
 		spec, known := l.specOf(run.Job)
-		if !alive[a.Worker] || !known {
+		if gone[a.Worker] || !known {
 			l.expire(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), true)
 			continue
 		}

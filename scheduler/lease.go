@@ -63,6 +63,7 @@ func (c *leaseClient) renewOnce(ctx context.Context) {
 	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
 	reply, err := c.w.Leader.Renew(rctx, c.attempt, c.w.ID)
 	cancel()
+	c.w.observer().LeaseRenewed(time.Since(sent), err)
 	c.mu.Lock()
 	if err == nil && c.confirmed && c.w.Faults != nil && c.dropped < c.w.Faults.DropRenewReplies {
 		c.dropped++
@@ -170,6 +171,7 @@ func (c *leaseClient) lose(why string) {
 
 // note tells the leader, in the background and best effort.
 func (c *leaseClient) note(kind, detail string) {
+	c.w.observer().LeaseTransition(kind)
 	c.w.wg.Add(1)
 	go func() {
 		defer c.w.wg.Done()

@@ -54,6 +54,8 @@ type Worker struct {
 	DropEnv []string
 	Faults  *Faults
 	Logger  *slog.Logger
+	// Observer, if set, sees this worker's attempts (see observe.go).
+	Observer Observer
 
 	mu     sync.Mutex
 	seen   map[string]bool // attempts accepted here, running or recently finished
@@ -133,6 +135,7 @@ func (w *Worker) Accept(a Assignment) error {
 	go func() {
 		defer w.wg.Done()
 		c := w.runAttempt(a)
+		w.observer().AttemptFinished(jobOf(a), c)
 		w.reportCompletion(c)
 		w.forget(a.Attempt.ID)
 	}()
@@ -174,19 +177,24 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	w.active[a.Attempt.ID] = lc
 	w.mu.Unlock()
 
-	// ACQUIRING: shut out every older attempt at the store, then confirm
-	// the lease with the leader, before doing anything.
+	// ACQUIRING: shut out every older attempt at the store and confirm
+	// the lease with the leader, both before doing anything. The two are
+	// independent, so they go out together.
+	held := make(chan bool, 1)
+	go func() { held <- lc.acquire(w.ctx) }()
 	if key := a.Run.Output; key != "" {
 		res, err := w.establish(key, tok, a.Attempt.ID, lc)
 		switch {
 		case errors.Is(err, fencedstore.ErrStaleOwner):
+			<-held
 			log.Warn("fenced before start: the store holds a newer token", "key", key, "greatest", res.Greatest)
 			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: store holds newer token %s", key, res.Greatest)
 		case err != nil:
+			<-held
 			return done(jobs.Failed, "", "establish %s: %v", key, err)
 		}
 	}
-	if !lc.acquire(w.ctx) {
+	if !<-held {
 		return done(jobs.Lost, "", "lease not confirmed: %s", lc.reason())
 	}
 
@@ -201,10 +209,16 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
 
+	// Reporting the start is for the record; it must not delay the work.
 	started := time.Now().UTC()
-	if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
-		log.Warn("could not report start", "err", err)
-	}
+	w.observer().AttemptStarted(jobOf(a), a.Run.ScheduledAt, started)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
+			log.Warn("could not report start", "err", err)
+		}
+	}()
 	res := executor.Run(runCtx, executor.Request{
 		Argv:      a.Spec.Argv(),
 		Env:       w.env(a),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -163,7 +164,7 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, run)
+	s.answer(w, r, run)
 }
 
 func (s *Server) handlePause(paused bool) http.HandlerFunc {
@@ -173,7 +174,7 @@ func (s *Server) handlePause(paused bool) http.HandlerFunc {
 			s.error(w, r, err)
 			return
 		}
-		writeJSON(w, http.StatusOK, map[string]any{"job": name, "paused": paused})
+		s.answer(w, r, map[string]any{"job": name, "paused": paused})
 	}
 }
 
@@ -205,6 +206,8 @@ func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
 var (
 	errBadRequest   = errors.New("bad request")
 	errUnauthorized = errors.New("unauthorized")
+	errForbidden    = errors.New("forbidden")
+	errMethod       = errors.New("method not allowed")
 	errUnavailable  = errors.New("unavailable")
 )
 
@@ -220,6 +223,10 @@ func statusOf(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, errUnauthorized):
 		return http.StatusUnauthorized
+	case errors.Is(err, errForbidden):
+		return http.StatusForbidden
+	case errors.Is(err, errMethod):
+		return http.StatusMethodNotAllowed
 	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, fencedstore.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, jobs.ErrDuplicateRun):
@@ -240,7 +247,33 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if code >= 500 {
 		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
+	if code == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
+	}
+	if wantsHTML(r) {
+		s.renderError(w, r, code, err)
+		return
+	}
 	writeJSON(w, code, map[string]string{"error": err.Error()})
+}
+
+// wantsHTML reports whether an error should be a page: a dashboard page,
+// or a dashboard form posted without script.
+func wantsHTML(r *http.Request) bool {
+	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") || r.URL.Path == "/metrics" {
+		return isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html")
+	}
+	return true
+}
+
+// answer writes v as JSON, or, for a dashboard form posted without
+// script, sends the browser back to the page it came from.
+func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any) {
+	if isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, localPath(r.PostFormValue("back")), http.StatusSeeOther)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

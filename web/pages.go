@@ -1,13 +1,36 @@
 package web
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
 	"html/template"
+	"io/fs"
 	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
 	"time"
+	"unicode/utf8"
 
+	"github.com/go-chi/chi/v5"
+
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
+
+// The dashboard: server-rendered pages, each templates/layout.html plus
+// its own template, parsed once. A page asked for with the header
+// X-Fencecron-Fragment: main renders only its <main>; static/app.js
+// fetches that whenever /api/v1/events reports a change, so pages stay
+// live without reloads and all rendering stays here.
+
+const fragmentHeader = "X-Fencecron-Fragment"
+
+var pageNames = []string{"overview.html", "jobs.html", "job.html", "store.html", "key.html", "events.html", "timeline.html", "login.html", "error.html"}
 
 var templateFuncs = template.FuncMap{
 	"ts": func(t time.Time) string {
@@ -16,22 +39,494 @@ var templateFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
+	"clock": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("15:04:05.000")
+	},
+	"inZone": func(t time.Time, tz string) string {
+		if loc, err := jobs.LoadZone(tz); err == nil && tz != "" && tz != "UTC" {
+			return t.In(loc).Format("2006-01-02 15:04:05 MST")
+		}
+		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	"dur": func(d time.Duration) string {
+		switch {
+		case d <= 0:
+			return ""
+		case d < time.Second:
+			return d.Round(time.Millisecond).String()
+		}
+		return d.Round(10 * time.Millisecond).String()
+	},
 	"latest": func(r jobs.Run) *jobs.Attempt {
 		a, _ := r.Latest()
 		return a
 	},
+	"words":   describeSchedule,
+	"keyPath": keyPath,
+	"f":       func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
+	"add":     func(a, b float64) float64 { return a + b },
+	"sub":     func(a, b float64) float64 { return a - b },
+	"refused": func(o fencedstore.Outcome) bool { return o == fencedstore.StaleOwner || o == fencedstore.Conflict },
+	"deref": func(p *int) string {
+		if p == nil {
+			return ""
+		}
+		return strconv.Itoa(*p)
+	},
+	"join": strings.Join,
+	"dict": func(kv ...any) (map[string]any, error) {
+		if len(kv)%2 != 0 {
+			return nil, errors.New("dict: odd number of arguments")
+		}
+		m := map[string]any{}
+		for i := 0; i < len(kv); i += 2 {
+			k, ok := kv[i].(string)
+			if !ok {
+				return nil, fmt.Errorf("dict: key %v is not a string", kv[i])
+			}
+			m[k] = kv[i+1]
+		}
+		return m, nil
+	},
 }
 
-type indexPage struct {
-	Status Status
-	Jobs   []Job
-	Runs   []jobs.Run
-}
-
-func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
-	page := indexPage{Status: s.status(), Jobs: s.jobs(), Runs: s.State.Runs(scheduler.RunFilter{Limit: 25})}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	if err := s.pages.ExecuteTemplate(w, "index.html", page); err != nil {
-		s.Logger.Error("render index", "err", err)
+// keyPath is the dashboard path of a store key, each segment escaped.
+func keyPath(key string) string {
+	segs := strings.Split(key, "/")
+	for i, s := range segs {
+		segs[i] = url.PathEscape(s)
 	}
+	return "/store/" + strings.Join(segs, "/")
+}
+
+func parsePages() (map[string]*template.Template, error) {
+	out := map[string]*template.Template{}
+	for _, name := range pageNames {
+		t, err := template.New(name).Funcs(templateFuncs).ParseFS(assets, "templates/layout.html", "templates/timeline.svg", "templates/"+name)
+		if err != nil {
+			return nil, fmt.Errorf("parse %s: %w", name, err)
+		}
+		out[name] = t
+	}
+	svg, err := template.New("timeline.svg").Funcs(templateFuncs).ParseFS(assets, "templates/timeline.svg")
+	if err != nil {
+		return nil, err
+	}
+	out["timeline.svg"] = svg
+	return out, nil
+}
+
+func staticHandler() http.Handler {
+	sub, _ := fs.Sub(assets, "static")
+	files := http.StripPrefix("/static/", http.FileServerFS(sub))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Cache-Control", "no-cache")
+		files.ServeHTTP(w, r)
+	})
+}
+
+// pageBase is what every page shows around its content.
+type pageBase struct {
+	Title     string
+	Nav       string
+	Node      string
+	RaftState string
+	Leader    string
+	Epoch     uint64
+	Auth      auth
+	EventSeq  uint64
+	Path      string
+	Now       time.Time
+	Live      bool
+}
+
+func (s *Server) base(r *http.Request, title, nav string) pageBase {
+	epoch, _ := s.State.Epoch()
+	leader, _ := s.Cluster.Leader()
+	b := pageBase{
+		Title: title, Nav: nav, Node: s.Cluster.ID(), RaftState: s.Cluster.State(), Leader: leader, Epoch: epoch,
+		Auth: s.authOf(r), Path: r.URL.RequestURI(), Now: s.Clock.Now(), Live: nav != "",
+	}
+	if last := s.State.Events(0, 1); len(last) == 1 {
+		b.EventSeq = last[0].Seq
+	}
+	return b
+}
+
+// render writes a page, or only its main content for a live refresh.
+func (s *Server) render(w http.ResponseWriter, r *http.Request, code int, name string, data any) {
+	t := s.pages[name]
+	root := "layout"
+	if r.Header.Get(fragmentHeader) == "main" {
+		root = "main"
+	}
+	var buf bytes.Buffer
+	if err := t.ExecuteTemplate(&buf, root, data); err != nil {
+		s.Logger.Error("render page", "page", name, "err", err)
+		http.Error(w, "render "+name+": "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-store")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self' 'unsafe-inline'; frame-ancestors 'none'; form-action 'self'")
+	w.WriteHeader(code)
+	w.Write(buf.Bytes())
+}
+
+type errorPage struct {
+	pageBase
+	Code    int
+	Status  string
+	Message string
+}
+
+func (s *Server) renderError(w http.ResponseWriter, r *http.Request, code int, err error) {
+	p := &errorPage{pageBase: s.base(r, http.StatusText(code), ""), Code: code, Status: http.StatusText(code), Message: err.Error()}
+	s.render(w, r, code, "error.html", p)
+}
+
+// runsByState counts the kept runs by state, in a fixed order.
+type stateCount struct {
+	State jobs.State
+	N     int
+}
+
+type overviewPage struct {
+	pageBase
+	Status     Status
+	RunsBy     []stateCount
+	TotalRuns  int
+	Counters   map[string]uint64
+	Failovers  uint64
+	Runs       []jobs.Run
+	Events     []jobs.Event
+	Jobs       int
+	JobsPaused int
+}
+
+func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
+	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.status(), Counters: s.State.Counters()}
+	// Counters the cluster never counted yet are zero, not blank.
+	for _, c := range clusterCounters {
+		if _, ok := p.Counters[c.key]; !ok {
+			p.Counters[c.key] = 0
+		}
+	}
+	by := map[jobs.State]int{}
+	all := s.State.Runs(scheduler.RunFilter{})
+	for _, run := range all {
+		by[run.State]++
+	}
+	p.TotalRuns = len(all)
+	for _, st := range runStates {
+		p.RunsBy = append(p.RunsBy, stateCount{st, by[st]})
+	}
+	if e := p.Counters["elections"]; e > 1 {
+		p.Failovers = e - 1
+	}
+	p.Runs = all[:min(len(all), 12)]
+	p.Events = newestFirst(s.State.Events(0, 12))
+	specs, _, _, _ := s.State.JobSet()
+	p.Jobs = len(specs)
+	for _, sp := range specs {
+		if sp.Paused {
+			p.JobsPaused++
+		}
+	}
+	s.render(w, r, http.StatusOK, "overview.html", p)
+}
+
+func newestFirst(evs []jobs.Event) []jobs.Event {
+	slices.Reverse(evs)
+	return evs
+}
+
+// jobView is a job as the jobs pages show it.
+type jobView struct {
+	Job
+	Words       []string
+	NextFires   []time.Time
+	ScheduleErr string
+}
+
+func (s *Server) jobViews() []jobView {
+	now := s.Clock.Now()
+	var out []jobView
+	for _, j := range s.jobs() {
+		v := jobView{Job: j}
+		for _, e := range j.Schedules {
+			v.Words = append(v.Words, describeSchedule(e))
+		}
+		if sched, err := j.Spec.Schedule(); err == nil {
+			v.NextFires = sched.NextN(now, 5)
+		} else {
+			v.ScheduleErr = err.Error()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+type jobsPage struct {
+	pageBase
+	Jobs []jobView
+}
+
+func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
+	s.render(w, r, http.StatusOK, "jobs.html", &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Jobs: s.jobViews()})
+}
+
+type jobPage struct {
+	pageBase
+	Job      jobView
+	Runs     []jobs.Run
+	Skips    []jobs.SkipRange
+	Timeline svgTimeline
+}
+
+func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
+	name := chi.URLParam(r, "name")
+	i := slices.IndexFunc(s.jobViews(), func(v jobView) bool { return v.Name == name })
+	if i < 0 {
+		s.error(w, r, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound))
+		return
+	}
+	p := &jobPage{pageBase: s.base(r, "Job "+name, "jobs"), Job: s.jobViews()[i]}
+	p.Runs = s.State.Runs(scheduler.RunFilter{Job: name, Limit: 50})
+	p.Skips = s.State.Skips(name)
+	p.Timeline = s.jobTimeline(r.Context(), name, 8)
+	s.render(w, r, http.StatusOK, "job.html", p)
+}
+
+// jobTimeline draws a job's last n runs with their keys' store decisions.
+func (s *Server) jobTimeline(ctx context.Context, job string, n int) svgTimeline {
+	runs := s.State.Runs(scheduler.RunFilter{Job: job, Limit: n})
+	title := fmt.Sprintf("job %s: the last %d runs", job, len(runs))
+	switch len(runs) {
+	case 0:
+		title = fmt.Sprintf("job %s: no runs yet", job)
+	case 1:
+		title = fmt.Sprintf("job %s: the last run", job)
+	}
+	d := timelineData{Title: title, Runs: runs, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
+	seen := map[string]bool{}
+	for _, r := range runs {
+		if r.Output == "" || seen[r.Output] {
+			continue
+		}
+		seen[r.Output] = true
+		hist, err := s.Store.History(ctx, r.Output)
+		if err != nil {
+			continue // not written yet, or the store is away: draw the runs
+		}
+		for _, dec := range hist {
+			d.Decisions = append(d.Decisions, keyedDecision{Key: r.Output, Decision: dec})
+		}
+	}
+	return layoutTimeline(d)
+}
+
+// keyTimeline draws a key's store decisions with the runs that wrote it.
+func (s *Server) keyTimeline(ctx context.Context, key string) (svgTimeline, error) {
+	hist, err := s.Store.History(ctx, key)
+	if err != nil {
+		return svgTimeline{}, err
+	}
+	d := timelineData{Title: "key " + key, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
+	for _, run := range s.State.Runs(scheduler.RunFilter{}) {
+		if run.Output == key {
+			d.Runs = append(d.Runs, run)
+		}
+	}
+	for _, dec := range hist {
+		d.Decisions = append(d.Decisions, keyedDecision{Key: key, Decision: dec})
+	}
+	return layoutTimeline(d), nil
+}
+
+type storePage struct {
+	pageBase
+	Prefix string
+	Keys   []fencedstore.Meta
+	Error  string
+}
+
+func (s *Server) handleStorePage(w http.ResponseWriter, r *http.Request) {
+	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: r.URL.Query().Get("prefix")}
+	keys, err := s.Store.List(r.Context(), p.Prefix)
+	if err != nil {
+		if errors.Is(err, fencedstore.ErrInvalidKey) {
+			s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
+			return
+		}
+		p.Error = err.Error()
+	}
+	// Newest first: the dashboard is about what just happened.
+	slices.SortStableFunc(keys, func(a, b fencedstore.Meta) int { return b.Updated.Compare(a.Updated) })
+	p.Keys = keys[:min(len(keys), 500)]
+	s.render(w, r, http.StatusOK, "store.html", p)
+}
+
+type keyPage struct {
+	pageBase
+	Key      string
+	Meta     *fencedstore.Meta
+	Body     string
+	BodyNote string
+	History  []fencedstore.Decision
+	Refused  int
+	Timeline svgTimeline
+}
+
+// maxPreview bounds the body shown on a key's page.
+const maxPreview = 8 << 10
+
+func (s *Server) handleKeyPage(w http.ResponseWriter, r *http.Request) {
+	key := chi.URLParam(r, "*")
+	if k, err := url.PathUnescape(key); err == nil {
+		key = k
+	}
+	if err := fencedstore.ValidateKey(key); err != nil {
+		s.error(w, r, badRequest("key %q: %v", key, err))
+		return
+	}
+	p := &keyPage{pageBase: s.base(r, "Key "+key, "store"), Key: key}
+	hist, err := s.Store.History(r.Context(), key)
+	if err != nil {
+		s.error(w, r, fmt.Errorf("history of %s: %w", key, err))
+		return
+	}
+	slices.Reverse(hist)
+	p.History = hist
+	for _, d := range hist {
+		if d.Outcome == fencedstore.StaleOwner {
+			p.Refused++
+		}
+	}
+	if obj, err := s.Store.Get(r.Context(), key); err == nil {
+		p.Meta = &obj.Meta
+		body := obj.Body
+		if len(body) > maxPreview {
+			body, p.BodyNote = body[:maxPreview], fmt.Sprintf("the first %d of %d bytes", maxPreview, len(obj.Body))
+		}
+		if utf8.Valid(body) {
+			p.Body = string(body)
+		} else {
+			p.BodyNote = fmt.Sprintf("%d bytes of binary data", len(obj.Body))
+		}
+	}
+	p.Timeline, _ = s.keyTimeline(r.Context(), key)
+	s.render(w, r, http.StatusOK, "key.html", p)
+}
+
+type eventsPage struct {
+	pageBase
+	Kind, Job string
+	Kinds     []string
+	Events    []jobs.Event
+}
+
+var eventKinds = []string{jobs.EventElected, jobs.EventJobSet, jobs.EventGranted, jobs.EventStarted, jobs.EventCompleted, jobs.EventFenced,
+	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed}
+
+func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	p := &eventsPage{pageBase: s.base(r, "Events", "events"), Kind: q.Get("kind"), Job: q.Get("job"), Kinds: eventKinds}
+	if p.Kind != "" && !slices.Contains(eventKinds, p.Kind) {
+		s.error(w, r, badRequest("kind %q: want one of %s", p.Kind, strings.Join(eventKinds, ", ")))
+		return
+	}
+	for _, e := range newestFirst(s.State.Events(0, 0)) {
+		if (p.Kind == "" || e.Kind == p.Kind) && (p.Job == "" || e.Job == p.Job) {
+			p.Events = append(p.Events, e)
+			if len(p.Events) == 500 {
+				break
+			}
+		}
+	}
+	s.render(w, r, http.StatusOK, "events.html", p)
+}
+
+type timelinePage struct {
+	pageBase
+	Job, Key string
+	Runs     int
+	Jobs     []string
+	Timeline svgTimeline
+	SVGPath  string
+}
+
+// timelineFor reads ?job=NAME&runs=N or ?key=KEY (default: the first job).
+func (s *Server) timelineFor(r *http.Request) (job, key string, n int, tl svgTimeline, err error) {
+	q := r.URL.Query()
+	job, key, n = q.Get("job"), q.Get("key"), 8
+	if v := q.Get("runs"); v != "" {
+		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 200 {
+			return "", "", 0, tl, badRequest("runs must be a number from 1 to 200, got %q", v)
+		}
+	}
+	if job != "" && key != "" {
+		return "", "", 0, tl, badRequest("ask for a job or a key, not both")
+	}
+	if key != "" {
+		if err := fencedstore.ValidateKey(key); err != nil {
+			return "", "", 0, tl, badRequest("key %q: %v", key, err)
+		}
+		tl, err = s.keyTimeline(r.Context(), key)
+		return job, key, n, tl, err
+	}
+	specs, _, _, _ := s.State.JobSet()
+	if job == "" && len(specs) > 0 {
+		job = specs[0].Name
+	}
+	if job != "" && !slices.ContainsFunc(specs, func(sp jobs.Spec) bool { return sp.Name == job }) {
+		return "", "", 0, tl, fmt.Errorf("job %q: %w", job, jobs.ErrNotFound)
+	}
+	if job == "" {
+		return "", "", n, layoutTimeline(timelineData{Title: "no jobs"}), nil
+	}
+	return job, key, n, s.jobTimeline(r.Context(), job, n), nil
+}
+
+func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
+	job, key, n, tl, err := s.timelineFor(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
+	specs, _, _, _ := s.State.JobSet()
+	for _, sp := range specs {
+		p.Jobs = append(p.Jobs, sp.Name)
+	}
+	p.SVGPath = "/timeline.svg"
+	if r.URL.RawQuery != "" {
+		p.SVGPath += "?" + r.URL.RawQuery
+	}
+	s.render(w, r, http.StatusOK, "timeline.html", p)
+}
+
+// handleTimelineSVG serves the picture alone, e.g. for a report or a chat.
+func (s *Server) handleTimelineSVG(w http.ResponseWriter, r *http.Request) {
+	_, _, _, tl, err := s.timelineFor(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	var buf bytes.Buffer
+	if err := s.pages["timeline.svg"].ExecuteTemplate(&buf, "timeline", tl); err != nil {
+		s.error(w, r, err)
+		return
+	}
+	w.Header().Set("Content-Type", "image/svg+xml")
+	w.Header().Set("Cache-Control", "no-store")
+	w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n"))
+	w.Write(buf.Bytes())
 }

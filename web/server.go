@@ -22,8 +22,8 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 )
 
-//go:embed templates/*.html
-var templateFS embed.FS
+//go:embed templates/*.html templates/*.svg static
+var assets embed.FS
 
 // Cluster is the membership and Raft view the API shows.
 type Cluster interface {
@@ -46,6 +46,9 @@ type State interface {
 	Events(after uint64, limit int) []jobs.Event
 	Skips(job string) []jobs.SkipRange
 	Counters() map[string]uint64
+	// Subscribe returns a channel signalled, coalesced, after every change,
+	// and a function that ends the subscription.
+	Subscribe() (<-chan struct{}, func())
 }
 
 // Scheduler is what the API changes through: every call goes to the
@@ -80,32 +83,59 @@ type Server struct {
 	// Store read-only.
 	StoreAPI http.Handler
 
-	ln    net.Listener
-	srv   *http.Server
-	pages *template.Template
-	done  chan struct{}
+	// APIToken, if set, is required by the mutating public endpoints and
+	// the dashboard's buttons; ReadOnly refuses them all (see auth.go).
+	APIToken string
+	ReadOnly bool
+	// Metrics holds this node's own counters (give the same value to the
+	// worker as its Observer); nil: a fresh, empty one.
+	Metrics *Metrics
+
+	ln      net.Listener
+	srv     *http.Server
+	pages   map[string]*template.Template
+	baseCtx context.Context
+	cancel  context.CancelFunc
+	done    chan struct{}
 }
 
-// Open listens on Addr and starts serving. Listening happens before
-// serving, so Addr ":0" is resolved by the time Open returns (see URL).
-func (s *Server) Open() error {
+// init sets defaults and parses the templates; Open and tests call it.
+func (s *Server) init() error {
 	if s.Clock == nil {
 		s.Clock = jobs.SystemClock{}
 	}
 	if s.Logger == nil {
 		s.Logger = slog.Default()
 	}
-	pages, err := template.New("").Funcs(templateFuncs).ParseFS(templateFS, "templates/*.html")
+	if s.Metrics == nil {
+		s.Metrics = NewMetrics()
+	}
+	pages, err := parsePages()
 	if err != nil {
 		return err
 	}
 	s.pages = pages
+	return nil
+}
+
+// Open listens on Addr and starts serving. Listening happens before
+// serving, so Addr ":0" is resolved by the time Open returns (see URL).
+func (s *Server) Open() error {
+	if err := s.init(); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("http listen %s: %w", s.Addr, err)
 	}
 	s.ln = ln
-	s.srv = &http.Server{Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	// Event streams run under base: Close cancels it before Shutdown,
+	// which would otherwise wait for them forever.
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.srv = &http.Server{
+		Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
+		BaseContext: func(net.Listener) context.Context { return s.baseCtx },
+	}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
@@ -124,6 +154,7 @@ func (s *Server) Close(ctx context.Context) error {
 	if s.srv == nil {
 		return nil
 	}
+	s.cancel()
 	err := s.srv.Shutdown(ctx)
 	if err != nil {
 		s.srv.Close()
@@ -132,20 +163,33 @@ func (s *Server) Close(ctx context.Context) error {
 	return err
 }
 
-// Handler returns the router.
+// Handler returns the router. Call it after Open (or init, in tests).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Get("/", s.handleIndex)
+	// The dashboard (pages.go).
+	r.Get("/", s.handleOverview)
+	r.Get("/jobs", s.handleJobsPage)
+	r.Get("/jobs/{name}", s.handleJobPage)
+	r.Get("/store", s.handleStorePage)
+	r.Get("/store/*", s.handleKeyPage)
+	r.Get("/events", s.handleEventsPage)
+	r.Get("/timeline", s.handleTimelinePage)
+	r.Get("/timeline.svg", s.handleTimelineSVG)
+	r.Get("/login", s.handleLoginForm)
+	r.Post("/login", s.handleLogin)
+	r.Post("/logout", s.handleLogout)
+	r.Handle("/static/*", staticHandler())
+	r.Get("/metrics", s.handleMetrics)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	r.Get("/readyz", s.handleReady)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Get("/status", s.handleStatus)
 		r.Get("/jobs", s.handleJobs)
 		r.Get("/jobs/{name}", s.handleJob)
-		r.Post("/jobs/{name}/trigger", s.handleTrigger)
-		r.Post("/jobs/{name}/pause", s.handlePause(true))
-		r.Post("/jobs/{name}/resume", s.handlePause(false))
-		r.Get("/events", s.handleEventsJSON)
+		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
+		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
+		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
+		r.Get("/events", s.handleEvents)
 		r.Get("/runs", s.handleRuns)
 		r.Get("/skips", s.handleSkips)
 		store := s.StoreAPI
@@ -157,7 +201,7 @@ func (s *Server) Handler() http.Handler {
 		r.Handle("/establish/*", store)
 		r.Handle("/history/*", store)
 		r.Get("/jobset", s.handleJobSet)
-		r.Put("/jobset", s.handleApplyJobSet)
+		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 	})
 	r.Route("/internal/v1", func(r chi.Router) {
 		r.Use(s.requireCredential)
@@ -168,6 +212,9 @@ func (s *Server) Handler() http.Handler {
 	})
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))
+	})
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
+		s.error(w, r, fmt.Errorf("%w: %s is not allowed on %s", errMethod, r.Method, r.URL.Path))
 	})
 	return r
 }

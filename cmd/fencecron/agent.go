@@ -52,10 +52,12 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Tags:            f.Node.Tags,
 		Secret:          []byte(f.Cluster.Secret),
 		Profile:         f.Cluster.Profile,
+		ReapAfter:       f.Cluster.ReapAfter,
 		Store:           f.Store,
 		StorePath:       f.StorePath(),
 		DropEnv:         f.EnvUsed(),
 		Faults:          faults,
+		API:             f.API,
 	}
 	// A node's own jobs seed a cluster that has none; afterwards they only
 	// replace the applied set by an operator's act (SIGHUP, apply).

@@ -20,10 +20,11 @@ import (
 
 // client talks to one node's HTTP API.
 type client struct {
-	base string
-	json bool
-	out  io.Writer
-	http *http.Client
+	base  string
+	token string
+	json  bool
+	out   io.Writer
+	http  *http.Client
 }
 
 // clientFlags parses the flags every client command takes; it returns the
@@ -37,8 +38,9 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	}
 	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
+	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT] [-json] %s\n", name, argUsage)
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT] [-token TOKEN] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -52,7 +54,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &client{base: strings.TrimRight(base, "/"), json: *asJSON, out: stdout, http: &http.Client{Timeout: 30 * time.Second}}, fs.Args(), nil
+	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, http: &http.Client{Timeout: 30 * time.Second}}, fs.Args(), nil
 }
 
 // do sends a request and decodes a JSON answer into v; a non-2xx answer
@@ -72,6 +74,11 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	// Only changes need the API token; reads (and the store, which has its
+	// own credentials) never see it.
+	if c.token != "" && method != http.MethodGet {
+		req.Header.Set("Authorization", "Bearer "+c.token)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

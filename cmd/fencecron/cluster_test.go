@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -60,6 +61,23 @@ func agree(t *testing.T, c *localcluster.Cluster, d time.Duration) localcluster.
 	return a
 }
 
+// waitFollowerOf waits until n is a follower of leader.
+func waitFollowerOf(t *testing.T, n *localcluster.Node, leader string) {
+	t.Helper()
+	if err := localcluster.Until(20*time.Second, func() error {
+		st, err := n.Status()
+		if err != nil {
+			return err
+		}
+		if st.RaftState != "Follower" || st.Leader != leader {
+			return fmt.Errorf("%s: state %s, leader %q; want a follower of %s", n.Name, st.RaftState, st.Leader, leader)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // allAttempts returns every attempt the cluster recorded, by id.
 func allAttempts(t *testing.T, n *localcluster.Node) []jobs.Attempt {
 	t.Helper()
@@ -84,6 +102,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	// ports and this test's directory, and change nothing else.
 	ports := map[string]int{}
 	var nodes []*localcluster.Node
+	var procs []*proctest.Proc
 	for i := 1; i <= 3; i++ {
 		for _, p := range []int{8080 + i, 7936 + 10*i, 7937 + 10*i} {
 			ports[fmt.Sprint(p)] = proctest.FreePort(t)
@@ -102,7 +121,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 		if err := os.WriteFile(path, b, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		proctest.Start(t, name, "agent", "-config", path)
+		procs = append(procs, proctest.Start(t, name, "agent", "-config", path))
 		nodes = append(nodes, &localcluster.Node{Name: name, HTTP: ports[fmt.Sprint(8080+i)]})
 	}
 	var a localcluster.Agreement
@@ -175,6 +194,26 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	if st2.Jobs.Count != 1 || st2.Jobs.Hash == firstHash {
 		t.Errorf("after the invalid apply the job set is %+v", st2.Jobs)
 	}
+
+	// SIGHUP on a node applies its own file: the set goes back to the
+	// examples' jobs, and nobody has drifted any more.
+	if err := procs[2].Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.Until(15*time.Second, func() error {
+		for _, n := range nodes {
+			st, err := n.Status()
+			if err != nil {
+				return err
+			}
+			if st.Jobs.Hash != firstHash || st.Drifted || !strings.Contains(st.Jobs.Source, "SIGHUP") {
+				return fmt.Errorf("%s: job set %+v, drifted %v", n.Name, st.Jobs, st.Drifted)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // SIGKILL the leader: a new leader with a greater epoch; the old one,
@@ -194,18 +233,7 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 	if err := old.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.Until(20*time.Second, func() error {
-		st, err := old.Status()
-		if err != nil {
-			return err
-		}
-		if st.RaftState != "Follower" || st.Leader != second.Leader {
-			return fmt.Errorf("restarted %s: state %s, leader %q", old.Name, st.RaftState, st.Leader)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitFollowerOf(t, old, second.Leader)
 
 	// Wipe a follower's data directory and bring it back.
 	var victim *localcluster.Node
@@ -275,18 +303,7 @@ func TestCluster_PausedLeaderStepsDownAndCommitsNothing(t *testing.T) {
 	if err := old.Resume(); err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.Until(20*time.Second, func() error {
-		st, err := old.Status()
-		if err != nil {
-			return err
-		}
-		if st.RaftState != "Follower" || st.Leader != second.Leader {
-			return fmt.Errorf("resumed %s: state %s, leader %q", old.Name, st.RaftState, st.Leader)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitFollowerOf(t, old, second.Leader)
 	// Give the resumed node's stale proposals time to be refused, then
 	// read the committed history: in log order, epochs never go back.
 	agree(t, c, 10*time.Second)
@@ -365,4 +382,9 @@ func TestCluster_FiveServersQuorum(t *testing.T) {
 		// One grant may have been in flight when the third died.
 		t.Errorf("grants kept committing without a majority: %d then %d", before, after)
 	}
+}
+
+func httpGet(url string) ([]byte, error) {
+	b, _, err := proctest.Get(url)
+	return b, err
 }

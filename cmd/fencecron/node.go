@@ -39,6 +39,7 @@ type nodeOptions struct {
 	Tags                 map[string]string
 	Secret               []byte
 	Profile              string
+	ReapAfter            time.Duration
 
 	// InitialJobs is applied if the cluster has no job set yet.
 	InitialJobs   []jobs.Spec
@@ -55,6 +56,8 @@ type nodeOptions struct {
 	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
+	// API guards the public API and the dashboard (config's api section).
+	API config.API
 }
 
 // runNode wires one node from concrete parts and runs it until ctx ends,
@@ -108,6 +111,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Join:            o.Join,
 		Secret:          o.Secret,
 		Profile:         o.Profile,
+		ReapAfter:       o.ReapAfter,
 		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
 		Logger:          log,
 	}, fsm)
@@ -127,9 +131,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	peer := &web.Peer{Self: o.ID, Credential: cred, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Faults: o.Faults}
 	sched.Forwarder, sched.Dispatcher = peer, peer
 
+	metrics := web.NewMetrics()
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
+		Observer: metrics,
 	}
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
@@ -138,6 +144,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, Credential: cred, Logger: log,
+		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it.
@@ -170,7 +177,14 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, sched.Close)
 
-	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr())
+	access := "changes need the API token (api.token)"
+	switch {
+	case o.API.ReadOnly:
+		access = "read-only: this node's API changes nothing (api.read_only)"
+	case o.API.Token == "":
+		access = "no API token: anyone who can reach this address can trigger, pause and resume jobs"
+	}
+	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr(), "access", access)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)

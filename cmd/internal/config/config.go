@@ -46,6 +46,7 @@ const (
 	DefaultStorePath        = "store.db"
 	DefaultMaxBodyBytes     = 16 << 20
 	DefaultHistoryRetention = 1000
+	DefaultReapAfter        = 72 * time.Hour
 )
 
 // Cluster profiles.
@@ -73,6 +74,7 @@ const (
 	SectionCluster = "cluster"
 	SectionStore   = "store"
 	SectionJobs    = "jobs"
+	SectionAPI     = "api"
 )
 
 // File is a whole config file, with defaults applied.
@@ -80,6 +82,7 @@ type File struct {
 	Node    Node
 	Cluster Cluster
 	Store   Store
+	API     API
 	// Jobs are validated and normalized, in file order.
 	Jobs []jobs.Spec
 
@@ -122,6 +125,10 @@ type Cluster struct {
 	Secret string
 	// Profile is "default" or "fast".
 	Profile string
+	// ReapAfter is how long a server may be gone from gossip before the
+	// leader removes it from the Raft voters (never below
+	// bootstrap_expect). Default 72h.
+	ReapAfter time.Duration
 }
 
 // Store is the store section.
@@ -140,6 +147,20 @@ type Store struct {
 	// HistoryRetention is how many decisions the store keeps per key,
 	// oldest dropped first.
 	HistoryRetention int
+}
+
+// API is the api section: who may change things through this node's
+// public HTTP API and dashboard. The internal API between nodes has its
+// own credential (cluster.secret) and ignores it.
+type API struct {
+	// Token, if set, is required by every mutating public endpoint
+	// (trigger, pause, resume, PUT /api/v1/jobset, the dashboard's
+	// buttons): as "Authorization: Bearer TOKEN", or by logging in to the
+	// dashboard with it. Empty: anyone who can reach the port may act.
+	Token string
+	// ReadOnly refuses every mutating public endpoint on this node with
+	// 403, whatever the token, and hides the dashboard's buttons.
+	ReadOnly bool
 }
 
 // Pos is a place in a config file. Line and Column start at 1; 0 means
@@ -237,6 +258,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 			d.expand = false
 		}},
 		{SectionStore, func(v *yaml.Node, p string) { storeN = v; d.expand = true; d.store(v, p, &f.Store); d.expand = false }},
+		{SectionAPI, func(v *yaml.Node, p string) { d.expand = true; d.api(v, p, &f.API); d.expand = false }},
 		{SectionJobs, func(v *yaml.Node, p string) { jobsN = v }},
 	})
 	for k := range seen {
@@ -308,7 +330,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 	}
 	root = doc.Content[0]
 	if root.Kind != yaml.MappingNode && !isNull(root) {
-		d.errorf(root, "", "expected a mapping with sections node, cluster, store, jobs; got %s", describe(root))
+		d.errorf(root, "", "expected a mapping with sections node, cluster, store, api, jobs; got %s", describe(root))
 		return nil, false
 	}
 	return root, true
@@ -407,7 +429,7 @@ func (f *File) setDefaults(hostname func() (string, error)) {
 		Bind:    DefaultBind,
 		Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 	}
-	f.Cluster = Cluster{Profile: DefaultProfile}
+	f.Cluster = Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter}
 	f.Store = Store{
 		Backend:          DefaultBackend,
 		Path:             DefaultStorePath,
@@ -556,6 +578,7 @@ func (d *decoder) cluster(n *yaml.Node, path string, dst *Cluster) {
 	d.mapping(n, path, []field{
 		{"secret", d.str(&dst.Secret)},
 		{"profile", d.str(&dst.Profile)},
+		{"reap_after", d.duration(&dst.ReapAfter)},
 	})
 }
 
@@ -585,6 +608,20 @@ func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
 		}
 		d.errorf(pn, "cluster.profile", "%q: want default or fast", c.Profile)
 	}
+}
+
+// The api section.
+
+func (d *decoder) api(n *yaml.Node, path string, dst *API) {
+	d.mapping(n, path, []field{
+		{"token", func(v *yaml.Node, p string) {
+			d.str(&dst.Token)(v, p)
+			if dst.Token != "" && len(dst.Token) < MinSecretLength && !d.failed[p] {
+				d.errorf(v, p, "%d bytes: want at least %d (or none, for an API anyone who reaches the port may use)", len(dst.Token), MinSecretLength)
+			}
+		}},
+		{"read_only", d.boolean(&dst.ReadOnly)},
+	})
 }
 
 // The store section.

@@ -14,9 +14,10 @@ import (
 )
 
 var testEnv = map[string]string{
-	"FENCECRON_SECRET": "0123456789abcdef0123",
-	"PGPASSWORD":       "s3cret",
-	"EMPTY":            "",
+	"FENCECRON_SECRET":    "0123456789abcdef0123",
+	"PGPASSWORD":          "s3cret",
+	"EMPTY":               "",
+	"FENCECRON_API_TOKEN": "api-token-0123456789",
 }
 
 func lookup(k string) (string, bool) { v, ok := testEnv[k]; return v, ok }
@@ -108,7 +109,7 @@ func TestParse_FullFile(t *testing.T) {
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
 	}
-	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast"}); got != want {
+	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50}
@@ -180,6 +181,24 @@ func TestParse_Defaults(t *testing.T) {
 	}
 }
 
+// The api section: a token from the environment (kept from jobs like
+// every ${} secret) and the read-only switch; both off by default.
+func TestParse_API(t *testing.T) {
+	f := MustParse(t, "api: {token: '${FENCECRON_API_TOKEN}', read_only: true}\n")
+	if got, want := f.API, (API{Token: "api-token-0123456789", ReadOnly: true}); got != want {
+		t.Errorf("api = %+v, want %+v", got, want)
+	}
+	if !f.Has(SectionAPI) {
+		t.Error("Has(api) = false")
+	}
+	if got, want := f.EnvUsed(), []string{"FENCECRON_API_TOKEN"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EnvUsed = %v, want %v", got, want)
+	}
+	if f := MustParse(t, "jobs: []\n"); f.API != (API{}) {
+		t.Errorf("default api = %+v, want no token and not read-only", f.API)
+	}
+}
+
 func TestParse_EmptyAndJobsOnly(t *testing.T) {
 	for _, src := range []string{"", "\n# only a comment\n", "---\n", "jobs: []\n", "jobs:\n"} {
 		f := MustParse(t, src)
@@ -235,7 +254,10 @@ func TestLoad_ReferenceExample(t *testing.T) {
 		j.DST != def.DST || j.Paused || j.Jitter != 0 {
 		t.Errorf("the full job shows values other than the defaults:\n%+v\ndefaults:\n%+v", j, def)
 	}
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionJobs} {
+	if f.API != (API{}) {
+		t.Errorf("api = %+v, want the defaults: no token, not read-only", f.API)
+	}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionJobs} {
 		if !f.Has(s) {
 			t.Errorf("reference lacks section %s", s)
 		}
@@ -268,9 +290,12 @@ func TestParse_Problems(t *testing.T) {
 		{"syntax unclosed flow", "node: {name: a}\njobs: [a, b\n", []string{"test.yaml:2: YAML syntax: did not find expected ',' or ']'"}},
 		{"syntax key", "node:\n  name: a\n bind: x\n", []string{"test.yaml:3: YAML syntax: did not find expected key"}},
 		{"two documents", "jobs: []\n---\njobs: []\n", []string{"test.yaml:2:1: a second YAML document"}},
-		{"top level list", "- a\n", []string{"test.yaml:1:1: expected a mapping with sections node, cluster, store, jobs; got a list"}},
+		{"top level list", "- a\n", []string{"test.yaml:1:1: expected a mapping with sections node, cluster, store, api, jobs; got a list"}},
 		{"unknown section", "job: []\n", []string{`test.yaml:1:1: unknown field "job" (did you mean "jobs"?)`}},
-		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, jobs`}},
+		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, api, jobs`}},
+		{"api token too short", "api: {token: abc}\n", []string{"test.yaml:1:14: api.token: 3 bytes: want at least 16"}},
+		{"api unknown field", "api: {tokn: abc}\n", []string{`test.yaml:1:7: api: unknown field "tokn" (did you mean "token"?)`}},
+		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
 		{"node not a mapping", "node: n1\ncluster: {secret: 0123456789abcdef}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},

@@ -321,18 +321,27 @@ func (n *Node) Interrupt(d time.Duration) error {
 
 // Stopped reports whether the process is in the stopped (T) state.
 func (n *Node) Stopped() bool {
-	pid := n.Pid()
-	if pid == 0 {
-		return false
+	st, ok := ProcState(n.Pid())
+	return ok && (st == 'T' || st == 't')
+}
+
+// ProcState returns the state letter of a process from /proc (R, S, T,
+// Z, ...), or false if there is no such process.
+func ProcState(pid int) (byte, bool) {
+	if pid <= 0 {
+		return 0, false
 	}
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return false
+		return 0, false
 	}
 	// pid (comm) state ...: comm may hold spaces; the state follows ")".
 	s := string(b)
 	i := strings.LastIndexByte(s, ')')
-	return i > 0 && len(s) > i+2 && (s[i+2] == 'T' || s[i+2] == 't')
+	if i < 0 || len(s) <= i+2 {
+		return 0, false
+	}
+	return s[i+2], true
 }
 
 // Wipe deletes the node's data directory; the node must be stopped.
@@ -467,7 +476,10 @@ func (c *Cluster) Live(nodes []*Node) []*Node {
 
 // Until polls cond every 50ms until it returns nil or d passes, and
 // returns cond's last error.
-func Until(d time.Duration, cond func() error) error {
+func Until(d time.Duration, cond func() error) error { return UntilEvery(d, 50*time.Millisecond, cond) }
+
+// UntilEvery is Until polling every `every`.
+func UntilEvery(d, every time.Duration, cond func() error) error {
 	deadline := time.Now().Add(d)
 	for {
 		err := cond()
@@ -477,7 +489,7 @@ func Until(d time.Duration, cond func() error) error {
 		if time.Now().After(deadline) {
 			return fmt.Errorf("after %s: %w", d, err)
 		}
-		time.Sleep(50 * time.Millisecond)
+		time.Sleep(every)
 	}
 }
 

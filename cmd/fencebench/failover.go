@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// failoverJobs are 20 jobs due every second, each at its own
+// deterministic jitter within the second, so some fire time is always due
+// within about 50 ms of any instant: the first grant measures the
+// failover, not the phase of the schedule.
+func failoverJobs() string {
+	var b strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&b, "  - name: pulse%02d\n    schedule: \"* * * * * *\"\n    jitter: 950ms\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n", i)
+	}
+	return b.String()
+}
+
+func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var c common
+	c.register(fs)
+	rounds := fs.Int("rounds", 20, "how many times to kill the leader")
+	profile := fs.String("profile", "default", "timeout profile: default or fast")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	bin, dir, cleanup, err := c.setup()
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+	cl, err := localcluster.Start(localcluster.Options{
+		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: *profile, Jobs: failoverJobs(),
+	})
+	if err != nil {
+		return err
+	}
+	defer cl.Stop()
+
+	// Let the schedule run for a few seconds first: right after the job
+	// set is applied nothing is due until the next second.
+	if err := localcluster.Until(60*time.Second, func() error {
+		var out struct{ Counters map[string]uint64 }
+		if err := cl.Servers()[0].GetJSON("/api/v1/events?limit=1", &out); err != nil {
+			return err
+		}
+		if out.Counters["grants"] < 60 {
+			return fmt.Errorf("%d grants so far", out.Counters["grants"])
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	var elected, granted []time.Duration
+	for round := 1; round <= *rounds && ctx.Err() == nil; round++ {
+		e, g, err := failoverOnce(cl)
+		if err != nil {
+			return fmt.Errorf("round %d: %w", round, err)
+		}
+		elected, granted = append(elected, e), append(granted, g)
+		fmt.Fprintf(stderr, "round %2d: new epoch committed after %s, first grant after %s\n", round, ms(e), ms(g))
+	}
+	fmt.Fprintf(stdout, "failover, profile %s, %d leader kills (3 servers, SIGKILL of the leader):\n", *profile, len(granted))
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "from SIGKILL to\tmin\tmedian\tp99\tmax\t")
+	for _, row := range []struct {
+		name string
+		d    []time.Duration
+	}{{"new epoch committed", elected}, {"first committed grant", granted}} {
+		s := summarize(row.d)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.name, ms(s.Min), ms(s.P50), ms(s.P99), ms(s.Max))
+	}
+	return tw.Flush()
+}
+
+// failoverOnce kills the leader and measures until a surviving server has
+// applied a grant of a later epoch; then it restarts the old leader on its
+// data directory and waits for it to rejoin.
+func failoverOnce(cl *localcluster.Cluster) (elected, granted time.Duration, err error) {
+	before, err := waitAgreed(cl, 60*time.Second)
+	if err != nil {
+		return 0, 0, err
+	}
+	old := cl.Node(before.Leader)
+	var watch *localcluster.Node
+	for _, n := range cl.Servers() {
+		if n != old {
+			watch = n
+			break
+		}
+	}
+	var evs struct{ Events []jobs.Event }
+	if err := watch.GetJSON("/api/v1/events?limit=1", &evs); err != nil {
+		return 0, 0, err
+	}
+	var after uint64
+	if len(evs.Events) > 0 {
+		after = evs.Events[0].Seq
+	}
+
+	killed := time.Now()
+	old.Kill()
+	err = localcluster.UntilEvery(30*time.Second, 5*time.Millisecond, func() error {
+		var evs struct{ Events []jobs.Event }
+		if err := watch.GetJSON(fmt.Sprintf("/api/v1/events?after=%d&limit=5000", after), &evs); err != nil {
+			return err
+		}
+		for _, e := range evs.Events {
+			after = e.Seq
+			if e.Kind == jobs.EventElected && e.Epoch > before.Epoch && elected == 0 {
+				elected = time.Since(killed)
+			}
+			if e.Kind == jobs.EventGranted && e.Token != nil && e.Token.Epoch > before.Epoch {
+				granted = time.Since(killed)
+				return nil
+			}
+		}
+		return fmt.Errorf("no grant after epoch %d yet", before.Epoch)
+	})
+	if err != nil {
+		return 0, 0, err
+	}
+	if err := old.Start(); err != nil {
+		return 0, 0, err
+	}
+	// Back to three servers before the next round.
+	err = localcluster.Until(60*time.Second, func() error {
+		st, err := old.Status()
+		if err != nil {
+			return err
+		}
+		if st.RaftState != "Follower" || st.Leader == "" {
+			return fmt.Errorf("%s: %s, leader %q", old.Name, st.RaftState, st.Leader)
+		}
+		return nil
+	})
+	return elected, granted, err
+}

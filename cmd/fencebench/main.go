@@ -1,0 +1,134 @@
+// Command fencebench measures a whole local cluster of fencecron processes:
+//
+//	fencebench failover [-rounds 20] [-profile default|fast]
+//	    SIGKILL the leader again and again; time from the kill to the new
+//	    leader's first committed grant.
+//	fencebench lateness [-rates 10,100] [-duration 30s]
+//	    jobs firing N times a second; lateness (process start minus
+//	    scheduled time) and sustained runs per second.
+//
+// It builds nothing: -bin names the fencecron binary (default: build it
+// into a temporary directory with `go build`).
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		if !errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintln(os.Stderr, "fencebench:", err)
+		}
+		os.Exit(1)
+	}
+}
+
+const usage = `usage:
+  fencebench failover [-rounds N] [-profile default|fast] [-bin PATH] [-keep DIR]
+  fencebench lateness [-rates 10,100] [-duration D] [-bin PATH] [-keep DIR]
+`
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return flag.ErrHelp
+	}
+	switch args[0] {
+	case "failover":
+		return runFailover(ctx, args[1:], stdout, stderr)
+	case "lateness":
+		return runLateness(ctx, args[1:], stdout, stderr)
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown benchmark %q", args[0])
+}
+
+// common are the flags every benchmark takes.
+type common struct {
+	bin  string
+	keep string
+}
+
+func (c *common) register(fs *flag.FlagSet) {
+	fs.StringVar(&c.bin, "bin", "", "fencecron binary (default: go build ./cmd/fencecron)")
+	fs.StringVar(&c.keep, "keep", "", "keep configs, data and logs in this directory (default: a removed temp dir)")
+}
+
+// setup returns the binary and the working directory, and a cleanup.
+func (c *common) setup() (bin, dir string, cleanup func(), err error) {
+	dir = c.keep
+	var tmp string
+	if dir == "" {
+		tmp, err = os.MkdirTemp("", "fencebench-")
+		if err != nil {
+			return "", "", nil, err
+		}
+		dir = tmp
+	} else if err = os.MkdirAll(dir, 0o755); err != nil {
+		return "", "", nil, err
+	}
+	cleanup = func() {
+		if tmp != "" {
+			os.RemoveAll(tmp)
+		}
+	}
+	bin = c.bin
+	if bin == "" {
+		bin = filepath.Join(dir, "fencecron")
+		cmd := exec.Command("go", "build", "-o", bin, "github.com/fencecron/fencecron/cmd/fencecron")
+		cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
+		if err = cmd.Run(); err != nil {
+			cleanup()
+			return "", "", nil, fmt.Errorf("go build: %w", err)
+		}
+	}
+	return bin, dir, cleanup, nil
+}
+
+// Summary is min, median, p99 and max of a sample.
+type Summary struct {
+	N                  int
+	Min, P50, P99, Max time.Duration
+}
+
+func summarize(d []time.Duration) Summary {
+	if len(d) == 0 {
+		return Summary{}
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	q := func(p float64) time.Duration {
+		i := int(p*float64(len(s)-1) + 0.5)
+		return s[min(i, len(s)-1)]
+	}
+	return Summary{N: len(s), Min: s[0], P50: q(0.5), P99: q(0.99), Max: s[len(s)-1]}
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.0f ms", float64(d)/float64(time.Millisecond)) }
+
+// waitAgreed waits for the live servers to agree on a leader.
+func waitAgreed(c *localcluster.Cluster, d time.Duration) (localcluster.Agreement, error) {
+	var a localcluster.Agreement
+	err := localcluster.Until(d, func() error {
+		var err error
+		a, err = localcluster.Agreed(c.Live(c.Servers()))
+		return err
+	})
+	return a, err
+}

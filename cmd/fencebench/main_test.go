@@ -1,0 +1,40 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+// The harness itself works end to end: two leader kills, both measured.
+func TestFailover_Smoke(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"failover", "-rounds", "2", "-profile", "fast", "-bin", proctest.Binary(t), "-keep", t.TempDir()}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("failover: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "2 leader kills") || !strings.Contains(out.String(), "first committed grant") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+func TestLateness_Smoke(t *testing.T) {
+	var out, errOut bytes.Buffer
+	err := run(t.Context(), []string{"lateness", "-rates", "5", "-duration", "3s", "-warmup", "2s", "-bin", proctest.Binary(t), "-keep", t.TempDir()}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("lateness: %v\n%s", err, errOut.String())
+	}
+	lines := strings.Split(out.String(), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[1], "5 ") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}

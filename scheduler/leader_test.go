@@ -1,0 +1,232 @@
+package scheduler
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// fakeRaft applies commands to the FSM at once, as a one-node Raft whose
+// log never fails; it is enough to test the leader's decisions.
+type fakeRaft struct {
+	fsm   *FSM
+	mu    sync.Mutex
+	index uint64
+}
+
+func (r *fakeRaft) ID() string                         { return "n1" }
+func (r *fakeRaft) IsLeader() bool                     { return true }
+func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
+func (r *fakeRaft) Barrier(context.Context) error      { return nil }
+func (r *fakeRaft) Members() []election.Member {
+	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1"}}}
+}
+func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.index++
+	return r.fsm.Apply(&raft.Log{Term: 3, Index: r.index, Type: raft.LogCommand, Data: cmd}), nil
+}
+
+// recordingDispatcher remembers assignments.
+type recordingDispatcher struct {
+	mu   sync.Mutex
+	sent []Assignment
+}
+
+func (d *recordingDispatcher) Dispatch(ctx context.Context, worker string, a Assignment) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sent = append(d.sent, a)
+	return nil
+}
+
+// newTestLeader returns a leader term over a fake one-node cluster with
+// the given job set.
+func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
+	t.Helper()
+	fsm := NewFSM()
+	s := New(&fakeRaft{fsm: fsm}, fsm)
+	s.Clock = fixedClock{base}
+	s.Dispatcher = &recordingDispatcher{}
+	s.Logger = slogDiscard()
+	ctx, cancel := context.WithCancel(context.Background())
+	l := newLeader(s, ctx)
+	t.Cleanup(func() { cancel(); l.wg.Wait() })
+	if _, err := s.SetJobs(ctx, specs, "test"); err != nil {
+		t.Fatal(err)
+	}
+	return l, fsm
+}
+
+func spec(name, misfire, overlap string) jobs.Spec {
+	return jobs.Spec{Name: name, Schedules: []string{"* * * * * *"}, Shell: "true", Misfire: misfire, Overlap: overlap,
+		CatchupWindow: jobs.Duration(10 * time.Second)}
+}
+
+// due builds the queue entry of a job whose fire times after `after` have
+// not been handled.
+func due(t *testing.T, s jobs.Spec, after time.Time) *fireEntry {
+	t.Helper()
+	s.Normalize()
+	sched, err := s.Schedule()
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &fireEntry{spec: s, sched: sched, after: after}
+	e.setNext(sched.Next(after))
+	return e
+}
+
+var base = time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+
+// fixedClock says it is always the same time; the tests pass `now` to the
+// leader's decisions themselves.
+type fixedClock struct{ t time.Time }
+
+func (c fixedClock) Now() time.Time                      { return c.t }
+func (c fixedClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
+
+func TestLeader_MisfirePolicies(t *testing.T) {
+	cases := []struct {
+		misfire     string
+		schedule    string
+		now         time.Time
+		wantGranted []string
+		wantSkipped int
+		wantReason  string
+	}{
+		// Five fire times due, :01 to :05.
+		{jobs.MisfireLatest, "* * * * * *", base.Add(5*time.Second + 300*time.Millisecond), []string{"09:00:05"}, 4, "superseded by a later fire time"},
+		{jobs.MisfireAll, "* * * * * *", base.Add(5*time.Second + 300*time.Millisecond), []string{"09:00:01", "09:00:02", "09:00:03", "09:00:04", "09:00:05"}, 0, ""},
+		{jobs.MisfireSkip, "* * * * * *", base.Add(5*time.Second + 300*time.Millisecond), []string{"09:00:05"}, 4, "missed (misfire: skip)"},
+		// :05 and :10 due, the latest itself late beyond the grace: nothing runs.
+		{jobs.MisfireSkip, "*/5 * * * * *", base.Add(10*time.Second + misfireGrace + 500*time.Millisecond), nil, 2, "missed (misfire: skip)"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.misfire, func(t *testing.T) {
+			js := spec("j", tc.misfire, jobs.OverlapAllow)
+			js.Schedules = []string{tc.schedule}
+			l, fsm := newTestLeader(t, js)
+			e := due(t, js, base)
+			l.handleDue(e, tc.now)
+			var granted []string
+			for _, r := range fsm.Runs(RunFilter{}) {
+				if r.State == jobs.Pending {
+					granted = append([]string{r.ScheduledAt.Format("15:04:05")}, granted...)
+				}
+			}
+			if strings.Join(granted, ",") != strings.Join(tc.wantGranted, ",") {
+				t.Errorf("granted %v, want %v", granted, tc.wantGranted)
+			}
+			skipped := 0
+			for _, k := range fsm.Skips("j") {
+				skipped += k.Count
+				if !strings.Contains(k.Reason, tc.wantReason) {
+					t.Errorf("skip reason %q, want it to say %q", k.Reason, tc.wantReason)
+				}
+			}
+			if skipped != tc.wantSkipped {
+				t.Errorf("skipped %d fire times, want %d (%+v)", skipped, tc.wantSkipped, fsm.Skips("j"))
+			}
+		})
+	}
+}
+
+func TestLeader_CatchupWindow(t *testing.T) {
+	l, fsm := newTestLeader(t, spec("j", jobs.MisfireAll, jobs.OverlapAllow))
+	// 60 fire times missed; the window is 10s: 50 are too old.
+	now := base.Add(60*time.Second + 100*time.Millisecond)
+	l.handleDue(due(t, spec("j", jobs.MisfireAll, jobs.OverlapAllow), base), now)
+	if got := len(fsm.Runs(RunFilter{})); got != 10 {
+		t.Errorf("granted %d runs, want the 10 inside the catch-up window", got)
+	}
+	skips := fsm.Skips("j")
+	if len(skips) != 1 || skips[0].Count != 50 || !strings.Contains(skips[0].Reason, "catchup_window") {
+		t.Errorf("skips = %+v, want one range of 50 older than the window", skips)
+	}
+	if last, _ := fsm.LastScheduled("j"); !last.Equal(base.Add(60 * time.Second)) {
+		t.Errorf("last scheduled = %s, want 09:01:00", last)
+	}
+}
+
+func TestLeader_OverlapPolicies(t *testing.T) {
+	t.Run("forbid skips with a reason", func(t *testing.T) {
+		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapForbid))
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule")
+		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule")
+		if run.State != jobs.Skipped || !strings.Contains(run.Reason, "overlap: forbid") {
+			t.Errorf("second run = %s (%s), want skipped because the first is open", run.State, run.Reason)
+		}
+		if got := len(fsm.OpenRuns("j")); got != 1 {
+			t.Errorf("%d open runs, want 1", got)
+		}
+	})
+	t.Run("allow runs both", func(t *testing.T) {
+		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule")
+		if got := len(fsm.OpenRuns("j")); got != 2 {
+			t.Errorf("%d open runs, want 2", got)
+		}
+	})
+	t.Run("replace cancels the open run", func(t *testing.T) {
+		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapReplace))
+		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule")
+		old, _ := fsm.Run(first.ID)
+		if old.State != jobs.Cancelled || !strings.Contains(old.Attempts[0].Error, "overlap: replace") {
+			t.Errorf("replaced run = %s (%+v), want cancelled", old.State, old.Attempts[0])
+		}
+		if got := len(fsm.OpenRuns("j")); got != 1 {
+			t.Errorf("%d open runs, want 1", got)
+		}
+	})
+}
+
+func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
+	s.Retries = 1
+	s.LeaseTTL = jobs.Duration(time.Second)
+	l, fsm := newTestLeader(t, s)
+	run, err := l.fire(s, base.Add(time.Second), "schedule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No renewal ever came: move the lease's deadline into the past.
+	l.mu.Lock()
+	for _, le := range l.leases {
+		le.deadline = base.Add(-time.Millisecond)
+	}
+	l.mu.Unlock()
+	l.checkLeases()
+	got, _ := fsm.Run(run.ID)
+	if len(got.Attempts) != 2 || got.Attempts[0].State != jobs.Lost || !got.Attempts[0].Expired {
+		t.Fatalf("after expiry: %+v", got.Attempts)
+	}
+	if !(got.Attempts[0].Token.Seq < got.Attempts[1].Token.Seq) || got.Attempts[1].State != jobs.Pending {
+		t.Errorf("takeover attempt %+v after %+v", got.Attempts[1], got.Attempts[0])
+	}
+	// A renewal for the expired attempt is a definite no; for the new one,
+	// yes.
+	if r := l.renew(got.Attempts[0].ID, "n1"); r.Held {
+		t.Error("the expired attempt's lease was renewed")
+	}
+	if r := l.renew(got.Attempts[1].ID, "n1"); !r.Held {
+		t.Errorf("the takeover attempt's lease was not renewed: %s", r.Reason)
+	}
+	if r := l.renew(got.Attempts[1].ID, "n2"); r.Held {
+		t.Error("another node renewed the takeover attempt's lease")
+	}
+}
+
+func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }

@@ -1,0 +1,210 @@
+package web
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+func (f *fixture) do(t testing.TB, method, path, body string, header ...string) (int, http.Header, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, f.http.URL+path, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	client := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header, string(b)
+}
+
+// The JSON API keeps its paths and shapes.
+func TestServer_API(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		path string
+		code int
+		want []string
+	}{
+		{"/api/v1/status", 200, []string{`"node": "n2"`, `"leader": "n2"`, `"epoch": 4`, `"name": "w1"`, `"drifted": true`}},
+		{"/api/v1/jobs", 200, []string{`"name": "report"`, `"next_fire": "2026-09-01T09:00:00+02:00"`, `"last_run"`}},
+		{"/api/v1/jobs/heartbeat", 200, []string{`"paused": true`}},
+		{"/api/v1/jobs/nope", 404, []string{`"error": "job \"nope\": not found"`}},
+		{"/api/v1/runs?job=report", 200, []string{`"id": "report@20260801T090000Z"`, `"epoch": 3`, `"store_outcome": "stale_owner"`}},
+		{"/api/v1/runs?limit=0", 400, []string{`limit must be a number from 1 to 10000`}},
+		{"/api/v1/events?after=9", 200, []string{`"seq": 10`, `"seq": 11`, `"stale_refused": 1`}},
+		{"/api/v1/events?after=x", 400, []string{`after must be an event sequence number`}},
+		{"/api/v1/jobset", 200, []string{`"hash": "abc"`}},
+		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
+		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
+		{"/api/v1/skips?job=heartbeat", 200, []string{`"reason": "paused"`, `"count": 2`}},
+		{"/internal/v1/renew", 401, []string{"cluster credential"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, hdr, body := f.do(t, http.MethodGet, tt.path, "")
+			if code != tt.code {
+				t.Fatalf("GET %s = %d, want %d\n%s", tt.path, code, tt.code, body)
+			}
+			if ct := hdr.Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+				t.Errorf("content type %q", ct)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("GET %s lacks %q:\n%.800s", tt.path, w, body)
+				}
+			}
+		})
+	}
+	// Events without Accept: text/event-stream stay JSON.
+	var ev struct{ Events []jobs.Event }
+	_, _, body := f.do(t, http.MethodGet, "/api/v1/events", "")
+	if err := json.Unmarshal([]byte(body), &ev); err != nil || len(ev.Events) != 11 {
+		t.Errorf("events JSON: %d events, %v", len(ev.Events), err)
+	}
+}
+
+// Who may act: read-only refuses everyone; a token admits a bearer or a
+// logged-in browser that echoes its CSRF token; cross-site requests are
+// refused always; without a token anyone same-origin may act.
+func TestServer_Auth(t *testing.T) {
+	const token = "the-api-token-0123456789"
+	open := newFixture(t)
+	ro := newFixture(t, func(s *Server) { s.ReadOnly = true; s.APIToken = token })
+	guarded := newFixture(t, func(s *Server) { s.APIToken = token })
+
+	// Log in to the guarded node: a session cookie and its CSRF token.
+	code, hdr, body := guarded.do(t, http.MethodPost, "/login", url.Values{"token": {token}, "next": {"/jobs"}}.Encode(),
+		"Content-Type", "application/x-www-form-urlencoded")
+	if code != http.StatusSeeOther || hdr.Get("Location") != "/jobs" {
+		t.Fatalf("login = %d to %q\n%s", code, hdr.Get("Location"), body)
+	}
+	cookie := hdr.Get("Set-Cookie")
+	if !strings.Contains(cookie, sessionCookie+"=") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
+		t.Fatalf("session cookie = %q", cookie)
+	}
+	cookie = strings.SplitN(cookie, ";", 2)[0]
+	_, _, page := guarded.do(t, http.MethodGet, "/jobs", "", "Cookie", cookie)
+	i := strings.Index(page, `data-csrf="`)
+	if i < 0 {
+		t.Fatalf("logged-in page has no CSRF token")
+	}
+	csrf := page[i+len(`data-csrf="`):][:32]
+	if !strings.Contains(page, `action="/api/v1/jobs/report/trigger"`) || !strings.Contains(page, `name="csrf" value="`+csrf+`"`) {
+		t.Errorf("logged-in page lacks its buttons with the CSRF token")
+	}
+	if _, _, anon := guarded.do(t, http.MethodGet, "/jobs", ""); strings.Contains(anon, `data-action="trigger"`) || !strings.Contains(anon, "log in to act") {
+		t.Errorf("anonymous page on a guarded node shows buttons")
+	}
+	if _, _, roPage := ro.do(t, http.MethodGet, "/jobs", ""); strings.Contains(roPage, `data-action="trigger"`) || !strings.Contains(roPage, `<span class="badge">read-only</span>`) {
+		t.Errorf("read-only page shows buttons")
+	}
+
+	form := "application/x-www-form-urlencoded"
+	tests := []struct {
+		name   string
+		f      *fixture
+		method string
+		path   string
+		body   string
+		header []string
+		code   int
+		msg    string
+	}{
+		{"open: anyone", open, "POST", "/api/v1/jobs/report/trigger", "", nil, 200, `"id": "report@manual"`},
+		{"open: cross-site refused", open, "POST", "/api/v1/jobs/report/trigger", "", []string{"Sec-Fetch-Site", "cross-site"}, 403, "cross-origin"},
+		{"open: foreign origin refused", open, "POST", "/api/v1/jobs/report/pause", "", []string{"Origin", "https://evil.example"}, 403, "cross-origin"},
+		{"open: unknown job", open, "POST", "/api/v1/jobs/nope/trigger", "", nil, 400, "unknown job"},
+		{"open: GET on an action", open, "GET", "/api/v1/jobs/report/trigger", "", nil, 405, "GET is not allowed"},
+		{"read-only: even with the token", ro, "POST", "/api/v1/jobs/report/trigger", "", []string{"Authorization", "Bearer " + token}, 403, "read-only"},
+		{"read-only: jobset", ro, "PUT", "/api/v1/jobset", `{"jobs":[]}`, []string{"Authorization", "Bearer " + token}, 403, "read-only"},
+		{"guarded: nothing", guarded, "POST", "/api/v1/jobs/report/trigger", "", nil, 401, "needs the API token"},
+		{"guarded: wrong bearer", guarded, "POST", "/api/v1/jobs/report/pause", "", []string{"Authorization", "Bearer nope"}, 401, "wrong API token"},
+		{"guarded: basic auth", guarded, "POST", "/api/v1/jobs/report/pause", "", []string{"Authorization", "Basic eDp5"}, 401, "wrong API token"},
+		{"guarded: bearer", guarded, "POST", "/api/v1/jobs/report/pause", "", []string{"Authorization", "Bearer " + token}, 200, `"paused": true`},
+		{"guarded: bearer jobset", guarded, "PUT", "/api/v1/jobset", `{"source":"t","jobs":[]}`, []string{"Authorization", "Bearer " + token}, 200, `"hash": "newhash"`},
+		{"guarded: bad jobset", guarded, "PUT", "/api/v1/jobset", `{"jobz":[]}`, []string{"Authorization", "Bearer " + token}, 400, "unknown field"},
+		{"guarded: session without CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie}, 403, "CSRF"},
+		{"guarded: session, wrong CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, strings.Repeat("0", 32)}, 403, "CSRF"},
+		{"guarded: session and CSRF header", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, csrf}, 200, `"paused": false`},
+		{"guarded: session, CSRF, but cross-site", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, csrf, "Sec-Fetch-Site", "cross-site"}, 403, "cross-origin"},
+		{"guarded: forged cookie", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", sessionCookie + "=aa.9999999999.bb", csrfHeader, csrf}, 401, "needs the API token"},
+		{"guarded: form without script", guarded, "POST", "/api/v1/jobs/report/trigger", url.Values{"csrf": {csrf}, "back": {"/jobs/report"}}.Encode(),
+			[]string{"Cookie", cookie, "Content-Type", form, "Accept", "text/html"}, 303, ""},
+		{"guarded: form, off-site back", guarded, "POST", "/api/v1/jobs/report/trigger", url.Values{"csrf": {csrf}, "back": {"//evil.example/"}}.Encode(),
+			[]string{"Cookie", cookie, "Content-Type", form, "Accept", "text/html"}, 303, ""},
+		{"guarded: form without CSRF gets a page", guarded, "POST", "/api/v1/jobs/report/trigger", "back=/jobs",
+			[]string{"Cookie", cookie, "Content-Type", form, "Accept", "text/html"}, 403, `<p class="error-text" id="error-message">forbidden: missing or wrong CSRF token`},
+		{"guarded: wrong login", guarded, "POST", "/login", "token=nope", []string{"Content-Type", form}, 401, "wrong token"},
+		{"guarded: cross-site login", guarded, "POST", "/login", "token=" + token, []string{"Content-Type", form, "Sec-Fetch-Site", "cross-site"}, 403, "another site"},
+		{"open: login", open, "POST", "/login", "token=x", []string{"Content-Type", form}, 400, "nothing to log in to"},
+		{"internal API ignores the API token", guarded, "POST", "/internal/v1/trigger", `{"job":"report"}`, []string{"Authorization", "Bearer " + token}, 401, "cluster credential"},
+		{"internal API takes its credential", guarded, "POST", "/internal/v1/trigger", `{"job":"report"}`, []string{"Authorization", "Bearer internal-credential"}, 200, `"report@manual"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, hdr, body := tt.f.do(t, tt.method, tt.path, tt.body, tt.header...)
+			if code != tt.code {
+				t.Fatalf("%s %s = %d, want %d\n%s", tt.method, tt.path, code, tt.code, body)
+			}
+			if !strings.Contains(body, tt.msg) {
+				t.Errorf("answer lacks %q:\n%s", tt.msg, body)
+			}
+			if code == 401 && hdr.Get("WWW-Authenticate") == "" {
+				t.Error("401 without WWW-Authenticate")
+			}
+			if code == 303 {
+				if loc := hdr.Get("Location"); loc != "/jobs/report" && loc != "/" {
+					t.Errorf("redirect to %q", loc)
+				}
+			}
+		})
+	}
+	if got := strings.Join(open.sched.Calls(), ","); got != "trigger report,trigger nope" {
+		t.Errorf("open node's scheduler saw %q", got)
+	}
+	if got := strings.Join(ro.sched.Calls(), ","); got != "" {
+		t.Errorf("read-only node's scheduler saw %q", got)
+	}
+	if got, want := strings.Join(guarded.sched.Calls(), ","), "pause report,setjobs t,resume report,trigger report,trigger report,trigger report"; got != want {
+		t.Errorf("guarded node's scheduler saw %q, want %q", got, want)
+	}
+
+	// Logging out ends the browser's right to act.
+	code, hdr, _ = guarded.do(t, http.MethodPost, "/logout", "", "Cookie", cookie)
+	if code != http.StatusSeeOther || !strings.Contains(hdr.Get("Set-Cookie"), "Max-Age=0") {
+		t.Errorf("logout = %d, Set-Cookie %q", code, hdr.Get("Set-Cookie"))
+	}
+}
+
+// A session signed for another token, or expired, is no session.
+func TestServer_SessionValidity(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.APIToken = "the-api-token-0123456789" })
+	sess := f.srv.newSession(at(0))
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: sess})
+	if f.srv.session(req) != sess {
+		t.Fatal("fresh session not accepted")
+	}
+	f.srv.Clock = fakeClock{now: at(0).Add(sessionTTL)}
+	if f.srv.session(req) != "" {
+		t.Error("expired session accepted")
+	}
+	f.srv.Clock = fakeClock{now: at(1)}
+	f.srv.APIToken = "another-token-0123456789"
+	if f.srv.session(req) != "" {
+		t.Error("a session of the old token accepted after the token changed")
+	}
+}

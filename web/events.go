@@ -1,0 +1,154 @@
+package web
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Server-sent events on GET /api/v1/events (Accept: text/event-stream):
+//
+//	event: audit     one per audit-trail entry, id = its seq, data = the
+//	                 jobs.Event as JSON; resume with Last-Event-ID or ?after=
+//	event: cluster   data = {node, raft_state, leader, epoch, members}
+//	                 whenever that summary changes (gossip and Raft views
+//	                 are not audit entries)
+//	: ping           a comment every sseKeepAlive, so idle proxies and dead
+//	                 clients are noticed
+//
+// Each stream has its own coalescing subscription to the replicated
+// state, so a slow client delays nobody; one that cannot take a write
+// within sseWriteTimeout is dropped.
+const (
+	sseKeepAlive    = 15 * time.Second
+	sseWriteTimeout = 10 * time.Second
+	sseClusterPoll  = time.Second
+	sseBatch        = 500
+)
+
+// wantsStream reports whether the client asked for server-sent events.
+func wantsStream(r *http.Request) bool {
+	return strings.Contains(r.Header.Get("Accept"), "text/event-stream")
+}
+
+// clusterSummary is the data of a "cluster" event.
+type clusterSummary struct {
+	Node      string   `json:"node"`
+	RaftState string   `json:"raft_state"`
+	Leader    string   `json:"leader"`
+	Epoch     uint64   `json:"epoch"`
+	Members   []string `json:"members"` // "name=state"
+}
+
+func (s *Server) clusterSummary() clusterSummary {
+	epoch, _ := s.State.Epoch()
+	id, _ := s.Cluster.Leader()
+	c := clusterSummary{Node: s.Cluster.ID(), RaftState: s.Cluster.State(), Leader: id, Epoch: epoch, Members: []string{}}
+	for _, m := range s.Cluster.Members() {
+		c.Members = append(c.Members, m.Name+"="+m.State)
+	}
+	return c
+}
+
+func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
+	if !wantsStream(r) {
+		s.handleEventsJSON(w, r)
+		return
+	}
+	var after uint64
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.error(w, r, badRequest("Last-Event-ID must be an event sequence number, got %q", v))
+			return
+		}
+		after = n
+	} else if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			s.error(w, r, badRequest("after must be an event sequence number, got %q", v))
+			return
+		}
+		after = n
+	}
+	rc := http.NewResponseController(w)
+	changed, unsubscribe := s.State.Subscribe()
+	defer unsubscribe()
+	s.metrics().sseClients.Add(1)
+	defer s.metrics().sseClients.Add(-1)
+
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+
+	// write sends one chunk and flushes it, or reports the client gone.
+	write := func(chunk string) bool {
+		rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+		if _, err := fmt.Fprint(w, chunk); err != nil {
+			return false
+		}
+		return rc.Flush() == nil
+	}
+	defer rc.SetWriteDeadline(time.Time{})
+
+	var lastCluster string
+	sendCluster := func() bool {
+		b, _ := json.Marshal(s.clusterSummary())
+		if string(b) == lastCluster {
+			return true
+		}
+		lastCluster = string(b)
+		return write("event: cluster\ndata: " + lastCluster + "\n\n")
+	}
+	// sendAudit writes every entry after the last one sent.
+	sendAudit := func() bool {
+		for {
+			evs := s.State.Events(after, sseBatch)
+			if len(evs) == 0 {
+				return true
+			}
+			var b strings.Builder
+			for _, e := range evs {
+				data, _ := json.Marshal(e)
+				fmt.Fprintf(&b, "id: %d\nevent: audit\ndata: %s\n\n", e.Seq, data)
+				after = e.Seq
+			}
+			if !write(b.String()) {
+				return false
+			}
+			if len(evs) < sseBatch {
+				return true
+			}
+		}
+	}
+	if !write("retry: 2000\n\n") || !sendCluster() || !sendAudit() {
+		return
+	}
+	poll := time.NewTicker(sseClusterPoll)
+	defer poll.Stop()
+	keepAlive := time.NewTicker(sseKeepAlive)
+	defer keepAlive.Stop()
+	for {
+		select {
+		case <-r.Context().Done():
+			return
+		case <-changed:
+			if !sendAudit() || !sendCluster() {
+				return
+			}
+		case <-poll.C:
+			if !sendCluster() {
+				return
+			}
+		case <-keepAlive.C:
+			if !write(": ping\n\n") {
+				return
+			}
+		}
+	}
+}

@@ -1,0 +1,228 @@
+package web
+
+import (
+	"encoding/xml"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+)
+
+// get fetches path from the fixture and returns status, content type and body.
+func (f *fixture) get(t testing.TB, path string, header ...string) (int, string, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, f.http.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := f.http.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, resp.Header.Get("Content-Type"), string(b)
+}
+
+// Every page renders, with the facts it exists to show (golden fragments).
+func TestServer_Pages(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		path string
+		want []string
+		not  []string
+	}{
+		{"/", []string{
+			`<title>Overview · fencecron · n2</title>`,
+			`data-member="w1"`, `<span class="gossip gossip-suspect">suspect</span>`, `<span class="gossip gossip-dead">dead</span>`,
+			`<span class="tag">zone=a</span>`, `<span class="tag warn">drifted</span>`, `<span class="tag leader">leader</span>`,
+			`<div class="num" id="card-epoch">4</div>`, `<div class="num" id="card-stale">1</div><div>stale writes refused</div>`,
+			`<div class="num">1</div><div>leases expired</div>`, `<div class="num">1</div><div>failovers (leader changes)</div>`,
+			`data-state="succeeded">succeeded <b>1</b>`, `data-state="failed">failed <b>1</b>`,
+			`<b>epoch 4</b>`,
+		}, nil},
+		{"/jobs", []string{
+			`data-job="report"`, `<code>0 0 9 1 * *</code><div class="words">at 09:00, on day 1 of the month</div>`,
+			`<code>@every 30s</code><div class="words">every 30 seconds</div>`,
+			`<td>Europe/Berlin</td>`, `2026-09-01 09:00:00 CEST`,
+			`<span class="tag warn">paused</span>`,
+			`action="/api/v1/jobs/report/trigger"`, `data-action="resume" data-job="heartbeat"`, `data-action="pause" data-job="report"`,
+		}, nil},
+		{"/jobs/report", []string{
+			`<h1>Job report</h1>`, `data-attempt="report@20260801T090000Z.1"`, `data-attempt="report@20260801T090000Z.2"`,
+			`<code class="token">3.10</code>`, `<code class="token">4.15</code>`, `title="the leader took this attempt's lease away">expired</span>`,
+			`<span class="outcome outcome-stale_owner">stale_owner</span>`, `<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`,
+			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`, `<td>2s</td>`,
+		}, nil},
+		{"/jobs/heartbeat", []string{`<summary>stderr tail</summary><pre>disk &lt;full&gt;`, `<td>1</td>`, `exit code 1`, `paused`}, nil},
+		{"/store", []string{`<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`, `<td>v1</td>`, `<code class="token">4.15</code>`}, nil},
+		{"/store?prefix=nothing/", []string{`no keys under nothing/`}, []string{`data-key=`}},
+		{"/store/reports/2026-07.csv", []string{
+			`<h1>Key <code>reports/2026-07.csv</code></h1>`,
+			`<tr class="decision outcome-stale_owner refused">`, `<b>refused: 3.10 &lt; 4.15</b>`,
+			`<b>1</b> stale write refused on this key`, `month,total
+2026-07,&lt;42&gt;`, `class="mark mark-refused"`,
+		}, nil},
+		{"/events", []string{`<tr class="event kind-elected" data-seq="7">`, `n2 leads in epoch 4`, `kind-fenced`, `lease not renewed`}, nil},
+		{"/events?kind=elected", []string{`data-seq="7"`, `data-seq="1"`}, []string{`kind-fenced" data-seq`}},
+		{"/events?job=heartbeat", []string{`data-seq="3"`}, []string{`data-seq="7"`}},
+		{"/timeline", []string{`<option selected>report</option>`, `job report: the last run`, `href="/timeline.svg"`}, nil},
+		{"/timeline?key=reports/2026-07.csv", []string{`key reports/2026-07.csv`, `data-token="4.15"`}, nil},
+		{"/login", []string{`there is nothing to log in to`}, []string{`type="password"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, ct, body := f.get(t, tt.path)
+			if code != http.StatusOK || ct != "text/html; charset=utf-8" {
+				t.Fatalf("GET %s = %d %s\n%s", tt.path, code, ct, body)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("GET %s lacks %q", tt.path, w)
+				}
+			}
+			for _, n := range tt.not {
+				if strings.Contains(body, n) {
+					t.Errorf("GET %s has %q", tt.path, n)
+				}
+			}
+			if !strings.Contains(body, `<script src="/static/app.js" defer></script>`) || !strings.Contains(body, `</html>`) {
+				t.Errorf("GET %s is not a whole page", tt.path)
+			}
+		})
+	}
+}
+
+// A young cluster's counters show as zeros, not blanks.
+func TestServer_OverviewZeroCounters(t *testing.T) {
+	f := newFixture(t)
+	f.state.counters = map[string]uint64{"grants": 2}
+	_, _, body := f.get(t, "/")
+	for _, w := range []string{`<div class="num" id="card-stale">0</div>`, `<div class="num">0</div><div>leases expired</div>`, `SUSPECT 0 · LOST 0`} {
+		if !strings.Contains(body, w) {
+			t.Errorf("overview lacks %q", w)
+		}
+	}
+}
+
+// A live refresh gets only the page's main content.
+func TestServer_PageFragment(t *testing.T) {
+	f := newFixture(t)
+	code, _, body := f.get(t, "/jobs", fragmentHeader, "main")
+	if code != http.StatusOK {
+		t.Fatalf("status %d", code)
+	}
+	if strings.Contains(body, "<html") || strings.Contains(body, "<header>") || !strings.HasPrefix(strings.TrimSpace(body), "<h1>Jobs</h1>") {
+		t.Errorf("fragment is not just main:\n%.300s", body)
+	}
+}
+
+// Bad page requests get clear 4xx pages.
+func TestServer_PageErrors(t *testing.T) {
+	f := newFixture(t)
+	tests := []struct {
+		path string
+		code int
+		msg  string
+	}{
+		{"/jobs/nope", 404, `job &#34;nope&#34;: not found`},
+		{"/events?kind=bogus", 400, `kind &#34;bogus&#34;: want one of elected`},
+		{"/timeline?runs=0", 400, `runs must be a number from 1 to 200, got &#34;0&#34;`},
+		{"/timeline?job=report&key=reports/x", 400, `ask for a job or a key, not both`},
+		{"/timeline?job=nope", 404, `job &#34;nope&#34;: not found`},
+		{"/timeline?key=../x", 400, `key &#34;../x&#34;`},
+		{"/store/reports/none.csv", 404, `history of reports/none.csv: key not found`},
+		{"/no/such/page", 404, `GET /no/such/page: not found`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			code, ct, body := f.get(t, tt.path)
+			if code != tt.code || !strings.HasPrefix(ct, "text/html") {
+				t.Errorf("GET %s = %d %s, want %d html", tt.path, code, ct, tt.code)
+			}
+			if !strings.Contains(body, tt.msg) {
+				t.Errorf("GET %s lacks %q:\n%s", tt.path, tt.msg, body)
+			}
+		})
+	}
+}
+
+// The picture stands alone as well-formed SVG.
+func TestServer_TimelineSVG(t *testing.T) {
+	f := newFixture(t)
+	code, ct, body := f.get(t, "/timeline.svg?job=report")
+	if code != http.StatusOK || ct != "image/svg+xml" {
+		t.Fatalf("status %d %s", code, ct)
+	}
+	tl := parseSVG(t, body)
+	if got := len(tl.find("rect", "band")); got != 2 {
+		t.Errorf("%d epoch bands, want 2", got)
+	}
+	if code, _, _ := f.get(t, "/timeline.svg?runs=x"); code != http.StatusBadRequest {
+		t.Errorf("bad runs: status %d, want 400", code)
+	}
+}
+
+// svgNode is a parsed SVG element.
+type svgNode struct {
+	XMLName  xml.Name
+	Attrs    []xml.Attr `xml:",any,attr"`
+	Children []svgNode  `xml:",any"`
+	Text     string     `xml:",chardata"`
+}
+
+func (n svgNode) attr(name string) string {
+	for _, a := range n.Attrs {
+		if a.Name.Local == name {
+			return a.Value
+		}
+	}
+	return ""
+}
+
+// find returns the elements named tag (any tag if "") whose class list
+// has class, depth first.
+func (n svgNode) find(tag, class string) []svgNode {
+	var out []svgNode
+	var walk func(svgNode)
+	walk = func(m svgNode) {
+		if (tag == "" || m.XMLName.Local == tag) && (class == "" || hasClass(m.attr("class"), class)) {
+			out = append(out, m)
+		}
+		for _, c := range m.Children {
+			walk(c)
+		}
+	}
+	walk(n)
+	return out
+}
+
+func hasClass(list, class string) bool {
+	for _, c := range strings.Fields(list) {
+		if c == class {
+			return true
+		}
+	}
+	return false
+}
+
+func parseSVG(t testing.TB, s string) svgNode {
+	t.Helper()
+	if i := strings.Index(s, "<svg"); i >= 0 {
+		s = s[i:]
+	}
+	if i := strings.LastIndex(s, "</svg>"); i >= 0 {
+		s = s[:i+len("</svg>")]
+	}
+	var n svgNode
+	if err := xml.Unmarshal([]byte(s), &n); err != nil {
+		t.Fatalf("not well-formed SVG: %v\n%.500s", err, s)
+	}
+	return n
+}

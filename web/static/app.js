@@ -1,0 +1,99 @@
+// fencecron dashboard: keeps a server-rendered page live. It listens to
+// /api/v1/events (server-sent events) and, after each change, fetches the
+// page's <main> again (header X-Fencecron-Fragment: main) and swaps it in.
+// Job buttons post through fetch with the session's CSRF token; without
+// script they are plain forms that work too.
+(function () {
+  "use strict";
+  var body = document.body;
+  var main = document.getElementById("main");
+  var live = document.getElementById("live");
+  var toast = document.getElementById("toast");
+
+  function say(text, isError) {
+    if (!toast) return;
+    var d = document.createElement("div");
+    d.textContent = text;
+    if (isError) d.className = "err";
+    toast.appendChild(d);
+    setTimeout(function () { d.remove(); }, isError ? 8000 : 4000);
+  }
+
+  // Refresh <main>, at most one request in flight and one queued.
+  var busy = false, again = false, timer = null;
+  function refresh() {
+    if (busy) { again = true; return; }
+    busy = true;
+    fetch(location.pathname + location.search, { headers: { "X-Fencecron-Fragment": "main" }, credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status + " " + r.statusText); return r.text(); })
+      .then(function (html) {
+        var open = {};
+        main.querySelectorAll("details[open][data-key]").forEach(function (d) { open[d.dataset.key] = true; });
+        var before = {};
+        main.querySelectorAll("tr[data-attempt]").forEach(function (tr) { before[tr.dataset.attempt] = true; });
+        var active = document.activeElement && main.contains(document.activeElement) && document.activeElement.name;
+        main.innerHTML = html;
+        main.querySelectorAll("details[data-key]").forEach(function (d) { if (open[d.dataset.key]) d.open = true; });
+        main.querySelectorAll("tr[data-attempt]").forEach(function (tr) { if (!before[tr.dataset.attempt]) tr.classList.add("flash"); });
+        if (active) { var el = main.querySelector("[name='" + active + "']"); if (el) el.focus(); }
+        body.dataset.refreshed = String(Number(body.dataset.refreshed || 0) + 1);
+      })
+      .catch(function (e) { if (live) { live.textContent = "refresh failed: " + e.message; live.className = "live off"; } })
+      .finally(function () {
+        busy = false;
+        if (again) { again = false; schedule(); }
+      });
+  }
+  function schedule() {
+    if (timer) return;
+    timer = setTimeout(function () { timer = null; refresh(); }, 200);
+  }
+
+  if (body.dataset.live === "true" && window.EventSource) {
+    var es = new EventSource("/api/v1/events?after=" + encodeURIComponent(body.dataset.eventSeq || "0"));
+    es.onopen = function () { if (live) { live.textContent = "live"; live.className = "live on"; } };
+    es.onerror = function () { if (live) { live.textContent = "reconnecting…"; live.className = "live off"; } };
+    es.addEventListener("audit", function (e) { body.dataset.eventSeq = e.lastEventId; schedule(); });
+    var lastCluster = null;
+    es.addEventListener("cluster", function (e) {
+      try {
+        var c = JSON.parse(e.data);
+        var l = document.getElementById("leader"), ep = document.getElementById("epoch");
+        if (l) l.textContent = c.leader || "none";
+        if (ep) ep.textContent = c.epoch;
+      } catch (err) { /* keep the old header */ }
+      if (lastCluster !== null && lastCluster !== e.data) schedule();
+      lastCluster = e.data;
+    });
+  }
+
+  // Job buttons: POST through fetch, say what happened, refresh.
+  document.addEventListener("submit", function (ev) {
+    var form = ev.target;
+    if (!form.classList || !form.classList.contains("act") || !window.fetch) return;
+    ev.preventDefault();
+    var button = form.querySelector("button");
+    if (button) button.disabled = true;
+    var headers = { "Accept": "application/json" };
+    if (body.dataset.csrf) headers["X-Fencecron-CSRF"] = body.dataset.csrf;
+    fetch(form.action, { method: "POST", headers: headers, credentials: "same-origin" })
+      .then(function (r) {
+        return r.json().catch(function () { return {}; }).then(function (j) {
+          if (!r.ok) throw new Error(j.error || (r.status + " " + r.statusText));
+          return j;
+        });
+      })
+      .then(function (j) {
+        var action = button ? button.dataset.action : "";
+        if (action === "trigger") {
+          var a = j.attempts && j.attempts[j.attempts.length - 1];
+          say("run " + j.id + (a ? ": attempt " + a.number + " to " + a.worker + " with token " + a.token.epoch + "." + a.token.seq : ": " + j.state));
+        } else {
+          say("job " + j.job + (j.paused ? " paused" : " resumed"));
+        }
+        refresh();
+      })
+      .catch(function (e) { say(e.message, true); })
+      .finally(function () { if (button) button.disabled = false; });
+  });
+})();

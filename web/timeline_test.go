@@ -1,0 +1,174 @@
+package web
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+func num(t testing.TB, s string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		t.Fatalf("not a number: %q", s)
+	}
+	return v
+}
+
+// translate reads "translate(x,y)".
+func translate(t testing.TB, s string) (float64, float64) {
+	t.Helper()
+	s = strings.TrimSuffix(strings.TrimPrefix(s, "translate("), ")")
+	xs, ys, _ := strings.Cut(s, ",")
+	return num(t, xs), num(t, ys)
+}
+
+// The report handoff reads at a glance: two epochs as bands, w1's
+// attempt (3.10) and w2's (4.15) on their own lanes, w1's lease expiry,
+// the publish by 4.15, and after it w1's stale write refused on w1's lane.
+func TestLayoutTimeline_Handoff(t *testing.T) {
+	f := newFixture(t)
+	tl := f.srv.jobTimeline(t.Context(), "report", 8)
+	var buf bytes.Buffer
+	if err := f.srv.pages["timeline.svg"].ExecuteTemplate(&buf, "timeline", tl); err != nil {
+		t.Fatal(err)
+	}
+	svg := parseSVG(t, buf.String())
+
+	bands := svg.find("rect", "band")
+	if len(bands) != 2 || bands[0].attr("data-epoch") != "3" || bands[1].attr("data-epoch") != "4" {
+		t.Fatalf("bands = %+v, want epochs 3 then 4", bands)
+	}
+	b3x, b4x := num(t, bands[0].attr("x")), num(t, bands[1].attr("x"))
+	if !(b3x < b4x) {
+		t.Errorf("epoch 4 band starts at %v, not after epoch 3's %v", b4x, b3x)
+	}
+	if got := svg.find("text", "band-label"); len(got) != 2 || !strings.Contains(got[1].Text, "epoch 4 · n2 leads") {
+		t.Errorf("band labels = %+v", got)
+	}
+
+	laneY := map[string]float64{}
+	for _, l := range svg.find("g", "lane") {
+		text := l.find("text", "lane-label")[0]
+		laneY[l.attr("data-lane")] = num(t, text.attr("y")) - 25
+	}
+	if len(laneY) != 3 || laneY["w1"] >= laneY["w2"] || laneY["w2"] >= laneY["fenced store"] {
+		t.Fatalf("lanes = %v, want w1, w2, then the store", laneY)
+	}
+
+	bars := map[string]svgNode{}
+	for _, g := range svg.find("g", "attempt") {
+		bars[g.attr("data-token")] = g
+	}
+	barOf := func(tok string) (x, y, w float64, class string) {
+		g, ok := bars[tok]
+		if !ok {
+			t.Fatalf("no bar for token %s (have %v)", tok, bars)
+		}
+		r := g.find("rect", "bar")[0]
+		return num(t, r.attr("x")), num(t, r.attr("y")), num(t, r.attr("width")), r.attr("class")
+	}
+	x1, y1, w1, c1 := barOf("3.10")
+	x2, y2, w2, c2 := barOf("4.15")
+	if y1 < laneY["w1"] || y1 >= laneY["w2"] || y2 < laneY["w2"] || y2 >= laneY["fenced store"] {
+		t.Errorf("bars on the wrong lanes: 3.10 at y=%v, 4.15 at y=%v, lanes %v", y1, y2, laneY)
+	}
+	if c1 != "bar state-fenced" || c2 != "bar state-succeeded" {
+		t.Errorf("bar classes = %q, %q", c1, c2)
+	}
+	if !(x1 < b4x && x2 > b4x) {
+		t.Errorf("3.10 should start in epoch 3 (x=%v) and 4.15 in epoch 4 (x=%v), band 4 at %v", x1, x2, b4x)
+	}
+	if !strings.Contains(bars["4.15"].find("title", "")[0].Text, "token 4.15 (epoch 4, seq 15)") {
+		t.Errorf("4.15's tooltip lacks its token: %q", bars["4.15"].find("title", "")[0].Text)
+	}
+
+	marks := svg.find("g", "mark")
+	var refusedOnW1, refusedOnStore, applied, expired []float64
+	for _, m := range marks {
+		x, y := translate(t, m.attr("transform"))
+		switch {
+		case hasClass(m.attr("class"), "mark-refused") && y > laneY["w1"] && y < laneY["w2"]:
+			refusedOnW1 = append(refusedOnW1, x)
+		case hasClass(m.attr("class"), "mark-refused") && y > laneY["fenced store"]:
+			refusedOnStore = append(refusedOnStore, x)
+		case hasClass(m.attr("class"), "mark-applied"):
+			applied = append(applied, x)
+		case hasClass(m.attr("class"), "mark-expired") && y > laneY["w1"] && y < laneY["w2"]:
+			expired = append(expired, x)
+		}
+	}
+	if len(refusedOnW1) != 1 || len(refusedOnStore) != 1 || len(applied) != 1 || len(expired) != 1 {
+		t.Fatalf("marks: refused on w1 %v, on the store %v, applied %v, expired on w1 %v; want one each", refusedOnW1, refusedOnStore, applied, expired)
+	}
+	if !(expired[0] <= x2 && applied[0] < refusedOnW1[0] && refusedOnW1[0] == refusedOnStore[0]) {
+		t.Errorf("order wrong: expiry %v, takeover bar %v, applied %v, refused %v", expired[0], x2, applied[0], refusedOnW1[0])
+	}
+	// w1 stalled between its process's end and its refused write: a
+	// dashed line on its lane joins them.
+	late := svg.find("line", "late")
+	if len(late) != 1 {
+		t.Fatalf("%d stall lines, want 1", len(late))
+	}
+	if lx1, lx2, ly := num(t, late[0].attr("x1")), num(t, late[0].attr("x2")), num(t, late[0].attr("y1")); lx1 != x1+w1 || lx2 >= refusedOnW1[0] || lx2 < refusedOnW1[0]-10 || ly < laneY["w1"] || ly > laneY["w2"] {
+		t.Errorf("stall line %v→%v at y=%v; want from w1's bar end %v to the cross at %v on w1's lane", lx1, lx2, ly, x1+w1, refusedOnW1[0])
+	}
+	_ = w2
+}
+
+func TestLayoutTimeline_EmptyAndOpen(t *testing.T) {
+	if tl := layoutTimeline(timelineData{Title: "x", Now: t0}); !tl.Empty {
+		t.Error("no attempts and no decisions: want Empty")
+	}
+	// A running attempt stretches to now, and now is marked.
+	d := timelineData{Now: at(100), Runs: newFakeState().Runs(scheduler0())}
+	d.Runs[0].Attempts[0].State, d.Runs[0].Attempts[0].EndedAt = "running", time.Time{}
+	tl := layoutTimeline(d)
+	if !tl.ShowNow || tl.To < at(100).UTC().Format(time.RFC3339) {
+		t.Errorf("open attempt: ShowNow %v, window to %s; want now (%s) inside", tl.ShowNow, tl.To, at(100).UTC().Format(time.RFC3339))
+	}
+}
+
+func TestTickStep(t *testing.T) {
+	for _, tt := range []struct {
+		span, want time.Duration
+	}{{8 * time.Second, time.Second}, {50 * time.Second, 5 * time.Second}, {9 * time.Minute, time.Minute}, {100 * time.Hour, 12 * time.Hour}, {29 * time.Hour, 3 * time.Hour}} {
+		if got := tickStep(tt.span); got != tt.want {
+			t.Errorf("tickStep(%s) = %s, want %s", tt.span, got, tt.want)
+		}
+	}
+}
+
+func scheduler0() scheduler.RunFilter { return scheduler.RunFilter{} }
+
+// A bar too short for its token gets the label beside it, unless the
+// next bar on its lane is too close.
+func TestLayoutTimeline_NarrowBarLabels(t *testing.T) {
+	st := newFakeState()
+	run := st.runs[1] // the report run: w1 long, w2 2s
+	// Spread the window so w2's two-second bar is narrow, and add a
+	// third attempt on w2 right after it.
+	run.Attempts[0].EndedAt = at(600)
+	third := run.Attempts[1]
+	third.ID, third.Number, third.Token, third.GrantedAt, third.StartedAt, third.EndedAt = reportRun+".3", 3, jobs.Fence{Epoch: 4, Seq: 16}, at(35), at(35), at(36)
+	run.Attempts = append(run.Attempts, third)
+	tl := layoutTimeline(timelineData{Runs: []jobs.Run{run}, Now: at(700)})
+	byToken := map[string]svgBar{}
+	for _, b := range tl.Bars {
+		byToken[b.Token] = b
+	}
+	if b := byToken["3.10"]; !b.ShowLabel {
+		t.Errorf("the long bar has no label inside: %+v", b)
+	}
+	if b := byToken["4.15"]; b.ShowLabel || b.LabelOutside {
+		t.Errorf("4.15 is followed closely by 4.16 and should have no label: %+v", b)
+	}
+	if b := byToken["4.16"]; b.ShowLabel || !b.LabelOutside {
+		t.Errorf("4.16 is narrow with room after it: want its label outside: %+v", b)
+	}
+}
