@@ -172,10 +172,7 @@ func (h *Harness) readState(n *localcluster.Node, limit int, timeout time.Durati
 // handled every fire time of the window, and every run in the window has
 // finished, or Drain passes.
 func (h *Harness) drain(ctx context.Context) error {
-	return localcluster.Until(h.cfg.Drain, func() error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	return until(ctx, h.cfg.Drain, func() error {
 		a, err := localcluster.Agreed(h.c.Servers())
 		if err != nil {
 			return err
@@ -216,7 +213,7 @@ func (h *Harness) drain(ctx context.Context) error {
 // store from the store node.
 func (h *Harness) finalRead(ctx context.Context) error {
 	var leader *localcluster.Node
-	if err := localcluster.Until(30*time.Second, func() error {
+	if err := until(ctx, 30*time.Second, func() error {
 		a, err := localcluster.Agreed(h.c.Servers())
 		if err == nil {
 			leader = h.c.Node(a.Leader)

@@ -147,10 +147,7 @@ func (h *Harness) Run(ctx context.Context) (*Report, error) {
 // applied, and starts the window there.
 func (h *Harness) waitReady(ctx context.Context) error {
 	var a localcluster.Agreement
-	err := localcluster.Until(60*time.Second, func() error {
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
+	err := until(ctx, 60*time.Second, func() error {
 		var err error
 		a, err = localcluster.Agreed(h.c.Servers())
 		if err != nil {
@@ -177,6 +174,27 @@ func (h *Harness) waitReady(ctx context.Context) error {
 	h.obs.Jobs = set.Jobs
 	h.logf("leader %s, epoch %d; job set applied at %s", a.Leader, a.Epoch, h.obs.Window.From.Format(timeFmt))
 	return nil
+}
+
+// until polls cond every 200ms until it returns nil, d passes (its last
+// error), or ctx ends.
+func until(ctx context.Context, d time.Duration, cond func() error) error {
+	deadline := time.Now().Add(d)
+	for {
+		err := cond()
+		switch {
+		case err == nil:
+			return nil
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case time.Now().After(deadline):
+			return fmt.Errorf("after %s: %w", d, err)
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
 }
 
 func (h *Harness) setLeader(name string) {
