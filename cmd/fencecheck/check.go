@@ -20,6 +20,8 @@ const (
 	CheckStoreReplay    = "store histories replay by the rules"
 	CheckPorcupine      = "fenced-register model (porcupine)"
 	CheckStoreFencing   = "store fencing invariant and final tokens"
+	CheckClientModel    = "store answers linearizable, as clients saw them"
+	CheckClientRecord   = "store answers match its recorded history"
 	CheckStoreMonotonic = "store tokens and versions never go back"
 	CheckStoreVsRuns    = "store agrees with the runs"
 	CheckUniqueGrant    = "no (job, scheduled time) granted twice"
@@ -32,7 +34,8 @@ const (
 
 // checkOrder lists every check.
 var checkOrder = []string{
-	CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing, CheckStoreMonotonic,
+	CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing,
+	CheckClientModel, CheckClientRecord, CheckStoreMonotonic,
 	CheckStoreVsRuns, CheckUniqueGrant, CheckTokenOrder, CheckEpochMonotonic,
 	CheckAccounted, CheckTerminal, CheckRunState,
 }
@@ -115,6 +118,7 @@ func Check(o *Observation, opt CheckOptions) []CheckResult {
 	}
 	r := newResults()
 	checkStore(o, opt, r)
+	checkClientCalls(o, opt, r)
 	checkStoreMonotonic(o, r)
 	checkStoreVsRuns(o, r)
 	checkUniqueGrants(o, r)
@@ -304,6 +308,92 @@ func describeIllegal(info porcupine.LinearizationInfo, opsOf map[string][]porcup
 		out = append(out, "the store's histories are not explained by any sequence of the rules")
 	}
 	return out
+}
+
+// checkClientCalls judges the store by its answers, not by its own
+// record: the calls the proxy saw, each with the real-time window in which
+// the store must have decided it, must be explained by one sequence of the
+// rules (porcupine), must keep the fencing invariant (fencemodel), and
+// must agree with the history the store recorded.
+func checkClientCalls(o *Observation, opt CheckOptions, r *results) {
+	if len(o.Calls) == 0 {
+		r.note(CheckClientModel, "no calls recorded")
+		return
+	}
+	r.checked(CheckClientModel, len(o.Calls))
+	res, info := fencemodel.Check(o.Calls, opt.PorcupineTimeout)
+	switch res {
+	case porcupine.Illegal:
+		r.fail(CheckClientModel, "no sequence of the rules explains the store's answers (%d calls)", len(o.Calls))
+		if opt.VisualizeDir != "" {
+			path := filepath.Join(opt.VisualizeDir, "porcupine-calls.html")
+			if err := porcupine.VisualizePath(fencemodel.Model, info, path); err == nil {
+				r.note(CheckClientModel, "visualization: %s", path)
+			}
+		}
+	case porcupine.Unknown:
+		r.note(CheckClientModel, "porcupine gave up after %s", opt.PorcupineTimeout)
+	}
+	final := map[string]fencedstore.Token{}
+	for _, m := range o.Keys {
+		final[m.Key] = m.Greatest
+	}
+	for _, err := range fencemodel.CheckFencing(o.Calls, final) {
+		r.fail(CheckClientModel, "%v", err)
+	}
+	unknown := 0
+	for _, op := range o.Calls {
+		if op.Output.(fencemodel.Output).Unknown {
+			unknown++
+		}
+	}
+	if unknown > 0 {
+		r.note(CheckClientModel, "%d calls with an unknown outcome (cut in flight or failed): may or may not have taken effect", unknown)
+	}
+
+	// The answers and the record, as multisets.
+	type callKey struct {
+		key, attempt string
+		token        fencedstore.Token
+		kind         fencemodel.Kind
+	}
+	type answerKey struct {
+		callKey
+		outcome fencedstore.Outcome
+		version uint64
+	}
+	decided := map[answerKey]int{}
+	asked := map[callKey]int{}
+	for _, op := range o.Calls {
+		in, out := op.Input.(fencemodel.Input), op.Output.(fencemodel.Output)
+		ck := callKey{in.Key, in.Attempt, in.Token, in.Kind}
+		asked[ck]++
+		if !out.Unknown {
+			decided[answerKey{ck, out.Outcome, out.Version}]++
+		}
+	}
+	recorded := map[answerKey]int{}
+	for key, h := range o.Histories {
+		for _, d := range h {
+			r.checked(CheckClientRecord, 1)
+			kind := fencemodel.Publish
+			if d.Outcome == fencedstore.Established || d.Outcome == fencedstore.StaleOwner && d.Hash == "" {
+				kind = fencemodel.Establish
+			}
+			ck := callKey{key, d.Attempt, d.Token, kind}
+			recorded[answerKey{ck, d.Outcome, d.Version}]++
+			if asked[ck] == 0 {
+				r.fail(CheckClientRecord, "%s: the store recorded %s %s by %s (v%d), which no client sent", key, kind, d.Token, d.Attempt, d.Version)
+			}
+			asked[ck]--
+		}
+	}
+	for ak, n := range decided {
+		if recorded[ak] < n {
+			r.fail(CheckClientRecord, "%s: the store answered %s %s by %s with %s v%d %d times, its history records it %d times",
+				ak.key, ak.kind, ak.token, ak.attempt, ak.outcome, ak.version, n, recorded[ak])
+		}
+	}
 }
 
 // checkStoreMonotonic compares the store's listings over time, across

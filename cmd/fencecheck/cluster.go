@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // jobsYAML is the workload: three jobs whose runs contend for keys.
@@ -151,7 +152,11 @@ func (h *Harness) setup() error {
 	}
 
 	storeNode := c.Node("store")
-	h.store, err = Listen(h.net.HostIP()+":0", fmt.Sprintf("%s:%d", h.net.IP("store"), storeNode.HTTP))
+	signer, err := fencedstore.NewSigner([]byte(localcluster.Secret))
+	if err != nil {
+		return err
+	}
+	h.store, err = ListenStoreProxy(h.net.HostIP()+":0", fmt.Sprintf("http://%s:%d", h.net.IP("store"), storeNode.HTTP), signer)
 	if err != nil {
 		return fmt.Errorf("store proxy: %w", err)
 	}

@@ -66,8 +66,8 @@ type Harness struct {
 	cfg      Config
 	c        *localcluster.Cluster
 	net      network
-	store    *Proxy   // workers to the store node
-	forwards []*Proxy // 127.0.0.1 to each node, in namespaces
+	store    *StoreProxy // workers to the store node
+	forwards []*Proxy    // 127.0.0.1 to each node, in namespaces
 	reader   *httpstore.Client
 	obs      *Observation
 	rng      *rand.Rand // the nemesis's choices at run time
@@ -137,6 +137,7 @@ func (h *Harness) Run(ctx context.Context) (*Report, error) {
 	if err := h.finalRead(ctx); err != nil {
 		return nil, fmt.Errorf("final read: %w", err)
 	}
+	h.obs.Calls = h.store.Operations()
 	h.logf("read %d runs, %d events, %d keys; checking", len(h.obs.Runs), len(h.obs.Events), len(h.obs.Keys))
 	checks := Check(h.obs, CheckOptions{VisualizeDir: h.cfg.Dir})
 	rep := h.report(ops, checks, drainErr)

@@ -6,6 +6,8 @@ import (
 	"sort"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -38,6 +40,11 @@ type Observation struct {
 	Gaps     []IndexSpan
 	Skips    []jobs.SkipRange
 	Counters map[string]uint64
+
+	// Calls are the establishes and publishes as the store proxy saw
+	// them: each from the moment it left for the store to the moment its
+	// answer came back (never, for an unknown outcome).
+	Calls []porcupine.Operation
 
 	// Keys and Histories are the store's final state and every decision
 	// on every key.

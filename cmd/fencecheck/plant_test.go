@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http/httptest"
 	"sort"
 	"strings"
@@ -168,17 +169,32 @@ func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 	return runs
 }
 
-// observe reads a store the way the harness reads a cluster's at the end
-// of a run: served over HTTP as a store node serves it, read through the
-// HTTP client.
-func observe(t *testing.T, s fencedstore.Store, runs []jobs.Run) *Observation {
+// observe runs the simulated cluster against s the way a real one reaches
+// its store — served over HTTP by a node, through the harness's store
+// proxy, which records every call — and reads it back the way the harness
+// does at the end of a run.
+func observe(t *testing.T, s fencedstore.Store, n int) *Observation {
 	t.Helper()
-	srv := httptest.NewServer(&httpstore.Handler{Store: s})
+	signer, err := fencedstore.NewSigner([]byte("planted-store-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&httpstore.Handler{Store: s, Signer: signer, Logger: slog.New(slog.DiscardHandler)})
 	defer srv.Close()
+	proxy, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer proxy.Close()
+	runs := simulateCluster(t, httpstore.NewClient(proxy.Addr(), signer), n)
 	o := NewObservation()
 	o.AddRuns("n1", time.Now(), runs)
 	if err := readStore(context.Background(), httpstore.NewClient(srv.URL, nil), o); err != nil {
 		t.Fatal(err)
+	}
+	o.Calls = proxy.Operations()
+	if len(o.Calls) == 0 {
+		t.Fatal("the proxy recorded no calls")
 	}
 	return o
 }
@@ -195,12 +211,12 @@ func resultOf(t *testing.T, rs []CheckResult, name string) CheckResult {
 }
 
 // The checker passes an honest store, and catches a store that accepts an
-// older token once: the stale write, the replay, the porcupine model and
-// the fencing checker each see it.
+// older token once: in the store's own history (the stale write, the
+// replay, the porcupine model, the fencing checker) and in the answers the
+// clients got (porcupine and the fencing checker over the proxy's record).
 func TestCheck_CatchesPlantedStaleWrite(t *testing.T) {
 	t.Run("honest", func(t *testing.T) {
-		s := newPlantedStore(false)
-		o := observe(t, s, simulateCluster(t, s, 30))
+		o := observe(t, newPlantedStore(false), 30)
 		for _, r := range Check(o, CheckOptions{}) {
 			if !r.OK() {
 				t.Errorf("%s: %d violations: %v", r.Name, r.Violations, r.Details)
@@ -212,13 +228,13 @@ func TestCheck_CatchesPlantedStaleWrite(t *testing.T) {
 	})
 	t.Run("planted", func(t *testing.T) {
 		s := newPlantedStore(true)
-		o := observe(t, s, simulateCluster(t, s, 30))
+		o := observe(t, s, 30)
 		if s.planted == "" {
 			t.Fatal("the workload never sent a stale publish; nothing was planted")
 		}
 		t.Logf("planted: %s", s.planted)
 		rs := Check(o, CheckOptions{})
-		for _, name := range []string{CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing} {
+		for _, name := range []string{CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing, CheckClientModel} {
 			r := resultOf(t, rs, name)
 			if r.OK() {
 				t.Errorf("%s: passed a history with a stale write applied", name)

@@ -2,13 +2,23 @@ package main
 
 import (
 	"bufio"
+	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"math/rand/v2"
 	"net"
+	"net/http/httptest"
 	"slices"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/anishathalye/porcupine"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/fencemodel"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 )
 
 // echoServer answers each line with the same line.
@@ -107,6 +117,82 @@ func TestProxy_Modes(t *testing.T) {
 }
 
 func (p *Proxy) heldNow() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return len(p.held)
+}
+
+// The store proxy records each write with the answer the client got,
+// holds calls and lets them go in a random order, and cuts calls when the
+// link is down (recording nothing for a call that never reached the
+// store).
+func TestStoreProxy_RecordsHoldsAndCuts(t *testing.T) {
+	signer, err := fencedstore.NewSigner([]byte("store-proxy-secret-0123456789"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(&httpstore.Handler{Store: newPlantedStore(false), Signer: signer, Logger: slog.New(slog.DiscardHandler)})
+	defer srv.Close()
+	p, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	c := httpstore.NewClient(p.Addr(), signer)
+	ctx := context.Background()
+	tok := func(seq uint64) fencedstore.Token { return fencedstore.Token{Epoch: 2, Seq: seq} }
+
+	if _, err := c.Establish(ctx, "k", tok(5), "a5"); err != nil {
+		t.Fatal(err)
+	}
+	p.SetMode(ProxyHold)
+	var wg sync.WaitGroup
+	for _, seq := range []uint64{7, 6} {
+		wg.Go(func() {
+			c.Publish(ctx, fencedstore.PublishRequest{Key: "k", Token: tok(seq), Attempt: fmt.Sprintf("a%d", seq), Body: []byte("x")})
+		})
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for p.heldCalls() < 2 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := len(p.Operations()); got != 1 {
+		t.Fatalf("%d calls recorded while two are held, want 1", got)
+	}
+	if n := p.Release(rand.New(rand.NewPCG(3, 4)), 10*time.Millisecond); n != 2 {
+		t.Fatalf("released %d, want 2", n)
+	}
+	wg.Wait()
+
+	p.SetMode(ProxyDown)
+	if _, err := c.Establish(ctx, "k", tok(9), "a9"); !errors.Is(err, fencedstore.ErrUnavailable) {
+		t.Fatalf("establish with the link down: %v, want unavailable", err)
+	}
+	p.SetMode(ProxyPass)
+
+	ops := p.Operations()
+	if len(ops) != 3 {
+		t.Fatalf("%d calls recorded, want 3: %v", len(ops), ops)
+	}
+	outcomes := map[string]fencedstore.Outcome{}
+	for _, op := range ops {
+		in, out := op.Input.(fencemodel.Input), op.Output.(fencemodel.Output)
+		if out.Unknown || op.Return <= op.Call {
+			t.Errorf("call %+v: %+v, window %d..%d", in, out, op.Call, op.Return)
+		}
+		outcomes[in.Attempt] = out.Outcome
+	}
+	// Whichever of 6 and 7 went first, 7 is applied; 6 is applied only
+	// if it went first.
+	if outcomes["a5"] != fencedstore.Established || outcomes["a7"] != fencedstore.Applied {
+		t.Errorf("outcomes %v", outcomes)
+	}
+	if res, _ := fencemodel.Check(ops, time.Second); res != porcupine.Ok {
+		t.Errorf("an honest store's answers: porcupine says %v", res)
+	}
+}
+
+func (p *StoreProxy) heldCalls() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return len(p.held)
