@@ -259,7 +259,7 @@ func (h *Harness) apply(ctx context.Context, op *Op) {
 		h.store.SetMode(ProxyPass)
 		n := h.store.cutCount() - before
 		h.count(func(s *nemesisStats) { s.CutCalls += n })
-		op.Note = fmt.Sprintf("%d connections cut", n)
+		op.Note = fmt.Sprintf("%d calls cut or refused", n)
 	case FaultIsolateLeader, FaultCutWorker, FaultHalves:
 		a, b := h.sides(op.Kind, r)
 		if len(a) == 0 || len(b) == 0 {

@@ -186,7 +186,7 @@ func (r *Report) Print(w io.Writer) {
 		{"pauses", fmt.Sprintf("%d by the nemesis, %d self-pauses before publish", c.Nemesis.Pauses, c.Nemesis.SelfPauses)},
 		{"kills / restarts", fmt.Sprintf("%d / %d (%d store restarts)", c.Nemesis.Kills, c.Nemesis.Restarts, c.Nemesis.StoreRestarts)},
 		{"partitions", fmt.Sprint(c.Nemesis.Partitions)},
-		{"store calls delayed+reordered", fmt.Sprintf("%d in %d holds; %d connections cut in %d outages", c.Nemesis.HeldCalls, c.Nemesis.StoreHolds, c.Nemesis.CutCalls, c.Nemesis.StoreDowns)},
+		{"store calls delayed+reordered", fmt.Sprintf("%d in %d holds; %d calls cut or refused in %d outages", c.Nemesis.HeldCalls, c.Nemesis.StoreHolds, c.Nemesis.CutCalls, c.Nemesis.StoreDowns)},
 		{"faults", faults(c.Faults)},
 		{"cluster counters", counters(c.Cluster)},
 	}
