@@ -11,9 +11,20 @@
 // unreachable, the leader isolated, a worker cut from the leader but not
 // from the store, and random splits. Some nodes also carry built-in
 // faults (a worker that stops itself right before publishing, lost
-// renewal replies, lost dispatch replies). Then it heals everything,
-// waits for the runs to finish, reads every run, event, skip and every
-// decision of the store through the API, and checks them (see check.go).
+// renewal replies, lost dispatch replies). The workers reach the store
+// through a proxy in the harness, which injects the store link's faults
+// and records every establish and publish with the answer the worker got.
+// Then it heals everything, waits for the runs to finish, reads every run,
+// event, skip and every decision of the store through the API, and checks
+// them all (see check.go): the store by its own history and by its
+// answers, the cluster by its runs, grants and tokens.
+//
+// Partitions need root and iproute2: every node then runs in its own
+// network namespace on a bridge the harness creates, and a cut is a
+// blackhole route on both sides. Without them (or with -net loopback)
+// every node listens on 127.0.0.1 and the schedule has no partitions.
+// The namespaces are removed at the end; a harness killed with SIGKILL
+// leaves them (ip netns list: fc<id>-<node>; the bridge is fcb<id>).
 //
 // It prints a summary table, writes a JSON report, and exits 1 when a
 // check fails (2 when it could not run). The same -seed replays the same
