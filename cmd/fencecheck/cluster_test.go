@@ -130,3 +130,22 @@ func TestNetns_CutAndMend(t *testing.T) {
 		t.Fatal("a cannot reach b after mending")
 	}
 }
+
+// -plan prints what -seed replays, and bad flags exit 2.
+func TestRun_PlanAndFlags(t *testing.T) {
+	var out, errOut strings.Builder
+	code, err := run(t.Context(), []string{"-plan", "-seed", "4", "-duration", "30s", "-net", "loopback"}, &out, &errOut)
+	if err != nil || code != 0 {
+		t.Fatalf("-plan: code %d, %v", code, err)
+	}
+	var want strings.Builder
+	for _, op := range Schedule(4, 30*time.Second, 2*time.Second, false) {
+		want.WriteString(op.String() + "\n")
+	}
+	if got := out.String(); got != want.String() || got == "" {
+		t.Errorf("-plan printed\n%s\nwant\n%s", got, want.String())
+	}
+	if code, _ := run(t.Context(), []string{"-duration", "0s"}, &out, &errOut); code != 2 {
+		t.Errorf("-duration 0s: code %d, want 2", code)
+	}
+}

@@ -74,6 +74,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	fs.StringVar(&cfg.Dir, "dir", "", "work directory for configs, data, logs and the report (default: a new temporary one)")
 	reportPath := fs.String("report", "", "JSON report path (default: DIR/report.json)")
 	quiet := fs.Bool("q", false, "no progress lines")
+	plan := fs.Bool("plan", false, "print the fault schedule the seed draws, and exit")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0, nil
@@ -85,6 +86,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	}
 	if cfg.Duration <= 0 || cfg.Servers < 1 || cfg.Workers < 0 {
 		return 2, errors.New("-duration must be positive, -servers at least 1, -workers at least 0")
+	}
+	if *plan {
+		partitions := cfg.Net == "netns" || cfg.Net == "auto" && netnsAvailable() == nil
+		for _, op := range Schedule(cfg.Seed, cfg.Duration, cfg.Lease, partitions) {
+			fmt.Fprintln(stdout, op)
+		}
+		return 0, nil
 	}
 	if cfg.Dir == "" {
 		d, err := os.MkdirTemp("", "fencecheck-")
