@@ -71,9 +71,9 @@ var faultKinds = []faultKind{
 type Op struct {
 	// At is when it starts, after the nemesis began; For how long it
 	// lasts (for a kill: how long the node stays down).
-	At   time.Duration `json:"at"`
+	At   time.Duration `json:"at_ns"`
 	Kind string        `json:"kind"`
-	For  time.Duration `json:"for"`
+	For  time.Duration `json:"for_ns"`
 	// Seed draws the op's own choices (which side of a split, which
 	// worker), so they replay too.
 	Seed uint64 `json:"seed"`
@@ -139,8 +139,16 @@ func Schedule(seed uint64, duration, lease time.Duration, partitions bool) []Op 
 
 // nemesisStats counts what the nemesis did.
 type nemesisStats struct {
-	Pauses, Kills, Restarts, Partitions, StoreHolds, StoreDowns, StoreRestarts int
-	HeldCalls, CutCalls, SelfPauses                                            int
+	Pauses        int `json:"pauses"`
+	SelfPauses    int `json:"self_pauses"`
+	Kills         int `json:"kills"`
+	Restarts      int `json:"restarts"`
+	StoreRestarts int `json:"store_restarts"`
+	Partitions    int `json:"partitions"`
+	StoreHolds    int `json:"store_holds"`
+	HeldCalls     int `json:"held_calls"`
+	StoreDowns    int `json:"store_downs"`
+	CutCalls      int `json:"cut_calls"`
 }
 
 // runNemesis runs the schedule, each fault healed before the next.

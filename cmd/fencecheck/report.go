@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -19,10 +20,10 @@ type Report struct {
 	// OK is true when no check found a violation.
 	OK       bool          `json:"ok"`
 	Seed     uint64        `json:"seed"`
-	Duration time.Duration `json:"duration"`
+	Duration time.Duration `json:"duration_ns"`
 	Net      string        `json:"net"`
 	Nodes    []string      `json:"nodes"`
-	Lease    time.Duration `json:"lease_ttl"`
+	Lease    time.Duration `json:"lease_ttl_ns"`
 	Started  time.Time     `json:"started"`
 	Ended    time.Time     `json:"ended"`
 	Window   Window        `json:"window"`
@@ -36,18 +37,30 @@ type Report struct {
 
 // Counts are what happened during the run.
 type Counts struct {
-	Runs, SkippedRuns, SkippedTimes            int
-	Attempts, Takeovers, Retries               int
-	AttemptStates                              map[jobs.State]int
-	FencedAttempts, FencedAtEstablish          int
-	Keys, Decisions, Applied, Established      int
-	StalePublishRefused, StaleEstablishRefused int
-	Elections, Failovers                       int
-	EventGaps                                  int
-	Faults                                     map[string]int
-	Nemesis                                    nemesisStats
+	Runs                  int                `json:"runs"`
+	SkippedRuns           int                `json:"skipped_runs"`
+	SkippedTimes          int                `json:"skipped_times"`
+	Attempts              int                `json:"attempts"`
+	Takeovers             int                `json:"takeovers"`
+	Retries               int                `json:"retries"`
+	AttemptStates         map[jobs.State]int `json:"attempt_states"`
+	FencedAttempts        int                `json:"fenced_attempts"`
+	FencedAtEstablish     int                `json:"fenced_at_establish"`
+	Keys                  int                `json:"keys"`
+	Decisions             int                `json:"decisions"`
+	Applied               int                `json:"applied"`
+	Established           int                `json:"established"`
+	StalePublishRefused   int                `json:"stale_publishes_refused"`
+	StaleEstablishRefused int                `json:"stale_establishes_refused"`
+	Calls                 int                `json:"calls"`
+	UnknownCalls          int                `json:"unknown_calls"`
+	Elections             int                `json:"elections"`
+	Failovers             int                `json:"failovers"`
+	EventGaps             int                `json:"event_gaps"`
+	Faults                map[string]int     `json:"faults"`
+	Nemesis               nemesisStats       `json:"nemesis"`
 	// Cluster is the cluster's own lifetime counters.
-	Cluster map[string]uint64
+	Cluster map[string]uint64 `json:"cluster"`
 }
 
 func (h *Harness) report(ops []Op, checks []CheckResult, drainErr error) *Report {
@@ -123,6 +136,12 @@ func countObservation(o *Observation) Counts {
 			}
 		}
 	}
+	c.Calls = len(o.Calls)
+	for _, op := range o.Calls {
+		if op.Output.(fencemodel.Output).Unknown {
+			c.UnknownCalls++
+		}
+	}
 	for _, e := range o.Events {
 		if e.Kind == jobs.EventElected {
 			c.Elections++
@@ -182,6 +201,7 @@ func (r *Report) Print(w io.Writer) {
 		{"fenced attempts", fmt.Sprintf("%d (%d before starting, at establish)", c.FencedAttempts, c.FencedAtEstablish)},
 		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes", c.StalePublishRefused, c.StaleEstablishRefused)},
 		{"store decisions", fmt.Sprintf("%d on %d keys (%d applied, %d established)", c.Decisions, c.Keys, c.Applied, c.Established)},
+		{"store calls seen by the proxy", fmt.Sprintf("%d (%d with an unknown outcome)", c.Calls, c.UnknownCalls)},
 		{"elections", fmt.Sprintf("%d (%d failovers)", c.Elections, c.Failovers)},
 		{"pauses", fmt.Sprintf("%d by the nemesis, %d self-pauses before publish", c.Nemesis.Pauses, c.Nemesis.SelfPauses)},
 		{"kills / restarts", fmt.Sprintf("%d / %d (%d store restarts)", c.Nemesis.Kills, c.Nemesis.Restarts, c.Nemesis.StoreRestarts)},
