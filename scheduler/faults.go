@@ -2,10 +2,13 @@ package scheduler
 
 import (
 	"fmt"
+	"os"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 )
 
 // Faults are failures a test can inject into one node through the
@@ -74,11 +77,21 @@ func (f *Faults) TakeDispatchReply() bool {
 	return false
 }
 
-// stopBeforePublish stops this process if attempt n is the one to pause.
+// stopBeforePublish stops this process if attempt n is the one to pause,
+// and returns once it has been continued. kill(2) on itself returns before
+// every thread has stopped, so the caller waits for the SIGCONT that ends
+// the stop; otherwise it could slip its publish out first.
 func (f *Faults) stopBeforePublish(n int) bool {
 	if f == nil || f.StopBeforePublish == 0 || f.StopBeforePublish != n {
 		return false
 	}
+	cont := make(chan os.Signal, 1)
+	signal.Notify(cont, syscall.SIGCONT)
+	defer signal.Stop(cont)
 	syscall.Kill(syscall.Getpid(), syscall.SIGSTOP)
+	select {
+	case <-cont:
+	case <-time.After(10 * time.Minute):
+	}
 	return true
 }

@@ -19,6 +19,32 @@ import (
 // workerTags put jobs that target role=worker on w1 and w2 only.
 var workerTags = map[string]map[string]string{"w1": {"role": "worker"}, "w2": {"role": "worker"}}
 
+// waitAlive waits until n's gossip shows the named nodes alive and
+// dispatchable: a trigger before that finds no worker for the target.
+func waitAlive(t *testing.T, n *localcluster.Node, names ...string) {
+	t.Helper()
+	if err := localcluster.Until(20*time.Second, func() error {
+		st, err := n.Status()
+		if err != nil {
+			return err
+		}
+		for _, name := range names {
+			ok := false
+			for _, m := range st.Members {
+				if m.Name == name && m.State == "alive" && m.Meta.HTTPAddr != "" {
+					ok = true
+				}
+			}
+			if !ok {
+				return fmt.Errorf("%s does not see %s alive", n.Name, name)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func trigger(t *testing.T, n *localcluster.Node, job string) jobs.Run {
 	t.Helper()
 	var run jobs.Run
@@ -89,25 +115,7 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 `})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
-	// Both workers must be alive in gossip before the trigger.
-	if err := localcluster.Until(15*time.Second, func() error {
-		st, err := leader.Status()
-		if err != nil {
-			return err
-		}
-		alive := 0
-		for _, m := range st.Members {
-			if (m.Name == "w1" || m.Name == "w2") && m.State == "alive" && m.Meta.HTTPAddr != "" {
-				alive++
-			}
-		}
-		if alive != 2 {
-			return fmt.Errorf("%d workers alive", alive)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitAlive(t, leader, "w1", "w2")
 
 	run := trigger(t, leader, "report")
 	first := run.Attempts[0]
@@ -244,6 +252,7 @@ func TestProtocol_LeaderKilledMidRun(t *testing.T) {
 `})
 	first := agree(t, c, 30*time.Second)
 	leader := c.Node(first.Leader)
+	waitAlive(t, leader, "w1")
 	windowStart := time.Now().UTC()
 	run := trigger(t, leader, "slow")
 	waitRun(t, leader, run.ID, 10*time.Second, func(r jobs.Run) error {
@@ -338,6 +347,7 @@ func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
 `, marks)})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
+	waitAlive(t, leader, "w1")
 	run := trigger(t, leader, "once")
 	run = waitRun(t, leader, run.ID, 20*time.Second, func(r jobs.Run) error {
 		if r.State != jobs.Succeeded {
@@ -393,6 +403,7 @@ func TestProtocol_LostRenewalsKillTheJobAndRegrant(t *testing.T) {
 `, pids)})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
+	waitAlive(t, leader, "w1", "w2")
 	run := trigger(t, leader, "long")
 	first := run.Attempts[0]
 	run = waitRun(t, leader, run.ID, 30*time.Second, func(r jobs.Run) error {
