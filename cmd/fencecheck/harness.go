@@ -134,6 +134,9 @@ func (h *Harness) Run(ctx context.Context) (*Report, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
+	// Freeze the store, so its listing, its histories and the proxy's
+	// record of calls are read at one moment.
+	h.store.Quiesce(time.Second)
 	if err := h.finalRead(ctx); err != nil {
 		return nil, fmt.Errorf("final read: %w", err)
 	}

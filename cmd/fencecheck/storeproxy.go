@@ -136,6 +136,24 @@ func (p *StoreProxy) Release(rng *rand.Rand, gap time.Duration) int {
 	return len(held)
 }
 
+// Quiesce stops the store's traffic for good: new calls are refused and
+// those in flight cut. It returns once no call is in flight, then waits
+// settle, so a store handler still finishing a cut call is done: after
+// it, the store's state, its history and Operations describe one moment.
+func (p *StoreProxy) Quiesce(settle time.Duration) {
+	p.SetMode(ProxyDown)
+	for {
+		p.mu.Lock()
+		n := len(p.cancels)
+		p.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(settle)
+}
+
 func (p *StoreProxy) cutCount() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
