@@ -92,8 +92,8 @@ func (h *Harness) pollOnce(limit int) {
 		life := h.life(n.Name)
 		wg.Go(func() {
 			st, err := getStatus(n, time.Second)
-			if err != nil {
-				return
+			if err != nil || h.life(n.Name) != life {
+				return // failed, or restarted meanwhile: whose answer was it?
 			}
 			mu.Lock()
 			defer mu.Unlock()
