@@ -1,0 +1,76 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	proctest.Cleanup()
+	os.Exit(code)
+}
+
+// The short seeded run CI does: a real cluster under every kind of fault
+// for about a minute, then every check. It fails on any violation.
+// FENCECHECK_DURATION and FENCECHECK_SEED change the run.
+func TestFencecheck_ShortSeededRun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a six-node cluster for about two minutes")
+	}
+	cfg := Config{
+		Binary: proctest.Binary(t), Dir: t.TempDir(),
+		Duration: 70 * time.Second, Seed: 8, Drain: 60 * time.Second, Workers: 2,
+	}
+	if d, err := time.ParseDuration(os.Getenv("FENCECHECK_DURATION")); err == nil {
+		cfg.Duration = d
+	}
+	if s := os.Getenv("FENCECHECK_SEED"); s != "" {
+		var seed uint64
+		if _, err := fmt.Sscan(s, &seed); err == nil {
+			cfg.Seed = seed
+		}
+	}
+	var log bytes.Buffer
+	cfg.Log = &syncWriter{w: &log}
+	rep, err := New(cfg).Run(t.Context())
+	if err != nil {
+		t.Fatalf("%v\n%s", err, log.String())
+	}
+	var out strings.Builder
+	rep.Print(&out)
+	t.Logf("progress:\n%s\n%s", log.String(), out.String())
+	if err := rep.WriteJSON(cfg.Dir + "/report.json"); err != nil {
+		t.Fatal(err)
+	}
+	if !rep.OK {
+		t.Errorf("violations (node logs were in %s)", cfg.Dir)
+	}
+	c := rep.Counts
+	if c.Attempts == 0 || c.FencedAttempts == 0 || c.StalePublishRefused == 0 || c.Takeovers == 0 {
+		t.Errorf("the run did not exercise fencing: %d attempts, %d fenced, %d stale publishes refused, %d takeovers",
+			c.Attempts, c.FencedAttempts, c.StalePublishRefused, c.Takeovers)
+	}
+	if len(rep.Faults) < 5 {
+		t.Errorf("only %d faults ran", len(rep.Faults))
+	}
+}
+
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
