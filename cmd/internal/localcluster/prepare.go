@@ -31,7 +31,7 @@ func Prepare(o Options) (*Cluster, error) {
 		names = append(names, "store")
 	}
 	for i, name := range names {
-		ports, err := freePorts(3)
+		ports, err := FreePorts(3)
 		if err != nil {
 			return nil, err
 		}
