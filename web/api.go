@@ -244,7 +244,11 @@ func statusOf(err error) int {
 
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	code := statusOf(err)
-	if code >= 500 {
+	switch {
+	case code == http.StatusServiceUnavailable:
+		// Not the leader, or no leader yet: the caller looks again.
+		s.Logger.Debug("request refused for now", "method", r.Method, "path", r.URL.Path, "err", err)
+	case code >= 500:
 		s.Logger.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if code == http.StatusUnauthorized {
