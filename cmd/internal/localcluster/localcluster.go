@@ -16,7 +16,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -76,48 +75,20 @@ type Cluster struct {
 	Nodes []*Node
 }
 
-// Start writes the configs and starts every node.
+// Start lays the cluster out (Prepare), writes each node's config and
+// starts every node.
 func Start(o Options) (*Cluster, error) {
-	if o.Profile == "" {
-		o.Profile = "fast"
-	}
-	c := &Cluster{Opts: o}
-	var names []string
-	for i := 1; i <= o.Servers; i++ {
-		names = append(names, fmt.Sprintf("n%d", i))
-	}
-	for i := 1; i <= o.Workers; i++ {
-		names = append(names, fmt.Sprintf("w%d", i))
-	}
-	if o.StoreNode {
-		names = append(names, "store")
-	}
-	for i, name := range names {
-		ports, err := FreePorts(3)
-		if err != nil {
-			return nil, err
-		}
-		n := &Node{
-			Name: name, Server: i < o.Servers, Store: name == "store",
-			HTTP: ports[0], Gossip: ports[1], Raft: ports[2],
-			ConfigPath: filepath.Join(o.Dir, name+".yaml"),
-			DataDir:    filepath.Join(o.Dir, "data", name),
-			LogPath:    filepath.Join(o.Dir, name+".log"),
-			binary:     o.Binary,
-			env:        o.Env[name],
-		}
-		c.Nodes = append(c.Nodes, n)
+	c, err := Prepare(o)
+	if err != nil {
+		return nil, err
 	}
 	for _, n := range c.Nodes {
 		if err := os.WriteFile(n.ConfigPath, []byte(c.config(n)), 0o600); err != nil {
 			return nil, err
 		}
 	}
-	for _, n := range c.Nodes {
-		if err := n.Start(); err != nil {
-			c.Stop()
-			return nil, err
-		}
+	if err := c.StartAll(); err != nil {
+		return nil, err
 	}
 	return c, nil
 }

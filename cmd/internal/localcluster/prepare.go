@@ -6,12 +6,12 @@ import (
 	"path/filepath"
 )
 
-// Prepare lays out a cluster as Start does (node names, free ports, data
-// directories, log files) but writes no config and starts nothing, so the
-// caller can change where the nodes listen and how their processes run
-// before StartAll: cmd/fencecheck puts every node in its own network
-// namespace and routes store traffic through a proxy. Config renders the
-// file Start would write. Keep the layout in step with Start.
+// Prepare lays out a cluster (node names, free ports, data directories,
+// log files) but writes no config and starts nothing, so the caller can
+// change where the nodes listen and how their processes run before
+// StartAll: cmd/fencecheck puts every node in its own network namespace
+// and routes store traffic through a proxy. Config renders the file Start
+// would write.
 func Prepare(o Options) (*Cluster, error) {
 	if o.Profile == "" {
 		o.Profile = "fast"
