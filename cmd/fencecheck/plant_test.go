@@ -1,120 +1,64 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http/httptest"
-	"sort"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// plantedStore is a fenced store in memory that follows the rules table,
-// except that, once armed, it accepts one publish whose token is older
-// than the key's greatest — the bug a missing or racy check would be —
-// and otherwise keeps honest books: the decision is recorded as applied
-// with the greatest token the key really had, and the greatest token
-// does not go back.
+// plantedStore is the honest in-memory store of fencemodel, except that,
+// once armed, it accepts one publish whose token is older than the key's
+// greatest — the bug a missing or racy check would be — and otherwise
+// keeps honest books: the decision is recorded as applied with the
+// greatest token the key really had, and the greatest token does not go
+// back.
 type plantedStore struct {
+	*fencemodel.MemStore
 	mu      sync.Mutex
-	keys    map[string]*plantedKey
 	armed   bool
 	planted string // the write it wrongly accepted
 }
 
-type plantedKey struct {
-	meta fencedstore.Meta
-	body []byte
-	hist []fencedstore.Decision
-}
-
-var _ fencedstore.Store = (*plantedStore)(nil)
-
 func newPlantedStore(armed bool) *plantedStore {
-	return &plantedStore{keys: map[string]*plantedKey{}, armed: armed}
+	s := &plantedStore{MemStore: fencemodel.NewMemStore(), armed: armed}
+	s.MemStore.DecidePublish = s.decide
+	return s
 }
 
-func (s *plantedStore) key(k string) *plantedKey {
-	if s.keys[k] == nil {
-		s.keys[k] = &plantedKey{meta: fencedstore.Meta{Key: k}}
-	}
-	return s.keys[k]
-}
-
-func (s *plantedStore) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+// decide runs under the MemStore's lock.
+func (s *plantedStore) decide(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.key(key)
-	var d fencedstore.Decision
-	k.meta, d = fencedstore.DecideEstablish(k.meta, tok, attempt, time.Now())
-	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
-}
-
-func (s *plantedStore) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.key(req.Key)
-	m := k.meta
 	plant := s.armed && req.Token.Less(m.Greatest)
 	if plant {
-		// The bug: the check sees the caller's token as the greatest.
 		s.armed = false
 		s.planted = fmt.Sprintf("%s by %s over greatest %s", req.Token, req.Attempt, m.Greatest)
-		m.Greatest = req.Token
 	}
-	next, d := fencedstore.DecidePublish(m, req, fencedstore.Hash(req.Body), time.Now())
-	if plant {
-		next.Greatest, d.Greatest = k.meta.Greatest, k.meta.Greatest
+	s.mu.Unlock()
+	if !plant {
+		return fencedstore.DecidePublish(m, req, hash, now)
 	}
-	if next.Version != k.meta.Version {
-		k.body = bytes.Clone(req.Body)
-	}
-	k.meta = next
-	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+	// The bug: the check sees the caller's token as the greatest.
+	greatest := m.Greatest
+	m.Greatest = req.Token
+	next, d := fencedstore.DecidePublish(m, req, hash, now)
+	next.Greatest, d.Greatest = greatest, greatest
+	return next, d
 }
 
-func (s *plantedStore) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+func (s *plantedStore) plantedWrite() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.keys[key]
-	if k == nil || k.meta.Version == 0 {
-		return fencedstore.Object{}, fencedstore.ErrNotFound
-	}
-	return fencedstore.Object{Meta: k.meta, Body: bytes.Clone(k.body)}, nil
-}
-
-func (s *plantedStore) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fencedstore.Meta
-	for name, k := range s.keys {
-		if strings.HasPrefix(name, prefix) {
-			out = append(out, k.meta)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
-}
-
-func (s *plantedStore) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys[key]
-	if k == nil {
-		return nil, fencedstore.ErrNotFound
-	}
-	return append([]fencedstore.Decision(nil), k.hist...), nil
+	return s.planted
 }
 
 // simulateCluster drives a store the way a cluster's workers do: every run
@@ -229,10 +173,10 @@ func TestCheck_CatchesPlantedStaleWrite(t *testing.T) {
 	t.Run("planted", func(t *testing.T) {
 		s := newPlantedStore(true)
 		o := observe(t, s, 30)
-		if s.planted == "" {
+		if s.plantedWrite() == "" {
 			t.Fatal("the workload never sent a stale publish; nothing was planted")
 		}
-		t.Logf("planted: %s", s.planted)
+		t.Logf("planted: %s", s.plantedWrite())
 		rs := Check(o, CheckOptions{})
 		for _, name := range []string{CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing, CheckClientModel} {
 			r := resultOf(t, rs, name)

@@ -1,12 +1,9 @@
 package fencemodel_test
 
 import (
-	"bytes"
 	"context"
 	"fmt"
-	"sort"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,87 +13,14 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 )
 
-// memStore is an in-memory store that follows the rules under one mutex,
-// unless a bug is switched on.
-type memStore struct {
-	mu   sync.Mutex
-	keys map[string]*memKey
-	// bug, if set, rewrites the state the rules see before a publish.
-	bug func(m fencedstore.Meta) fencedstore.Meta
-}
-
-type memKey struct {
-	meta fencedstore.Meta
-	body []byte
-	hist []fencedstore.Decision
-}
-
-func newMemStore() *memStore { return &memStore{keys: map[string]*memKey{}} }
-
-func (s *memStore) key(k string) *memKey {
-	if s.keys[k] == nil {
-		s.keys[k] = &memKey{meta: fencedstore.Meta{Key: k}}
+// brokenStore is the honest MemStore with the state its publish rules see
+// rewritten by bug first.
+func brokenStore(bug func(fencedstore.Meta) fencedstore.Meta) *fencemodel.MemStore {
+	s := fencemodel.NewMemStore()
+	s.DecidePublish = func(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecidePublish(bug(m), req, hash, now)
 	}
-	return s.keys[k]
-}
-
-func (s *memStore) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.key(key)
-	var d fencedstore.Decision
-	k.meta, d = fencedstore.DecideEstablish(k.meta, tok, attempt, time.Now())
-	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
-}
-
-func (s *memStore) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.key(req.Key)
-	m := k.meta
-	if s.bug != nil {
-		m = s.bug(m)
-	}
-	next, d := fencedstore.DecidePublish(m, req, fencedstore.Hash(req.Body), time.Now())
-	if next.Version != m.Version {
-		k.body = bytes.Clone(req.Body)
-	}
-	k.meta = next
-	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
-}
-
-func (s *memStore) Get(ctx context.Context, key string) (fencedstore.Object, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	k := s.keys[key]
-	if k == nil || k.meta.Version == 0 {
-		return fencedstore.Object{}, fencedstore.ErrNotFound
-	}
-	return fencedstore.Object{Meta: k.meta, Body: bytes.Clone(k.body)}, nil
-}
-
-func (s *memStore) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []fencedstore.Meta
-	for k, v := range s.keys {
-		if strings.HasPrefix(k, prefix) {
-			out = append(out, v.meta)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
-	return out, nil
-}
-
-func (s *memStore) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if k := s.keys[key]; k != nil {
-		return append([]fencedstore.Decision(nil), k.hist...), nil
-	}
-	return nil, fencedstore.ErrNotFound
+	return s
 }
 
 var keys = []string{"reports/a.csv", "reports/b.csv", "reports/c.csv"}
@@ -132,7 +56,7 @@ func runAndCheck(t *testing.T, s fencedstore.Store) (fencemodel.Counts, []string
 }
 
 func TestWorkload_CorrectStorePasses(t *testing.T) {
-	cnt, findings := runAndCheck(t, newMemStore())
+	cnt, findings := runAndCheck(t, fencemodel.NewMemStore())
 	for _, f := range findings {
 		t.Error(f)
 	}
@@ -166,11 +90,9 @@ func TestWorkload_BrokenStoresFail(t *testing.T) {
 	}
 	for name, bug := range bugs {
 		t.Run(name, func(t *testing.T) {
-			s := newMemStore()
-			s.bug = bug
+			s := brokenStore(bug)
 			if name == "version ignored" {
-				s.bug = nil
-				st := &versionBlind{memStore: s}
+				st := &versionBlind{MemStore: fencemodel.NewMemStore()}
 				_, findings := runAndCheck(t, st)
 				if len(findings) == 0 {
 					t.Fatal("no checker noticed a store that ignores expected versions")
@@ -197,11 +119,11 @@ func TestWorkload_BrokenStoresFail(t *testing.T) {
 }
 
 // versionBlind drops the expected version of every publish.
-type versionBlind struct{ *memStore }
+type versionBlind struct{ *fencemodel.MemStore }
 
 func (s *versionBlind) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
 	req.ExpectedVersion = nil
-	return s.memStore.Publish(ctx, req)
+	return s.MemStore.Publish(ctx, req)
 }
 
 func TestCheck_HandWrittenHistories(t *testing.T) {

@@ -1,0 +1,107 @@
+package fencemodel
+
+import (
+	"bytes"
+	"context"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+// MemStore is a fenced store in memory that decides every call with the
+// rules of fencedstore under one mutex. Checker tests use it as the honest
+// store, and plant bugs in it through DecidePublish.
+type MemStore struct {
+	// DecidePublish decides a publish; nil means fencedstore.DecidePublish.
+	// A test swaps in a broken rule to see the checkers catch it.
+	DecidePublish func(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision)
+
+	mu   sync.Mutex
+	keys map[string]*memKey
+}
+
+type memKey struct {
+	meta fencedstore.Meta
+	body []byte
+	hist []fencedstore.Decision
+}
+
+var _ fencedstore.Store = (*MemStore)(nil)
+
+// NewMemStore returns an empty store.
+func NewMemStore() *MemStore { return &MemStore{keys: map[string]*memKey{}} }
+
+func (s *MemStore) key(k string) *memKey {
+	if s.keys[k] == nil {
+		s.keys[k] = &memKey{meta: fencedstore.Meta{Key: k}}
+	}
+	return s.keys[k]
+}
+
+// Establish implements fencedstore.Store.
+func (s *MemStore) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.key(key)
+	var d fencedstore.Decision
+	k.meta, d = fencedstore.DecideEstablish(k.meta, tok, attempt, time.Now())
+	k.hist = append(k.hist, d)
+	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+}
+
+// Publish implements fencedstore.Store.
+func (s *MemStore) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	decide := s.DecidePublish
+	if decide == nil {
+		decide = fencedstore.DecidePublish
+	}
+	k := s.key(req.Key)
+	next, d := decide(k.meta, req, fencedstore.Hash(req.Body), time.Now())
+	if next.Version != k.meta.Version {
+		k.body = bytes.Clone(req.Body)
+	}
+	k.meta = next
+	k.hist = append(k.hist, d)
+	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+}
+
+// Get implements fencedstore.Store.
+func (s *MemStore) Get(ctx context.Context, key string) (fencedstore.Object, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[key]
+	if k == nil || k.meta.Version == 0 {
+		return fencedstore.Object{}, fencedstore.ErrNotFound
+	}
+	return fencedstore.Object{Meta: k.meta, Body: bytes.Clone(k.body)}, nil
+}
+
+// List implements fencedstore.Store.
+func (s *MemStore) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []fencedstore.Meta
+	for name, k := range s.keys {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, k.meta)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	return out, nil
+}
+
+// History implements fencedstore.Store.
+func (s *MemStore) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[key]
+	if k == nil {
+		return nil, fencedstore.ErrNotFound
+	}
+	return append([]fencedstore.Decision(nil), k.hist...), nil
+}
