@@ -197,7 +197,7 @@ func (r *Report) Print(w io.Writer) {
 	rows := [][2]string{
 		{"runs", fmt.Sprintf("%d (%d skipped as runs, %d fire times in skip ranges)", c.Runs, c.SkippedRuns, c.SkippedTimes)},
 		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d retries)", c.Attempts, c.Takeovers, c.Retries)},
-		{"attempt states", states(c.AttemptStates)},
+		{"attempt states", tally(c.AttemptStates)},
 		{"fenced attempts", fmt.Sprintf("%d (%d before starting, at establish)", c.FencedAttempts, c.FencedAtEstablish)},
 		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes", c.StalePublishRefused, c.StaleEstablishRefused)},
 		{"store decisions", fmt.Sprintf("%d on %d keys (%d applied, %d established)", c.Decisions, c.Keys, c.Applied, c.Established)},
@@ -207,8 +207,8 @@ func (r *Report) Print(w io.Writer) {
 		{"kills / restarts", fmt.Sprintf("%d / %d (%d store restarts)", c.Nemesis.Kills, c.Nemesis.Restarts, c.Nemesis.StoreRestarts)},
 		{"partitions", fmt.Sprint(c.Nemesis.Partitions)},
 		{"store calls delayed+reordered", fmt.Sprintf("%d in %d holds; %d calls cut or refused in %d outages", c.Nemesis.HeldCalls, c.Nemesis.StoreHolds, c.Nemesis.CutCalls, c.Nemesis.StoreDowns)},
-		{"faults", faults(c.Faults)},
-		{"cluster counters", counters(c.Cluster)},
+		{"faults", tally(c.Faults)},
+		{"cluster counters", tally(c.Cluster)},
 	}
 	for _, row := range rows {
 		fmt.Fprintf(tw, "%s\t%s\n", row[0], row[1])
@@ -220,25 +220,8 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintf(w, "\n%s\n", verdict)
 }
 
-func states(m map[jobs.State]int) string {
-	var parts []string
-	for st, n := range m {
-		parts = append(parts, fmt.Sprintf("%s %d", st, n))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
-func faults(m map[string]int) string {
-	var parts []string
-	for k, n := range m {
-		parts = append(parts, fmt.Sprintf("%s %d", k, n))
-	}
-	sort.Strings(parts)
-	return strings.Join(parts, ", ")
-}
-
-func counters(m map[string]uint64) string {
+// tally prints counts as "name n, name n", names sorted.
+func tally[K ~string, N int | uint64](m map[K]N) string {
 	var parts []string
 	for k, n := range m {
 		parts = append(parts, fmt.Sprintf("%s %d", k, n))
