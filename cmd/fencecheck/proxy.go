@@ -68,9 +68,7 @@ func (p *Proxy) Mode() string {
 func (p *Proxy) SetMode(mode string) {
 	p.mu.Lock()
 	if p.mode == ProxyHold && mode != ProxyHold {
-		for _, ch := range p.held {
-			close(ch)
-		}
+		releaseAll(p.held)
 		p.held = nil
 	}
 	p.mode = mode
@@ -96,17 +94,7 @@ func (p *Proxy) Release(rng *rand.Rand, gap time.Duration) int {
 	p.held = nil
 	p.mode = ProxyPass
 	p.mu.Unlock()
-	rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
-	for i, ch := range held {
-		if i > 0 && gap > 0 {
-			select {
-			case <-time.After(time.Duration(rng.Int64N(int64(gap)))):
-			case <-p.done:
-			}
-		}
-		close(ch)
-	}
-	return len(held)
+	return releaseShuffled(held, rng, gap, p.done)
 }
 
 func (p *Proxy) cutCount() int {

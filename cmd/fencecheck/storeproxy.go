@@ -100,9 +100,7 @@ func (p *StoreProxy) SetMode(mode string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mode == ProxyHold && mode != ProxyHold {
-		for _, ch := range p.held {
-			close(ch)
-		}
+		releaseAll(p.held)
 		p.held = nil
 	}
 	p.mode = mode
@@ -123,17 +121,7 @@ func (p *StoreProxy) Release(rng *rand.Rand, gap time.Duration) int {
 	p.held = nil
 	p.mode = ProxyPass
 	p.mu.Unlock()
-	rng.Shuffle(len(held), func(i, j int) { held[i], held[j] = held[j], held[i] })
-	for i, ch := range held {
-		if i > 0 && gap > 0 {
-			select {
-			case <-time.After(time.Duration(rng.Int64N(int64(gap)))):
-			case <-p.done:
-			}
-		}
-		close(ch)
-	}
-	return len(held)
+	return releaseShuffled(held, rng, gap, p.done)
 }
 
 // Quiesce stops the store's traffic for good: new calls are refused and
