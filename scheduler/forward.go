@@ -93,5 +93,3 @@ func (s *Scheduler) ApplyForwarded(ctx context.Context, body []byte) WireResult 
 	}
 	return toWire(s.applyLocal(ctx, body))
 }
-
-func jsonMarshal(v any) ([]byte, error) { return json.Marshal(v) }

@@ -44,6 +44,16 @@ func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool)
 	return specs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs
 }
 
+// Spec returns one job of the replicated set, its Paused flag reflecting
+// pause and resume.
+func (f *FSM) Spec(name string) (jobs.Spec, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s, ok := f.spec(name)
+	s.Paused = s.Paused || f.st.Paused[name]
+	return s, ok
+}
+
 // JobSetInfo describes the replicated job set; Hash is "" if none was
 // ever applied.
 func (f *FSM) JobSetInfo() JobSetInfo {
@@ -112,6 +122,21 @@ func (f *FSM) OpenRuns(job string) []jobs.Run {
 		}
 	}
 	return out
+}
+
+// OpenAttemptsByWorker counts, per worker, the runs whose latest attempt
+// is still open: the leader's measure of load.
+func (f *FSM) OpenAttemptsByWorker() map[string]int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	load := map[string]int{}
+	for _, id := range f.st.Order {
+		r := f.st.Runs[id]
+		if a, ok := r.Latest(); ok && !r.State.Terminal() {
+			load[a.Worker]++
+		}
+	}
+	return load
 }
 
 // Events returns the audit trail after seq (0: from the oldest kept), up

@@ -3,6 +3,7 @@ package scheduler
 import (
 	"container/heap"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -120,7 +121,7 @@ func (l *leader) run() {
 
 // applyLocalCmd proposes c on this node without forwarding.
 func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, error) {
-	b, err := jsonMarshal(c)
+	b, err := json.Marshal(c)
 	if err != nil {
 		return applyResult{}, err
 	}
@@ -295,13 +296,8 @@ func (l *leader) skipRange(r jobs.SkipRange) {
 }
 
 func (l *leader) paused(job string) bool {
-	specs, _, _, _ := l.s.FSM.JobSet()
-	for _, s := range specs {
-		if s.Name == job {
-			return s.Paused
-		}
-	}
-	return true // gone from the job set
+	s, ok := l.s.FSM.Spec(job)
+	return !ok || s.Paused // a job gone from the set fires no more
 }
 
 // fire grants a run of spec for scheduled time at, applying the overlap
@@ -357,25 +353,18 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string) (jobs.Run, e
 
 // trigger starts a run of job now, on an operator's request.
 func (l *leader) trigger(ctx context.Context, job string) (jobs.Run, error) {
-	specs, _, _, _ := l.s.FSM.JobSet()
-	for _, spec := range specs {
-		if spec.Name == job {
-			return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual")
-		}
+	spec, ok := l.s.FSM.Spec(job)
+	if !ok {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
 	}
-	return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
+	return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual")
 }
 
 // chooseWorker picks an alive node whose tags match the job's target, the
 // least loaded first, avoiding `avoid` if any other will do. Ties go by a
 // hash of run and node, so load spreads without coordination.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool) {
-	load := map[string]int{}
-	for _, r := range l.s.FSM.OpenRuns("") {
-		if a, ok := r.Latest(); ok {
-			load[a.Worker]++
-		}
-	}
+	load := l.s.FSM.OpenAttemptsByWorker()
 	type cand struct {
 		name string
 		load int
@@ -523,23 +512,10 @@ func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
 }
 
 func (l *leader) ttlOf(job string) time.Duration {
-	specs, _, _, _ := l.s.FSM.JobSet()
-	for _, s := range specs {
-		if s.Name == job && s.LeaseTTL > 0 {
-			return s.LeaseTTL.D()
-		}
+	if s, ok := l.s.FSM.Spec(job); ok && s.LeaseTTL > 0 {
+		return s.LeaseTTL.D()
 	}
 	return jobs.DefaultLeaseTTL
-}
-
-func (l *leader) specOf(job string) (jobs.Spec, bool) {
-	specs, _, _, _ := l.s.FSM.JobSet()
-	for _, s := range specs {
-		if s.Name == job {
-			return s, true
-		}
-	}
-	return jobs.Spec{}, false
 }
 
 // checkLeases expires every lease whose deadline passed, granting the run's
@@ -571,7 +547,7 @@ func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason st
 	delete(l.leases, att.ID)
 	l.mu.Unlock()
 	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now()}
-	spec, ok := l.specOf(run.Job)
+	spec, ok := l.s.FSM.Spec(run.Job)
 	if takeover && ok && len(run.Attempts) < spec.Retries+1 {
 		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
 			cmd.Worker = w
@@ -628,7 +604,7 @@ func (l *leader) scheduleRetry(run jobs.Run) {
 	if !ok || !Retryable(a.State) {
 		return
 	}
-	spec, ok := l.specOf(run.Job)
+	spec, ok := l.s.FSM.Spec(run.Job)
 	if !ok || len(run.Attempts) >= spec.Retries+1 {
 		return
 	}
@@ -665,7 +641,7 @@ func (l *leader) checkRetries() {
 			continue
 		}
 		a, ok := run.Latest()
-		spec, known := l.specOf(run.Job)
+		spec, known := l.s.FSM.Spec(run.Job)
 		if !ok || !known || !Retryable(a.State) {
 			continue
 		}
@@ -720,13 +696,14 @@ func (l *leader) recover() {
 		if !ok {
 			continue
 		}
-		spec, known := l.specOf(run.Job)
+		spec, known := l.s.FSM.Spec(run.Job)
 		if gone[a.Worker] || !known {
 			l.expire(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), true)
 			continue
 		}
 		l.mu.Lock()
-		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, ttl: l.ttlOf(run.Job), deadline: now.Add(l.ttlOf(run.Job))}
+		ttl := l.ttlOf(run.Job)
+		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, ttl: ttl, deadline: now.Add(ttl)}
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
 			l.dispatch(Assignment{Run: run, Attempt: *a, Spec: spec})
