@@ -227,20 +227,14 @@ func (p *Peer) leaderAddr(ctx context.Context) (string, error) {
 		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s+"/api/v1/status", nil)
 		resp, rerr := p.client().Do(req)
 		if rerr == nil {
-			var st struct {
-				Leader  string
-				Members []struct {
-					Name string
-					Meta struct{ HTTP string }
-				}
-			}
+			var st Status
 			derr := json.NewDecoder(resp.Body).Decode(&st)
 			resp.Body.Close()
 			if derr == nil && st.Leader != "" {
 				for _, m := range st.Members {
-					if m.Name == st.Leader && m.Meta.HTTP != "" {
+					if m.Name == st.Leader && m.Meta.HTTPAddr != "" {
 						cancel()
-						return m.Meta.HTTP, nil
+						return m.Meta.HTTPAddr, nil
 					}
 				}
 			}
