@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
@@ -145,12 +146,8 @@ func (p *Peer) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, e
 // attempt's lease.
 func (p *Peer) Renew(ctx context.Context, attempt, node string) (scheduler.RenewReply, error) {
 	body, _ := json.Marshal(renewRequest{Attempt: attempt, Node: node})
-	addr, err := p.leaderAddr(ctx)
-	if err != nil {
-		return scheduler.RenewReply{}, err
-	}
 	var reply scheduler.RenewReply
-	err = p.post(ctx, addr, "/internal/v1/renew", body, &reply)
+	err := p.callLeader(ctx, "/internal/v1/renew", body, &reply, nil)
 	return reply, err
 }
 
@@ -190,15 +187,9 @@ func (p *Peer) Dispatch(ctx context.Context, worker string, a scheduler.Assignme
 func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, again func() bool) error {
 	backoff := 50 * time.Millisecond
 	for {
-		addr, err := p.leaderAddr(ctx)
+		err := p.callLeader(ctx, path, body, out, again)
 		if err == nil {
-			err = p.post(ctx, addr, path, body, out)
-			if err == nil && (again == nil || !again()) {
-				return nil
-			}
-			if err == nil {
-				err = errors.New("the node asked is not the leader")
-			}
+			return nil
 		}
 		var he *httpError
 		if errors.As(err, &he) && he.code < 500 && he.code != http.StatusUnauthorized {
@@ -215,33 +206,84 @@ func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, 
 	}
 }
 
-// leaderAddr returns the leader's HTTP address from this node's own view,
-// or else from the first alive server that knows it.
-func (p *Peer) leaderAddr(ctx context.Context) (string, error) {
+// errAskAgain is a leader's answer that it does not lead.
+var errAskAgain = errors.New("the node asked is not the leader")
+
+// callLeader posts once to the leader this node's gossip names. When that
+// address cannot be reached or says it does not lead, it asks the servers,
+// whose Raft knows, and posts once to the leader they name: gossip can
+// take seconds to carry news of an election, and a lease cannot wait that
+// long.
+func (p *Peer) callLeader(ctx context.Context, path string, body []byte, out any, again func() bool) error {
+	try := func(addr string) error {
+		err := p.post(ctx, addr, path, body, out)
+		if err == nil && again != nil && again() {
+			err = errAskAgain
+		}
+		return err
+	}
 	addr, err := p.LeaderHTTP()
-	if err == nil || p.Servers == nil {
-		return addr, err
+	if err == nil {
+		if err = try(addr); !notTheLeader(err) {
+			return err
+		}
+	}
+	alt, aerr := p.askServers(ctx)
+	switch {
+	case aerr != nil && err == nil:
+		return aerr
+	case aerr != nil || alt == addr:
+		return err
+	}
+	return try(alt)
+}
+
+// notTheLeader reports whether err means the address asked is not (or no
+// longer) the leader's: unreachable, or an answer saying so.
+func notTheLeader(err error) bool {
+	var he *httpError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &he):
+		return he.code == http.StatusServiceUnavailable
+	}
+	return true
+}
+
+// askServers returns the leader's HTTP address as the first alive server
+// that knows one tells it.
+func (p *Peer) askServers(ctx context.Context) (string, error) {
+	if p.Servers == nil {
+		return "", election.ErrNoLeader
 	}
 	for _, s := range p.Servers() {
-		ctx, cancel := context.WithTimeout(ctx, time.Second)
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+s+"/api/v1/status", nil)
-		resp, rerr := p.client().Do(req)
-		if rerr == nil {
-			var st Status
-			derr := json.NewDecoder(resp.Body).Decode(&st)
-			resp.Body.Close()
-			if derr == nil && st.Leader != "" {
-				for _, m := range st.Members {
-					if m.Name == st.Leader && m.Meta.HTTPAddr != "" {
-						cancel()
-						return m.Meta.HTTPAddr, nil
-					}
-				}
-			}
+		if addr := p.askServer(ctx, s); addr != "" {
+			return addr, nil
 		}
-		cancel()
 	}
-	return "", err
+	return "", election.ErrNoLeader
+}
+
+func (p *Peer) askServer(ctx context.Context, server string) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+server+"/api/v1/status", nil)
+	resp, err := p.client().Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var st Status
+	if json.NewDecoder(resp.Body).Decode(&st) != nil || st.Leader == "" {
+		return ""
+	}
+	for _, m := range st.Members {
+		if m.Name == st.Leader && m.Meta.HTTPAddr != "" {
+			return m.Meta.HTTPAddr
+		}
+	}
+	return ""
 }
 
 // httpError is a non-200 answer.

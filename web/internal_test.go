@@ -1,0 +1,132 @@
+package web
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+// closedAddr is a loopback address nothing listens on: a killed leader.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// leaderStub answers renewals like a leader that holds every lease, and
+// counts them.
+func leaderStub(t *testing.T, renewals *atomic.Int32) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/internal/v1/renew" {
+			http.NotFound(w, r)
+			return
+		}
+		renewals.Add(1)
+		json.NewEncoder(w).Encode(scheduler.RenewReply{Held: true})
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// serverStub answers /api/v1/status as a server whose Raft knows that
+// leader leads at leaderHTTP.
+func serverStub(t *testing.T, leader, leaderHTTP string) string {
+	t.Helper()
+	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := Status{Leader: leader, Members: []MemberStatus{{Member: election.Member{Name: leader, Meta: election.Meta{HTTPAddr: leaderHTTP}}}}}
+		json.NewEncoder(w).Encode(st)
+	}))
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "http://")
+}
+
+// A worker whose gossip still names a killed leader finds the new one by
+// asking the servers, within the same renewal: the lease must not run out
+// while gossip catches up with the election.
+func TestPeer_RenewFindsNewLeaderWhenGossipNamesDeadOne(t *testing.T) {
+	var renewals atomic.Int32
+	newLeader := leaderStub(t, &renewals)
+	dead := closedAddr(t)
+	p := &Peer{
+		Self:       "w1",
+		LeaderHTTP: func() (string, error) { return dead, nil },
+		Servers:    func() []string { return []string{closedAddr(t), serverStub(t, "n2", newLeader)} },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	reply, err := p.Renew(ctx, "job@1.1", "w1")
+	if err != nil || !reply.Held {
+		t.Fatalf("renew with gossip naming a dead leader: %+v, %v; want held through the servers' leader", reply, err)
+	}
+	if n := renewals.Load(); n != 1 {
+		t.Errorf("the new leader saw %d renewals, want 1", n)
+	}
+}
+
+// A node that answers "not the leader" is not asked again in the same call:
+// the servers are.
+func TestPeer_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
+	var renewals atomic.Int32
+	newLeader := leaderStub(t, &renewals)
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"not the leader"}`, http.StatusServiceUnavailable)
+	}))
+	defer follower.Close()
+	p := &Peer{
+		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(follower.URL, "http://"), nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
+	}
+	reply, err := p.Renew(context.Background(), "job@1.1", "w1")
+	if err != nil || !reply.Held || renewals.Load() != 1 {
+		t.Fatalf("renew via a follower: %+v, %v, %d renewals at the leader; want held, one renewal", reply, err, renewals.Load())
+	}
+}
+
+// An answer from the leader itself is final: a refusal is not retried
+// elsewhere, and no server is asked.
+func TestPeer_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
+	}))
+	defer leader.Close()
+	var asked atomic.Int32
+	p := &Peer{
+		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(leader.URL, "http://"), nil },
+		Servers:    func() []string { asked.Add(1); return nil },
+	}
+	_, err := p.Renew(context.Background(), "job@1.1", "w1")
+	var he *httpError
+	if !errors.As(err, &he) || he.code != http.StatusBadRequest {
+		t.Fatalf("renew refused by the leader: %v, want its 400", err)
+	}
+	if asked.Load() != 0 {
+		t.Errorf("servers asked %d times after the leader answered", asked.Load())
+	}
+}
+
+// With no leader anywhere, the error says so rather than naming an address.
+func TestPeer_NoLeaderAnywhere(t *testing.T) {
+	p := &Peer{
+		LeaderHTTP: func() (string, error) { return "", election.ErrNoLeader },
+		Servers:    func() []string { return []string{closedAddr(t)} },
+	}
+	if _, err := p.Renew(context.Background(), "job@1.1", "w1"); !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("renew with no leader: %v, want ErrNoLeader", err)
+	}
+}
