@@ -22,6 +22,15 @@ type profile struct {
 	logStoreTimeout                          time.Duration
 	fastGossip                               bool
 	reconcileEvery                           time.Duration
+	// pushPull is how often a node swaps its whole member table with a
+	// random peer. Gossip broadcasts reach a small cluster through only a
+	// few random transmissions, and now and then miss a node; this full
+	// exchange is what repairs that, so it bounds how long a node can miss
+	// a new leader, a new member or its HTTP address. memberlist's defaults
+	// (30s, 15s) are sized for thousands of nodes; ours are a few, for
+	// whom one exchange is a few kilobytes. memberlist itself slows it
+	// down past 32 members.
+	pushPull time.Duration
 }
 
 func profileNamed(name string) (profile, error) {
@@ -34,13 +43,13 @@ func profileNamed(name string) (profile, error) {
 		return profile{
 			heartbeat: 600 * time.Millisecond, election: 600 * time.Millisecond, leaderLease: 300 * time.Millisecond,
 			commit: 50 * time.Millisecond, logStoreTimeout: 5 * time.Second,
-			reconcileEvery: 2 * time.Second,
+			reconcileEvery: 2 * time.Second, pushPull: 5 * time.Second,
 		}, nil
 	case ProfileFast:
 		return profile{
 			heartbeat: 150 * time.Millisecond, election: 150 * time.Millisecond, leaderLease: 100 * time.Millisecond,
 			commit: 10 * time.Millisecond, logStoreTimeout: time.Second,
-			fastGossip: true, reconcileEvery: 500 * time.Millisecond,
+			fastGossip: true, reconcileEvery: 500 * time.Millisecond, pushPull: 2 * time.Second,
 		}, nil
 	}
 	return profile{}, fmt.Errorf("unknown profile %q: want %q or %q", name, ProfileDefault, ProfileFast)
@@ -54,8 +63,13 @@ func (p profile) applyRaft(c *raft.Config) {
 }
 
 func (p profile) memberlistConfig() *memberlist.Config {
+	c := memberlist.DefaultLANConfig()
 	if p.fastGossip {
-		return memberlist.DefaultLocalConfig()
+		c = memberlist.DefaultLocalConfig()
+		// Local's 2 transmissions per broadcast are too few for a cluster
+		// of five or six: LAN's 4.
+		c.RetransmitMult = 4
 	}
-	return memberlist.DefaultLANConfig()
+	c.PushPullInterval = p.pushPull
+	return c
 }

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 )
 
@@ -18,7 +20,9 @@ func TestMain(m *testing.M) {
 // The harness itself works end to end: two leader kills, both measured.
 func TestFailover_Smoke(t *testing.T) {
 	var out, errOut bytes.Buffer
-	err := run(t.Context(), []string{"failover", "-rounds", "2", "-profile", "fast", "-bin", proctest.Binary(t), "-keep", t.TempDir()}, &out, &errOut)
+	keep := t.TempDir()
+	defer logsOnFailure(t, keep)
+	err := run(t.Context(), []string{"failover", "-rounds", "2", "-profile", "fast", "-bin", proctest.Binary(t), "-keep", keep}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("failover: %v\n%s", err, errOut.String())
 	}
@@ -29,12 +33,28 @@ func TestFailover_Smoke(t *testing.T) {
 
 func TestLateness_Smoke(t *testing.T) {
 	var out, errOut bytes.Buffer
-	err := run(t.Context(), []string{"lateness", "-rates", "5", "-duration", "3s", "-warmup", "2s", "-bin", proctest.Binary(t), "-keep", t.TempDir()}, &out, &errOut)
+	keep := t.TempDir()
+	defer logsOnFailure(t, keep)
+	err := run(t.Context(), []string{"lateness", "-rates", "5", "-duration", "3s", "-warmup", "2s", "-bin", proctest.Binary(t), "-keep", keep}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("lateness: %v\n%s", err, errOut.String())
 	}
 	lines := strings.Split(out.String(), "\n")
 	if len(lines) < 2 || !strings.HasPrefix(lines[1], "5 ") {
 		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// logsOnFailure prints the tail of every node's log the harness kept in
+// dir, when the test failed.
+func logsOnFailure(t *testing.T, dir string) {
+	if !t.Failed() {
+		return
+	}
+	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
+	more, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	for _, p := range append(more, logs...) {
+		n := &localcluster.Node{Name: filepath.Base(p), LogPath: p}
+		t.Logf("--- %s (tail) ---\n%s", p, n.LogTail(6000))
 	}
 }

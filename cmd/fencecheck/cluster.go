@@ -152,7 +152,7 @@ func (h *Harness) setup() error {
 	}
 
 	storeNode := c.Node("store")
-	signer, err := fencedstore.NewSigner([]byte(localcluster.Secret))
+	signer, err := fencedstore.NewSigner([]byte(c.Secret))
 	if err != nil {
 		return err
 	}

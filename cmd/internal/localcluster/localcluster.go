@@ -27,9 +27,6 @@ import (
 	"github.com/fencecron/fencecron/web"
 )
 
-// Secret is the cluster secret of every local cluster.
-const Secret = "localcluster-secret-0123456789abcdef"
-
 // Options describe a cluster.
 type Options struct {
 	// Binary is the fencecron executable.
@@ -62,6 +59,7 @@ type Node struct {
 	LogPath             string
 	binary              string
 	env                 []string
+	secret              string
 	mu                  sync.Mutex
 	cmd                 *exec.Cmd
 	exited              chan struct{}
@@ -73,6 +71,10 @@ type Node struct {
 type Cluster struct {
 	Opts  Options
 	Nodes []*Node
+	// Secret is this cluster's own: tests run clusters side by side, and a
+	// port one frees (a killed node) may be taken by a node of another;
+	// with a shared secret their gossip would merge the two clusters.
+	Secret string
 }
 
 // Start lays the cluster out (Prepare), writes each node's config and
@@ -122,7 +124,7 @@ func (c *Cluster) config(n *Node) string {
 			fmt.Fprintf(&b, "    %s: %q\n", k, tags[k])
 		}
 	}
-	fmt.Fprintf(&b, "cluster:\n  secret: %q\n  profile: %s\n", Secret, c.Opts.Profile)
+	fmt.Fprintf(&b, "cluster:\n  secret: %q\n  profile: %s\n", c.Secret, c.Opts.Profile)
 	switch {
 	case c.Opts.StoreNode && n.Store:
 		b.WriteString("store:\n  backend: bolt\n  serve: true\n")
@@ -370,7 +372,7 @@ func (n *Node) Post(path string, body, v any) error {
 	}
 	req, _ := http.NewRequest(http.MethodPost, n.URL()+path, rd)
 	if strings.HasPrefix(path, "/internal/") {
-		req.Header.Set("Authorization", "Bearer "+InternalCredential())
+		req.Header.Set("Authorization", "Bearer "+election.InternalCredential([]byte(n.secret)))
 	}
 	resp, err := httpClient.Do(req)
 	if err != nil {
@@ -472,9 +474,6 @@ func UntilEvery(d, every time.Duration, cond func() error) error {
 		time.Sleep(every)
 	}
 }
-
-// InternalCredential is the internal API credential of local clusters.
-func InternalCredential() string { return election.InternalCredential([]byte(Secret)) }
 
 // FreePorts returns n distinct ports on 127.0.0.1 that were free for TCP
 // and UDP a moment ago. They are drawn below the kernel's ephemeral range

@@ -1,6 +1,7 @@
 package localcluster
 
 import (
+	"crypto/rand"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -19,7 +20,7 @@ func Prepare(o Options) (*Cluster, error) {
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
 	}
-	c := &Cluster{Opts: o}
+	c := &Cluster{Opts: o, Secret: "localcluster-" + rand.Text()}
 	var names []string
 	for i := 1; i <= o.Servers; i++ {
 		names = append(names, fmt.Sprintf("n%d", i))
@@ -43,6 +44,7 @@ func Prepare(o Options) (*Cluster, error) {
 			LogPath:    filepath.Join(o.Dir, name+".log"),
 			binary:     o.Binary,
 			env:        o.Env[name],
+			secret:     c.Secret,
 		})
 	}
 	return c, nil
