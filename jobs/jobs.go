@@ -25,7 +25,9 @@ var (
 type State string
 
 // Run and attempt states. A run's state is its latest attempt's state,
-// except that a run can be skipped without any attempt.
+// except that a run can be skipped without any attempt, and a run whose
+// latest attempt failed, timed out or was lost with retries left is
+// pending: it has not finished until its retry has.
 const (
 	Pending   State = "pending"
 	Running   State = "running"

@@ -236,6 +236,13 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 				f.st.LastScheduled[s.Name] = c.SetJobs.At
 			}
 		}
+		// A run waiting for a retry its job no longer allows (removed, or
+		// fewer retries) has finished.
+		for _, id := range f.st.Order {
+			if r := f.st.Runs[id]; r.State == jobs.Pending {
+				f.settle(r)
+			}
+		}
 		f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventJobSet,
 			Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.SetJobs.Jobs), c.SetJobs.Source, f.st.JobsHash)})
 		notify(f.jobsChanged)
@@ -419,7 +426,7 @@ func (f *FSM) applyComplete(l *raft.Log, c *Completion) applyResult {
 	}
 	a.EndedAt = c.EndedAt
 	if isLatest(r, a) {
-		r.State = c.State
+		f.settle(r)
 	}
 	kind := jobs.EventCompleted
 	detail := string(c.State)
@@ -451,6 +458,12 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	if err != nil {
 		return applyResult{Err: err}
 	}
+	if e.State == jobs.Cancelled && isLatest(r, a) && a.State.Terminal() && r.State == jobs.Pending {
+		// The run waits for a retry (overlap: replace): it gets none.
+		r.State = jobs.Cancelled
+		f.event(l, jobs.Event{Time: e.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: "no retry: " + e.Reason})
+		return applyResult{Run: r.Clone()}
+	}
 	if a.State.Terminal() || !isLatest(r, a) {
 		// The attempt already ended or was superseded: a late or repeated
 		// expiry never touches a newer attempt.
@@ -461,7 +474,7 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 		st = jobs.Lost
 	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
-	r.State = st
+	f.settle(r)
 	kind := jobs.EventExpired
 	if st == jobs.Cancelled {
 		kind = jobs.EventCancelled
@@ -481,7 +494,7 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 		return applyResult{Err: fmt.Errorf("retry %s: %w", c.Run, jobs.ErrNotFound)}
 	}
 	latest, ok := r.Latest()
-	if !ok || latest.Number != c.After || !Retryable(latest.State) {
+	if !ok || latest.Number != c.After || !Retryable(latest.State) || r.State == jobs.Cancelled {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s after attempt %d: %w", c.Run, c.After, jobs.ErrStaleAttempt)}
 	}
 	if len(r.Attempts) >= f.maxAttempts(r.Job) {
@@ -489,6 +502,27 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 	}
 	f.newAttempt(l, r, c.Worker, c.At)
 	return applyResult{Run: r.Clone()}
+}
+
+// settle sets a run's state from its newest attempt's, except that a run
+// whose newest attempt ended in a retryable state and which has attempts
+// left is pending: it has not finished, its retry is due.
+func (f *FSM) settle(r *jobs.Run) {
+	a, ok := r.Latest()
+	switch {
+	case !ok:
+	case a.State.Terminal() && Retryable(a.State) && len(r.Attempts) < f.maxAttempts(r.Job):
+		r.State = jobs.Pending
+	default:
+		r.State = a.State
+	}
+}
+
+// AwaitsRetry reports whether a run waits for its next attempt: pending,
+// with its newest attempt ended.
+func AwaitsRetry(r jobs.Run) bool {
+	a, ok := r.Latest()
+	return ok && r.State == jobs.Pending && a.State.Terminal()
 }
 
 // Retryable reports whether an attempt that ended in st may be followed by

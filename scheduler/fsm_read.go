@@ -132,7 +132,7 @@ func (f *FSM) OpenAttemptsByWorker() map[string]int {
 	load := map[string]int{}
 	for _, id := range f.st.Order {
 		r := f.st.Runs[id]
-		if a, ok := r.Latest(); ok && !r.State.Terminal() {
+		if a, ok := r.Latest(); ok && !a.State.Terminal() {
 			load[a.Worker]++
 		}
 	}

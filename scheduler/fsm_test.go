@@ -158,3 +158,54 @@ type memSink struct{ bytes.Buffer }
 func (s *memSink) ID() string    { return "mem" }
 func (s *memSink) Cancel() error { return nil }
 func (s *memSink) Close() error  { return nil }
+
+// A run whose attempt failed with retries left has not finished: it is
+// pending until its retry is granted, and finishes with the last attempt's
+// state. Removing its job, or a replacing run, finishes it without a retry.
+func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
+	f := NewFSM()
+	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 1}
+	applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	complete := func(index uint64, id string, st jobs.State) jobs.Run {
+		t.Helper()
+		c := Completion{Attempt: id, State: st, Error: "exit code 1", EndedAt: t0.Add(time.Second)}
+		res := applyAt(t, f, 2, index, command{Op: opComplete, Complete: &c})
+		if res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		return res.Run
+	}
+
+	run := applyAt(t, f, 2, 10, grant("report", t0)).Run
+	run = complete(11, run.Attempts[0].ID, jobs.Failed)
+	if run.State != jobs.Pending || !AwaitsRetry(run) || len(f.OpenRuns("report")) != 1 {
+		t.Fatalf("after a failed attempt with a retry left: run %s (awaits retry %v), want pending and open", run.State, AwaitsRetry(run))
+	}
+	if load := f.OpenAttemptsByWorker()["w1"]; load != 0 {
+		t.Errorf("a run awaiting its retry counts %d towards w1's load, want 0", load)
+	}
+	run = applyAt(t, f, 2, 12, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}}).Run
+	run = complete(13, run.Attempts[1].ID, jobs.Failed)
+	if run.State != jobs.Failed || AwaitsRetry(run) {
+		t.Errorf("after the last attempt failed: run %s, want failed", run.State)
+	}
+
+	// Overlap replace cancels a run waiting for its retry; no retry after.
+	next := applyAt(t, f, 2, 20, grant("report", t0.Add(5*time.Second))).Run
+	next = complete(21, next.Attempts[0].ID, jobs.Failed)
+	res := applyAt(t, f, 2, 22, command{Op: opExpire, Expire: &expireCmd{Attempt: next.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
+	if res.Err != nil || res.Run.State != jobs.Cancelled {
+		t.Fatalf("cancel a run awaiting retry: %v, run %s; want cancelled", res.Err, res.Run.State)
+	}
+	if res := applyAt(t, f, 2, 23, command{Op: opRetry, Retry: &retryCmd{Run: next.ID, After: 1, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) || len(res.Run.Attempts) != 1 {
+		t.Errorf("retry of a cancelled run: %v with %d attempts, want refused", res.Err, len(res.Run.Attempts))
+	}
+
+	// A job set without the job finishes its runs that wait for a retry.
+	last := applyAt(t, f, 2, 30, grant("report", t0.Add(10*time.Second))).Run
+	complete(31, last.Attempts[0].ID, jobs.TimedOut)
+	applyAt(t, f, 2, 32, command{Op: opSetJobs, SetJobs: &setJobsCmd{Source: "test"}})
+	if got, _ := f.Run(last.ID); got.State != jobs.TimedOut {
+		t.Errorf("run awaiting retry of a removed job: %s, want timed_out", got.State)
+	}
+}

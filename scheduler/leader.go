@@ -601,11 +601,11 @@ func (l *leader) onApplied() {
 // and which has attempts left: the backoff doubles with each attempt.
 func (l *leader) scheduleRetry(run jobs.Run) {
 	a, ok := run.Latest()
-	if !ok || !Retryable(a.State) {
+	if !AwaitsRetry(run) {
 		return
 	}
 	spec, ok := l.s.FSM.Spec(run.Job)
-	if !ok || len(run.Attempts) >= spec.Retries+1 {
+	if !ok {
 		return
 	}
 	backoff := spec.RetryDelay(a.Number)
@@ -640,9 +640,9 @@ func (l *leader) checkRetries() {
 		if !ok {
 			continue
 		}
-		a, ok := run.Latest()
+		a, _ := run.Latest()
 		spec, known := l.s.FSM.Spec(run.Job)
-		if !ok || !known || !Retryable(a.State) {
+		if !known || !AwaitsRetry(run) {
 			continue
 		}
 		worker, ok := l.chooseWorker(spec, run.ID, a.Worker)
@@ -693,8 +693,8 @@ func (l *leader) recover() {
 	now := l.s.Clock.Now()
 	for _, run := range l.s.FSM.OpenRuns("") {
 		a, ok := run.Latest()
-		if !ok {
-			continue
+		if !ok || AwaitsRetry(run) {
+			continue // scheduleRetries takes these
 		}
 		spec, known := l.s.FSM.Spec(run.Job)
 		if gone[a.Worker] || !known {

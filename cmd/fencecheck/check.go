@@ -12,6 +12,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // Names of the checks, in the order the report shows them.
@@ -669,7 +670,8 @@ func checkAccounted(o *Observation, r *results) {
 }
 
 // checkRuns: at the end, every run in the window finished, and a run's
-// state is its newest attempt's.
+// state is its newest attempt's, except that a run waiting for its retry
+// is pending and one whose retry a replacing run cancelled is cancelled.
 func checkRuns(o *Observation, r *results) {
 	ids := make([]string, 0, len(o.Runs))
 	for id := range o.Runs {
@@ -695,7 +697,7 @@ func checkRuns(o *Observation, r *results) {
 		switch {
 		case !ok && run.State != jobs.Skipped:
 			r.fail(CheckRunState, "run %s is %s without any attempt", id, run.State)
-		case ok && run.State != a.State:
+		case ok && run.State != a.State && !scheduler.AwaitsRetry(run) && !(run.State == jobs.Cancelled && scheduler.Retryable(a.State)):
 			r.fail(CheckRunState, "run %s is %s, its newest attempt %s is %s", id, run.State, a.ID, a.State)
 		}
 		for i, at := range run.Attempts {
