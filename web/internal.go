@@ -229,10 +229,7 @@ func (p *Peer) callLeader(ctx context.Context, path string, body []byte, out any
 		}
 	}
 	alt, aerr := p.askServers(ctx)
-	switch {
-	case aerr != nil && err == nil:
-		return aerr
-	case aerr != nil || alt == addr:
+	if aerr != nil || alt == addr {
 		return err
 	}
 	return try(alt)
