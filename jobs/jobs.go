@@ -25,9 +25,10 @@ var (
 type State string
 
 // Run and attempt states. A run's state is its latest attempt's state,
-// except that a run can be skipped without any attempt, and a run whose
+// except that a run can be skipped without any attempt; a run whose
 // latest attempt failed, timed out or was lost with retries left is
-// pending: it has not finished until its retry has.
+// pending, for it has not finished until its retry has; and a run
+// replaced while it waited for that retry is cancelled (Run.NoRetry).
 const (
 	Pending   State = "pending"
 	Running   State = "running"
@@ -69,10 +70,14 @@ type Run struct {
 	ScheduledAt time.Time `json:"scheduled_at"`
 	// Output is the store key the run's stdout is published to, rendered
 	// from the job's output template when the run was granted.
-	Output   string    `json:"output,omitempty"`
-	State    State     `json:"state"`
-	Reason   string    `json:"reason,omitempty"`
-	Trigger  string    `json:"trigger,omitempty"` // "schedule", "manual", "catchup"
+	Output  string `json:"output,omitempty"`
+	State   State  `json:"state"`
+	Reason  string `json:"reason,omitempty"`
+	Trigger string `json:"trigger,omitempty"` // "schedule", "manual", "catchup"
+	// NoRetry is set when a newer run replaced this one (overlap: replace)
+	// while it waited for a retry: it gets none, and stays cancelled
+	// whatever its last attempt's worker reports late.
+	NoRetry  bool      `json:"no_retry,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 

@@ -239,8 +239,11 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		// A run waiting for a retry its job no longer allows (removed, or
 		// fewer retries) has finished.
 		for _, id := range f.st.Order {
-			if r := f.st.Runs[id]; r.State == jobs.Pending {
-				f.settle(r)
+			if r := f.st.Runs[id]; AwaitsRetry(*r) {
+				if f.settle(r); r.State != jobs.Pending {
+					f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
+						Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
+				}
 			}
 		}
 		f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventJobSet,
@@ -458,9 +461,10 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	if e.State == jobs.Cancelled && isLatest(r, a) && a.State.Terminal() && r.State == jobs.Pending {
-		// The run waits for a retry (overlap: replace): it gets none.
-		r.State = jobs.Cancelled
+	if e.State == jobs.Cancelled && isLatest(r, a) && AwaitsRetry(*r) {
+		// A newer run replaces one waiting for its retry: it gets none.
+		r.NoRetry = true
+		f.settle(r)
 		f.event(l, jobs.Event{Time: e.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: "no retry: " + e.Reason})
 		return applyResult{Run: r.Clone()}
 	}
@@ -494,7 +498,7 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 		return applyResult{Err: fmt.Errorf("retry %s: %w", c.Run, jobs.ErrNotFound)}
 	}
 	latest, ok := r.Latest()
-	if !ok || latest.Number != c.After || !Retryable(latest.State) || r.State == jobs.Cancelled {
+	if !ok || latest.Number != c.After || !Retryable(latest.State) || r.NoRetry {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s after attempt %d: %w", c.Run, c.After, jobs.ErrStaleAttempt)}
 	}
 	if len(r.Attempts) >= f.maxAttempts(r.Job) {
@@ -507,11 +511,16 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 // settle sets a run's state from its newest attempt's, except that a run
 // whose newest attempt ended in a retryable state and which has attempts
 // left is pending: it has not finished, its retry is due.
+// A replaced run (NoRetry) whose attempt would have been retried is
+// cancelled. It depends only on replicated state, so every replica agrees.
 func (f *FSM) settle(r *jobs.Run) {
 	a, ok := r.Latest()
+	retryable := ok && a.State.Terminal() && Retryable(a.State)
 	switch {
 	case !ok:
-	case a.State.Terminal() && Retryable(a.State) && len(r.Attempts) < f.maxAttempts(r.Job):
+	case retryable && r.NoRetry:
+		r.State = jobs.Cancelled
+	case retryable && len(r.Attempts) < f.maxAttempts(r.Job):
 		r.State = jobs.Pending
 	default:
 		r.State = a.State
@@ -599,6 +608,11 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.st = st
+	// A snapshot written before runs waited for their retries as pending
+	// holds them as failed or lost; settling again gives them their retry.
+	for _, r := range f.st.Runs {
+		f.settle(r)
+	}
 	f.mu.Unlock()
 	notify(f.jobsChanged)
 	f.notifySubscribers()

@@ -201,11 +201,47 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 		t.Errorf("retry of a cancelled run: %v with %d attempts, want refused", res.Err, len(res.Run.Attempts))
 	}
 
+	// Its lease was taken (no worker to take over), the run was replaced,
+	// and then the partitioned worker reports: the run stays cancelled.
+	lost := applyAt(t, f, 2, 24, grant("report", t0.Add(7*time.Second))).Run
+	applyAt(t, f, 2, 25, command{Op: opExpire, Expire: &expireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", At: t0}})
+	applyAt(t, f, 2, 26, command{Op: opExpire, Expire: &expireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
+	if late := complete(27, lost.Attempts[0].ID, jobs.Failed); late.State != jobs.Cancelled || AwaitsRetry(late) {
+		t.Errorf("late failure of a replaced run: %s, want cancelled with no retry", late.State)
+	}
+
 	// A job set without the job finishes its runs that wait for a retry.
 	last := applyAt(t, f, 2, 30, grant("report", t0.Add(10*time.Second))).Run
 	complete(31, last.Attempts[0].ID, jobs.TimedOut)
 	applyAt(t, f, 2, 32, command{Op: opSetJobs, SetJobs: &setJobsCmd{Source: "test"}})
 	if got, _ := f.Run(last.ID); got.State != jobs.TimedOut {
 		t.Errorf("run awaiting retry of a removed job: %s, want timed_out", got.State)
+	}
+}
+
+// A snapshot from before runs waited for retries as pending holds such a
+// run as failed: restored, it is pending again and gets its retry.
+func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
+	f := NewFSM()
+	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 2}
+	applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	run := applyAt(t, f, 2, 10, grant("report", t0)).Run
+	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
+	applyAt(t, f, 2, 11, command{Op: opComplete, Complete: &c})
+	f.st.Runs[run.ID].State = jobs.Failed // as the old rule left it
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		t.Fatal(err)
+	}
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := g.Run(run.ID); !AwaitsRetry(got) {
+		t.Errorf("restored run awaiting retry: %s, want pending", got.State)
 	}
 }

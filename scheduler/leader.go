@@ -600,7 +600,7 @@ func (l *leader) onApplied() {
 // scheduleRetry sets the retry timer of a run whose latest attempt failed
 // and which has attempts left: the backoff doubles with each attempt.
 func (l *leader) scheduleRetry(run jobs.Run) {
-	a, ok := run.Latest()
+	a, _ := run.Latest()
 	if !AwaitsRetry(run) {
 		return
 	}
@@ -656,7 +656,11 @@ func (l *leader) checkRetries() {
 		res, err := l.s.applyLocalCmd(l.ctx, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
-				l.log.Error("retry failed", "run", run.ID, "err", err)
+				// The run still waits: try again, or it stays open for good.
+				l.log.Error("retry failed; trying again later", "run", run.ID, "err", err)
+				l.mu.Lock()
+				l.retryAt[run.ID] = now.Add(time.Second)
+				l.mu.Unlock()
 			}
 			continue
 		}

@@ -138,7 +138,14 @@ func (p *Peer) client() *http.Client {
 // cannot be reached, or it says it no longer leads, until ctx ends.
 func (p *Peer) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, error) {
 	var w scheduler.WireResult
-	err := p.toLeader(ctx, "/internal/v1/apply", cmd, &w, func() bool { return w.Code == "not_leader" })
+	err := p.toLeader(ctx, "/internal/v1/apply", cmd, &w, func() bool {
+		if w.Code != "not_leader" {
+			return false
+		}
+		// The leader's answer may leave Code out: decode it into a clean value.
+		w = scheduler.WireResult{}
+		return true
+	})
 	return w, err
 }
 
@@ -206,33 +213,43 @@ func (p *Peer) toLeader(ctx context.Context, path string, body []byte, out any, 
 	}
 }
 
-// errAskAgain is a leader's answer that it does not lead.
-var errAskAgain = errors.New("the node asked is not the leader")
+// errAskAgain is a node's answer that it does not lead.
+var errAskAgain = errors.New("not the leader")
 
 // callLeader posts once to the leader this node's gossip names. When that
 // address cannot be reached or says it does not lead, it asks the servers,
 // whose Raft knows, and posts once to the leader they name: gossip can
 // take seconds to carry news of an election, and a lease cannot wait that
-// long.
+// long. With a deadline, the first try gets half of the time left, so a
+// leader that is paused or cut off cannot use it all up.
 func (p *Peer) callLeader(ctx context.Context, path string, body []byte, out any, again func() bool) error {
-	try := func(addr string) error {
+	try := func(ctx context.Context, addr string) error {
 		err := p.post(ctx, addr, path, body, out)
 		if err == nil && again != nil && again() {
-			err = errAskAgain
+			err = fmt.Errorf("%s%s: %w", addr, path, errAskAgain)
 		}
 		return err
 	}
 	addr, err := p.LeaderHTTP()
 	if err == nil {
-		if err = try(addr); !notTheLeader(err) {
+		first := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			first, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+			defer cancel()
+		}
+		if err = try(first, addr); !notTheLeader(err) {
 			return err
 		}
 	}
-	alt, aerr := p.askServers(ctx)
-	if aerr != nil || alt == addr {
+	alt, aerr := p.askServers(ctx, addr)
+	if aerr != nil {
 		return err
 	}
-	return try(alt)
+	if err2 := try(ctx, alt); err2 != nil {
+		return fmt.Errorf("%w (and before, from gossip's leader: %v)", err2, err)
+	}
+	return nil
 }
 
 // notTheLeader reports whether err means the address asked is not (or no
@@ -249,13 +266,17 @@ func notTheLeader(err error) bool {
 }
 
 // askServers returns the leader's HTTP address as the first alive server
-// that knows one tells it.
-func (p *Peer) askServers(ctx context.Context) (string, error) {
+// that knows one tells it, unless that is tried, the address that just
+// failed.
+func (p *Peer) askServers(ctx context.Context, tried string) (string, error) {
 	if p.Servers == nil {
 		return "", election.ErrNoLeader
 	}
 	for _, s := range p.Servers() {
-		if addr := p.askServer(ctx, s); addr != "" {
+		if s == tried {
+			continue
+		}
+		if addr := p.askServer(ctx, s); addr != "" && addr != tried {
 			return addr, nil
 		}
 	}

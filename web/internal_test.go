@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -128,5 +129,54 @@ func TestPeer_NoLeaderAnywhere(t *testing.T) {
 	}
 	if _, err := p.Renew(context.Background(), "job@1.1", "w1"); !errors.Is(err, election.ErrNoLeader) {
 		t.Fatalf("renew with no leader: %v, want ErrNoLeader", err)
+	}
+}
+
+// A forwarded command that first meets a follower ("not_leader" in a 200)
+// and then the leader is applied once and reported as applied: the
+// follower's answer must not stick to the leader's.
+func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
+	var applies atomic.Int32
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		applies.Add(1)
+		json.NewEncoder(w).Encode(scheduler.WireResult{})
+	}))
+	defer leader.Close()
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode(scheduler.WireResult{Code: "not_leader", Message: "not the leader"})
+	}))
+	defer follower.Close()
+	p := &Peer{
+		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(follower.URL, "http://"), nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", strings.TrimPrefix(leader.URL, "http://"))} },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	w, err := p.Forward(ctx, []byte(`{"op":"note"}`))
+	if err != nil || w.Code != "" || applies.Load() != 1 {
+		t.Fatalf("forward via a follower: %+v, %v, applied %d times; want applied once", w, err, applies.Load())
+	}
+}
+
+// A leader that takes the connection but never answers (paused, or cut
+// off) uses up only half of a renewal's time: the rest goes to the leader
+// the servers name.
+func TestPeer_RenewDoesNotWaitOutAHungLeader(t *testing.T) {
+	var renewals atomic.Int32
+	newLeader := leaderStub(t, &renewals)
+	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server notices a hang-up only once the body is read
+		<-r.Context().Done()
+	}))
+	defer hung.Close()
+	p := &Peer{
+		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(hung.URL, "http://"), nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	reply, err := p.Renew(ctx, "job@1.1", "w1")
+	if err != nil || !reply.Held || renewals.Load() != 1 {
+		t.Fatalf("renew with a hung leader in gossip: %+v, %v; want held by the servers' leader", reply, err)
 	}
 }

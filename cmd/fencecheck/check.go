@@ -697,7 +697,7 @@ func checkRuns(o *Observation, r *results) {
 		switch {
 		case !ok && run.State != jobs.Skipped:
 			r.fail(CheckRunState, "run %s is %s without any attempt", id, run.State)
-		case ok && run.State != a.State && !scheduler.AwaitsRetry(run) && !(run.State == jobs.Cancelled && scheduler.Retryable(a.State)):
+		case ok && run.State != a.State && !scheduler.AwaitsRetry(run) && !(run.NoRetry && run.State == jobs.Cancelled && scheduler.Retryable(a.State)):
 			r.fail(CheckRunState, "run %s is %s, its newest attempt %s is %s", id, run.State, a.ID, a.State)
 		}
 		for i, at := range run.Attempts {
