@@ -258,7 +258,41 @@ func (n *Node) Signal(sig syscall.Signal) error {
 }
 
 // Pause stops the node's process (SIGSTOP); Resume continues it.
-func (n *Node) Pause() error  { return n.Signal(syscall.SIGSTOP) }
+func (n *Node) Pause() error {
+	if err := n.Signal(syscall.SIGSTOP); err != nil {
+		return err
+	}
+	// The signal is delivered asynchronously: until every thread has
+	// stopped, the node can still answer, and a caller that goes on at
+	// once may read a leader that is about to freeze.
+	pid := n.Pid()
+	return UntilEvery(5*time.Second, time.Millisecond, func() error {
+		if !allThreadsStopped(pid) {
+			return fmt.Errorf("%s (pid %d) is not stopped yet", n.Name, pid)
+		}
+		return nil
+	})
+}
+
+// allThreadsStopped reports whether every thread of pid is stopped.
+func allThreadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil || len(tasks) == 0 {
+		return false
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 || len(s) <= i+2 || (s[i+2] != 'T' && s[i+2] != 't') {
+			return false
+		}
+	}
+	return true
+}
 func (n *Node) Resume() error { return n.Signal(syscall.SIGCONT) }
 
 // Kill SIGKILLs the node's process group (jobs included) and waits for it.
