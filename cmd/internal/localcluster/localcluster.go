@@ -281,13 +281,8 @@ func allThreadsStopped(pid int) bool {
 		return false
 	}
 	for _, t := range tasks {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
-		if err != nil {
-			return false
-		}
-		s := string(b)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 || len(s) <= i+2 || (s[i+2] != 'T' && s[i+2] != 't') {
+		st, ok := statState(fmt.Sprintf("/proc/%d/task/%s/stat", pid, t.Name()))
+		if !ok || (st != 'T' && st != 't') {
 			return false
 		}
 	}
@@ -339,7 +334,12 @@ func ProcState(pid int) (byte, bool) {
 	if pid <= 0 {
 		return 0, false
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	return statState(fmt.Sprintf("/proc/%d/stat", pid))
+}
+
+// statState reads the state letter of a /proc stat file.
+func statState(path string) (byte, bool) {
+	b, err := os.ReadFile(path)
 	if err != nil {
 		return 0, false
 	}
