@@ -16,7 +16,9 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -512,7 +514,9 @@ func UntilEvery(d, every time.Duration, cond func() error) error {
 // FreePorts returns n distinct ports on 127.0.0.1 that were free for TCP
 // and UDP a moment ago. They are drawn below the kernel's ephemeral range
 // (32768 and up on Linux), so the outgoing connections of busy test
-// processes cannot take them between this check and a node's bind.
+// processes cannot take them between this check and a node's bind, and
+// each is reserved for this process (see reserve), so another test
+// process drawing ports at the same time cannot either.
 func FreePorts(n int) ([]int, error) {
 	var out []int
 	seen := map[int]bool{}
@@ -535,7 +539,43 @@ func FreePorts(n int) ([]int, error) {
 			continue
 		}
 		pc.Close()
+		if !reserve(p) {
+			continue
+		}
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// portsDir holds one file per reserved port, naming the process that
+// reserved it. `go test ./...` runs packages in parallel processes, and a
+// port one of them has drawn but not yet bound (a forwarder, a node still
+// starting, a node being restarted) looks free to the others.
+var portsDir = filepath.Join(os.TempDir(), "fencecron-test-ports")
+
+// reserve claims port p for this process for as long as it lives. A
+// reservation whose process has exited is taken over.
+func reserve(p int) bool {
+	if err := os.MkdirAll(portsDir, 0o777); err != nil {
+		return true // no registry: the bind check above is all there is
+	}
+	path := filepath.Join(portsDir, strconv.Itoa(p))
+	for range 2 {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+		if err == nil {
+			fmt.Fprint(f, os.Getpid())
+			f.Close()
+			return true
+		}
+		b, rerr := os.ReadFile(path)
+		pid, perr := strconv.Atoi(strings.TrimSpace(string(b)))
+		if rerr != nil || perr != nil || pid == os.Getpid() {
+			return false
+		}
+		if syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+			return false // its owner lives
+		}
+		os.Remove(path)
+	}
+	return false
 }

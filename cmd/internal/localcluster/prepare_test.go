@@ -1,7 +1,10 @@
 package localcluster
 
 import (
+	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -42,5 +45,42 @@ func TestPrepare_LaysOutWithoutStarting(t *testing.T) {
 	w1.SetCommand("/bin/true", "A=1")
 	if w1.binary != "/bin/true" || len(w1.env) != 1 || w1.env[0] != "A=1" {
 		t.Errorf("SetCommand: binary %q env %v", w1.binary, w1.env)
+	}
+}
+
+// A port another live process has reserved is not handed out; one whose
+// owner has exited is taken over.
+func TestReserve_SharedAcrossProcesses(t *testing.T) {
+	saved := portsDir
+	portsDir = t.TempDir()
+	defer func() { portsDir = saved }()
+	write := func(port int, pid string) {
+		if err := os.WriteFile(filepath.Join(portsDir, strconv.Itoa(port)), []byte(pid), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(20001, "1") // init never exits
+	if reserve(20001) {
+		t.Error("reserved a port that a live process holds")
+	}
+	dead := exec.Command("true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	write(20002, strconv.Itoa(dead.Process.Pid))
+	if !reserve(20002) {
+		t.Error("did not take over the port of a process that has exited")
+	}
+	if !reserve(20003) || reserve(20003) {
+		t.Error("a free port: want reserved once, then refused")
+	}
+	ports, err := FreePorts(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range ports {
+		if b, err := os.ReadFile(filepath.Join(portsDir, strconv.Itoa(p))); err != nil || string(b) != strconv.Itoa(os.Getpid()) {
+			t.Errorf("port %d: reservation %q, %v; want this process's pid", p, b, err)
+		}
 	}
 }
