@@ -113,9 +113,9 @@ func TestFSM_CompleteIsIdempotent(t *testing.T) {
 	}
 }
 
-func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {
-	f := withJobs(t, "report")
-	applyAt(t, f, 2, 10, grant("report", t0))
+// snapshotRestored returns a new FSM restored from a snapshot of f.
+func snapshotRestored(t *testing.T, f *FSM) *FSM {
+	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -128,6 +128,13 @@ func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {
 	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		t.Fatal(err)
 	}
+	return g
+}
+
+func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {
+	f := withJobs(t, "report")
+	applyAt(t, f, 2, 10, grant("report", t0))
+	g := snapshotRestored(t, f)
 	if res := applyAt(t, g, 3, 30, grant("report", t0)); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
 		t.Errorf("grant after restore: err = %v, want ErrDuplicateRun", res.Err)
 	}
@@ -229,18 +236,7 @@ func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
 	applyAt(t, f, 2, 11, command{Op: opComplete, Complete: &c})
 	f.st.Runs[run.ID].State = jobs.Failed // as the old rule left it
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
-	g := NewFSM()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
+	g := snapshotRestored(t, f)
 	if got, _ := g.Run(run.ID); !AwaitsRetry(got) {
 		t.Errorf("restored run awaiting retry: %s, want pending", got.State)
 	}
