@@ -32,27 +32,29 @@ func closedAddr(t *testing.T) string {
 // leaderStub answers renewals like a leader that holds every lease, and
 // counts them.
 func leaderStub(t *testing.T, renewals *atomic.Int32) string {
-	t.Helper()
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return stub(t, func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/internal/v1/renew" {
 			http.NotFound(w, r)
 			return
 		}
 		renewals.Add(1)
 		json.NewEncoder(w).Encode(scheduler.RenewReply{Held: true})
-	}))
-	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
+	})
 }
 
 // serverStub answers /api/v1/status as a server whose Raft knows that
 // leader leads at leaderHTTP.
 func serverStub(t *testing.T, leader, leaderHTTP string) string {
-	t.Helper()
-	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	return stub(t, func(w http.ResponseWriter, r *http.Request) {
 		st := Status{Leader: leader, Members: []MemberStatus{{Member: election.Member{Name: leader, Meta: election.Meta{HTTPAddr: leaderHTTP}}}}}
 		json.NewEncoder(w).Encode(st)
-	}))
+	})
+}
+
+// stub serves h on loopback for the test and returns its host:port.
+func stub(t *testing.T, h http.HandlerFunc) string {
+	t.Helper()
+	s := httptest.NewServer(h)
 	t.Cleanup(s.Close)
 	return strings.TrimPrefix(s.URL, "http://")
 }
@@ -85,12 +87,11 @@ func TestPeer_RenewFindsNewLeaderWhenGossipNamesDeadOne(t *testing.T) {
 func TestPeer_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
 	var renewals atomic.Int32
 	newLeader := leaderStub(t, &renewals)
-	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	follower := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"not the leader"}`, http.StatusServiceUnavailable)
-	}))
-	defer follower.Close()
+	})
 	p := &Peer{
-		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(follower.URL, "http://"), nil },
+		LeaderHTTP: func() (string, error) { return follower, nil },
 		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
 	}
 	reply, err := p.Renew(context.Background(), "job@1.1", "w1")
@@ -102,13 +103,12 @@ func TestPeer_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
 // An answer from the leader itself is final: a refusal is not retried
 // elsewhere, and no server is asked.
 func TestPeer_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
-	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	leader := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, `{"error":"bad request"}`, http.StatusBadRequest)
-	}))
-	defer leader.Close()
+	})
 	var asked atomic.Int32
 	p := &Peer{
-		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(leader.URL, "http://"), nil },
+		LeaderHTTP: func() (string, error) { return leader, nil },
 		Servers:    func() []string { asked.Add(1); return nil },
 	}
 	_, err := p.Renew(context.Background(), "job@1.1", "w1")
@@ -137,18 +137,16 @@ func TestPeer_NoLeaderAnywhere(t *testing.T) {
 // follower's answer must not stick to the leader's.
 func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
 	var applies atomic.Int32
-	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	leader := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		applies.Add(1)
 		json.NewEncoder(w).Encode(scheduler.WireResult{})
-	}))
-	defer leader.Close()
-	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	})
+	follower := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode(scheduler.WireResult{Code: "not_leader", Message: "not the leader"})
-	}))
-	defer follower.Close()
+	})
 	p := &Peer{
-		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(follower.URL, "http://"), nil },
-		Servers:    func() []string { return []string{serverStub(t, "n2", strings.TrimPrefix(leader.URL, "http://"))} },
+		LeaderHTTP: func() (string, error) { return follower, nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", leader)} },
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -164,13 +162,12 @@ func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
 func TestPeer_RenewDoesNotWaitOutAHungLeader(t *testing.T) {
 	var renewals atomic.Int32
 	newLeader := leaderStub(t, &renewals)
-	hung := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	hung := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body) // the server notices a hang-up only once the body is read
 		<-r.Context().Done()
-	}))
-	defer hung.Close()
+	})
 	p := &Peer{
-		LeaderHTTP: func() (string, error) { return strings.TrimPrefix(hung.URL, "http://"), nil },
+		LeaderHTTP: func() (string, error) { return hung, nil },
 		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

@@ -54,7 +54,6 @@ func logsOnFailure(t *testing.T, dir string) {
 	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
 	more, _ := filepath.Glob(filepath.Join(dir, "*.log"))
 	for _, p := range append(more, logs...) {
-		n := &localcluster.Node{Name: filepath.Base(p), LogPath: p}
-		t.Logf("--- %s (tail) ---\n%s", p, n.LogTail(6000))
+		t.Logf("--- %s (tail) ---\n%s", p, localcluster.LogTail(p, 6000))
 	}
 }

@@ -365,8 +365,12 @@ func (n *Node) Wipe() error {
 // LogTail returns the last max bytes of the node's log. Raft logs every
 // failed heartbeat to a dead peer, ten a second; those lines are dropped so
 // that the tail reaches back to what happened.
-func (n *Node) LogTail(max int) string {
-	b, _ := os.ReadFile(n.LogPath)
+func (n *Node) LogTail(max int) string { return LogTail(n.LogPath, max) }
+
+// LogTail returns the last max bytes of the node log at path, as
+// Node.LogTail does.
+func LogTail(path string, max int) string {
+	b, _ := os.ReadFile(path)
 	var kept []byte
 	for line := range bytes.Lines(b) {
 		if !bytes.Contains(line, []byte("failed to heartbeat to")) && !bytes.Contains(line, []byte("failed to appendEntries to")) {
@@ -572,7 +576,7 @@ func reserve(p int) bool {
 		if rerr != nil || perr != nil || pid == os.Getpid() {
 			return false
 		}
-		if syscall.Kill(pid, 0) == nil || errors.Is(syscall.Kill(pid, 0), syscall.EPERM) {
+		if err := syscall.Kill(pid, 0); err == nil || errors.Is(err, syscall.EPERM) {
 			return false // its owner lives
 		}
 		os.Remove(path)
