@@ -267,10 +267,9 @@ func (n *Node) Pause() error {
 	// The signal is delivered asynchronously: until every thread has
 	// stopped, the node can still answer, and a caller that goes on at
 	// once may read a leader that is about to freeze.
-	pid := n.Pid()
 	return UntilEvery(5*time.Second, time.Millisecond, func() error {
-		if !allThreadsStopped(pid) {
-			return fmt.Errorf("%s (pid %d) is not stopped yet", n.Name, pid)
+		if !n.Stopped() {
+			return fmt.Errorf("%s is not stopped yet", n.Name)
 		}
 		return nil
 	})
@@ -278,6 +277,9 @@ func (n *Node) Pause() error {
 
 // allThreadsStopped reports whether every thread of pid is stopped.
 func allThreadsStopped(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil || len(tasks) == 0 {
 		return false
@@ -324,11 +326,9 @@ func (n *Node) Interrupt(d time.Duration) error {
 	}
 }
 
-// Stopped reports whether the process is in the stopped (T) state.
-func (n *Node) Stopped() bool {
-	st, ok := ProcState(n.Pid())
-	return ok && (st == 'T' || st == 't')
-}
+// Stopped reports whether the process is in the stopped (T) state: every
+// one of its threads, for until the last one stops it can still answer.
+func (n *Node) Stopped() bool { return allThreadsStopped(n.Pid()) }
 
 // ProcState returns the state letter of a process from /proc (R, S, T,
 // Z, ...), or false if there is no such process.
