@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -41,6 +40,10 @@ type Meta struct {
 	// Leaving is set just before a graceful leave, so peers can tell it
 	// from a crash.
 	Leaving bool `json:"leaving,omitempty"`
+	// Secrets are the fingerprints (clustertls.Fingerprint) of the cluster
+	// secrets this node accepts: during a roll, nodes switch to the new
+	// secret once every member accepts it.
+	Secrets []string `json:"secrets,omitempty"`
 }
 
 // Member is one node as gossip sees it.
@@ -60,15 +63,7 @@ func DeriveKey(secret []byte, purpose string) []byte {
 	return m.Sum(nil)
 }
 
-// InternalCredential is the bearer credential of the internal API, derived
-// from the cluster secret; "" without a secret, and then the internal API
-// refuses every call.
-func InternalCredential(secret []byte) string {
-	if len(secret) == 0 {
-		return ""
-	}
-	return hex.EncodeToString(DeriveKey(secret, "internal-api"))
-}
+func gossipKey(secret []byte) []byte { return DeriveKey(secret, "gossip")[:32] }
 
 func (n *Node) openGossip() error {
 	mc := n.profile.memberlistConfig()
@@ -81,7 +76,19 @@ func (n *Node) openGossip() error {
 	mc.Delegate = &delegate{node: n}
 	mc.Events = n.members
 	if len(n.cfg.Secret) > 0 {
-		mc.SecretKey = DeriveKey(n.cfg.Secret, "gossip")[:32]
+		// During a roll, send with the previous secret's key until every
+		// member accepts the new one (secretLoop); accept both meanwhile.
+		primary := gossipKey(n.cfg.Secret)
+		keys := [][]byte{primary}
+		if len(n.cfg.PreviousSecret) > 0 {
+			primary = gossipKey(n.cfg.PreviousSecret)
+			keys = append(keys, primary)
+		}
+		kr, err := memberlist.NewKeyring(keys, primary)
+		if err != nil {
+			return fmt.Errorf("gossip keyring: %w", err)
+		}
+		mc.Keyring, n.keyring = kr, kr
 	}
 	ml, err := memberlist.Create(mc)
 	if err != nil {
@@ -97,6 +104,7 @@ func (n *Node) openGossip() error {
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	if len(n.cfg.Join) == 0 {
+		n.joinedOnce.Do(func() { close(n.joined) })
 		return
 	}
 	backoff := 200 * time.Millisecond
@@ -111,6 +119,9 @@ func (n *Node) joinLoop() {
 				backoff = min(2*backoff, 5*time.Second)
 			} else {
 				n.log.Info("joined gossip", "seeds_answered", k, "members", n.ml.NumMembers())
+				if !joined {
+					n.joinedOnce.Do(func() { close(n.joined) })
+				}
 				joined = true
 				backoff = 5 * time.Second
 			}
@@ -261,6 +272,30 @@ func (t *memberTable) list() []Member {
 	t.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out
+}
+
+// nameAtRaftAddr returns the name of the server gossip says listens for
+// Raft at addr, or "".
+func (t *memberTable) nameAtRaftAddr(addr string) string {
+	return t.nameWhere(func(m Meta) bool { return m.RaftAddr == addr })
+}
+
+// nameWhere returns the name of the one member whose metadata matches,
+// or "": when two names claim it (one left, another took its address), it
+// does not guess.
+func (t *memberTable) nameWhere(match func(Meta) bool) string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	name := ""
+	for _, m := range t.members {
+		if match(m.Meta) {
+			if name != "" && name != m.Name {
+				return ""
+			}
+			name = m.Name
+		}
+	}
+	return name
 }
 
 // leaderHint returns the alive member that says it leads with the highest

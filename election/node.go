@@ -21,6 +21,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/fencecron/fencecron/election/clustertls"
 )
 
 // Sentinel errors.
@@ -55,8 +57,15 @@ type Config struct {
 	BootstrapExpect int
 	// Join lists gossip addresses of peers; Open retries until one answers.
 	Join []string
-	// Secret, if set, encrypts gossip with a key derived from it.
-	Secret []byte
+	// Secret encrypts gossip with a key derived from it. PreviousSecret,
+	// during a roll to a new secret, is accepted too (see secretLoop).
+	Secret, PreviousSecret []byte
+	// TLS is the node's identity on the Raft port: required for a server.
+	TLS *clustertls.Identity
+	// UseNewSecret, if set, is told which secret the node should sign and
+	// encrypt with during a roll: the new one only once every member
+	// holds it (see secretLoop).
+	UseNewSecret func(bool)
 	// Profile selects timeouts: ProfileDefault or ProfileFast.
 	Profile string
 	// ReapAfter is how long a server may be gone from gossip before the
@@ -83,6 +92,7 @@ type Node struct {
 	transport *raft.NetworkTransport
 	boltStore *raftboltdb.BoltStore
 	ml        *memberlist.Memberlist
+	keyring   *memberlist.Keyring
 	// gossipAddr is read once at Open: LocalNode's fields are rewritten by
 	// metadata updates.
 	gossipAddr string
@@ -91,6 +101,11 @@ type Node struct {
 	metaMu    sync.Mutex
 	meta      Meta
 	metaDirty chan struct{}
+
+	// joined is closed once gossip has joined a seed (at once without
+	// seeds): only then does the member table show the whole cluster.
+	joined     chan struct{}
+	joinedOnce sync.Once
 
 	notifyCh chan bool     // raft's blocking leadership notifications
 	changed  chan struct{} // ours: coalesced, never blocks raft
@@ -130,10 +145,17 @@ func (n *Node) Open() (err error) {
 	n.profile = p
 	n.done = make(chan struct{})
 	n.changed = make(chan struct{}, 1)
+	n.joined = make(chan struct{})
 	n.notifyCh = make(chan bool, 1)
 	n.metaDirty = make(chan struct{}, 1)
 	n.members = newMemberTable(n.cfg.NodeID)
 	n.meta = n.cfg.Meta
+	n.meta.Secrets = nil
+	for _, sec := range [][]byte{n.cfg.Secret, n.cfg.PreviousSecret} {
+		if len(sec) > 0 {
+			n.meta.Secrets = append(n.meta.Secrets, clustertls.Fingerprint(sec))
+		}
+	}
 	n.meta.Role = RoleWorker
 	if n.cfg.Server {
 		n.meta.Role = RoleServer
@@ -152,9 +174,10 @@ func (n *Node) Open() (err error) {
 	if err := n.openGossip(); err != nil {
 		return err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.joinLoop()
 	go n.metaLoop()
+	go n.secretLoop()
 	if n.cfg.Server {
 		n.wg.Add(3)
 		go n.watchLeadership()
@@ -189,17 +212,24 @@ func (n *Node) openRaft() error {
 	if err != nil {
 		return fmt.Errorf("open raft snapshots: %w", err)
 	}
-	bind := net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.RaftPort))
-	var advertise net.Addr
-	if n.cfg.RaftPort != 0 {
-		if advertise, err = net.ResolveTCPAddr("tcp", net.JoinHostPort(n.cfg.AdvertiseAddr, strconv.Itoa(n.cfg.RaftPort))); err != nil {
-			return err
-		}
+	if n.cfg.TLS == nil {
+		return errors.New("a server needs its cluster TLS identity: Raft never runs unauthenticated")
 	}
-	trans, err := raft.NewTCPTransportWithLogger(bind, advertise, 3, 10*time.Second, hclogTo(n.log, "raft-net"))
+	bind := net.JoinHostPort(n.cfg.BindAddr, strconv.Itoa(n.cfg.RaftPort))
+	ln, err := net.Listen("tcp", bind)
 	if err != nil {
 		return fmt.Errorf("raft transport on %s: %w", bind, err)
 	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	advertise, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(n.cfg.AdvertiseAddr, strconv.Itoa(port)))
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	stream := newTLSStream(ln, advertise, n.cfg.TLS, n.members.nameAtRaftAddr, n.log)
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hclogTo(n.log, "raft-net"),
+	})
 	n.transport = trans
 	n.meta.RaftAddr = string(trans.LocalAddr())
 
@@ -284,6 +314,12 @@ func (n *Node) MemberHTTP(name string) (string, error) {
 		return "", fmt.Errorf("node %s is %s in gossip", name, m.State)
 	}
 	return m.Meta.HTTPAddr, nil
+}
+
+// NameAt returns the name of the member gossip says serves HTTP at addr
+// (host:port), or "" if none or several do.
+func (n *Node) NameAt(addr string) string {
+	return n.members.nameWhere(func(m Meta) bool { return m.HTTPAddr == addr })
 }
 
 // ServerHTTPs returns the HTTP addresses of the alive servers gossip

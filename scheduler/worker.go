@@ -42,8 +42,10 @@ type Worker struct {
 	ID     string
 	Store  fencedstore.Store
 	Leader Leader
-	// StoreAddr is handed to jobs as FENCECRON_STORE.
-	StoreAddr string
+	// StoreAddr is handed to jobs as FENCECRON_STORE, and StoreCA, the
+	// file of the cluster CA that store's certificate is verified with, as
+	// FENCECRON_STORE_CA.
+	StoreAddr, StoreCA string
 	// TokenText renders an attempt's token for FENCECRON_TOKEN.
 	TokenText func(a Assignment) string
 	// Grace is how long a job's process group gets between SIGTERM and
@@ -324,6 +326,7 @@ func (w *Worker) env(a Assignment) []string {
 		"FENCECRON_SCHEDULED_AT=" + a.Run.ScheduledAt.UTC().Format(time.RFC3339),
 		"FENCECRON_OUTPUT=" + a.Run.Output,
 		"FENCECRON_STORE=" + w.StoreAddr,
+		"FENCECRON_STORE_CA=" + w.StoreCA,
 		"FENCECRON_NODE=" + w.ID,
 	}
 	if w.TokenText != nil {

@@ -50,7 +50,7 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
 		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
 		{"/api/v1/skips?job=heartbeat", 200, []string{`"reason": "paused"`, `"count": 2`}},
-		{"/internal/v1/renew", 401, []string{"cluster credential"}},
+		{"/internal/v1/renew", 401, []string{"nodes of this cluster"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -150,8 +150,7 @@ func TestServer_Auth(t *testing.T) {
 		{"guarded: wrong login", guarded, "POST", "/login", "token=nope", []string{"Content-Type", form}, 401, "wrong token"},
 		{"guarded: cross-site login", guarded, "POST", "/login", "token=" + token, []string{"Content-Type", form, "Sec-Fetch-Site", "cross-site"}, 403, "another site"},
 		{"open: login", open, "POST", "/login", "token=x", []string{"Content-Type", form}, 400, "nothing to log in to"},
-		{"internal API ignores the API token", guarded, "POST", "/internal/v1/trigger", `{"job":"report"}`, []string{"Authorization", "Bearer " + token}, 401, "cluster credential"},
-		{"internal API takes its credential", guarded, "POST", "/internal/v1/trigger", `{"job":"report"}`, []string{"Authorization", "Bearer internal-credential"}, 200, `"report@manual"`},
+		{"internal API ignores the API token", guarded, "POST", "/internal/v1/trigger", `{"job":"report"}`, []string{"Authorization", "Bearer " + token}, 401, "nodes of this cluster"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -178,7 +177,7 @@ func TestServer_Auth(t *testing.T) {
 	if got := strings.Join(ro.sched.Calls(), ","); got != "" {
 		t.Errorf("read-only node's scheduler saw %q", got)
 	}
-	if got, want := strings.Join(guarded.sched.Calls(), ","), "pause report,setjobs t,resume report,trigger report,trigger report,trigger report"; got != want {
+	if got, want := strings.Join(guarded.sched.Calls(), ","), "pause report,setjobs t,resume report,trigger report,trigger report"; got != want {
 		t.Errorf("guarded node's scheduler saw %q, want %q", got, want)
 	}
 

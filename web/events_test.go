@@ -146,7 +146,7 @@ func TestServer_EventStream(t *testing.T) {
 // Close ends open event streams instead of waiting for them.
 func TestServer_CloseEndsStreams(t *testing.T) {
 	f := newFixture(t)
-	srv := &Server{Addr: "127.0.0.1:0", Cluster: f.srv.Cluster, State: f.state, Scheduler: f.sched, Store: fakeStore{}, Logger: f.srv.Logger}
+	srv := &Server{Addr: "127.0.0.1:0", Cluster: f.srv.Cluster, State: f.state, Scheduler: f.sched, Store: fakeStore{}, Logger: f.srv.Logger, TLS: testPeerID}
 	if err := srv.Open(); err != nil {
 		t.Fatal(err)
 	}

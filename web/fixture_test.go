@@ -317,7 +317,7 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 	f := &fixture{state: newFakeState(), sched: &fakeScheduler{}}
 	f.srv = &Server{
 		Cluster: fakeCluster{stats: map[string]string{"term": "4", "last_log_index": "40", "commit_index": "40", "applied_index": "39", "fsm_pending": "1", "last_contact": "0"}},
-		State:   f.state, Scheduler: f.sched, Store: fakeStore{}, Credential: "internal-credential",
+		State:   f.state, Scheduler: f.sched, Store: fakeStore{},
 		Clock: fakeClock{now: at(50)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {

@@ -3,16 +3,19 @@ package web
 import (
 	"bytes"
 	"context"
-	"crypto/subtle"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
@@ -20,12 +23,14 @@ import (
 // maxInternalBody bounds a request on the internal API.
 const maxInternalBody = 8 << 20
 
-// requireCredential admits only requests carrying the cluster credential.
-func (s *Server) requireCredential(next http.Handler) http.Handler {
+// requirePeer admits only requests from other nodes of the cluster: over
+// TLS, with a client certificate the cluster's CA issued (clustertls). A
+// stranger, or a job's process, cannot call the internal API however it
+// reaches the port.
+func (s *Server) requirePeer(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || s.Credential == "" || subtle.ConstantTimeCompare([]byte(got), []byte(s.Credential)) != 1 {
-			s.error(w, r, fmt.Errorf("%w: the internal API needs the cluster credential", errUnauthorized))
+		if !clustertls.IsPeer(r.TLS) {
+			s.error(w, r, fmt.Errorf("%w: the internal API takes only nodes of this cluster, over TLS with the cluster's certificate", errUnauthorized))
 			return
 		}
 		next.ServeHTTP(w, r)
@@ -110,8 +115,12 @@ type Peer struct {
 	Local interface {
 		Accept(scheduler.Assignment) error
 	}
-	// Credential is the cluster credential sent as a bearer token.
-	Credential string
+	// TLS is this node's cluster identity: every call is TLS, and the
+	// answering node must prove it is a node of the cluster.
+	TLS *clustertls.Identity
+	// NameAt names the node gossip says serves HTTP at addr ("" if
+	// unknown), so a call checks it reached the node it meant to.
+	NameAt func(addr string) string
 	// LeaderHTTP returns the leader's HTTP address (host:port), and
 	// NodeHTTP any node's.
 	LeaderHTTP func() (string, error)
@@ -121,17 +130,39 @@ type Peer struct {
 	// them.
 	Servers func() []string
 	Faults  *scheduler.Faults
-	Client  *http.Client
+
+	once sync.Once
+	http *http.Client
 }
 
 var _ scheduler.Forwarder = (*Peer)(nil)
 var _ scheduler.Dispatcher = (*Peer)(nil)
 
+// client returns the HTTP client of the cluster's links: TLS with this
+// node's certificate, checking the peer's against the cluster's CA and,
+// where gossip knows who listens at the address, its node name.
 func (p *Peer) client() *http.Client {
-	if p.Client != nil {
-		return p.Client
-	}
-	return &http.Client{Timeout: 10 * time.Second}
+	p.once.Do(func() {
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		tr := &http.Transport{
+			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if p.TLS == nil {
+					return nil, errors.New("no cluster TLS identity: calls between nodes are never sent in the clear")
+				}
+				name := ""
+				if p.NameAt != nil {
+					name = p.NameAt(addr)
+				}
+				d := &tls.Dialer{NetDialer: dialer, Config: p.TLS.ClientConfig(clustertls.ProtoHTTP, name)}
+				return d.DialContext(ctx, network, addr)
+			},
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     90 * time.Second,
+		}
+		p.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	})
+	return p.http
 }
 
 // Forward posts cmd to the leader, retrying while there is none, it
@@ -286,7 +317,7 @@ func (p *Peer) askServers(ctx context.Context, tried string) (string, error) {
 func (p *Peer) askServer(ctx context.Context, server string) string {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+server+"/api/v1/status", nil)
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+server+"/api/v1/status", nil)
 	resp, err := p.client().Do(req)
 	if err != nil {
 		return ""
@@ -330,11 +361,10 @@ func (e *httpError) Unwrap() error {
 }
 
 func (p *Peer) post(ctx context.Context, addr, path string, body []byte, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+addr+path, bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://"+addr+path, bytes.NewReader(body))
 	if err != nil {
 		return err
 	}
-	req.Header.Set("Authorization", "Bearer "+p.Credential)
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := p.client().Do(req)
 	if err != nil {

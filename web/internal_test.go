@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -51,12 +52,30 @@ func serverStub(t *testing.T, leader, leaderHTTP string) string {
 	})
 }
 
-// stub serves h on loopback for the test and returns its host:port.
+// testSecret is the cluster secret of the web tests' nodes.
+var testSecret = []byte("web-test-cluster-secret-0123456789abcdef")
+
+// testPeerID is the cluster identity of the node under test, and
+// stubID that of the nodes it calls.
+var testPeerID, stubID = mustIdentity("w1", testSecret), mustIdentity("stub", testSecret)
+
+func mustIdentity(name string, secret []byte) *clustertls.Identity {
+	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret})
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// stub serves h on loopback, as a node of the test cluster does (TLS with
+// its certificate), and returns its host:port.
 func stub(t *testing.T, h http.HandlerFunc) string {
 	t.Helper()
-	s := httptest.NewServer(h)
+	s := httptest.NewUnstartedServer(h)
+	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
+	s.StartTLS()
 	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "http://")
+	return strings.TrimPrefix(s.URL, "https://")
 }
 
 // A worker whose gossip still names a killed leader finds the new one by
@@ -67,6 +86,7 @@ func TestPeer_RenewFindsNewLeaderWhenGossipNamesDeadOne(t *testing.T) {
 	newLeader := leaderStub(t, &renewals)
 	dead := closedAddr(t)
 	p := &Peer{
+		TLS:        testPeerID,
 		Self:       "w1",
 		LeaderHTTP: func() (string, error) { return dead, nil },
 		Servers:    func() []string { return []string{closedAddr(t), serverStub(t, "n2", newLeader)} },
@@ -91,6 +111,7 @@ func TestPeer_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
 		http.Error(w, `{"error":"not the leader"}`, http.StatusServiceUnavailable)
 	})
 	p := &Peer{
+		TLS:        testPeerID,
 		LeaderHTTP: func() (string, error) { return follower, nil },
 		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
 	}
@@ -108,6 +129,7 @@ func TestPeer_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
 	})
 	var asked atomic.Int32
 	p := &Peer{
+		TLS:        testPeerID,
 		LeaderHTTP: func() (string, error) { return leader, nil },
 		Servers:    func() []string { asked.Add(1); return nil },
 	}
@@ -124,6 +146,7 @@ func TestPeer_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
 // With no leader anywhere, the error says so rather than naming an address.
 func TestPeer_NoLeaderAnywhere(t *testing.T) {
 	p := &Peer{
+		TLS:        testPeerID,
 		LeaderHTTP: func() (string, error) { return "", election.ErrNoLeader },
 		Servers:    func() []string { return []string{closedAddr(t)} },
 	}
@@ -145,6 +168,7 @@ func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
 		json.NewEncoder(w).Encode(scheduler.WireResult{Code: "not_leader", Message: "not the leader"})
 	})
 	p := &Peer{
+		TLS:        testPeerID,
 		LeaderHTTP: func() (string, error) { return follower, nil },
 		Servers:    func() []string { return []string{serverStub(t, "n2", leader)} },
 	}
@@ -167,6 +191,7 @@ func TestPeer_RenewDoesNotWaitOutAHungLeader(t *testing.T) {
 		<-r.Context().Done()
 	})
 	p := &Peer{
+		TLS:        testPeerID,
 		LeaderHTTP: func() (string, error) { return hung, nil },
 		Servers:    func() []string { return []string{serverStub(t, "n2", newLeader)} },
 	}

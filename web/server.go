@@ -4,6 +4,7 @@ package web
 
 import (
 	"context"
+	"crypto/tls"
 	"embed"
 	"errors"
 	"fmt"
@@ -16,6 +17,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
@@ -74,10 +76,15 @@ type Server struct {
 		Accept(scheduler.Assignment) error
 	}
 	Store fencedstore.Store
-	// Credential is the cluster credential the internal API requires.
-	Credential string
-	Clock      jobs.Clock
-	Logger     *slog.Logger
+	// TLS is the node's cluster identity: other nodes and job processes
+	// reach this port over TLS with it (see tlsmux.go); the internal API
+	// takes only peers that prove they hold it.
+	TLS *clustertls.Identity
+	// PublicTLS, if set (api.tls), is what browsers and API clients get
+	// over TLS; plain HTTP requests are then sent to HTTPS.
+	PublicTLS *tls.Config
+	Clock     jobs.Clock
+	Logger    *slog.Logger
 
 	// StoreAPI serves the store's endpoints (reads and writes); nil serves
 	// Store read-only.
@@ -124,30 +131,42 @@ func (s *Server) Open() error {
 	if err := s.init(); err != nil {
 		return err
 	}
+	if s.TLS == nil {
+		return errors.New("http server: no cluster TLS identity")
+	}
 	ln, err := net.Listen("tcp", s.Addr)
 	if err != nil {
 		return fmt.Errorf("http listen %s: %w", s.Addr, err)
 	}
 	s.ln = ln
+	mux := newMuxListener(ln, s.TLS.ServerConfig(clustertls.ProtoHTTP, false), s.PublicTLS)
 	// Event streams run under base: Close cancels it before Shutdown,
 	// which would otherwise wait for them forever.
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.srv = &http.Server{
 		Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
 		BaseContext: func(net.Listener) context.Context { return s.baseCtx },
+		// Strangers' failed TLS handshakes are not worth a line each.
+		ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelDebug),
 	}
 	s.done = make(chan struct{})
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(mux); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.Logger.Error("http server stopped", "err", err)
 		}
 	}()
 	return nil
 }
 
-// URL returns the server's base URL.
-func (s *Server) URL() string { return "http://" + s.ln.Addr().String() }
+// URL returns the server's base URL for browsers and the CLI: https when
+// api.tls is set.
+func (s *Server) URL() string {
+	if s.PublicTLS != nil {
+		return "https://" + s.ln.Addr().String()
+	}
+	return "http://" + s.ln.Addr().String()
+}
 
 // Close stops the server, letting in-flight requests finish until ctx ends.
 func (s *Server) Close(ctx context.Context) error {
@@ -166,6 +185,7 @@ func (s *Server) Close(ctx context.Context) error {
 // Handler returns the router. Call it after Open (or init, in tests).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
+	r.Use(s.plainPolicy)
 	// The dashboard (pages.go).
 	r.Get("/", s.handleOverview)
 	r.Get("/jobs", s.handleJobsPage)
@@ -204,7 +224,7 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 	})
 	r.Route("/internal/v1", func(r chi.Router) {
-		r.Use(s.requireCredential)
+		r.Use(s.requirePeer)
 		r.Post("/apply", s.handleInternalApply)
 		r.Post("/renew", s.handleInternalRenew)
 		r.Post("/trigger", s.handleInternalTrigger)

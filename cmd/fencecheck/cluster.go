@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 )
 
@@ -156,11 +157,15 @@ func (h *Harness) setup() error {
 	if err != nil {
 		return err
 	}
-	h.store, err = ListenStoreProxy(h.net.HostIP()+":0", fmt.Sprintf("http://%s:%d", h.net.IP("store"), storeNode.HTTP), signer)
+	id, err := clustertls.Load(clustertls.Config{NodeName: "fencecheck-store-proxy", Secret: []byte(c.Secret), Hosts: []string{h.net.HostIP()}})
+	if err != nil {
+		return err
+	}
+	h.store, err = ListenStoreProxy(h.net.HostIP()+":0", fmt.Sprintf("https://%s:%d", h.net.IP("store"), storeNode.HTTP), signer, id)
 	if err != nil {
 		return fmt.Errorf("store proxy: %w", err)
 	}
-	storeURL := "http://" + h.store.Addr()
+	storeURL := "https://" + h.store.Addr()
 	for _, n := range c.Nodes {
 		cfg := placeConfig(c.Config(n), n.Name, h.net.IP, owner, storeNode.HTTP, storeURL)
 		if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {

@@ -125,7 +125,7 @@ func observe(t *testing.T, s fencedstore.Store, n int) *Observation {
 	}
 	srv := httptest.NewServer(&httpstore.Handler{Store: s, Signer: signer, Logger: slog.New(slog.DiscardHandler)})
 	defer srv.Close()
-	proxy, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer)
+	proxy, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

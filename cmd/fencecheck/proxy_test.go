@@ -133,7 +133,7 @@ func TestStoreProxy_RecordsHoldsAndCuts(t *testing.T) {
 	}
 	srv := httptest.NewServer(&httpstore.Handler{Store: newPlantedStore(false), Signer: signer, Logger: slog.New(slog.DiscardHandler)})
 	defer srv.Close()
-	p, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer)
+	p, err := ListenStoreProxy("127.0.0.1:0", srv.URL, signer, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

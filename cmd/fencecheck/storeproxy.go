@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"io"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 )
@@ -31,7 +33,7 @@ import (
 // the answer came back. That history does not rely on the store's own
 // record of its decisions.
 type StoreProxy struct {
-	// Target is the store's base URL, "http://host:port".
+	// Target is the store's base URL, "https://host:port".
 	Target string
 	signer *fencedstore.Signer
 	client *http.Client
@@ -54,16 +56,24 @@ type StoreProxy struct {
 }
 
 // ListenStoreProxy starts a store proxy on addr in pass mode. The signer
-// reads the tokens of the calls (it holds the cluster secret).
-func ListenStoreProxy(addr, target string, signer *fencedstore.Signer) (*StoreProxy, error) {
+// reads the tokens of the calls (it holds the cluster secret). With id,
+// the proxy speaks TLS on both sides as a node of the cluster does, so
+// nodes and jobs reach it as they reach the store; without, plain HTTP
+// (the checkers' tests, with a store in the test process).
+func ListenStoreProxy(addr, target string, signer *fencedstore.Signer, id *clustertls.Identity) (*StoreProxy, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}
+	tr := &http.Transport{MaxIdleConnsPerHost: 64}
+	if id != nil {
+		ln = tls.NewListener(ln, id.ServerConfig(clustertls.ProtoHTTP, false))
+		tr.TLSClientConfig = id.ClientConfig(clustertls.ProtoHTTP, "")
+	}
 	p := &StoreProxy{
 		Target: strings.TrimRight(target, "/"), signer: signer, ln: ln, done: make(chan struct{}),
 		mode: ProxyPass, cancels: map[*context.CancelFunc]bool{},
-		client: &http.Client{Timeout: time.Minute, Transport: &http.Transport{MaxIdleConnsPerHost: 64}},
+		client: &http.Client{Timeout: time.Minute, Transport: tr},
 	}
 	p.srv = &http.Server{Handler: p, ReadHeaderTimeout: 10 * time.Second}
 	go p.srv.Serve(ln)

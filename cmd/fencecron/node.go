@@ -2,16 +2,20 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
@@ -38,8 +42,15 @@ type nodeOptions struct {
 	Join                 []string
 	Tags                 map[string]string
 	Secret               []byte
-	Profile              string
-	ReapAfter            time.Duration
+	// PreviousSecret is accepted besides Secret while rolling to it.
+	PreviousSecret []byte
+	// ClusterTLS is an operator's own PKI for the links between nodes;
+	// empty: derived from the secret.
+	ClusterTLS config.TLSFiles
+	// PublicTLS, if set, serves the dashboard and public API over HTTPS.
+	PublicTLS config.TLSFiles
+	Profile   string
+	ReapAfter time.Duration
 
 	// InitialJobs is applied if the cluster has no job set yet.
 	InitialJobs   []jobs.Spec
@@ -92,7 +103,33 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		}
 	}
 
-	store, maxBody, closeStore, err := openStore(o, signer)
+	bind := o.Bind
+	if bind == "" {
+		bind = "127.0.0.1"
+	}
+	advertise := o.Advertise
+	if advertise == "" {
+		advertise = bind
+	}
+	id, err := clustertls.Load(clustertls.Config{
+		NodeName: o.ID, Secret: o.Secret, PreviousSecret: o.PreviousSecret,
+		CAFile: o.ClusterTLS.CAFile, CertFile: o.ClusterTLS.CertFile, KeyFile: o.ClusterTLS.KeyFile,
+		Hosts: []string{bind, advertise},
+	})
+	if err != nil {
+		return err
+	}
+	// Jobs verify the store with the cluster's CA: public, so 0644.
+	caFile := filepath.Join(o.DataDir, "cluster-ca.pem")
+	if err := writeFileAtomic(caFile, id.CAPEM(), 0o644); err != nil {
+		return err
+	}
+	publicTLS, err := loadPublicTLS(o.PublicTLS)
+	if err != nil {
+		return err
+	}
+
+	store, maxBody, closeStore, err := openStore(o, signer, id)
 	if err != nil {
 		return err
 	}
@@ -110,6 +147,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		BootstrapExpect: o.BootstrapExpect,
 		Join:            o.Join,
 		Secret:          o.Secret,
+		PreviousSecret:  o.PreviousSecret,
+		TLS:             id,
 		Profile:         o.Profile,
 		ReapAfter:       o.ReapAfter,
 		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
@@ -120,22 +159,17 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, node.Close)
 
-	bind := o.Bind
-	if bind == "" {
-		bind = "127.0.0.1"
-	}
-	cred := election.InternalCredential(o.Secret)
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
-	peer := &web.Peer{Self: o.ID, Credential: cred, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
+	peer := &web.Peer{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
 	sched.Forwarder, sched.Dispatcher = peer, peer
 
 	metrics := web.NewMetrics()
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
-		Observer: metrics,
+		Observer: metrics, StoreCA: caFile,
 	}
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
@@ -143,7 +177,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	peer.Local = worker
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
-		Store: store, Credential: cred, Logger: log,
+		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
 	}
 	// Only a node that serves the store takes writes over HTTP; every
@@ -157,20 +191,16 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		return err
 	}
 	closers = append(closers, srv.Close)
-	// Jobs publish through the node that serves the store.
-	worker.StoreAddr = srv.URL()
+	// Jobs publish through the node that serves the store, over TLS.
+	worker.StoreAddr = "https://" + netJoin(advertise, srv.Port())
 	if o.Store.Backend == config.BackendRemote {
-		worker.StoreAddr = httpstore.NormalizeURL(o.Store.URL)
+		worker.StoreAddr = clusterURL(o.Store.URL)
 	}
 	if err := worker.Open(); err != nil {
 		return err
 	}
 	closers = append(closers, worker.Close)
 	// Only now may others dispatch here: advertise the HTTP address.
-	advertise := o.Advertise
-	if advertise == "" {
-		advertise = bind
-	}
 	node.UpdateMeta(func(m *election.Meta) { m.HTTPAddr = netJoin(advertise, srv.Port()) })
 	if err := sched.Open(); err != nil {
 		return err
@@ -225,7 +255,7 @@ func reload(ctx context.Context, log *slog.Logger, o nodeOptions, node *election
 
 // openStore opens the fenced store the options select: the embedded bolt
 // file (default), PostgreSQL, or the store another node serves.
-func openStore(o nodeOptions, signer *fencedstore.Signer) (fencedstore.Store, int64, func(context.Context) error, error) {
+func openStore(o nodeOptions, signer *fencedstore.Signer, id *clustertls.Identity) (fencedstore.Store, int64, func(context.Context) error, error) {
 	maxBody := o.Store.MaxBodyBytes
 	if maxBody <= 0 {
 		maxBody = fencedstore.DefaultMaxBodyBytes
@@ -257,7 +287,67 @@ func openStore(o nodeOptions, signer *fencedstore.Signer) (fencedstore.Store, in
 		if signer == nil {
 			return nil, 0, nil, fmt.Errorf("store backend remote needs cluster.secret to sign tokens")
 		}
-		return httpstore.NewClient(o.Store.URL, signer), maxBody, func(context.Context) error { return nil }, nil
+		c := httpstore.NewClient(clusterURL(o.Store.URL), signer)
+		c.HTTP = clusterHTTPClient(id)
+		return c, maxBody, func(context.Context) error { c.HTTP.CloseIdleConnections(); return nil }, nil
 	}
 	return nil, 0, nil, fmt.Errorf("unknown store backend %q", o.Store.Backend)
+}
+
+// clusterURL is the URL nodes and jobs use for the store another node
+// serves: always https, whatever scheme store.url was written with, because
+// fence tokens and the store credential must not cross the network in the
+// clear.
+func clusterURL(u string) string {
+	u = httpstore.NormalizeURL(u)
+	if rest, ok := strings.CutPrefix(u, "http://"); ok {
+		return "https://" + rest
+	}
+	return u
+}
+
+// clusterHTTPClient is an HTTP client of another node's API: TLS with this
+// node's certificate, the server verified as a node of the cluster.
+func clusterHTTPClient(id *clustertls.Identity) *http.Client {
+	return &http.Client{
+		Timeout: 60 * time.Second,
+		Transport: &http.Transport{
+			TLSClientConfig:     id.ClientConfig(clustertls.ProtoHTTP, ""),
+			TLSHandshakeTimeout: 10 * time.Second,
+			MaxIdleConnsPerHost: 64,
+			IdleConnTimeout:     90 * time.Second,
+		},
+	}
+}
+
+// loadPublicTLS reads api.tls's certificate; nil without one.
+func loadPublicTLS(f config.TLSFiles) (*tls.Config, error) {
+	if f.CertFile == "" && f.KeyFile == "" {
+		return nil, nil
+	}
+	cert, err := tls.LoadX509KeyPair(f.CertFile, f.KeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("api.tls: %w", err)
+	}
+	return &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}, nil
+}
+
+// writeFileAtomic replaces path with data: a reader never sees half of it.
+func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	_, err = tmp.Write(data)
+	if err == nil {
+		err = tmp.Chmod(mode)
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return os.Rename(tmp.Name(), path)
 }

@@ -9,10 +9,13 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/scheduler"
@@ -37,6 +40,31 @@ func storeAddr(flagValue string) string {
 		}
 	}
 	return "127.0.0.1:8080"
+}
+
+// storeClient is a client of the store at addr for a process that holds
+// no cluster secret (a job): over https it verifies the server with the
+// cluster CA in $FENCECRON_STORE_CA (the worker sets both), else with the
+// system's roots (a node behind api.tls).
+func storeClient(addr string) (*httpstore.Client, error) {
+	c := httpstore.NewClient(addr, nil)
+	if !strings.HasPrefix(c.BaseURL, "https://") {
+		return c, nil
+	}
+	caFile := os.Getenv("FENCECRON_STORE_CA")
+	if caFile == "" {
+		return c, nil
+	}
+	pem, err := os.ReadFile(caFile)
+	if err != nil {
+		return nil, fmt.Errorf("FENCECRON_STORE_CA: %w", err)
+	}
+	cfg, err := clustertls.TrustConfig(pem)
+	if err != nil {
+		return nil, fmt.Errorf("FENCECRON_STORE_CA %s: %w", caFile, err)
+	}
+	c.HTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second}}
+	return c, nil
 }
 
 // runPublish is `fencecron publish KEY [FILE]`: the body from FILE (or
@@ -93,7 +121,10 @@ Exit status: 0 applied, 3 stale_owner (a newer token holds the key),
 		v := uint64(*ifMatch)
 		req.ExpectedVersion = &v
 	}
-	c := httpstore.NewClient(storeAddr(*addr), nil)
+	c, err := storeClient(storeAddr(*addr))
+	if err != nil {
+		return fmt.Errorf("publish: %w", err)
+	}
 	res, err := c.PublishSigned(ctx, token, req)
 	line := fmt.Sprintf("%s %s version=%d greatest=%s\n", res.Outcome, key, res.Version, res.Greatest)
 	switch {
@@ -132,7 +163,11 @@ Exit status: 0 found, 5 no such key, 1 any other error, 2 usage.
 		fs.Usage()
 		return exitCode(exitUsage)
 	}
-	obj, err := httpstore.NewClient(storeAddr(*addr), nil).Get(ctx, fs.Arg(0))
+	c, err := storeClient(storeAddr(*addr))
+	if err != nil {
+		return fmt.Errorf("get: %w", err)
+	}
+	obj, err := c.Get(ctx, fs.Arg(0))
 	switch {
 	case errors.Is(err, fencedstore.ErrNotFound):
 		fmt.Fprintf(stderr, "fencecron: %s: no such key\n", fs.Arg(0))

@@ -163,6 +163,13 @@ type API struct {
 	ReadOnly bool
 }
 
+// TLSFiles are the PEM files of a certificate (cluster.tls, api.tls):
+// the CAs to trust (cluster.tls only), the certificate with its
+// intermediates, and its key.
+type TLSFiles struct {
+	CAFile, CertFile, KeyFile string
+}
+
 // Pos is a place in a config file. Line and Column start at 1; 0 means
 // unknown.
 type Pos struct {

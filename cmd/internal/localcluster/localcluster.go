@@ -24,7 +24,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/web"
 )
@@ -410,11 +410,20 @@ func (n *Node) Post(path string, body, v any) error {
 		b, _ := json.Marshal(body)
 		rd = bytes.NewReader(b)
 	}
-	req, _ := http.NewRequest(http.MethodPost, n.URL()+path, rd)
+	url, c := n.URL()+path, httpClient
 	if strings.HasPrefix(path, "/internal/") {
-		req.Header.Set("Authorization", "Bearer "+election.InternalCredential([]byte(n.secret)))
+		// The internal API takes only nodes: come as one, over TLS with a
+		// certificate derived from the cluster's secret.
+		id, err := clustertls.Load(clustertls.Config{NodeName: "localcluster", Secret: []byte(n.secret)})
+		if err != nil {
+			return err
+		}
+		url = "https://" + strings.TrimPrefix(n.URL(), "http://") + path
+		c = &http.Client{Timeout: httpClient.Timeout, Transport: &http.Transport{TLSClientConfig: id.ClientConfig(clustertls.ProtoHTTP, n.Name)}}
+		defer c.CloseIdleConnections()
 	}
-	resp, err := httpClient.Do(req)
+	req, _ := http.NewRequest(http.MethodPost, url, rd)
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,147 @@
+package election
+
+import (
+	"crypto/tls"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/election/clustertls"
+)
+
+// Limits of the Raft listener. Only nodes of the cluster get past the
+// handshake; these bound what a stranger can hold before that.
+const (
+	raftHandshakeTimeout = 10 * time.Second
+	raftMaxConns         = 256
+	// refusalLogEvery bounds how often a refused peer address is logged.
+	refusalLogEvery = time.Minute
+)
+
+// tlsStream is raft's network layer over mutually authenticated TLS: a
+// connection that cannot prove it belongs to the cluster is closed before
+// raft reads a byte of it, so a forged AppendEntries or a heartbeat with a
+// huge term is never decoded.
+type tlsStream struct {
+	ln        net.Listener
+	advertise net.Addr
+	server    *tls.Config
+	id        *clustertls.Identity
+	// peerName names the node at a Raft address, if known, so a dial
+	// checks it reached that node; "" accepts any node of the cluster.
+	peerName func(addr string) string
+	log      *slog.Logger
+	slots    chan struct{}
+
+	mu      sync.Mutex
+	refused map[string]time.Time // remote IP -> last logged refusal
+}
+
+func newTLSStream(ln net.Listener, advertise net.Addr, id *clustertls.Identity, peerName func(string) string, log *slog.Logger) *tlsStream {
+	return &tlsStream{
+		ln: ln, advertise: advertise, id: id, peerName: peerName, log: log,
+		server:  id.ServerConfig(clustertls.ProtoRaft, true),
+		slots:   make(chan struct{}, raftMaxConns),
+		refused: map[string]time.Time{},
+	}
+}
+
+// Accept returns the next connection, its handshake still to come: raft
+// serves each connection on its own goroutine, where the first read runs
+// the handshake, so one slow stranger cannot hold up the others.
+func (s *tlsStream) Accept() (net.Conn, error) {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case s.slots <- struct{}{}:
+		default:
+			s.noteRefusal(c.RemoteAddr(), errors.New("too many connections to the Raft port"))
+			c.Close()
+			continue
+		}
+		return &serverConn{Conn: tls.Server(c, s.server), s: s}, nil
+	}
+}
+
+func (s *tlsStream) Close() error   { return s.ln.Close() }
+func (s *tlsStream) Addr() net.Addr { return s.advertise }
+
+// Dial connects to another server's Raft port, verifying it is a node of
+// the cluster (and, when known, the node expected at that address).
+func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	cfg := s.id.ClientConfig(clustertls.ProtoRaft, s.peerName(string(address)))
+	d := &net.Dialer{Timeout: timeout}
+	return tls.DialWithDialer(d, "tcp", string(address), cfg)
+}
+
+// noteRefusal logs a refused connection, at most once a minute per
+// address, so a stranger's probes or another cluster's node that shares a
+// port cannot flood the log.
+func (s *tlsStream) noteRefusal(addr net.Addr, err error) {
+	host, _, _ := net.SplitHostPort(addr.String())
+	now := time.Now()
+	s.mu.Lock()
+	last, seen := s.refused[host]
+	if seen && now.Sub(last) < refusalLogEvery {
+		s.mu.Unlock()
+		return
+	}
+	if len(s.refused) >= 1024 {
+		clear(s.refused)
+	}
+	s.refused[host] = now
+	s.mu.Unlock()
+	s.log.Warn("refused a connection to the Raft port: it did not prove it belongs to this cluster (another cluster's node, or a stranger)",
+		"remote", addr.String(), "err", err)
+}
+
+// serverConn runs the handshake, with a deadline, on its first use.
+type serverConn struct {
+	*tls.Conn
+	s       *tlsStream
+	once    sync.Once
+	err     error
+	release sync.Once
+}
+
+func (c *serverConn) handshake() error {
+	c.once.Do(func() {
+		c.Conn.SetDeadline(time.Now().Add(raftHandshakeTimeout))
+		if err := c.Conn.Handshake(); err != nil {
+			c.s.noteRefusal(c.RemoteAddr(), err)
+			// raft logs a read error as a failure to decode a command;
+			// a refused stranger is not that.
+			c.err = io.EOF
+			return
+		}
+		c.Conn.SetDeadline(time.Time{})
+	})
+	return c.err
+}
+
+func (c *serverConn) Read(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Read(b)
+}
+
+func (c *serverConn) Write(b []byte) (int, error) {
+	if err := c.handshake(); err != nil {
+		return 0, err
+	}
+	return c.Conn.Write(b)
+}
+
+func (c *serverConn) Close() error {
+	c.release.Do(func() { <-c.s.slots })
+	return c.Conn.Close()
+}

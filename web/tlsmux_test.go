@@ -1,0 +1,176 @@
+package web
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/election/clustertls"
+)
+
+// openServer starts a real Server (listener and all) over the fixture's
+// fakes.
+func openServer(t *testing.T, opts ...func(*Server)) (*Server, *fixture) {
+	t.Helper()
+	f := newFixture(t)
+	srv := &Server{Addr: "127.0.0.1:0", Cluster: f.srv.Cluster, State: f.state, Scheduler: f.sched, Store: fakeStore{}, Logger: f.srv.Logger, TLS: testPeerID}
+	for _, o := range opts {
+		o(srv)
+	}
+	if err := srv.Open(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close(t.Context()) })
+	return srv, f
+}
+
+func clientWith(cfg *tls.Config) *http.Client {
+	return &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+func call(t *testing.T, c *http.Client, method, url string) (int, string, error) {
+	t.Helper()
+	req, _ := http.NewRequest(method, url, strings.NewReader(`{"job":"report"}`))
+	resp, err := c.Do(req)
+	if err != nil {
+		return 0, "", err
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b), nil
+}
+
+func TestServer_OnePortPlainAndClusterTLS(t *testing.T) {
+	srv, f := openServer(t)
+	addr := strings.TrimPrefix(srv.URL(), "http://")
+	jobCfg, err := clustertls.TrustConfig(testPeerID.CAPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := clientWith(stubID.ClientConfig(clustertls.ProtoHTTP, "w1"))
+	job := clientWith(jobCfg)
+	plain := clientWith(nil)
+
+	for _, tc := range []struct {
+		name   string
+		c      *http.Client
+		method string
+		url    string
+		code   int
+		msg    string
+	}{
+		{"plain read", plain, "GET", "http://" + addr + "/api/v1/status", 200, `"node"`},
+		{"a node reads over TLS", node, "GET", "https://" + addr + "/api/v1/status", 200, `"node"`},
+		{"a job reads over TLS", job, "GET", "https://" + addr + "/api/v1/status", 200, `"node"`},
+		{"a node calls the internal API", node, "POST", "https://" + addr + "/internal/v1/trigger", 200, `"report@manual"`},
+		{"a job may not", job, "POST", "https://" + addr + "/internal/v1/trigger", 401, "nodes of this cluster"},
+		{"nor plain HTTP", plain, "POST", "http://" + addr + "/internal/v1/trigger", 401, "nodes of this cluster"},
+	} {
+		code, body, err := call(t, tc.c, tc.method, tc.url)
+		if err != nil || code != tc.code || !strings.Contains(body, tc.msg) {
+			t.Errorf("%s: %d %v %s; want %d with %q", tc.name, code, err, body, tc.code, tc.msg)
+		}
+	}
+	if got := strings.Join(f.sched.Calls(), ","); got != "trigger report" {
+		t.Errorf("the scheduler saw %q; want one trigger, from the node", got)
+	}
+
+	stranger := mustIdentity("w1", []byte("another-cluster-secret-0123456789abcdef"))
+	if _, _, err := call(t, clientWith(stranger.ClientConfig(clustertls.ProtoHTTP, "")), "GET", "https://"+addr+"/api/v1/status"); err == nil {
+		t.Error("a node of another cluster completed a handshake")
+	}
+	otherJob, _ := clustertls.TrustConfig(stranger.CAPEM())
+	if _, _, err := call(t, clientWith(otherJob), "GET", "https://"+addr+"/api/v1/status"); err == nil {
+		t.Error("a job trusting another cluster's CA accepted this node")
+	}
+	// Raft's protocol is not served here.
+	if _, err := tls.Dial("tcp", addr, stubID.ClientConfig(clustertls.ProtoRaft, "")); err == nil {
+		t.Error("the HTTP port completed a Raft handshake")
+	}
+}
+
+func TestServer_StoreWritesCrossTheNetworkOnlyOverTLS(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		remote string
+		tls    bool
+		code   int
+	}{
+		{"10.0.0.9:40000", false, 403},
+		{"127.0.0.1:40000", false, 0},
+		{"10.0.0.9:40000", true, 0},
+	} {
+		r := httptest.NewRequest(http.MethodPut, "/api/v1/store/reports/x.csv", strings.NewReader("body"))
+		r.RemoteAddr = tc.remote
+		if tc.tls {
+			r.TLS = &tls.ConnectionState{}
+		}
+		w := httptest.NewRecorder()
+		f.srv.Handler().ServeHTTP(w, r)
+		refused := strings.Contains(w.Body.String(), "must come over TLS")
+		if refused != (tc.code == 403) {
+			t.Errorf("PUT from %s (tls %v): %d %s", tc.remote, tc.tls, w.Code, w.Body)
+		}
+	}
+}
+
+// selfSigned returns a certificate for the public side, as an operator's
+// CA would issue, and a pool that trusts it.
+func selfSigned(t *testing.T) (tls.Certificate, *x509.CertPool) {
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(7), Subject: pkix.Name{CommonName: "dashboard"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")},
+		NotBefore:   time.Now().Add(-time.Hour), NotAfter: time.Now().Add(time.Hour),
+		IsCA: true, BasicConstraintsValid: true,
+		KeyUsage: x509.KeyUsageDigitalSignature | x509.KeyUsageCertSign, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	pool := x509.NewCertPool()
+	pool.AddCert(cert)
+	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}, pool
+}
+
+func TestServer_PublicTLS(t *testing.T) {
+	cert, pool := selfSigned(t)
+	srv, _ := openServer(t, func(s *Server) {
+		s.PublicTLS = &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"http/1.1"}}
+	})
+	if !strings.HasPrefix(srv.URL(), "https://") {
+		t.Fatalf("URL %s with api.tls", srv.URL())
+	}
+	addr := strings.TrimPrefix(srv.URL(), "https://")
+	browser := clientWith(&tls.Config{RootCAs: pool})
+	if code, body, err := call(t, browser, "GET", "https://"+addr+"/api/v1/status"); err != nil || code != 200 {
+		t.Errorf("a browser over HTTPS: %d %v %s", code, err, body)
+	}
+	// Plain HTTP is sent to HTTPS.
+	resp, err := clientWith(nil).Get("http://" + addr + "/jobs?x=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusPermanentRedirect || loc != "https://"+addr+"/jobs?x=1" {
+		t.Errorf("plain GET: %d to %q", resp.StatusCode, loc)
+	}
+	// Nodes still get the cluster certificate on the same port.
+	if code, _, err := call(t, clientWith(stubID.ClientConfig(clustertls.ProtoHTTP, "w1")), "POST", "https://"+addr+"/internal/v1/trigger"); err != nil || code != 200 {
+		t.Errorf("a node on a port with api.tls: %d %v", code, err)
+	}
+}
