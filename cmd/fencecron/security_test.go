@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -135,4 +137,142 @@ func TestSecurity_ForgedRaftMessagesRefused(t *testing.T) {
 	if log := follower.LogTail(1 << 20); !strings.Contains(log, "refused a connection to the Raft port") {
 		t.Errorf("the follower's log does not say it refused the outsider:\n%s", follower.LogTail(3000))
 	}
+}
+
+// tcpdump returns the tcpdump binary, or skips the test outside CI (in
+// CI a missing tcpdump, or not being root, is a failure).
+func tcpdump(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("tcpdump")
+	msg := ""
+	switch {
+	case err != nil:
+		msg = "no tcpdump: install Debian's tcpdump (apt-get install tcpdump) and run go test -run TestSecurity_NothingInCleartext ./cmd/fencecron as root"
+	case os.Geteuid() != 0:
+		msg = "capturing loopback traffic needs root: run go test -run TestSecurity_NothingInCleartext ./cmd/fencecron as root"
+	default:
+		return p
+	}
+	if os.Getenv("CI") == "true" {
+		t.Fatal(msg)
+	}
+	t.Skip(msg)
+	return ""
+}
+
+const leakJobs = `
+  - name: leakcheck
+    schedule: "@every 1s"
+    shell: 'echo "leakcheck-body $FENCECRON_SEQ"; echo leakcheck-side | fencecron publish "leakcheck/side-$FENCECRON_SEQ.txt"'
+    output: 'leakcheck/{{ .Scheduled.Format "150405" }}.txt'
+    overlap: allow
+    timeout: 10s
+`
+
+// Everything nodes and jobs say to each other, captured on loopback while
+// jobs run and publish (three servers, a worker, and a store node that the
+// others reach over the network): no fence token, credential, log entry,
+// job name or report body in the clear.
+func TestSecurity_NothingInCleartext(t *testing.T) {
+	bin := tcpdump(t)
+	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true, Profile: "fast", Jobs: leakJobs})
+	a := agree(t, c, 30*time.Second)
+	leader := c.Node(a.Leader)
+	waitAlive(t, leader, "w1", "store")
+	var ports []string
+	for _, n := range c.Nodes {
+		for _, p := range []int{n.HTTP, n.Gossip, n.Raft} {
+			ports = append(ports, "port "+strconv.Itoa(p))
+		}
+	}
+	pcap := filepath.Join(t.TempDir(), "cluster.pcap")
+	dump := exec.Command(bin, "-i", "lo", "-U", "-s", "0", "-w", pcap, strings.Join(ports, " or "))
+	stderr, _ := dump.StderrPipe()
+	if err := dump.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer dump.Process.Kill()
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if strings.Contains(sc.Text(), "listening on") {
+				ready <- nil
+				io.Copy(io.Discard, stderr)
+				return
+			}
+		}
+		ready <- fmt.Errorf("tcpdump ended before listening")
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("tcpdump did not start listening within 10s")
+	}
+	start := time.Now()
+
+	// One plain request with a marker: proof that the capture sees what
+	// is sent in the clear.
+	control := "capture-control-" + strconv.FormatInt(start.UnixNano(), 36)
+	if _, err := httpGet(leader.URL() + "/healthz?" + control); err != nil {
+		t.Fatal(err)
+	}
+	// The window: jobs fire every second, each publishing twice (its
+	// stdout through its worker, and a key of its own with fencecron
+	// publish), renewing and reporting; the test sends nothing.
+	time.Sleep(6 * time.Second)
+	dump.Process.Signal(os.Interrupt)
+	dump.Wait()
+	end := time.Now()
+
+	// The window held real work.
+	published := 0
+	for _, prefix := range []string{"leakcheck/side-", "leakcheck/"} {
+		var list struct {
+			Keys []struct {
+				Key     string
+				Updated time.Time
+			}
+		}
+		if err := c.Node("store").GetJSON("/api/v1/store?prefix="+prefix, &list); err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, k := range list.Keys {
+			if k.Updated.After(start) && k.Updated.Before(end) {
+				n++
+			}
+		}
+		if n < 3 {
+			t.Errorf("only %d keys under %s were published during the capture; want at least 3", n, prefix)
+		}
+		published += n
+	}
+	data, err := os.ReadFile(pcap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(control)) {
+		t.Fatalf("the capture (%d bytes) does not hold the plain control request: it saw nothing", len(data))
+	}
+	forbidden := []string{
+		"Fencecron-Token", "Authorization", "Bearer", // headers of store and internal calls
+		`"op":`, "set_jobs", `"grant"`, // Raft entries
+		"leakcheck", // a job's name: in Raft entries, assignments, keys
+		c.Secret,    // the cluster secret
+		"FENCECRON_",
+	}
+	for _, f := range forbidden {
+		if i := bytes.Index(data, []byte(f)); i >= 0 {
+			lo, hi := max(0, i-80), min(len(data), i+80)
+			t.Errorf("%q in cleartext between nodes: …%q…", f, data[lo:hi])
+		}
+	}
+	if m := regexp.MustCompile(`v[0-9]\.[0-9]+\.[0-9]+\.[A-Za-z0-9_-]{4,}`).Find(data); m != nil {
+		t.Errorf("a signed fence token in cleartext: %q", m)
+	}
+	t.Logf("captured %d bytes over %s while %d keys were published", len(data), end.Sub(start).Round(time.Millisecond), published)
 }
