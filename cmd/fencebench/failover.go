@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -32,6 +33,7 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c.register(fs)
 	rounds := fs.Int("rounds", 20, "how many times to kill the leader")
 	profile := fs.String("profile", "default", "timeout profile: default or fast")
+	compare := fs.String("compare", "", "another fencecron binary (an older build, say) to measure first, in the same run, for a side-by-side table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,11 +42,50 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer cleanup()
+	type result struct {
+		label            string
+		elected, granted []time.Duration
+	}
+	var results []result
+	bins := []string{bin}
+	if *compare != "" {
+		bins = []string{*compare, bin}
+	}
+	for i, b := range bins {
+		label := b
+		if len(bins) > 1 {
+			label = map[int]string{0: "compare", 1: "this"}[i] + " (" + b + ")"
+		}
+		fmt.Fprintf(stderr, "measuring %s\n", label)
+		e, g, err := measureFailover(ctx, b, filepath.Join(dir, fmt.Sprint(i)), *profile, *rounds, stderr)
+		if err != nil {
+			return fmt.Errorf("%s: %w", label, err)
+		}
+		results = append(results, result{label, e, g})
+	}
+	fmt.Fprintf(stdout, "failover, profile %s, %d leader kills per binary (3 servers, SIGKILL of the leader):\n", *profile, *rounds)
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "binary\tfrom SIGKILL to\tmin\tmedian\tp99\tmax\t")
+	for _, r := range results {
+		for _, row := range []struct {
+			name string
+			d    []time.Duration
+		}{{"new epoch committed", r.elected}, {"first committed grant", r.granted}} {
+			s := summarize(row.d)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t\n", r.label, row.name, ms(s.Min), ms(s.P50), ms(s.P99), ms(s.Max))
+		}
+	}
+	return tw.Flush()
+}
+
+// measureFailover starts a cluster of bin in dir and kills its leader
+// rounds times.
+func measureFailover(ctx context.Context, bin, dir, profile string, rounds int, stderr io.Writer) (elected, granted []time.Duration, err error) {
 	cl, err := localcluster.Start(localcluster.Options{
-		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: *profile, Jobs: failoverJobs(),
+		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: profile, Jobs: failoverJobs(),
 	})
 	if err != nil {
-		return err
+		return nil, nil, err
 	}
 	defer cl.Stop()
 
@@ -60,28 +101,17 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		return nil
 	}); err != nil {
-		return err
+		return nil, nil, err
 	}
-	var elected, granted []time.Duration
-	for round := 1; round <= *rounds && ctx.Err() == nil; round++ {
+	for round := 1; round <= rounds && ctx.Err() == nil; round++ {
 		e, g, err := failoverOnce(cl)
 		if err != nil {
-			return fmt.Errorf("round %d: %w", round, err)
+			return nil, nil, fmt.Errorf("round %d: %w", round, err)
 		}
 		elected, granted = append(elected, e), append(granted, g)
 		fmt.Fprintf(stderr, "round %2d: new epoch committed after %s, first grant after %s\n", round, ms(e), ms(g))
 	}
-	fmt.Fprintf(stdout, "failover, profile %s, %d leader kills (3 servers, SIGKILL of the leader):\n", *profile, len(granted))
-	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "from SIGKILL to\tmin\tmedian\tp99\tmax\t")
-	for _, row := range []struct {
-		name string
-		d    []time.Duration
-	}{{"new epoch committed", elected}, {"first committed grant", granted}} {
-		s := summarize(row.d)
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t\n", row.name, ms(s.Min), ms(s.P50), ms(s.P99), ms(s.Max))
-	}
-	return tw.Flush()
+	return elected, granted, nil
 }
 
 // failoverOnce kills the leader and measures until a surviving server has

@@ -1,8 +1,9 @@
 // Command fencebench measures a whole local cluster of fencecron processes:
 //
-//	fencebench failover [-rounds 20] [-profile default|fast]
+//	fencebench failover [-rounds 20] [-profile default|fast] [-compare BIN]
 //	    SIGKILL the leader again and again; time from the kill to the new
-//	    leader's first committed grant.
+//	    leader's first committed grant. -compare measures another binary
+//	    first, in the same run, and prints both side by side.
 //	fencebench lateness [-rates 10,100] [-duration 30s]
 //	    jobs firing N times a second; lateness (process start minus
 //	    scheduled time) and sustained runs per second.
@@ -40,7 +41,7 @@ func main() {
 }
 
 const usage = `usage:
-  fencebench failover [-rounds N] [-profile default|fast] [-bin PATH] [-keep DIR]
+  fencebench failover [-rounds N] [-profile default|fast] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench lateness [-rates 10,100] [-duration D] [-bin PATH] [-keep DIR]
 `
 

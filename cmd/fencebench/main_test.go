@@ -53,7 +53,8 @@ func logsOnFailure(t *testing.T, dir string) {
 	}
 	logs, _ := filepath.Glob(filepath.Join(dir, "*", "*.log"))
 	more, _ := filepath.Glob(filepath.Join(dir, "*.log"))
-	for _, p := range append(more, logs...) {
+	deeper, _ := filepath.Glob(filepath.Join(dir, "*", "*", "*.log")) // failover: one directory per binary
+	for _, p := range append(append(more, logs...), deeper...) {
 		t.Logf("--- %s (tail) ---\n%s", p, localcluster.LogTail(p, 6000))
 	}
 }
