@@ -3,6 +3,8 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -39,8 +41,9 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
+	caFile := fs.String("ca", os.Getenv("FENCECRON_CA"), "PEM file of the CA that signed the node's api.tls certificate, for an https:// -addr (or FENCECRON_CA; default: the system's roots)")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT] [-token TOKEN] [-json] %s\n", name, argUsage)
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-token TOKEN] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,7 +57,19 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, http: &http.Client{Timeout: 30 * time.Second}}, fs.Args(), nil
+	hc := &http.Client{Timeout: 30 * time.Second}
+	if *caFile != "" {
+		pem, err := os.ReadFile(*caFile)
+		if err != nil {
+			return nil, nil, fmt.Errorf("-ca: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, nil, fmt.Errorf("-ca %s: no PEM certificate in it", *caFile)
+		}
+		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+	}
+	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, http: hc}, fs.Args(), nil
 }
 
 // do sends a request and decodes a JSON answer into v; a non-2xx answer
