@@ -27,8 +27,10 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *apiToken != "" && len(*apiToken) < config.MinSecretLength {
-		return fmt.Errorf("-api-token: %d bytes: want at least %d", len(*apiToken), config.MinSecretLength)
+	if *apiToken != "" {
+		if err := config.CheckSecret(*apiToken); err != nil {
+			return fmt.Errorf("-api-token: %w", err)
+		}
 	}
 	log := newLogger(stderr)
 	log.Info("fencecron dev: a single-node cluster with the example jobs", "data", *dataDir)
