@@ -453,9 +453,9 @@ func TestServer_BodyLimits(t *testing.T) {
 	}
 }
 
-// openServer starts the fixture's server on a real socket (Open), so the
+// openWithLimits starts the fixture's server on a real socket (Open), so the
 // http.Server's limits apply.
-func openServer(t *testing.T, limits Limits) *fixture {
+func openWithLimits(t *testing.T, limits Limits) *fixture {
 	t.Helper()
 	f := newFixture(t, func(s *Server) { s.Limits = limits; s.Addr = "127.0.0.1:0" })
 	if err := f.srv.Open(); err != nil {
@@ -472,7 +472,7 @@ func openServer(t *testing.T, limits Limits) *fixture {
 // At most MaxEventStreams streams are open at once; one more gets 503
 // with Retry-After (and is counted), and a place freed is taken again.
 func TestServer_EventStreamCap(t *testing.T) {
-	f := openServer(t, Limits{MaxEventStreams: 2})
+	f := openWithLimits(t, Limits{MaxEventStreams: 2})
 	url := f.srv.URL() + "/api/v1/events"
 	ctx1, cancel1 := context.WithCancel(t.Context())
 	defer cancel1()
@@ -513,7 +513,7 @@ func TestServer_EventStreamCap(t *testing.T) {
 // (at the configured interval) long after both have passed.
 func TestServer_EventStreamOutlivesTimeouts(t *testing.T) {
 	const readTimeout = 200 * time.Millisecond
-	f := openServer(t, Limits{ReadTimeout: readTimeout, WriteTimeout: readTimeout, EventHeartbeat: 20 * time.Millisecond})
+	f := openWithLimits(t, Limits{ReadTimeout: readTimeout, WriteTimeout: readTimeout, EventHeartbeat: 20 * time.Millisecond})
 	req, _ := http.NewRequestWithContext(t.Context(), "GET", f.srv.URL()+"/api/v1/events", nil)
 	req.Header.Set("Accept", "text/event-stream")
 	resp, err := http.DefaultClient.Do(req)
