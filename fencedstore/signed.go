@@ -19,7 +19,7 @@ const (
 	// MaxAttemptLen bounds the attempt id carried in a token.
 	MaxAttemptLen = 512
 	// MinSecretLen is the shortest cluster secret NewSigner accepts.
-	MinSecretLen = 16
+	MinSecretLen = 32
 )
 
 // tokenVersion prefixes every signed token; a new format gets a new one.

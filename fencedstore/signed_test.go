@@ -49,7 +49,7 @@ func TestSigner_RoundTrip(t *testing.T) {
 
 func TestSigner_Refuses(t *testing.T) {
 	s := mustSigner(t, testSecret)
-	other := mustSigner(t, "another-cluster-secret-entirely")
+	other := mustSigner(t, "another-cluster-secret-entirely-unrelated")
 	st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 3, Seq: 9}, Attempt: "a", Scope: fencedstore.Scope{Job: "j", Prefix: "reports/"}}
 	good, err := s.Sign(st)
 	if err != nil {

@@ -135,6 +135,9 @@ const (
 	EventResumed   = "resumed"
 	EventSuspect   = "suspect"
 	EventLost      = "lost"
+	// EventLoginFailed: a client address was locked out of the
+	// dashboard's login after failed tokens (one entry per lockout).
+	EventLoginFailed = "login_failed"
 )
 
 // SkipRange records scheduled times of a job that were deliberately not

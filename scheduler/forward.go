@@ -75,7 +75,7 @@ func fromWire(w WireResult) (applyResult, error) {
 
 // forwardable lists the commands a follower may send to the leader.
 // Elections and grants are the leader's own and are never forwarded.
-var forwardable = map[string]bool{opSetJobs: true, opStart: true, opComplete: true, opPause: true, opNote: true}
+var forwardable = map[string]bool{opSetJobs: true, opStart: true, opComplete: true, opPause: true, opNote: true, opAudit: true}
 
 // ApplyForwarded applies a command forwarded by another node. It answers
 // with code not_leader if this node does not lead, so the sender can look

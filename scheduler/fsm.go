@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -33,6 +34,7 @@ const (
 	opRetry     = "retry"
 	opPause     = "pause"
 	opNote      = "note"
+	opAudit     = "audit"
 )
 
 // command is one entry of the replicated log. Exactly one payload is set.
@@ -48,6 +50,7 @@ type command struct {
 	Retry     *retryCmd     `json:"retry,omitempty"`
 	Pause     *pauseCmd     `json:"pause,omitempty"`
 	Note      *noteCmd      `json:"note,omitempty"`
+	Audit     *auditCmd     `json:"audit,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -118,6 +121,31 @@ type noteCmd struct {
 	Node    string    `json:"node"`
 	Detail  string    `json:"detail"`
 	At      time.Time `json:"at"`
+}
+
+// auditCmd records something a node saw that concerns no run, such as a
+// client locked out of its login (jobs.EventLoginFailed).
+type auditCmd struct {
+	Kind   string    `json:"kind"`
+	Node   string    `json:"node"`
+	Detail string    `json:"detail"`
+	At     time.Time `json:"at"`
+}
+
+// Bounds on an audit entry: nodes propose them from what clients do, so
+// the FSM keeps them small whatever a proposer sends.
+const (
+	maxAuditKind   = 32
+	maxAuditDetail = 512
+)
+
+// fsmKinds are the event kinds the FSM records from its own commands; an
+// audit entry may not pose as one of them.
+var fsmKinds = map[string]bool{
+	jobs.EventElected: true, jobs.EventJobSet: true, jobs.EventGranted: true, jobs.EventSkipped: true,
+	jobs.EventStarted: true, jobs.EventCompleted: true, jobs.EventFenced: true, jobs.EventExpired: true,
+	jobs.EventCancelled: true, jobs.EventPaused: true, jobs.EventResumed: true, jobs.EventSuspect: true,
+	jobs.EventLost: true,
 }
 
 // Completion is what a worker reports when an attempt ends. Reporting the
@@ -266,6 +294,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyPause(l, c.Pause)
 	case c.Op == opNote && c.Note != nil:
 		return f.applyNote(l, c.Note)
+	case c.Op == opAudit && c.Audit != nil:
+		return f.applyAudit(l, c.Audit)
 	}
 	return applyResult{Err: fmt.Errorf("malformed command %q at %d", c.Op, l.Index)}
 }
@@ -570,6 +600,21 @@ func (f *FSM) applyNote(l *raft.Log, n *noteCmd) applyResult {
 	f.st.Counters[n.Kind]++
 	f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
 	return applyResult{Run: r.Clone()}
+}
+
+// applyAudit appends a node's audit entry. Any kind but the FSM's own is
+// taken, so a newer node's kinds apply the same on older replicas; the
+// detail is cut to maxAuditDetail bytes.
+func (f *FSM) applyAudit(l *raft.Log, a *auditCmd) applyResult {
+	if a.Kind == "" || len(a.Kind) > maxAuditKind || fsmKinds[a.Kind] {
+		return applyResult{Err: fmt.Errorf("audit entry of kind %q: %w", a.Kind, jobs.ErrInvalidConfig)}
+	}
+	detail := a.Detail
+	if len(detail) > maxAuditDetail {
+		detail = strings.ToValidUTF8(detail[:maxAuditDetail], "") + "..."
+	}
+	f.event(l, jobs.Event{Time: a.At, Kind: a.Kind, Node: a.Node, Detail: detail})
+	return applyResult{}
 }
 
 // Snapshot implements raft.FSM.

@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/hashicorp/raft"
 
@@ -239,5 +241,65 @@ func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 	g := snapshotRestored(t, f)
 	if got, _ := g.Run(run.ID); !AwaitsRetry(got) {
 		t.Errorf("restored run awaiting retry: %s, want pending", got.State)
+	}
+}
+
+// An audit entry joins the replicated trail (and survives a snapshot);
+// it may not pose as an entry the FSM makes itself, and its detail is
+// bounded whatever the proposer sends.
+func TestFSM_Audit(t *testing.T) {
+	f := withJobs(t, "report")
+	audit := func(kind, detail string) command {
+		return command{Op: opAudit, Audit: &auditCmd{Kind: kind, Node: "n2", Detail: detail, At: t0}}
+	}
+	if res := applyAt(t, f, 2, 10, audit(jobs.EventLoginFailed, "5 failed logins from 10.1.2.3; locked out for 30s")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, kind := range []string{"", jobs.EventGranted, jobs.EventElected, strings.Repeat("k", 33)} {
+		if res := applyAt(t, f, 2, 11, audit(kind, "x")); !errors.Is(res.Err, jobs.ErrInvalidConfig) {
+			t.Errorf("audit of kind %q: err = %v, want ErrInvalidConfig", kind, res.Err)
+		}
+	}
+	if res := applyAt(t, f, 2, 12, audit("future_kind", strings.Repeat("é", 1000))); res.Err != nil {
+		t.Fatalf("a kind this version does not know: %v", res.Err)
+	}
+	evs := snapshotRestored(t, f).Events(0, 0)
+	var got []jobs.Event
+	for _, e := range evs {
+		if e.Kind != jobs.EventJobSet {
+			got = append(got, e)
+		}
+	}
+	if len(got) != 2 {
+		t.Fatalf("events after restore = %+v, want the two audit entries", got)
+	}
+	if e := got[0]; e.Kind != jobs.EventLoginFailed || e.Node != "n2" || e.Index != 10 || !e.Time.Equal(t0) ||
+		e.Detail != "5 failed logins from 10.1.2.3; locked out for 30s" {
+		t.Errorf("audit event = %+v", e)
+	}
+	if d := got[1].Detail; len(d) > maxAuditDetail+3 || !utf8.ValidString(d) || !strings.HasSuffix(d, "...") {
+		t.Errorf("long detail kept as %d bytes (valid UTF-8 %v), want at most %d and cut with ...", len(d), utf8.ValidString(d), maxAuditDetail+3)
+	}
+}
+
+// A follower forwards an audit entry to the leader like a note: the
+// leader's ApplyForwarded takes the op.
+func TestScheduler_AuditForwarded(t *testing.T) {
+	fsm := NewFSM()
+	s := New(&fakeRaft{fsm: fsm}, fsm)
+	s.Clock = fixedClock{base}
+	b, err := json.Marshal(command{Op: opAudit, Audit: &auditCmd{Kind: jobs.EventLoginFailed, Node: "n3", Detail: "locked out", At: base}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if w := s.ApplyForwarded(t.Context(), b); w.Code != "" {
+		t.Fatalf("ApplyForwarded(audit) = %+v, want applied", w)
+	}
+	if err := s.Audit(t.Context(), jobs.EventLoginFailed, "n1", "from the leader itself"); err != nil {
+		t.Fatal(err)
+	}
+	evs := fsm.Events(0, 0)
+	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
+		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
 	}
 }

@@ -239,6 +239,14 @@ func (s *Scheduler) Note(ctx context.Context, attempt, kind, node, detail string
 	return err
 }
 
+// Audit records an entry of the given kind (such as jobs.EventLoginFailed)
+// that node saw, in the replicated audit trail. Callers bound how often
+// they call it: each call is a Raft entry.
+func (s *Scheduler) Audit(ctx context.Context, kind, node, detail string) error {
+	_, err := s.apply(ctx, command{Op: opAudit, Audit: &auditCmd{Kind: kind, Node: node, Detail: detail, At: s.now()}})
+	return err
+}
+
 // Pause pauses or resumes a job through Raft.
 func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
 	_, err := s.apply(ctx, command{Op: opPause, Pause: &pauseCmd{Job: job, Paused: paused, At: s.now()}})

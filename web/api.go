@@ -139,11 +139,21 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"info": s.State.JobSetInfo(), "jobs": nonNil(specs)})
 }
 
+// maxJobSetBody bounds PUT /api/v1/jobset: as large as a config file may
+// be (config.MaxFileSize), and well below what a follower may forward to
+// the leader (maxInternalBody).
+const maxJobSetBody = 4 << 20
+
 func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	var req JobSetRequest
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxInternalBody))
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJobSetBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			s.error(w, r, fmt.Errorf("%w: a job set is at most %d bytes", errTooLarge, maxJobSetBody))
+			return
+		}
 		s.error(w, r, badRequest("decode job set: %v", err))
 		return
 	}
@@ -209,6 +219,9 @@ var (
 	errForbidden    = errors.New("forbidden")
 	errMethod       = errors.New("method not allowed")
 	errUnavailable  = errors.New("unavailable")
+	errMisdirected  = errors.New("misdirected request")
+	errTooLarge     = errors.New("request too large")
+	errTooMany      = errors.New("too many requests")
 )
 
 func badRequest(format string, args ...any) error {
@@ -227,6 +240,12 @@ func statusOf(err error) int {
 		return http.StatusForbidden
 	case errors.Is(err, errMethod):
 		return http.StatusMethodNotAllowed
+	case errors.Is(err, errMisdirected):
+		return http.StatusMisdirectedRequest
+	case errors.Is(err, errTooMany):
+		return http.StatusTooManyRequests
+	case errors.Is(err, errTooLarge):
+		return http.StatusRequestEntityTooLarge
 	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, fencedstore.ErrNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, jobs.ErrDuplicateRun):
@@ -253,6 +272,10 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	}
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
+	}
+	var re *retryError
+	if errors.As(err, &re) {
+		w.Header().Set("Retry-After", retryAfter(re.after))
 	}
 	if wantsHTML(r) {
 		s.renderError(w, r, code, err)

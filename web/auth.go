@@ -1,16 +1,22 @@
 package web
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // Who may change things through the public API and the dashboard.
@@ -18,26 +24,40 @@ import (
 //   - ReadOnly refuses every mutating public endpoint with 403.
 //   - With an APIToken, a mutating request must carry it as
 //     "Authorization: Bearer TOKEN" (the CLI), or come from a browser that
-//     logged in at /login (a signed session cookie) and echo that session's
-//     CSRF token in the X-Fencecron-CSRF header or a csrf form field.
-//   - Without one, anyone who reaches the port may act.
+//     logged in at /login (a session cookie, see sessionTable) and echo
+//     that session's CSRF token in the X-Fencecron-CSRF header or a csrf
+//     form field. Wrong tokens are throttled per client address
+//     (throttle.go), logged, counted and, per lockout, audited.
+//   - Without one, only clients on the node's own host (a loopback peer
+//     address) may act; others get 403 naming api.token, and the
+//     dashboard shows them no buttons.
 //
 // In every case a browser request from another origin (Sec-Fetch-Site or
 // Origin naming another site) is refused, so a page elsewhere cannot make
-// a visitor's browser trigger jobs on a node it can reach.
+// a visitor's browser trigger jobs on a node it can reach, and a request
+// addressed to a name that is not this node's is refused before any of
+// this (host.go), so a page cannot pose as this node's own origin either.
 
 const (
 	sessionCookie = "fencecron_session"
 	csrfHeader    = "X-Fencecron-CSRF"
 	csrfField     = "csrf"
 	sessionTTL    = 12 * time.Hour
+	// maxLoginBody bounds the login form: a token and a path.
+	maxLoginBody = 16 << 10
+
+	// Reasons of fencecron_login_failures_total.
+	loginWrongToken = "wrong_token"
+	loginLockedOut  = "locked_out"
 )
 
 // auth is what a page knows about the request's right to act.
 type auth struct {
 	// Required: the node has an API token. LoggedIn: this browser holds a
-	// valid session. ReadOnly: nothing can be changed here.
-	Required, LoggedIn, ReadOnly bool
+	// valid session. ReadOnly: nothing can be changed here. LocalOnly: the
+	// node has no token and this client is not on its host, so it may not
+	// act.
+	Required, LoggedIn, ReadOnly, LocalOnly bool
 	// CanAct: buttons work for this request. CSRF is its form token.
 	CanAct bool
 	CSRF   string
@@ -57,17 +77,22 @@ func (s *Server) mac(parts ...string) string {
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// newSession returns a cookie value: nonce.expiry.mac.
+// newSession starts a session and returns its cookie value:
+// nonce.expiry.mac. The session lives in s.sessions until it expires or
+// its browser logs out.
 func (s *Server) newSession(now time.Time) string {
-	var b [12]byte
+	var b [16]byte
 	rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
-	exp := strconv.FormatInt(now.Add(sessionTTL).Unix(), 10)
-	return nonce + "." + exp + "." + s.mac("session", nonce, exp)
+	exp := now.Add(sessionTTL)
+	expText := strconv.FormatInt(exp.Unix(), 10)
+	s.sessions.add(nonce, exp, now)
+	return nonce + "." + expText + "." + s.mac("session", nonce, expText)
 }
 
-// session returns the request's valid session cookie value, or "".
-func (s *Server) session(r *http.Request) string {
+// sessionNonce returns the nonce of the request's cookie if it is signed
+// with the current token, or "". It does not check that it is live.
+func (s *Server) sessionNonce(r *http.Request) string {
 	if s.APIToken == "" {
 		return ""
 	}
@@ -83,10 +108,17 @@ func (s *Server) session(r *http.Request) string {
 	if subtle.ConstantTimeCompare([]byte(parts[2]), []byte(want)) != 1 {
 		return ""
 	}
-	exp, err := strconv.ParseInt(parts[1], 10, 64)
-	if err != nil || s.Clock.Now().Unix() >= exp {
+	return parts[0]
+}
+
+// session returns the request's cookie value if it names a live session,
+// or "".
+func (s *Server) session(r *http.Request) string {
+	nonce := s.sessionNonce(r)
+	if nonce == "" || !s.sessions.valid(nonce, s.Clock.Now()) {
 		return ""
 	}
+	c, _ := r.Cookie(sessionCookie)
 	return c.Value
 }
 
@@ -103,7 +135,8 @@ func (s *Server) authOf(r *http.Request) auth {
 	if sess := s.session(r); sess != "" {
 		a.LoggedIn, a.CSRF = true, s.csrfToken(sess)
 	}
-	a.CanAct = !a.ReadOnly && (!a.Required || a.LoggedIn)
+	a.LocalOnly = !a.Required && !isLoopbackClient(r)
+	a.CanAct = !a.ReadOnly && (a.LoggedIn || (!a.Required && !a.LocalOnly))
 	return a
 }
 
@@ -118,12 +151,22 @@ func (s *Server) authorizeWrite(r *http.Request) error {
 		return fmt.Errorf("%w: this node's API is read-only (api.read_only: true); use another node", errForbidden)
 	}
 	if s.APIToken == "" {
+		// Without a token, whoever reaches the port could act; a node
+		// bound to a public address would run anyone's commands. Only
+		// the node's own host may, then.
+		if !isLoopbackClient(r) {
+			return fmt.Errorf("%w: this node has no API token (api.token), so only clients on its own host may change anything; "+
+				"set api.token on the node and send it as \"Authorization: Bearer TOKEN\" (fencecron -token or FENCECRON_API_TOKEN), or log in at /login", errForbidden)
+		}
 		return nil
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
 		got, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(s.APIToken)) != 1 {
+		if !ok {
 			return fmt.Errorf("%w: wrong API token (the Authorization header must be \"Bearer\" and api.token)", errUnauthorized)
+		}
+		if err := s.checkToken(r, got, "bearer"); err != nil {
+			return fmt.Errorf("%w (the Authorization header must be \"Bearer\" and api.token)", err)
 		}
 		return nil
 	}
@@ -156,12 +199,111 @@ func isForm(r *http.Request) bool {
 	return strings.HasPrefix(ct, "application/x-www-form-urlencoded") || strings.HasPrefix(ct, "multipart/form-data")
 }
 
-// localPath returns p if it is a path on this server, else "/".
+// retryError is an error whose answer says when to try again
+// (Retry-After).
+type retryError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string { return e.err.Error() }
+func (e *retryError) Unwrap() error { return e.err }
+
+// retryAfter is d in whole seconds, rounded up, as Retry-After wants it.
+func retryAfter(d time.Duration) string {
+	return strconv.FormatInt(int64((d+time.Second-1)/time.Second), 10)
+}
+
+// checkToken checks a token a client presented (at /login, or as a
+// Bearer header: via says which) under the throttle of throttle.go:
+// nil if it is the API token, an error that maps to 401 if not, and one
+// that maps to 429 if the client's address is locked out, in which case
+// the token is not even compared.
+func (s *Server) checkToken(r *http.Request, got, via string) error {
+	client, now := clientKey(r), s.Clock.Now()
+	if wait := s.throttle.locked(client, now); wait > 0 {
+		s.metrics().loginFailed(loginLockedOut)
+		return &retryError{after: wait, err: fmt.Errorf("%w: too many wrong tokens from your address (%s); try again in %s", errTooMany, client, wait.Round(time.Second))}
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(s.APIToken)) == 1 {
+		s.throttle.succeed(client)
+		return nil
+	}
+	lockout, failures := s.throttle.fail(client, now)
+	s.metrics().loginFailed(loginWrongToken)
+	s.Logger.Warn("wrong API token", "client", client, "remote", r.RemoteAddr, "via", via)
+	if lockout == 0 {
+		return fmt.Errorf("%w: wrong API token", errUnauthorized)
+	}
+	s.Logger.Warn("client locked out after wrong API tokens", "client", client, "failures", failures, "lockout", lockout)
+	s.auditLockout(client, failures, lockout, now)
+	return &retryError{after: lockout, err: fmt.Errorf("%w: wrong API token; too many from your address (%s), locked out for %s", errUnauthorized, client, lockout)}
+}
+
+// auditLockout records a lockout in the cluster's audit trail, in the
+// background (it is a Raft entry, and the client need not wait for it),
+// unless this node has proposed too many lately (see auditLimiter).
+func (s *Server) auditLockout(client string, failures int, lockout time.Duration, now time.Time) {
+	ok, leftOut := s.audits.allow(now)
+	if !ok {
+		s.Logger.Warn("lockout not written to the audit trail: too many lately; the next entry counts it", "client", client)
+		return
+	}
+	detail := fmt.Sprintf("%d failed %s from %s; locked out for %s", failures, pluralOf(failures, "login", "logins"), client, lockout)
+	if leftOut > 0 {
+		detail += fmt.Sprintf(" (and %d more %s on this node not recorded one by one)", leftOut, pluralOf(leftOut, "lockout", "lockouts"))
+	}
+	base := s.baseCtx
+	if base == nil {
+		base = context.Background()
+	}
+	node := s.Cluster.ID()
+	s.background.Add(1)
+	go func() {
+		defer s.background.Done()
+		ctx, cancel := context.WithTimeout(base, 30*time.Second)
+		defer cancel()
+		if err := s.Scheduler.Audit(ctx, jobs.EventLoginFailed, node, detail); err != nil {
+			s.Logger.Warn("lockout not written to the audit trail", "client", client, "err", err)
+		}
+	}()
+}
+
+func pluralOf(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// localPath returns p if it is a plain absolute path on this server,
+// else "/": the only places login's next= and a form's back= may send a
+// browser. It refuses, in p and in p with its escapes decoded once:
+// control characters (browsers drop a tab or newline, so "/\t/host"
+// becomes "//host", another host), backslashes (read as "/"), a leading
+// "//", and anything with a scheme, a host or user info.
 func localPath(p string) string {
-	if !strings.HasPrefix(p, "/") || strings.HasPrefix(p, "//") || strings.HasPrefix(p, "/\\") || strings.ContainsAny(p, "\r\n") {
+	if !isLocalPath(p) {
 		return "/"
 	}
 	return p
+}
+
+func isLocalPath(p string) bool {
+	if !strings.HasPrefix(p, "/") || len(p) > 2048 {
+		return false
+	}
+	decoded, err := url.PathUnescape(p)
+	if err != nil {
+		return false
+	}
+	for _, v := range []string{p, decoded} {
+		if strings.HasPrefix(v, "//") || strings.Contains(v, `\`) || strings.IndexFunc(v, unicode.IsControl) >= 0 {
+			return false
+		}
+	}
+	u, err := url.Parse(p)
+	return err == nil && u.Scheme == "" && u.Host == "" && u.User == nil && u.Opaque == "" && strings.HasPrefix(u.Path, "/")
 }
 
 type loginPage struct {
@@ -175,23 +317,37 @@ func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
-	r.Body = http.MaxBytesReader(w, r.Body, 64<<10)
+	r.Body = http.MaxBytesReader(w, r.Body, maxLoginBody)
+	formErr := r.ParseForm()
 	page := &loginPage{pageBase: s.base(r, "Log in", ""), Next: localPath(r.PostFormValue("next"))}
 	code := http.StatusOK
 	switch err := crossOrigin.Check(r); {
 	case err != nil:
 		code, page.Error = http.StatusForbidden, "a login from another site is refused"
+	case formErr != nil:
+		// Not a wrong token: nothing was presented.
+		code, page.Error = http.StatusBadRequest, "cannot read the login form: "+formErr.Error()
 	case s.APIToken == "":
 		code, page.Error = http.StatusBadRequest, "this node has no API token (api.token): there is nothing to log in to"
-	case subtle.ConstantTimeCompare([]byte(r.PostFormValue("token")), []byte(s.APIToken)) != 1:
-		code, page.Error = http.StatusUnauthorized, "wrong token"
 	default:
-		http.SetCookie(w, &http.Cookie{
-			Name: sessionCookie, Value: s.newSession(s.Clock.Now()), Path: "/",
-			MaxAge: int(sessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
-		})
-		http.Redirect(w, r, page.Next, http.StatusSeeOther)
-		return
+		err := s.checkToken(r, r.PostFormValue("token"), "login")
+		if err == nil {
+			http.SetCookie(w, &http.Cookie{
+				Name: sessionCookie, Value: s.newSession(s.Clock.Now()), Path: "/",
+				MaxAge: int(sessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+			})
+			http.Redirect(w, r, page.Next, http.StatusSeeOther)
+			return
+		}
+		code = statusOf(err)
+		page.Error = strings.Replace(err.Error(), "wrong API token", "wrong token", 1)
+		if _, msg, ok := strings.Cut(page.Error, ": "); ok {
+			page.Error = msg // without the status word
+		}
+		var re *retryError
+		if errors.As(err, &re) {
+			w.Header().Set("Retry-After", retryAfter(re.after))
+		}
 	}
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
@@ -199,11 +355,17 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, code, "login.html", page)
 }
 
+// handleLogout ends the browser's session on the server, so its cookie
+// authorizes nothing from now on, wherever a copy of it is, and clears
+// the cookie.
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if err := crossOrigin.Check(r); err != nil {
 		s.error(w, r, fmt.Errorf("%w: a logout from another site is refused", errForbidden))
 		return
 	}
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if nonce := s.sessionNonce(r); nonce != "" {
+		s.sessions.remove(nonce)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil})
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }

@@ -16,15 +16,17 @@ import (
 //	event: cluster   data = {node, raft_state, leader, epoch, members}
 //	                 whenever that summary changes (gossip and Raft views
 //	                 are not audit entries)
-//	: ping           a comment every sseKeepAlive, so idle proxies and dead
-//	                 clients are noticed
+//	: ping           a comment every Limits.EventHeartbeat, so idle proxies
+//	                 and dead clients are noticed
 //
 // Each stream has its own coalescing subscription to the replicated
 // state, so a slow client delays nobody; one that cannot take a write
-// within sseWriteTimeout is dropped.
+// within sseWriteTimeout is dropped. At most Limits.MaxEventStreams are
+// open at once; one more is answered 503 with Retry-After (a dashboard's
+// script tries again then).
 const (
-	sseKeepAlive    = 15 * time.Second
 	sseWriteTimeout = 10 * time.Second
+	sseRetryAfter   = 30 * time.Second
 	sseClusterPoll  = time.Second
 	sseBatch        = 500
 )
@@ -74,6 +76,20 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		}
 		after = n
 	}
+	// A stream takes one of a bounded number of places, so that many
+	// clients cannot each hold a goroutine, a subscription and a
+	// connection for as long as they like.
+	if n := s.streams.Add(1); n > int64(s.Limits.MaxEventStreams) {
+		s.streams.Add(-1)
+		s.metrics().sseRefused.Add(1)
+		s.error(w, r, &retryError{after: sseRetryAfter,
+			err: fmt.Errorf("%w: %d event streams are open, the most this node serves (api.limits.max_event_streams); try again later", errUnavailable, n-1)})
+		return
+	}
+	defer s.streams.Add(-1)
+	// The server's ReadTimeout does not end a stream: once a request
+	// without a body is read, net/http clears the read deadline. Its
+	// write deadline (limitWrites) is replaced before every write below.
 	rc := http.NewResponseController(w)
 	changed, unsubscribe := s.State.Subscribe()
 	defer unsubscribe()
@@ -131,7 +147,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	poll := time.NewTicker(sseClusterPoll)
 	defer poll.Stop()
-	keepAlive := time.NewTicker(sseKeepAlive)
+	keepAlive := time.NewTicker(s.Limits.EventHeartbeat)
 	defer keepAlive.Stop()
 	for {
 		select {

@@ -38,6 +38,24 @@ type fakeClock struct{ now time.Time }
 func (c fakeClock) Now() time.Time                      { return c.now }
 func (c fakeClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
 
+// stepClock is a clock a test moves forward while the server runs.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+func (c *stepClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
+func (c *stepClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
 type fakeCluster struct {
 	stats map[string]string
 }
@@ -254,7 +272,22 @@ func (fakeStore) History(_ context.Context, key string) ([]fencedstore.Decision,
 type fakeScheduler struct {
 	mu      sync.Mutex
 	calls   []string
+	audits  []jobs.Event
 	trigger func(job string) (jobs.Run, error)
+}
+
+func (f *fakeScheduler) Audit(_ context.Context, kind, node, detail string) error {
+	f.mu.Lock()
+	f.audits = append(f.audits, jobs.Event{Kind: kind, Node: node, Detail: detail})
+	f.mu.Unlock()
+	return nil
+}
+
+// Audits returns the audit entries proposed so far.
+func (f *fakeScheduler) Audits() []jobs.Event {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.audits)
 }
 
 func (f *fakeScheduler) record(s string) {

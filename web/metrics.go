@@ -47,19 +47,31 @@ type Metrics struct {
 	holds         *histogram
 	lateness      map[string]*histogram // job -> histogram
 	sseClients    atomic.Int64
+	sseRefused    atomic.Int64
+	// loginFailures counts refused logins by reason: wrong_token, or
+	// locked_out (refused unchecked during a lockout).
+	loginFailures map[string]uint64
 }
 
 // NewMetrics returns empty metrics.
 func NewMetrics() *Metrics {
 	return &Metrics{
-		acquisitions: map[string]uint64{},
-		transitions:  map[string]uint64{},
-		finished:     map[[2]string]uint64{},
-		cancelled:    map[string]uint64{},
-		renewals:     newHistogram(renewalBuckets),
-		holds:        newHistogram(holdBuckets),
-		lateness:     map[string]*histogram{},
+		acquisitions:  map[string]uint64{},
+		transitions:   map[string]uint64{},
+		finished:      map[[2]string]uint64{},
+		cancelled:     map[string]uint64{},
+		renewals:      newHistogram(renewalBuckets),
+		holds:         newHistogram(holdBuckets),
+		lateness:      map[string]*histogram{},
+		loginFailures: map[string]uint64{},
 	}
+}
+
+// loginFailed counts a refused login.
+func (m *Metrics) loginFailed(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.loginFailures[reason]++
 }
 
 var _ scheduler.Observer = (*Metrics)(nil)
@@ -320,6 +332,7 @@ func (s *Server) writeMetrics(w io.Writer) {
 	for k, h := range m.lateness {
 		lateness[k] = h.clone()
 	}
+	logins := maps2(m.loginFailures)
 	m.mu.Unlock()
 
 	e.family("fencecron_lease_acquisitions_total", "counter", "Attempts this worker took: result held (lease confirmed, process started) or the state it ended in without holding it (fenced at establish, lost).")
@@ -353,6 +366,11 @@ func (s *Server) writeMetrics(w io.Writer) {
 		e.histogram("fencecron_job_lateness_seconds", []string{"job", job}, lateness[job])
 	}
 	e.one("fencecron_http_event_streams", "gauge", "Open server-sent event streams (dashboards watching this node).", float64(m.sseClients.Load()))
+	e.one("fencecron_http_event_streams_refused_total", "counter", "Event streams refused because api.limits.max_event_streams were open.", float64(m.sseRefused.Load()))
+	e.family("fencecron_login_failures_total", "counter", "Dashboard logins this node refused: reason wrong_token, or locked_out (the client address was locked out after failures; the token was not checked).")
+	for _, k := range sortedKeys(logins, loginWrongToken, loginLockedOut) {
+		e.sample("fencecron_login_failures_total", []string{"reason", k}, float64(logins[k]))
+	}
 }
 
 func b2f(b bool) float64 {

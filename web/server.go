@@ -12,6 +12,8 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -63,6 +65,9 @@ type Scheduler interface {
 	ApplyForwarded(ctx context.Context, body []byte) scheduler.WireResult
 	TriggerLocal(ctx context.Context, job string) (jobs.Run, error)
 	RenewLocal(attempt, node string) (scheduler.RenewReply, error)
+	// Audit records an entry of kind that node saw in the replicated
+	// audit trail (login lockouts).
+	Audit(ctx context.Context, kind, node, detail string) error
 }
 
 // Server is the HTTP server of one node.
@@ -91,19 +96,93 @@ type Server struct {
 	StoreAPI http.Handler
 
 	// APIToken, if set, is required by the mutating public endpoints and
-	// the dashboard's buttons; ReadOnly refuses them all (see auth.go).
+	// the dashboard's buttons; without it only loopback clients may use
+	// them; ReadOnly refuses them all (see auth.go).
 	APIToken string
 	ReadOnly bool
+	// AdvertiseHosts are this node's own names (its node name and the
+	// address it advertises); AllowedHosts are more names (host, or
+	// host:port) from api.allowed_hosts. A plain-HTTP request must name
+	// one of them, a loopback name or an IP address in its Host header
+	// (see host.go).
+	AdvertiseHosts []string
+	AllowedHosts   []string
+	// Limits bound the HTTP server; zero fields take DefaultLimits.
+	Limits Limits
 	// Metrics holds this node's own counters (give the same value to the
 	// worker as its Observer); nil: a fresh, empty one.
 	Metrics *Metrics
 
-	ln      net.Listener
-	srv     *http.Server
-	pages   map[string]*template.Template
-	baseCtx context.Context
-	cancel  context.CancelFunc
-	done    chan struct{}
+	ln       net.Listener
+	srv      *http.Server
+	pages    map[string]*template.Template
+	baseCtx  context.Context
+	cancel   context.CancelFunc
+	done     chan struct{}
+	streams  atomic.Int64 // open event streams
+	throttle *loginThrottle
+	sessions *sessionTable
+	audits   *auditLimiter
+	// background holds the goroutines a request leaves behind (audit
+	// proposals); Close waits for them.
+	background sync.WaitGroup
+}
+
+// Limits bound what one node's HTTP server gives its clients, so slow or
+// many clients cannot hold its descriptors and goroutines forever.
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's headers; ReadTimeout
+	// the whole request, body included (a body that never finishes is
+	// cut then); WriteTimeout writing a response, set per request so the
+	// event stream can manage its own; IdleTimeout how long a keep-alive
+	// connection may wait for its next request.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's header block.
+	MaxHeaderBytes int
+	// MaxConnections caps the connections served at once: more wait in
+	// the listen queue until one closes. MaxEventStreams caps the open
+	// /api/v1/events streams: one more is answered 503 with Retry-After.
+	MaxConnections, MaxEventStreams int
+	// EventHeartbeat is how often an idle event stream sends a comment.
+	EventHeartbeat time.Duration
+}
+
+// DefaultLimits are the limits a zero field of Server.Limits takes, and
+// the defaults of the config's api.limits.
+var DefaultLimits = Limits{
+	ReadHeaderTimeout: 10 * time.Second,
+	ReadTimeout:       30 * time.Second,
+	WriteTimeout:      2 * time.Minute,
+	IdleTimeout:       2 * time.Minute,
+	MaxHeaderBytes:    64 << 10,
+	MaxConnections:    1024,
+	MaxEventStreams:   64,
+	EventHeartbeat:    15 * time.Second,
+}
+
+// withDefaults returns l with every zero field set from DefaultLimits.
+func (l Limits) withDefaults() Limits {
+	d := DefaultLimits
+	pick := func(v *time.Duration, def time.Duration) {
+		if *v <= 0 {
+			*v = def
+		}
+	}
+	pick(&l.ReadHeaderTimeout, d.ReadHeaderTimeout)
+	pick(&l.ReadTimeout, d.ReadTimeout)
+	pick(&l.WriteTimeout, d.WriteTimeout)
+	pick(&l.IdleTimeout, d.IdleTimeout)
+	pick(&l.EventHeartbeat, d.EventHeartbeat)
+	if l.MaxHeaderBytes <= 0 {
+		l.MaxHeaderBytes = d.MaxHeaderBytes
+	}
+	if l.MaxConnections <= 0 {
+		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxEventStreams <= 0 {
+		l.MaxEventStreams = d.MaxEventStreams
+	}
+	return l
 }
 
 // init sets defaults and parses the templates; Open and tests call it.
@@ -117,6 +196,10 @@ func (s *Server) init() error {
 	if s.Metrics == nil {
 		s.Metrics = NewMetrics()
 	}
+	s.Limits = s.Limits.withDefaults()
+	s.throttle = newLoginThrottle(loginTableSize)
+	s.sessions = newSessionTable(maxSessions)
+	s.audits = newAuditLimiter()
 	pages, err := parsePages()
 	if err != nil {
 		return err
@@ -139,20 +222,27 @@ func (s *Server) Open() error {
 		return fmt.Errorf("http listen %s: %w", s.Addr, err)
 	}
 	s.ln = ln
-	mux := newMuxListener(ln, s.TLS.ServerConfig(clustertls.ProtoHTTP, false), s.PublicTLS)
 	// Event streams run under base: Close cancels it before Shutdown,
 	// which would otherwise wait for them forever.
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	// No WriteTimeout here: it would cut event streams. Handler sets a
+	// write deadline per request instead (see limitWrites), which the
+	// event stream replaces with its own.
 	s.srv = &http.Server{
-		Handler: s.Handler(), ReadHeaderTimeout: 10 * time.Second,
-		BaseContext: func(net.Listener) context.Context { return s.baseCtx },
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: s.Limits.ReadHeaderTimeout,
+		ReadTimeout:       s.Limits.ReadTimeout,
+		IdleTimeout:       s.Limits.IdleTimeout,
+		MaxHeaderBytes:    s.Limits.MaxHeaderBytes,
+		BaseContext:       func(net.Listener) context.Context { return s.baseCtx },
 		// Strangers' failed TLS handshakes are not worth a line each.
 		ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelDebug),
 	}
 	s.done = make(chan struct{})
+	served := s.listener(ln)
 	go func() {
 		defer close(s.done)
-		if err := s.srv.Serve(mux); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := s.srv.Serve(served); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			s.Logger.Error("http server stopped", "err", err)
 		}
 	}()
@@ -179,13 +269,27 @@ func (s *Server) Close(ctx context.Context) error {
 		s.srv.Close()
 	}
 	<-s.done
+	s.background.Wait()
 	return err
+}
+
+// listener wraps the socket Open listens on in what every connection
+// goes through before the HTTP server: the connection cap, then sorting
+// plain from TLS (tlsmux.go), given as long as a request's header to send
+// its first byte.
+func (s *Server) listener(ln net.Listener) net.Listener {
+	return newMuxListener(limitListener(ln, s.Limits.MaxConnections), s.Limits.ReadHeaderTimeout,
+		s.TLS.ServerConfig(clustertls.ProtoHTTP, false), s.PublicTLS)
 }
 
 // Handler returns the router. Call it after Open (or init, in tests).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	r.Use(s.plainPolicy)
+	// Before any handler: refuse hosts this node does not answer to
+	// (host.go; first, since plainPolicy may redirect to r.Host), bound
+	// how long a response may take to write, and limit what plain HTTP
+	// may do (tlsmux.go).
+	r.Use(s.checkHost, s.limitWrites, s.plainPolicy)
 	// The dashboard (pages.go).
 	r.Get("/", s.handleOverview)
 	r.Get("/jobs", s.handleJobsPage)
@@ -237,6 +341,19 @@ func (s *Server) Handler() http.Handler {
 		s.error(w, r, fmt.Errorf("%w: %s is not allowed on %s", errMethod, r.Method, r.URL.Path))
 	})
 	return r
+}
+
+// limitWrites gives every response Limits.WriteTimeout to be written, so
+// a client that stops reading does not hold its connection forever. It
+// is a deadline per request rather than http.Server.WriteTimeout, which
+// would also cut event streams; handleEvents sets its own per write.
+func (s *Server) limitWrites(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Not every ResponseWriter supports deadlines (httptest's); then
+		// there is nothing to bound.
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(s.Limits.WriteTimeout))
+		next.ServeHTTP(w, r)
+	})
 }
 
 // Port returns the port the server listens on.

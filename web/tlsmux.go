@@ -28,14 +28,13 @@ import (
 //
 // A TLS record starts with byte 0x16 (handshake); no HTTP method does.
 
-// sniffTimeout bounds how long a connection may take to send its first
-// byte before it is dropped.
-const sniffTimeout = 10 * time.Second
-
 // muxListener hands out connections already sorted into plain and TLS,
 // so net/http sees a *tls.Conn for TLS and fills in Request.TLS.
 type muxListener struct {
 	net.Listener
+	// sniff bounds how long a connection may take to send its first byte
+	// before it is dropped.
+	sniff time.Duration
 	tls   *tls.Config
 	conns chan net.Conn
 	errc  chan error
@@ -49,9 +48,10 @@ type muxListener struct {
 
 // newMuxListener serves cluster TLS, public TLS (nil: the cluster
 // certificate for every TLS client) and plain HTTP on ln.
-func newMuxListener(ln net.Listener, cluster, public *tls.Config) *muxListener {
+func newMuxListener(ln net.Listener, sniff time.Duration, cluster, public *tls.Config) *muxListener {
 	m := &muxListener{
 		Listener: ln,
+		sniff:    sniff,
 		conns:    make(chan net.Conn),
 		sorting:  map[net.Conn]bool{},
 		errc:     make(chan error, 1),
@@ -112,7 +112,7 @@ func (m *muxListener) sort(c net.Conn) (net.Conn, bool) {
 	}
 	m.sorting[c] = true
 	m.mu.Unlock()
-	c.SetReadDeadline(time.Now().Add(sniffTimeout))
+	c.SetReadDeadline(time.Now().Add(m.sniff))
 	var first [1]byte
 	_, err := c.Read(first[:])
 	m.mu.Lock()
@@ -189,7 +189,7 @@ func (s *Server) plainPolicy(next http.Handler) http.Handler {
 			}
 			s.error(w, r, badRequest("this node serves its API over HTTPS (api.tls): send the request to https://%s", r.Host))
 			return
-		case isStoreWrite(r) && !clientIsLoopback(r):
+		case isStoreWrite(r) && !isLoopbackClient(r):
 			s.error(w, r, fmt.Errorf("%w: a store write from another host must come over TLS, so its fence token never crosses the network in the clear: use https:// and the cluster CA (FENCECRON_STORE_CA), as `fencecron publish` does", errForbidden))
 			return
 		}
@@ -201,14 +201,4 @@ func isStoreWrite(r *http.Request) bool {
 	p := r.URL.Path
 	return (r.Method == http.MethodPut && strings.HasPrefix(p, "/api/v1/store/")) ||
 		(r.Method == http.MethodPost && strings.HasPrefix(p, "/api/v1/establish/"))
-}
-
-// clientIsLoopback reports whether r came from this host.
-func clientIsLoopback(r *http.Request) bool {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return false
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }

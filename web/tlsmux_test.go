@@ -113,7 +113,7 @@ func TestServer_StoreWritesCrossTheNetworkOnlyOverTLS(t *testing.T) {
 		{"10.0.0.9:40000", true, 0},
 	} {
 		r := httptest.NewRequest(http.MethodPut, "/api/v1/store/reports/x.csv", strings.NewReader("body"))
-		r.RemoteAddr = tc.remote
+		r.RemoteAddr, r.Host = tc.remote, "10.0.0.1:8080"
 		if tc.tls {
 			r.TLS = &tls.ConnectionState{}
 		}

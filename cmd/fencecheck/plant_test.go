@@ -119,7 +119,7 @@ func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 // does at the end of a run.
 func observe(t *testing.T, s fencedstore.Store, n int) *Observation {
 	t.Helper()
-	signer, err := fencedstore.NewSigner([]byte("planted-store-secret-0123456789"))
+	signer, err := fencedstore.NewSigner([]byte("planted-store-cluster-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -127,7 +127,7 @@ func (p *Proxy) heldNow() int {
 // link is down (recording nothing for a call that never reached the
 // store).
 func TestStoreProxy_RecordsHoldsAndCuts(t *testing.T) {
-	signer, err := fencedstore.NewSigner([]byte("store-proxy-secret-0123456789"))
+	signer, err := fencedstore.NewSigner([]byte("store-proxy-cluster-secret-0123456789"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -98,7 +98,7 @@ func allAttempts(t *testing.T, n *localcluster.Node) []jobs.Attempt {
 // invalid file changes nothing.
 func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	dir := t.TempDir()
-	t.Setenv("FENCECRON_SECRET", "example-secret-0123456789")
+	t.Setenv("FENCECRON_SECRET", "example-cluster-secret-0123456789-abcdef")
 	// The examples use fixed ports and /tmp paths; move them to free
 	// ports and this test's directory, and change nothing else.
 	ports := map[string]int{}

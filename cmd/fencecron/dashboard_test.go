@@ -47,7 +47,7 @@ func chromium(t *testing.T) string {
 // screenshot (in the test's temp dir, and at $FENCECRON_SCREENSHOT if set).
 func TestDashboard_Chromium(t *testing.T) {
 	browser := chromium(t)
-	const token = "dashboard-test-token-0123"
+	const token = "dashboard-test-token-0123456789-abcdef"
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
 	proctest.Start(t, "dev",
 		"dev", "-data", t.TempDir(), "-api-token", token,

@@ -22,13 +22,15 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	dataDir := fs.String("data", filepath.Join(os.TempDir(), "fencecron-dev"), "data directory (Raft log, snapshots, store)")
 	raftPort := fs.Int("raft-port", 7947, "Raft port on 127.0.0.1")
 	gossipPort := fs.Int("gossip-port", 7946, "gossip port on 127.0.0.1")
-	apiToken := fs.String("api-token", os.Getenv("FENCECRON_API_TOKEN"), "token the API and dashboard require to trigger, pause and resume (default $FENCECRON_API_TOKEN; empty: none)")
+	apiToken := fs.String("api-token", os.Getenv("FENCECRON_API_TOKEN"), "token the API and dashboard require to trigger, pause and resume (default $FENCECRON_API_TOKEN; empty: none, and only clients on this host may change things)")
 	readOnly := fs.Bool("read-only", false, "refuse every change through the public API and hide the dashboard's buttons")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *apiToken != "" && len(*apiToken) < config.MinSecretLength {
-		return fmt.Errorf("-api-token: %d bytes: want at least %d", len(*apiToken), config.MinSecretLength)
+	if *apiToken != "" {
+		if err := config.CheckSecret(*apiToken); err != nil {
+			return fmt.Errorf("-api-token: %w", err)
+		}
 	}
 	log := newLogger(stderr)
 	log.Info("fencecron dev: a single-node cluster with the example jobs", "data", *dataDir)

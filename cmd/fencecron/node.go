@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"os"
 	"os/signal"
@@ -179,6 +180,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
+		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it.
@@ -207,14 +209,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, sched.Close)
 
-	access := "changes need the API token (api.token)"
-	switch {
-	case o.API.ReadOnly:
-		access = "read-only: this node's API changes nothing (api.read_only)"
-	case o.API.Token == "":
-		access = "no API token: anyone who can reach this address can trigger, pause and resume jobs"
-	}
-	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr(), "access", access)
+	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr(), "access", accessLine(bind, o.API))
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
@@ -227,6 +222,40 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		case <-hup:
 			reload(ctx, log, o, node, sched)
 		}
+	}
+}
+
+// accessLine says who may read and who may change things through the
+// public API of a node listening on bind with the api section a.
+func accessLine(bind string, a config.API) string {
+	reach := "anyone who can reach " + bind
+	switch ip := net.ParseIP(bind); {
+	case ip != nil && ip.IsLoopback():
+		reach = "only this host (bound to " + bind + ")"
+	case ip != nil && ip.IsUnspecified():
+		reach = "anyone who can reach any of this host's addresses"
+	}
+	names := "loopback names, IP addresses, the node's name"
+	if len(a.AllowedHosts) > 0 {
+		names += " and api.allowed_hosts"
+	}
+	read := "read: " + reach + ", addressing it by " + names + " (plain HTTP)"
+	switch {
+	case a.ReadOnly:
+		return read + "; change: nobody, read-only (api.read_only)"
+	case a.Token != "":
+		return read + "; change: token-protected, only with the API token (api.token, or a dashboard login)"
+	}
+	return read + "; change: loopback-only, no API token: clients on this host without one, nobody else (set api.token to allow other hosts)"
+}
+
+// webLimits is the config's api.limits for the web server; zero fields
+// take web.DefaultLimits there.
+func webLimits(l config.Limits) web.Limits {
+	return web.Limits{
+		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout,
+		MaxHeaderBytes: int(l.MaxHeaderBytes), MaxConnections: l.MaxConnections, MaxEventStreams: l.MaxEventStreams,
+		EventHeartbeat: l.EventHeartbeat,
 	}
 }
 

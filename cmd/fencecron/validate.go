@@ -23,6 +23,8 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 
 Checks a config file. Prints every problem as file:line:column: message
 and exits 1, or prints each job with its next fire times and exits 0.
+Warnings (such as a literal secret in a file others may read) go to
+stderr and do not change the exit status.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -49,6 +51,11 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 	}
 	if err != nil {
 		return err
+	}
+	// Warnings do not make the file invalid: the node starts, and logs
+	// them too.
+	for _, w := range f.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
 	return writeSummary(stdout, f, now)
 }

@@ -24,7 +24,7 @@ func writeFile(t *testing.T, content string) string {
 // The reference example is valid, and the summary lists each job's next
 // five fire times in its own zone, across a daylight-saving change.
 func TestValidateFile_Reference(t *testing.T) {
-	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-16-bytes")
+	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-32-bytes-0123456789")
 	now := time.Date(2026, 7, 15, 12, 0, 0, 0, time.UTC)
 	var stdout, stderr bytes.Buffer
 	if err := validateFile("../../deploy/examples/fencecron.yaml", now, &stdout, &stderr); err != nil {
@@ -123,5 +123,36 @@ func TestRun_ValidateUsage(t *testing.T) {
 	err := run(context.Background(), []string{"validate", filepath.Join(t.TempDir(), "none.yaml")}, &stdout, &stderr)
 	if !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("missing file: err = %v", err)
+	}
+}
+
+// A literal secret in a world-readable file: validate prints a warning on
+// stderr, still summarizes the file and exits 0; the same file at 0600
+// is quiet.
+func TestRun_ValidateWarnsOfReadableSecret(t *testing.T) {
+	const secret = "a-literal-cluster-secret-0123456789-xyz"
+	path := writeFile(t, "node: {name: n1, bootstrap_expect: 1}\ncluster:\n  secret: "+secret+"\n")
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"validate", path}, &stdout, &stderr); err != nil {
+		t.Fatalf("err = %v, want exit status 0 (a warning)\n%s", err, stderr.String())
+	}
+	want := "warning: " + path + ":3:11: cluster.secret: written in a file the group or others may read (mode 0644): chmod 600 " + path
+	if got := stderr.String(); !strings.HasPrefix(got, want) || strings.Contains(got, secret) {
+		t.Errorf("stderr = %q, want it to start with %q and not to hold the secret", got, want)
+	}
+	if !strings.Contains(stdout.String(), path+": valid\n") {
+		t.Errorf("stdout: %s", stdout.String())
+	}
+
+	if err := os.Chmod(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if err := run(context.Background(), []string{"validate", path}, &stdout, &stderr); err != nil || stderr.Len() != 0 {
+		t.Errorf("mode 0600: err = %v, stderr = %q; want no warning", err, stderr.String())
 	}
 }

@@ -49,12 +49,22 @@
     timer = setTimeout(function () { timer = null; refresh(); }, 200);
   }
 
-  if (body.dataset.live === "true" && window.EventSource) {
+  // The browser reconnects a dropped stream by itself, but gives up on
+  // an answer other than 200, such as 503 when the node already serves
+  // its most event streams: then connect again after a while.
+  var lastCluster = null;
+  function connect() {
     var es = new EventSource("/api/v1/events?after=" + encodeURIComponent(body.dataset.eventSeq || "0"));
     es.onopen = function () { if (live) { live.textContent = "live"; live.className = "live on"; } };
-    es.onerror = function () { if (live) { live.textContent = "reconnecting…"; live.className = "live off"; } };
+    es.onerror = function () {
+      if (es.readyState === EventSource.CLOSED) {
+        if (live) { live.textContent = "no live updates (node busy); retrying in 30s"; live.className = "live off"; }
+        setTimeout(connect, 30000);
+        return;
+      }
+      if (live) { live.textContent = "reconnecting…"; live.className = "live off"; }
+    };
     es.addEventListener("audit", function (e) { body.dataset.eventSeq = e.lastEventId; schedule(); });
-    var lastCluster = null;
     es.addEventListener("cluster", function (e) {
       try {
         var c = JSON.parse(e.data);
@@ -66,6 +76,7 @@
       lastCluster = e.data;
     });
   }
+  if (body.dataset.live === "true" && window.EventSource) connect();
 
   // Job buttons: POST through fetch, say what happened, refresh.
   document.addEventListener("submit", function (ev) {

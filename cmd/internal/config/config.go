@@ -64,8 +64,10 @@ const (
 
 // Limits on the file.
 const (
-	MaxFileSize     = 4 << 20
-	MinSecretLength = 16
+	MaxFileSize = 4 << 20
+	// MinSecretLength is the shortest cluster.secret or api.token
+	// accepted (see CheckSecret for the other rules).
+	MinSecretLength = 32
 )
 
 // Section names.
@@ -86,10 +88,18 @@ type File struct {
 	// Jobs are validated and normalized, in file order.
 	Jobs []jobs.Spec
 
+	// Warnings are things Load found wrong that do not stop the node,
+	// such as a literal secret in a file others may read. Parse never
+	// sets them (it knows no file mode).
+	Warnings []Problem
+
 	// Name is the file name problems are reported against.
 	Name     string
 	sections map[string]bool
 	envUsed  []string
+	// literals are the secrets written into the file itself rather than
+	// taken from the environment.
+	literals []Problem
 }
 
 // Node is the node section: this process's identity and addresses.
@@ -161,6 +171,34 @@ type API struct {
 	// ReadOnly refuses every mutating public endpoint on this node with
 	// 403, whatever the token, and hides the dashboard's buttons.
 	ReadOnly bool
+	// AllowedHosts are the names (host, or host:port) plain-HTTP requests
+	// may address this node by, besides loopback names, IP addresses and
+	// the node's own name: a Host header naming anything else is refused,
+	// so a web page cannot rebind its own DNS name to this node's address
+	// and talk to it from a browser (DNS rebinding).
+	AllowedHosts []string
+	// Limits bound the public HTTP server.
+	Limits Limits
+}
+
+// Limits are the public HTTP server's limits (api.limits). A field left
+// at zero takes the web server's default; deploy/examples/fencecron.yaml
+// lists them.
+type Limits struct {
+	// ReadHeaderTimeout bounds reading a request's headers, ReadTimeout
+	// the whole request with its body, WriteTimeout writing a response
+	// (event streams manage their own), IdleTimeout a keep-alive
+	// connection waiting for its next request.
+	ReadHeaderTimeout, ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	// MaxHeaderBytes caps a request's headers.
+	MaxHeaderBytes int64
+	// MaxConnections caps the connections served at once; more wait to
+	// be accepted. MaxEventStreams caps open /api/v1/events streams; one
+	// more gets 503.
+	MaxConnections, MaxEventStreams int
+	// EventHeartbeat is how often an idle event stream sends a comment,
+	// so proxies keep it and dead clients are noticed.
+	EventHeartbeat time.Duration
 }
 
 // TLSFiles are the PEM files of a certificate (cluster.tls, api.tls):
@@ -220,18 +258,35 @@ func (e *Error) Error() string {
 func (e *Error) Unwrap() error { return jobs.ErrInvalidConfig }
 
 // Load reads and parses the config file at path. Problems with the
-// content come back as *Error.
+// content come back as *Error; File.Warnings holds what is wrong but
+// allowed, such as a literal secret in a file the group or others may
+// read.
 func Load(path string) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	return Parse(path, data)
+	file, err := Parse(path, data)
+	if err != nil {
+		return nil, err
+	}
+	if readableByOthers(info.Mode()) {
+		for _, l := range file.literals {
+			l.Msg = fmt.Sprintf("written in a file the group or others may read (mode %04o): chmod 600 %s, or write %s and set it in the environment",
+				info.Mode().Perm(), path, l.Msg)
+			file.Warnings = append(file.Warnings, l)
+		}
+	}
+	return file, nil
 }
 
 // Parse parses a config file's content; name is used in problem
@@ -255,7 +310,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 		return nil, d.result()
 	}
 
-	var nodeN, clusterN, storeN, jobsN *yaml.Node
+	var nodeN, clusterN, storeN, apiN, jobsN *yaml.Node
 	seen := d.mapping(root, "", []field{
 		{SectionNode, func(v *yaml.Node, p string) { nodeN = v; d.expand = true; d.node(v, p, &f.Node); d.expand = false }},
 		{SectionCluster, func(v *yaml.Node, p string) {
@@ -265,7 +320,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 			d.expand = false
 		}},
 		{SectionStore, func(v *yaml.Node, p string) { storeN = v; d.expand = true; d.store(v, p, &f.Store); d.expand = false }},
-		{SectionAPI, func(v *yaml.Node, p string) { d.expand = true; d.api(v, p, &f.API); d.expand = false }},
+		{SectionAPI, func(v *yaml.Node, p string) { apiN = v; d.expand = true; d.api(v, p, &f.API); d.expand = false }},
 		{SectionJobs, func(v *yaml.Node, p string) { jobsN = v }},
 	})
 	for k := range seen {
@@ -287,12 +342,16 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 	if f.sections[SectionStore] && isMapping(storeN) {
 		d.checkStore(storeN, &f.Store)
 	}
+	if tn := fieldsOf(apiN)["token"]; tn != nil && f.API.Token != "" && f.API.Token == f.Cluster.Secret && !d.failed["api.token"] {
+		d.errorf(tn, "api.token", "the same as cluster.secret: use another value; the token is typed into browsers and scripts, the secret keys the whole cluster")
+	}
 	if jobsN != nil {
 		f.Jobs = d.jobList(jobsN, f.Store.MaxBodyBytes)
 	}
 	for k := range d.envUsed {
 		f.envUsed = append(f.envUsed, k)
 	}
+	f.literals = d.literals
 	slices.Sort(f.envUsed)
 	if err := d.result(); err != nil {
 		return nil, err
@@ -583,7 +642,7 @@ func checkHostPort(addr string) error {
 
 func (d *decoder) cluster(n *yaml.Node, path string, dst *Cluster) {
 	d.mapping(n, path, []field{
-		{"secret", d.str(&dst.Secret)},
+		{"secret", d.secret(&dst.Secret, "${FENCECRON_SECRET}")},
 		{"profile", d.str(&dst.Profile)},
 		{"reap_after", d.duration(&dst.ReapAfter)},
 	})
@@ -602,8 +661,10 @@ func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
 	case d.failed["cluster.secret"]:
 	case c.Secret == "":
 		d.errorf(at, "cluster.secret", "required for a node: it keys gossip encryption, internal RPC and token signing (use ${FENCECRON_SECRET})")
-	case len(c.Secret) < MinSecretLength:
-		d.errorf(at, "cluster.secret", "%d bytes: want at least %d", len(c.Secret), MinSecretLength)
+	default:
+		if err := CheckSecret(c.Secret); err != nil {
+			d.errorf(at, "cluster.secret", "%v", err)
+		}
 	}
 	if c.Profile == "" {
 		c.Profile = DefaultProfile
@@ -622,14 +683,97 @@ func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
 func (d *decoder) api(n *yaml.Node, path string, dst *API) {
 	d.mapping(n, path, []field{
 		{"token", func(v *yaml.Node, p string) {
-			d.str(&dst.Token)(v, p)
-			if dst.Token != "" && len(dst.Token) < MinSecretLength && !d.failed[p] {
-				d.errorf(v, p, "%d bytes: want at least %d (or none, for an API anyone who reaches the port may use)", len(dst.Token), MinSecretLength)
+			d.secret(&dst.Token, "${FENCECRON_API_TOKEN}")(v, p)
+			if dst.Token == "" || d.failed[p] {
+				return
+			}
+			if err := CheckSecret(dst.Token); err != nil {
+				d.errorf(v, p, "%v (or no token: then only clients on this host may change things)", err)
 			}
 		}},
 		{"read_only", d.boolean(&dst.ReadOnly)},
+		{"allowed_hosts", func(v *yaml.Node, p string) {
+			d.strings(&dst.AllowedHosts, " (host names, or host:port)")(v, p)
+			if v.Kind != yaml.SequenceNode || d.failed[p] {
+				return
+			}
+			for i, h := range dst.AllowedHosts {
+				if err := checkAllowedHost(h); err != nil && i < len(v.Content) {
+					d.errorf(v.Content[i], fmt.Sprintf("%s[%d]", p, i), "%v", err)
+				}
+			}
+		}},
+		{"limits", func(v *yaml.Node, p string) {
+			l := &dst.Limits
+			nonNegDuration := func(dst *time.Duration) func(*yaml.Node, string) {
+				return func(v *yaml.Node, p string) {
+					d.duration(dst)(v, p)
+					if *dst < 0 {
+						d.errorf(v, p, "%s: must not be negative (leave it out for the default)", *dst)
+					}
+				}
+			}
+			positive := func(dst *int) func(*yaml.Node, string) {
+				return func(v *yaml.Node, p string) {
+					d.integer(dst)(v, p)
+					if *dst < 0 {
+						d.errorf(v, p, "%d: must not be negative (leave it out for the default)", *dst)
+					}
+				}
+			}
+			d.mapping(v, p, []field{
+				{"read_header_timeout", nonNegDuration(&l.ReadHeaderTimeout)},
+				{"read_timeout", nonNegDuration(&l.ReadTimeout)},
+				{"write_timeout", nonNegDuration(&l.WriteTimeout)},
+				{"idle_timeout", nonNegDuration(&l.IdleTimeout)},
+				{"max_header_bytes", func(v *yaml.Node, p string) {
+					d.size(&l.MaxHeaderBytes)(v, p)
+					if l.MaxHeaderBytes < 0 || l.MaxHeaderBytes > 1<<30 {
+						d.errorf(v, p, "%d: want 0 (the default) to 1GiB", l.MaxHeaderBytes)
+					}
+				}},
+				{"max_connections", positive(&l.MaxConnections)},
+				{"max_event_streams", positive(&l.MaxEventStreams)},
+				{"event_heartbeat", nonNegDuration(&l.EventHeartbeat)},
+			})
+		}},
 	})
 }
+
+// secret decodes a secret like str, and remembers it if the file holds
+// it literally; ref is the ${NAME} a warning suggests instead.
+func (d *decoder) secret(dst *string, ref string) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		d.str(dst)(n, path)
+		if n.Kind == yaml.ScalarNode && !isNull(n) && literalSecret(n.Value) {
+			d.literals = append(d.literals, Problem{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, Path: path, Msg: ref})
+		}
+	}
+}
+
+// checkAllowedHost checks an api.allowed_hosts entry: a host name or IP
+// address, optionally with a port; no scheme, path or wildcard.
+func checkAllowedHost(s string) error {
+	if strings.ContainsAny(s, "/*") {
+		return fmt.Errorf("%q: want a host name such as cron.example.com, or host:port (no scheme, path or wildcard)", clip(s, 60))
+	}
+	host := s
+	if h, port, err := net.SplitHostPort(s); err == nil {
+		if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %q: want 1 to 65535", s, port)
+		}
+		host = h
+	}
+	if net.ParseIP(host) != nil {
+		return nil
+	}
+	if !hostNameRE.MatchString(host) {
+		return fmt.Errorf("%q: want a host name such as cron.example.com, or host:port (no scheme, path or wildcard)", clip(s, 60))
+	}
+	return nil
+}
+
+var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})\.?$`)
 
 // The store section.
 

@@ -14,10 +14,10 @@ import (
 )
 
 var testEnv = map[string]string{
-	"FENCECRON_SECRET":    "0123456789abcdef0123",
+	"FENCECRON_SECRET":    "fencecron-test-secret-0123456789abcdef",
 	"PGPASSWORD":          "s3cret",
 	"EMPTY":               "",
-	"FENCECRON_API_TOKEN": "api-token-0123456789",
+	"FENCECRON_API_TOKEN": "fencecron-test-api-token-9876543210",
 }
 
 func lookup(k string) (string, bool) { v, ok := testEnv[k]; return v, ok }
@@ -109,7 +109,7 @@ func TestParse_FullFile(t *testing.T) {
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
 	}
-	if got, want := f.Cluster, (Cluster{Secret: "0123456789abcdef0123", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
+	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50}
@@ -161,7 +161,7 @@ func TestParse_FullFile(t *testing.T) {
 }
 
 func TestParse_Defaults(t *testing.T) {
-	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: 0123456789abcdef}\n")
+	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n")
 	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
 		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1}
 	if !reflect.DeepEqual(f.Node, want) {
@@ -185,7 +185,7 @@ func TestParse_Defaults(t *testing.T) {
 // every ${} secret) and the read-only switch; both off by default.
 func TestParse_API(t *testing.T) {
 	f := MustParse(t, "api: {token: '${FENCECRON_API_TOKEN}', read_only: true}\n")
-	if got, want := f.API, (API{Token: "api-token-0123456789", ReadOnly: true}); got != want {
+	if got, want := f.API, (API{Token: "fencecron-test-api-token-9876543210", ReadOnly: true}); !reflect.DeepEqual(got, want) {
 		t.Errorf("api = %+v, want %+v", got, want)
 	}
 	if !f.Has(SectionAPI) {
@@ -194,7 +194,7 @@ func TestParse_API(t *testing.T) {
 	if got, want := f.EnvUsed(), []string{"FENCECRON_API_TOKEN"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("EnvUsed = %v, want %v", got, want)
 	}
-	if f := MustParse(t, "jobs: []\n"); f.API != (API{}) {
+	if f := MustParse(t, "jobs: []\n"); !reflect.DeepEqual(f.API, API{}) {
 		t.Errorf("default api = %+v, want no token and not read-only", f.API)
 	}
 }
@@ -226,7 +226,7 @@ func TestParse_DevExample(t *testing.T) {
 // The reference file documents every field; it must parse with its
 // secret set, and every value it shows must be the default it claims.
 func TestLoad_ReferenceExample(t *testing.T) {
-	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-16-bytes")
+	t.Setenv("FENCECRON_SECRET", "a-secret-of-at-least-32-bytes-0123456789")
 	f, err := Load(filepath.Join("..", "..", "..", "deploy", "examples", "fencecron.yaml"))
 	if err != nil {
 		t.Fatal(err)
@@ -254,8 +254,13 @@ func TestLoad_ReferenceExample(t *testing.T) {
 		j.DST != def.DST || j.Paused || j.Jitter != 0 {
 		t.Errorf("the full job shows values other than the defaults:\n%+v\ndefaults:\n%+v", j, def)
 	}
-	if f.API != (API{}) {
-		t.Errorf("api = %+v, want the defaults: no token, not read-only", f.API)
+	// api.limits shows the web server's defaults; cmd/fencecron checks
+	// those against web.DefaultLimits.
+	if f.API.Token != "" || f.API.ReadOnly || len(f.API.AllowedHosts) != 0 {
+		t.Errorf("api = %+v, want the defaults: no token, not read-only, no allowed hosts", f.API)
+	}
+	if len(f.Warnings) != 0 {
+		t.Errorf("the reference takes its secret from the environment, yet warns: %v", f.Warnings)
 	}
 	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionJobs} {
 		if !f.Has(s) {
@@ -279,7 +284,7 @@ func TestLoad_Errors(t *testing.T) {
 
 // Every problem, with its position, all reported together.
 func TestParse_Problems(t *testing.T) {
-	const node = "node: {bootstrap_expect: 1}\ncluster: {secret: 0123456789abcdef}\n"
+	const node = "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n"
 	tests := []struct {
 		name string
 		src  string
@@ -293,12 +298,12 @@ func TestParse_Problems(t *testing.T) {
 		{"top level list", "- a\n", []string{"test.yaml:1:1: expected a mapping with sections node, cluster, store, api, jobs; got a list"}},
 		{"unknown section", "job: []\n", []string{`test.yaml:1:1: unknown field "job" (did you mean "jobs"?)`}},
 		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, api, jobs`}},
-		{"api token too short", "api: {token: abc}\n", []string{"test.yaml:1:14: api.token: 3 bytes: want at least 16"}},
+		{"api token too short", "api: {token: abc}\n", []string{"test.yaml:1:14: api.token: 3 bytes: want at least 32"}},
 		{"api unknown field", "api: {tokn: abc}\n", []string{`test.yaml:1:7: api: unknown field "tokn" (did you mean "token"?)`}},
 		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
-		{"node not a mapping", "node: n1\ncluster: {secret: 0123456789abcdef}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
+		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
 		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
 			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
 		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{
@@ -326,12 +331,12 @@ cluster:
 			`test.yaml:6:39: node.join[2]: ":7946": the host is missing`,
 			"test.yaml:7:21: node.bootstrap_expect: -1: must not be negative",
 			`test.yaml:8:3: node: unknown field "tagz" (did you mean "tags"?)`,
-			"test.yaml:10:11: cluster.secret: 5 bytes: want at least 16",
+			"test.yaml:10:11: cluster.secret: 5 bytes: want at least 32",
 			`test.yaml:11:12: cluster.profile: "quick": want default or fast`,
 		}},
-		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: 0123456789abcdef}\n", []string{
+		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
 			"test.yaml:1:41: node.bootstrap_expect: only a server bootstraps"}},
-		{"a lone server must bootstrap", "node: {name: n1}\ncluster: {secret: 0123456789abcdef}\n", []string{
+		{"a lone server must bootstrap", "node: {name: n1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
 			"test.yaml:1:7: node.bootstrap_expect: a server with no join addresses must bootstrap"}},
 		{"node without cluster", "node: {bootstrap_expect: 1}\n", []string{"test.yaml:1:1: cluster.secret: required for a node"}},
 		{"store problems", "store:\n  backend: s3\n  max_body_bytes: lots\n  history_retention: -1\n", []string{
@@ -443,7 +448,7 @@ func TestExpandEnv(t *testing.T) {
 	tests := []struct{ in, want, err string }{
 		{"plain", "plain", ""},
 		{"$HOME and $ alone", "$HOME and $ alone", ""},
-		{"${FENCECRON_SECRET}", "0123456789abcdef0123", ""},
+		{"${FENCECRON_SECRET}", "fencecron-test-secret-0123456789abcdef", ""},
 		{"a${EMPTY}b", "ab", ""},
 		{"$${FENCECRON_SECRET}", "${FENCECRON_SECRET}", ""},
 		{"x${PGPASSWORD}y${PGPASSWORD}", "xs3crety" + "s3cret", ""},
@@ -476,5 +481,167 @@ func TestParseSize(t *testing.T) {
 		if _, err := parseSize(in); err == nil {
 			t.Errorf("parseSize(%q) succeeded", in)
 		}
+	}
+}
+
+// One rule for every secret: long enough, and not a trivial pattern.
+func TestCheckSecret(t *testing.T) {
+	tests := []struct {
+		secret string
+		want   string // a fragment of the error; "" for accepted
+	}{
+		{"", "0 bytes: want at least 32"},
+		{"aaaaaaaaaaaaaaaa", "16 bytes: want at least 32"},
+		{"0123456789abcdef0123456789abcde", "31 bytes: want at least 32"},
+		{strings.Repeat("a", 32), "only 1 distinct bytes"},
+		{strings.Repeat("abcdefg", 6), "only 7 distinct bytes"},
+		{strings.Repeat("abcdefgh", 4), "a 8-byte pattern repeated"},
+		{strings.Repeat("0123456789abcdef", 2), "a 16-byte pattern repeated"},
+		{strings.Repeat("0123456789abcdef", 3)[:40], "a 16-byte pattern repeated"},
+		{"abcdefghijklmnopqrstuvwxyzABCDEF", "only 2 different steps"},
+		{"02468:<>@BDFHJLNPRTVXZ\\^`bdfhjlnp", "only 1 different steps"},
+		{"aAbBcCdDeEfFgGhHiIjJkKlLmMnNoOpP", "only 2 different steps"},
+		{"0123456789abcdef0123456789abcdefX", "only 4 different steps"},
+		// Accepted: random hex (openssl rand -hex 32), base64, a passphrase.
+		{"9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08", ""},
+		{"q3Zx8Kp1Lm0Vb7Nc2Rt5Yw9Ue4Io6PaS", ""},
+		{"correct-horse-battery-staple-0123456789", ""},
+		{"localcluster-" + "ABCDEFGHIJKLMNOPQRSTUVWXYZ", ""},
+	}
+	for _, tc := range tests {
+		err := CheckSecret(tc.secret)
+		switch {
+		case tc.want == "" && err != nil:
+			t.Errorf("CheckSecret(%q) = %v, want accepted", tc.secret, err)
+		case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+			t.Errorf("CheckSecret(%q) = %v, want an error containing %q", tc.secret, err, tc.want)
+		case err != nil && len(tc.secret) > 0 && strings.Contains(err.Error(), tc.secret):
+			t.Errorf("CheckSecret(%q): the message repeats the secret: %v", tc.secret, err)
+		}
+	}
+}
+
+// The secret rules where the file states them, and an API token that is
+// the cluster secret.
+func TestParse_SecretProblems(t *testing.T) {
+	const sec = "correct-horse-battery-staple-0123456789"
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"16 a's", "node: {bootstrap_expect: 1}\ncluster: {secret: aaaaaaaaaaaaaaaa}\n", []string{
+			"test.yaml:2:19: cluster.secret: 16 bytes: want at least 32"}},
+		{"a repeated pattern", "node: {bootstrap_expect: 1}\ncluster: {secret: abcdefghabcdefghabcdefghabcdefgh}\n", []string{
+			"test.yaml:2:19: cluster.secret: a 8-byte pattern repeated"}},
+		{"a weak token", "api: {token: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}\n", []string{
+			"test.yaml:1:14: api.token: only 1 distinct bytes"}},
+		{"token is the secret", "node: {bootstrap_expect: 1}\ncluster: {secret: " + sec + "}\napi: {token: " + sec + "}\n", []string{
+			"test.yaml:3:14: api.token: the same as cluster.secret"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := problems(t, tc.src)
+			if len(got) != len(tc.want) {
+				t.Fatalf("problems = %q, want %d like %q", got, len(tc.want), tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d = %q, want it to start with %q", i, got[i], tc.want[i])
+				}
+			}
+		})
+	}
+}
+
+// api.allowed_hosts and api.limits: parsed, and bad values refused at
+// their position.
+func TestParse_APIHostsAndLimits(t *testing.T) {
+	f := MustParse(t, `api:
+  allowed_hosts: [cron.example.com, "cron.example.com:8443", 10.0.0.5, "[::1]:8080"]
+  limits: {read_header_timeout: 5s, read_timeout: 20s, write_timeout: 1m, idle_timeout: 90s, max_header_bytes: 32KiB,
+           max_connections: 100, max_event_streams: 10, event_heartbeat: 5s}
+`)
+	if got, want := f.API.AllowedHosts, []string{"cron.example.com", "cron.example.com:8443", "10.0.0.5", "[::1]:8080"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("allowed_hosts = %q, want %q", got, want)
+	}
+	want := Limits{ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 20 * time.Second, WriteTimeout: time.Minute, IdleTimeout: 90 * time.Second,
+		MaxHeaderBytes: 32 << 10, MaxConnections: 100, MaxEventStreams: 10, EventHeartbeat: 5 * time.Second}
+	if f.API.Limits != want {
+		t.Errorf("limits = %+v, want %+v", f.API.Limits, want)
+	}
+
+	got := problems(t, `api:
+  allowed_hosts: ["http://cron.example.com", "*.example.com", "cron:0", "ok.example.com"]
+  limits: {read_timeout: -1s, max_connections: -5, idle_timeout: 10, max_header_bytes: 2GiB, burst: 3}
+`)
+	wantProbs := []string{
+		`test.yaml:2:19: api.allowed_hosts[0]: "http://cron.example.com": want a host name`,
+		`test.yaml:2:46: api.allowed_hosts[1]: "*.example.com": want a host name`,
+		`test.yaml:2:63: api.allowed_hosts[2]: "cron:0": port "0": want 1 to 65535`,
+		"test.yaml:3:26: api.limits.read_timeout: -1s: must not be negative",
+		"test.yaml:3:48: api.limits.max_connections: -5: must not be negative",
+		`test.yaml:3:66: api.limits.idle_timeout: expected a Go duration such as 90s or 10m, got "10" (a unit is required)`,
+		"test.yaml:3:88: api.limits.max_header_bytes: 2147483648: want 0 (the default) to 1GiB",
+		`test.yaml:3:94: api.limits: unknown field "burst"`,
+	}
+	if len(got) != len(wantProbs) {
+		t.Fatalf("problems = %q\nwant %q", got, wantProbs)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], wantProbs[i]) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, got[i], wantProbs[i])
+		}
+	}
+}
+
+// A literal secret in a file the group or others may read is a warning
+// (the node still starts); from the environment, or mode 0600, it is not.
+func TestLoad_LiteralSecretWarning(t *testing.T) {
+	const sec = "correct-horse-battery-staple-0123456789"
+	t.Setenv("FENCECRON_SECRET", sec)
+	literal := "node: {bootstrap_expect: 1}\ncluster:\n  secret: " + sec + "\napi: {token: 'tok-${FENCECRON_SECRET}'}\n"
+	fromEnv := "node: {bootstrap_expect: 1}\ncluster:\n  secret: ${FENCECRON_SECRET}\n"
+	tests := []struct {
+		name string
+		src  string
+		mode os.FileMode
+		want []string
+	}{
+		{"literal, world-readable", literal, 0o644, []string{
+			"cluster.secret: written in a file the group or others may read (mode 0644): chmod 600",
+			"api.token: written in a file the group or others may read (mode 0644)"}},
+		{"literal, group-readable", literal, 0o640, []string{"cluster.secret: written", "api.token: written"}},
+		{"literal, owner only", literal, 0o600, nil},
+		{"from the environment, world-readable", fromEnv, 0o644, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "node.yaml")
+			if err := os.WriteFile(path, []byte(tc.src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			f, err := Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(f.Warnings) != len(tc.want) {
+				t.Fatalf("warnings = %v, want %d", f.Warnings, len(tc.want))
+			}
+			for i, w := range f.Warnings {
+				if !strings.Contains(w.String(), tc.want[i]) {
+					t.Errorf("warning %d = %q, want it to contain %q", i, w, tc.want[i])
+				}
+				if strings.Contains(w.String(), sec) {
+					t.Errorf("warning %d repeats the secret: %q", i, w)
+				}
+			}
+		})
+	}
+	if f := MustParse(t, literal); len(f.Warnings) != 0 {
+		t.Errorf("Parse (no file mode) warned: %v", f.Warnings)
 	}
 }

@@ -22,6 +22,8 @@ type decoder struct {
 	// failed holds the paths already reported, so that later checks of
 	// the same value stay quiet.
 	failed map[string]bool
+	// literals are the secrets written literally (see decoder.secret).
+	literals []Problem
 }
 
 func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
