@@ -3,9 +3,20 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
 	"encoding/json"
+	"encoding/pem"
 	"fmt"
 	"io"
+	"math/big"
+	"net"
+	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +29,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -275,4 +287,142 @@ func TestSecurity_NothingInCleartext(t *testing.T) {
 		t.Errorf("a signed fence token in cleartext: %q", m)
 	}
 	t.Logf("captured %d bytes over %s while %d keys were published", len(data), end.Sub(start).Round(time.Millisecond), published)
+}
+
+// writeOwnCA makes a CA and a certificate it signs for 127.0.0.1, as an
+// operator would for the dashboard, and returns the CA's PEM file and the
+// certificate's and key's.
+func writeOwnCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+	t.Helper()
+	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	caTmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test operations CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
+	}
+	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca, _ := x509.ParseCertificate(caDER)
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
+		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "dashboard"},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
+	write := func(name, typ string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	return write("ca.pem", "CERTIFICATE", caDER), write("dashboard.pem", "CERTIFICATE", der), write("dashboard.key", "PRIVATE KEY", keyDER)
+}
+
+// A node with api.tls serves its dashboard and API over HTTPS with the
+// operator's certificate: a client trusting that CA gets in, one that does
+// not is refused, plain HTTP is sent to HTTPS, the session cookie is
+// Secure, and the CLI reaches it with -ca. The node's own jobs still
+// publish, over the cluster's TLS on the same port.
+func TestAgent_HTTPSDashboardWithOwnCA(t *testing.T) {
+	dir := t.TempDir()
+	caFile, certFile, keyFile := writeOwnCA(t, dir)
+	httpPort := proctest.FreePort(t)
+	const token = "https-test-api-token-0123456789abcdefgh"
+	cfg := fmt.Sprintf(`node:
+  name: web1
+  data_dir: %q
+  bind: 127.0.0.1
+  ports: {http: %d, gossip: %d, raft: %d}
+  bootstrap_expect: 1
+cluster:
+  secret: ${FENCECRON_SECRET}
+  profile: fast
+store: {backend: bolt, serve: true}
+api:
+  token: %s
+  tls: {cert_file: %q, key_file: %q}
+jobs:
+  - name: note
+    schedule: "@every 1s"
+    shell: 'echo note | fencecron publish "note/$FENCECRON_SEQ.txt"'
+`, filepath.Join(dir, "data"), httpPort, proctest.FreePort(t), proctest.FreePort(t), token, certFile, keyFile)
+	path := filepath.Join(dir, "web1.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("FENCECRON_SECRET", "https-test-cluster-secret-9876543210zyxw")
+	proctest.Start(t, "agent", "agent", "-config", path)
+	base := "https://127.0.0.1:" + strconv.Itoa(httpPort)
+
+	pemCA, _ := os.ReadFile(caFile)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pemCA)
+	trusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	proctest.Eventually(t, 30*time.Second, "the dashboard over HTTPS", func() error {
+		resp, err := trusting.Get(base + "/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "<html") {
+			return fmt.Errorf("%s: %.200s", resp.Status, b)
+		}
+		return nil
+	})
+	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(base + "/"); err == nil || !strings.Contains(err.Error(), "certificate") {
+		t.Errorf("a client that does not trust the operator's CA: %v, want a certificate error", err)
+	}
+	resp, err := trusting.Get("http://127.0.0.1:" + strconv.Itoa(httpPort) + "/jobs")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if loc := resp.Header.Get("Location"); resp.StatusCode != http.StatusPermanentRedirect || loc != base+"/jobs" {
+		t.Errorf("plain HTTP: %s to %q, want 308 to %s/jobs", resp.Status, loc, base)
+	}
+	resp, err = trusting.PostForm(base+"/login", url.Values{"token": {token}, "next": {"/"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	var cookie *http.Cookie
+	for _, c := range resp.Cookies() {
+		if c.Name == "fencecron_session" {
+			cookie = c
+		}
+	}
+	if cookie == nil || !cookie.Secure || !cookie.HttpOnly {
+		t.Errorf("login over HTTPS: %s, session cookie %+v; want a Secure, HttpOnly one", resp.Status, cookie)
+	}
+	out, err := exec.Command(proctest.Binary(t), "status", "-addr", base, "-ca", caFile).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "node web1") {
+		t.Errorf("fencecron status -addr %s -ca: %v\n%s", base, err, out)
+	}
+	if out, err := exec.Command(proctest.Binary(t), "status", "-addr", base).CombinedOutput(); err == nil {
+		t.Errorf("fencecron status without -ca trusted the operator's certificate:\n%s", out)
+	}
+	// The node's own job publishes through this port as a node does.
+	proctest.Eventually(t, 30*time.Second, "a job's own publish", func() error {
+		resp, err := trusting.Get(base + "/api/v1/store?prefix=note/")
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if !strings.Contains(string(b), `"key": "note/`) {
+			return fmt.Errorf("no note/ key yet: %.300s", b)
+		}
+		return nil
+	})
 }

@@ -133,6 +133,12 @@ type Ports struct {
 type Cluster struct {
 	// Secret keys gossip encryption, internal RPC auth and token signing.
 	Secret string
+	// PreviousSecret, while rolling to a new Secret, is accepted too: set
+	// it to the old secret on every node, then remove it everywhere.
+	PreviousSecret string
+	// TLS is an operator's own PKI for the links between nodes; empty,
+	// the PKI is derived from Secret.
+	TLS TLSFiles
 	// Profile is "default" or "fast".
 	Profile string
 	// ReapAfter is how long a server may be gone from gossip before the
@@ -179,6 +185,9 @@ type API struct {
 	AllowedHosts []string
 	// Limits bound the public HTTP server.
 	Limits Limits
+	// TLS, if set, serves the dashboard and the public API over HTTPS
+	// with this certificate (CAFile unused).
+	TLS TLSFiles
 }
 
 // Limits are the public HTTP server's limits (api.limits). A field left
@@ -342,8 +351,8 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 	if f.sections[SectionStore] && isMapping(storeN) {
 		d.checkStore(storeN, &f.Store)
 	}
-	if tn := fieldsOf(apiN)["token"]; tn != nil && f.API.Token != "" && f.API.Token == f.Cluster.Secret && !d.failed["api.token"] {
-		d.errorf(tn, "api.token", "the same as cluster.secret: use another value; the token is typed into browsers and scripts, the secret keys the whole cluster")
+	if tn := fieldsOf(apiN)["token"]; tn != nil && f.API.Token != "" && (f.API.Token == f.Cluster.Secret || f.API.Token == f.Cluster.PreviousSecret) && !d.failed["api.token"] {
+		d.errorf(tn, "api.token", "the same as cluster.secret (or previous_secret): use another value; the token is typed into browsers and scripts, the secret keys the whole cluster")
 	}
 	if jobsN != nil {
 		f.Jobs = d.jobList(jobsN, f.Store.MaxBodyBytes)
@@ -643,9 +652,36 @@ func checkHostPort(addr string) error {
 func (d *decoder) cluster(n *yaml.Node, path string, dst *Cluster) {
 	d.mapping(n, path, []field{
 		{"secret", d.secret(&dst.Secret, "${FENCECRON_SECRET}")},
+		{"previous_secret", d.secret(&dst.PreviousSecret, "${FENCECRON_PREVIOUS_SECRET}")},
 		{"profile", d.str(&dst.Profile)},
 		{"reap_after", d.duration(&dst.ReapAfter)},
+		{"tls", d.tlsFiles(&dst.TLS, true)},
 	})
+}
+
+// tlsFiles decodes cluster.tls (withCA) or api.tls: PEM files that go
+// together. Whether they can be read and what they hold is checked when
+// the node starts.
+func (d *decoder) tlsFiles(dst *TLSFiles, withCA bool) func(*yaml.Node, string) {
+	return func(n *yaml.Node, path string) {
+		fields := []field{{"cert_file", d.str(&dst.CertFile)}, {"key_file", d.str(&dst.KeyFile)}}
+		if withCA {
+			fields = append([]field{{"ca_file", d.str(&dst.CAFile)}}, fields...)
+		}
+		seen := d.mapping(n, path, fields)
+		if len(seen) == 0 {
+			return
+		}
+		want := "cert_file and key_file"
+		missing := dst.CertFile == "" || dst.KeyFile == ""
+		if withCA {
+			want = "ca_file, cert_file and key_file"
+			missing = missing || dst.CAFile == ""
+		}
+		if missing {
+			d.errorf(n, path, "give %s together (PEM files)", want)
+		}
+	}
 }
 
 func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
@@ -664,6 +700,13 @@ func (d *decoder) checkCluster(n, root *yaml.Node, c *Cluster) {
 	default:
 		if err := CheckSecret(c.Secret); err != nil {
 			d.errorf(at, "cluster.secret", "%v", err)
+		}
+	}
+	if pn := fieldNode["previous_secret"]; pn != nil && c.PreviousSecret != "" && !d.failed["cluster.previous_secret"] {
+		if err := CheckSecret(c.PreviousSecret); err != nil {
+			d.errorf(pn, "cluster.previous_secret", "%v", err)
+		} else if c.PreviousSecret == c.Secret {
+			d.errorf(pn, "cluster.previous_secret", "the same as cluster.secret: during a roll it holds the old secret; otherwise leave it out")
 		}
 	}
 	if c.Profile == "" {
@@ -692,6 +735,7 @@ func (d *decoder) api(n *yaml.Node, path string, dst *API) {
 			}
 		}},
 		{"read_only", d.boolean(&dst.ReadOnly)},
+		{"tls", d.tlsFiles(&dst.TLS, false)},
 		{"allowed_hosts", func(v *yaml.Node, p string) {
 			d.strings(&dst.AllowedHosts, " (host names, or host:port)")(v, p)
 			if v.Kind != yaml.SequenceNode || d.failed[p] {

@@ -645,3 +645,42 @@ func TestLoad_LiteralSecretWarning(t *testing.T) {
 		t.Errorf("Parse (no file mode) warned: %v", f.Warnings)
 	}
 }
+
+func TestParse_TLSAndPreviousSecret(t *testing.T) {
+	const secret = "correct-horse-battery-staple-0123456789"
+	const previous = "an-older-secret-of-the-cluster-9876543210"
+	f := MustParse(t, `node: {bootstrap_expect: 1}
+cluster:
+  secret: `+secret+`
+  previous_secret: `+previous+`
+  tls: {ca_file: /etc/fc/ca.pem, cert_file: /etc/fc/n1.pem, key_file: /etc/fc/n1.key}
+api:
+  tls: {cert_file: /etc/fc/web.pem, key_file: /etc/fc/web.key}
+`)
+	if got, want := f.Cluster.PreviousSecret, previous; got != want {
+		t.Errorf("previous_secret = %q", got)
+	}
+	if got, want := f.Cluster.TLS, (TLSFiles{CAFile: "/etc/fc/ca.pem", CertFile: "/etc/fc/n1.pem", KeyFile: "/etc/fc/n1.key"}); got != want {
+		t.Errorf("cluster.tls = %+v, want %+v", got, want)
+	}
+	if got, want := f.API.TLS, (TLSFiles{CertFile: "/etc/fc/web.pem", KeyFile: "/etc/fc/web.key"}); got != want {
+		t.Errorf("api.tls = %+v, want %+v", got, want)
+	}
+
+	const node = "node: {bootstrap_expect: 1}\n"
+	for _, tt := range []struct {
+		name, src, want string
+	}{
+		{"previous equal to the secret", node + "cluster: {secret: " + secret + ", previous_secret: " + secret + "}\n", "test.yaml:2:77: cluster.previous_secret: the same as cluster.secret"},
+		{"weak previous secret", node + "cluster: {secret: " + secret + ", previous_secret: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa}\n", "test.yaml:2:77: cluster.previous_secret: only 1 distinct bytes"},
+		{"token equal to the previous secret", node + "cluster: {secret: " + secret + ", previous_secret: " + previous + "}\napi: {token: " + previous + "}\n", "test.yaml:3:14: api.token: the same as cluster.secret (or previous_secret)"},
+		{"cluster.tls without its key", node + "cluster: {secret: " + secret + ", tls: {ca_file: a, cert_file: b}}\n", "test.yaml:2:65: cluster.tls: give ca_file, cert_file and key_file together"},
+		{"api.tls without its key", "api: {tls: {cert_file: b}}\n", "test.yaml:1:12: api.tls: give cert_file and key_file together"},
+		{"api.tls takes no CA", "api: {tls: {ca_file: a, cert_file: b, key_file: c}}\n", `test.yaml:1:13: api.tls: unknown field "ca_file"`},
+	} {
+		got := problems(t, tt.src)
+		if len(got) != 1 || !strings.HasPrefix(got[0], tt.want) {
+			t.Errorf("%s: got %q, want one problem starting %q", tt.name, got, tt.want)
+		}
+	}
+}
