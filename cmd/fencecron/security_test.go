@@ -28,6 +28,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
@@ -289,42 +290,58 @@ func TestSecurity_NothingInCleartext(t *testing.T) {
 	t.Logf("captured %d bytes over %s while %d keys were published", len(data), end.Sub(start).Round(time.Millisecond), published)
 }
 
-// writeOwnCA makes a CA and a certificate it signs for 127.0.0.1, as an
-// operator would for the dashboard, and returns the CA's PEM file and the
-// certificate's and key's.
-func writeOwnCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
+// testCA is an operator's own CA, made in the test.
+type testCA struct {
+	t    *testing.T
+	dir  string
+	key  *ecdsa.PrivateKey
+	cert *x509.Certificate
+	// File is the CA's PEM file.
+	File string
+}
+
+func newTestCA(t *testing.T, dir string) *testCA {
 	t.Helper()
-	caKey, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	caTmpl := &x509.Certificate{
+	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	tmpl := &x509.Certificate{
 		SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "test operations CA"},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
 		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign,
 	}
-	caDER, err := x509.CreateCertificate(rand.Reader, caTmpl, caTmpl, caKey.Public(), caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ca, _ := x509.ParseCertificate(caDER)
+	cert, _ := x509.ParseCertificate(der)
+	ca := &testCA{t: t, dir: dir, key: key, cert: cert}
+	ca.File = ca.write("ca.pem", "CERTIFICATE", der)
+	return ca
+}
+
+func (ca *testCA) write(name, typ string, b []byte) string {
+	p := filepath.Join(ca.dir, name)
+	if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
+		ca.t.Fatal(err)
+	}
+	return p
+}
+
+// issue writes a certificate for name (and 127.0.0.1) and its key; a
+// node's certificate serves as a client too.
+func (ca *testCA) issue(name string, usages ...x509.ExtKeyUsage) (certFile, keyFile string) {
 	key, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	tmpl := &x509.Certificate{
-		SerialNumber: big.NewInt(2), Subject: pkix.Name{CommonName: "dashboard"},
-		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{"localhost"},
+		SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: name},
+		IPAddresses: []net.IP{net.ParseIP("127.0.0.1")}, DNSNames: []string{name},
 		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
+		KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: usages,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, key.Public(), caKey)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, key.Public(), ca.key)
 	if err != nil {
-		t.Fatal(err)
+		ca.t.Fatal(err)
 	}
 	keyDER, _ := x509.MarshalPKCS8PrivateKey(key)
-	write := func(name, typ string, b []byte) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, pem.EncodeToMemory(&pem.Block{Type: typ, Bytes: b}), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
-	return write("ca.pem", "CERTIFICATE", caDER), write("dashboard.pem", "CERTIFICATE", der), write("dashboard.key", "PRIVATE KEY", keyDER)
+	return ca.write(name+".pem", "CERTIFICATE", der), ca.write(name+".key", "PRIVATE KEY", keyDER)
 }
 
 // A node with api.tls serves its dashboard and API over HTTPS with the
@@ -334,7 +351,9 @@ func writeOwnCA(t *testing.T, dir string) (caFile, certFile, keyFile string) {
 // publish, over the cluster's TLS on the same port.
 func TestAgent_HTTPSDashboardWithOwnCA(t *testing.T) {
 	dir := t.TempDir()
-	caFile, certFile, keyFile := writeOwnCA(t, dir)
+	ca := newTestCA(t, dir)
+	caFile := ca.File
+	certFile, keyFile := ca.issue("localhost", x509.ExtKeyUsageServerAuth)
 	httpPort := proctest.FreePort(t)
 	const token = "https-test-api-token-0123456789abcdefgh"
 	cfg := fmt.Sprintf(`node:
@@ -425,4 +444,66 @@ jobs:
 		}
 		return nil
 	})
+}
+
+// A node with the operator's own PKI for its links (cluster.tls) runs and
+// its job publishes over that PKI; a certificate that names another node
+// stops it at start with a message that says so.
+func TestAgent_OwnClusterPKI(t *testing.T) {
+	dir := t.TempDir()
+	ca := newTestCA(t, dir)
+	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
+	writeConfig := func(name, cert, key string) string {
+		cfg := fmt.Sprintf(`node:
+  name: %s
+  data_dir: %q
+  bind: 127.0.0.1
+  ports: {http: %d, gossip: %d, raft: %d}
+  bootstrap_expect: 1
+cluster:
+  secret: pki-test-cluster-secret-0123456789abcdefg
+  profile: fast
+  tls: {ca_file: %q, cert_file: %q, key_file: %q}
+store: {backend: bolt, serve: true}
+jobs:
+  - name: note
+    schedule: "@every 1s"
+    shell: 'echo note | fencecron publish "note/$FENCECRON_SEQ.txt"'
+`, name, filepath.Join(dir, name), proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t), ca.File, cert, key)
+		path := filepath.Join(dir, name+".yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+
+	cert, key := ca.issue("web-frontend", both...)
+	out, err := exec.Command(proctest.Binary(t), "agent", "-config", writeConfig("n2", cert, key)).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), `not node "n2"`) {
+		t.Errorf("a node with another's certificate: %v\n%s", err, out)
+	}
+
+	cert, key = ca.issue("n1", both...)
+	path := writeConfig("n1", cert, key)
+	proctest.Start(t, "agent", "agent", "-config", path)
+	f, err := config.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := fmt.Sprintf("http://127.0.0.1:%d", f.Node.Ports.HTTP)
+	proctest.Eventually(t, 30*time.Second, "a job's own publish over the operator's PKI", func() error {
+		b, _, err := proctest.Get(base + "/api/v1/store?prefix=note/")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(string(b), `"key": "note/`) {
+			return fmt.Errorf("no note/ key yet: %.300s", b)
+		}
+		return nil
+	})
+	pemCA, _ := os.ReadFile(filepath.Join(dir, "n1", "cluster-ca.pem"))
+	own, _ := os.ReadFile(ca.File)
+	if !bytes.Equal(pemCA, own) {
+		t.Error("the CA jobs are given is not the operator's")
+	}
 }
