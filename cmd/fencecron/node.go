@@ -209,7 +209,14 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, sched.Close)
 
-	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr(), "access", accessLine(bind, o.API))
+	links := "TLS 1.3, certificates from a CA derived from cluster.secret; gossip encrypted with a key derived from it"
+	if !id.Derived() {
+		links = "TLS 1.3, certificates of cluster.tls; gossip encrypted with a key derived from cluster.secret"
+	}
+	if len(o.PreviousSecret) > 0 {
+		links += "; rolling from cluster.previous_secret, which is accepted too"
+	}
+	log.Info("dashboard at "+srv.URL()+"/", "node", o.ID, "raft", node.RaftAddr(), "gossip", node.GossipAddr(), "access", accessLine(bind, o.API), "links", links)
 
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
