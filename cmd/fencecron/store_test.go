@@ -35,9 +35,15 @@ func storeServer(t *testing.T, sg *fencedstore.Signer) (*bolt.Store, string) {
 	return s, srv.URL
 }
 
+// mustSign signs a token of job "job" that expires in an hour.
 func mustSign(t *testing.T, sg *fencedstore.Signer, epoch, seq uint64, prefix string) string {
 	t.Helper()
-	text, err := sg.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: fmt.Sprintf("job@t.%d", seq), Scope: fencedstore.Scope{Job: "job", Prefix: prefix}})
+	return mustSignExpiring(t, sg, epoch, seq, prefix, time.Now().Add(time.Hour))
+}
+
+func mustSignExpiring(t *testing.T, sg *fencedstore.Signer, epoch, seq uint64, prefix string, expires time.Time) string {
+	t.Helper()
+	text, err := sg.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: fmt.Sprintf("job@t.%d", seq), Scope: fencedstore.Scope{Job: "job", Prefix: prefix}, Expires: expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +68,7 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 	}
 	newer := mustSign(t, sg, 2, 20, "reports/")
 	older := mustSign(t, sg, 1, 10, "reports/")
+	expired := mustSignExpiring(t, sg, 3, 30, "reports/", time.Now().Add(-time.Minute))
 
 	cases := []struct {
 		name   string
@@ -75,10 +82,12 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 		{"idempotent retry", newer, []string{"publish", "reports/r.csv", file}, 0, "applied reports/r.csv version=1", ""},
 		{"stale", older, []string{"publish", "reports/r.csv", file}, exitStaleOwner, "", "newer fence token"},
 		{"conflict", newer, []string{"publish", "-if-match", "0", "reports/r.csv", file2}, exitConflict, "", "at version 1, not 0"},
+		{"expired", expired, []string{"publish", "reports/r.csv", file2}, exitExpired, "", "token has expired"},
+		{"expired on a new key", expired, []string{"publish", "reports/new.csv", file2}, exitExpired, "", "expired reports/new.csv version=0"},
 		{"second output of the job", newer, []string{"publish", "reports/r-summary.csv", file}, 0, "applied reports/r-summary.csv", ""},
 		{"out of scope", newer, []string{"publish", "logs/r.csv", file}, exitError, "", ""},
-		{"forged", strings.Replace(newer, "v1.2.20.", "v1.99999.20.", 1), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
-		{"other cluster", mustSign(t, other, 9, 9, ""), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
+		{"forged", strings.Replace(newer, "v2.2.20.", "v2.99999.20.", 1), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
+		{"other cluster", mustSign(t, other, 9, 9, "reports/"), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
 		{"no token", "", []string{"publish", "reports/r.csv", file}, exitError, "", ""},
 		{"bad key", newer, []string{"publish", "reports/../etc", file}, exitError, "", ""},
 		{"no key", newer, []string{"publish"}, exitUsage, "", "Usage"},
@@ -111,7 +120,7 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 	for _, d := range h {
 		got = append(got, string(d.Outcome))
 	}
-	if want := "applied applied stale_owner conflict"; strings.Join(got, " ") != want {
+	if want := "applied applied stale_owner conflict expired"; strings.Join(got, " ") != want {
 		t.Errorf("history of reports/r.csv = %v, want %s (refused requests leave no trace)", got, want)
 	}
 }
@@ -152,16 +161,23 @@ func TestLoadOrCreateSecret(t *testing.T) {
 func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	sg, _ := fencedstore.NewSigner([]byte("cmd-test-cluster-secret-0123456789"))
 	hook := tokenText(sg, slog.New(slog.DiscardHandler))
+	granted := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
 	a := scheduler.Assignment{
 		Run:     jobs.Run{ID: "report@x", Job: "report", Output: "reports/2026-07.csv"},
-		Attempt: jobs.Attempt{ID: "report@x.2", Token: jobs.Fence{Epoch: 4, Seq: 77}},
-		Spec:    jobs.Spec{Name: "report", Output: `reports/{{ .Scheduled.Format "2006-01" }}.csv`},
+		Attempt: jobs.Attempt{ID: "report@x.2", Token: jobs.Fence{Epoch: 4, Seq: 77}, GrantedAt: granted},
+		Spec:    jobs.Spec{Name: "report", Output: `reports/{{ .Scheduled.Format "2006-01" }}.csv`, Timeout: jobs.Duration(10 * time.Minute), LeaseTTL: jobs.Duration(30 * time.Second)},
 	}
 	st, err := sg.Verify(hook(a))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 4, Seq: 77}, Attempt: "report@x.2", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}}
+	// Granted + timeout + lease TTL + the margin: the one expiry the
+	// worker's own store calls carry too.
+	expires := granted.Add(10*time.Minute + 30*time.Second + jobs.TokenExpiryMargin)
+	if !a.TokenExpires().Equal(expires) {
+		t.Errorf("Assignment.TokenExpires = %v, want %v", a.TokenExpires(), expires)
+	}
+	want := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 4, Seq: 77}, Attempt: "report@x.2", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}, Expires: expires}
 	if st != want {
 		t.Errorf("token = %+v, want %+v", st, want)
 	}
@@ -232,7 +248,7 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 	if out, code := fencecron(mustSign(t, sg, 1, 1, "manual/"), "old\n", "publish", "manual/hello.txt"); code != exitStaleOwner {
 		t.Fatalf("stale publish: exit %d, want %d: %s", code, exitStaleOwner, out)
 	}
-	forged := strings.Replace(tok, fmt.Sprintf("v1.%d.", uint64(1<<40)), "v1.9999999999999.", 1)
+	forged := strings.Replace(tok, fmt.Sprintf("v2.%d.", uint64(1<<40)), "v2.9999999999999.", 1)
 	if out, code := fencecron(forged, "x", "publish", "manual/hello.txt"); code != exitError || !strings.Contains(out, "signature does not match") {
 		t.Fatalf("forged publish: exit %d, want 1 with a clear message: %s", code, out)
 	}

@@ -14,8 +14,9 @@
 //
 //   - Every write carries a signed fence token in the Fencecron-Token header
 //     (fencedstore.Signer's text form). Its MAC proves the cluster minted it,
-//     its scope must cover the key, and the store uses its (epoch, seq) and
-//     attempt. Nothing else in the request can choose the token or attempt.
+//     its scope must cover the key, and the store uses its (epoch, seq),
+//     attempt and expiry. Nothing else in the request can choose the token,
+//     attempt or expiry.
 //   - A job's own process presents only that token (FENCECRON_TOKEN, as
 //     `fencecron publish` does): it never sees the cluster secret, and the
 //     token is its whole write credential, bounded by its scope and fenced
@@ -29,8 +30,11 @@
 // Reads are not authenticated, like the rest of the node's API and the
 // dashboard.
 //
-// Answers: 200 applied or established, 409 stale_owner, 412 conflict; the
-// JSON body names the outcome, version and greatest token. Errors are JSON
+// Answers: 200 applied or established, 409 stale_owner or expired (the
+// token's expiry had passed when the store decided the write: it changed
+// nothing, and is recorded in the key's history like stale_owner), 412
+// conflict; the JSON body names the outcome, version and greatest token,
+// and the Client turns 409 expired into fencedstore.ErrExpired. Errors are JSON
 // {"error": message, "code": code} with 400 (invalid key or request), 401
 // (bad, forged or missing token; wrong credential), 403 (key outside the
 // token's scope; writes disabled), 404, 413 (body over the cap) or 503
@@ -210,7 +214,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 		h.error(w, r, err)
 		return
 	}
-	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt}
+	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires}
 	if im := r.Header.Get("If-Match"); im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil || strings.HasPrefix(im, "W/") {
@@ -248,7 +252,7 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		h.error(w, r, err)
 		return
 	}
-	res, err := h.Store.Establish(r.Context(), key, st.Token, st.Attempt)
+	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires})
 	h.decision(w, r, res, err)
 }
 
@@ -308,6 +312,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusConflict, string(fencedstore.StaleOwner)
 	case errors.Is(err, fencedstore.ErrConflict):
 		return http.StatusPreconditionFailed, string(fencedstore.Conflict)
+	case errors.Is(err, fencedstore.ErrExpired):
+		return http.StatusConflict, string(fencedstore.Expired)
 	case errors.Is(err, fencedstore.ErrInvalidKey):
 		return http.StatusBadRequest, codeInvalidKey
 	case errors.Is(err, errBadRequest):
