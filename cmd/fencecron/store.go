@@ -206,14 +206,11 @@ func readSecret(path string) ([]byte, error) {
 }
 
 // tokenScope is what a job's token may write: keys under the literal
-// directory of its output template, or under "<job>/" for a job without
-// an output.
+// directory of its output template, or under "<job>/" for a job without an
+// output or whose template has none (jobs.Spec.OutputPrefix): never the
+// whole store.
 func tokenScope(a scheduler.Assignment) fencedstore.Scope {
-	prefix := a.Spec.OutputPrefix()
-	if a.Spec.Output == "" {
-		prefix = a.Run.Job + "/"
-	}
-	return fencedstore.Scope{Job: a.Run.Job, Prefix: prefix}
+	return fencedstore.Scope{Job: a.Run.Job, Prefix: a.Spec.OutputPrefix()}
 }
 
 // tokenText is the worker's TokenText hook: the attempt's token, signed

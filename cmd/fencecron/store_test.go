@@ -188,6 +188,12 @@ func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	if st, _ := sg.Verify(hook(a)); st.Scope.Prefix != "report/" {
 		t.Errorf("scope of a job without output = %q, want report/", st.Scope.Prefix)
 	}
+	// A template with no literal directory: the job's own directory, not
+	// the whole store.
+	a.Spec.Output, a.Run.Output = "{{ .Job }}-{{ .RunID }}.txt", "report-report@x.txt"
+	if st, err := sg.Verify(hook(a)); err != nil || st.Scope.Prefix != "report/" || st.Scope.Covers("other/report.csv") {
+		t.Errorf("scope of a job whose output has no literal directory = %+v, %v; want report/", st.Scope, err)
+	}
 }
 
 // The real binary: a dev node generates its secret (0600) and serves the

@@ -23,6 +23,8 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 
 Checks a config file. Prints every problem as file:line:column: message
 and exits 1, or prints each job with its next fire times and exits 0.
+Warnings (jobs whose token scopes overlap, an output key outside its own
+job's scope) go to stderr and do not change the exit status.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -50,7 +52,32 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	writeWarnings(stderr, f, now)
 	return writeSummary(stdout, f, now)
+}
+
+// writeWarnings reports what is valid but probably not meant: jobs whose
+// token scopes overlap (one job's `fencecron publish` can overwrite the
+// other's keys, and they share one quota), and outputs outside their own
+// job's scope (the job cannot `fencecron publish` to its own output key).
+func writeWarnings(w io.Writer, f *config.File, now time.Time) {
+	for _, o := range jobs.ScopeOverlaps(f.Jobs) {
+		if o.OuterPrefix == o.InnerPrefix {
+			fmt.Fprintf(w, "%s: warning: jobs %s and %s share the token scope %q: each can publish over the other's keys, and they share its quota\n",
+				f.Name, o.Outer, o.Inner, o.OuterPrefix)
+			continue
+		}
+		fmt.Fprintf(w, "%s: warning: job %s's token scope %q lies inside job %s's scope %q: %s can publish over %s's keys\n",
+			f.Name, o.Inner, o.InnerPrefix, o.Outer, o.OuterPrefix, o.Outer, o.Inner)
+	}
+	for _, spec := range f.Jobs {
+		key, err := spec.OutputKey(now)
+		if err != nil || !spec.OutputOutsideScope(key) {
+			continue
+		}
+		fmt.Fprintf(w, "%s: warning: job %s's output %q is outside its token scope %q (its output template has no literal directory): the worker publishes its stdout there, but the job's own `fencecron publish` to it is refused; give the template a directory, such as %q\n",
+			f.Name, spec.Name, key, spec.OutputPrefix(), spec.Name+"/"+spec.Output)
+	}
 }
 
 // writeSummary describes a valid file: the node, the store, and each job
