@@ -32,6 +32,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrOutOfScope: a signed token used on a key outside its scope.
 	ErrOutOfScope = errors.New("key outside the token's scope")
+	// ErrQuota: a write that would take the keys under its token's scope
+	// beyond their quota of keys or bytes.
+	ErrQuota = errors.New("quota exceeded")
 	// ErrUnavailable: the backend cannot be reached. For Publish and
 	// Establish the outcome is then unknown; repeating the same call (same
 	// token, attempt and body) is safe, because an applied publish repeated
@@ -59,10 +62,15 @@ const (
 // conflict refuses the body, not the token).
 func (o Outcome) Accepted() bool { return o != StaleOwner && o != Expired }
 
-// Defaults.
+// Defaults. DefaultMaxBodyBytes is the one body cap of every store, the
+// HTTP handler, `fencecron publish` and `fencecron dev`, and the default of
+// the config's store.max_body_bytes. The quotas bound what the keys under
+// one job token's scope may hold (store.quota.keys, store.quota.bytes).
 const (
-	DefaultMaxBodyBytes     = 64 << 20
+	DefaultMaxBodyBytes     = 16 << 20
 	DefaultHistoryRetention = 1000
+	DefaultQuotaKeys        = 10000
+	DefaultQuotaBytes       = 1 << 30
 )
 
 // PublishRequest asks the store to replace a key's body.

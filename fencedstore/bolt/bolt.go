@@ -29,7 +29,8 @@ const maxBatch = 256
 type Store struct {
 	// Path is the database file.
 	Path string
-	// MaxBodyBytes caps a published body (default 64 MiB).
+	// MaxBodyBytes caps a published body (default
+	// fencedstore.DefaultMaxBodyBytes, 16 MiB).
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int

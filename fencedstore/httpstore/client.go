@@ -28,7 +28,7 @@ import (
 //
 // Errors are the fencedstore sentinels the server named (ErrStaleOwner,
 // ErrConflict and ErrExpired with a filled-in Result, ErrInvalidKey, ErrBadToken,
-// ErrUnauthorized, ErrOutOfScope, ErrTooLarge, ErrNotFound), and
+// ErrUnauthorized, ErrOutOfScope, ErrTooLarge, ErrQuota, ErrNotFound), and
 // ErrUnavailable when the server cannot be reached or answers 5xx; after
 // ErrUnavailable the outcome of a write is unknown and repeating the same
 // call is safe.
@@ -207,6 +207,8 @@ func errorFrom(resp *http.Response) error {
 		codeWritesDisabled: fencedstore.ErrUnauthorized,
 		codeNotFound:       fencedstore.ErrNotFound,
 		codeTooLarge:       fencedstore.ErrTooLarge,
+		codeQuota:          fencedstore.ErrQuota,
+		codeBusy:           fencedstore.ErrUnavailable,
 		codeUnavailable:    fencedstore.ErrUnavailable,
 	}[e.Code]
 	switch {

@@ -163,7 +163,7 @@ func TestHandler_RefusesBadWrites(t *testing.T) {
 		{"absolute", call{method: "PUT", path: "/api/v1/store//etc/passwd", token: good, body: "x"}, 400, "invalid_key", "absolute"},
 		{"long key", call{method: "PUT", path: "/api/v1/store/reports/" + strings.Repeat("k", 1100), token: good, body: "x"}, 400, "invalid_key", "longer than 1024"},
 		{"NUL in key", call{method: "PUT", path: "/api/v1/store/reports/a%00b", token: good, body: "x"}, 400, "invalid_key", "control"},
-		{"body over the cap", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, body: strings.Repeat("x", 1025)}, 413, "too_large", "limit 1024"},
+		{"body over the cap", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, body: strings.Repeat("x", 1025)}, 413, "too_large", "1025 bytes; the cap is 1024 bytes (store.max_body_bytes)"},
 		{"bad If-Match", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, ifMatch: "abc", body: "x"}, 400, "bad_request", "If-Match"},
 		{"wrong method", call{method: "DELETE", path: "/api/v1/store/reports/a.csv", token: good}, 405, "method_not_allowed", "DELETE"},
 		{"unknown path", call{method: "GET", path: "/api/v1/nothing"}, 404, "not_found", "/api/v1/nothing"},

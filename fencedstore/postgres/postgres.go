@@ -42,7 +42,8 @@ type Store struct {
 	URL string
 	// Schema holds the tables; it is created if missing.
 	Schema string
-	// MaxBodyBytes caps a published body (default 64 MiB).
+	// MaxBodyBytes caps a published body (default
+	// fencedstore.DefaultMaxBodyBytes, 16 MiB).
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int
