@@ -19,6 +19,10 @@ var (
 	ErrStaleAttempt  = errors.New("attempt is not the current attempt of its run")
 	ErrRunFinished   = errors.New("run already finished")
 	ErrInvalidConfig = errors.New("invalid config")
+	// ErrTokenRange: a grant in a Raft entry whose term or index is
+	// outside the fence-token range (1 to 2^63-1), so its token would be
+	// refused by every store. Nothing is granted.
+	ErrTokenRange = errors.New("fence token out of range")
 )
 
 // State is the state of a run or of one of its attempts.
@@ -135,6 +139,9 @@ const (
 	EventResumed   = "resumed"
 	EventSuspect   = "suspect"
 	EventLost      = "lost"
+	// EventGrantRefused: the FSM refused to mint a token out of range
+	// (ErrTokenRange); recorded once per term.
+	EventGrantRefused = "grant_refused"
 )
 
 // SkipRange records scheduled times of a job that were deliberately not
