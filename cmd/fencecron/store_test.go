@@ -196,10 +196,19 @@ func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	}
 }
 
-// The real binary: a dev node generates its secret (0600) and serves the
-// store's write endpoint, and `fencecron publish`/`get` work against it
-// with only a signed token, as a job would.
-func TestDev_PublishWithSignedToken(t *testing.T) {
+// devStore is a running `fencecron dev` node whose store a test writes to
+// as a job would: with `fencecron publish` and a token signed with the
+// node's own secret.
+type devStore struct {
+	*devNode
+	addr string
+	sg   *fencedstore.Signer
+}
+
+// startDevStore starts a dev node, waits for its first report, and reads
+// the secret it generated (checking its mode).
+func startDevStore(t *testing.T) *devStore {
+	t.Helper()
 	dataDir := t.TempDir()
 	httpPort := proctest.FreePort(t)
 	dev := startDev(t, dataDir, httpPort, proctest.FreePort(t), proctest.FreePort(t))
@@ -222,27 +231,42 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &devStore{devNode: dev, addr: "127.0.0.1:" + strconv.Itoa(httpPort), sg: sg}
+}
 
-	addr := "127.0.0.1:" + strconv.Itoa(httpPort)
+// fencecron runs the binary with FENCECRON_STORE set to the node and
+// FENCECRON_TOKEN to token, and returns its output and exit status.
+func (d *devStore) fencecron(t *testing.T, token string, stdin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(proctest.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "FENCECRON_STORE="+d.addr, "FENCECRON_TOKEN="+token)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("fencecron %v did not finish in 30s", args)
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// The real binary: a dev node generates its secret (0600) and serves the
+// store's write endpoint, and `fencecron publish`/`get` work against it
+// with only a signed token, as a job would.
+func TestDev_PublishWithSignedToken(t *testing.T) {
+	d := startDevStore(t)
+	sg := d.sg
 	fencecron := func(token string, stdin string, args ...string) (string, int) {
-		cmd := exec.Command(proctest.Binary(t), args...)
-		cmd.Env = append(os.Environ(), "FENCECRON_STORE="+addr, "FENCECRON_TOKEN="+token)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("fencecron %v did not finish in 30s", args)
-		}
-		return out.String(), cmd.ProcessState.ExitCode()
+		t.Helper()
+		return d.fencecron(t, token, stdin, args...)
 	}
 	tok := mustSign(t, sg, 1<<40, 1, "manual/")
 	if out, code := fencecron(tok, "hello\n", "publish", "manual/hello.txt"); code != 0 || !strings.Contains(out, "applied manual/hello.txt version=1") {
@@ -260,5 +284,73 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 	}
 	if out, code := fencecron(tok, "x", "publish", "reports/evil.csv"); code != exitError || !strings.Contains(out, "outside the scope") {
 		t.Fatalf("out-of-scope publish: exit %d: %s", code, out)
+	}
+}
+
+// The attacks of issue 11 against a real node, with tokens made the way
+// the worker makes FENCECRON_TOKEN (tokenText) from the node's own secret:
+// a superseded attempt whose token has expired cannot publish even to a
+// key no newer attempt touched (exit 6, recorded as expired in that key's
+// history), and a job whose output template has no literal directory gets
+// a token scoped to its own directory, not the whole store, so it cannot
+// overwrite another job's report.
+func TestDev_ExpiredAndWholeStoreTokensRefused(t *testing.T) {
+	d := startDevStore(t)
+	report := d.waitSucceeded(t, jobs.Fence{})
+	hook := tokenText(d.sg, slog.New(slog.DiscardHandler))
+	assignment := func(job, output string, granted time.Time, seq uint64) scheduler.Assignment {
+		run := jobs.Run{ID: jobs.RunID(job, granted), Job: job}
+		return scheduler.Assignment{
+			Run:     run,
+			Attempt: jobs.Attempt{ID: jobs.AttemptID(run.ID, 1), Number: 1, Token: jobs.Fence{Epoch: 1 << 40, Seq: seq}, GrantedAt: granted},
+			Spec:    jobs.Spec{Name: job, Output: output, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(10 * time.Second)},
+		}
+	}
+	history := func(key string) []fencedstore.Decision {
+		t.Helper()
+		var out struct{ Decisions []fencedstore.Decision }
+		if err := proctest.GetJSON("http://"+d.addr+"/api/v1/history/"+key, &out); err != nil {
+			t.Fatalf("history %s: %v", key, err)
+		}
+		return out.Decisions
+	}
+
+	// An attempt granted an hour ago with a 1m timeout and a 10s lease:
+	// its token expired 56m50s ago.
+	old := assignment("manual", "manual/{{ .RunID }}.csv", time.Now().Add(-time.Hour), 1)
+	out, code := d.fencecron(t, hook(old), "late\n", "publish", "manual/never-written.csv")
+	if code != exitExpired || !strings.Contains(out, "expired manual/never-written.csv version=0") || !strings.Contains(out, "token has expired") {
+		t.Fatalf("publish with an expired token: exit %d, want %d: %s", code, exitExpired, out)
+	}
+	h := history("manual/never-written.csv")
+	if len(h) != 1 || h[0].Outcome != fencedstore.Expired || h[0].Attempt != old.Attempt.ID || !h[0].Expires.Equal(old.TokenExpires().Truncate(time.Second)) {
+		t.Errorf("history of the key = %+v, want one expired decision by %s expiring at %v", h, old.Attempt.ID, old.TokenExpires())
+	}
+	if out, code := d.fencecron(t, "", "", "get", "manual/never-written.csv"); code != exitNotFound {
+		t.Errorf("get after the expired publish: exit %d, want %d (nothing written): %s", code, exitNotFound, out)
+	}
+	// The same computation for an attempt granted now gives a live token.
+	live := assignment("manual", "manual/{{ .RunID }}.csv", time.Now(), 2)
+	if out, code := d.fencecron(t, hook(live), "fresh\n", "publish", "manual/live.csv"); code != 0 {
+		t.Fatalf("publish with a live token: exit %d: %s", code, out)
+	}
+
+	// A job whose output has no literal directory.
+	loose := assignment("loose", "{{ .Job }}-{{ .RunID }}.txt", time.Now(), 3)
+	tok := hook(loose)
+	st, err := d.sg.Verify(tok)
+	if err != nil || st.Scope.Prefix != "loose/" {
+		t.Fatalf("the loose job's token: %+v, %v; want scope loose/", st.Scope, err)
+	}
+	for _, key := range []string{report.Output, "reports/new.csv", "manual/live.csv", "loose-x.txt"} {
+		if out, code := d.fencecron(t, tok, "overwritten\n", "publish", key); code != exitError || !strings.Contains(out, "outside the scope") {
+			t.Errorf("publish %s with the loose job's token: exit %d, want %d (out of scope): %s", key, code, exitError, out)
+		}
+	}
+	if out, code := d.fencecron(t, "", "", "get", report.Output); code != 0 || strings.Contains(out, "overwritten") {
+		t.Errorf("the report %s after the attempt: exit %d: %q", report.Output, code, out)
+	}
+	if out, code := d.fencecron(t, tok, "mine\n", "publish", "loose/extra.txt"); code != 0 {
+		t.Errorf("publish within its own directory: exit %d: %s", code, out)
 	}
 }
