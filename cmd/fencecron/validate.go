@@ -63,11 +63,11 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 func writeWarnings(w io.Writer, f *config.File, now time.Time) {
 	for _, o := range jobs.ScopeOverlaps(f.Jobs) {
 		if o.OuterPrefix == o.InnerPrefix {
-			fmt.Fprintf(w, "%s: warning: jobs %s and %s share the token scope %q: each can publish over the other's keys, and they share its quota\n",
+			fmt.Fprintf(w, "warning: %s: jobs %s and %s share the token scope %q: each can publish over the other's keys, and they share its quota\n",
 				f.Name, o.Outer, o.Inner, o.OuterPrefix)
 			continue
 		}
-		fmt.Fprintf(w, "%s: warning: job %s's token scope %q lies inside job %s's scope %q: %s can publish over %s's keys\n",
+		fmt.Fprintf(w, "warning: %s: job %s's token scope %q lies inside job %s's scope %q: %s can publish over %s's keys\n",
 			f.Name, o.Inner, o.InnerPrefix, o.Outer, o.OuterPrefix, o.Outer, o.Inner)
 	}
 	for _, spec := range f.Jobs {
@@ -75,7 +75,7 @@ func writeWarnings(w io.Writer, f *config.File, now time.Time) {
 		if err != nil || !spec.OutputOutsideScope(key) {
 			continue
 		}
-		fmt.Fprintf(w, "%s: warning: job %s's output %q is outside its token scope %q (its output template has no literal directory): the worker publishes its stdout there, but the job's own `fencecron publish` to it is refused; give the template a directory, such as %q\n",
+		fmt.Fprintf(w, "warning: %s: job %s's output %q is outside its token scope %q (its output template has no literal directory): the worker publishes its stdout there, but the job's own `fencecron publish` to it is refused; give the template a directory, such as %q\n",
 			f.Name, spec.Name, key, spec.OutputPrefix(), spec.Name+"/"+spec.Output)
 	}
 }

@@ -158,10 +158,10 @@ func TestValidateFile_ScopeWarnings(t *testing.T) {
 	if !strings.Contains(stdout.String(), path+": valid\n") {
 		t.Errorf("stdout does not say valid:\n%s", stdout.String())
 	}
-	want := path + `: warning: jobs all-reports and daily share the token scope "reports/": each can publish over the other's keys, and they share its quota
-` + path + `: warning: job monthly's token scope "reports/monthly/" lies inside job all-reports's scope "reports/": all-reports can publish over monthly's keys
-` + path + `: warning: job monthly's token scope "reports/monthly/" lies inside job daily's scope "reports/": daily can publish over monthly's keys
-` + path + `: warning: job loose's output "loose-loose@20260715T120000Z.txt" is outside its token scope "loose/" (its output template has no literal directory): the worker publishes its stdout there, but the job's own ` + "`fencecron publish`" + ` to it is refused; give the template a directory, such as "loose/{{ .Job }}-{{ .RunID }}.txt"
+	want := "warning: " + path + `: jobs all-reports and daily share the token scope "reports/": each can publish over the other's keys, and they share its quota
+warning: ` + path + `: job monthly's token scope "reports/monthly/" lies inside job all-reports's scope "reports/": all-reports can publish over monthly's keys
+warning: ` + path + `: job monthly's token scope "reports/monthly/" lies inside job daily's scope "reports/": daily can publish over monthly's keys
+warning: ` + path + `: job loose's output "loose-loose@20260715T120000Z.txt" is outside its token scope "loose/" (its output template has no literal directory): the worker publishes its stdout there, but the job's own ` + "`fencecron publish`" + ` to it is refused; give the template a directory, such as "loose/{{ .Job }}-{{ .RunID }}.txt"
 `
 	if got := stderr.String(); got != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
