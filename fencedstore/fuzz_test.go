@@ -5,6 +5,7 @@ import (
 	"path"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/fencecron/fencecron/fencedstore"
@@ -17,19 +18,21 @@ import (
 func FuzzVerify(f *testing.F) {
 	s := mustSigner(f, testSecret)
 	for _, st := range []fencedstore.SignedToken{
-		{Token: fencedstore.Token{Epoch: 1, Seq: 1}},
-		{Token: fencedstore.Token{Epoch: 7, Seq: 1042}, Attempt: "report@20260701T090000Z.1", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}},
-		{Token: fencedstore.Token{Epoch: 1<<63 - 1, Seq: 1<<63 - 1}, Attempt: "ü/ä", Scope: fencedstore.Scope{Prefix: "x"}},
+		{Token: fencedstore.Token{Epoch: 1, Seq: 1}, Scope: fencedstore.Scope{Prefix: "k"}, Expires: time.Unix(1, 0).UTC()},
+		{Token: fencedstore.Token{Epoch: 7, Seq: 1042}, Attempt: "report@20260701T090000Z.1", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}, Expires: expiry},
+		{Token: fencedstore.Token{Epoch: 1<<63 - 1, Seq: 1<<63 - 1}, Attempt: "ü/ä", Scope: fencedstore.Scope{Prefix: "x"}, Expires: time.Unix(fencedstore.MaxExpiresUnix, 0).UTC()},
 	} {
 		text, err := s.Sign(st)
 		if err != nil {
 			f.Fatal(err)
 		}
 		f.Add(text)
-		f.Add(strings.Replace(text, "v1.", "v1.9", 1))
+		f.Add(strings.Replace(text, "v2.", "v2.9", 1))
+		f.Add(strings.Replace(text, "v2.", "v1.", 1))
 		f.Add(text[:len(text)-1])
 	}
-	for _, seed := range []string{"", "1.1", "v1", "v1.....", "v1.1.1.~.", "v1.1.1.YQ.~.AAAA", "v1.0.0.~.", "v1.1.1.=.~.x"} {
+	for _, seed := range []string{"", "1.1", "v1", "v2", "v2......", "v2.1.1.1.~.", "v2.1.1.1.YQ.~.AAAA", "v2.0.0.0.~.", "v2.1.1.1.=.~.x",
+		"v1.1.1.YQ.~.AAAA", "v2.1.1.253402300800.YQ.~eA.AAAA", "v2.1.1.01.YQ.~eA.AAAA"} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
@@ -59,22 +62,30 @@ func FuzzVerify(f *testing.F) {
 }
 
 // FuzzSign signs arbitrary fields: whatever Sign accepts, Verify returns
-// unchanged, and no other secret verifies it.
+// unchanged, and no other secret verifies it. Sign never accepts an empty
+// scope, an expiry out of range, or a token out of range.
 func FuzzSign(f *testing.F) {
 	s := mustSigner(f, testSecret)
 	other := mustSigner(f, testSecret+"-other")
-	f.Add(uint64(1), uint64(1), "", "", "")
-	f.Add(uint64(7), uint64(1042), "report@x.1", "report", "reports/")
-	f.Add(uint64(0), uint64(5), "a.b~c", "~", ".")
-	f.Add(uint64(1<<63), uint64(1), "a", "b", "c")
-	f.Fuzz(func(t *testing.T, epoch, seq uint64, attempt, job, prefix string) {
-		st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: attempt, Scope: fencedstore.Scope{Job: job, Prefix: prefix}}
+	f.Add(uint64(1), uint64(1), int64(1), "", "", "")
+	f.Add(uint64(1), uint64(1), int64(1), "", "", "k")
+	f.Add(uint64(7), uint64(1042), int64(1782897150), "report@x.1", "report", "reports/")
+	f.Add(uint64(0), uint64(5), int64(1782897150), "a.b~c", "~", ".")
+	f.Add(uint64(1<<63), uint64(1), int64(1782897150), "a", "b", "c")
+	f.Add(uint64(1<<63-1), uint64(1<<63-1), int64(fencedstore.MaxExpiresUnix), "a", "b", "c")
+	f.Add(uint64(3), uint64(3), int64(fencedstore.MaxExpiresUnix+1), "a", "b", "c")
+	f.Add(uint64(3), uint64(3), int64(0), "a", "b", "c")
+	f.Fuzz(func(t *testing.T, epoch, seq uint64, expires int64, attempt, job, prefix string) {
+		st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: attempt, Scope: fencedstore.Scope{Job: job, Prefix: prefix}, Expires: time.Unix(expires, 0).UTC()}
 		text, err := s.Sign(st)
 		if err != nil {
 			if !errors.Is(err, fencedstore.ErrBadToken) {
 				t.Fatalf("sign %+v: err = %v, not ErrBadToken", st, err)
 			}
 			return
+		}
+		if prefix == "" || expires < 1 || expires > fencedstore.MaxExpiresUnix || st.Validate() != nil {
+			t.Fatalf("signed %+v", st)
 		}
 		got, err := s.Verify(text)
 		if err != nil || got != st {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Limits on the parts of a signed token's text form.
@@ -23,7 +24,11 @@ const (
 )
 
 // tokenVersion prefixes every signed token; a new format gets a new one.
-const tokenVersion = "v1"
+// v1 (fencecron before tokens expired) had no expiry field; it is refused.
+const (
+	tokenVersion    = "v2"
+	oldTokenVersion = "v1"
+)
 
 // b64 is the encoding of the attempt, scope and MAC fields: URL-safe, no
 // padding, and strict, so each byte string has exactly one spelling.
@@ -33,16 +38,18 @@ var b64 = base64.RawURLEncoding.Strict()
 // key prefix of that job's outputs.
 type Scope struct {
 	Job string `json:"job"`
-	// Prefix is "" (every key), a prefix ending in "/" (every key below it)
-	// or, without a trailing "/", exactly one key.
+	// Prefix is a directory prefix ending in "/" (every key below it) or,
+	// without a trailing "/", exactly one key. It is never empty: no token
+	// may write every key of the store (Sign and Verify refuse one).
 	Prefix string `json:"prefix"`
 }
 
-// Covers reports whether a token with scope s may write key.
+// Covers reports whether a token with scope s may write key. An empty
+// prefix covers nothing.
 func (s Scope) Covers(key string) bool {
 	switch {
 	case s.Prefix == "":
-		return true
+		return false
 	case strings.HasSuffix(s.Prefix, "/"):
 		return strings.HasPrefix(key, s.Prefix)
 	}
@@ -50,21 +57,28 @@ func (s Scope) Covers(key string) bool {
 }
 
 // SignedToken is a fence token together with what the cluster signed along
-// with it: the attempt it was minted for and its scope.
+// with it: the attempt it was minted for, its scope and its expiry.
 type SignedToken struct {
 	Token
 	Attempt string
 	Scope   Scope
+	// Expires is when the token stops being good; the store refuses a
+	// write it decides later as expired (PublishRequest.Expires). Every
+	// signed token has one, in whole seconds (Sign rounds down; Verify
+	// returns it in UTC).
+	Expires time.Time
 }
 
 // Signer signs and verifies the text form of tokens,
 //
-//	v1.<epoch>.<seq>.<attempt>.<job>~<prefix>.<mac>
+//	v2.<epoch>.<seq>.<expires>.<attempt>.<job>~<prefix>.<mac>
 //
-// where attempt, job and prefix are base64url (no padding) and mac is the
-// base64url HMAC-SHA256 of everything before the last dot, under a key
-// derived from the cluster secret. It also derives the store credential that
-// nodes present as "Authorization: Bearer". A Signer is safe for concurrent
+// where expires is Unix time in seconds, attempt, job and prefix are
+// base64url (no padding), and mac is the base64url HMAC-SHA256 of everything
+// before the last dot, under a key derived from the cluster secret: the MAC
+// covers the expiry, so it cannot be moved. The v1 form of older versions
+// had no expiry and is refused. A Signer also derives the store credential
+// that nodes present as "Authorization: Bearer". It is safe for concurrent
 // use.
 type Signer struct {
 	key        []byte
@@ -100,18 +114,26 @@ func (s *Signer) CheckCredential(c string) bool {
 }
 
 // Sign returns the text form of st. It refuses a token that could not have
-// been minted (Token.Validate) and an over-long attempt or prefix.
+// been minted (Token.Validate), one without an expiry or with one outside
+// 1970 to 9999, an empty (whole-store) scope prefix, and an over-long
+// attempt or prefix.
 func (s *Signer) Sign(st SignedToken) (string, error) {
 	if err := st.Validate(); err != nil {
 		return "", err
 	}
-	if len(st.Attempt) > MaxAttemptLen {
+	switch {
+	case st.Expires.IsZero():
+		return "", fmt.Errorf("%w: no expiry: every signed token expires", ErrBadToken)
+	case st.Expires.Unix() < 1 || st.Expires.Unix() > MaxExpiresUnix:
+		return "", fmt.Errorf("%w: expiry %s is out of range (1970 to 9999)", ErrBadToken, st.Expires.UTC().Format(time.RFC3339))
+	case st.Scope.Prefix == "":
+		return "", fmt.Errorf("%w: %s", ErrBadToken, errWholeStore)
+	case len(st.Attempt) > MaxAttemptLen:
 		return "", fmt.Errorf("%w: attempt id longer than %d bytes", ErrBadToken, MaxAttemptLen)
-	}
-	if len(st.Scope.Prefix) > MaxKeyLen || len(st.Scope.Job) > MaxKeyLen {
+	case len(st.Scope.Prefix) > MaxKeyLen || len(st.Scope.Job) > MaxKeyLen:
 		return "", fmt.Errorf("%w: scope longer than %d bytes", ErrBadToken, MaxKeyLen)
 	}
-	body := fmt.Sprintf("%s.%d.%d.%s.%s~%s", tokenVersion, st.Epoch, st.Seq,
+	body := fmt.Sprintf("%s.%d.%d.%d.%s.%s~%s", tokenVersion, st.Epoch, st.Seq, st.Expires.Unix(),
 		b64.EncodeToString([]byte(st.Attempt)),
 		b64.EncodeToString([]byte(st.Scope.Job)), b64.EncodeToString([]byte(st.Scope.Prefix)))
 	text := body + "." + b64.EncodeToString(s.mac(body))
@@ -121,9 +143,13 @@ func (s *Signer) Sign(st SignedToken) (string, error) {
 	return text, nil
 }
 
+// errWholeStore says why a token scoped to every key is refused.
+const errWholeStore = "empty scope prefix: no token may write every key of the store"
+
 // Verify parses text and checks its signature. Every failure wraps
 // ErrBadToken and says what was wrong; a forged or foreign token is told
-// apart from a malformed one.
+// apart from a malformed one. It does not compare the expiry with a clock:
+// the store does, when it decides the write, and records the refusal.
 func (s *Signer) Verify(text string) (SignedToken, error) {
 	st, body, mac, err := ParseSignedToken(text)
 	if err != nil {
@@ -134,6 +160,9 @@ func (s *Signer) Verify(text string) (SignedToken, error) {
 	}
 	if err := st.Validate(); err != nil {
 		return SignedToken{}, err
+	}
+	if st.Scope.Prefix == "" {
+		return SignedToken{}, fmt.Errorf("%w: %s", ErrBadToken, errWholeStore)
 	}
 	return st, nil
 }
@@ -166,23 +195,26 @@ func ParseSignedToken(text string) (st SignedToken, body string, mac []byte, err
 	bad := func(format string, args ...any) (SignedToken, string, []byte, error) {
 		return SignedToken{}, "", nil, fmt.Errorf("%w: %w: %s", ErrBadToken, errMalformed, fmt.Sprintf(format, args...))
 	}
+	const form = tokenVersion + ".<epoch>.<seq>.<expires>.<attempt>.<scope>.<mac>"
 	switch {
 	case text == "":
 		return bad("empty")
 	case len(text) > MaxTokenTextLen:
 		return bad("longer than %d bytes", MaxTokenTextLen)
+	case strings.HasPrefix(text, oldTokenVersion+"."):
+		return SignedToken{}, "", nil, fmt.Errorf("%w: a %s token carries no expiry: it was signed by an older fencecron, and the store takes only %s tokens, which expire (the next attempt gets one)", ErrBadToken, oldTokenVersion, tokenVersion)
 	case !strings.HasPrefix(text, tokenVersion+"."):
 		if _, err := ParseToken(text); err == nil {
-			return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token %q: the store takes only the signed form %s.<epoch>.<seq>.<attempt>.<scope>.<mac> (FENCECRON_TOKEN)", ErrBadToken, text, tokenVersion)
+			return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token %q: the store takes only the signed form %s (FENCECRON_TOKEN)", ErrBadToken, text, form)
 		}
 		return bad("does not start with %q", tokenVersion+".")
 	}
 	f := strings.Split(text, ".")
 	switch {
-	case len(f) == 5:
+	case len(f) == 6:
 		return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token: no signature field", ErrBadToken)
-	case len(f) != 6:
-		return bad("%d dot-separated fields, want 6: %s.<epoch>.<seq>.<attempt>.<scope>.<mac>", len(f), tokenVersion)
+	case len(f) != 7:
+		return bad("%d dot-separated fields, want 7: %s", len(f), form)
 	}
 	epoch, err := parseDecimal(f[1])
 	if err != nil {
@@ -192,11 +224,15 @@ func ParseSignedToken(text string) (st SignedToken, body string, mac []byte, err
 	if err != nil {
 		return bad("seq %q is not a decimal number", truncate(f[2]))
 	}
-	attempt, err := decodeField(f[3])
+	expires, err := parseDecimal(f[3])
+	if err != nil || expires < 1 || expires > MaxExpiresUnix {
+		return bad("expiry %q is not a Unix time in seconds from 1970 to 9999", truncate(f[3]))
+	}
+	attempt, err := decodeField(f[4])
 	if err != nil {
 		return bad("attempt field is not base64url")
 	}
-	jobField, prefixField, ok := strings.Cut(f[4], "~")
+	jobField, prefixField, ok := strings.Cut(f[5], "~")
 	if !ok {
 		return bad("scope field has no \"~\" between job and prefix")
 	}
@@ -205,10 +241,10 @@ func ParseSignedToken(text string) (st SignedToken, body string, mac []byte, err
 	if err1 != nil || err2 != nil {
 		return bad("scope field is not base64url")
 	}
-	if f[5] == "" {
+	if f[6] == "" {
 		return SignedToken{}, "", nil, fmt.Errorf("%w: unsigned token: empty signature", ErrBadToken)
 	}
-	mac, err = decodeField(f[5])
+	mac, err = decodeField(f[6])
 	if err != nil || len(mac) != sha256.Size {
 		return bad("signature is not a base64url HMAC-SHA256")
 	}
@@ -216,6 +252,7 @@ func ParseSignedToken(text string) (st SignedToken, body string, mac []byte, err
 		Token:   Token{Epoch: epoch, Seq: seq},
 		Attempt: string(attempt),
 		Scope:   Scope{Job: string(job), Prefix: string(prefix)},
+		Expires: time.Unix(int64(expires), 0).UTC(),
 	}
 	return st, text[:strings.LastIndexByte(text, '.')], mac, nil
 }

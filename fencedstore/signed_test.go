@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
 )
@@ -20,19 +21,23 @@ func mustSigner(t testing.TB, secret string) *fencedstore.Signer {
 
 const testSecret = "0123456789abcdef-test-cluster-secret"
 
+// expiry is the expiry of the tests' tokens: 2026-07-01T09:12:30Z.
+var expiry = time.Unix(1782897150, 0).UTC()
+
 func TestSigner_RoundTrip(t *testing.T) {
 	s := mustSigner(t, testSecret)
 	want := fencedstore.SignedToken{
 		Token:   fencedstore.Token{Epoch: 7, Seq: 1042},
 		Attempt: "monthly-report@20260701T090000Z.2",
 		Scope:   fencedstore.Scope{Job: "monthly-report", Prefix: "reports/"},
+		Expires: expiry,
 	}
 	text, err := s.Sign(want)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !strings.HasPrefix(text, "v1.7.1042.") || strings.Count(text, ".") != 5 {
-		t.Errorf("text form = %q, want v1.7.1042.<attempt>.<scope>.<mac>", text)
+	if !strings.HasPrefix(text, "v2.7.1042.1782897150.") || strings.Count(text, ".") != 6 {
+		t.Errorf("text form = %q, want v2.7.1042.1782897150.<attempt>.<scope>.<mac>", text)
 	}
 	got, err := s.Verify(text)
 	if err != nil {
@@ -45,48 +50,80 @@ func TestSigner_RoundTrip(t *testing.T) {
 	if again, _ := s.Sign(want); again != text {
 		t.Errorf("signing twice gave %q and %q", text, again)
 	}
+	// The expiry is carried in whole seconds, rounded down, in UTC.
+	local := want
+	local.Expires = expiry.Add(999 * time.Millisecond).In(time.FixedZone("CEST", 2*3600))
+	text2, err := s.Sign(local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.Verify(text2); err != nil || got != want {
+		t.Errorf("verify of a token signed with a sub-second local expiry = %+v, %v; want %+v", got, err, want)
+	}
+	// The greatest token there is signs and verifies.
+	top := want
+	top.Token = fencedstore.Token{Epoch: 1<<63 - 1, Seq: 1<<63 - 1}
+	text3, err := s.Sign(top)
+	if err != nil {
+		t.Fatalf("sign (2^63-1, 2^63-1): %v", err)
+	}
+	if got, err := s.Verify(text3); err != nil || got != top {
+		t.Errorf("verify (2^63-1, 2^63-1) = %+v, %v", got, err)
+	}
 }
 
 func TestSigner_Refuses(t *testing.T) {
 	s := mustSigner(t, testSecret)
 	other := mustSigner(t, "another-cluster-secret-entirely-unrelated")
-	st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 3, Seq: 9}, Attempt: "a", Scope: fencedstore.Scope{Job: "j", Prefix: "reports/"}}
+	st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 3, Seq: 9}, Attempt: "a", Scope: fencedstore.Scope{Job: "j", Prefix: "reports/"}, Expires: expiry}
 	good, err := s.Sign(st)
 	if err != nil {
 		t.Fatal(err)
 	}
 	foreign, _ := other.Sign(st)
 	// A forged epoch: take a good token and raise its epoch.
-	forgedEpoch := strings.Replace(good, "v1.3.9.", "v1.999999.9.", 1)
-	// A forged scope: re-use the MAC with a wider prefix.
+	forgedEpoch := strings.Replace(good, "v2.3.9.", "v2.999999.9.", 1)
 	f := strings.Split(good, ".")
-	wider, _ := other.Sign(fencedstore.SignedToken{Token: st.Token, Attempt: "a", Scope: fencedstore.Scope{Job: "j"}})
-	forgedScope := strings.Join(append(f[:4:4], strings.Split(wider, ".")[4], f[5]), ".")
+	// A moved expiry: the MAC covers it.
+	later := strings.Replace(good, ".1782897150.", ".1782897151.", 1)
+	farLater := strings.Replace(good, ".1782897150.", ".253402300799.", 1)
+	// A forged scope: re-use the MAC with a wider prefix.
+	wider, _ := other.Sign(fencedstore.SignedToken{Token: st.Token, Attempt: "a", Scope: fencedstore.Scope{Job: "j", Prefix: "r/"}, Expires: expiry})
+	forgedScope := strings.Join(append(f[:5:5], strings.Split(wider, ".")[5], f[6]), ".")
 	// A flipped bit in the MAC.
-	mac := []byte(f[5])
+	mac := []byte(f[6])
 	mac[0] ^= 1
-	flipped := strings.Join(append(f[:5:5], string(mac)), ".")
+	flipped := strings.Join(append(f[:6:6], string(mac)), ".")
+	// The v1 form of older versions: no expiry field.
+	v1 := "v1.3.9." + strings.Join(f[4:], ".")
 
 	cases := []struct {
 		name, text, why string
 	}{
 		{"empty", "", "empty"},
 		{"plain epoch.seq", "3.9", "unsigned"},
-		{"no mac field", strings.Join(f[:5], "."), "unsigned"},
-		{"empty mac", strings.Join(f[:5], ".") + ".", "unsigned"},
-		{"other version", "v2" + good[2:], "does not start"},
+		{"no mac field", strings.Join(f[:6], "."), "unsigned"},
+		{"empty mac", strings.Join(f[:6], ".") + ".", "unsigned"},
+		{"v1 token", v1, "a v1 token carries no expiry: it was signed by an older fencecron"},
+		{"other version", "v3" + good[2:], "does not start"},
 		{"too many fields", good + ".x", "fields"},
-		{"leading zero epoch", strings.Replace(good, "v1.3.", "v1.03.", 1), "epoch"},
-		{"signed epoch", strings.Replace(good, "v1.3.", "v1.+3.", 1), "epoch"},
+		{"no expiry field", strings.Replace(good, ".1782897150.", ".", 1) + ".x", "expiry"},
+		{"leading zero epoch", strings.Replace(good, "v2.3.", "v2.03.", 1), "epoch"},
+		{"signed epoch", strings.Replace(good, "v2.3.", "v2.+3.", 1), "epoch"},
 		{"huge seq", strings.Replace(good, ".9.", ".99999999999999999999999.", 1), "seq"},
-		{"padded base64", strings.Replace(good, "."+f[3]+".", "."+f[3]+"=.", 1), "attempt"},
+		{"zero expiry", strings.Replace(good, ".1782897150.", ".0.", 1), "expiry"},
+		{"expiry after 9999", strings.Replace(good, ".1782897150.", ".253402300800.", 1), "expiry"},
+		{"negative expiry", strings.Replace(good, ".1782897150.", ".-5.", 1), "expiry"},
+		{"padded base64", strings.Replace(good, "."+f[4]+".", "."+f[4]+"=.", 1), "attempt"},
 		{"no scope separator", strings.Replace(good, "~", "", 1), "scope"},
-		{"short mac", strings.Join(append(f[:5:5], "AAAA"), "."), "signature is not"},
+		{"short mac", strings.Join(append(f[:6:6], "AAAA"), "."), "signature is not"},
 		{"forged epoch", forgedEpoch, "does not match"},
+		{"expiry moved a second", later, "does not match"},
+		{"expiry moved to 9999", farLater, "does not match"},
 		{"forged scope", forgedScope, "does not match"},
 		{"flipped mac bit", flipped, ""},
 		{"other cluster", foreign, "does not match"},
-		{"too long", "v1." + strings.Repeat("1", fencedstore.MaxTokenTextLen), "longer"},
+		{"too long", "v2." + strings.Repeat("1", fencedstore.MaxTokenTextLen), "longer"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -100,9 +137,24 @@ func TestSigner_Refuses(t *testing.T) {
 		})
 	}
 
-	for _, tok := range []fencedstore.Token{{}, {Epoch: 1}, {Seq: 1}, {Epoch: 1 << 63, Seq: 1}, {Epoch: 1, Seq: 1 << 63}} {
-		if _, err := s.Sign(fencedstore.SignedToken{Token: tok}); !errors.Is(err, fencedstore.ErrBadToken) {
+	for _, tok := range []fencedstore.Token{{}, {Epoch: 1}, {Seq: 1}, {Epoch: 1 << 63, Seq: 1}, {Epoch: 1, Seq: 1 << 63}, {Epoch: 1 << 63, Seq: 1 << 63}} {
+		if _, err := s.Sign(fencedstore.SignedToken{Token: tok, Scope: st.Scope, Expires: expiry}); !errors.Is(err, fencedstore.ErrBadToken) {
 			t.Errorf("sign %s: err = %v, want ErrBadToken", tok, err)
+		}
+	}
+	for name, tc := range map[string]struct {
+		change func(*fencedstore.SignedToken)
+		why    string
+	}{
+		"no expiry":          {func(st *fencedstore.SignedToken) { st.Expires = time.Time{} }, "no expiry"},
+		"expiry before 1970": {func(st *fencedstore.SignedToken) { st.Expires = time.Unix(-1, 0) }, "out of range"},
+		"expiry after 9999":  {func(st *fencedstore.SignedToken) { st.Expires = time.Unix(fencedstore.MaxExpiresUnix+1, 0) }, "out of range"},
+		"whole-store scope":  {func(st *fencedstore.SignedToken) { st.Scope.Prefix = "" }, "no token may write every key"},
+	} {
+		bad := st
+		tc.change(&bad)
+		if _, err := s.Sign(bad); !errors.Is(err, fencedstore.ErrBadToken) || !strings.Contains(err.Error(), tc.why) {
+			t.Errorf("sign with %s: err = %v, want ErrBadToken saying %q", name, err, tc.why)
 		}
 	}
 	if _, err := fencedstore.NewSigner([]byte("short")); err == nil {
@@ -131,7 +183,8 @@ func TestScope_Covers(t *testing.T) {
 		prefix, key string
 		want        bool
 	}{
-		{"", "anything/at/all", true},
+		{"", "anything/at/all", false},
+		{"", "", false},
 		{"reports/", "reports/2026-07.csv", true},
 		{"reports/", "reports/a/b", true},
 		{"reports/", "reportsX/a", false},

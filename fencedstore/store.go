@@ -9,14 +9,19 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"time"
 )
 
-// Sentinel errors. Publish and Establish return ErrStaleOwner and ErrConflict
-// together with a filled-in Result: they are decisions, not failures.
+// Sentinel errors. Publish and Establish return ErrStaleOwner, ErrConflict
+// and ErrExpired together with a filled-in Result: they are decisions, not
+// failures.
 var (
 	ErrStaleOwner = errors.New("stale_owner: token is older than the key's greatest token")
 	ErrConflict   = errors.New("conflict: expected version differs")
+	// ErrExpired: the call's token expired before the store decided it
+	// (see PublishRequest.Expires).
+	ErrExpired    = errors.New("expired: the token's expiry has passed")
 	ErrNotFound   = errors.New("key not found")
 	ErrInvalidKey = errors.New("invalid key")
 	ErrTooLarge   = errors.New("body too large")
@@ -27,6 +32,9 @@ var (
 	ErrUnauthorized = errors.New("unauthorized")
 	// ErrOutOfScope: a signed token used on a key outside its scope.
 	ErrOutOfScope = errors.New("key outside the token's scope")
+	// ErrQuota: a write that would take the keys under its token's scope
+	// beyond their quota of keys or bytes.
+	ErrQuota = errors.New("quota exceeded")
 	// ErrUnavailable: the backend cannot be reached. For Publish and
 	// Establish the outcome is then unknown; repeating the same call (same
 	// token, attempt and body) is safe, because an applied publish repeated
@@ -43,12 +51,26 @@ const (
 	StaleOwner  Outcome = "stale_owner"
 	Conflict    Outcome = "conflict"
 	Established Outcome = "established"
+	// Expired: the call's token had expired when the store decided it.
+	// Like stale_owner, it changes nothing but the key's history.
+	Expired Outcome = "expired"
 )
 
-// Defaults.
+// Accepted reports whether a decision with outcome o accepted the call's
+// token, so that afterwards the key's greatest token is at least the
+// call's: every outcome but the refusals stale_owner and expired (a
+// conflict refuses the body, not the token).
+func (o Outcome) Accepted() bool { return o != StaleOwner && o != Expired }
+
+// Defaults. DefaultMaxBodyBytes is the one body cap of every store, the
+// HTTP handler, `fencecron publish` and `fencecron dev`, and the default of
+// the config's store.max_body_bytes. The quotas bound what the keys under
+// one job token's scope may hold (store.quota.keys, store.quota.bytes).
 const (
-	DefaultMaxBodyBytes     = 64 << 20
+	DefaultMaxBodyBytes     = 16 << 20
 	DefaultHistoryRetention = 1000
+	DefaultQuotaKeys        = 10000
+	DefaultQuotaBytes       = 1 << 30
 )
 
 // PublishRequest asks the store to replace a key's body.
@@ -60,6 +82,19 @@ type PublishRequest struct {
 	// ExpectedVersion, if set, must equal the key's current version (0 for
 	// a key never written) or the publish is refused as a conflict.
 	ExpectedVersion *uint64
+	// Expires, if set, is when the token stops being good: a call the
+	// store decides after it is refused as expired (by the store's own
+	// clock), changes nothing, and is recorded. Zero means no expiry.
+	Expires time.Time
+}
+
+// EstablishRequest asks the store to record a token as a key's greatest.
+type EstablishRequest struct {
+	Key     string
+	Token   Token
+	Attempt string
+	// Expires is as in PublishRequest.
+	Expires time.Time
 }
 
 // Result is the store's answer to Publish or Establish.
@@ -99,6 +134,9 @@ type Decision struct {
 	// refusal it is the token that made the caller stale.
 	Greatest Token  `json:"greatest"`
 	Hash     string `json:"hash,omitempty"`
+	// Expires is the call's expiry, if it carried one: an expired
+	// decision is one whose Expires is before its Time.
+	Expires time.Time `json:"expires,omitzero"`
 }
 
 // Store is the fenced store. Every method is safe for concurrent use, and
@@ -106,17 +144,19 @@ type Decision struct {
 //
 // Every method returns ErrInvalidKey for a bad key and ErrUnavailable when
 // the backend cannot be reached; Publish and Establish return ErrBadToken for
-// a token that was never minted (see Token.Validate).
+// a token that was never minted (see Token.Validate) or an expiry out of
+// range (see ValidateCall), and ErrExpired with a Result for a call whose
+// expiry has passed.
 type Store interface {
-	// Establish records tok as the key's greatest token unless a newer one
-	// is there already (ErrStaleOwner). It is how a worker shuts out every
-	// older attempt before it starts working.
-	Establish(ctx context.Context, key string, tok Token, attempt string) (Result, error)
-	// Publish applies the rules table of DESIGN.md. It returns ErrStaleOwner
-	// or ErrConflict with a Result when it refuses, ErrInvalidKey or
-	// ErrTooLarge for bad input; on any error nothing but the refusal's
-	// history entry (and, for a conflict with a newer token, the greatest
-	// token) changes.
+	// Establish records the request's token as the key's greatest token
+	// unless a newer one is there already (ErrStaleOwner). It is how a
+	// worker shuts out every older attempt before it starts working.
+	Establish(ctx context.Context, req EstablishRequest) (Result, error)
+	// Publish applies the rules table of DESIGN.md. It returns
+	// ErrStaleOwner, ErrConflict or ErrExpired with a Result when it
+	// refuses, ErrInvalidKey or ErrTooLarge for bad input; on any error
+	// nothing but the refusal's history entry (and, for a conflict with a
+	// newer token, the greatest token) changes.
 	Publish(ctx context.Context, req PublishRequest) (Result, error)
 	// Get returns a key's body and state, or ErrNotFound.
 	Get(ctx context.Context, key string) (Object, error)
@@ -132,14 +172,45 @@ func Hash(body []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// DecideEstablish applies the establish row of the rules table to m.
-func DecideEstablish(m Meta, tok Token, attempt string, now time.Time) (Meta, Decision) {
-	d := Decision{Token: tok, Attempt: attempt, Time: now, Greatest: m.Greatest, Version: m.Version}
-	if tok.Less(m.Greatest) {
+// ValidateCall checks what every Publish and Establish must carry before
+// the rules look at it: a valid key, a token that could have been minted,
+// and an expiry, if any, that every backend and the history's JSON can
+// hold (from 1970 to the end of year 9999). Errors wrap ErrInvalidKey or
+// ErrBadToken.
+func ValidateCall(key string, tok Token, expires time.Time) error {
+	if err := ValidateKey(key); err != nil {
+		return err
+	}
+	if err := tok.Validate(); err != nil {
+		return err
+	}
+	if !expires.IsZero() && (expires.Unix() < 1 || expires.Unix() > MaxExpiresUnix) {
+		return fmt.Errorf("%w: expiry %s is out of range (1970 to 9999)", ErrBadToken, expires.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// MaxExpiresUnix is the latest expiry a call or signed token may carry, in
+// Unix seconds: the end of year 9999, the last instant JSON times can hold.
+const MaxExpiresUnix = 253402300799
+
+// expired reports whether a call with this expiry is too late at now.
+func expired(expires, now time.Time) bool { return !expires.IsZero() && expires.Before(now) }
+
+// DecideEstablish applies the establish row of the rules table to m. A
+// request whose expiry is before now is refused as expired first, and
+// changes nothing.
+func DecideEstablish(m Meta, req EstablishRequest, now time.Time) (Meta, Decision) {
+	d := Decision{Token: req.Token, Attempt: req.Attempt, Time: now, Greatest: m.Greatest, Version: m.Version, Expires: req.Expires}
+	switch {
+	case expired(req.Expires, now):
+		d.Outcome = Expired
+		return m, d
+	case req.Token.Less(m.Greatest):
 		d.Outcome = StaleOwner
 		return m, d
 	}
-	m.Greatest = tok
+	m.Greatest = req.Token
 	d.Outcome = Established
 	return m, d
 }
@@ -147,8 +218,15 @@ func DecideEstablish(m Meta, tok Token, attempt string, now time.Time) (Meta, De
 // DecidePublish applies the publish rows of the rules table to m, for a body
 // whose Hash is hash. It returns the key's next state and the decision;
 // Outcome Applied with a changed Version means the body must be written.
+// A request whose expiry is before now is refused as expired before any
+// row is looked at, and changes nothing: an expired token is no longer a
+// credential, whatever its order.
 func DecidePublish(m Meta, req PublishRequest, hash string, now time.Time) (Meta, Decision) {
-	d := Decision{Token: req.Token, Attempt: req.Attempt, Time: now, Greatest: m.Greatest, Hash: hash}
+	d := Decision{Token: req.Token, Attempt: req.Attempt, Time: now, Greatest: m.Greatest, Hash: hash, Expires: req.Expires}
+	if expired(req.Expires, now) {
+		d.Outcome, d.Version = Expired, m.Version
+		return m, d
+	}
 	switch c := req.Token.Compare(m.Greatest); {
 	case c < 0:
 		d.Outcome, d.Version = StaleOwner, m.Version
@@ -182,13 +260,15 @@ func (d Decision) Err() error {
 		return ErrStaleOwner
 	case Conflict:
 		return ErrConflict
+	case Expired:
+		return ErrExpired
 	}
 	return nil
 }
 
 // IsDecision reports whether err from Publish or Establish is a refusal the
-// store decided and recorded (ErrStaleOwner or ErrConflict), as opposed to
-// a failure.
+// store decided and recorded (ErrStaleOwner, ErrConflict or ErrExpired), as
+// opposed to a failure.
 func IsDecision(err error) bool {
-	return errors.Is(err, ErrStaleOwner) || errors.Is(err, ErrConflict)
+	return errors.Is(err, ErrStaleOwner) || errors.Is(err, ErrConflict) || errors.Is(err, ErrExpired)
 }

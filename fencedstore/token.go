@@ -11,6 +11,12 @@ import (
 // Token is a fence token: the epoch (Raft term) and seq (Raft log index) of
 // the grant that minted it. Tokens compare lexicographically; the zero token
 // is older than every minted one.
+//
+// Range: a minted token's epoch and seq are each in [1, 2^63-1]
+// (math.MaxInt64). Raft terms and indexes start at 1, and 2^63-1 is the
+// largest value every backend stores exactly (PostgreSQL's bigint). The
+// signer, every store and the FSM that mints tokens refuse anything outside
+// it (Validate), so a token no store could hold is never handed out.
 type Token struct {
 	Epoch uint64 `json:"epoch"`
 	Seq   uint64 `json:"seq"`

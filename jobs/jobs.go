@@ -19,6 +19,10 @@ var (
 	ErrStaleAttempt  = errors.New("attempt is not the current attempt of its run")
 	ErrRunFinished   = errors.New("run already finished")
 	ErrInvalidConfig = errors.New("invalid config")
+	// ErrTokenRange: a grant in a Raft entry whose term or index is
+	// outside the fence-token range (1 to 2^63-1), so its token would be
+	// refused by every store. Nothing is granted.
+	ErrTokenRange = errors.New("fence token out of range")
 )
 
 // State is the state of a run or of one of its attempts.
@@ -138,6 +142,9 @@ const (
 	// EventLoginFailed: a client address was locked out of the
 	// dashboard's login after failed tokens (one entry per lockout).
 	EventLoginFailed = "login_failed"
+	// EventGrantRefused: the FSM refused to mint a token out of range
+	// (ErrTokenRange); recorded once per term.
+	EventGrantRefused = "grant_refused"
 )
 
 // SkipRange records scheduled times of a job that were deliberately not

@@ -1,14 +1,23 @@
 package jobs
 
-import "strings"
+import (
+	"sort"
+	"strings"
+)
 
 // OutputPrefix returns the key scope of the job's fence tokens: the literal
 // part of the output template up to and including the last "/" before the
 // first "{{". Every key the template can render starts with it, so a token
 // signed with this scope can publish the job's outputs (and, with
-// `fencecron publish`, further keys beside them) and nothing outside. It is
-// "" (every key) when that literal part has no "/": give the template a
-// literal directory, as in "reports/{{ ... }}.csv", to narrow the scope.
+// `fencecron publish`, further keys beside them) and nothing outside.
+//
+// It is never empty: a scope of "" would cover every key of the store, and
+// one job could overwrite any other's outputs. A job without an output, or
+// whose template has no literal directory ("{{ .Job }}-{{ .RunID }}.txt",
+// "out.csv"), gets "<name>/". Such a job's output key may then lie outside
+// its own token's scope (see OutputOutsideScope): the worker still
+// publishes its stdout, with a token of its own for exactly that key, but
+// the job's own `fencecron publish` to it is refused.
 func (s *Spec) OutputPrefix() string {
 	lit := s.Output
 	if i := strings.Index(lit, "{{"); i >= 0 {
@@ -17,5 +26,46 @@ func (s *Spec) OutputPrefix() string {
 	if i := strings.LastIndexByte(lit, '/'); i >= 0 {
 		return lit[:i+1]
 	}
-	return ""
+	return s.Name + "/"
+}
+
+// OutputOutsideScope reports whether key, one of the job's rendered output
+// keys, lies outside the scope of the job's own tokens (OutputPrefix).
+func (s *Spec) OutputOutsideScope(key string) bool {
+	return key != "" && !strings.HasPrefix(key, s.OutputPrefix())
+}
+
+// ScopeOverlap is two jobs whose token scopes overlap: Outer's scope is a
+// prefix of (or equal to) Inner's, so Outer's tokens can write Inner's
+// keys, and the two share one quota-checked key space.
+type ScopeOverlap struct {
+	Outer, Inner             string // job names
+	OuterPrefix, InnerPrefix string
+}
+
+// ScopeOverlaps returns every pair of jobs whose token scopes overlap: one
+// scope is a prefix of the other, or they are equal. Each pair is listed
+// once, with the job of the wider scope as Outer (for equal scopes, the
+// one given first), sorted by Outer, then Inner.
+func ScopeOverlaps(specs []Spec) []ScopeOverlap {
+	var out []ScopeOverlap
+	for i := range specs {
+		for j := i + 1; j < len(specs); j++ {
+			a, b := &specs[i], &specs[j]
+			pa, pb := a.OutputPrefix(), b.OutputPrefix()
+			switch {
+			case strings.HasPrefix(pb, pa):
+				out = append(out, ScopeOverlap{Outer: a.Name, Inner: b.Name, OuterPrefix: pa, InnerPrefix: pb})
+			case strings.HasPrefix(pa, pb):
+				out = append(out, ScopeOverlap{Outer: b.Name, Inner: a.Name, OuterPrefix: pb, InnerPrefix: pa})
+			}
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].Outer != out[j].Outer {
+			return out[i].Outer < out[j].Outer
+		}
+		return out[i].Inner < out[j].Inner
+	})
+	return out
 }

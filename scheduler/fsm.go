@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -197,6 +199,10 @@ type state struct {
 	Counters      map[string]uint64    `json:"counters"`
 	// LastIndex is the index of the last applied entry.
 	LastIndex uint64 `json:"last_index"`
+	// RangeRefusedTerm is the last term in which a grant was refused for
+	// a token out of range: the refusal is recorded as an event once per
+	// term, so that retrying leaders do not flood the audit trail.
+	RangeRefusedTerm uint64 `json:"range_refused_term,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -342,7 +348,9 @@ func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
 		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: g.Reason})
 	} else {
 		r.State = jobs.Pending
-		f.newAttempt(l, r, g.Worker, g.At)
+		if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
+			return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+		}
 	}
 	f.st.Runs[id] = r
 	f.st.Order = append(f.st.Order, id)
@@ -352,8 +360,22 @@ func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
 }
 
 // newAttempt grants the run's next attempt, minting its token from this
-// very log entry.
-func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) {
+// very log entry. It refuses (ErrTokenRange, and an event) when the
+// entry's term or index is outside the range a token may take
+// (fencedstore.Token): a token no store accepts must never be handed out,
+// and such a term can only come from a peer that moved it on purpose.
+func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) error {
+	if err := (fencedstore.Token{Epoch: l.Term, Seq: l.Index}).Validate(); err != nil {
+		f.st.Counters["grants_refused"]++
+		err = fmt.Errorf("%w: Raft term %d and index %d cannot make a fence token (epoch and seq must be 1 to %d; every store would refuse it): %v",
+			jobs.ErrTokenRange, l.Term, l.Index, int64(math.MaxInt64), err)
+		if f.st.RangeRefusedTerm != l.Term {
+			f.st.RangeRefusedTerm = l.Term
+			f.event(l, jobs.Event{Time: at, Kind: jobs.EventGrantRefused, Node: worker, Job: r.Job, Run: r.ID, Epoch: l.Term,
+				Detail: fmt.Sprintf("attempt %d not granted: %v; every grant in this term is refused (recorded once per term)", len(r.Attempts)+1, err)})
+		}
+		return err
+	}
 	n := len(r.Attempts) + 1
 	a := jobs.Attempt{
 		ID: jobs.AttemptID(r.ID, n), Number: n,
@@ -365,6 +387,7 @@ func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) 
 	f.st.Counters["grants"]++
 	f.event(l, jobs.Event{Time: at, Kind: jobs.EventGranted, Node: worker, Job: r.Job, Run: r.ID, Attempt: a.ID,
 		Token: &a.Token, Detail: fmt.Sprintf("attempt %d to %s with token %s", n, worker, a.Token)})
+	return nil
 }
 
 func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
@@ -517,7 +540,9 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	}
 	f.event(l, jobs.Event{Time: e.At, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: e.Reason})
 	if e.Worker != "" && len(r.Attempts) < f.maxAttempts(r.Job) {
-		f.newAttempt(l, r, e.Worker, e.At)
+		// A takeover refused for its token's range leaves the run
+		// waiting for a retry; the expiry itself stands.
+		_ = f.newAttempt(l, r, e.Worker, e.At)
 	}
 	return applyResult{Run: r.Clone()}
 }
@@ -534,7 +559,9 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 	if len(r.Attempts) >= f.maxAttempts(r.Job) {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: no attempts left: %w", c.Run, jobs.ErrRunFinished)}
 	}
-	f.newAttempt(l, r, c.Worker, c.At)
+	if err := f.newAttempt(l, r, c.Worker, c.At); err != nil {
+		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: %w", c.Run, err)}
+	}
 	return applyResult{Run: r.Clone()}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -301,5 +302,77 @@ func TestScheduler_AuditForwarded(t *testing.T) {
 	evs := fsm.Events(0, 0)
 	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
 		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
+	}
+}
+
+// The FSM mints tokens only inside the range every store accepts: a grant,
+// retry or takeover in a Raft entry whose term or index is beyond 2^63-1
+// is refused with ErrTokenRange (recorded as an event once per term,
+// counted each time), and grants nothing. (2^63-1, 2^63-1) itself is
+// granted.
+func TestFSM_MintsOnlyTokensInRange(t *testing.T) {
+	const top = math.MaxInt64
+	f := NewFSM()
+	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 3}
+	applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	refusals := func() []jobs.Event {
+		var out []jobs.Event
+		for _, e := range f.Events(0, 0) {
+			if e.Kind == jobs.EventGrantRefused {
+				out = append(out, e)
+			}
+		}
+		return out
+	}
+
+	// The term of the heartbeat in issue 11, and 2^63 in term or index.
+	for i, entry := range []struct{ term, index uint64 }{{1<<63 + 3, 57}, {1<<63 + 3, 58}, {1 << 63, 59}, {5, 1 << 63}} {
+		at := t0.Add(time.Duration(i) * time.Second)
+		res := applyAt(t, f, entry.term, entry.index, grant("report", at))
+		if !errors.Is(res.Err, jobs.ErrTokenRange) || !strings.Contains(res.Err.Error(), "cannot make a fence token") {
+			t.Fatalf("grant at term %d index %d: err = %v, want ErrTokenRange", entry.term, entry.index, res.Err)
+		}
+		if _, ok := f.Run(jobs.RunID("report", at)); ok {
+			t.Errorf("grant at term %d index %d recorded a run", entry.term, entry.index)
+		}
+	}
+	if got := refusals(); len(got) != 3 || got[0].Epoch != 1<<63+3 || got[1].Epoch != 1<<63 || got[2].Epoch != 5 || !strings.Contains(got[0].Detail, "not granted") {
+		t.Errorf("refusal events %+v: want one per term (3)", got)
+	}
+	if n := f.Counters()["grants_refused"]; n != 4 {
+		t.Errorf("grants_refused = %d, want 4", n)
+	}
+	if n := f.Counters()["grants"]; n != 0 {
+		t.Errorf("grants = %d, want 0", n)
+	}
+
+	// The edge of the range is granted, and a retry or takeover past it
+	// is refused.
+	res := applyAt(t, f, top, top-3, grant("report", t0.Add(time.Minute)))
+	if res.Err != nil {
+		t.Fatalf("grant at (2^63-1, 2^63-4): %v", res.Err)
+	}
+	complete := func(index uint64, attempt string) {
+		c := Completion{Attempt: attempt, State: jobs.Failed, EndedAt: t0}
+		if r := applyAt(t, f, top, index, command{Op: opComplete, Complete: &c}); r.Err != nil {
+			t.Fatal(r.Err)
+		}
+	}
+	run := res.Run
+	complete(top-2, run.Attempts[0].ID)
+	res = applyAt(t, f, top, top, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}})
+	if res.Err != nil || len(res.Run.Attempts) != 2 || res.Run.Attempts[1].Token != (jobs.Fence{Epoch: top, Seq: top}) {
+		t.Fatalf("retry at (2^63-1, 2^63-1): %+v, %v; want a second attempt with that token", res.Run.Attempts, res.Err)
+	}
+	complete(top, res.Run.Attempts[1].ID) // an index repeated: only the token range matters here
+	res = applyAt(t, f, 1<<63, 1<<63, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: 2, Worker: "w1", At: t0}})
+	if !errors.Is(res.Err, jobs.ErrTokenRange) || len(res.Run.Attempts) != 2 {
+		t.Errorf("retry at 2^63: %d attempts, %v; want ErrTokenRange and none added", len(res.Run.Attempts), res.Err)
+	}
+
+	taken := applyAt(t, f, top, top-1, grant("report", t0.Add(2*time.Minute))).Run
+	res = applyAt(t, f, 1<<63, 1<<63, command{Op: opExpire, Expire: &expireCmd{Attempt: taken.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0}})
+	if res.Err != nil || len(res.Run.Attempts) != 1 || res.Run.Attempts[0].State != jobs.Lost || !AwaitsRetry(res.Run) {
+		t.Errorf("takeover at 2^63: %+v, %v; want the expiry applied, no new attempt, the run awaiting a retry", res.Run, res.Err)
 	}
 }

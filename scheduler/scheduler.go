@@ -42,6 +42,11 @@ type Assignment struct {
 	Spec    jobs.Spec    `json:"spec"`
 }
 
+// TokenExpires returns when the attempt's fence token stops being good:
+// jobs.Spec.TokenExpiry of its replicated grant time. The job's signed
+// FENCECRON_TOKEN and the worker's own establish and publish carry it.
+func (a Assignment) TokenExpires() time.Time { return a.Spec.TokenExpiry(a.Attempt.GrantedAt) }
+
 // Dispatcher delivers an assignment to the named worker. Delivering the
 // same attempt twice must start it at most once.
 type Dispatcher interface {

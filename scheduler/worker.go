@@ -163,6 +163,7 @@ func (w *Worker) forget(id string) {
 func (w *Worker) runAttempt(a Assignment) Completion {
 	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
 	tok := fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq}
+	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) Completion {
 		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: time.Now().UTC()}
 		if format != "" {
@@ -185,12 +186,18 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	held := make(chan bool, 1)
 	go func() { held <- lc.acquire(w.ctx) }()
 	if key := a.Run.Output; key != "" {
-		res, err := w.establish(key, tok, a.Attempt.ID, lc)
+		res, err := w.establish(fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Expires: expires}, lc)
 		switch {
 		case errors.Is(err, fencedstore.ErrStaleOwner):
 			<-held
 			log.Warn("fenced before start: the store holds a newer token", "key", key, "greatest", res.Greatest)
 			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: store holds newer token %s", key, res.Greatest)
+		case errors.Is(err, fencedstore.ErrExpired):
+			// Nothing ran: the attempt is over like one whose lease
+			// ended, and its run may get a new attempt with a new token.
+			<-held
+			log.Warn("expired before start: the store refused the token as expired", "key", key, "expires", expires)
+			return done(jobs.Lost, string(fencedstore.Expired), "establish %s refused as expired: token %s expired at %s, before the attempt could start", key, tok, expires.UTC().Format(time.RFC3339))
 		case err != nil:
 			<-held
 			return done(jobs.Failed, "", "establish %s: %v", key, err)
@@ -260,12 +267,16 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	if w.Faults.stopBeforePublish(a.Attempt.Number) {
 		log.Warn("fault injection: resumed after stopping before publish")
 	}
-	pub, err := w.publish(a.Run.Output, tok, a.Attempt.ID, res.Stdout)
+	pub, err := w.publish(fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Body: res.Stdout, Expires: expires})
 	c.StoreOutcome, c.StoreVersion = string(pub.Outcome), pub.Version
 	switch {
 	case errors.Is(err, fencedstore.ErrStaleOwner):
 		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused as stale_owner: the store holds newer token %s, this attempt has %s", a.Run.Output, pub.Greatest, tok)
 		log.Warn("publish refused as stale", "key", a.Run.Output, "greatest", pub.Greatest)
+	case errors.Is(err, fencedstore.ErrExpired):
+		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused as expired: this attempt's token %s expired at %s (granted %s + timeout %s + lease %s + margin %s); nothing was written",
+			a.Run.Output, tok, expires.UTC().Format(time.RFC3339), a.Attempt.GrantedAt.UTC().Format(time.RFC3339), a.Spec.Timeout, a.Spec.LeaseTTL, jobs.TokenExpiryMargin)
+		log.Warn("publish refused as expired", "key", a.Run.Output, "expires", expires)
 	case errors.Is(err, fencedstore.ErrConflict):
 		c.State, c.Error = jobs.Failed, fmt.Sprintf("publish %s: version conflict", a.Run.Output)
 	case err != nil:
@@ -278,21 +289,25 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 
 // establish calls the store, retrying failures that are not decisions
 // while the lease may still be valid.
-func (w *Worker) establish(key string, tok fencedstore.Token, attempt string, lc *leaseClient) (fencedstore.Result, error) {
+func (w *Worker) establish(req fencedstore.EstablishRequest, lc *leaseClient) (fencedstore.Result, error) {
 	return retryStore(w.ctx, lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
-		return w.Store.Establish(ctx, key, tok, attempt)
+		return w.Store.Establish(ctx, req)
 	})
 }
 
-func (w *Worker) publish(key string, tok fencedstore.Token, attempt string, body []byte) (fencedstore.Result, error) {
-	ttl := 30 * time.Second
-	return retryStore(w.ctx, ttl, func(ctx context.Context) (fencedstore.Result, error) {
-		return w.Store.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt, Body: body})
+// publishRetryWindow bounds the worker's retries of a publish the store
+// did not decide (jobs.TokenExpiryMargin covers it).
+const publishRetryWindow = 30 * time.Second
+
+func (w *Worker) publish(req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	return retryStore(w.ctx, publishRetryWindow, func(ctx context.Context) (fencedstore.Result, error) {
+		return w.Store.Publish(ctx, req)
 	})
 }
 
 // retryStore retries a store call while it fails without a decision (the
-// store unreachable), for at most `within`. Decisions and bad input are
+// store unreachable), for at most `within`. Decisions (stale_owner,
+// conflict, expired: an expired token stays expired) and bad input are
 // returned at once; a publish retried after a lost reply is idempotent.
 func retryStore(ctx context.Context, within time.Duration, call func(context.Context) (fencedstore.Result, error)) (fencedstore.Result, error) {
 	deadline := time.Now().Add(within)
@@ -301,7 +316,7 @@ func retryStore(ctx context.Context, within time.Duration, call func(context.Con
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 		res, err := call(cctx)
 		cancel()
-		if err == nil || errors.Is(err, fencedstore.ErrStaleOwner) || errors.Is(err, fencedstore.ErrConflict) ||
+		if err == nil || fencedstore.IsDecision(err) ||
 			errors.Is(err, fencedstore.ErrInvalidKey) || errors.Is(err, fencedstore.ErrBadToken) || errors.Is(err, fencedstore.ErrTooLarge) ||
 			time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
 			return res, err

@@ -231,7 +231,7 @@ func (fakeStore) meta() fencedstore.Meta {
 
 const reportBody = "month,total\n2026-07,<42>\n"
 
-func (fakeStore) Establish(context.Context, string, fencedstore.Token, string) (fencedstore.Result, error) {
+func (fakeStore) Establish(context.Context, fencedstore.EstablishRequest) (fencedstore.Result, error) {
 	return fencedstore.Result{}, fencedstore.ErrUnavailable
 }
 func (fakeStore) Publish(context.Context, fencedstore.PublishRequest) (fencedstore.Result, error) {

@@ -69,7 +69,7 @@ var templateFuncs = template.FuncMap{
 	"f":       func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"add":     func(a, b float64) float64 { return a + b },
 	"sub":     func(a, b float64) float64 { return a - b },
-	"refused": func(o fencedstore.Outcome) bool { return o == fencedstore.StaleOwner || o == fencedstore.Conflict },
+	"refused": func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
 	"deref": func(p *int) string {
 		if p == nil {
 			return ""
@@ -406,7 +406,7 @@ func (s *Server) handleKeyPage(w http.ResponseWriter, r *http.Request) {
 	slices.Reverse(hist)
 	p.History = hist
 	for _, d := range hist {
-		if d.Outcome == fencedstore.StaleOwner {
+		if !d.Outcome.Accepted() {
 			p.Refused++
 		}
 	}

@@ -131,8 +131,8 @@ func Check(o *Observation, opt CheckOptions) []CheckResult {
 }
 
 // accepted reports whether a decision raised (or kept) the key's greatest
-// token to the call's: everything but a stale_owner refusal.
-func accepted(d fencedstore.Decision) bool { return d.Outcome != fencedstore.StaleOwner }
+// token to the call's: everything but a stale_owner or expired refusal.
+func accepted(d fencedstore.Decision) bool { return d.Outcome.Accepted() }
 
 func newer(a, b fencedstore.Token) fencedstore.Token {
 	if a.Less(b) {
@@ -262,7 +262,7 @@ func replay(h []fencedstore.Decision) error {
 func operations(key string, h []fencedstore.Decision, base int64) []porcupine.Operation {
 	ops := make([]porcupine.Operation, 0, len(h))
 	for i, d := range h {
-		in := fencemodel.Input{Key: key, Token: d.Token, Attempt: d.Attempt, Hash: d.Hash, Expected: fencemodel.NoVersion}
+		in := fencemodel.Input{Key: key, Token: d.Token, Attempt: d.Attempt, Hash: d.Hash, Expected: fencemodel.NoVersion, Expires: d.Expires}
 		// A refused publish records the body's hash, an establish none.
 		in.Kind = fencemodel.Establish
 		if d.Hash != "" || d.Outcome == fencedstore.Applied || d.Outcome == fencedstore.Conflict {
@@ -377,8 +377,10 @@ func checkClientCalls(o *Observation, opt CheckOptions, r *results) {
 	for key, h := range o.Histories {
 		for _, d := range h {
 			r.checked(CheckClientRecord, 1)
+			// A publish's decision records its body's hash, an
+			// establish's none.
 			kind := fencemodel.Publish
-			if d.Outcome == fencedstore.Established || d.Outcome == fencedstore.StaleOwner && d.Hash == "" {
+			if d.Hash == "" && d.Outcome != fencedstore.Applied && d.Outcome != fencedstore.Conflict {
 				kind = fencemodel.Establish
 			}
 			ck := callKey{key, d.Attempt, d.Token, kind}
@@ -480,9 +482,11 @@ func checkStoreVsRuns(o *Observation, r *results) {
 			r.fail(CheckStoreVsRuns, "attempt %s (%s) is recorded as published v%d to %s; the store has no such applied write", at.ID, at.Token, at.StoreVersion, a.Run.Output)
 		case at.StoreOutcome == string(fencedstore.StaleOwner) && !has(fencedstore.StaleOwner, 0):
 			r.fail(CheckStoreVsRuns, "attempt %s (%s) is recorded as refused stale at %s; the store never refused it", at.ID, at.Token, a.Run.Output)
+		case at.StoreOutcome == string(fencedstore.Expired) && !has(fencedstore.Expired, 0):
+			r.fail(CheckStoreVsRuns, "attempt %s (%s) is recorded as refused expired at %s; the store never refused it", at.ID, at.Token, a.Run.Output)
 		case at.State == jobs.Succeeded && at.StoreOutcome != string(fencedstore.Applied):
 			r.fail(CheckStoreVsRuns, "attempt %s succeeded but its store outcome is %q, not applied", at.ID, at.StoreOutcome)
-		case at.State == jobs.Fenced && at.StoreOutcome != string(fencedstore.StaleOwner):
+		case at.State == jobs.Fenced && at.StoreOutcome != string(fencedstore.StaleOwner) && at.StoreOutcome != string(fencedstore.Expired):
 			r.fail(CheckStoreVsRuns, "attempt %s is fenced but its store outcome is %q", at.ID, at.StoreOutcome)
 		}
 	}

@@ -64,8 +64,9 @@ func (s *plantedStore) plantedWrite() string {
 // simulateCluster drives a store the way a cluster's workers do: every run
 // of a job that writes one shared key is granted a newer token, its worker
 // establishes, runs, and publishes; every third run is slow, so the next
-// run establishes before it publishes and its late write must be refused.
-// It returns what the cluster would report about the runs.
+// run establishes before it publishes and its late write must be refused;
+// and every seventh run publishes after its token expired, refused as
+// expired. It returns what the cluster would report about the runs.
 func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 	t.Helper()
 	ctx := context.Background()
@@ -84,10 +85,14 @@ func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 	}
 	publish := func(i int) {
 		a := &runs[i].Attempts[0]
-		res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tokens[i], Attempt: a.ID, Body: []byte(a.ID)})
+		expires := time.Now().Add(time.Hour)
+		if i%7 == 5 {
+			expires = time.Now().Add(-time.Hour)
+		}
+		res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tokens[i], Attempt: a.ID, Body: []byte(a.ID), Expires: expires})
 		a.StoreOutcome, a.StoreVersion = string(res.Outcome), res.Version
 		switch {
-		case errors.Is(err, fencedstore.ErrStaleOwner):
+		case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, fencedstore.ErrExpired):
 			a.State = jobs.Fenced
 		case err != nil:
 			t.Fatal(err)
@@ -98,7 +103,7 @@ func simulateCluster(t *testing.T, s fencedstore.Store, n int) []jobs.Run {
 	}
 	for i := range runs {
 		a := &runs[i].Attempts[0]
-		if _, err := s.Establish(ctx, key, tokens[i], a.ID); err != nil {
+		if _, err := s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: tokens[i], Attempt: a.ID}); err != nil {
 			a.State, a.StoreOutcome = jobs.Fenced, string(fencedstore.StaleOwner)
 			runs[i].State = a.State
 			continue
@@ -168,6 +173,11 @@ func TestCheck_CatchesPlantedStaleWrite(t *testing.T) {
 		}
 		if got := resultOf(t, Check(o, CheckOptions{}), CheckStaleWrite).Checked; got < 50 {
 			t.Errorf("checked %d decisions, want the whole history", got)
+		}
+		// The runs refused as expired were among them, and the store's
+		// decisions and the cluster's record agree about them.
+		if c := countObservation(o); c.ExpiredRefused == 0 {
+			t.Errorf("counts %+v: no publish was refused as expired", c)
 		}
 	})
 	t.Run("planted", func(t *testing.T) {

@@ -142,7 +142,7 @@ func TestStoreProxy_RecordsHoldsAndCuts(t *testing.T) {
 	ctx := context.Background()
 	tok := func(seq uint64) fencedstore.Token { return fencedstore.Token{Epoch: 2, Seq: seq} }
 
-	if _, err := c.Establish(ctx, "k", tok(5), "a5"); err != nil {
+	if _, err := c.Establish(ctx, fencedstore.EstablishRequest{Key: "k", Token: tok(5), Attempt: "a5"}); err != nil {
 		t.Fatal(err)
 	}
 	p.SetMode(ProxyHold)
@@ -165,7 +165,7 @@ func TestStoreProxy_RecordsHoldsAndCuts(t *testing.T) {
 	wg.Wait()
 
 	p.SetMode(ProxyDown)
-	if _, err := c.Establish(ctx, "k", tok(9), "a9"); !errors.Is(err, fencedstore.ErrUnavailable) {
+	if _, err := c.Establish(ctx, fencedstore.EstablishRequest{Key: "k", Token: tok(9), Attempt: "a9"}); !errors.Is(err, fencedstore.ErrUnavailable) {
 		t.Fatalf("establish with the link down: %v, want unavailable", err)
 	}
 	p.SetMode(ProxyPass)

@@ -52,6 +52,7 @@ type Counts struct {
 	Established           int                `json:"established"`
 	StalePublishRefused   int                `json:"stale_publishes_refused"`
 	StaleEstablishRefused int                `json:"stale_establishes_refused"`
+	ExpiredRefused        int                `json:"expired_refused"`
 	Calls                 int                `json:"calls"`
 	UnknownCalls          int                `json:"unknown_calls"`
 	Elections             int                `json:"elections"`
@@ -133,6 +134,8 @@ func countObservation(o *Observation) Counts {
 				c.StalePublishRefused++
 			case d.Outcome == fencedstore.StaleOwner:
 				c.StaleEstablishRefused++
+			case d.Outcome == fencedstore.Expired:
+				c.ExpiredRefused++
 			}
 		}
 	}
@@ -199,7 +202,7 @@ func (r *Report) Print(w io.Writer) {
 		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d retries)", c.Attempts, c.Takeovers, c.Retries)},
 		{"attempt states", tally(c.AttemptStates)},
 		{"fenced attempts", fmt.Sprintf("%d (%d before starting, at establish)", c.FencedAttempts, c.FencedAtEstablish)},
-		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes", c.StalePublishRefused, c.StaleEstablishRefused)},
+		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes; %d writes with an expired token", c.StalePublishRefused, c.StaleEstablishRefused, c.ExpiredRefused)},
 		{"store decisions", fmt.Sprintf("%d on %d keys (%d applied, %d established)", c.Decisions, c.Keys, c.Applied, c.Established)},
 		{"store calls seen by the proxy", fmt.Sprintf("%d (%d with an unknown outcome)", c.Calls, c.UnknownCalls)},
 		{"elections", fmt.Sprintf("%d (%d failovers)", c.Elections, c.Failovers)},

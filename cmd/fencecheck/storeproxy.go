@@ -256,8 +256,8 @@ func (p *StoreProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Write(answer)
 }
 
-// input reads what a write asks for: the verified token, its attempt,
-// the key, the body's hash and any expected version.
+// input reads what a write asks for: the verified token, its attempt and
+// expiry, the key, the body's hash and any expected version.
 func (p *StoreProxy) input(r *http.Request, body []byte) (fencemodel.Input, bool) {
 	in := fencemodel.Input{Expected: fencemodel.NoVersion}
 	switch {
@@ -272,7 +272,7 @@ func (p *StoreProxy) input(r *http.Request, body []byte) (fencemodel.Input, bool
 	if err != nil {
 		return in, false // refused by the store without a decision
 	}
-	in.Token, in.Attempt = st.Token, st.Attempt
+	in.Token, in.Attempt, in.Expires = st.Token, st.Attempt, st.Expires
 	if im := r.Header.Get("If-Match"); im != "" {
 		if v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64); err == nil && v <= math.MaxInt64 {
 			in.Expected = int64(v)

@@ -184,7 +184,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it.
-	storeAPI := &httpstore.Handler{Store: store, MaxBodyBytes: maxBody, Logger: log}
+	storeAPI := &httpstore.Handler{Store: store, MaxBodyBytes: maxBody, Logger: log,
+		QuotaKeys: int64(o.Store.Quota.Keys), QuotaBytes: o.Store.Quota.Bytes}
 	if o.Store.Serve {
 		storeAPI.Signer = signer
 	}

@@ -28,6 +28,7 @@ const (
 	exitStaleOwner = 3 // the store holds a newer token; nothing was written
 	exitConflict   = 4 // If-Match differs from the key's version; nothing was written
 	exitNotFound   = 5 // get: no such key
+	exitExpired    = 6 // the token's expiry has passed; nothing was written
 )
 
 // storeAddr is where the client commands find the store: the -store flag,
@@ -81,7 +82,9 @@ func runPublish(ctx context.Context, args []string, stdin io.Reader, stdout, std
 Publishes FILE (default stdin) to KEY in the fenced store with the signed
 fence token in $FENCECRON_TOKEN, which the worker gives every job.
 Exit status: 0 applied, 3 stale_owner (a newer token holds the key),
-4 conflict (-if-match differs), 1 any other error, 2 usage.
+4 conflict (-if-match differs), 6 expired (the token's expiry, its
+attempt's grant time + timeout + lease TTL + 2m, has passed), 1 any
+other error, 2 usage.
 `)
 		fs.PrintDefaults()
 	}
@@ -139,6 +142,10 @@ Exit status: 0 applied, 3 stale_owner (a newer token holds the key),
 		fmt.Fprint(stderr, line)
 		fmt.Fprintf(stderr, "fencecron: publish refused: %s is at version %d, not %d; nothing was written\n", key, res.Version, *ifMatch)
 		return exitCode(exitConflict)
+	case errors.Is(err, fencedstore.ErrExpired):
+		fmt.Fprint(stderr, line)
+		fmt.Fprintln(stderr, "fencecron: publish refused: the token has expired (this attempt ran past its timeout and lease); nothing was written")
+		return exitCode(exitExpired)
 	}
 	return fmt.Errorf("publish %s: %w", key, err)
 }
@@ -234,24 +241,22 @@ func readSecret(path string) ([]byte, error) {
 }
 
 // tokenScope is what a job's token may write: keys under the literal
-// directory of its output template, or under "<job>/" for a job without
-// an output.
+// directory of its output template, or under "<job>/" for a job without an
+// output or whose template has none (jobs.Spec.OutputPrefix): never the
+// whole store.
 func tokenScope(a scheduler.Assignment) fencedstore.Scope {
-	prefix := a.Spec.OutputPrefix()
-	if a.Spec.Output == "" {
-		prefix = a.Run.Job + "/"
-	}
-	return fencedstore.Scope{Job: a.Run.Job, Prefix: prefix}
+	return fencedstore.Scope{Job: a.Run.Job, Prefix: a.Spec.OutputPrefix()}
 }
 
 // tokenText is the worker's TokenText hook: the attempt's token, signed
-// with its attempt id and scope, for FENCECRON_TOKEN.
+// with its attempt id, scope and expiry, for FENCECRON_TOKEN.
 func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(scheduler.Assignment) string {
 	return func(a scheduler.Assignment) string {
 		text, err := signer.Sign(fencedstore.SignedToken{
 			Token:   fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq},
 			Attempt: a.Attempt.ID,
 			Scope:   tokenScope(a),
+			Expires: a.TokenExpires(),
 		})
 		if err != nil {
 			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)

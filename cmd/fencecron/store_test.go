@@ -35,9 +35,15 @@ func storeServer(t *testing.T, sg *fencedstore.Signer) (*bolt.Store, string) {
 	return s, srv.URL
 }
 
+// mustSign signs a token of job "job" that expires in an hour.
 func mustSign(t *testing.T, sg *fencedstore.Signer, epoch, seq uint64, prefix string) string {
 	t.Helper()
-	text, err := sg.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: fmt.Sprintf("job@t.%d", seq), Scope: fencedstore.Scope{Job: "job", Prefix: prefix}})
+	return mustSignExpiring(t, sg, epoch, seq, prefix, time.Now().Add(time.Hour))
+}
+
+func mustSignExpiring(t *testing.T, sg *fencedstore.Signer, epoch, seq uint64, prefix string, expires time.Time) string {
+	t.Helper()
+	text, err := sg.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: epoch, Seq: seq}, Attempt: fmt.Sprintf("job@t.%d", seq), Scope: fencedstore.Scope{Job: "job", Prefix: prefix}, Expires: expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -62,6 +68,7 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 	}
 	newer := mustSign(t, sg, 2, 20, "reports/")
 	older := mustSign(t, sg, 1, 10, "reports/")
+	expired := mustSignExpiring(t, sg, 3, 30, "reports/", time.Now().Add(-time.Minute))
 
 	cases := []struct {
 		name   string
@@ -75,10 +82,12 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 		{"idempotent retry", newer, []string{"publish", "reports/r.csv", file}, 0, "applied reports/r.csv version=1", ""},
 		{"stale", older, []string{"publish", "reports/r.csv", file}, exitStaleOwner, "", "newer fence token"},
 		{"conflict", newer, []string{"publish", "-if-match", "0", "reports/r.csv", file2}, exitConflict, "", "at version 1, not 0"},
+		{"expired", expired, []string{"publish", "reports/r.csv", file2}, exitExpired, "", "token has expired"},
+		{"expired on a new key", expired, []string{"publish", "reports/new.csv", file2}, exitExpired, "", "expired reports/new.csv version=0"},
 		{"second output of the job", newer, []string{"publish", "reports/r-summary.csv", file}, 0, "applied reports/r-summary.csv", ""},
 		{"out of scope", newer, []string{"publish", "logs/r.csv", file}, exitError, "", ""},
-		{"forged", strings.Replace(newer, "v1.2.20.", "v1.99999.20.", 1), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
-		{"other cluster", mustSign(t, other, 9, 9, ""), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
+		{"forged", strings.Replace(newer, "v2.2.20.", "v2.99999.20.", 1), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
+		{"other cluster", mustSign(t, other, 9, 9, "reports/"), []string{"publish", "reports/r.csv", file}, exitError, "", ""},
 		{"no token", "", []string{"publish", "reports/r.csv", file}, exitError, "", ""},
 		{"bad key", newer, []string{"publish", "reports/../etc", file}, exitError, "", ""},
 		{"no key", newer, []string{"publish"}, exitUsage, "", "Usage"},
@@ -111,7 +120,7 @@ func TestPublishAndGet_ExitCodes(t *testing.T) {
 	for _, d := range h {
 		got = append(got, string(d.Outcome))
 	}
-	if want := "applied applied stale_owner conflict"; strings.Join(got, " ") != want {
+	if want := "applied applied stale_owner conflict expired"; strings.Join(got, " ") != want {
 		t.Errorf("history of reports/r.csv = %v, want %s (refused requests leave no trace)", got, want)
 	}
 }
@@ -152,16 +161,23 @@ func TestLoadOrCreateSecret(t *testing.T) {
 func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	sg, _ := fencedstore.NewSigner([]byte("cmd-test-cluster-secret-0123456789"))
 	hook := tokenText(sg, slog.New(slog.DiscardHandler))
+	granted := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
 	a := scheduler.Assignment{
 		Run:     jobs.Run{ID: "report@x", Job: "report", Output: "reports/2026-07.csv"},
-		Attempt: jobs.Attempt{ID: "report@x.2", Token: jobs.Fence{Epoch: 4, Seq: 77}},
-		Spec:    jobs.Spec{Name: "report", Output: `reports/{{ .Scheduled.Format "2006-01" }}.csv`},
+		Attempt: jobs.Attempt{ID: "report@x.2", Token: jobs.Fence{Epoch: 4, Seq: 77}, GrantedAt: granted},
+		Spec:    jobs.Spec{Name: "report", Output: `reports/{{ .Scheduled.Format "2006-01" }}.csv`, Timeout: jobs.Duration(10 * time.Minute), LeaseTTL: jobs.Duration(30 * time.Second)},
 	}
 	st, err := sg.Verify(hook(a))
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 4, Seq: 77}, Attempt: "report@x.2", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}}
+	// Granted + timeout + lease TTL + the margin: the one expiry the
+	// worker's own store calls carry too.
+	expires := granted.Add(10*time.Minute + 30*time.Second + jobs.TokenExpiryMargin)
+	if !a.TokenExpires().Equal(expires) {
+		t.Errorf("Assignment.TokenExpires = %v, want %v", a.TokenExpires(), expires)
+	}
+	want := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 4, Seq: 77}, Attempt: "report@x.2", Scope: fencedstore.Scope{Job: "report", Prefix: "reports/"}, Expires: expires}
 	if st != want {
 		t.Errorf("token = %+v, want %+v", st, want)
 	}
@@ -172,12 +188,27 @@ func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	if st, _ := sg.Verify(hook(a)); st.Scope.Prefix != "report/" {
 		t.Errorf("scope of a job without output = %q, want report/", st.Scope.Prefix)
 	}
+	// A template with no literal directory: the job's own directory, not
+	// the whole store.
+	a.Spec.Output, a.Run.Output = "{{ .Job }}-{{ .RunID }}.txt", "report-report@x.txt"
+	if st, err := sg.Verify(hook(a)); err != nil || st.Scope.Prefix != "report/" || st.Scope.Covers("other/report.csv") {
+		t.Errorf("scope of a job whose output has no literal directory = %+v, %v; want report/", st.Scope, err)
+	}
 }
 
-// The real binary: a dev node generates its secret (0600) and serves the
-// store's write endpoint, and `fencecron publish`/`get` work against it
-// with only a signed token, as a job would.
-func TestDev_PublishWithSignedToken(t *testing.T) {
+// devStore is a running `fencecron dev` node whose store a test writes to
+// as a job would: with `fencecron publish` and a token signed with the
+// node's own secret.
+type devStore struct {
+	*devNode
+	addr string
+	sg   *fencedstore.Signer
+}
+
+// startDevStore starts a dev node, waits for its first report, and reads
+// the secret it generated (checking its mode).
+func startDevStore(t *testing.T) *devStore {
+	t.Helper()
 	dataDir := t.TempDir()
 	httpPort := proctest.FreePort(t)
 	dev := startDev(t, dataDir, httpPort, proctest.FreePort(t), proctest.FreePort(t))
@@ -200,27 +231,42 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &devStore{devNode: dev, addr: "127.0.0.1:" + strconv.Itoa(httpPort), sg: sg}
+}
 
-	addr := "127.0.0.1:" + strconv.Itoa(httpPort)
+// fencecron runs the binary with FENCECRON_STORE set to the node and
+// FENCECRON_TOKEN to token, and returns its output and exit status.
+func (d *devStore) fencecron(t *testing.T, token string, stdin string, args ...string) (string, int) {
+	t.Helper()
+	cmd := exec.Command(proctest.Binary(t), args...)
+	cmd.Env = append(os.Environ(), "FENCECRON_STORE="+d.addr, "FENCECRON_TOKEN="+token)
+	cmd.Stdin = strings.NewReader(stdin)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		cmd.Process.Kill()
+		<-done
+		t.Fatalf("fencecron %v did not finish in 30s", args)
+	}
+	return out.String(), cmd.ProcessState.ExitCode()
+}
+
+// The real binary: a dev node generates its secret (0600) and serves the
+// store's write endpoint, and `fencecron publish`/`get` work against it
+// with only a signed token, as a job would.
+func TestDev_PublishWithSignedToken(t *testing.T) {
+	d := startDevStore(t)
+	sg := d.sg
 	fencecron := func(token string, stdin string, args ...string) (string, int) {
-		cmd := exec.Command(proctest.Binary(t), args...)
-		cmd.Env = append(os.Environ(), "FENCECRON_STORE="+addr, "FENCECRON_TOKEN="+token)
-		cmd.Stdin = strings.NewReader(stdin)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		done := make(chan error, 1)
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-done
-			t.Fatalf("fencecron %v did not finish in 30s", args)
-		}
-		return out.String(), cmd.ProcessState.ExitCode()
+		t.Helper()
+		return d.fencecron(t, token, stdin, args...)
 	}
 	tok := mustSign(t, sg, 1<<40, 1, "manual/")
 	if out, code := fencecron(tok, "hello\n", "publish", "manual/hello.txt"); code != 0 || !strings.Contains(out, "applied manual/hello.txt version=1") {
@@ -232,11 +278,79 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 	if out, code := fencecron(mustSign(t, sg, 1, 1, "manual/"), "old\n", "publish", "manual/hello.txt"); code != exitStaleOwner {
 		t.Fatalf("stale publish: exit %d, want %d: %s", code, exitStaleOwner, out)
 	}
-	forged := strings.Replace(tok, fmt.Sprintf("v1.%d.", uint64(1<<40)), "v1.9999999999999.", 1)
+	forged := strings.Replace(tok, fmt.Sprintf("v2.%d.", uint64(1<<40)), "v2.9999999999999.", 1)
 	if out, code := fencecron(forged, "x", "publish", "manual/hello.txt"); code != exitError || !strings.Contains(out, "signature does not match") {
 		t.Fatalf("forged publish: exit %d, want 1 with a clear message: %s", code, out)
 	}
 	if out, code := fencecron(tok, "x", "publish", "reports/evil.csv"); code != exitError || !strings.Contains(out, "outside the scope") {
 		t.Fatalf("out-of-scope publish: exit %d: %s", code, out)
+	}
+}
+
+// The attacks of issue 11 against a real node, with tokens made the way
+// the worker makes FENCECRON_TOKEN (tokenText) from the node's own secret:
+// a superseded attempt whose token has expired cannot publish even to a
+// key no newer attempt touched (exit 6, recorded as expired in that key's
+// history), and a job whose output template has no literal directory gets
+// a token scoped to its own directory, not the whole store, so it cannot
+// overwrite another job's report.
+func TestDev_ExpiredAndWholeStoreTokensRefused(t *testing.T) {
+	d := startDevStore(t)
+	report := d.waitSucceeded(t, jobs.Fence{})
+	hook := tokenText(d.sg, slog.New(slog.DiscardHandler))
+	assignment := func(job, output string, granted time.Time, seq uint64) scheduler.Assignment {
+		run := jobs.Run{ID: jobs.RunID(job, granted), Job: job}
+		return scheduler.Assignment{
+			Run:     run,
+			Attempt: jobs.Attempt{ID: jobs.AttemptID(run.ID, 1), Number: 1, Token: jobs.Fence{Epoch: 1 << 40, Seq: seq}, GrantedAt: granted},
+			Spec:    jobs.Spec{Name: job, Output: output, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(10 * time.Second)},
+		}
+	}
+	history := func(key string) []fencedstore.Decision {
+		t.Helper()
+		var out struct{ Decisions []fencedstore.Decision }
+		if err := proctest.GetJSON("http://"+d.addr+"/api/v1/history/"+key, &out); err != nil {
+			t.Fatalf("history %s: %v", key, err)
+		}
+		return out.Decisions
+	}
+
+	// An attempt granted an hour ago with a 1m timeout and a 10s lease:
+	// its token expired 56m50s ago.
+	old := assignment("manual", "manual/{{ .RunID }}.csv", time.Now().Add(-time.Hour), 1)
+	out, code := d.fencecron(t, hook(old), "late\n", "publish", "manual/never-written.csv")
+	if code != exitExpired || !strings.Contains(out, "expired manual/never-written.csv version=0") || !strings.Contains(out, "token has expired") {
+		t.Fatalf("publish with an expired token: exit %d, want %d: %s", code, exitExpired, out)
+	}
+	h := history("manual/never-written.csv")
+	if len(h) != 1 || h[0].Outcome != fencedstore.Expired || h[0].Attempt != old.Attempt.ID || !h[0].Expires.Equal(old.TokenExpires().Truncate(time.Second)) {
+		t.Errorf("history of the key = %+v, want one expired decision by %s expiring at %v", h, old.Attempt.ID, old.TokenExpires())
+	}
+	if out, code := d.fencecron(t, "", "", "get", "manual/never-written.csv"); code != exitNotFound {
+		t.Errorf("get after the expired publish: exit %d, want %d (nothing written): %s", code, exitNotFound, out)
+	}
+	// The same computation for an attempt granted now gives a live token.
+	live := assignment("manual", "manual/{{ .RunID }}.csv", time.Now(), 2)
+	if out, code := d.fencecron(t, hook(live), "fresh\n", "publish", "manual/live.csv"); code != 0 {
+		t.Fatalf("publish with a live token: exit %d: %s", code, out)
+	}
+
+	// A job whose output has no literal directory.
+	loose := assignment("loose", "{{ .Job }}-{{ .RunID }}.txt", time.Now(), 3)
+	tok := hook(loose)
+	st, err := d.sg.Verify(tok)
+	if err != nil || st.Scope.Prefix != "loose/" {
+		t.Fatalf("the loose job's token: %+v, %v; want scope loose/", st.Scope, err)
+	}
+	for _, key := range []string{report.Output, "reports/new.csv", "manual/live.csv", "loose-x.txt"} {
+		if out, code := d.fencecron(t, tok, "overwritten\n", "publish", key); code != exitError || !strings.Contains(out, "outside the scope") {
+			t.Errorf("publish %s with the loose job's token: exit %d, want %d (out of scope): %s", key, code, exitError, out)
+		}
+	}
+	if out, code := d.fencecron(t, "", "", "get", report.Output); code != 0 || strings.Contains(out, "overwritten") {
+		t.Errorf("the report %s after the attempt: exit %d: %q", report.Output, code, out)
+	}
+	if out, code := d.fencecron(t, tok, "mine\n", "publish", "loose/extra.txt"); code != 0 {
+		t.Errorf("publish within its own directory: exit %d: %s", code, out)
 	}
 }

@@ -23,8 +23,9 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 
 Checks a config file. Prints every problem as file:line:column: message
 and exits 1, or prints each job with its next fire times and exits 0.
-Warnings (such as a literal secret in a file others may read) go to
-stderr and do not change the exit status.
+Warnings (a literal secret in a file others may read, jobs whose token
+scopes overlap, an output key outside its own job's scope) go to stderr
+and do not change the exit status.
 `)
 	}
 	if err := fs.Parse(args); err != nil {
@@ -57,7 +58,32 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 	for _, w := range f.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
+	writeWarnings(stderr, f, now)
 	return writeSummary(stdout, f, now)
+}
+
+// writeWarnings reports what is valid but probably not meant: jobs whose
+// token scopes overlap (one job's `fencecron publish` can overwrite the
+// other's keys, and they share one quota), and outputs outside their own
+// job's scope (the job cannot `fencecron publish` to its own output key).
+func writeWarnings(w io.Writer, f *config.File, now time.Time) {
+	for _, o := range jobs.ScopeOverlaps(f.Jobs) {
+		if o.OuterPrefix == o.InnerPrefix {
+			fmt.Fprintf(w, "warning: %s: jobs %s and %s share the token scope %q: each can publish over the other's keys, and they share its quota\n",
+				f.Name, o.Outer, o.Inner, o.OuterPrefix)
+			continue
+		}
+		fmt.Fprintf(w, "warning: %s: job %s's token scope %q lies inside job %s's scope %q: %s can publish over %s's keys\n",
+			f.Name, o.Inner, o.InnerPrefix, o.Outer, o.OuterPrefix, o.Outer, o.Inner)
+	}
+	for _, spec := range f.Jobs {
+		key, err := spec.OutputKey(now)
+		if err != nil || !spec.OutputOutsideScope(key) {
+			continue
+		}
+		fmt.Fprintf(w, "warning: %s: job %s's output %q is outside its token scope %q (its output template has no literal directory): the worker publishes its stdout there, but the job's own `fencecron publish` to it is refused; give the template a directory, such as %q\n",
+			f.Name, spec.Name, key, spec.OutputPrefix(), spec.Name+"/"+spec.Output)
+	}
 }
 
 // writeSummary describes a valid file: the node, the store, and each job

@@ -156,3 +156,45 @@ func TestRun_ValidateWarnsOfReadableSecret(t *testing.T) {
 		t.Errorf("mode 0600: err = %v, stderr = %q; want no warning", err, stderr.String())
 	}
 }
+
+// Overlapping token scopes and an output outside its own job's scope are
+// warnings: named on stderr, the file still valid, exit status 0.
+func TestValidateFile_ScopeWarnings(t *testing.T) {
+	path := writeFile(t, `jobs:
+  - name: all-reports
+    schedule: "@daily"
+    command: [/bin/true]
+    output: 'reports/{{ .RunID }}.csv'
+  - name: monthly
+    schedule: "@daily"
+    command: [/bin/true]
+    output: 'reports/monthly/{{ .RunID }}.csv'
+  - name: daily
+    schedule: "@daily"
+    command: [/bin/true]
+    output: 'reports/{{ .RunID }}.json'
+  - name: loose
+    schedule: "@daily"
+    command: [/bin/true]
+    output: '{{ .Job }}-{{ .RunID }}.txt'
+  - name: quiet
+    schedule: "@daily"
+    command: [/bin/true]
+`)
+	now := time.Date(2026, 7, 15, 12, 0, 0, 0, time.UTC)
+	var stdout, stderr bytes.Buffer
+	if err := validateFile(path, now, &stdout, &stderr); err != nil {
+		t.Fatalf("validate: %v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), path+": valid\n") {
+		t.Errorf("stdout does not say valid:\n%s", stdout.String())
+	}
+	want := "warning: " + path + `: jobs all-reports and daily share the token scope "reports/": each can publish over the other's keys, and they share its quota
+warning: ` + path + `: job monthly's token scope "reports/monthly/" lies inside job all-reports's scope "reports/": all-reports can publish over monthly's keys
+warning: ` + path + `: job monthly's token scope "reports/monthly/" lies inside job daily's scope "reports/": daily can publish over monthly's keys
+warning: ` + path + `: job loose's output "loose-loose@20260715T120000Z.txt" is outside its token scope "loose/" (its output template has no literal directory): the worker publishes its stdout there, but the job's own ` + "`fencecron publish`" + ` to it is refused; give the template a directory, such as "loose/{{ .Job }}-{{ .RunID }}.txt"
+`
+	if got := stderr.String(); got != want {
+		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
+	}
+}

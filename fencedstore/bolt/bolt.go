@@ -29,7 +29,8 @@ const maxBatch = 256
 type Store struct {
 	// Path is the database file.
 	Path string
-	// MaxBodyBytes caps a published body (default 64 MiB).
+	// MaxBodyBytes caps a published body (default
+	// fencedstore.DefaultMaxBodyBytes, 16 MiB).
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int
@@ -101,7 +102,7 @@ func (s *Store) Close() error {
 // op is one Publish or Establish waiting for the committer.
 type op struct {
 	establish bool
-	req       fencedstore.PublishRequest
+	req       fencedstore.PublishRequest // an establish's fields, for one
 	hash      string
 
 	res  fencedstore.Result
@@ -117,29 +118,22 @@ type record struct {
 }
 
 // Establish implements fencedstore.Store.
-func (s *Store) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
-	if err := checkCall(key, tok); err != nil {
+func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
-	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt}})
+	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: req.Key, Token: req.Token, Attempt: req.Attempt, Expires: req.Expires}})
 }
 
 // Publish implements fencedstore.Store.
 func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	if err := checkCall(req.Key, req.Token); err != nil {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
 	if int64(len(req.Body)) > s.MaxBodyBytes {
 		return fencedstore.Result{}, fmt.Errorf("publish %s: %w: %d bytes, limit %d", req.Key, fencedstore.ErrTooLarge, len(req.Body), s.MaxBodyBytes)
 	}
 	return s.submit(ctx, &op{req: req, hash: fencedstore.Hash(req.Body)})
-}
-
-func checkCall(key string, tok fencedstore.Token) error {
-	if err := fencedstore.ValidateKey(key); err != nil {
-		return err
-	}
-	return tok.Validate()
 }
 
 // submit hands o to the committer and waits for its decision. Once handed
@@ -208,7 +202,7 @@ func (s *Store) apply(tx *bbolt.Tx, o *op) error {
 	now := s.Now().UTC()
 	var d fencedstore.Decision
 	if o.establish {
-		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, o.req.Token, o.req.Attempt, now)
+		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, fencedstore.EstablishRequest{Key: o.req.Key, Token: o.req.Token, Attempt: o.req.Attempt, Expires: o.req.Expires}, now)
 	} else {
 		prev := rec.Version
 		rec.Meta, d = fencedstore.DecidePublish(rec.Meta, o.req, o.hash, now)

@@ -20,6 +20,9 @@ func newStore(t *testing.T) fencedstore.Store {
 func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
 	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
 	s.MaxBodyBytes, s.HistoryRetention = o.MaxBodyBytes, o.HistoryRetention
+	if o.Now != nil {
+		s.Now = o.Now
+	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}

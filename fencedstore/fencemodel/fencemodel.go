@@ -61,6 +61,8 @@ type Input struct {
 	Hash    string // publish: hash of the body
 	// Expected is the publish's expected version, or NoVersion.
 	Expected int64
+	// Expires is the call's expiry, zero for none.
+	Expires time.Time
 }
 
 // Output is what the store answered.
@@ -98,10 +100,17 @@ func stateOf(m fencedstore.Meta) State {
 
 // Step applies in to s by the rules table and reports whether out is an
 // answer the store may give; it returns the next state.
+//
+// The model has no clock: a call that carries an expiry may be refused as
+// expired (by the store's clock), and that answer is legal when it changed
+// nothing; otherwise the call is judged by the rules as if it had none.
 func Step(s State, in Input, out Output) (bool, State) {
+	if in.Kind != Get && !in.Expires.IsZero() && !out.Unknown && out.Outcome == fencedstore.Expired {
+		return out.Version == s.Version && out.Greatest == s.Greatest, s
+	}
 	switch in.Kind {
 	case Establish:
-		next, d := fencedstore.DecideEstablish(s.meta(), in.Token, in.Attempt, time.Time{})
+		next, d := fencedstore.DecideEstablish(s.meta(), fencedstore.EstablishRequest{Key: in.Key, Token: in.Token, Attempt: in.Attempt}, time.Time{})
 		ns := stateOf(next)
 		return out.Unknown || (out.Outcome == d.Outcome && out.Version == ns.Version && out.Greatest == ns.Greatest), ns
 	case Publish:
@@ -162,6 +171,9 @@ var Model = porcupine.Model{
 				fmt.Fprintf(&b, ", if v%d", in.Expected)
 			}
 		}
+		if !in.Expires.IsZero() {
+			fmt.Fprintf(&b, ", expires %s", in.Expires.UTC().Format(time.RFC3339))
+		}
 		b.WriteString(") -> ")
 		switch {
 		case out.Unknown:
@@ -213,24 +225,24 @@ func (r *Recorder) record(client int, in Input, call int64, out Output) {
 	r.mu.Unlock()
 }
 
-// decided reports whether err is a decision (nil, stale_owner, conflict)
-// rather than a failure with an unknown outcome.
+// decided reports whether err is a decision (nil, stale_owner, conflict,
+// expired) rather than a failure with an unknown outcome.
 func decided(err error) bool {
 	return err == nil || fencedstore.IsDecision(err)
 }
 
 // Establish calls s.Establish and records it.
-func (r *Recorder) Establish(ctx context.Context, s fencedstore.Store, client int, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
-	in := Input{Kind: Establish, Key: key, Token: tok, Attempt: attempt, Expected: NoVersion}
+func (r *Recorder) Establish(ctx context.Context, s fencedstore.Store, client int, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	in := Input{Kind: Establish, Key: req.Key, Token: req.Token, Attempt: req.Attempt, Expected: NoVersion, Expires: req.Expires}
 	call := r.clock.Add(1)
-	res, err := s.Establish(ctx, key, tok, attempt)
+	res, err := s.Establish(ctx, req)
 	r.record(client, in, call, Output{Unknown: !decided(err), Outcome: res.Outcome, Version: res.Version, Greatest: res.Greatest})
 	return res, err
 }
 
 // Publish calls s.Publish and records it.
 func (r *Recorder) Publish(ctx context.Context, s fencedstore.Store, client int, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	in := Input{Kind: Publish, Key: req.Key, Token: req.Token, Attempt: req.Attempt, Hash: fencedstore.Hash(req.Body), Expected: NoVersion}
+	in := Input{Kind: Publish, Key: req.Key, Token: req.Token, Attempt: req.Attempt, Hash: fencedstore.Hash(req.Body), Expected: NoVersion, Expires: req.Expires}
 	if req.ExpectedVersion != nil {
 		in.Expected = int64(*req.ExpectedVersion)
 	}
@@ -260,7 +272,8 @@ func (r *Recorder) Get(ctx context.Context, s fencedstore.Store, client int, key
 //     established, or raised by a conflict) by a call that returned before
 //     it was made;
 //   - every stale_owner refusal is explained by a newer token some call
-//     made before the refusal returned;
+//     made before the refusal returned (an expired refusal needs no
+//     explanation from other calls, and accepts nothing);
 //   - the final greatest token is the largest token the store accepted
 //     (or a newer one from a call whose outcome is unknown).
 //
@@ -281,13 +294,13 @@ func CheckFencing(history []porcupine.Operation, final map[string]fencedstore.To
 	sort.Strings(keys)
 	for _, key := range keys {
 		ops := byKey[key]
-		// Accepted calls (every decision but stale_owner raises the
-		// greatest token to at least the call's) by return time, with the
-		// running maximum token.
+		// Accepted calls (every decision but stale_owner and expired
+		// raises the greatest token to at least the call's) by return
+		// time, with the running maximum token.
 		var acc []porcupine.Operation
 		var maxAccepted fencedstore.Token
 		for _, op := range ops {
-			if out := op.Output.(Output); !out.Unknown && out.Outcome != fencedstore.StaleOwner {
+			if out := op.Output.(Output); !out.Unknown && out.Outcome.Accepted() {
 				acc = append(acc, op)
 				maxAccepted = newer(maxAccepted, op.Input.(Input).Token)
 			}
@@ -363,8 +376,9 @@ func newer(a, b fencedstore.Token) fencedstore.Token {
 // CheckHistory replays a key's complete recorded history (every decision
 // since the key was created, nothing trimmed) through the rules and
 // returns an error at the first decision the rules could not have made
-// from the state the earlier ones left. A conflict's expected version is
-// not recorded, so a conflict is only checked for what it must do to the
+// from the state the earlier ones left, at the decision's recorded time
+// and with its recorded expiry. A conflict's expected version is not
+// recorded, so a conflict is only checked for what it must do to the
 // greatest token.
 func CheckHistory(h []fencedstore.Decision) error {
 	var s State
@@ -374,23 +388,34 @@ func CheckHistory(h []fencedstore.Decision) error {
 		}
 		var want fencedstore.Decision
 		next := s
+		late := !d.Expires.IsZero() && d.Expires.Before(d.Time)
 		switch d.Outcome {
 		case fencedstore.Established:
 			var m fencedstore.Meta
-			m, want = fencedstore.DecideEstablish(s.meta(), d.Token, d.Attempt, d.Time)
+			m, want = fencedstore.DecideEstablish(s.meta(), fencedstore.EstablishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Time)
 			next = stateOf(m)
 		case fencedstore.Applied:
 			var m fencedstore.Meta
-			m, want = fencedstore.DecidePublish(s.meta(), fencedstore.PublishRequest{Token: d.Token, Attempt: d.Attempt}, d.Hash, d.Time)
+			m, want = fencedstore.DecidePublish(s.meta(), fencedstore.PublishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Hash, d.Time)
 			next = stateOf(m)
+		case fencedstore.Expired:
+			want = fencedstore.Decision{Outcome: fencedstore.Expired, Version: s.Version}
+			if !late {
+				want.Outcome = "not expired"
+			}
 		case fencedstore.StaleOwner:
 			want = fencedstore.Decision{Outcome: fencedstore.StaleOwner, Version: s.Version}
-			if !d.Token.Less(s.Greatest) {
+			switch {
+			case late:
+				want.Outcome = fencedstore.Expired
+			case !d.Token.Less(s.Greatest):
 				want.Outcome = "not stale"
 			}
 		case fencedstore.Conflict:
 			want = fencedstore.Decision{Outcome: fencedstore.Conflict, Version: s.Version}
 			switch {
+			case late:
+				want.Outcome = fencedstore.Expired
 			case d.Token.Less(s.Greatest):
 				want.Outcome = fencedstore.StaleOwner
 			case d.Token == s.Greatest && s.Version > 0 && d.Token == s.Token && d.Attempt == s.Attempt && d.Hash == s.Hash:

@@ -61,7 +61,7 @@ func TestWorkload_CorrectStorePasses(t *testing.T) {
 		t.Error(f)
 	}
 	t.Log(cnt)
-	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Conflict == 0 || cnt.Established == 0 || cnt.Gets == 0 {
+	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Conflict == 0 || cnt.Established == 0 || cnt.Expired == 0 || cnt.Gets == 0 {
 		t.Errorf("workload did not reach every outcome: %s", cnt)
 	}
 	if cnt.Unknown != 0 {
@@ -134,6 +134,10 @@ func TestCheck_HandWrittenHistories(t *testing.T) {
 	applied := func(v uint64, g fencedstore.Token) fencemodel.Output {
 		return fencemodel.Output{Outcome: fencedstore.Applied, Version: v, Greatest: g}
 	}
+	expiring := func(in fencemodel.Input) fencemodel.Input {
+		in.Expires = time.Unix(1_000_000_000, 0).UTC()
+		return in
+	}
 	op := func(call, ret int64, in fencemodel.Input, out fencemodel.Output) porcupine.Operation {
 		return porcupine.Operation{Input: in, Call: call, Output: out, Return: ret}
 	}
@@ -158,6 +162,20 @@ func TestCheck_HandWrittenHistories(t *testing.T) {
 			op(0, 1<<62, pub(tk(3, 1), "w3", "x"), fencemodel.Output{Unknown: true}),
 			op(2, 3, pub(tk(2, 1), "w2", "y"), fencemodel.Output{Outcome: fencedstore.StaleOwner, Version: 1, Greatest: tk(3, 1)}),
 		}, porcupine.Ok},
+		{"expiring newer call refused as expired, nothing changed", []porcupine.Operation{
+			op(0, 1, pub(tk(1, 1), "w1", "one"), applied(1, tk(1, 1))),
+			op(2, 3, expiring(pub(tk(2, 1), "w2", "two")), fencemodel.Output{Outcome: fencedstore.Expired, Version: 1, Greatest: tk(1, 1)}),
+			op(4, 5, pub(tk(1, 1), "w1", "three"), applied(2, tk(1, 1))),
+		}, porcupine.Ok},
+		{"expired answer to a call without an expiry", []porcupine.Operation{
+			op(0, 1, pub(tk(1, 1), "w1", "one"), applied(1, tk(1, 1))),
+			op(2, 3, pub(tk(2, 1), "w2", "two"), fencemodel.Output{Outcome: fencedstore.Expired, Version: 1, Greatest: tk(1, 1)}),
+		}, porcupine.Illegal},
+		{"expired call that raised the greatest token", []porcupine.Operation{
+			op(0, 1, pub(tk(1, 1), "w1", "one"), applied(1, tk(1, 1))),
+			op(2, 3, expiring(pub(tk(2, 1), "w2", "two")), fencemodel.Output{Outcome: fencedstore.Expired, Version: 1, Greatest: tk(2, 1)}),
+			op(4, 5, pub(tk(1, 1), "w1", "three"), fencemodel.Output{Outcome: fencedstore.StaleOwner, Version: 1, Greatest: tk(2, 1)}),
+		}, porcupine.Illegal},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -184,5 +202,33 @@ func TestCheckHistory_RefusesImpossibleHistories(t *testing.T) {
 	bad[3].Outcome, bad[3].Version = fencedstore.Applied, 2
 	if err := fencemodel.CheckHistory(bad); err == nil {
 		t.Error("a stale publish recorded as applied was accepted")
+	}
+
+	// Expiries: judged at each decision's recorded time.
+	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	before, after := at.Add(-time.Second), at.Add(time.Second)
+	withExpiry := []fencedstore.Decision{
+		{Outcome: fencedstore.Applied, Token: tk(1, 1), Attempt: "w1", Version: 1, Hash: "h", Time: at, Expires: after},
+		{Outcome: fencedstore.Expired, Token: tk(2, 1), Attempt: "w2", Version: 1, Greatest: tk(1, 1), Hash: "x", Time: at, Expires: before},
+		{Outcome: fencedstore.Expired, Token: tk(3, 1), Attempt: "w3", Version: 1, Greatest: tk(1, 1), Time: at, Expires: before},
+		{Outcome: fencedstore.StaleOwner, Token: tk(1, 0), Attempt: "w0", Version: 1, Greatest: tk(1, 1), Hash: "s", Time: at, Expires: after},
+	}
+	if err := fencemodel.CheckHistory(withExpiry); err != nil {
+		t.Fatalf("good history with expiries refused: %v", err)
+	}
+	for name, change := range map[string]func(h []fencedstore.Decision){
+		"expired before its expiry": func(h []fencedstore.Decision) { h[1].Expires = after },
+		"expired without an expiry": func(h []fencedstore.Decision) { h[2].Expires = time.Time{} },
+		"applied after its expiry":  func(h []fencedstore.Decision) { h[0].Expires = before },
+		"stale after its expiry":    func(h []fencedstore.Decision) { h[3].Expires = before },
+		"greatest moved by the refusals": func(h []fencedstore.Decision) {
+			h[3].Greatest = tk(2, 1)
+		},
+	} {
+		h := append([]fencedstore.Decision(nil), withExpiry...)
+		change(h)
+		if err := fencemodel.CheckHistory(h); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
 	}
 }

@@ -18,6 +18,9 @@ type MemStore struct {
 	// DecidePublish decides a publish; nil means fencedstore.DecidePublish.
 	// A test swaps in a broken rule to see the checkers catch it.
 	DecidePublish func(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision)
+	// Now is the clock decisions are made and stamped with; nil means
+	// time.Now.
+	Now func() time.Time
 
 	mu   sync.Mutex
 	keys map[string]*memKey
@@ -41,19 +44,32 @@ func (s *MemStore) key(k string) *memKey {
 	return s.keys[k]
 }
 
+func (s *MemStore) now() time.Time {
+	if s.Now != nil {
+		return s.Now()
+	}
+	return time.Now()
+}
+
 // Establish implements fencedstore.Store.
-func (s *MemStore) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
+func (s *MemStore) Establish(ctx context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
+		return fencedstore.Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	k := s.key(key)
+	k := s.key(req.Key)
 	var d fencedstore.Decision
-	k.meta, d = fencedstore.DecideEstablish(k.meta, tok, attempt, time.Now())
+	k.meta, d = fencedstore.DecideEstablish(k.meta, req, s.now())
 	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
 }
 
 // Publish implements fencedstore.Store.
 func (s *MemStore) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
+		return fencedstore.Result{}, err
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	decide := s.DecidePublish
@@ -61,7 +77,7 @@ func (s *MemStore) Publish(ctx context.Context, req fencedstore.PublishRequest) 
 		decide = fencedstore.DecidePublish
 	}
 	k := s.key(req.Key)
-	next, d := decide(k.meta, req, fencedstore.Hash(req.Body), time.Now())
+	next, d := decide(k.meta, req, fencedstore.Hash(req.Body), s.now())
 	if next.Version != k.meta.Version {
 		k.body = bytes.Clone(req.Body)
 	}

@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
 )
@@ -15,8 +16,10 @@ import (
 // random tokens on a few keys. Tokens follow a clock shared by all clients,
 // as grants do, but a third of the calls come from "late" writers holding a
 // token up to Spread ticks old; a tenth of the publishes repeat the client's
-// previous publish; a fifth carry an expected version. So calls are applied,
-// refused as stale, conflict, and retried, concurrently.
+// previous publish; a fifth carry an expected version. A tenth of the
+// writes carry an expiry long past (refused as expired), a fifth one far in
+// the future. So calls are applied, refused as stale or expired, conflict,
+// and retried, concurrently.
 type Workload struct {
 	Keys    []string
 	Clients int
@@ -27,15 +30,22 @@ type Workload struct {
 
 // Counts is how many calls ended each way.
 type Counts struct {
-	Applied, StaleOwner, Conflict, Established, Gets, Unknown int
+	Applied, StaleOwner, Conflict, Established, Expired, Gets, Unknown int
 	// FirstError is the first failure with an unknown outcome.
 	FirstError error
 }
 
 func (c Counts) String() string {
-	return fmt.Sprintf("applied %d, stale_owner %d, conflict %d, established %d, gets %d, unknown %d",
-		c.Applied, c.StaleOwner, c.Conflict, c.Established, c.Gets, c.Unknown)
+	return fmt.Sprintf("applied %d, stale_owner %d, conflict %d, established %d, expired %d, gets %d, unknown %d",
+		c.Applied, c.StaleOwner, c.Conflict, c.Established, c.Expired, c.Gets, c.Unknown)
 }
+
+// Expiries of the workload's expiring calls: whole seconds, so that they
+// survive every backend and the signed token form unchanged.
+var (
+	expiredLongAgo  = time.Unix(1_000_000_000, 0).UTC() // 2001
+	expiresFarAhead = time.Unix(4_102_444_800, 0).UTC() // 2100
+)
 
 // Run drives s with the workload, recording every call in r, until every
 // client has made its calls or ctx ends.
@@ -57,6 +67,7 @@ func (w Workload) Run(ctx context.Context, s fencedstore.Store, r *Recorder) Cou
 			total.StaleOwner += cnt.StaleOwner
 			total.Conflict += cnt.Conflict
 			total.Established += cnt.Established
+			total.Expired += cnt.Expired
 			total.Gets += cnt.Gets
 			total.Unknown += cnt.Unknown
 			if total.FirstError == nil {
@@ -80,6 +91,8 @@ func (w Workload) client(ctx context.Context, s fencedstore.Store, r *Recorder, 
 			cnt.StaleOwner++
 		case errors.Is(err, fencedstore.ErrConflict):
 			cnt.Conflict++
+		case errors.Is(err, fencedstore.ErrExpired):
+			cnt.Expired++
 		case err != nil:
 			cnt.Unknown++
 			if cnt.FirstError == nil {
@@ -104,11 +117,18 @@ func (w Workload) client(ctx context.Context, s fencedstore.Store, r *Recorder, 
 		if rng.IntN(5) == 0 {
 			attempt = fmt.Sprintf("client%d", client)
 		}
+		var expires time.Time
+		switch e := rng.IntN(10); {
+		case e == 0:
+			expires = expiredLongAgo
+		case e < 3:
+			expires = expiresFarAhead
+		}
 		switch p := rng.IntN(100); {
 		case p < 25:
-			count(r.Establish(ctx, s, client, key, tok, attempt))
+			count(r.Establish(ctx, s, client, fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: attempt, Expires: expires}))
 		case p < 80:
-			req := fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt, Body: bodies[rng.IntN(len(bodies))]}
+			req := fencedstore.PublishRequest{Key: key, Token: tok, Attempt: attempt, Body: bodies[rng.IntN(len(bodies))], Expires: expires}
 			if rng.IntN(5) == 0 {
 				v := seen[key]
 				req.ExpectedVersion = &v

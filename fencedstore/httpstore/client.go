@@ -20,13 +20,15 @@ import (
 // concurrent use.
 //
 // Through the Store interface (a node's own calls) it signs each call's
-// token itself, scoped to the one key, and adds the store credential; that
-// needs Signer. PublishSigned and EstablishSigned send a token signed
-// elsewhere (a job's FENCECRON_TOKEN) and need no Signer.
+// token itself, scoped to the one key and with the request's expiry (or,
+// for a request without one, CallTokenTTL from signing), and adds the
+// store credential; that needs Signer. PublishSigned and EstablishSigned
+// send a token signed elsewhere (a job's FENCECRON_TOKEN) and need no
+// Signer.
 //
-// Errors are the fencedstore sentinels the server named (ErrStaleOwner and
-// ErrConflict with a filled-in Result, ErrInvalidKey, ErrBadToken,
-// ErrUnauthorized, ErrOutOfScope, ErrTooLarge, ErrNotFound), and
+// Errors are the fencedstore sentinels the server named (ErrStaleOwner,
+// ErrConflict and ErrExpired with a filled-in Result, ErrInvalidKey, ErrBadToken,
+// ErrUnauthorized, ErrOutOfScope, ErrTooLarge, ErrQuota, ErrNotFound), and
 // ErrUnavailable when the server cannot be reached or answers 5xx; after
 // ErrUnavailable the outcome of a write is unknown and repeating the same
 // call is safe.
@@ -40,7 +42,15 @@ type Client struct {
 	Job string
 	// HTTP is the client used; nil means a default with a 60 s timeout.
 	HTTP *http.Client
+	// Now is the clock CallTokenTTL counts from; nil means time.Now.
+	Now func() time.Time
 }
+
+// CallTokenTTL is the expiry of a token the Client signs for a request
+// that has none of its own: every signed token expires, and a per-key
+// token signed for one call needs to outlive only that call, its retries
+// and the clock skew between this node and the store's.
+const CallTokenTTL = 5 * time.Minute
 
 var _ fencedstore.Store = (*Client)(nil)
 
@@ -70,28 +80,36 @@ func (c *Client) keyURL(base, key string) string {
 	return c.BaseURL + base + strings.Join(segs, "/")
 }
 
-func (c *Client) sign(key string, tok fencedstore.Token, attempt string) (string, error) {
+// sign signs a per-key token for one call: its scope is exactly the key.
+func (c *Client) sign(key string, tok fencedstore.Token, attempt string, expires time.Time) (string, error) {
 	if err := fencedstore.ValidateKey(key); err != nil {
 		return "", err
 	}
 	if c.Signer == nil {
 		return "", fmt.Errorf("%w: this client has no cluster secret to sign tokens with", fencedstore.ErrUnauthorized)
 	}
-	return c.Signer.Sign(fencedstore.SignedToken{Token: tok, Attempt: attempt, Scope: fencedstore.Scope{Job: c.Job, Prefix: key}})
+	if expires.IsZero() {
+		now := time.Now
+		if c.Now != nil {
+			now = c.Now
+		}
+		expires = now().Add(CallTokenTTL)
+	}
+	return c.Signer.Sign(fencedstore.SignedToken{Token: tok, Attempt: attempt, Scope: fencedstore.Scope{Job: c.Job, Prefix: key}, Expires: expires})
 }
 
 // Establish implements fencedstore.Store.
-func (c *Client) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
-	text, err := c.sign(key, tok, attempt)
+func (c *Client) Establish(ctx context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	text, err := c.sign(req.Key, req.Token, req.Attempt, req.Expires)
 	if err != nil {
-		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", key, err)
+		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", req.Key, err)
 	}
-	return c.EstablishSigned(ctx, key, text)
+	return c.EstablishSigned(ctx, req.Key, text)
 }
 
 // Publish implements fencedstore.Store.
 func (c *Client) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	text, err := c.sign(req.Key, req.Token, req.Attempt)
+	text, err := c.sign(req.Key, req.Token, req.Attempt, req.Expires)
 	if err != nil {
 		return fencedstore.Result{}, fmt.Errorf("publish %s: %w", req.Key, err)
 	}
@@ -149,6 +167,8 @@ func (c *Client) write(ctx context.Context, method, u, key, token string, body [
 			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrStaleOwner)
 		case fencedstore.Conflict:
 			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrConflict)
+		case fencedstore.Expired:
+			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrExpired)
 		case fencedstore.Applied, fencedstore.Established:
 			return d.Result, nil
 		}
@@ -187,6 +207,8 @@ func errorFrom(resp *http.Response) error {
 		codeWritesDisabled: fencedstore.ErrUnauthorized,
 		codeNotFound:       fencedstore.ErrNotFound,
 		codeTooLarge:       fencedstore.ErrTooLarge,
+		codeQuota:          fencedstore.ErrQuota,
+		codeBusy:           fencedstore.ErrUnavailable,
 		codeUnavailable:    fencedstore.ErrUnavailable,
 	}[e.Code]
 	switch {

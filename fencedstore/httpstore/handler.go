@@ -14,8 +14,9 @@
 //
 //   - Every write carries a signed fence token in the Fencecron-Token header
 //     (fencedstore.Signer's text form). Its MAC proves the cluster minted it,
-//     its scope must cover the key, and the store uses its (epoch, seq) and
-//     attempt. Nothing else in the request can choose the token or attempt.
+//     its scope must cover the key, and the store uses its (epoch, seq),
+//     attempt and expiry. Nothing else in the request can choose the token,
+//     attempt or expiry.
 //   - A job's own process presents only that token (FENCECRON_TOKEN, as
 //     `fencecron publish` does): it never sees the cluster secret, and the
 //     token is its whole write credential, bounded by its scope and fenced
@@ -29,16 +30,42 @@
 // Reads are not authenticated, like the rest of the node's API and the
 // dashboard.
 //
-// Answers: 200 applied or established, 409 stale_owner, 412 conflict; the
-// JSON body names the outcome, version and greatest token. Errors are JSON
-// {"error": message, "code": code} with 400 (invalid key or request), 401
-// (bad, forged or missing token; wrong credential), 403 (key outside the
-// token's scope; writes disabled), 404, 413 (body over the cap) or 503
-// (the backend is unreachable: the outcome of a write is then unknown, and
-// repeating it is safe).
+// Limits on writes, so that one job (or many at once) cannot take the
+// store's disk or the serving node's memory:
+//
+//   - One body is at most MaxBodyBytes (store.max_body_bytes, 16 MiB by
+//     default): 413, naming the cap.
+//   - A job's token is scoped to a directory ("reports/"); the keys under
+//     it may hold at most QuotaKeys keys and QuotaBytes bytes
+//     (store.quota.keys and store.quota.bytes). A write that would take
+//     them beyond either gets 507, naming the limit and the usage. The
+//     check is exact on one serving node: writes whose scopes share their
+//     first path segment are serialized while they count (Store.List) and
+//     write. Tokens scoped to one key (the ones nodes sign for their own
+//     publishes) are not counted. With several nodes serving one
+//     PostgreSQL store, each counts only its own writes in flight.
+//   - The bodies being read and stored at once are at most
+//     MaxBodyBytesInFlight (4 × MaxBodyBytes by default): a publish that
+//     cannot get its share within BodyWait gets 503 with Retry-After,
+//     and nothing was written.
+//
+// Answers: 200 applied or established, 409 stale_owner or expired (the
+// token's expiry had passed when the store decided the write: it changed
+// nothing, and is recorded in the key's history like stale_owner), 412
+// conflict; the JSON body names the outcome, version and greatest token,
+// and the Client turns 409 expired into fencedstore.ErrExpired. Errors are
+// JSON {"error": message, "code": code} with 400 (invalid key or request),
+// 401 (bad, forged, v1 or missing token; wrong credential),
+// 403 (key outside the token's scope; writes disabled), 404, 413 (body
+// over the cap), 507 (quota; nothing was written) or 503 (the backend is
+// unreachable: the outcome of a write is then unknown, and repeating it is
+// safe; or, with Retry-After, too many bodies in flight: nothing was
+// written).
 package httpstore
 
 import (
+	"cmp"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,7 +75,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
+
+	"golang.org/x/sync/semaphore"
 
 	"github.com/fencecron/fencecron/fencedstore"
 )
@@ -77,9 +107,60 @@ type Handler struct {
 	// RequireCredential refuses writes that do not carry the store
 	// credential, i.e. writes from job processes.
 	RequireCredential bool
-	// MaxBodyBytes caps a published body; 0 means the default 64 MiB.
+	// MaxBodyBytes caps a published body; 0 means
+	// fencedstore.DefaultMaxBodyBytes (16 MiB).
 	MaxBodyBytes int64
-	Logger       *slog.Logger
+	// QuotaKeys and QuotaBytes bound the keys under the directory scope of
+	// a job's token (see the package comment); 0 means
+	// fencedstore.DefaultQuotaKeys and DefaultQuotaBytes.
+	QuotaKeys, QuotaBytes int64
+	// MaxBodyBytesInFlight bounds the body bytes being read and stored at
+	// once (a body of unknown length counts as MaxBodyBytes); 0 means
+	// 4 × MaxBodyBytes.
+	MaxBodyBytesInFlight int64
+	// BodyWait is how long a publish waits for its share of
+	// MaxBodyBytesInFlight before the 503; 0 means DefaultBodyWait.
+	BodyWait time.Duration
+	Logger   *slog.Logger
+
+	initOnce sync.Once
+	inFlight *semaphore.Weighted
+	scopes   scopeLocks
+}
+
+// DefaultBodyWait is how long a publish waits, by default, for room among
+// the bodies in flight.
+const DefaultBodyWait = 2 * time.Second
+
+func (h *Handler) init() {
+	h.initOnce.Do(func() {
+		n := h.MaxBodyBytesInFlight
+		if n <= 0 {
+			n = 4 * h.maxBody()
+		}
+		h.inFlight = semaphore.NewWeighted(max(n, h.maxBody()))
+	})
+}
+
+func (h *Handler) maxBody() int64 {
+	if h.MaxBodyBytes > 0 {
+		return h.MaxBodyBytes
+	}
+	return fencedstore.DefaultMaxBodyBytes
+}
+
+func (h *Handler) quotaKeys() int64 {
+	if h.QuotaKeys > 0 {
+		return h.QuotaKeys
+	}
+	return fencedstore.DefaultQuotaKeys
+}
+
+func (h *Handler) quotaBytes() int64 {
+	if h.QuotaBytes > 0 {
+		return h.QuotaBytes
+	}
+	return fencedstore.DefaultQuotaBytes
 }
 
 // Errors of the HTTP layer itself.
@@ -87,6 +168,7 @@ var (
 	errBadRequest     = errors.New("bad request")
 	errWritesDisabled = errors.New("writes disabled: this node has no cluster secret")
 	errMethod         = errors.New("method not allowed")
+	errBusy           = errors.New("busy: too many bodies in flight; nothing was written, try again")
 )
 
 // ServeHTTP implements http.Handler.
@@ -210,7 +292,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 		h.error(w, r, err)
 		return
 	}
-	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt}
+	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires}
 	if im := r.Header.Get("If-Match"); im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil || strings.HasPrefix(im, "W/") {
@@ -219,27 +301,80 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 		}
 		req.ExpectedVersion = &v
 	}
-	limit := h.MaxBodyBytes
-	if limit <= 0 {
-		limit = fencedstore.DefaultMaxBodyBytes
-	}
-	if r.ContentLength > limit {
-		h.error(w, r, fmt.Errorf("publish %s: %w: %d bytes, limit %d", key, fencedstore.ErrTooLarge, r.ContentLength, limit))
+	body, release, err := h.readBody(w, r, key)
+	if err != nil {
+		h.error(w, r, err)
 		return
 	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
+	defer release() // the store holds the body until it has decided
+	req.Body = body
+	unlock, err := h.quota(r.Context(), st.Scope, key, true, int64(len(body)))
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	defer unlock()
+	res, err := h.Store.Publish(r.Context(), req)
+	h.decision(w, r, res, err)
+}
+
+// readBody reads a publish's body within the cap, once the body has room
+// among those in flight; release gives the room back.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (body []byte, release func(), err error) {
+	h.init()
+	limit := h.maxBody()
+	if r.ContentLength > limit {
+		return nil, nil, fmt.Errorf("publish %s: %w: %d bytes; the cap is %d bytes (store.max_body_bytes)", key, fencedstore.ErrTooLarge, r.ContentLength, limit)
+	}
+	weight := limit // unknown length: as much as it may be
+	if r.ContentLength >= 0 {
+		weight = r.ContentLength
+	}
+	wctx, cancel := context.WithTimeout(r.Context(), cmp.Or(h.BodyWait, DefaultBodyWait))
+	err = h.inFlight.Acquire(wctx, weight)
+	cancel()
+	if err != nil {
+		return nil, nil, fmt.Errorf("publish %s: %w", key, errBusy)
+	}
+	release = func() { h.inFlight.Release(weight) }
+	in := http.MaxBytesReader(w, r.Body, limit)
+	if r.ContentLength >= 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(in, body)
+	} else {
+		body, err = io.ReadAll(in)
+	}
 	var tooBig *http.MaxBytesError
 	switch {
 	case errors.As(err, &tooBig):
-		h.error(w, r, fmt.Errorf("publish %s: %w: more than %d bytes", key, fencedstore.ErrTooLarge, limit))
-		return
+		err = fmt.Errorf("publish %s: %w: more than %d bytes; the cap is %d bytes (store.max_body_bytes)", key, fencedstore.ErrTooLarge, limit, limit)
 	case err != nil:
-		h.error(w, r, fmt.Errorf("%w: reading the body: %v", errBadRequest, err))
-		return
+		err = fmt.Errorf("%w: reading the body: %v", errBadRequest, err)
 	}
-	req.Body = body
-	res, err := h.Store.Publish(r.Context(), req)
-	h.decision(w, r, res, err)
+	if err != nil {
+		release()
+		return nil, nil, err
+	}
+	return body, release, nil
+}
+
+// quota checks a write under a job's directory scope against the quotas
+// and returns with the scope's lock held until unlock, so that the write
+// lands before another quota-checked write of the scope counts. A token
+// scoped to one key is not checked.
+func (h *Handler) quota(ctx context.Context, s fencedstore.Scope, key string, publish bool, body int64) (unlock func(), err error) {
+	if !strings.HasSuffix(s.Prefix, "/") {
+		return func() {}, nil
+	}
+	unlock, err = h.scopes.lock(ctx, s.Prefix)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", fencedstore.ErrUnavailable, err)
+	}
+	if err := h.checkQuota(ctx, s, key, publish, body); err != nil {
+		unlock()
+		return nil, err
+	}
+	return unlock, nil
 }
 
 func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) {
@@ -248,7 +383,13 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		h.error(w, r, err)
 		return
 	}
-	res, err := h.Store.Establish(r.Context(), key, st.Token, st.Attempt)
+	unlock, err := h.quota(r.Context(), st.Scope, key, false, 0)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	defer unlock()
+	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires})
 	h.decision(w, r, res, err)
 }
 
@@ -288,6 +429,9 @@ func (h *Handler) error(w http.ResponseWriter, r *http.Request, err error) {
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Fencecron-Token, Bearer realm="fencecron store"`)
 	}
+	if errors.Is(err, errBusy) {
+		w.Header().Set("Retry-After", "1")
+	}
 	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
 }
 
@@ -308,6 +452,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusConflict, string(fencedstore.StaleOwner)
 	case errors.Is(err, fencedstore.ErrConflict):
 		return http.StatusPreconditionFailed, string(fencedstore.Conflict)
+	case errors.Is(err, fencedstore.ErrExpired):
+		return http.StatusConflict, string(fencedstore.Expired)
 	case errors.Is(err, fencedstore.ErrInvalidKey):
 		return http.StatusBadRequest, codeInvalidKey
 	case errors.Is(err, errBadRequest):
@@ -326,6 +472,10 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusMethodNotAllowed, codeMethod
 	case errors.Is(err, fencedstore.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, codeTooLarge
+	case errors.Is(err, fencedstore.ErrQuota):
+		return http.StatusInsufficientStorage, codeQuota
+	case errors.Is(err, errBusy):
+		return http.StatusServiceUnavailable, codeBusy
 	case errors.Is(err, fencedstore.ErrUnavailable), errors.Is(err, fencedstore.ErrClosed):
 		return http.StatusServiceUnavailable, codeUnavailable
 	}
@@ -343,6 +493,8 @@ const (
 	codeNotFound       = "not_found"
 	codeMethod         = "method_not_allowed"
 	codeTooLarge       = "too_large"
+	codeQuota          = "quota"
+	codeBusy           = "busy"
 	codeUnavailable    = "unavailable"
 	codeInternal       = "internal"
 )

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
@@ -42,6 +43,9 @@ func serve(t testing.TB, o storetest.Options, tweak func(*httpstore.Handler)) (*
 	}
 	if o.HistoryRetention != 0 {
 		s.HistoryRetention = o.HistoryRetention
+	}
+	if o.Now != nil {
+		s.Now = o.Now
 	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
@@ -111,9 +115,15 @@ func do(t *testing.T, srv *httptest.Server, c call) answer {
 	return answer{status: resp.StatusCode, body: m, hdr: resp.Header}
 }
 
+// sign signs a job token of job report that expires in an hour.
 func sign(t *testing.T, s *fencedstore.Signer, e, q uint64, attempt, prefix string) string {
 	t.Helper()
-	text, err := s.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: e, Seq: q}, Attempt: attempt, Scope: fencedstore.Scope{Job: "report", Prefix: prefix}})
+	return signExpiring(t, s, e, q, attempt, prefix, time.Now().Add(time.Hour))
+}
+
+func signExpiring(t *testing.T, s *fencedstore.Signer, e, q uint64, attempt, prefix string, expires time.Time) string {
+	t.Helper()
+	text, err := s.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: e, Seq: q}, Attempt: attempt, Scope: fencedstore.Scope{Job: "report", Prefix: prefix}, Expires: expires})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,10 +148,12 @@ func TestHandler_RefusesBadWrites(t *testing.T) {
 	}{
 		{"no token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", body: "x"}, 401, "bad_token", "no Fencecron-Token"},
 		{"unsigned token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "2.7", body: "x"}, 401, "bad_token", "unsigned"},
-		{"malformed token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "v1.2.7.x", body: "x"}, 401, "bad_token", "malformed"},
-		{"forged epoch", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Replace(good, "v1.2.7.", "v1.999999.7.", 1), body: "x"}, 401, "bad_token", "signature does not match"},
-		{"other cluster's token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: sign(t, other, 2, 7, "a", ""), body: "x"}, 401, "bad_token", "signature does not match"},
-		{"mac of another token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Join(append(f[:5:5], strings.Split(sign(t, sg, 9, 9, "a", ""), ".")[5]), "."), body: "x"}, 401, "bad_token", "signature"},
+		{"malformed token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "v2.2.7.x", body: "x"}, 401, "bad_token", "malformed"},
+		{"v1 token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: "v1.2.7." + strings.Join(f[4:], "."), body: "x"}, 401, "bad_token", "carries no expiry"},
+		{"forged epoch", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Replace(good, "v2.2.7.", "v2.999999.7.", 1), body: "x"}, 401, "bad_token", "signature does not match"},
+		{"moved expiry", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Replace(good, "."+f[3]+".", ".253402300799.", 1), body: "x"}, 401, "bad_token", "signature does not match"},
+		{"other cluster's token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: sign(t, other, 2, 7, "a", "reports/"), body: "x"}, 401, "bad_token", "signature does not match"},
+		{"mac of another token", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: strings.Join(append(f[:6:6], strings.Split(sign(t, sg, 9, 9, "a", "reports/"), ".")[6]), "."), body: "x"}, 401, "bad_token", "signature"},
 		{"wrong credential", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, auth: "Bearer nope", body: "x"}, 401, "unauthorized", "credential"},
 		{"other cluster's credential", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, auth: "Bearer " + other.Credential(), body: "x"}, 401, "unauthorized", "credential"},
 		{"out of scope", call{method: "PUT", path: "/api/v1/store/logs/a.txt", token: good, body: "x"}, 403, "out_of_scope", "outside the scope"},
@@ -151,7 +163,7 @@ func TestHandler_RefusesBadWrites(t *testing.T) {
 		{"absolute", call{method: "PUT", path: "/api/v1/store//etc/passwd", token: good, body: "x"}, 400, "invalid_key", "absolute"},
 		{"long key", call{method: "PUT", path: "/api/v1/store/reports/" + strings.Repeat("k", 1100), token: good, body: "x"}, 400, "invalid_key", "longer than 1024"},
 		{"NUL in key", call{method: "PUT", path: "/api/v1/store/reports/a%00b", token: good, body: "x"}, 400, "invalid_key", "control"},
-		{"body over the cap", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, body: strings.Repeat("x", 1025)}, 413, "too_large", "limit 1024"},
+		{"body over the cap", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, body: strings.Repeat("x", 1025)}, 413, "too_large", "1025 bytes; the cap is 1024 bytes (store.max_body_bytes)"},
 		{"bad If-Match", call{method: "PUT", path: "/api/v1/store/reports/a.csv", token: good, ifMatch: "abc", body: "x"}, 400, "bad_request", "If-Match"},
 		{"wrong method", call{method: "DELETE", path: "/api/v1/store/reports/a.csv", token: good}, 405, "method_not_allowed", "DELETE"},
 		{"unknown path", call{method: "GET", path: "/api/v1/nothing"}, 404, "not_found", "/api/v1/nothing"},
@@ -261,7 +273,7 @@ func fmtTok(m map[string]any) string {
 func TestHandler_RequireCredential(t *testing.T) {
 	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.RequireCredential = true })
 	sg := mustSigner(t, secret)
-	tok := sign(t, sg, 1, 1, "a", "")
+	tok := sign(t, sg, 1, 1, "a", "k")
 	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: tok, body: "x"}); a.status != 401 {
 		t.Errorf("token without credential: %d %v, want 401", a.status, a.body)
 	}
@@ -273,7 +285,7 @@ func TestHandler_RequireCredential(t *testing.T) {
 // A handler without a signer serves reads and refuses every write.
 func TestHandler_ReadOnlyWithoutSigner(t *testing.T) {
 	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.Signer = nil })
-	tok := sign(t, mustSigner(t, secret), 1, 1, "a", "")
+	tok := sign(t, mustSigner(t, secret), 1, 1, "a", "k")
 	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: tok, body: "x"}); a.status != 403 || a.body["code"] != "writes_disabled" {
 		t.Errorf("write without a signer: %d %v, want 403 writes_disabled", a.status, a.body)
 	}
@@ -299,7 +311,7 @@ func TestClient_Unavailable(t *testing.T) {
 	sg := mustSigner(t, secret)
 	srv := httptest.NewServer(&httpstore.Handler{Store: unavailableStore{}, Signer: sg, Logger: quiet})
 	defer srv.Close()
-	a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: sign(t, sg, 1, 1, "a", ""), body: "x"})
+	a := do(t, srv, call{method: "PUT", path: "/api/v1/store/k", token: sign(t, sg, 1, 1, "a", "k"), body: "x"})
 	if a.status != 503 || a.body["code"] != "unavailable" || !strings.Contains(a.body["error"].(string), "connection refused") {
 		t.Errorf("backend down: %d %v, want 503 unavailable", a.status, a.body)
 	}
@@ -349,5 +361,72 @@ func BenchmarkClientPublish1KiB(b *testing.B) {
 			c.HTTP = srv.Client()
 			storetest.BenchPublish(b, c, parallel, 32)
 		})
+	}
+}
+
+// The attack of issue 11: a superseded attempt's token, whose expiry has
+// passed, publishes to a key no newer attempt ever touched. Fencing is per
+// key, so only the expiry stops it: 409 expired, recorded in that key's
+// history, nothing written; and the Client turns it into ErrExpired with a
+// filled-in Result.
+func TestHandler_ExpiredToken(t *testing.T) {
+	now := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	store, srv := serve(t, storetest.Options{Now: func() time.Time { return now }}, nil)
+	sg := mustSigner(t, secret)
+	old := signExpiring(t, sg, 1, 10, "report@x.1", "reports/", now.Add(-time.Second))
+	cur := signExpiring(t, sg, 2, 14, "report@x.2", "reports/", now.Add(time.Hour))
+	ctx := context.Background()
+
+	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/reports/2026-07.csv", token: cur, body: "fresh"}); a.status != 200 {
+		t.Fatalf("publish with a live token: %d %v", a.status, a.body)
+	}
+	for _, c := range []call{
+		{method: "PUT", path: "/api/v1/store/reports/never-written.csv", token: old, body: "stale"},
+		{method: "POST", path: "/api/v1/establish/reports/never-established.csv", token: old},
+		{method: "PUT", path: "/api/v1/store/reports/2026-07.csv", token: old, body: "stale"},
+	} {
+		a := do(t, srv, c)
+		if a.status != 409 || a.body["outcome"] != "expired" {
+			t.Fatalf("%s %s with an expired token: %d %v, want 409 expired", c.method, c.path, a.status, a.body)
+		}
+		if msg, _ := a.body["error"].(string); !strings.Contains(msg, "expired") {
+			t.Errorf("the answer's error %q does not say expired", msg)
+		}
+	}
+	for key, wantVersion := range map[string]uint64{"reports/never-written.csv": 0, "reports/never-established.csv": 0, "reports/2026-07.csv": 1} {
+		h, err := store.History(ctx, key)
+		if err != nil {
+			t.Fatalf("history %s: %v", key, err)
+		}
+		last := h[len(h)-1]
+		if last.Outcome != fencedstore.Expired || last.Attempt != "report@x.1" || !last.Expires.Equal(now.Add(-time.Second)) || last.Version != wantVersion {
+			t.Errorf("history %s ends with %+v, want expired by report@x.1 expiring a second ago at version %d", key, last, wantVersion)
+		}
+	}
+	if _, err := store.Get(ctx, "reports/never-written.csv"); !errors.Is(err, fencedstore.ErrNotFound) {
+		t.Errorf("the expired publish left a body: err = %v", err)
+	}
+	if obj, err := store.Get(ctx, "reports/2026-07.csv"); err != nil || string(obj.Body) != "fresh" || obj.Greatest != storetest.T(2, 14) {
+		t.Errorf("the expired publish changed the live key: %+v %q, %v", obj.Meta, obj.Body, err)
+	}
+
+	job := httpstore.NewClient(srv.URL, nil)
+	job.HTTP = srv.Client()
+	res, err := job.PublishSigned(ctx, old, fencedstore.PublishRequest{Key: "reports/other.csv", Body: []byte("x")})
+	if !errors.Is(err, fencedstore.ErrExpired) || res.Outcome != fencedstore.Expired || res.Key != "reports/other.csv" {
+		t.Errorf("client publish with an expired token: %+v, %v; want ErrExpired with the result", res, err)
+	}
+	if _, err := job.EstablishSigned(ctx, "reports/other.csv", old); !errors.Is(err, fencedstore.ErrExpired) {
+		t.Errorf("client establish with an expired token: err = %v, want ErrExpired", err)
+	}
+	// A node's own call: the Client signs the request's expiry into its
+	// per-key token.
+	node := httpstore.NewClient(srv.URL, sg)
+	node.HTTP = srv.Client()
+	if _, err := node.Publish(ctx, fencedstore.PublishRequest{Key: "reports/node.csv", Token: storetest.T(3, 1), Attempt: "report@y.1", Body: []byte("x"), Expires: now.Add(-time.Minute)}); !errors.Is(err, fencedstore.ErrExpired) {
+		t.Errorf("node publish with an expired request: err = %v, want ErrExpired", err)
+	}
+	if _, err := node.Publish(ctx, fencedstore.PublishRequest{Key: "reports/node.csv", Token: storetest.T(3, 1), Attempt: "report@y.1", Body: []byte("x"), Expires: now.Add(time.Minute)}); err != nil {
+		t.Errorf("node publish with a live request: %v", err)
 	}
 }

@@ -42,7 +42,8 @@ type Store struct {
 	URL string
 	// Schema holds the tables; it is created if missing.
 	Schema string
-	// MaxBodyBytes caps a published body (default 64 MiB).
+	// MaxBodyBytes caps a published body (default
+	// fencedstore.DefaultMaxBodyBytes, 16 MiB).
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int
@@ -149,7 +150,8 @@ CREATE TABLE IF NOT EXISTS %[3]s (
 	hash           text   NOT NULL,
 	at             timestamptz NOT NULL,
 	PRIMARY KEY (key, n)
-);`, pgx.Identifier{s.Schema}.Sanitize(), s.keys, s.hist))
+);
+ALTER TABLE %[3]s ADD COLUMN IF NOT EXISTS expires timestamptz;`, pgx.Identifier{s.Schema}.Sanitize(), s.keys, s.hist))
 		return err
 	})
 }
@@ -163,18 +165,18 @@ func (s *Store) Close() error {
 }
 
 // Establish implements fencedstore.Store.
-func (s *Store) Establish(ctx context.Context, key string, tok fencedstore.Token, attempt string) (fencedstore.Result, error) {
-	if err := checkCall(key, tok); err != nil {
+func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
-	return s.decide(ctx, "establish", key, nil, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
-		return fencedstore.DecideEstablish(m, tok, attempt, now)
+	return s.decide(ctx, "establish", req.Key, nil, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecideEstablish(m, req, now)
 	})
 }
 
 // Publish implements fencedstore.Store.
 func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	if err := checkCall(req.Key, req.Token); err != nil {
+	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
 	if int64(len(req.Body)) > s.MaxBodyBytes {
@@ -188,13 +190,6 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 	return s.decide(ctx, "publish", req.Key, body, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
 		return fencedstore.DecidePublish(m, req, hash, now)
 	})
-}
-
-func checkCall(key string, tok fencedstore.Token) error {
-	if err := fencedstore.ValidateKey(key); err != nil {
-		return err
-	}
-	return tok.Validate()
 }
 
 // maxRetries bounds retries of a transaction the server aborted for a
@@ -262,8 +257,10 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 		m.Updated = *updated
 	}
 
-	// Decide, then write the decision guarded by what was read.
-	now := s.Now().UTC()
+	// Decide, then write the decision guarded by what was read. The
+	// clock is cut to PostgreSQL's microseconds first, so the recorded
+	// time is the one the rules (and an expiry) were judged at.
+	now := s.Now().UTC().Truncate(time.Microsecond)
 	next, d := rule(m, now)
 	newFirst, newNext := histFirst, histNext+1
 	if newNext-newFirst > int64(s.HistoryRetention) {
@@ -280,10 +277,10 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 		args = append(args, body)
 	}
 	b.Queue(fmt.Sprintf(`UPDATE %s SET %s WHERE key = $1 AND version = $2 AND hist_next = $3`, s.keys, set), args...)
-	b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`, s.hist),
+	b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, s.hist),
 		key, histNext, string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
-		int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time)
+		int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires))
 	if newFirst > histFirst {
 		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND n < $2`, s.hist), key, newFirst)
 	}
@@ -388,7 +385,7 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 	if s.closed.Load() {
 		return nil, fencedstore.ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires
 		FROM %s WHERE key = $1 ORDER BY n`, s.hist), key)
 	if err != nil {
 		return nil, s.fail("history", key, err)
@@ -399,8 +396,12 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 		var d fencedstore.Decision
 		var outcome string
 		var te, ts, v, ge, gs int64
-		if err := rows.Scan(&outcome, &te, &ts, &d.Attempt, &v, &ge, &gs, &d.Hash, &d.Time); err != nil {
+		var expires *time.Time
+		if err := rows.Scan(&outcome, &te, &ts, &d.Attempt, &v, &ge, &gs, &d.Hash, &d.Time, &expires); err != nil {
 			return nil, s.fail("history", key, err)
+		}
+		if expires != nil {
+			d.Expires = expires.UTC()
 		}
 		d.Outcome = fencedstore.Outcome(outcome)
 		d.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}

@@ -95,6 +95,9 @@ func open(t testing.TB, url, schema string, o storetest.Options) *postgres.Store
 	if o.HistoryRetention != 0 {
 		s.HistoryRetention = o.HistoryRetention
 	}
+	if o.Now != nil {
+		s.Now = o.Now
+	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -123,7 +126,7 @@ func TestStore_SharedAndReopened(t *testing.T) {
 	a := open(t, url, schema, storetest.Options{})
 	b := open(t, url, schema, storetest.Options{})
 	ctx := context.Background()
-	if _, err := a.Establish(ctx, "reports/x", storetest.T(5, 1), "w5"); err != nil {
+	if _, err := a.Establish(ctx, fencedstore.EstablishRequest{Key: "reports/x", Token: storetest.T(5, 1), Attempt: "w5"}); err != nil {
 		t.Fatal(err)
 	}
 	if res, err := b.Publish(ctx, fencedstore.PublishRequest{Key: "reports/x", Token: storetest.T(4, 9), Attempt: "w4", Body: []byte("late")}); !errors.Is(err, fencedstore.ErrStaleOwner) {
@@ -299,5 +302,49 @@ func TestStore_CloseLeavesNoGoroutines(t *testing.T) {
 	goleak.VerifyNone(t)
 	if _, err := s.Get(context.Background(), "k"); !errors.Is(err, fencedstore.ErrClosed) {
 		t.Errorf("get after close: err = %v, want ErrClosed", err)
+	}
+}
+
+// A schema made before decisions recorded expiries (no expires column in
+// fencecron_history) is migrated on Open: its history reads back, and new
+// decisions record their expiry.
+func TestStore_MigratesHistoryWithoutExpires(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	s := pgx.Identifier{schema}.Sanitize()
+	_, err = conn.Exec(ctx, `CREATE SCHEMA `+s+`;
+CREATE TABLE `+s+`.fencecron_keys (
+	key text COLLATE "C" PRIMARY KEY, version bigint NOT NULL DEFAULT 0,
+	greatest_epoch bigint NOT NULL DEFAULT 0, greatest_seq bigint NOT NULL DEFAULT 0,
+	token_epoch bigint NOT NULL DEFAULT 0, token_seq bigint NOT NULL DEFAULT 0,
+	attempt text NOT NULL DEFAULT '', hash text NOT NULL DEFAULT '', size bigint NOT NULL DEFAULT 0,
+	updated timestamptz, body bytea, hist_first bigint NOT NULL DEFAULT 0, hist_next bigint NOT NULL DEFAULT 0);
+CREATE TABLE `+s+`.fencecron_history (
+	key text COLLATE "C" NOT NULL, n bigint NOT NULL, outcome text NOT NULL,
+	token_epoch bigint NOT NULL, token_seq bigint NOT NULL, attempt text NOT NULL, version bigint NOT NULL,
+	greatest_epoch bigint NOT NULL, greatest_seq bigint NOT NULL, hash text NOT NULL, at timestamptz NOT NULL,
+	PRIMARY KEY (key, n));
+INSERT INTO `+s+`.fencecron_keys (key, greatest_epoch, greatest_seq, hist_next) VALUES ('reports/old', 1, 1, 1);
+INSERT INTO `+s+`.fencecron_history VALUES ('reports/old', 0, 'established', 1, 1, 'w1', 0, 0, 0, '', now());`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := open(t, url, schema, storetest.Options{})
+	expires := time.Unix(1_000_000_000, 0).UTC()
+	if _, err := st.Establish(ctx, fencedstore.EstablishRequest{Key: "reports/old", Token: storetest.T(2, 1), Attempt: "w2", Expires: expires}); !errors.Is(err, fencedstore.ErrExpired) {
+		t.Fatalf("establish with a long-expired token: err = %v, want ErrExpired", err)
+	}
+	h, err := st.History(ctx, "reports/old")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 2 || h[0].Outcome != fencedstore.Established || !h[0].Expires.IsZero() || h[1].Outcome != fencedstore.Expired || !h[1].Expires.Equal(expires) {
+		t.Fatalf("history after the migration = %+v", h)
 	}
 }

@@ -59,7 +59,7 @@ func BenchStale(b *testing.B, s fencedstore.Store, parallel bool, writers int) {
 	ctx := context.Background()
 	body := make([]byte, BenchBodySize)
 	const key = "bench/stale"
-	if _, err := s.Establish(ctx, key, T(1000, 1), "new-owner"); err != nil {
+	if _, err := s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(1000, 1), Attempt: "new-owner"}); err != nil {
 		b.Fatal(err)
 	}
 	refuse := func(seq uint64) error {

@@ -91,7 +91,7 @@ func crashWrite(s fencedstore.Store, round uint64) {
 				switch p := rng.IntN(10); {
 				case p == 0:
 					kind = "establish"
-					res, err = s.Establish(ctx, key, tok, attempt)
+					res, err = s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: attempt})
 				case p == 1:
 					tok = fencedstore.Token{Epoch: 1, Seq: tok.Seq}
 					body := []byte(fmt.Sprintf("stale %d", tok.Seq))

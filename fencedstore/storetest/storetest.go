@@ -1,11 +1,13 @@
 // Package storetest is the conformance suite every fencedstore.Store
-// backend must pass: the rules table, history, and bad input.
+// backend must pass: the rules table (expiry included), history, the range
+// of tokens, and bad input.
 package storetest
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -24,6 +26,9 @@ type Factory func(t *testing.T) fencedstore.Store
 type Options struct {
 	MaxBodyBytes     int64
 	HistoryRetention int
+	// Now, if set, is the store's clock (the clock it decides expiries
+	// by and stamps decisions with).
+	Now func() time.Time
 }
 
 // OptionsFactory returns a new, empty store with the given limits.
@@ -34,6 +39,13 @@ func T(epoch, seq uint64) fencedstore.Token { return fencedstore.Token{Epoch: ep
 
 func ver(v uint64) *uint64 { return &v }
 
+// Expiries for the rules table, whatever the store's clock says: one long
+// past, one far ahead. Whole seconds, as a signed token carries them.
+var (
+	longAgo  = time.Unix(1_000_000_000, 0).UTC() // 2001
+	farAhead = time.Unix(4_102_444_800, 0).UTC() // 2100
+)
+
 // step is one call in a rules-table scenario and what it must answer.
 type step struct {
 	establish bool
@@ -41,6 +53,7 @@ type step struct {
 	attempt   string
 	body      string
 	expected  *uint64
+	expires   time.Time
 
 	want        fencedstore.Outcome
 	wantVersion uint64
@@ -51,14 +64,16 @@ type step struct {
 func Run(t *testing.T, newStore Factory) {
 	t.Run("RulesTable", func(t *testing.T) { testRulesTable(t, newStore) })
 	t.Run("History", func(t *testing.T) { testHistory(t, newStore) })
+	t.Run("TokenRange", func(t *testing.T) { testTokenRange(t, newStore) })
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
 	t.Run("ListAndGet", func(t *testing.T) { testListAndGet(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore) })
 }
 
-// RunLimits checks the configurable limits: the body cap and the history
-// retention.
+// RunLimits checks the configurable limits (the body cap and the history
+// retention) and, with the store's clock set, the edge of an expiry.
 func RunLimits(t *testing.T, newStore OptionsFactory) {
+	t.Run("ExpiryEdge", func(t *testing.T) { testExpiryEdge(t, newStore) })
 	t.Run("BodyCap", func(t *testing.T) {
 		s := newStore(t, Options{MaxBodyBytes: 1024, HistoryRetention: fencedstore.DefaultHistoryRetention})
 		ctx := context.Background()
@@ -114,8 +129,8 @@ func testConcurrent(t *testing.T, newStore Factory) {
 	if ctx.Err() != nil {
 		t.Fatal("workload did not finish in time")
 	}
-	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Established == 0 {
-		t.Errorf("the workload did not reach applied, stale_owner and established: %s", cnt)
+	if cnt.Applied == 0 || cnt.StaleOwner == 0 || cnt.Established == 0 || cnt.Expired == 0 {
+		t.Errorf("the workload did not reach applied, stale_owner, established and expired: %s", cnt)
 	}
 
 	metas, err := s.List(ctx, "")
@@ -156,6 +171,10 @@ func testRulesTable(t *testing.T, newStore Factory) {
 	}
 	pub := func(tok fencedstore.Token, attempt, body string, expected *uint64, want fencedstore.Outcome, v uint64, after string) step {
 		return step{tok: tok, attempt: attempt, body: body, expected: expected, want: want, wantVersion: v, wantBody: after}
+	}
+	expiring := func(st step, at time.Time) step {
+		st.expires = at
+		return st
 	}
 	cases := []struct {
 		name  string
@@ -214,6 +233,29 @@ func testRulesTable(t *testing.T, newStore Factory) {
 			est(T(4, 4), fencedstore.Established, 0, ""),
 			pub(T(4, 4), "a4.4", "r", ver(0), fencedstore.Applied, 1, "r"),
 		}},
+		{"expired establish on a new key is refused and changes nothing", []step{
+			expiring(est(T(1, 5), fencedstore.Expired, 0, ""), longAgo),
+			pub(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
+		}},
+		{"expired publish with a newer token is refused and changes nothing", []step{
+			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			expiring(pub(T(2, 1), "w2", "two", nil, fencedstore.Expired, 1, "one"), longAgo),
+			expiring(est(T(3, 1), fencedstore.Expired, 1, "one"), longAgo),
+			pub(T(1, 1), "w1", "three", ver(1), fencedstore.Applied, 2, "three"),
+		}},
+		{"expired is decided before stale", []step{
+			pub(T(5, 5), "w5", "new", nil, fencedstore.Applied, 1, "new"),
+			expiring(pub(T(1, 1), "w1", "old", nil, fencedstore.Expired, 1, "new"), longAgo),
+		}},
+		{"expired retry of an applied publish is refused", []step{
+			expiring(pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"), farAhead),
+			expiring(pub(T(1, 1), "w1", "one", nil, fencedstore.Expired, 1, "one"), longAgo),
+		}},
+		{"an expiry still ahead is no obstacle", []step{
+			expiring(est(T(1, 5), fencedstore.Established, 0, ""), farAhead),
+			expiring(pub(T(1, 5), "a1.5", "r", ver(0), fencedstore.Applied, 1, "r"), farAhead),
+			expiring(pub(T(1, 4), "a1.4", "x", nil, fencedstore.StaleOwner, 1, "r"), farAhead),
+		}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -226,15 +268,15 @@ func testRulesTable(t *testing.T, newStore Factory) {
 				var res fencedstore.Result
 				var err error
 				if st.establish {
-					res, err = s.Establish(ctx, key, st.tok, st.attempt)
+					res, err = s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Expires: st.expires})
 				} else {
-					res, err = s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Body: []byte(st.body), ExpectedVersion: st.expected})
+					res, err = s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Body: []byte(st.body), ExpectedVersion: st.expected, Expires: st.expires})
 				}
 				wantErr := fencedstore.Decision{Outcome: st.want}.Err()
 				if !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
 					t.Fatalf("step %d: err = %v, want %v", i, err, wantErr)
 				}
-				if st.want != fencedstore.StaleOwner && greatest.Less(st.tok) {
+				if st.want.Accepted() && greatest.Less(st.tok) {
 					greatest = st.tok
 				}
 				if got, want := res.Outcome, st.want; got != want {
@@ -250,11 +292,122 @@ func testRulesTable(t *testing.T, newStore Factory) {
 				if got, want := after.body, st.wantBody; got != want {
 					t.Errorf("step %d: body = %q, want %q", i, got, want)
 				}
-				if st.want == fencedstore.StaleOwner && after != before {
-					t.Errorf("step %d: a stale call changed the key: before %+v, after %+v", i, before, after)
+				if !st.want.Accepted() && after != before {
+					t.Errorf("step %d: a %s call changed the key: before %+v, after %+v", i, st.want, before, after)
 				}
 			}
+			// Every call, refused or not, is in the key's history, with
+			// the expiry it carried, and the history replays.
+			h, err := s.History(ctx, key)
+			if err != nil {
+				t.Fatalf("history: %v", err)
+			}
+			if len(h) != len(tc.steps) {
+				t.Fatalf("history has %d decisions, want one per call (%d): %+v", len(h), len(tc.steps), h)
+			}
+			for i, d := range h {
+				// A call without an expiry may still carry one the
+				// transport added (the HTTP client signs every token with
+				// one).
+				if st := tc.steps[i]; d.Outcome != st.want || (!st.expires.IsZero() && !d.Expires.Equal(st.expires)) {
+					t.Errorf("history[%d] = %s expiring %v, want %s expiring %v", i, d.Outcome, d.Expires, tc.steps[i].want, tc.steps[i].expires)
+				}
+			}
+			if err := fencemodel.CheckHistory(h); err != nil {
+				t.Errorf("history does not replay: %v", err)
+			}
 		})
+	}
+}
+
+// testExpiryEdge sets the store's clock and checks the edge of an expiry:
+// a call at its expiry is still good, one a second after is refused as
+// expired, on a key with a body and on a new one, and the refusals are
+// recorded with their expiry and the decision's time.
+func testExpiryEdge(t *testing.T, newStore OptionsFactory) {
+	now := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	s := newStore(t, Options{MaxBodyBytes: fencedstore.DefaultMaxBodyBytes, HistoryRetention: fencedstore.DefaultHistoryRetention, Now: func() time.Time { return now }})
+	ctx := context.Background()
+	const key, fresh = "reports/edge.csv", "reports/never-written.csv"
+	expect(t, fencedstore.Applied)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(1, 1), Attempt: "w1", Body: []byte("one"), Expires: now}))
+	before := snapshot(t, s, key)
+	res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(2, 1), Attempt: "w2", Body: []byte("two"), Expires: now.Add(-time.Second)})
+	if !errors.Is(err, fencedstore.ErrExpired) || res.Outcome != fencedstore.Expired || res.Version != 1 || res.Greatest != T(1, 1) {
+		t.Fatalf("publish a second after its expiry: %+v, %v; want expired at version 1, greatest 1.1", res, err)
+	}
+	if after := snapshot(t, s, key); after != before {
+		t.Errorf("an expired publish changed the key: before %+v, after %+v", before, after)
+	}
+	res, err = s.Establish(ctx, fencedstore.EstablishRequest{Key: fresh, Token: T(9, 9), Attempt: "w9", Expires: now.Add(-time.Second)})
+	if !errors.Is(err, fencedstore.ErrExpired) || res.Outcome != fencedstore.Expired || !res.Greatest.IsZero() {
+		t.Fatalf("expired establish on a new key: %+v, %v; want expired, greatest 0.0", res, err)
+	}
+	expect(t, fencedstore.Established)(s.Establish(ctx, fencedstore.EstablishRequest{Key: fresh, Token: T(2, 2), Attempt: "w2", Expires: now.Add(time.Second)}))
+
+	for k, want := range map[string][]fencedstore.Outcome{key: {fencedstore.Applied, fencedstore.Expired}, fresh: {fencedstore.Expired, fencedstore.Established}} {
+		h, err := s.History(ctx, k)
+		if err != nil {
+			t.Fatalf("history %s: %v", k, err)
+		}
+		if len(h) != len(want) {
+			t.Fatalf("history %s = %+v, want %v", k, h, want)
+		}
+		for i, d := range h {
+			if d.Outcome != want[i] || !d.Time.Equal(now) {
+				t.Errorf("history %s[%d] = %s at %v, want %s at %v", k, i, d.Outcome, d.Time, want[i], now)
+			}
+			if d.Outcome == fencedstore.Expired && !d.Expires.Equal(now.Add(-time.Second)) {
+				t.Errorf("history %s[%d]: expired with expiry %v recorded, want %v", k, i, d.Expires, now.Add(-time.Second))
+			}
+		}
+		if err := fencemodel.CheckHistory(h); err != nil {
+			t.Errorf("history %s does not replay: %v", k, err)
+		}
+	}
+}
+
+// testTokenRange checks the edge of the token range: (2^63-1, 2^63-1), the
+// greatest token there is, establishes, publishes and compares like any
+// other, and 2^63 is refused as a bad token without a trace.
+func testTokenRange(t *testing.T, newStore Factory) {
+	s := newStore(t)
+	ctx := context.Background()
+	const top = math.MaxInt64
+	const key = "reports/edge-of-range.csv"
+	expect(t, fencedstore.Established)(s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(top, top-1), Attempt: "a"}))
+	res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(top, top), Attempt: "b", Body: []byte("top")})
+	if err != nil || res.Outcome != fencedstore.Applied || res.Greatest != T(top, top) {
+		t.Fatalf("publish with (2^63-1, 2^63-1): %+v, %v", res, err)
+	}
+	expect(t, fencedstore.StaleOwner)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(top-1, top), Attempt: "c", Body: []byte("older")}))
+	expect(t, fencedstore.StaleOwner)(s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(top, top-1), Attempt: "a"}))
+	expect(t, fencedstore.Established)(s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(top, top), Attempt: "b"}))
+	before := snapshot(t, s, key)
+	if before.greatest != T(top, top) || before.body != "top" {
+		t.Errorf("after the edge tokens: %+v, want greatest (2^63-1, 2^63-1) and body top", before)
+	}
+	for _, tok := range []fencedstore.Token{{Epoch: 1 << 63, Seq: 1}, {Epoch: 1, Seq: 1 << 63}, {Epoch: math.MaxUint64, Seq: math.MaxUint64}} {
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tok, Attempt: "z", Body: []byte("z")}); !errors.Is(err, fencedstore.ErrBadToken) {
+			t.Errorf("publish with %s: err = %v, want ErrBadToken", tok, err)
+		}
+		if _, err := s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: "z"}); !errors.Is(err, fencedstore.ErrBadToken) {
+			t.Errorf("establish with %s: err = %v, want ErrBadToken", tok, err)
+		}
+	}
+	if after := snapshot(t, s, key); after != before {
+		t.Errorf("out-of-range tokens changed the key: before %+v, after %+v", before, after)
+	}
+	h, err := s.History(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(h) != 5 {
+		t.Errorf("history has %d decisions, want 5 (the refused out-of-range calls leave none): %+v", len(h), h)
+	}
+	for _, d := range h {
+		if d.Token.Epoch < top-1 || d.Token.Seq < top-1 {
+			t.Errorf("history holds %s, not a token at the edge of the range", d.Token)
+		}
 	}
 }
 
@@ -295,8 +448,8 @@ func testHistory(t *testing.T, newStore Factory) {
 	const key = "reports/handoff.csv"
 	// The report handoff: W1 establishes, W2 takes over and publishes, W1
 	// wakes up and tries to publish.
-	expect(t, fencedstore.Established)(s.Establish(ctx, key, T(1, 10), "w1"))
-	expect(t, fencedstore.Established)(s.Establish(ctx, key, T(2, 14), "w2"))
+	expect(t, fencedstore.Established)(s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(1, 10), Attempt: "w1"}))
+	expect(t, fencedstore.Established)(s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: T(2, 14), Attempt: "w2"}))
 	expect(t, fencedstore.Applied)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(2, 14), Attempt: "w2", Body: []byte("fresh")}))
 	expect(t, fencedstore.StaleOwner)(s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: T(1, 10), Attempt: "w1", Body: []byte("stale")}))
 
@@ -335,12 +488,20 @@ func testBadInput(t *testing.T, newStore Factory) {
 		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: k, Token: T(1, 1), Attempt: "a", Body: []byte("x")}); !errors.Is(err, fencedstore.ErrInvalidKey) {
 			t.Errorf("publish %q: err = %v, want ErrInvalidKey", k, err)
 		}
-		if _, err := s.Establish(ctx, k, T(1, 1), "a"); !errors.Is(err, fencedstore.ErrInvalidKey) {
+		if _, err := s.Establish(ctx, fencedstore.EstablishRequest{Key: k, Token: T(1, 1), Attempt: "a"}); !errors.Is(err, fencedstore.ErrInvalidKey) {
 			t.Errorf("establish %q: err = %v, want ErrInvalidKey", k, err)
 		}
 	}
 	if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "ok", Token: fencedstore.Token{}, Attempt: "a", Body: []byte("x")}); !errors.Is(err, fencedstore.ErrBadToken) {
 		t.Errorf("publish with the zero token: err = %v, want ErrBadToken", err)
+	}
+	for _, exp := range []time.Time{time.Unix(fencedstore.MaxExpiresUnix+1, 0), time.Unix(-1, 0)} {
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "ok", Token: T(1, 1), Attempt: "a", Body: []byte("x"), Expires: exp}); !errors.Is(err, fencedstore.ErrBadToken) {
+			t.Errorf("publish expiring %s: err = %v, want ErrBadToken", exp.UTC(), err)
+		}
+		if _, err := s.Establish(ctx, fencedstore.EstablishRequest{Key: "ok", Token: T(1, 1), Attempt: "a", Expires: exp}); !errors.Is(err, fencedstore.ErrBadToken) {
+			t.Errorf("establish expiring %s: err = %v, want ErrBadToken", exp.UTC(), err)
+		}
 	}
 	metas, err := s.List(ctx, "")
 	if err != nil {

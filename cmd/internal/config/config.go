@@ -44,8 +44,10 @@ const (
 	DefaultProfile          = ProfileDefault
 	DefaultBackend          = BackendBolt
 	DefaultStorePath        = "store.db"
-	DefaultMaxBodyBytes     = 16 << 20
+	DefaultMaxBodyBytes     = fencedstore.DefaultMaxBodyBytes
 	DefaultHistoryRetention = 1000
+	DefaultQuotaKeys        = fencedstore.DefaultQuotaKeys
+	DefaultQuotaBytes       = fencedstore.DefaultQuotaBytes
 	DefaultReapAfter        = 72 * time.Hour
 )
 
@@ -163,6 +165,16 @@ type Store struct {
 	// HistoryRetention is how many decisions the store keeps per key,
 	// oldest dropped first.
 	HistoryRetention int
+	// Quota bounds what the keys under one job token's scope may hold,
+	// for writes through this node's HTTP store (serve: true).
+	Quota Quota
+}
+
+// Quota is store.quota: the most keys and body bytes under one job
+// token's scope ("reports/").
+type Quota struct {
+	Keys  int
+	Bytes int64
 }
 
 // API is the api section: who may change things through this node's
@@ -510,6 +522,7 @@ func (f *File) setDefaults(hostname func() (string, error)) {
 		Path:             DefaultStorePath,
 		MaxBodyBytes:     DefaultMaxBodyBytes,
 		HistoryRetention: DefaultHistoryRetention,
+		Quota:            Quota{Keys: DefaultQuotaKeys, Bytes: DefaultQuotaBytes},
 	}
 }
 
@@ -829,6 +842,12 @@ func (d *decoder) store(n *yaml.Node, path string, dst *Store) {
 		{"serve", d.boolean(&dst.Serve)},
 		{"max_body_bytes", d.size(&dst.MaxBodyBytes)},
 		{"history_retention", d.integer(&dst.HistoryRetention)},
+		{"quota", func(v *yaml.Node, p string) {
+			d.mapping(v, p, []field{
+				{"keys", d.integer(&dst.Quota.Keys)},
+				{"bytes", d.size(&dst.Quota.Bytes)},
+			})
+		}},
 	})
 }
 
@@ -848,6 +867,12 @@ func (d *decoder) checkStore(n *yaml.Node, s *Store) {
 	}
 	if s.HistoryRetention == 0 {
 		s.HistoryRetention = DefaultHistoryRetention
+	}
+	if s.Quota.Keys == 0 {
+		s.Quota.Keys = DefaultQuotaKeys
+	}
+	if s.Quota.Bytes == 0 {
+		s.Quota.Bytes = DefaultQuotaBytes
 	}
 	switch s.Backend {
 	case BackendBolt:
@@ -879,6 +904,19 @@ func (d *decoder) checkStore(n *yaml.Node, s *Store) {
 	}
 	if s.HistoryRetention < 0 {
 		d.errorf(at("history_retention"), "store.history_retention", "%d: must be positive", s.HistoryRetention)
+	}
+	quotaNode := fieldsOf(fieldNode["quota"])
+	quotaAt := func(key string) *yaml.Node {
+		if v := quotaNode[key]; v != nil {
+			return v
+		}
+		return at("quota")
+	}
+	if s.Quota.Keys < 0 && !d.failed["store.quota.keys"] {
+		d.errorf(quotaAt("keys"), "store.quota.keys", "%d: must be positive", s.Quota.Keys)
+	}
+	if s.Quota.Bytes < 0 && !d.failed["store.quota.bytes"] {
+		d.errorf(quotaAt("bytes"), "store.quota.bytes", "%d: must be positive", s.Quota.Bytes)
 	}
 }
 

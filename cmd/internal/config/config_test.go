@@ -73,6 +73,7 @@ store:
   serve: true
   max_body_bytes: 32MiB
   history_retention: 50
+  quota: {keys: 500, bytes: 64MiB}
 jobs:
   - name: monthly-report
     schedule: "0 0 9 1 * *"
@@ -112,7 +113,8 @@ func TestParse_FullFile(t *testing.T) {
 	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
-	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50}
+	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50,
+		Quota: Quota{Keys: 500, Bytes: 64 << 20}}
 	if f.Store != wantStore {
 		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
 	}
@@ -170,7 +172,7 @@ func TestParse_Defaults(t *testing.T) {
 	if f.Cluster.Profile != "default" {
 		t.Errorf("profile = %q", f.Cluster.Profile)
 	}
-	if want := (Store{Backend: "bolt", Path: "store.db", MaxBodyBytes: 16 << 20, HistoryRetention: 1000}); f.Store != want {
+	if want := (Store{Backend: "bolt", Path: "store.db", MaxBodyBytes: 16 << 20, HistoryRetention: 1000, Quota: Quota{Keys: 10000, Bytes: 1 << 30}}); f.Store != want {
 		t.Errorf("store = %+v, want %+v", f.Store, want)
 	}
 	if got, want := f.StorePath(), "/var/lib/fencecron/store.db"; got != want {
@@ -242,7 +244,8 @@ func TestLoad_ReferenceExample(t *testing.T) {
 	if f.Node.DataDir != DefaultDataDir || f.Node.Bind != DefaultBind || !f.Node.Server || f.Cluster.Profile != DefaultProfile {
 		t.Errorf("node or cluster shows values other than the defaults: %+v %+v", f.Node, f.Cluster)
 	}
-	wantStore := Store{Backend: DefaultBackend, Path: DefaultStorePath, Serve: true, MaxBodyBytes: DefaultMaxBodyBytes, HistoryRetention: DefaultHistoryRetention}
+	wantStore := Store{Backend: DefaultBackend, Path: DefaultStorePath, Serve: true, MaxBodyBytes: DefaultMaxBodyBytes, HistoryRetention: DefaultHistoryRetention,
+		Quota: Quota{Keys: DefaultQuotaKeys, Bytes: DefaultQuotaBytes}}
 	if f.Store != wantStore {
 		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
 	}
@@ -343,6 +346,12 @@ cluster:
 			`test.yaml:2:12: store.backend: "s3": want bolt, postgres or remote`,
 			`test.yaml:3:19: store.max_body_bytes: expected a size in bytes such as 1048576 or 16MiB, got "lots"`,
 			"test.yaml:4:22: store.history_retention: -1: must be positive"}},
+		{"store quota problems", "store:\n  quota: {keys: -1, bytes: lots, files: 3}\n", []string{
+			"test.yaml:2:17: store.quota.keys: -1: must be positive",
+			`test.yaml:2:28: store.quota.bytes: expected a size in bytes such as 1048576 or 16MiB, got "lots"`,
+			`test.yaml:2:34: store.quota: unknown field "files"`}},
+		{"store quota not a mapping", "store:\n  quota: 5\n", []string{
+			"test.yaml:2:10: store.quota: expected a mapping of"}},
 		{"postgres needs a url", "store: {backend: postgres}\n", []string{"test.yaml:1:8: store.url: required for backend postgres"}},
 		{"postgres url scheme", "store: {backend: postgres, url: 'mysql://db'}\n", []string{"test.yaml:1:33: store.url: want a postgres:// or postgresql:// URL"}},
 		{"remote store", "store: {backend: remote, url: 'db:8080', serve: true}\n", []string{

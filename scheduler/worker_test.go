@@ -1,0 +1,128 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// funcStore is a fencedstore.Store whose writes are function fields; it
+// counts the calls.
+type funcStore struct {
+	fencedstore.Store
+	establish func(fencedstore.EstablishRequest) (fencedstore.Result, error)
+	publish   func(fencedstore.PublishRequest) (fencedstore.Result, error)
+
+	mu         sync.Mutex
+	establishs []fencedstore.EstablishRequest
+	publishes  []fencedstore.PublishRequest
+}
+
+func (s *funcStore) Establish(_ context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	s.mu.Lock()
+	s.establishs = append(s.establishs, req)
+	s.mu.Unlock()
+	return s.establish(req)
+}
+
+func (s *funcStore) Publish(_ context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	s.mu.Lock()
+	s.publishes = append(s.publishes, req)
+	s.mu.Unlock()
+	return s.publish(req)
+}
+
+// holdingLeader confirms every lease and hands completions to a channel.
+type holdingLeader struct{ done chan Completion }
+
+func (holdingLeader) Started(context.Context, string, time.Time) error { return nil }
+func (l holdingLeader) Complete(_ context.Context, c Completion) error {
+	l.done <- c
+	return nil
+}
+func (holdingLeader) Renew(context.Context, string, string) (RenewReply, error) {
+	return RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}, nil
+}
+func (holdingLeader) Note(context.Context, string, string, string, string) error { return nil }
+
+// runOne runs one attempt of a job that prints "report" on a worker with
+// store s and returns what the worker reported.
+func runOne(t *testing.T, s fencedstore.Store, granted time.Time) (Assignment, Completion) {
+	t.Helper()
+	l := holdingLeader{done: make(chan Completion, 1)}
+	w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	spec := jobs.Spec{Name: "report", Command: []string{"echo", "report"}, Output: "reports/{{ .RunID }}.csv",
+		Timeout: jobs.Duration(10 * time.Second), LeaseTTL: jobs.Duration(5 * time.Second), MaxOutputBytes: 1 << 20}
+	run := jobs.Run{ID: "report@x", Job: "report", Output: "reports/x.csv"}
+	a := Assignment{Run: run, Spec: spec, Attempt: jobs.Attempt{ID: "report@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 3, Seq: 9}, GrantedAt: granted}}
+	if err := w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case c := <-l.done:
+		return a, c
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not finish in 30s")
+	}
+	return a, Completion{}
+}
+
+func expiredAnswer(key string) (fencedstore.Result, error) {
+	return fencedstore.Result{Outcome: fencedstore.Expired, Key: key, Version: 2, Greatest: fencedstore.Token{Epoch: 1, Seq: 1}},
+		fmt.Errorf("%s: %w", key, fencedstore.ErrExpired)
+}
+
+// A publish refused as expired is final: not retried, the attempt ends
+// fenced with store outcome expired and an error that says so. Both store
+// calls carry the attempt's one expiry.
+func TestWorker_PublishRefusedAsExpired(t *testing.T) {
+	s := &funcStore{
+		establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+			return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil
+		},
+		publish: func(req fencedstore.PublishRequest) (fencedstore.Result, error) { return expiredAnswer(req.Key) },
+	}
+	a, c := runOne(t, s, time.Now().Add(-time.Minute))
+	if c.State != jobs.Fenced || c.StoreOutcome != string(fencedstore.Expired) || !strings.Contains(c.Error, "refused as expired") {
+		t.Errorf("completion %+v: want fenced, store outcome expired, an error that says so", c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.publishes) != 1 {
+		t.Errorf("%d publishes, want 1: an expired token is not retried", len(s.publishes))
+	}
+	if len(s.establishs) != 1 || !s.establishs[0].Expires.Equal(a.TokenExpires()) || len(s.publishes) == 0 || !s.publishes[0].Expires.Equal(a.TokenExpires()) {
+		t.Errorf("establish %+v and publish %+v: want both to carry the attempt's expiry %v", s.establishs, s.publishes, a.TokenExpires())
+	}
+}
+
+// An establish refused as expired ends the attempt before anything runs:
+// lost (its run may get a new attempt and token), store outcome expired.
+func TestWorker_EstablishRefusedAsExpired(t *testing.T) {
+	s := &funcStore{
+		establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) { return expiredAnswer(req.Key) },
+		publish: func(req fencedstore.PublishRequest) (fencedstore.Result, error) {
+			return fencedstore.Result{}, fmt.Errorf("publish after an expired establish")
+		},
+	}
+	_, c := runOne(t, s, time.Now().Add(-time.Hour))
+	if c.State != jobs.Lost || c.StoreOutcome != string(fencedstore.Expired) || !strings.Contains(c.Error, "expired") || !c.StartedAt.IsZero() {
+		t.Errorf("completion %+v: want lost before starting, store outcome expired", c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.establishs) != 1 || len(s.publishes) != 0 {
+		t.Errorf("%d establishes and %d publishes, want 1 and 0", len(s.establishs), len(s.publishes))
+	}
+}
