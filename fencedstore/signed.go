@@ -8,7 +8,9 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -80,37 +82,74 @@ type SignedToken struct {
 // had no expiry and is refused. A Signer also derives the store credential
 // that nodes present as "Authorization: Bearer". It is safe for concurrent
 // use.
+//
+// While the cluster rolls to a new secret, a Signer holds the previous one
+// too: it verifies tokens and credentials of either, and signs with the
+// previous one until UseNewSecret(true), when every node accepts the new.
 type Signer struct {
+	keys    []signerKey // the secret's, then the previous secret's if any
+	current atomic.Int32
+}
+
+// signerKey is what one secret derives.
+type signerKey struct {
 	key        []byte
 	credential string
 }
 
 // NewSigner derives the token-signing key and the store credential from the
 // cluster secret (cluster.secret in the config) with HKDF-SHA256, one label
-// each, so neither reveals the other or the secret.
-func NewSigner(secret []byte) (*Signer, error) {
-	if len(secret) < MinSecretLen {
-		return nil, fmt.Errorf("cluster secret is %d bytes; at least %d are needed", len(secret), MinSecretLen)
+// each, so neither reveals the other or the secret. A previous secret
+// (cluster.previous_secret) is accepted too, and signed with until
+// UseNewSecret.
+func NewSigner(secret []byte, previous ...[]byte) (*Signer, error) {
+	s := &Signer{}
+	for _, sec := range append([][]byte{secret}, previous...) {
+		if len(sec) == 0 && len(s.keys) > 0 {
+			continue
+		}
+		if len(sec) < MinSecretLen {
+			return nil, fmt.Errorf("cluster secret is %d bytes; at least %d are needed", len(sec), MinSecretLen)
+		}
+		key, err := hkdf.Key(sha256.New, sec, nil, "fencecron fence-token signing v1", 32)
+		if err != nil {
+			return nil, err
+		}
+		cred, err := hkdf.Key(sha256.New, sec, nil, "fencecron store credential v1", 32)
+		if err != nil {
+			return nil, err
+		}
+		s.keys = append(s.keys, signerKey{key: key, credential: b64.EncodeToString(cred)})
 	}
-	key, err := hkdf.Key(sha256.New, secret, nil, "fencecron fence-token signing v1", 32)
-	if err != nil {
-		return nil, err
-	}
-	cred, err := hkdf.Key(sha256.New, secret, nil, "fencecron store credential v1", 32)
-	if err != nil {
-		return nil, err
-	}
-	return &Signer{key: key, credential: b64.EncodeToString(cred)}, nil
+	s.current.Store(int32(len(s.keys) - 1))
+	return s, nil
 }
+
+// UseNewSecret switches what the Signer signs with (and the credential it
+// presents) to the new secret, or back to the previous one; without a
+// previous secret it changes nothing.
+func (s *Signer) UseNewSecret(useNew bool) {
+	if useNew {
+		s.current.Store(0)
+	} else {
+		s.current.Store(int32(len(s.keys) - 1))
+	}
+}
+
+func (s *Signer) signing() signerKey { return s.keys[s.current.Load()] }
 
 // Credential returns the store credential: the bearer secret nodes add to
 // their own store requests. Job processes never see it.
-func (s *Signer) Credential() string { return s.credential }
+func (s *Signer) Credential() string { return s.signing().credential }
 
 // CheckCredential reports, in constant time, whether c is the store
-// credential.
+// credential (of the secret, or of the previous one during a roll).
 func (s *Signer) CheckCredential(c string) bool {
-	return subtle.ConstantTimeCompare([]byte(c), []byte(s.credential)) == 1
+	ok := 0
+	for _, k := range s.keys {
+		ok |= subtle.ConstantTimeCompare([]byte(c), []byte(k.credential))
+	}
+	return ok == 1
 }
 
 // Sign returns the text form of st. It refuses a token that could not have
@@ -155,7 +194,7 @@ func (s *Signer) Verify(text string) (SignedToken, error) {
 	if err != nil {
 		return SignedToken{}, err
 	}
-	if !hmac.Equal(mac, s.mac(body)) {
+	if !slices.ContainsFunc(s.keys, func(k signerKey) bool { return hmac.Equal(mac, macOf(k.key, body)) }) {
 		return SignedToken{}, fmt.Errorf("%w: signature does not match (forged, altered, or signed with another cluster's secret)", ErrBadToken)
 	}
 	if err := st.Validate(); err != nil {
@@ -167,8 +206,10 @@ func (s *Signer) Verify(text string) (SignedToken, error) {
 	return st, nil
 }
 
-func (s *Signer) mac(body string) []byte {
-	h := hmac.New(sha256.New, s.key)
+func (s *Signer) mac(body string) []byte { return macOf(s.signing().key, body) }
+
+func macOf(key []byte, body string) []byte {
+	h := hmac.New(sha256.New, key)
 	h.Write([]byte(body))
 	return h.Sum(nil)
 }

@@ -218,3 +218,39 @@ func TestParseToken(t *testing.T) {
 }
 
 func b64(b []byte) string { return base64.RawURLEncoding.EncodeToString(b) }
+
+// During a roll to a new secret a node signs with the previous one until
+// every node accepts the new (UseNewSecret), and accepts both all along.
+func TestSigner_SecretRoll(t *testing.T) {
+	const oldSecret, newSecret = "the-old-cluster-secret-0123456789-abcdef", "the-new-cluster-secret-9876543210-zyxwvu"
+	oldOnly, newOnly := mustSigner(t, oldSecret), mustSigner(t, newSecret)
+	rolling, err := fencedstore.NewSigner([]byte(newSecret), []byte(oldSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 3, Seq: 9}, Attempt: "a", Scope: fencedstore.Scope{Job: "j", Prefix: "reports/"}, Expires: expiry}
+	verifies := func(s *fencedstore.Signer, text string) bool { _, err := s.Verify(text); return err == nil }
+	check := func(phase string, signer *fencedstore.Signer, oldOK, newOK bool) {
+		t.Helper()
+		text, err := signer.Sign(st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if verifies(oldOnly, text) != oldOK || verifies(newOnly, text) != newOK || !verifies(rolling, text) {
+			t.Errorf("%s: verified by old-only %v (want %v), new-only %v (want %v), rolling %v (want true)",
+				phase, verifies(oldOnly, text), oldOK, verifies(newOnly, text), newOK, verifies(rolling, text))
+		}
+		if oldOnly.CheckCredential(signer.Credential()) != oldOK || newOnly.CheckCredential(signer.Credential()) != newOK || !rolling.CheckCredential(signer.Credential()) {
+			t.Errorf("%s: the credential is not accepted as its tokens are", phase)
+		}
+	}
+	check("rolling, before every node accepts the new secret", rolling, true, false)
+	rolling.UseNewSecret(true)
+	check("rolling, after", rolling, false, true)
+	rolling.UseNewSecret(false)
+	check("rolling, a member came back with the old secret only", rolling, true, false)
+	check("old only", oldOnly, true, false)
+	check("new only", newOnly, false, true)
+	newOnly.UseNewSecret(false) // without a previous secret: nothing to go back to
+	check("new only, told to go back", newOnly, false, true)
+}

@@ -94,14 +94,18 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
 	}
 
-	// Job tokens are signed with a key derived from the cluster secret;
-	// without a secret the store refuses every write over HTTP.
+	// Job tokens are signed with a key derived from the cluster secret
+	// (during a roll, the previous one's until every member accepts the
+	// new: election tells the signer); without a secret the store refuses
+	// every write over HTTP.
 	var signer *fencedstore.Signer
+	useNewSecret := func(bool) {}
 	if len(o.Secret) > 0 {
 		var err error
-		if signer, err = fencedstore.NewSigner(o.Secret); err != nil {
+		if signer, err = fencedstore.NewSigner(o.Secret, o.PreviousSecret); err != nil {
 			return err
 		}
+		useNewSecret = signer.UseNewSecret
 	}
 
 	bind := o.Bind
@@ -149,6 +153,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Join:            o.Join,
 		Secret:          o.Secret,
 		PreviousSecret:  o.PreviousSecret,
+		UseNewSecret:    useNewSecret,
 		TLS:             id,
 		Profile:         o.Profile,
 		ReapAfter:       o.ReapAfter,

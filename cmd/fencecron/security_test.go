@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -505,5 +506,98 @@ jobs:
 	own, _ := os.ReadFile(ca.File)
 	if !bytes.Equal(pemCA, own) {
 		t.Error("the CA jobs are given is not the operator's")
+	}
+}
+
+const rollJobs = `
+  - name: roll
+    schedule: "@every 1h"
+    shell: 'echo rolled; echo side | fencecron publish "roll/side-$FENCECRON_SEQ.txt"'
+    output: 'roll/{{ .RunID }}.txt'
+    overlap: allow
+    timeout: 20s
+`
+
+// Rolling the cluster secret one node at a time, in the two documented
+// steps, with real processes: after every restart the cluster elects,
+// grants, runs and publishes (through a job's own token too, signed with
+// whichever secret the cluster sends with at that moment); every node logs
+// that it switched to the new secret once all had it; and at the end no
+// node holds the old one.
+func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: rollJobs})
+	oldSecret := c.Secret
+	newSecret := "rolled-cluster-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-0123456789"
+	agree(t, c, 30*time.Second)
+	works := func(step string) {
+		t.Helper()
+		a := agree(t, c, 30*time.Second)
+		leader := c.Node(a.Leader)
+		var run jobs.Run
+		if err := localcluster.Until(20*time.Second, func() error { return leader.Post("/api/v1/jobs/roll/trigger", nil, &run) }); err != nil {
+			t.Fatalf("%s: trigger: %v", step, err)
+		}
+		waitRun(t, leader, run.ID, 30*time.Second, func(r jobs.Run) error {
+			a, ok := r.Latest()
+			if !ok || r.State != jobs.Succeeded || a.StoreOutcome != "applied" {
+				return fmt.Errorf("state %s", r.State)
+			}
+			return nil
+		})
+		seq := run.Attempts[0].Token.Seq
+		if _, err := getBody(c.Nodes[0], fmt.Sprintf("roll/side-%d.txt", seq)); err != nil {
+			t.Fatalf("%s: the job's own publish: %v", step, err)
+		}
+	}
+	works("before the roll")
+	restart := func(n *localcluster.Node, secret, previous string) {
+		t.Helper()
+		if err := n.Interrupt(10 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		cfg := strings.Replace(c.Config(n), fmt.Sprintf("  secret: %q\n", oldSecret), fmt.Sprintf("  secret: %q\n", secret), 1)
+		if previous != "" {
+			cfg = strings.Replace(cfg, "cluster:\n", fmt.Sprintf("cluster:\n  previous_secret: %q\n", previous), 1)
+		}
+		if !strings.Contains(cfg, secret) {
+			t.Fatalf("could not set the secret in %s's config:\n%s", n.Name, cfg)
+		}
+		if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The first node serves the store: in step 1 it is rolled last, so
+	// rolled nodes' tokens meet a store that has only the old secret; in
+	// step 2 first, so the others' meet one that has only the new.
+	store, others := c.Nodes[0], c.Nodes[1:]
+	for _, n := range append(slices.Clone(others), store) {
+		restart(n, newSecret, oldSecret)
+		works("step 1, " + n.Name + " restarted with the new secret and the old as previous")
+	}
+	for _, n := range c.Nodes {
+		if err := localcluster.Until(20*time.Second, func() error {
+			if !strings.Contains(n.LogTail(1<<20), "every member accepts the new cluster secret") {
+				return fmt.Errorf("%s has not switched to the new secret", n.Name)
+			}
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range append([]*localcluster.Node{store}, others...) {
+		restart(n, newSecret, "")
+		works("step 2, " + n.Name + " restarted with the new secret only")
+	}
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(n.ConfigPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.Contains(string(b), oldSecret) {
+			t.Errorf("%s's config still holds the old secret", n.Name)
+		}
 	}
 }
