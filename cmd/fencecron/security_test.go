@@ -32,6 +32,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -599,5 +600,163 @@ func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
 		if strings.Contains(string(b), oldSecret) {
 			t.Errorf("%s's config still holds the old secret", n.Name)
 		}
+	}
+}
+
+// A real agent with an API token and a small store quota: a job that
+// publishes more keys than its scope may hold gets exactly the quota and
+// is told the limit; wrong logins lock the address out, the right token
+// included, and are logged, counted and audited; logging out ends the
+// session on the server.
+func TestAgent_QuotaLoginThrottleAndLogout(t *testing.T) {
+	dir := t.TempDir()
+	httpPort := proctest.FreePort(t)
+	const token = "quota-test-api-token-0123456789abcdefgh"
+	cfg := fmt.Sprintf(`node:
+  name: q1
+  data_dir: %q
+  bind: 127.0.0.1
+  ports: {http: %d, gossip: %d, raft: %d}
+  bootstrap_expect: 1
+cluster:
+  secret: quota-test-cluster-secret-9876543210zyxw
+  profile: fast
+store:
+  backend: bolt
+  serve: true
+  quota: {keys: 3, bytes: 1MiB}
+api:
+  token: %s
+jobs:
+  - name: flood
+    schedule: "@every 1h"
+    shell: 'for i in 1 2 3 4 5; do echo x | fencecron publish "flood/$i.txt" || exit 9; done'
+    output: 'flood/{{ .RunID }}.txt'
+`, filepath.Join(dir, "data"), httpPort, proctest.FreePort(t), proctest.FreePort(t), token)
+	path := filepath.Join(dir, "q1.yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	agent := proctest.Start(t, "agent", "agent", "-config", path)
+	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
+	post := func(path string, hdr ...string) (int, http.Header, string) {
+		t.Helper()
+		path, form, _ := strings.Cut(path, "?")
+		req, _ := http.NewRequest(http.MethodPost, base+path, strings.NewReader(form))
+		for i := 0; i+1 < len(hdr); i += 2 {
+			req.Header.Set(hdr[i], hdr[i+1])
+		}
+		resp, err := (&http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}).Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, resp.Header, string(b)
+	}
+	proctest.Eventually(t, 30*time.Second, "the agent serving", func() error {
+		_, _, err := proctest.Get(base + "/healthz")
+		return err
+	})
+	var run jobs.Run
+	proctest.Eventually(t, 30*time.Second, "a trigger with the API token", func() error {
+		code, _, body := post("/api/v1/jobs/flood/trigger", "Authorization", "Bearer "+token)
+		if code != 200 {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return json.Unmarshal([]byte(body), &run)
+	})
+	proctest.Eventually(t, 30*time.Second, "the flood run to end", func() error {
+		var out struct{ Runs []jobs.Run }
+		if err := proctest.GetJSON(base+"/api/v1/runs?job=flood", &out); err != nil {
+			return err
+		}
+		for _, r := range out.Runs {
+			if r.ID == run.ID && r.State == jobs.Failed {
+				run = r
+				return nil
+			}
+		}
+		return fmt.Errorf("not failed yet")
+	})
+	if a := run.Attempts[0]; a.ExitCode == nil || *a.ExitCode != 9 || !strings.Contains(a.StderrTail, "quota") || !strings.Contains(a.StderrTail, "limit is 3") {
+		t.Errorf("the flood job's 4th publish: exit %v, stderr %q; want it refused naming the quota", a.ExitCode, a.StderrTail)
+	}
+	var keys struct{ Keys []fencedstore.Meta }
+	if err := proctest.GetJSON(base+"/api/v1/store?prefix=flood/", &keys); err != nil {
+		t.Fatal(err)
+	}
+	if len(keys.Keys) != 3 {
+		t.Errorf("flood/ holds %d keys, want the quota's 3: %+v", len(keys.Keys), keys.Keys)
+	}
+
+	// A session, used, then ended: its cookie stops working at once.
+	form := "Content-Type"
+	code, hdr, _ := post("/login?token="+token+"&next=/", form, "application/x-www-form-urlencoded")
+	var cookie string
+	for _, c := range (&http.Response{Header: hdr}).Cookies() {
+		if c.Name == "fencecron_session" {
+			cookie = c.Name + "=" + c.Value
+		}
+	}
+	if code != http.StatusSeeOther || cookie == "" {
+		t.Fatalf("login: %d, cookie %q", code, cookie)
+	}
+	req, _ := http.NewRequest(http.MethodGet, base+"/", nil)
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	m := regexp.MustCompile(`data-csrf="([0-9a-f]+)"`).FindSubmatch(page)
+	if m == nil {
+		t.Fatalf("no CSRF token on the logged-in page")
+	}
+	if code, _, body := post("/api/v1/jobs/flood/pause", "Cookie", cookie, "X-Fencecron-CSRF", string(m[1])); code != 200 {
+		t.Fatalf("pause in the session: %d %s", code, body)
+	}
+	post("/logout", "Cookie", cookie)
+	if code, _, body := post("/api/v1/jobs/flood/resume", "Cookie", cookie, "X-Fencecron-CSRF", string(m[1])); code != http.StatusUnauthorized {
+		t.Errorf("resume with the cookie after logout: %d %s, want 401", code, body)
+	}
+
+	// Wrong tokens lock this address out; then even the right one waits.
+	var last int
+	var lastHdr http.Header
+	for range 6 {
+		last, lastHdr, _ = post("/login?token=wrong-token-0123456789abcdefghijklmn", form, "application/x-www-form-urlencoded")
+	}
+	if last != http.StatusTooManyRequests || lastHdr.Get("Retry-After") == "" {
+		t.Errorf("the 6th wrong login: %d, Retry-After %q; want 429 with Retry-After", last, lastHdr.Get("Retry-After"))
+	}
+	if code, _, _ := post("/login?token="+token, form, "application/x-www-form-urlencoded"); code != http.StatusTooManyRequests {
+		t.Errorf("the right token during the lockout: %d, want 429", code)
+	}
+	if code, _, _ := post("/api/v1/jobs/flood/resume", "Authorization", "Bearer "+token); code != http.StatusTooManyRequests {
+		t.Errorf("the right bearer token during the lockout: %d, want 429", code)
+	}
+	metrics, err := httpGet(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !regexp.MustCompile(`fencecron_login_failures_total\{reason="wrong_token"\} [1-9]`).Match(metrics) {
+		t.Errorf("no wrong_token count in /metrics")
+	}
+	proctest.Eventually(t, 10*time.Second, "a login_failed audit event", func() error {
+		var out struct{ Events []jobs.Event }
+		if err := proctest.GetJSON(base+"/api/v1/events?limit=1000", &out); err != nil {
+			return err
+		}
+		for _, e := range out.Events {
+			if e.Kind == jobs.EventLoginFailed && strings.Contains(e.Detail, "127.0.0.1") {
+				return nil
+			}
+		}
+		return fmt.Errorf("none among %d events", len(out.Events))
+	})
+	if log, _ := os.ReadFile(agent.LogPath); !strings.Contains(string(log), "127.0.0.1") || !strings.Contains(strings.ToLower(string(log)), "login") {
+		t.Errorf("the agent's log does not record the failed logins")
 	}
 }
