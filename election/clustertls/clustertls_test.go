@@ -258,3 +258,32 @@ func TestLoad_OperatorPKI(t *testing.T) {
 		t.Error("cert_file without key_file loaded")
 	}
 }
+
+// Rolling an operator's CA: with both CAs in ca_file, a node whose
+// certificate the new CA issued and one whose the old CA did accept each
+// other; a node that trusts only the old CA refuses the new certificate.
+func TestLoad_OperatorCARoll(t *testing.T) {
+	oldCA, newCA := newOwnCA(t), newOwnCA(t)
+	bundle := filepath.Join(t.TempDir(), "both.pem")
+	a, _ := os.ReadFile(filepath.Join(oldCA.dir, "ca.pem"))
+	b, _ := os.ReadFile(filepath.Join(newCA.dir, "ca.pem"))
+	if err := os.WriteFile(bundle, append(a, b...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	onOld, onNew, oldOnly := oldCA.issue(t, "n1", "n1"), newCA.issue(t, "n2", "n2"), oldCA.issue(t, "n3", "n3")
+	onOld.CAFile, onNew.CAFile = bundle, bundle
+	n1, n2, n3 := mustLoad(t, onOld), mustLoad(t, onNew), mustLoad(t, oldOnly)
+	for _, tc := range []struct {
+		from, to *clustertls.Identity
+		name     string
+		ok       bool
+	}{
+		{n1, n2, "n2", true}, {n2, n1, "n1", true},
+		{n3, n1, "n1", true}, {n3, n2, "n2", false},
+	} {
+		cerr, serr, _ := handshake(t, tc.from.ClientConfig(clustertls.ProtoRaft, tc.name), tc.to.ServerConfig(clustertls.ProtoRaft, true))
+		if ok := cerr == nil && serr == nil; ok != tc.ok {
+			t.Errorf("%s -> %s: client %v, server %v; want ok=%v", tc.from.Name(), tc.name, cerr, serr, tc.ok)
+		}
+	}
+}
