@@ -434,7 +434,8 @@ type eventsPage struct {
 }
 
 var eventKinds = []string{jobs.EventElected, jobs.EventJobSet, jobs.EventGranted, jobs.EventStarted, jobs.EventCompleted, jobs.EventFenced,
-	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed}
+	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed,
+	jobs.EventGrantRefused, jobs.EventLoginFailed}
 
 func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

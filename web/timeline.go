@@ -312,9 +312,13 @@ func layoutTimeline(d timelineData) svgTimeline {
 		}
 		kind, label := string(k.Outcome), ""
 		switch k.Outcome {
-		case fencedstore.StaleOwner:
+		case fencedstore.StaleOwner, fencedstore.Expired:
 			kind, label = "refused", "refused "+k.Token.String()
-			title = fmt.Sprintf("stale write refused: token %s is older than %s\n", k.Token, k.Greatest) + title
+			why := fmt.Sprintf("stale write refused: token %s is older than %s\n", k.Token, k.Greatest)
+			if k.Outcome == fencedstore.Expired {
+				why = fmt.Sprintf("write refused: token %s expired at %s\n", k.Token, k.Expires.UTC().Format("15:04:05"))
+			}
+			title = why + title
 			if w, ok := workerOf[k.Attempt]; ok {
 				if w == "" {
 					w = "(no worker)"

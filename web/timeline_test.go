@@ -2,11 +2,13 @@ package web
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
@@ -170,5 +172,34 @@ func TestLayoutTimeline_NarrowBarLabels(t *testing.T) {
 	}
 	if b := byToken["4.16"]; b.ShowLabel || !b.LabelOutside {
 		t.Errorf("4.16 is narrow with room after it: want its label outside: %+v", b)
+	}
+}
+
+// expiredStore is the fixture's store with one more decision on the
+// report's key: a write refused because its token had expired.
+type expiredStore struct{ fakeStore }
+
+func (s expiredStore) History(ctx context.Context, key string) ([]fencedstore.Decision, error) {
+	h, err := s.fakeStore.History(ctx, key)
+	return append(h, fencedstore.Decision{Outcome: fencedstore.Expired, Token: fencedstore.Token{Epoch: 3, Seq: 10},
+		Attempt: reportRun + ".1", Time: at(50), Greatest: fencedstore.Token{Epoch: 4, Seq: 15}, Version: 1, Expires: at(48)}), err
+}
+
+// A write refused for an expired token is drawn as a refusal, like a
+// stale one, and says why.
+func TestKeyTimeline_ExpiredIsARefusal(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.Store = expiredStore{} })
+	tl, err := f.srv.keyTimeline(t.Context(), reportKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var expired []svgMark
+	for _, m := range tl.Marks {
+		if m.Kind == "refused" && strings.Contains(m.Title, "expired at") {
+			expired = append(expired, m)
+		}
+	}
+	if len(expired) == 0 {
+		t.Fatalf("no refusal mark for the expired write among %+v", tl.Marks)
 	}
 }
