@@ -88,11 +88,12 @@ type Node struct {
 	log     *slog.Logger
 	profile profile
 
-	raft      *raft.Raft
-	transport *raft.NetworkTransport
-	boltStore *raftboltdb.BoltStore
-	ml        *memberlist.Memberlist
-	keyring   *memberlist.Keyring
+	raft       *raft.Raft
+	transport  *raft.NetworkTransport
+	boltStore  *raftboltdb.BoltStore
+	ml         *memberlist.Memberlist
+	keyring    *memberlist.Keyring
+	gossipKeys gossipKeys
 	// gossipAddr is read once at Open: LocalNode's fields are rewritten by
 	// metadata updates.
 	gossipAddr string
@@ -222,6 +223,9 @@ func (n *Node) openRaft() error {
 	}
 	port := ln.Addr().(*net.TCPAddr).Port
 	advertise, err := net.ResolveTCPAddr("tcp", net.JoinHostPort(n.cfg.AdvertiseAddr, strconv.Itoa(port)))
+	if err == nil && (advertise.IP == nil || advertise.IP.IsUnspecified()) {
+		err = fmt.Errorf("raft: %s is not an address peers can dial: set the advertise address", advertise)
+	}
 	if err != nil {
 		ln.Close()
 		return err

@@ -2,7 +2,6 @@ package election
 
 import (
 	"crypto/tls"
-	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -12,13 +11,16 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/netlimit"
 )
 
 // Limits of the Raft listener. Only nodes of the cluster get past the
-// handshake; these bound what a stranger can hold before that.
+// handshake; these bound what a stranger can hold before that, and keep
+// one host from taking every slot (see netlimit).
 const (
-	raftHandshakeTimeout = 10 * time.Second
+	raftHandshakeTimeout = 5 * time.Second
 	raftMaxConns         = 256
+	raftMaxConnsPerHost  = 16
 	// refusalLogEvery bounds how often a refused peer address is logged.
 	refusalLogEvery = time.Minute
 )
@@ -36,18 +38,19 @@ type tlsStream struct {
 	// checks it reached that node; "" accepts any node of the cluster.
 	peerName func(addr string) string
 	log      *slog.Logger
-	slots    chan struct{}
 
 	mu      sync.Mutex
 	refused map[string]time.Time // remote IP -> last logged refusal
+	conns   map[*serverConn]bool // accepted and not closed; closed by Close
+	closed  bool
 }
 
 func newTLSStream(ln net.Listener, advertise net.Addr, id *clustertls.Identity, peerName func(string) string, log *slog.Logger) *tlsStream {
 	return &tlsStream{
-		ln: ln, advertise: advertise, id: id, peerName: peerName, log: log,
+		ln: netlimit.Listener(ln, raftMaxConns, raftMaxConnsPerHost), advertise: advertise, id: id, peerName: peerName, log: log,
 		server:  id.ServerConfig(clustertls.ProtoRaft, true),
-		slots:   make(chan struct{}, raftMaxConns),
 		refused: map[string]time.Time{},
+		conns:   map[*serverConn]bool{},
 	}
 }
 
@@ -55,23 +58,36 @@ func newTLSStream(ln net.Listener, advertise net.Addr, id *clustertls.Identity, 
 // serves each connection on its own goroutine, where the first read runs
 // the handshake, so one slow stranger cannot hold up the others.
 func (s *tlsStream) Accept() (net.Conn, error) {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return nil, err
-		}
-		select {
-		case s.slots <- struct{}{}:
-		default:
-			s.noteRefusal(c.RemoteAddr(), errors.New("too many connections to the Raft port"))
-			c.Close()
-			continue
-		}
-		return &serverConn{Conn: tls.Server(c, s.server), s: s}, nil
+	c, err := s.ln.Accept()
+	if err != nil {
+		return nil, err
 	}
+	sc := &serverConn{Conn: tls.Server(c, s.server), s: s}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.closed {
+		c.Close()
+		return nil, net.ErrClosed
+	}
+	s.conns[sc] = true
+	return sc, nil
 }
 
-func (s *tlsStream) Close() error   { return s.ln.Close() }
+// Close stops accepting and closes every accepted connection, so raft's
+// handlers of them end too.
+func (s *tlsStream) Close() error {
+	err := s.ln.Close()
+	s.mu.Lock()
+	s.closed = true
+	conns := s.conns
+	s.conns = nil
+	s.mu.Unlock()
+	for c := range conns {
+		c.Conn.Close()
+	}
+	return err
+}
+
 func (s *tlsStream) Addr() net.Addr { return s.advertise }
 
 // Dial connects to another server's Raft port, verifying it is a node of
@@ -106,10 +122,9 @@ func (s *tlsStream) noteRefusal(addr net.Addr, err error) {
 // serverConn runs the handshake, with a deadline, on its first use.
 type serverConn struct {
 	*tls.Conn
-	s       *tlsStream
-	once    sync.Once
-	err     error
-	release sync.Once
+	s    *tlsStream
+	once sync.Once
+	err  error
 }
 
 func (c *serverConn) handshake() error {
@@ -142,6 +157,8 @@ func (c *serverConn) Write(b []byte) (int, error) {
 }
 
 func (c *serverConn) Close() error {
-	c.release.Do(func() { <-c.s.slots })
+	c.s.mu.Lock()
+	delete(c.s.conns, c)
+	c.s.mu.Unlock()
 	return c.Conn.Close()
 }

@@ -258,6 +258,13 @@ func (s *Server) auditLockout(client string, failures int, lockout time.Duration
 		base = context.Background()
 	}
 	node := s.Cluster.ID()
+	// Close waits for these; once it has begun, a handler it could not
+	// wait for (Shutdown timed out) starts none.
+	s.bgMu.Lock()
+	defer s.bgMu.Unlock()
+	if s.bgClosed {
+		return
+	}
 	s.background.Add(1)
 	go func() {
 		defer s.background.Done()

@@ -5,9 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -534,70 +532,5 @@ func TestServer_EventStreamOutlivesTimeouts(t *testing.T) {
 	}
 	if pings < 10 {
 		t.Errorf("%d pings in %s at a 20ms heartbeat", pings, time.Since(start))
-	}
-}
-
-// The listener cap: with max connections open, the next waits to be
-// accepted until one closes; closing the listener ends a waiting Accept.
-func TestLimitListener(t *testing.T) {
-	raw, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln := limitListener(raw, 2)
-	accepted := make(chan net.Conn, 3)
-	acceptErr := make(chan error, 1)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				acceptErr <- err
-				return
-			}
-			accepted <- c
-		}
-	}()
-	for range 3 {
-		c, err := net.Dial("tcp", raw.Addr().String())
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer c.Close()
-	}
-	var conns []net.Conn
-	for range 2 {
-		select {
-		case c := <-accepted:
-			conns = append(conns, c)
-		case <-time.After(5 * time.Second):
-			t.Fatal("the first two connections were not accepted")
-		}
-	}
-	// The third is not accepted while two are open (a bounded look).
-	select {
-	case <-accepted:
-		t.Fatal("a third connection was accepted with the cap at 2")
-	case <-time.After(100 * time.Millisecond):
-	}
-	conns[0].Close()
-	conns[0].Close() // a second Close frees nothing more
-	select {
-	case c := <-accepted:
-		defer c.Close()
-	case <-time.After(5 * time.Second):
-		t.Fatal("the third connection was not accepted after one closed")
-	}
-	if l := ln.(*limitedListener); len(l.slots) != 2 {
-		t.Errorf("%d slots taken, want 2", len(l.slots))
-	}
-	// Both slots are taken, so Accept waits for one; Close ends it.
-	ln.Close()
-	select {
-	case err := <-acceptErr:
-		if !errors.Is(err, net.ErrClosed) {
-			t.Errorf("Accept after Close: %v, want net.ErrClosed", err)
-		}
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not end the waiting Accept")
 	}
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/netlimit"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
@@ -126,7 +127,12 @@ type Server struct {
 	// background holds the goroutines a request leaves behind (audit
 	// proposals); Close waits for them.
 	background sync.WaitGroup
+	bgMu       sync.Mutex
+	bgClosed   bool
 }
+
+// maxSniff bounds how long a new connection may stay silent.
+const maxSniff = 5 * time.Second
 
 // Limits bound what one node's HTTP server gives its clients, so slow or
 // many clients cannot hold its descriptors and goroutines forever.
@@ -140,9 +146,12 @@ type Limits struct {
 	// MaxHeaderBytes caps a request's header block.
 	MaxHeaderBytes int
 	// MaxConnections caps the connections served at once: more wait in
-	// the listen queue until one closes. MaxEventStreams caps the open
-	// /api/v1/events streams: one more is answered 503 with Retry-After.
-	MaxConnections, MaxEventStreams int
+	// the listen queue until one closes. MaxConnectionsPerClient caps
+	// those of one client (an IPv4 address, an IPv6 /64; not loopback):
+	// more are closed at once, so one host cannot take every slot (see
+	// election/netlimit). MaxEventStreams caps the open /api/v1/events
+	// streams: one more is answered 503 with Retry-After.
+	MaxConnections, MaxConnectionsPerClient, MaxEventStreams int
 	// EventHeartbeat is how often an idle event stream sends a comment.
 	EventHeartbeat time.Duration
 }
@@ -150,14 +159,15 @@ type Limits struct {
 // DefaultLimits are the limits a zero field of Server.Limits takes, and
 // the defaults of the config's api.limits.
 var DefaultLimits = Limits{
-	ReadHeaderTimeout: 10 * time.Second,
-	ReadTimeout:       30 * time.Second,
-	WriteTimeout:      2 * time.Minute,
-	IdleTimeout:       2 * time.Minute,
-	MaxHeaderBytes:    64 << 10,
-	MaxConnections:    1024,
-	MaxEventStreams:   64,
-	EventHeartbeat:    15 * time.Second,
+	ReadHeaderTimeout:       10 * time.Second,
+	ReadTimeout:             30 * time.Second,
+	WriteTimeout:            2 * time.Minute,
+	IdleTimeout:             2 * time.Minute,
+	MaxHeaderBytes:          64 << 10,
+	MaxConnections:          1024,
+	MaxConnectionsPerClient: 64,
+	MaxEventStreams:         64,
+	EventHeartbeat:          15 * time.Second,
 }
 
 // withDefaults returns l with every zero field set from DefaultLimits.
@@ -178,6 +188,9 @@ func (l Limits) withDefaults() Limits {
 	}
 	if l.MaxConnections <= 0 {
 		l.MaxConnections = d.MaxConnections
+	}
+	if l.MaxConnectionsPerClient <= 0 {
+		l.MaxConnectionsPerClient = d.MaxConnectionsPerClient
 	}
 	if l.MaxEventStreams <= 0 {
 		l.MaxEventStreams = d.MaxEventStreams
@@ -269,16 +282,20 @@ func (s *Server) Close(ctx context.Context) error {
 		s.srv.Close()
 	}
 	<-s.done
+	s.bgMu.Lock()
+	s.bgClosed = true
+	s.bgMu.Unlock()
 	s.background.Wait()
 	return err
 }
 
 // listener wraps the socket Open listens on in what every connection
-// goes through before the HTTP server: the connection cap, then sorting
-// plain from TLS (tlsmux.go), given as long as a request's header to send
-// its first byte.
+// goes through before the HTTP server: the connection caps, then sorting
+// plain from TLS (tlsmux.go). A connection gets at most maxSniff (or the
+// header timeout, if shorter) to send its first byte: a real client sends
+// it at once, and a stranger's silent connection must not hold a slot.
 func (s *Server) listener(ln net.Listener) net.Listener {
-	return newMuxListener(limitListener(ln, s.Limits.MaxConnections), s.Limits.ReadHeaderTimeout,
+	return newMuxListener(netlimit.Listener(ln, s.Limits.MaxConnections, s.Limits.MaxConnectionsPerClient), s.Logger, min(s.Limits.ReadHeaderTimeout, maxSniff),
 		s.TLS.ServerConfig(clustertls.ProtoHTTP, false), s.PublicTLS)
 }
 

@@ -267,8 +267,9 @@ func accessLine(bind string, a config.API) string {
 func webLimits(l config.Limits) web.Limits {
 	return web.Limits{
 		ReadHeaderTimeout: l.ReadHeaderTimeout, ReadTimeout: l.ReadTimeout, WriteTimeout: l.WriteTimeout, IdleTimeout: l.IdleTimeout,
-		MaxHeaderBytes: int(l.MaxHeaderBytes), MaxConnections: l.MaxConnections, MaxEventStreams: l.MaxEventStreams,
-		EventHeartbeat: l.EventHeartbeat,
+		MaxHeaderBytes: int(l.MaxHeaderBytes), MaxConnections: l.MaxConnections, MaxConnectionsPerClient: l.MaxConnectionsPerClient,
+		MaxEventStreams: l.MaxEventStreams,
+		EventHeartbeat:  l.EventHeartbeat,
 	}
 }
 

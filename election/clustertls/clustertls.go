@@ -326,15 +326,16 @@ func (id *Identity) verify(rawCerts [][]byte, usage x509.ExtKeyUsage, want strin
 	return nil
 }
 
-// Names reports whether cert is issued to node name: one of its DNS names,
-// or its common name, equals name (ignoring case).
+// Names reports whether cert is issued to node name: one of its DNS names
+// equals name (ignoring case), or, for a certificate without DNS names
+// only, its common name does.
 func Names(cert *x509.Certificate, name string) bool {
 	for _, n := range cert.DNSNames {
 		if strings.EqualFold(n, name) {
 			return true
 		}
 	}
-	return strings.EqualFold(cert.Subject.CommonName, name)
+	return len(cert.DNSNames) == 0 && strings.EqualFold(cert.Subject.CommonName, name)
 }
 
 func describeNames(c *x509.Certificate) string {
@@ -348,19 +349,6 @@ func describeNames(c *x509.Certificate) string {
 	return strings.Join(names, ", ")
 }
 
-// PeerName returns the node name of a verified peer: its certificate's
-// first DNS name, else its common name; "" if it presented none.
-func PeerName(cs tls.ConnectionState) string {
-	if len(cs.PeerCertificates) == 0 {
-		return ""
-	}
-	c := cs.PeerCertificates[0]
-	if len(c.DNSNames) > 0 {
-		return c.DNSNames[0]
-	}
-	return c.Subject.CommonName
-}
-
 // ServerConfig is the configuration of a listener for proto. With
 // requireClient, a peer must present a certificate of this cluster (Raft);
 // without it, one is verified if given (the HTTP port, where a job's
@@ -371,7 +359,7 @@ func (id *Identity) ServerConfig(proto string, requireClient bool) *tls.Config {
 	if requireClient {
 		auth = tls.RequireAndVerifyClientCert
 	}
-	return &tls.Config{
+	cfg := &tls.Config{
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{id.cert},
 		ClientAuth:   auth,
@@ -379,6 +367,16 @@ func (id *Identity) ServerConfig(proto string, requireClient bool) *tls.Config {
 		NextProtos:   []string{negotiated(proto)},
 		Time:         id.now,
 	}
+	if proto == ProtoRaft {
+		// A client that names no protocol is not a node dialling Raft.
+		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
+			if cs.NegotiatedProtocol != ProtoRaft {
+				return fmt.Errorf("the client does not speak %s", ProtoRaft)
+			}
+			return nil
+		}
+	}
+	return cfg
 }
 
 // ClientConfig is the configuration of a connection to another node for

@@ -90,8 +90,8 @@ func TestIdentity_SameSecretConnects(t *testing.T) {
 		if cerr != nil || serr != nil {
 			t.Fatalf("requireClient=%v: client %v, server %v", requireClient, cerr, serr)
 		}
-		if got := clustertls.PeerName(st); got != "n1" {
-			t.Errorf("server sees peer %q, want n1", got)
+		if len(st.PeerCertificates) == 0 || !clustertls.Names(st.PeerCertificates[0], "n1") {
+			t.Errorf("server sees peer %+v, want n1", st.PeerCertificates)
 		}
 	}
 	if !bytes.Equal(n1.CAPEM(), n2.CAPEM()) {
@@ -116,6 +116,12 @@ func TestIdentity_OtherSecretRefused(t *testing.T) {
 	_, serr, _ = handshake(t, &tls.Config{InsecureSkipVerify: true, NextProtos: []string{clustertls.ProtoRaft}}, n1.ServerConfig(clustertls.ProtoRaft, true))
 	if serr == nil {
 		t.Error("the Raft listener accepted a client without a certificate")
+	}
+	// A node's certificate, but no protocol named.
+	noALPN := n1.ClientConfig(clustertls.ProtoRaft, "")
+	noALPN.NextProtos, noALPN.VerifyConnection = nil, nil
+	if _, serr, _ = handshake(t, noALPN, n1.ServerConfig(clustertls.ProtoRaft, true)); serr == nil {
+		t.Error("the Raft listener accepted a client that names no protocol")
 	}
 }
 

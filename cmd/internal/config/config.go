@@ -214,9 +214,10 @@ type Limits struct {
 	// MaxHeaderBytes caps a request's headers.
 	MaxHeaderBytes int64
 	// MaxConnections caps the connections served at once; more wait to
-	// be accepted. MaxEventStreams caps open /api/v1/events streams; one
-	// more gets 503.
-	MaxConnections, MaxEventStreams int
+	// be accepted. MaxConnectionsPerClient caps those of one client
+	// address (not loopback); more are closed. MaxEventStreams caps open
+	// /api/v1/events streams; one more gets 503.
+	MaxConnections, MaxConnectionsPerClient, MaxEventStreams int
 	// EventHeartbeat is how often an idle event stream sends a comment,
 	// so proxies keep it and dead clients are noticed.
 	EventHeartbeat time.Duration
@@ -790,6 +791,7 @@ func (d *decoder) api(n *yaml.Node, path string, dst *API) {
 					}
 				}},
 				{"max_connections", positive(&l.MaxConnections)},
+				{"max_connections_per_client", positive(&l.MaxConnectionsPerClient)},
 				{"max_event_streams", positive(&l.MaxEventStreams)},
 				{"event_heartbeat", nonNegDuration(&l.EventHeartbeat)},
 			})
