@@ -4,6 +4,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"slices"
@@ -32,6 +33,7 @@ import (
 // so net/http sees a *tls.Conn for TLS and fills in Request.TLS.
 type muxListener struct {
 	net.Listener
+	log *slog.Logger
 	// sniff bounds how long a connection may take to send its first byte
 	// before it is dropped.
 	sniff time.Duration
@@ -48,9 +50,10 @@ type muxListener struct {
 
 // newMuxListener serves cluster TLS, public TLS (nil: the cluster
 // certificate for every TLS client) and plain HTTP on ln.
-func newMuxListener(ln net.Listener, sniff time.Duration, cluster, public *tls.Config) *muxListener {
+func newMuxListener(ln net.Listener, log *slog.Logger, sniff time.Duration, cluster, public *tls.Config) *muxListener {
 	m := &muxListener{
 		Listener: ln,
+		log:      log,
 		sniff:    sniff,
 		conns:    make(chan net.Conn),
 		sorting:  map[net.Conn]bool{},
@@ -70,12 +73,23 @@ func newMuxListener(ln net.Listener, sniff time.Duration, cluster, public *tls.C
 
 func (m *muxListener) acceptLoop() {
 	defer m.wg.Done()
+	var delay time.Duration
 	for {
 		c, err := m.Listener.Accept()
 		if err != nil {
-			var ne net.Error
-			if errors.As(err, &ne) && ne.Timeout() {
-				continue
+			if !errors.Is(err, net.ErrClosed) {
+				// Out of descriptors (EMFILE), say: wait and try again, as
+				// net/http does, rather than stop serving for good.
+				delay = min(max(2*delay, 5*time.Millisecond), time.Second)
+				m.log.Warn("http: accept failed; retrying", "err", err, "in", delay)
+				t := time.NewTimer(delay)
+				select {
+				case <-t.C:
+					continue
+				case <-m.done:
+					t.Stop()
+					return
+				}
 			}
 			select {
 			case m.errc <- err:
@@ -83,6 +97,7 @@ func (m *muxListener) acceptLoop() {
 			}
 			return
 		}
+		delay = 0
 		// Sorting waits for the client's first byte: never in this loop,
 		// where one silent client would hold up every other.
 		m.wg.Add(1)

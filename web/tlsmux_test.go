@@ -12,7 +12,10 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -172,5 +175,39 @@ func TestServer_PublicTLS(t *testing.T) {
 	// Nodes still get the cluster certificate on the same port.
 	if code, _, err := call(t, clientWith(stubID.ClientConfig(clustertls.ProtoHTTP, "w1")), "POST", "https://"+addr+"/internal/v1/trigger"); err != nil || code != 200 {
 		t.Errorf("a node on a port with api.tls: %d %v", code, err)
+	}
+}
+
+// failingListener fails its first n Accepts as a process out of file
+// descriptors would.
+type failingListener struct {
+	net.Listener
+	n atomic.Int32
+}
+
+func (l *failingListener) Accept() (net.Conn, error) {
+	if l.n.Add(-1) >= 0 {
+		return nil, &net.OpError{Op: "accept", Net: "tcp", Err: os.NewSyscallError("accept4", syscall.EMFILE)}
+	}
+	return l.Listener.Accept()
+}
+
+// Running out of descriptors for a moment does not stop the port for
+// good: once accepting works again, requests are served.
+func TestMuxListener_SurvivesFailedAccepts(t *testing.T) {
+	raw, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fl := &failingListener{Listener: raw}
+	fl.n.Store(3)
+	f := newFixture(t)
+	mux := newMuxListener(fl, f.srv.Logger, time.Second, testPeerID.ServerConfig(clustertls.ProtoHTTP, false), nil)
+	srv := &http.Server{Handler: f.srv.Handler(), ReadHeaderTimeout: time.Second}
+	go srv.Serve(mux)
+	defer srv.Close()
+	code, body, err := call(t, clientWith(nil), "GET", "http://"+raw.Addr().String()+"/healthz")
+	if err != nil || code != 200 {
+		t.Fatalf("after three failed accepts: %d %v %s", code, err, body)
 	}
 }
