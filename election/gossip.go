@@ -115,6 +115,7 @@ func (n *Node) joinLoop() {
 				if joined || backoff >= 5*time.Second {
 					n.log.Warn("gossip join: no seed answered; retrying", "seeds", n.cfg.Join, "err", err)
 				}
+				n.rollAfterFailedJoin()
 				joined = false
 				backoff = min(2*backoff, 5*time.Second)
 			} else {

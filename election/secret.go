@@ -2,6 +2,8 @@ package election
 
 import (
 	"slices"
+	"sync/atomic"
+	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
 )
@@ -17,11 +19,15 @@ import (
 // previous_secret everywhere.
 
 // useNewSecret reports whether every member that may still be running
-// (alive or suspect) accepts the secret with fingerprint fp. Members that
-// are dead or gone do not hold a roll up.
-func useNewSecret(fp string, members []Member) bool {
+// accepts the secret with fingerprint fp: the alive and the suspect, and
+// the dead (a crashed node may come back as it was) until they have been
+// gone for reapAfter, when the leader stops counting them as voters too.
+// Members that left on purpose do not hold a roll up: a node is stopped
+// during a roll to be rolled.
+func useNewSecret(fp string, members []Member, reapAfter time.Duration, now time.Time) bool {
 	for _, m := range members {
-		if m.State != "alive" && m.State != "suspect" {
+		switch {
+		case m.State == "left", m.State == "dead" && now.Sub(m.Since) >= reapAfter:
 			continue
 		}
 		if !slices.Contains(m.Meta.Secrets, fp) {
@@ -29,6 +35,37 @@ func useNewSecret(fp string, members []Member) bool {
 		}
 	}
 	return true
+}
+
+// gossipKeys records which secret's key gossip sends with: joinLoop
+// may switch it to get into a cluster that no longer reads the other.
+type gossipKeys struct{ usesNew atomic.Bool }
+
+// useGossipKey makes gossip send with the new secret's key or the
+// previous one's.
+func (n *Node) useGossipKey(useNew bool) error {
+	key := gossipKey(n.cfg.PreviousSecret)
+	if useNew {
+		key = gossipKey(n.cfg.Secret)
+	}
+	if err := n.keyring.UseKey(key); err != nil {
+		return err
+	}
+	n.gossipKeys.usesNew.Store(useNew)
+	return nil
+}
+
+// rollAfterFailedJoin, during a roll, tries the other gossip key for the
+// next join: a node that restarts with both secrets when every seed it
+// reaches has only the new one would otherwise never be heard, and never
+// learn that it may switch (secretLoop corrects the choice once joined).
+func (n *Node) rollAfterFailedJoin() {
+	if len(n.cfg.PreviousSecret) == 0 || n.keyring == nil {
+		return
+	}
+	if err := n.useGossipKey(!n.gossipKeys.usesNew.Load()); err != nil {
+		n.log.Error("secret roll: cannot switch the gossip key", "err", err)
+	}
 }
 
 // secretLoop follows gossip during a roll and switches what this node
@@ -48,31 +85,36 @@ func (n *Node) secretLoop() {
 	}
 	fp := clustertls.Fingerprint(n.cfg.Secret)
 	changed := n.members.subscribe()
-	usingNew := false
+	signsNew := false // what UseNewSecret was last told; it starts with the previous secret
 	for {
-		if want := useNewSecret(fp, n.Members()); want != usingNew {
-			key := gossipKey(n.cfg.PreviousSecret)
-			if want {
-				key = gossipKey(n.cfg.Secret)
-			}
-			if err := n.keyring.UseKey(key); err != nil {
+		want := useNewSecret(fp, n.Members(), n.cfg.ReapAfter, time.Now())
+		if want != signsNew || want != n.gossipKeys.usesNew.Load() {
+			if err := n.useGossipKey(want); err != nil {
 				n.log.Error("secret roll: cannot switch the gossip key", "err", err)
 			} else {
-				usingNew = want
-				if want {
-					n.log.Info("secret roll: every member accepts the new cluster secret; sending with it now (previous_secret may be removed once every node does so)")
-				} else {
-					n.log.Warn("secret roll: a member accepts only the previous cluster secret; sending with that one again")
+				if want != signsNew {
+					if want {
+						n.log.Info("secret roll: every member accepts the new cluster secret; sending with it now (previous_secret may be removed once every node does so)")
+					} else {
+						n.log.Warn("secret roll: a member accepts only the previous cluster secret; sending with that one again")
+					}
+					if n.cfg.UseNewSecret != nil {
+						n.cfg.UseNewSecret(want)
+					}
 				}
-				if n.cfg.UseNewSecret != nil {
-					n.cfg.UseNewSecret(want)
-				}
+				signsNew = want
 			}
 		}
+		// Dead members stop counting after a while without any gossip
+		// about them: look again then, too.
+		t := time.NewTimer(time.Minute)
 		select {
 		case <-changed:
+		case <-t.C:
 		case <-n.done:
+			t.Stop()
 			return
 		}
+		t.Stop()
 	}
 }

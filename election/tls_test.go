@@ -238,3 +238,28 @@ func TestNode_SecretRollWithoutOutage(t *testing.T) {
 		t.Error("no leader among the rolled nodes")
 	}
 }
+
+// A node that restarts with both secrets after every other node has
+// dropped the old one (the last node of step 2, crashed and restarted on
+// its step-1 config) still gets into gossip, and sends with the new one.
+func TestNode_RollingNodeJoinsACompletedRoll(t *testing.T) {
+	oldSecret, newSecret := testSecret, []byte("election-test-rolled-secret-9876543210zyx")
+	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: 1, Secret: newSecret})
+	leaderOf(t, []*testNode{first})
+	var mu sync.Mutex
+	var switched []bool
+	startNode(t, election.Config{
+		NodeID: "w1", Join: []string{first.GossipAddr()}, Secret: newSecret, PreviousSecret: oldSecret,
+		UseNewSecret: func(b bool) { mu.Lock(); switched = append(switched, b); mu.Unlock() },
+	})
+	eventually(t, 30*time.Second, "s1 hears w1 and w1 sends with the new secret", func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, m := range first.Members() {
+			if m.Name == "w1" && m.State == "alive" && len(switched) > 0 && switched[len(switched)-1] {
+				return nil
+			}
+		}
+		return fmt.Errorf("s1 sees %v; w1 switched %v", first.Members(), switched)
+	})
+}
