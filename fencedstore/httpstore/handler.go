@@ -45,7 +45,8 @@
 //     publishes) are not counted. With several nodes serving one
 //     PostgreSQL store, each counts only its own writes in flight.
 //   - The bodies being read and stored at once are at most
-//     MaxBodyBytesInFlight (4 × MaxBodyBytes by default): a publish that
+//     MaxBodyBytesInFlight (4 × MaxBodyBytes by default; as much again for
+//     nodes' own writes, so job tokens cannot starve them): a publish that
 //     cannot get its share within BodyWait gets 503 with Retry-After,
 //     and nothing was written.
 //
@@ -124,8 +125,11 @@ type Handler struct {
 	Logger   *slog.Logger
 
 	initOnce sync.Once
-	inFlight *semaphore.Weighted
-	scopes   scopeLocks
+	// inFlight is the room of job processes' bodies; nodeInFlight that of
+	// nodes' (the store credential's): one job's token, sending slow
+	// bodies, must not keep every worker from publishing its stdout.
+	inFlight, nodeInFlight *semaphore.Weighted
+	scopes                 scopeLocks
 }
 
 // DefaultBodyWait is how long a publish waits, by default, for room among
@@ -139,6 +143,7 @@ func (h *Handler) init() {
 			n = 4 * h.maxBody()
 		}
 		h.inFlight = semaphore.NewWeighted(max(n, h.maxBody()))
+		h.nodeInFlight = semaphore.NewWeighted(max(n, h.maxBody()))
 	})
 }
 
@@ -330,13 +335,17 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (
 	if r.ContentLength >= 0 {
 		weight = r.ContentLength
 	}
+	room := h.inFlight
+	if r.Header.Get("Authorization") != "" { // authorize checked it is the store credential
+		room = h.nodeInFlight
+	}
 	wctx, cancel := context.WithTimeout(r.Context(), cmp.Or(h.BodyWait, DefaultBodyWait))
-	err = h.inFlight.Acquire(wctx, weight)
+	err = room.Acquire(wctx, weight)
 	cancel()
 	if err != nil {
 		return nil, nil, fmt.Errorf("publish %s: %w", key, errBusy)
 	}
-	release = func() { h.inFlight.Release(weight) }
+	release = func() { room.Release(weight) }
 	in := http.MaxBytesReader(w, r.Body, limit)
 	if r.ContentLength >= 0 {
 		body = make([]byte, r.ContentLength)

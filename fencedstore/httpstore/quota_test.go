@@ -175,9 +175,26 @@ func TestHandler_BoundsBodiesInFlight(t *testing.T) {
 	if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 		t.Errorf("a body with no room: %d, Retry-After %q; want 503 with Retry-After", resp.StatusCode, resp.Header.Get("Retry-After"))
 	}
+	// A node's own write (the store credential) has room of its own: a
+	// job's token cannot keep workers from publishing.
+	nodeDone := make(chan error, 1)
+	go func() {
+		c := httpstore.NewClient(srv.URL, mustSigner(t, secret))
+		c.HTTP = srv.Client()
+		_, err := c.Publish(context.Background(), fencedstore.PublishRequest{Key: "reports/node", Token: storetest.T(1, 2), Attempt: "n", Body: make([]byte, 900), Expires: time.Now().Add(time.Hour)})
+		nodeDone <- err
+	}()
+	select {
+	case <-bs.entered:
+	case <-time.After(5 * time.Second):
+		t.Fatal("a node's write found no room while a job's body held the job's")
+	}
 	close(bs.release)
 	if a := <-first; a.status != 200 {
 		t.Fatalf("the first publish: %d %v", a.status, a.body)
+	}
+	if err := <-nodeDone; err != nil {
+		t.Errorf("the node's write: %v", err)
 	}
 	go func() { <-bs.entered }()
 	if a := do(t, srv, call{method: "PUT", path: "/api/v1/store/reports/b", token: tok, body: strings.Repeat("b", 100)}); a.status != 200 {
