@@ -22,11 +22,12 @@ import (
 
 // client talks to one node's HTTP API.
 type client struct {
-	base  string
-	token string
-	json  bool
-	out   io.Writer
-	http  *http.Client
+	base   string
+	token  string
+	json   bool
+	out    io.Writer
+	errOut io.Writer
+	http   *http.Client
 }
 
 // clientFlags parses the flags every client command takes; it returns the
@@ -69,7 +70,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 		}
 		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
 	}
-	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, http: hc}, fs.Args(), nil
+	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }
 
 // do sends a request and decodes a JSON answer into v; a non-2xx answer
@@ -94,6 +95,9 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	// own credentials) never see it.
 	if c.token != "" && method != http.MethodGet {
 		req.Header.Set("Authorization", "Bearer "+c.token)
+		if strings.HasPrefix(c.base, "http://") && !isLoopbackURL(c.base) {
+			fmt.Fprintf(c.errOut, "fencecron: warning: sending the API token to %s in the clear: anyone on the path can read it; give the node api.tls and use https://\n", c.base)
+		}
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {

@@ -9,7 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -47,9 +49,13 @@ func storeAddr(flagValue string) string {
 // no cluster secret (a job): over https it verifies the server with the
 // cluster CA in $FENCECRON_STORE_CA (the worker sets both), else with the
 // system's roots (a node behind api.tls).
-func storeClient(addr string) (*httpstore.Client, error) {
+func storeClient(addr string, sendsToken bool) (*httpstore.Client, error) {
 	c := httpstore.NewClient(addr, nil)
 	if !strings.HasPrefix(c.BaseURL, "https://") {
+		// Anyone on the path could read the token and write with it.
+		if sendsToken && !isLoopbackURL(c.BaseURL) {
+			return nil, fmt.Errorf("refusing to send the fence token in the clear to %s: use https://%s (the worker sets FENCECRON_STORE and FENCECRON_STORE_CA for jobs)", c.BaseURL, strings.TrimPrefix(c.BaseURL, "http://"))
+		}
 		return c, nil
 	}
 	caFile := os.Getenv("FENCECRON_STORE_CA")
@@ -66,6 +72,20 @@ func storeClient(addr string) (*httpstore.Client, error) {
 	}
 	c.HTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second}}
 	return c, nil
+}
+
+// isLoopbackURL reports whether u's host is this host (a loopback address
+// or localhost), where nothing crosses a network.
+func isLoopbackURL(u string) bool {
+	parsed, err := url.Parse(u)
+	if err != nil {
+		return false
+	}
+	host := parsed.Hostname()
+	if ip := net.ParseIP(host); ip != nil {
+		return ip.IsLoopback()
+	}
+	return host == "localhost"
 }
 
 // runPublish is `fencecron publish KEY [FILE]`: the body from FILE (or
@@ -124,7 +144,7 @@ other error, 2 usage.
 		v := uint64(*ifMatch)
 		req.ExpectedVersion = &v
 	}
-	c, err := storeClient(storeAddr(*addr))
+	c, err := storeClient(storeAddr(*addr), true)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
@@ -170,7 +190,7 @@ Exit status: 0 found, 5 no such key, 1 any other error, 2 usage.
 		fs.Usage()
 		return exitCode(exitUsage)
 	}
-	c, err := storeClient(storeAddr(*addr))
+	c, err := storeClient(storeAddr(*addr), false)
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
