@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -134,25 +133,10 @@ func TestAgent_CutsSlowAndIdleConnections(t *testing.T) {
 		idleTimeout       = time.Second
 		slack             = 5 * time.Second // the bound on top of each timeout
 	)
-	dir := t.TempDir()
-	httpPort := proctest.FreePort(t)
-	cfg := fmt.Sprintf(`node:
-  name: slow1
-  data_dir: %q
-  bind: 127.0.0.1
-  ports: {http: %d, gossip: %d, raft: %d}
-  bootstrap_expect: 1
-cluster:
-  secret: hardening-test-cluster-secret-0123456789
-  profile: fast
-store: {backend: bolt, serve: true}
+	path, httpPort := agentConfig(t, t.TempDir(), "slow1", "hardening-test-cluster-secret-0123456789", "", fmt.Sprintf(`store: {backend: bolt, serve: true}
 api:
   limits: {read_header_timeout: %s, read_timeout: %s, idle_timeout: %s}
-`, filepath.Join(dir, "data"), httpPort, proctest.FreePort(t), proctest.FreePort(t), readHeaderTimeout, readTimeout, idleTimeout)
-	path := filepath.Join(dir, "slow1.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, readHeaderTimeout, readTimeout, idleTimeout))
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -292,6 +292,29 @@ func TestSecurity_NothingInCleartext(t *testing.T) {
 	t.Logf("captured %d bytes over %s while %d keys were published", len(data), end.Sub(start).Round(time.Millisecond), published)
 }
 
+// agentConfig writes the config of a one-node cluster, name, in dir: its
+// node section on free ports, a cluster section with secret (and the
+// lines of clusterMore), then rest; it returns the file and the HTTP port.
+func agentConfig(t *testing.T, dir, name, secret, clusterMore, rest string) (path string, httpPort int) {
+	t.Helper()
+	httpPort = proctest.FreePort(t)
+	cfg := fmt.Sprintf(`node:
+  name: %s
+  data_dir: %q
+  bind: 127.0.0.1
+  ports: {http: %d, gossip: %d, raft: %d}
+  bootstrap_expect: 1
+cluster:
+  secret: %s
+  profile: fast
+%s%s`, name, filepath.Join(dir, name), httpPort, proctest.FreePort(t), proctest.FreePort(t), secret, clusterMore, rest)
+	path = filepath.Join(dir, name+".yaml")
+	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path, httpPort
+}
+
 // testCA is an operator's own CA, made in the test.
 type testCA struct {
 	t    *testing.T
@@ -356,18 +379,8 @@ func TestAgent_HTTPSDashboardWithOwnCA(t *testing.T) {
 	ca := newTestCA(t, dir)
 	caFile := ca.File
 	certFile, keyFile := ca.issue("localhost", x509.ExtKeyUsageServerAuth)
-	httpPort := proctest.FreePort(t)
 	const token = "https-test-api-token-0123456789abcdefgh"
-	cfg := fmt.Sprintf(`node:
-  name: web1
-  data_dir: %q
-  bind: 127.0.0.1
-  ports: {http: %d, gossip: %d, raft: %d}
-  bootstrap_expect: 1
-cluster:
-  secret: ${FENCECRON_SECRET}
-  profile: fast
-store: {backend: bolt, serve: true}
+	path, httpPort := agentConfig(t, dir, "web1", "${FENCECRON_SECRET}", "", fmt.Sprintf(`store: {backend: bolt, serve: true}
 api:
   token: %s
   tls: {cert_file: %q, key_file: %q}
@@ -375,11 +388,7 @@ jobs:
   - name: note
     schedule: "@every 1s"
     shell: 'echo note | fencecron publish "note/$FENCECRON_SEQ.txt"'
-`, filepath.Join(dir, "data"), httpPort, proctest.FreePort(t), proctest.FreePort(t), token, certFile, keyFile)
-	path := filepath.Join(dir, "web1.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, token, certFile, keyFile))
 	t.Setenv("FENCECRON_SECRET", "https-test-cluster-secret-9876543210zyxw")
 	proctest.Start(t, "agent", "agent", "-config", path)
 	base := "https://127.0.0.1:" + strconv.Itoa(httpPort)
@@ -456,26 +465,12 @@ func TestAgent_OwnClusterPKI(t *testing.T) {
 	ca := newTestCA(t, dir)
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
 	writeConfig := func(name, cert, key string) string {
-		cfg := fmt.Sprintf(`node:
-  name: %s
-  data_dir: %q
-  bind: 127.0.0.1
-  ports: {http: %d, gossip: %d, raft: %d}
-  bootstrap_expect: 1
-cluster:
-  secret: pki-test-cluster-secret-0123456789abcdefg
-  profile: fast
-  tls: {ca_file: %q, cert_file: %q, key_file: %q}
-store: {backend: bolt, serve: true}
+		path, _ := agentConfig(t, dir, name, "pki-test-cluster-secret-0123456789abcdefg", fmt.Sprintf("  tls: {ca_file: %q, cert_file: %q, key_file: %q}\n", ca.File, cert, key), `store: {backend: bolt, serve: true}
 jobs:
   - name: note
     schedule: "@every 1s"
     shell: 'echo note | fencecron publish "note/$FENCECRON_SEQ.txt"'
-`, name, filepath.Join(dir, name), proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t), ca.File, cert, key)
-		path := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-			t.Fatal(err)
-		}
+`)
 		return path
 	}
 
@@ -609,19 +604,8 @@ func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
 // included, and are logged, counted and audited; logging out ends the
 // session on the server.
 func TestAgent_QuotaLoginThrottleAndLogout(t *testing.T) {
-	dir := t.TempDir()
-	httpPort := proctest.FreePort(t)
 	const token = "quota-test-api-token-0123456789abcdefgh"
-	cfg := fmt.Sprintf(`node:
-  name: q1
-  data_dir: %q
-  bind: 127.0.0.1
-  ports: {http: %d, gossip: %d, raft: %d}
-  bootstrap_expect: 1
-cluster:
-  secret: quota-test-cluster-secret-9876543210zyxw
-  profile: fast
-store:
+	path, httpPort := agentConfig(t, t.TempDir(), "q1", "quota-test-cluster-secret-9876543210zyxw", "", fmt.Sprintf(`store:
   backend: bolt
   serve: true
   quota: {keys: 3, bytes: 1MiB}
@@ -632,11 +616,7 @@ jobs:
     schedule: "@every 1h"
     shell: 'for i in 1 2 3 4 5; do echo x | fencecron publish "flood/$i.txt" || exit 9; done'
     output: 'flood/{{ .RunID }}.txt'
-`, filepath.Join(dir, "data"), httpPort, proctest.FreePort(t), proctest.FreePort(t), token)
-	path := filepath.Join(dir, "q1.yaml")
-	if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
-		t.Fatal(err)
-	}
+`, token))
 	agent := proctest.Start(t, "agent", "agent", "-config", path)
 	base := "http://127.0.0.1:" + strconv.Itoa(httpPort)
 	post := func(path string, hdr ...string) (int, http.Header, string) {
