@@ -24,6 +24,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rates := fs.String("rates", "10,100", "fires per second to measure, comma separated")
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
+	compare := fs.String("compare", "", "another fencecron binary (an older build, say) to measure too, each rate first with it, for a side-by-side table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -32,20 +33,33 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer cleanup()
+	bins := []string{bin}
+	if *compare != "" {
+		bins = []string{*compare, bin}
+	}
 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\t")
+	header := "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\t"
+	if len(bins) > 1 {
+		header = "binary\t" + header
+	}
+	fmt.Fprintln(tw, header)
 	for _, field := range strings.Split(*rates, ",") {
 		rate, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || rate < 1 {
 			return fmt.Errorf("-rates: bad rate %q", field)
 		}
-		r, err := measureRate(ctx, bin, filepath.Join(dir, fmt.Sprintf("rate-%d", rate)), rate, *warmup, *duration, stderr)
-		if err != nil {
-			return fmt.Errorf("%d fires/s: %w", rate, err)
+		for i, b := range bins {
+			r, err := measureRate(ctx, b, filepath.Join(dir, fmt.Sprintf("rate-%d-%d", rate, i)), rate, *warmup, *duration, stderr)
+			if err != nil {
+				return fmt.Errorf("%s, %d fires/s: %w", b, rate, err)
+			}
+			s := summarize(r.lateness)
+			if len(bins) > 1 {
+				fmt.Fprintf(tw, "%s\t", map[int]string{0: "compare", 1: "this"}[i])
+			}
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec)
 		}
-		s := summarize(r.lateness)
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec)
 	}
 	if err := tw.Flush(); err != nil {
 		return err

@@ -42,7 +42,7 @@ func main() {
 
 const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-compare PATH] [-bin PATH] [-keep DIR]
-  fencebench lateness [-rates 10,100] [-duration D] [-bin PATH] [-keep DIR]
+  fencebench lateness [-rates 10,100] [-duration D] [-compare PATH] [-bin PATH] [-keep DIR]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
