@@ -43,16 +43,24 @@ func (n *Node) bootstrapLoop() {
 		}
 		// Gossip changes wake us; the timer catches a server that was
 		// added to a cluster by its leader, which gossip does not show.
-		t := time.NewTimer(time.Second)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-n.done:
-			t.Stop()
+		if !n.waitChange(changed, time.Second) {
 			return
 		}
-		t.Stop()
 	}
+}
+
+// waitChange waits for a signal on changed or for d, whichever comes
+// first; it reports false when the node closes.
+func (n *Node) waitChange(changed <-chan struct{}, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-changed:
+	case <-t.C:
+	case <-n.done:
+		return false
+	}
+	return true
 }
 
 // raftHasState reports whether this server has a log, a snapshot or a

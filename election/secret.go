@@ -107,14 +107,8 @@ func (n *Node) secretLoop() {
 		}
 		// Dead members stop counting after a while without any gossip
 		// about them: look again then, too.
-		t := time.NewTimer(time.Minute)
-		select {
-		case <-changed:
-		case <-t.C:
-		case <-n.done:
-			t.Stop()
+		if !n.waitChange(changed, time.Minute) {
 			return
 		}
-		t.Stop()
 	}
 }

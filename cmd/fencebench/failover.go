@@ -33,7 +33,6 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c.register(fs)
 	rounds := fs.Int("rounds", 20, "how many times to kill the leader")
 	profile := fs.String("profile", "default", "timeout profile: default or fast")
-	compare := fs.String("compare", "", "another fencecron binary (an older build, say) to measure first, in the same run, for a side-by-side table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -47,15 +46,9 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		elected, granted []time.Duration
 	}
 	var results []result
-	bins := []string{bin}
-	if *compare != "" {
-		bins = []string{*compare, bin}
-	}
+	bins, labels := c.binaries(bin)
 	for i, b := range bins {
-		label := b
-		if len(bins) > 1 {
-			label = map[int]string{0: "compare", 1: "this"}[i] + " (" + b + ")"
-		}
+		label := labels[i]
 		fmt.Fprintf(stderr, "measuring %s\n", label)
 		e, g, err := measureFailover(ctx, b, filepath.Join(dir, fmt.Sprint(i)), *profile, *rounds, stderr)
 		if err != nil {

@@ -24,7 +24,6 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rates := fs.String("rates", "10,100", "fires per second to measure, comma separated")
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
-	compare := fs.String("compare", "", "another fencecron binary (an older build, say) to measure too, each rate first with it, for a side-by-side table")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -33,10 +32,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	defer cleanup()
-	bins := []string{bin}
-	if *compare != "" {
-		bins = []string{*compare, bin}
-	}
+	bins, labels := c.binaries(bin)
 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	header := "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\t"
@@ -56,7 +52,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			s := summarize(r.lateness)
 			if len(bins) > 1 {
-				fmt.Fprintf(tw, "%s\t", map[int]string{0: "compare", 1: "this"}[i])
+				fmt.Fprintf(tw, "%s\t", labels[i])
 			}
 			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec)
 		}

@@ -62,13 +62,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 
 // common are the flags every benchmark takes.
 type common struct {
-	bin  string
-	keep string
+	bin     string
+	keep    string
+	compare string
 }
 
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.bin, "bin", "", "fencecron binary (default: go build ./cmd/fencecron)")
 	fs.StringVar(&c.keep, "keep", "", "keep configs, data and logs in this directory (default: a removed temp dir)")
+	fs.StringVar(&c.compare, "compare", "", "another fencecron binary (an older build, say) to measure first, in the same run, for a side-by-side table")
+}
+
+// binaries returns what to measure, in order: the -compare binary if one
+// was given, then bin; and how the table names each.
+func (c *common) binaries(bin string) (bins, labels []string) {
+	if c.compare == "" {
+		return []string{bin}, []string{bin}
+	}
+	return []string{c.compare, bin}, []string{"compare (" + c.compare + ")", "this (" + bin + ")"}
 }
 
 // setup returns the binary and the working directory, and a cleanup.

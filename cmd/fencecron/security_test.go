@@ -315,6 +315,23 @@ cluster:
 	return path, httpPort
 }
 
+// waitBody polls url with c until its body holds want.
+func waitBody(t *testing.T, c *http.Client, url, want, what string) {
+	t.Helper()
+	proctest.Eventually(t, 30*time.Second, what, func() error {
+		resp, err := c.Get(url)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 || !strings.Contains(string(b), want) {
+			return fmt.Errorf("%s, no %q yet: %.300s", resp.Status, want, b)
+		}
+		return nil
+	})
+}
+
 // testCA is an operator's own CA, made in the test.
 type testCA struct {
 	t    *testing.T
@@ -398,18 +415,7 @@ jobs:
 	pool.AppendCertsFromPEM(pemCA)
 	trusting := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}},
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	proctest.Eventually(t, 30*time.Second, "the dashboard over HTTPS", func() error {
-		resp, err := trusting.Get(base + "/")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if resp.StatusCode != 200 || !strings.Contains(string(b), "<html") {
-			return fmt.Errorf("%s: %.200s", resp.Status, b)
-		}
-		return nil
-	})
+	waitBody(t, trusting, base+"/", "<html", "the dashboard over HTTPS")
 	if _, err := (&http.Client{Timeout: 5 * time.Second}).Get(base + "/"); err == nil || !strings.Contains(err.Error(), "certificate") {
 		t.Errorf("a client that does not trust the operator's CA: %v, want a certificate error", err)
 	}
@@ -443,18 +449,7 @@ jobs:
 		t.Errorf("fencecron status without -ca trusted the operator's certificate:\n%s", out)
 	}
 	// The node's own job publishes through this port as a node does.
-	proctest.Eventually(t, 30*time.Second, "a job's own publish", func() error {
-		resp, err := trusting.Get(base + "/api/v1/store?prefix=note/")
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		if !strings.Contains(string(b), `"key": "note/`) {
-			return fmt.Errorf("no note/ key yet: %.300s", b)
-		}
-		return nil
-	})
+	waitBody(t, trusting, base+"/api/v1/store?prefix=note/", `"key": "note/`, "a job's own publish")
 }
 
 // A node with the operator's own PKI for its links (cluster.tls) runs and
@@ -488,16 +483,7 @@ jobs:
 		t.Fatal(err)
 	}
 	base := fmt.Sprintf("http://127.0.0.1:%d", f.Node.Ports.HTTP)
-	proctest.Eventually(t, 30*time.Second, "a job's own publish over the operator's PKI", func() error {
-		b, _, err := proctest.Get(base + "/api/v1/store?prefix=note/")
-		if err != nil {
-			return err
-		}
-		if !strings.Contains(string(b), `"key": "note/`) {
-			return fmt.Errorf("no note/ key yet: %.300s", b)
-		}
-		return nil
-	})
+	waitBody(t, http.DefaultClient, base+"/api/v1/store?prefix=note/", `"key": "note/`, "a job's own publish over the operator's PKI")
 	pemCA, _ := os.ReadFile(filepath.Join(dir, "n1", "cluster-ca.pem"))
 	own, _ := os.ReadFile(ca.File)
 	if !bytes.Equal(pemCA, own) {
