@@ -199,6 +199,13 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if o.Store.Serve {
 		storeAPI.Signer = signer
 	}
+	// The store's refusals of jobs' own publishes go to the ledger.
+	refusals := &scheduler.NoteQueue{Leader: sched, Node: o.ID, Logger: log, Dropped: nodeMetrics.RefusalNoteDropped}
+	if err := refusals.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, refusals.Close)
+	storeAPI.OnRefused = refusalsTo(refusals)
 	srv.StoreAPI = storeAPI
 	if err := srv.Open(); err != nil {
 		return err
