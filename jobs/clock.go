@@ -1,9 +1,13 @@
 package jobs
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock is the source of time for everything that waits or schedules, so
-// tests can move time instead of sleeping.
+// tests can move time instead of sleeping (jobs/clocktest has a fake one).
+// Implementations are safe for concurrent use.
 type Clock interface {
 	Now() time.Time
 	// NewTimer returns a timer that fires once after d.
@@ -29,3 +33,16 @@ type sysTimer struct{ t *time.Timer }
 
 func (t sysTimer) C() <-chan time.Time { return t.t.C }
 func (t sysTimer) Stop() bool          { return t.t.Stop() }
+
+// Sleep waits d on c, or until ctx ends first; it reports whether the
+// whole of d passed.
+func Sleep(ctx context.Context, c Clock, d time.Duration) bool {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

@@ -147,6 +147,12 @@ const (
 	EventGrantRefused = "grant_refused"
 )
 
+// NoteStoreRefused is the kind of note the node serving the store sends
+// the leader when the store refused a job's own write (`fencecron
+// publish`) as stale_owner or expired; its detail is
+// "<outcome> <key> greatest=<epoch.seq>".
+const NoteStoreRefused = "store_refused"
+
 // SkipRange records scheduled times of a job that were deliberately not
 // run: Count fire times from From to To inclusive, and why.
 type SkipRange struct {

@@ -19,7 +19,8 @@ var errReplyDropped = errors.New("renewal reply dropped (fault injection)")
 // plus the TTL — the leader extended it no earlier than that. SUSPECT
 // means less than a third of the TTL is left, too little to start another
 // unit of work; LOST comes on a definite "not yours" from the leader or
-// when the lease runs out, and kills the attempt's process group.
+// when the lease runs out, and kills the attempt's process group. Time is
+// the worker's Clock (lease_test.go drives it).
 type leaseClient struct {
 	w       *Worker
 	attempt string
@@ -56,14 +57,18 @@ func (c *leaseClient) reason() string {
 	return c.why
 }
 
-// renewOnce sends one renewal and records the answer. A failed call is
-// not an answer: only the clock can turn it into LOST.
-func (c *leaseClient) renewOnce(ctx context.Context) {
-	sent := time.Now()
+// renewOnce sends one renewal and records the answer; it returns when the
+// renewal was sent. A failed call is not an answer: only the clock can
+// turn it into LOST. A confirmed renewal makes the lease valid until its
+// send time plus the TTL, however late the reply came: the leader
+// extended the lease no earlier than the send.
+func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
+	clock := c.w.clock()
+	sent = clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
 	reply, err := c.w.Leader.Renew(rctx, c.attempt, c.w.ID)
 	cancel()
-	c.w.observer().LeaseRenewed(time.Since(sent), err)
+	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
 	if err == nil && c.confirmed && c.w.Faults != nil && c.dropped < c.w.Faults.DropRenewReplies {
 		c.dropped++
@@ -77,7 +82,10 @@ func (c *leaseClient) renewOnce(ctx context.Context) {
 		c.lose("the leader says: " + reply.Reason)
 	default:
 		c.mu.Lock()
-		c.validUntil, c.confirmed = sent.Add(c.ttl), true
+		if until := sent.Add(c.ttl); until.After(c.validUntil) {
+			c.validUntil = until
+		}
+		c.confirmed = true
 		if c.state != LeaseLost && c.state != LeaseHeld {
 			if c.state == LeaseSuspect {
 				c.log.Info("lease held again")
@@ -86,12 +94,14 @@ func (c *leaseClient) renewOnce(ctx context.Context) {
 		}
 		c.mu.Unlock()
 	}
+	return sent
 }
 
 // acquire confirms the lease before work starts: ACQUIRING until the
 // leader answers, for at most one TTL. It reports whether it is HELD.
 func (c *leaseClient) acquire(ctx context.Context) bool {
-	deadline := time.Now().Add(c.ttl)
+	clock := c.w.clock()
+	deadline := clock.Now().Add(c.ttl)
 	backoff := 50 * time.Millisecond
 	for {
 		c.renewOnce(ctx)
@@ -100,38 +110,36 @@ func (c *leaseClient) acquire(ctx context.Context) bool {
 			return true
 		case st == LeaseLost:
 			return false
-		case time.Now().Add(backoff).After(deadline) || ctx.Err() != nil:
+		case clock.Now().Add(backoff).After(deadline) || ctx.Err() != nil:
 			c.lose(fmt.Sprintf("no leader confirmed the lease within %s", c.ttl))
 			return false
 		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
+		jobs.Sleep(ctx, clock, backoff)
 		backoff = min(2*backoff, c.ttl/4)
 	}
 }
 
-// keep renews until ctx ends, and calls stop when the lease is lost.
+// keep renews every third of the TTL, counted from the send of the last
+// renewal, and checks the lease twenty times a TTL, until ctx ends. It
+// calls stop when the lease is lost, which kills the attempt's process
+// group.
 func (c *leaseClient) keep(ctx context.Context, stop context.CancelFunc) {
+	clock := c.w.clock()
 	every := max(c.ttl/3, 30*time.Millisecond)
-	check := time.NewTicker(max(c.ttl/20, 10*time.Millisecond))
-	defer check.Stop()
-	nextRenew := time.Now().Add(every)
+	checkEvery := max(c.ttl/20, 10*time.Millisecond)
+	nextRenew := clock.Now().Add(every)
 	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.lost:
+		if c.isLost() {
 			stop()
 			return
-		case now := <-check.C:
-			if !now.Before(nextRenew) {
-				c.renewOnce(ctx)
-				nextRenew = time.Now().Add(every)
-			}
-			c.evaluate(time.Now())
 		}
+		if !jobs.Sleep(ctx, clock, checkEvery) {
+			return
+		}
+		if !clock.Now().Before(nextRenew) {
+			nextRenew = c.renewOnce(ctx).Add(every)
+		}
+		c.evaluate(clock.Now())
 	}
 }
 

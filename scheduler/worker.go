@@ -58,6 +58,9 @@ type Worker struct {
 	Logger  *slog.Logger
 	// Observer, if set, sees this worker's attempts (see observe.go).
 	Observer Observer
+	// Clock is what the worker and its lease clients wait on and read the
+	// time from; nil: the system clock.
+	Clock jobs.Clock
 
 	mu     sync.Mutex
 	seen   map[string]bool // attempts accepted here, running or recently finished
@@ -77,6 +80,9 @@ func (w *Worker) Open() error {
 	}
 	if w.Logger == nil {
 		w.Logger = slog.Default()
+	}
+	if w.Clock == nil {
+		w.Clock = jobs.SystemClock{}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -165,7 +171,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	tok := fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq}
 	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) Completion {
-		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: time.Now().UTC()}
+		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}
 		if format != "" {
 			c.Error = fmt.Sprintf(format, args...)
 		}
@@ -208,6 +214,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	}
 
 	// HELD: run the command while the lease is renewed; LOST cancels it.
+	started := w.clock().Now().UTC()
 	runCtx, cancelRun := context.WithCancel(w.ctx)
 	defer cancelRun()
 	renewDone := make(chan struct{})
@@ -219,7 +226,6 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	defer stopRenewing()
 
 	// Reporting the start is for the record; it must not delay the work.
-	started := time.Now().UTC()
 	w.observer().AttemptStarted(jobOf(a), a.Run.ScheduledAt, started)
 	w.wg.Add(1)
 	go func() {
@@ -290,7 +296,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 // establish calls the store, retrying failures that are not decisions
 // while the lease may still be valid.
 func (w *Worker) establish(req fencedstore.EstablishRequest, lc *leaseClient) (fencedstore.Result, error) {
-	return retryStore(w.ctx, lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
+	return retryStore(w.ctx, w.clock(), lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
 		return w.Store.Establish(ctx, req)
 	})
 }
@@ -300,7 +306,7 @@ func (w *Worker) establish(req fencedstore.EstablishRequest, lc *leaseClient) (f
 const publishRetryWindow = 30 * time.Second
 
 func (w *Worker) publish(req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	return retryStore(w.ctx, publishRetryWindow, func(ctx context.Context) (fencedstore.Result, error) {
+	return retryStore(w.ctx, w.clock(), publishRetryWindow, func(ctx context.Context) (fencedstore.Result, error) {
 		return w.Store.Publish(ctx, req)
 	})
 }
@@ -309,8 +315,8 @@ func (w *Worker) publish(req fencedstore.PublishRequest) (fencedstore.Result, er
 // store unreachable), for at most `within`. Decisions (stale_owner,
 // conflict, expired: an expired token stays expired) and bad input are
 // returned at once; a publish retried after a lost reply is idempotent.
-func retryStore(ctx context.Context, within time.Duration, call func(context.Context) (fencedstore.Result, error)) (fencedstore.Result, error) {
-	deadline := time.Now().Add(within)
+func retryStore(ctx context.Context, clock jobs.Clock, within time.Duration, call func(context.Context) (fencedstore.Result, error)) (fencedstore.Result, error) {
+	deadline := clock.Now().Add(within)
 	backoff := 100 * time.Millisecond
 	for {
 		cctx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -318,16 +324,22 @@ func retryStore(ctx context.Context, within time.Duration, call func(context.Con
 		cancel()
 		if err == nil || fencedstore.IsDecision(err) ||
 			errors.Is(err, fencedstore.ErrInvalidKey) || errors.Is(err, fencedstore.ErrBadToken) || errors.Is(err, fencedstore.ErrTooLarge) ||
-			time.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
+			clock.Now().Add(backoff).After(deadline) || ctx.Err() != nil {
 			return res, err
 		}
-		select {
-		case <-ctx.Done():
+		if !jobs.Sleep(ctx, clock, backoff) {
 			return res, err
-		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// clock returns the worker's Clock, or the system clock before Open.
+func (w *Worker) clock() jobs.Clock {
+	if w.Clock == nil {
+		return jobs.SystemClock{}
+	}
+	return w.Clock
 }
 
 // env is the fence environment a job's process sees.
@@ -372,9 +384,7 @@ func (w *Worker) reportCompletion(c Completion) {
 			return
 		}
 		w.Logger.Warn("could not report completion; retrying", "attempt", c.Attempt, "err", err, "in", backoff)
-		select {
-		case <-time.After(backoff):
-		case <-w.report.Done():
+		if !jobs.Sleep(w.report, w.clock(), backoff) {
 			w.Logger.Error("gave up reporting completion", "attempt", c.Attempt, "state", c.State)
 			return
 		}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -152,8 +154,8 @@ func TestServer_CloseEndsStreams(t *testing.T) {
 	}
 	ch, _ := stream(t, srv.URL()+"/api/v1/events", t.Context())
 	next(t, ch, "retry")
-	if got := srv.Metrics.sseClients.Load(); got != 1 {
-		t.Errorf("open streams = %d, want 1", got)
+	if got := testutil.ToFloat64(srv.metrics().sseClients); got != 1 {
+		t.Errorf("open streams = %v, want 1", got)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()

@@ -57,7 +57,7 @@ func (c *stepClock) Advance(d time.Duration) {
 }
 
 type fakeCluster struct {
-	stats map[string]string
+	stats election.RaftStats
 }
 
 func (fakeCluster) ID() string                  { return "n2" }
@@ -76,7 +76,7 @@ func (fakeCluster) Members() []election.Member {
 func (fakeCluster) Voters() ([]election.Voter, error) {
 	return []election.Voter{{ID: "n1", Address: "127.0.0.1:7947", Voter: true}, {ID: "n2", Address: "127.0.0.1:7957", Voter: true}}, nil
 }
-func (c fakeCluster) Stats() map[string]string { return c.stats }
+func (c fakeCluster) RaftStats() (election.RaftStats, bool) { return c.stats, true }
 
 // fakeState is a replicated state the test changes by hand.
 type fakeState struct {
@@ -349,7 +349,7 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 	t.Helper()
 	f := &fixture{state: newFakeState(), sched: &fakeScheduler{}}
 	f.srv = &Server{
-		Cluster: fakeCluster{stats: map[string]string{"term": "4", "last_log_index": "40", "commit_index": "40", "applied_index": "39", "fsm_pending": "1", "last_contact": "0"}},
+		Cluster: fakeCluster{stats: election.RaftStats{Term: 4, LastLogIndex: 40, CommitIndex: 40, AppliedIndex: 39, Leader: true}},
 		State:   f.state, Scheduler: f.sched, Store: fakeStore{},
 		Clock: fakeClock{now: at(50)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}

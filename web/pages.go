@@ -19,6 +19,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -200,19 +201,21 @@ type stateCount struct {
 
 type overviewPage struct {
 	pageBase
-	Status     Status
-	RunsBy     []stateCount
-	TotalRuns  int
-	Counters   map[string]uint64
-	Failovers  uint64
-	Runs       []jobs.Run
-	Events     []jobs.Event
-	Jobs       int
-	JobsPaused int
+	Status    Status
+	RunsBy    []stateCount
+	TotalRuns int
+	Counters  map[string]uint64
+	// StoreDecisions are this node's store's, by outcome.
+	StoreDecisions []metrics.OutcomeCount
+	Failovers      uint64
+	Runs           []jobs.Run
+	Events         []jobs.Event
+	Jobs           int
+	JobsPaused     int
 }
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
-	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.status(), Counters: s.State.Counters()}
+	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.status(), Counters: s.State.Counters(), StoreDecisions: s.Metrics.StoreDecisions()}
 	// Counters the cluster never counted yet are zero, not blank.
 	for _, c := range clusterCounters {
 		if _, ok := p.Counters[c.key]; !ok {

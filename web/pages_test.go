@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // get fetches path from the fixture and returns status, content type and body.
@@ -33,12 +35,14 @@ func (f *fixture) get(t testing.TB, path string, header ...string) (int, string,
 // Every page renders, with the facts it exists to show (golden fragments).
 func TestServer_Pages(t *testing.T) {
 	f := newFixture(t)
+	f.srv.Metrics.StoreDecided(fencedstore.StaleOwner)
 	tests := []struct {
 		path string
 		want []string
 		not  []string
 	}{
 		{"/", []string{
+			`data-outcome="applied">applied <b>0</b>`, `data-outcome="stale_owner">stale_owner <b>1</b>`, `data-outcome="expired">expired <b>0</b>`,
 			`<title>Overview · fencecron · n2</title>`,
 			`data-member="w1"`, `<span class="gossip gossip-suspect">suspect</span>`, `<span class="gossip gossip-dead">dead</span>`,
 			`<span class="tag">zone=a</span>`, `<span class="tag warn">drifted</span>`, `<span class="tag leader">leader</span>`,

@@ -24,6 +24,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -39,6 +40,8 @@ type Cluster interface {
 	Members() []election.Member
 	Voters() ([]election.Voter, error)
 	Meta() election.Meta
+	// RaftStats returns this node's Raft figures; false on a worker.
+	RaftStats() (election.RaftStats, bool)
 }
 
 // State is the replicated scheduler state the API shows.
@@ -110,20 +113,24 @@ type Server struct {
 	AllowedHosts   []string
 	// Limits bound the HTTP server; zero fields take DefaultLimits.
 	Limits Limits
-	// Metrics holds this node's own counters (give the same value to the
-	// worker as its Observer); nil: a fresh, empty one.
-	Metrics *Metrics
+	// Metrics is this node's registry of metrics (give the same value to
+	// the worker as its Observer); the server adds its own figures and the
+	// replicated state's collector to it, and serves it at /metrics. nil:
+	// a fresh one. One Server per metrics.Node.
+	Metrics *metrics.Node
 
-	ln       net.Listener
-	srv      *http.Server
-	pages    map[string]*template.Template
-	baseCtx  context.Context
-	cancel   context.CancelFunc
-	done     chan struct{}
-	streams  atomic.Int64 // open event streams
-	throttle *loginThrottle
-	sessions *sessionTable
-	audits   *auditLimiter
+	ln             net.Listener
+	srv            *http.Server
+	pages          map[string]*template.Template
+	baseCtx        context.Context
+	cancel         context.CancelFunc
+	done           chan struct{}
+	streams        atomic.Int64 // open event streams
+	http           *httpMetrics
+	metricsHandler http.Handler
+	throttle       *loginThrottle
+	sessions       *sessionTable
+	audits         *auditLimiter
 	// background holds the goroutines a request leaves behind (audit
 	// proposals); Close waits for them.
 	background sync.WaitGroup
@@ -207,7 +214,10 @@ func (s *Server) init() error {
 		s.Logger = slog.Default()
 	}
 	if s.Metrics == nil {
-		s.Metrics = NewMetrics()
+		s.Metrics = metrics.New()
+	}
+	if err := s.initMetrics(); err != nil {
+		return err
 	}
 	s.Limits = s.Limits.withDefaults()
 	s.throttle = newLoginThrottle(loginTableSize)

@@ -22,6 +22,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web"
 )
@@ -171,11 +172,15 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	peer := &web.Peer{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
 	sched.Forwarder, sched.Dispatcher = peer, peer
 
-	metrics := web.NewMetrics()
+	nodeMetrics := metrics.New()
+	if o.Store.Backend != config.BackendRemote {
+		// Count this node's store's decisions, whoever asks for them.
+		store = nodeMetrics.CountDecisions(store)
+	}
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
-		Observer: metrics, StoreCA: caFile,
+		Observer: nodeMetrics, StoreCA: caFile,
 	}
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
@@ -184,7 +189,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
-		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
+		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: nodeMetrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
 	}
 	// Only a node that serves the store takes writes over HTTP; every
@@ -194,6 +199,13 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if o.Store.Serve {
 		storeAPI.Signer = signer
 	}
+	// The store's refusals of jobs' own publishes go to the ledger.
+	refusals := &scheduler.NoteQueue{Leader: sched, Node: o.ID, Logger: log, Dropped: nodeMetrics.RefusalNoteDropped}
+	if err := refusals.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, refusals.Close)
+	storeAPI.OnRefused = refusalsTo(refusals)
 	srv.StoreAPI = storeAPI
 	if err := srv.Open(); err != nil {
 		return err

@@ -123,6 +123,17 @@ type Handler struct {
 	// MaxBodyBytesInFlight before the 503; 0 means DefaultBodyWait.
 	BodyWait time.Duration
 	Logger   *slog.Logger
+	// OnRefused, if set, is called when the store refuses a write of a
+	// job's own process (a signed token without the store credential, as
+	// `fencecron publish` sends it) as stale_owner or expired, with the
+	// verified token (its attempt) and the store's answer, so that the
+	// refusal reaches the cluster's ledger. Nodes' own writes are left
+	// out: their worker reports the refusal in the attempt's completion,
+	// and reporting it here too would count it twice. It is called on the
+	// request's goroutine before the answer is written, and must return
+	// at once (hand the work to another goroutine; ctx ends with the
+	// request).
+	OnRefused func(ctx context.Context, st fencedstore.SignedToken, res fencedstore.Result)
 
 	initOnce sync.Once
 	// inFlight is the room of job processes' bodies; nodeInFlight that of
@@ -320,6 +331,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	defer unlock()
 	res, err := h.Store.Publish(r.Context(), req)
+	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
 }
 
@@ -399,7 +411,17 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 	}
 	defer unlock()
 	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires})
+	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
+}
+
+// refused calls OnRefused for a job's own write the store refused.
+func (h *Handler) refused(r *http.Request, st fencedstore.SignedToken, res fencedstore.Result, err error) {
+	if h.OnRefused == nil || r.Header.Get("Authorization") != "" || // a node's write (authorize checked the credential)
+		!(errors.Is(err, fencedstore.ErrStaleOwner) || errors.Is(err, fencedstore.ErrExpired)) {
+		return
+	}
+	h.OnRefused(r.Context(), st, res)
 }
 
 // decisionBody is the JSON answer to a write the store decided.
