@@ -19,8 +19,8 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/metrics"
 )
 
 // The dashboard: server-rendered pages, each templates/layout.html plus

@@ -24,8 +24,8 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/metrics"
 )
 
 //go:embed templates/*.html templates/*.svg static

@@ -22,9 +22,9 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/metrics"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/metrics"
 )
 
 // shutdownBudget is how long a node may take to stop after Ctrl-C.
