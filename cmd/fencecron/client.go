@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // client talks to one node's HTTP API.
@@ -130,7 +130,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var st web.Status
+	var st wire.Status
 	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil || c.json {
 		return err
 	}
@@ -156,7 +156,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var out struct{ Jobs []web.Job }
+	var out wire.JobList
 	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, &out); err != nil || c.json {
 		return err
 	}
@@ -181,7 +181,7 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(rest) == 1 {
 		q.Set("job", rest[0])
 	}
-	var out struct{ Runs []jobs.Run }
+	var out wire.RunList
 	if err := c.do(ctx, http.MethodGet, "/api/v1/runs?"+q.Encode(), nil, &out); err != nil || c.json {
 		return err
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/web"
 )
 
@@ -168,8 +169,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
-	peer := &web.Peer{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
-	sched.Forwarder, sched.Dispatcher = peer, peer
+	// The transport between nodes: this node's calls to the leader and
+	// to workers, and its answers to theirs (as the leader, through
+	// Local, which never forwards).
+	peers := &rpc.Client{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
+	sched.Forwarder, sched.Dispatcher = peers, peers
 
 	metrics := web.NewMetrics()
 	worker := &scheduler.Worker{
@@ -180,10 +184,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
 	}
-	peer.Local = worker
+	peers.Local = worker
 	srv := &web.Server{
-		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
-		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched,
+		Internal: &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log},
+		Store:    store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
 	}
