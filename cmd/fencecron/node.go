@@ -65,7 +65,8 @@ type nodeOptions struct {
 	// DropEnv names environment variables (the config's secrets) that
 	// jobs must not inherit.
 	DropEnv []string
-	// Faults injects failures for tests (FENCECRON_FAULTS).
+	// Faults injects failures for tests (FENCECRON_FAULTS; only a test
+	// build has them); nil: none.
 	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
@@ -91,7 +92,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return err
 	}
-	if o.Faults.Enabled() {
+	// A release build has no faults, nor this text (FaultsBuilt is false).
+	if scheduler.FaultsBuilt && o.Faults != nil {
 		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
 	}
 

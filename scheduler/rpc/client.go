@@ -50,7 +50,7 @@ type Client struct {
 	// not know the leader yet (a worker whose gossip has not heard) asks
 	// them.
 	Servers func() []string
-	// Faults drops dispatch replies in tests (scheduler.Faults).
+	// Faults, in a test build, drops dispatch replies (scheduler.Faults).
 	Faults *scheduler.Faults
 
 	once sync.Once
@@ -153,10 +153,7 @@ func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assign
 			return err
 		}
 	}
-	if c.Faults.TakeDispatchReply() {
-		return errors.New("dispatch reply dropped (fault injection)")
-	}
-	return nil
+	return scheduler.DropDispatchReply(c.Faults)
 }
 
 // toLeader calls the leader with retries until it answers or ctx ends.
