@@ -42,6 +42,12 @@ const (
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
+	// pathRetired is where nodes of an older version sent encoded log
+	// commands. It answers "unavailable", never "not found": an older
+	// node reads a 404 as the leader's "no such attempt" and would give
+	// up a completion for good, where a 503 makes it retry until it is
+	// upgraded too.
+	pathRetired = "/apply"
 )
 
 // maxBody bounds a request: a job set as large as PUT /api/v1/jobset

@@ -119,6 +119,9 @@ func (s *Server) init() {
 			return dispatchReply{Accepted: a.Attempt.ID}, nil
 		}),
 	}
+	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
+	}
 	if s.Leader == nil {
 		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathNote, pathAudit, pathRenew} {
 			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {

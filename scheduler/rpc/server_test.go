@@ -104,7 +104,7 @@ func TestServer_Refusals(t *testing.T) {
 		{"a stranger learns no paths", "POST", "/internal/v1/nope", `{}`, nil, 401, "unauthorized"},
 		{"an unknown call", "POST", "/internal/v1/nope", `{}`, peerTLS(), 404, "no_route"},
 		{"a path outside the prefix", "POST", "/renew", `{}`, peerTLS(), 404, "no_route"},
-		{"the raw log command of old", "POST", "/internal/v1/apply", `{"op":"complete"}`, peerTLS(), 404, "no_route"},
+		{"the raw log command of old: not a 404, which an older node would take for no such attempt", "POST", "/internal/v1/apply", `{"op":"complete"}`, peerTLS(), 503, "unavailable"},
 		{"GET", "GET", "/internal/v1/renew", ``, peerTLS(), 405, "method_not_allowed"},
 		{"an unknown field", "POST", "/internal/v1/complete", `{"op":"complete","attempt":"a"}`, peerTLS(), 400, "bad_request"},
 		{"not JSON", "POST", "/internal/v1/renew", `attempt=a`, peerTLS(), 400, "bad_request"},
