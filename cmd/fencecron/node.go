@@ -187,10 +187,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		worker.TokenText = tokenText(signer, log)
 	}
 	peers.Local = worker
+	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log}
 	srv := &web.Server{
-		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched,
-		Internal: &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log},
-		Store:    store, TLS: id, PublicTLS: publicTLS, Logger: log,
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Internal: internal,
+		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: metrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
 	}
