@@ -284,17 +284,13 @@ func TestFSM_Audit(t *testing.T) {
 }
 
 // A follower forwards an audit entry to the leader like a note: the
-// leader's ApplyForwarded takes the op.
+// leader's Local takes it.
 func TestScheduler_AuditForwarded(t *testing.T) {
 	fsm := NewFSM()
 	s := New(&fakeRaft{fsm: fsm}, fsm)
 	s.Clock = fixedClock{base}
-	b, err := json.Marshal(command{Op: opAudit, Audit: &auditCmd{Kind: jobs.EventLoginFailed, Node: "n3", Detail: "locked out", At: base}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if w := s.ApplyForwarded(t.Context(), b); w.Code != "" {
-		t.Fatalf("ApplyForwarded(audit) = %+v, want applied", w)
+	if err := s.Local().Audit(t.Context(), jobs.EventLoginFailed, "n3", "locked out"); err != nil {
+		t.Fatalf("Local().Audit = %v, want applied", err)
 	}
 	if err := s.Audit(t.Context(), jobs.EventLoginFailed, "n1", "from the leader itself"); err != nil {
 		t.Fatal(err)

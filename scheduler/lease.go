@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -10,8 +9,6 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 )
-
-var errReplyDropped = errors.New("renewal reply dropped (fault injection)")
 
 // leaseClient is an attempt's lease as its worker sees it:
 // IDLE → ACQUIRING → HELD → SUSPECT → LOST. It renews at a third of the
@@ -70,9 +67,8 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	cancel()
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
-	if err == nil && c.confirmed && c.w.Faults != nil && c.dropped < c.w.Faults.DropRenewReplies {
-		c.dropped++
-		err = errReplyDropped
+	if err == nil && c.confirmed {
+		err = c.w.Faults.dropRenewReply(&c.dropped)
 	}
 	c.mu.Unlock()
 	switch {

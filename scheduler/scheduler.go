@@ -186,11 +186,7 @@ func (s *Scheduler) apply(ctx context.Context, c command) (applyResult, error) {
 		return applyResult{}, err
 	}
 	if !s.Raft.IsLeader() && s.Forwarder != nil && forwardable[c.Op] {
-		w, err := s.Forwarder.Forward(ctx, b)
-		if err != nil {
-			return applyResult{}, fmt.Errorf("forward %s to the leader: %w", c.Op, err)
-		}
-		return fromWire(w)
+		return s.forward(ctx, c)
 	}
 	return s.applyLocal(ctx, b)
 }
@@ -259,14 +255,14 @@ func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
 }
 
 // Trigger starts a run of job now, on the leader.
-func (s *Scheduler) Trigger(ctx context.Context, job string) (jobs.Run, error) {
+func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
 	if l := s.term.Load(); l != nil {
 		return l.trigger(ctx, job)
 	}
 	if s.Forwarder == nil || s.Raft.IsLeader() {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
 	}
-	return s.Forwarder.Trigger(ctx, job)
+	return s.Forwarder.Trigger(ctx, job, force)
 }
 
 // Renew renews the lease of an attempt for the worker node, on the leader.

@@ -7,62 +7,29 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/election"
-	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
-// Status is the answer of GET /api/v1/status.
-type Status struct {
-	Node       string `json:"node"`
-	RaftState  string `json:"raft_state"`
-	Leader     string `json:"leader"`
-	LeaderAddr string `json:"leader_addr,omitempty"`
-	// Epoch is the term of the last leader whose election entry this node
-	// has applied, and EpochOf that leader.
-	Epoch   uint64 `json:"epoch"`
-	EpochOf string `json:"epoch_leader,omitempty"`
-	// Jobs is the job set the cluster runs; ConfigHash is the hash of this
-	// node's own config file's jobs, and Drifted says they differ.
-	Jobs       scheduler.JobSetInfo `json:"jobs"`
-	ConfigHash string               `json:"config_hash,omitempty"`
-	Drifted    bool                 `json:"drifted"`
-	Members    []MemberStatus       `json:"members"`
-	Voters     []election.Voter     `json:"voters"`
-}
-
-// MemberStatus is a gossip member as the API shows it.
-type MemberStatus struct {
-	election.Member
-	Drifted bool `json:"drifted"`
-}
-
-// Job is a job spec as the API shows it.
-type Job struct {
-	jobs.Spec
-	NextFire time.Time `json:"next_fire,omitzero"`
-	LastRun  *jobs.Run `json:"last_run,omitempty"`
-}
-
-func (s *Server) status() Status {
+func (s *Server) status() wire.Status {
 	epoch, epochOf := s.State.Epoch()
 	id, addr := s.Cluster.Leader()
 	set := s.State.JobSetInfo()
 	drifted := func(hash string) bool { return hash != "" && set.Hash != "" && hash != set.Hash }
-	st := Status{
+	st := wire.Status{
 		Node: s.Cluster.ID(), RaftState: s.Cluster.State(),
 		Leader: id, LeaderAddr: addr, Epoch: epoch, EpochOf: epochOf,
 		Jobs: set, ConfigHash: s.Cluster.Meta().ConfigHash,
-		Members: []MemberStatus{}, Voters: []election.Voter{},
+		Members: []wire.MemberStatus{}, Voters: []election.Voter{},
 	}
 	st.Drifted = drifted(st.ConfigHash)
 	for _, m := range s.Cluster.Members() {
-		st.Members = append(st.Members, MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
+		st.Members = append(st.Members, wire.MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
 	}
 	if vs, err := s.Cluster.Voters(); err == nil && vs != nil {
 		st.Voters = vs
@@ -83,12 +50,12 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ready: leader %s, epoch %d\n", st.Leader, st.Epoch)
 }
 
-func (s *Server) jobs() []Job {
+func (s *Server) jobs() []wire.Job {
 	specs, _, _, _ := s.State.JobSet()
 	now := s.Clock.Now()
-	out := make([]Job, 0, len(specs))
+	out := make([]wire.Job, 0, len(specs))
 	for _, spec := range specs {
-		j := Job{Spec: spec}
+		j := wire.Job{Spec: spec}
 		if sched, err := spec.Schedule(); err == nil {
 			j.NextFire = sched.Next(now)
 		}
@@ -101,7 +68,7 @@ func (s *Server) jobs() []Job {
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"jobs": s.jobs()})
+	writeJSON(w, http.StatusOK, wire.JobList{Jobs: s.jobs()})
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
@@ -125,27 +92,21 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		}
 		f.Limit = n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"runs": nonNil(s.State.Runs(f))})
-}
-
-// JobSetRequest is the body of PUT /api/v1/jobset.
-type JobSetRequest struct {
-	Source string      `json:"source"`
-	Jobs   []jobs.Spec `json:"jobs"`
+	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(s.State.Runs(f))})
 }
 
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	specs, _, _, _ := s.State.JobSet()
-	writeJSON(w, http.StatusOK, map[string]any{"info": s.State.JobSetInfo(), "jobs": nonNil(specs)})
+	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }
 
 // maxJobSetBody bounds PUT /api/v1/jobset: as large as a config file may
 // be (config.MaxFileSize), and well below what a follower may forward to
-// the leader (maxInternalBody).
+// the leader (scheduler/rpc takes 8 MiB).
 const maxJobSetBody = 4 << 20
 
 func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
-	var req JobSetRequest
+	var req wire.JobSetRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJobSetBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
@@ -165,11 +126,22 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"hash": hash, "source": req.Source, "jobs": len(req.Jobs)})
+	writeJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs)})
 }
 
+// handleTrigger starts a run now; ?force=true overrides the job's overlap
+// policy, which the leader records in the audit trail.
 func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
-	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"))
+	force := false
+	if v := r.URL.Query().Get("force"); v != "" {
+		f, err := strconv.ParseBool(v)
+		if err != nil {
+			s.error(w, r, badRequest("force must be true or false, got %q", v))
+			return
+		}
+		force = f
+	}
+	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"), force)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -184,7 +156,7 @@ func (s *Server) handlePause(paused bool) http.HandlerFunc {
 			s.error(w, r, err)
 			return
 		}
-		s.answer(w, r, map[string]any{"job": name, "paused": paused})
+		s.answer(w, r, wire.Paused{Job: name, Paused: paused})
 	}
 }
 
@@ -209,56 +181,35 @@ func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
 		}
 		limit = n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"events": nonNil(s.State.Events(after, limit)), "counters": s.State.Counters()})
+	writeJSON(w, http.StatusOK, wire.EventList{Events: nonNil(s.State.Events(after, limit)), Counters: s.State.Counters()})
 }
 
-// Errors of the request itself.
+// Errors of the request itself: web/wire's, under the names web's files
+// use.
 var (
-	errBadRequest   = errors.New("bad request")
-	errUnauthorized = errors.New("unauthorized")
-	errForbidden    = errors.New("forbidden")
-	errMethod       = errors.New("method not allowed")
-	errUnavailable  = errors.New("unavailable")
-	errMisdirected  = errors.New("misdirected request")
-	errTooLarge     = errors.New("request too large")
-	errTooMany      = errors.New("too many requests")
+	errBadRequest   = wire.ErrBadRequest
+	errUnauthorized = wire.ErrUnauthorized
+	errForbidden    = wire.ErrForbidden
+	errMethod       = wire.ErrMethod
+	errUnavailable  = wire.ErrUnavailable
+	errMisdirected  = wire.ErrMisdirected
+	errTooLarge     = wire.ErrTooLarge
+	errTooMany      = wire.ErrTooMany
+	errNoRoute      = wire.ErrNoRoute
 )
+
+// internalPrefix is where the calls between nodes go (scheduler/rpc's
+// Prefix): Server.Internal serves them.
+const internalPrefix = "/internal/v1"
 
 func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
 }
 
-// statusOf is the one place errors become HTTP status codes.
+// statusOf is the HTTP status of err, from the one table in web/wire.
 func statusOf(err error) int {
-	switch {
-	case errors.Is(err, errBadRequest), errors.Is(err, fencedstore.ErrInvalidKey), errors.Is(err, fencedstore.ErrBadToken),
-		errors.Is(err, jobs.ErrInvalidConfig), errors.Is(err, jobs.ErrUnknownJob):
-		return http.StatusBadRequest
-	case errors.Is(err, errUnauthorized):
-		return http.StatusUnauthorized
-	case errors.Is(err, errForbidden):
-		return http.StatusForbidden
-	case errors.Is(err, errMethod):
-		return http.StatusMethodNotAllowed
-	case errors.Is(err, errMisdirected):
-		return http.StatusMisdirectedRequest
-	case errors.Is(err, errTooMany):
-		return http.StatusTooManyRequests
-	case errors.Is(err, errTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, jobs.ErrNotFound), errors.Is(err, fencedstore.ErrNotFound):
-		return http.StatusNotFound
-	case errors.Is(err, fencedstore.ErrStaleOwner), errors.Is(err, jobs.ErrDuplicateRun):
-		return http.StatusConflict
-	case errors.Is(err, fencedstore.ErrConflict):
-		return http.StatusPreconditionFailed
-	case errors.Is(err, fencedstore.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge
-	case errors.Is(err, jobs.ErrNotLeader), errors.Is(err, election.ErrNotLeader), errors.Is(err, errUnavailable),
-		errors.Is(err, election.ErrNoLeader):
-		return http.StatusServiceUnavailable
-	}
-	return http.StatusInternalServerError
+	status, _ := wire.StatusOf(err)
+	return status
 }
 
 func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
@@ -281,7 +232,7 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 		s.renderError(w, r, code, err)
 		return
 	}
-	writeJSON(w, code, map[string]string{"error": err.Error()})
+	writeJSON(w, code, wire.Body(err))
 }
 
 // wantsHTML reports whether an error should be a page: a dashboard page,

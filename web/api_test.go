@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/rpc"
 )
 
 func (f *fixture) do(t testing.TB, method, path, body string, header ...string) (int, http.Header, string) {
@@ -45,7 +46,8 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/status", 200, []string{`"node": "n2"`, `"leader": "n2"`, `"epoch": 4`, `"name": "w1"`, `"drifted": true`}},
 		{"/api/v1/jobs", 200, []string{`"name": "report"`, `"next_fire": "2026-09-01T09:00:00+02:00"`, `"last_run"`}},
 		{"/api/v1/jobs/heartbeat", 200, []string{`"paused": true`}},
-		{"/api/v1/jobs/nope", 404, []string{`"error": "job \"nope\": not found"`}},
+		{"/api/v1/jobs/nope", 404, []string{`"error": "job \"nope\": not found"`, `"code": "not_found"`}},
+		{"/api/v1/nope", 404, []string{`"code": "no_route"`}},
 		{"/api/v1/runs?job=report", 200, []string{`"id": "report@20260801T090000Z"`, `"epoch": 3`, `"store_outcome": "stale_owner"`}},
 		{"/api/v1/runs?limit=0", 400, []string{`limit must be a number from 1 to 10000`}},
 		{"/api/v1/events?after=9", 200, []string{`"seq": 10`, `"seq": 11`, `"stale_refused": 1`}},
@@ -54,7 +56,7 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
 		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
 		{"/api/v1/skips?job=heartbeat", 200, []string{`"reason": "paused"`, `"count": 2`}},
-		{"/internal/v1/renew", 401, []string{"nodes of this cluster"}},
+		{"/internal/v1/renew", 401, []string{"nodes of this cluster", `"code":"unauthorized"`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -209,5 +211,31 @@ func TestServer_SessionValidity(t *testing.T) {
 	f.srv.APIToken = "another-token-0123456789"
 	if f.srv.session(req) != "" {
 		t.Error("a session of the old token accepted after the token changed")
+	}
+}
+
+// POST /api/v1/jobs/{name}/trigger?force=true asks the leader to override
+// the job's overlap policy; anything but a boolean is refused.
+func TestServer_TriggerForce(t *testing.T) {
+	f := newFixture(t)
+	for _, tc := range []struct {
+		query string
+		code  int
+	}{
+		{"", 200}, {"?force=true", 200}, {"?force=false", 200}, {"?force=1", 200}, {"?force=yes", 400},
+	} {
+		if code, _, body := f.do(t, http.MethodPost, "/api/v1/jobs/report/trigger"+tc.query, ""); code != tc.code {
+			t.Errorf("trigger%s = %d %s, want %d", tc.query, code, body, tc.code)
+		}
+	}
+	if got, want := strings.Join(f.sched.Calls(), ","), "trigger report,trigger report force,trigger report,trigger report force"; got != want {
+		t.Errorf("the scheduler saw %q, want %q", got, want)
+	}
+}
+
+// web routes the nodes' calls to the transport at the path it serves.
+func TestServer_InternalPrefix(t *testing.T) {
+	if internalPrefix != rpc.Prefix {
+		t.Errorf("web routes %s to the transport, which serves %s", internalPrefix, rpc.Prefix)
 	}
 }

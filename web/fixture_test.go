@@ -15,6 +15,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/rpc"
 )
 
 // The fixture is the report handoff (README, "How it works") in miniature: n1 leads
@@ -306,8 +307,12 @@ func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source str
 	f.record("setjobs " + source)
 	return "newhash", nil
 }
-func (f *fakeScheduler) Trigger(_ context.Context, job string) (jobs.Run, error) {
-	f.record("trigger " + job)
+func (f *fakeScheduler) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
+	if force {
+		f.record("trigger " + job + " force")
+	} else {
+		f.record("trigger " + job)
+	}
 	if f.trigger != nil {
 		return f.trigger(job)
 	}
@@ -327,15 +332,19 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 	}
 	return nil
 }
-func (f *fakeScheduler) ApplyForwarded(context.Context, []byte) scheduler.WireResult {
-	return scheduler.WireResult{}
+
+// The calls only workers make: the fake is the leader's
+// scheduler.Forwarder too, which the internal API (scheduler/rpc) calls.
+func (f *fakeScheduler) Started(context.Context, string, time.Time) error     { return nil }
+func (f *fakeScheduler) Complete(context.Context, scheduler.Completion) error { return nil }
+func (f *fakeScheduler) Note(context.Context, string, string, string, string) error {
+	return nil
 }
-func (f *fakeScheduler) TriggerLocal(ctx context.Context, job string) (jobs.Run, error) {
-	return f.Trigger(ctx, job)
-}
-func (f *fakeScheduler) RenewLocal(string, string) (scheduler.RenewReply, error) {
+func (f *fakeScheduler) Renew(context.Context, string, string) (scheduler.RenewReply, error) {
 	return scheduler.RenewReply{}, nil
 }
+
+var _ scheduler.Forwarder = (*fakeScheduler)(nil)
 
 // fixture is a server over the fakes.
 type fixture struct {
@@ -350,7 +359,7 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 	f := &fixture{state: newFakeState(), sched: &fakeScheduler{}}
 	f.srv = &Server{
 		Cluster: fakeCluster{stats: election.RaftStats{Term: 4, LastLogIndex: 40, CommitIndex: 40, AppliedIndex: 39, Leader: true}},
-		State:   f.state, Scheduler: f.sched, Store: fakeStore{},
+		State:   f.state, Scheduler: f.sched, Store: fakeStore{}, Internal: &rpc.Server{Leader: f.sched},
 		Clock: fakeClock{now: at(50)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
 	for _, o := range opts {

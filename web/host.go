@@ -5,6 +5,8 @@ import (
 	"net"
 	"net/http"
 	"strings"
+
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // DNS rebinding: a page on attacker.example makes its own name resolve
@@ -44,7 +46,7 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		// Always JSON, never the dashboard's error page: whoever asked by
 		// a foreign name learns nothing about the cluster.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		writeJSON(w, statusOf(err), map[string]string{"error": err.Error()})
+		writeJSON(w, statusOf(err), wire.Body(err))
 	})
 }
 

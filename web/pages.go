@@ -21,6 +21,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/metrics"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // The dashboard: server-rendered pages, each templates/layout.html plus
@@ -201,7 +202,7 @@ type stateCount struct {
 
 type overviewPage struct {
 	pageBase
-	Status    Status
+	Status    wire.Status
 	RunsBy    []stateCount
 	TotalRuns int
 	Counters  map[string]uint64
@@ -253,7 +254,7 @@ func newestFirst(evs []jobs.Event) []jobs.Event {
 
 // jobView is a job as the jobs pages show it.
 type jobView struct {
-	Job
+	wire.Job
 	Words       []string
 	NextFires   []time.Time
 	ScheduleErr string

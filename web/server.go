@@ -1,5 +1,11 @@
-// Package web serves fencecron's HTTP API and dashboard. Handlers decode,
-// make one call, and render; errors become status codes in one place.
+// Package web serves people: the dashboard and the public HTTP API
+// (/api/v1), on each node's HTTP port. Handlers decode, make one call,
+// and render; errors become status codes through the one table in
+// web/wire, whose types are also the API's answers.
+//
+// The calls between nodes share the port but not the package: web routes
+// /internal/v1 to Server.Internal (scheduler/rpc.Server) and knows
+// nothing more of them.
 package web
 
 import (
@@ -60,15 +66,12 @@ type State interface {
 }
 
 // Scheduler is what the API changes through: every call goes to the
-// leader, forwarded if this node does not lead.
+// leader, forwarded if this node does not lead (scheduler.Scheduler).
 type Scheduler interface {
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
-	Trigger(ctx context.Context, job string) (jobs.Run, error)
+	// Trigger starts a run now; force overrides the job's overlap policy.
+	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
-	// ApplyForwarded, TriggerLocal and RenewLocal answer other nodes.
-	ApplyForwarded(ctx context.Context, body []byte) scheduler.WireResult
-	TriggerLocal(ctx context.Context, job string) (jobs.Run, error)
-	RenewLocal(attempt, node string) (scheduler.RenewReply, error)
 	// Audit records an entry of kind that node saw in the replicated
 	// audit trail (login lockouts).
 	Audit(ctx context.Context, kind, node, detail string) error
@@ -80,14 +83,13 @@ type Server struct {
 	Cluster   Cluster
 	State     State
 	Scheduler Scheduler
-	// Worker takes assignments dispatched to this node.
-	Worker interface {
-		Accept(scheduler.Assignment) error
-	}
-	Store fencedstore.Store
+	Store     fencedstore.Store
+	// Internal serves the calls between nodes (scheduler/rpc.Server), on
+	// this port under /internal/v1: web routes them there and nothing
+	// more; the handler admits only nodes of the cluster. Nil: none.
+	Internal http.Handler
 	// TLS is the node's cluster identity: other nodes and job processes
-	// reach this port over TLS with it (see tlsmux.go); the internal API
-	// takes only peers that prove they hold it.
+	// reach this port over TLS with it (see tlsmux.go).
 	TLS *clustertls.Identity
 	// PublicTLS, if set (api.tls), is what browsers and API clients get
 	// over TLS; plain HTTP requests are then sent to HTTPS.
@@ -354,15 +356,12 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/jobset", s.handleJobSet)
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 	})
-	r.Route("/internal/v1", func(r chi.Router) {
-		r.Use(s.requirePeer)
-		r.Post("/apply", s.handleInternalApply)
-		r.Post("/renew", s.handleInternalRenew)
-		r.Post("/trigger", s.handleInternalTrigger)
-		r.Post("/dispatch", s.handleInternalDispatch)
-	})
+	if s.Internal != nil {
+		// The nodes' own calls: the handler checks who calls.
+		r.Handle(internalPrefix+"/*", s.Internal)
+	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, jobs.ErrNotFound))
+		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, errNoRoute))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, fmt.Errorf("%w: %s is not allowed on %s", errMethod, r.Method, r.URL.Path))

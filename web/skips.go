@@ -1,9 +1,13 @@
 package web
 
-import "net/http"
+import (
+	"net/http"
+
+	"github.com/fencecron/fencecron/web/wire"
+)
 
 // handleSkips lists the fire times the leader deliberately did not run,
 // as ranges with a reason (misfire and catch-up policies).
 func (s *Server) handleSkips(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, map[string]any{"skips": nonNil(s.State.Skips(r.URL.Query().Get("job")))})
+	writeJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(r.URL.Query().Get("job")))})
 }

@@ -192,7 +192,8 @@ func (c *prefixConn) Read(b []byte) (int, error) {
 // plainPolicy limits what a request that arrived without TLS may do:
 // with api.tls set, nothing but be sent to HTTPS; otherwise anything but
 // a store write from another host, whose fence token would cross the
-// network in the clear. The internal API checks for itself (requirePeer).
+// network in the clear. The calls between nodes check for themselves
+// (scheduler/rpc.Server admits only the cluster's certificates).
 func (s *Server) plainPolicy(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {

@@ -22,12 +22,27 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 )
 
+// testSecret is the cluster secret of the web tests' nodes.
+var testSecret = []byte("web-test-cluster-secret-0123456789abcdef")
+
+// testPeerID is the cluster identity of the node under test, and
+// stubID that of the nodes that call it.
+var testPeerID, stubID = mustIdentity("w1", testSecret), mustIdentity("stub", testSecret)
+
+func mustIdentity(name string, secret []byte) *clustertls.Identity {
+	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret})
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
 // openServer starts a real Server (listener and all) over the fixture's
 // fakes.
 func openServer(t *testing.T, opts ...func(*Server)) (*Server, *fixture) {
 	t.Helper()
 	f := newFixture(t)
-	srv := &Server{Addr: "127.0.0.1:0", Cluster: f.srv.Cluster, State: f.state, Scheduler: f.sched, Store: fakeStore{}, Logger: f.srv.Logger, TLS: testPeerID}
+	srv := &Server{Addr: "127.0.0.1:0", Cluster: f.srv.Cluster, State: f.state, Scheduler: f.sched, Internal: f.srv.Internal, Store: fakeStore{}, Logger: f.srv.Logger, TLS: testPeerID}
 	for _, o := range opts {
 		o(srv)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 var apiClient = &http.Client{}
@@ -37,22 +37,16 @@ func getJSON(n *localcluster.Node, path string, timeout time.Duration, v any) er
 	return json.NewDecoder(resp.Body).Decode(v)
 }
 
-func getStatus(n *localcluster.Node, timeout time.Duration) (web.Status, error) {
-	var st web.Status
+func getStatus(n *localcluster.Node, timeout time.Duration) (wire.Status, error) {
+	var st wire.Status
 	err := getJSON(n, "/api/v1/status", timeout, &st)
 	return st, err
 }
 
 func getRuns(n *localcluster.Node, limit int, timeout time.Duration) ([]jobs.Run, error) {
-	var out struct{ Runs []jobs.Run }
+	var out wire.RunList
 	err := getJSON(n, fmt.Sprintf("/api/v1/runs?limit=%d", limit), timeout, &out)
 	return out.Runs, err
-}
-
-// eventsPage is the answer of GET /api/v1/events.
-type eventsPage struct {
-	Events   []jobs.Event
-	Counters map[string]uint64
 }
 
 // collect reads the cluster every Poll until ctx ends: the cluster keeps
@@ -80,7 +74,7 @@ func (h *Harness) pollOnce(limit int) {
 	servers := h.c.Servers()
 	type answer struct {
 		n  *localcluster.Node
-		st web.Status
+		st wire.Status
 	}
 	var mu sync.Mutex
 	var answers []answer
@@ -148,7 +142,7 @@ func (h *Harness) readState(n *localcluster.Node, limit int, timeout time.Durati
 		if k := len(h.obs.Events); k > 0 {
 			after = h.obs.Events[k-1].Seq
 		}
-		var page eventsPage
+		var page wire.EventList
 		if err := getJSON(n, fmt.Sprintf("/api/v1/events?after=%d&limit=5000", after), timeout, &page); err != nil {
 			return err
 		}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
-	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // Config is one fencecheck run.
@@ -171,7 +171,7 @@ func (h *Harness) waitReady(ctx context.Context) error {
 		return fmt.Errorf("the cluster never became ready: %w", err)
 	}
 	h.setLeader(a.Leader)
-	var set struct{ Jobs []jobs.Spec }
+	var set wire.JobSet
 	if err := h.c.Node(a.Leader).GetJSON("/api/v1/jobset", &set); err != nil {
 		return err
 	}

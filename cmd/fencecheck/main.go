@@ -11,7 +11,9 @@
 // unreachable, the leader isolated, a worker cut from the leader but not
 // from the store, and random splits. Some nodes also carry built-in
 // faults (a worker that stops itself right before publishing, lost
-// renewal replies, lost dispatch replies). The workers reach the store
+// renewal replies, lost dispatch replies), which exist only in a test
+// build: it builds the binary with -tags fencecron_faults, and refuses a
+// -bin built without them. The workers reach the store
 // through a proxy in the harness, which injects the store link's faults
 // and records every establish and publish with the answer the worker got.
 // Then it heals everything, waits for the runs to finish, reads every run,
@@ -35,6 +37,7 @@ package main
 
 import (
 	"context"
+	"debug/buildinfo"
 	"errors"
 	"flag"
 	"fmt"
@@ -43,8 +46,12 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
+
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 func main() {
@@ -70,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	fs.StringVar(&cfg.Net, "net", "auto", "auto: network namespaces when root, else loopback; netns; loopback (no partitions)")
 	fs.DurationVar(&cfg.Lease, "lease", 2*time.Second, "the jobs' lease_ttl; pauses and partitions outlast it")
 	fs.DurationVar(&cfg.Drain, "drain", 90*time.Second, "how long to wait, after healing, for every run to finish")
-	fs.StringVar(&cfg.Binary, "bin", "", "the fencecron binary (default: go build ./cmd/fencecron)")
+	fs.StringVar(&cfg.Binary, "bin", "", "the fencecron binary, a test build with the fault hooks (default: go build -tags "+scheduler.FaultsBuildTag+" ./cmd/fencecron)")
 	fs.StringVar(&cfg.Dir, "dir", "", "work directory for configs, data, logs and the report (default: a new temporary one)")
 	reportPath := fs.String("report", "", "JSON report path (default: DIR/report.json)")
 	quiet := fs.Bool("q", false, "no progress lines")
@@ -109,12 +116,15 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	if cfg.Binary == "" {
 		bin := filepath.Join(cfg.Dir, "fencecron")
 		fmt.Fprintf(stderr, "building %s\n", bin)
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "github.com/fencecron/fencecron/cmd/fencecron")
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", scheduler.FaultsBuildTag, "-o", bin, "github.com/fencecron/fencecron/cmd/fencecron")
 		cmd.Stdout, cmd.Stderr = stderr, stderr
 		if err := cmd.Run(); err != nil {
 			return 2, fmt.Errorf("build fencecron (run from the repository, or give -bin): %w", err)
 		}
 		cfg.Binary = bin
+	}
+	if err := checkFaultsBuilt(cfg.Binary); err != nil {
+		return 2, err
 	}
 	rep, err := New(cfg).Run(ctx)
 	if err != nil {
@@ -133,4 +143,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 		return 1, nil
 	}
 	return 0, nil
+}
+
+// checkFaultsBuilt refuses a binary built without the fault hooks: the
+// workers fencecheck starts inject faults (FENCECRON_FAULTS), which such
+// a binary refuses, so the run would fail late and less clearly.
+func checkFaultsBuilt(bin string) error {
+	info, err := buildinfo.ReadFile(bin)
+	if err != nil {
+		return fmt.Errorf("-bin %s: %w", bin, err)
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), scheduler.FaultsBuildTag) {
+			return nil
+		}
+	}
+	return fmt.Errorf("-bin %s was built without the fault hooks its workers need: build it with go build -tags %s ./cmd/fencecron", bin, scheduler.FaultsBuildTag)
 }

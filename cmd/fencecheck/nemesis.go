@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // Fault kinds. Targets are roles (the leader, a worker that is running an
@@ -173,7 +174,7 @@ func (h *Harness) runNemesis(ctx context.Context, sched []Op) []Op {
 // waitForGrant polls a leader's trail until a new grant appears, and
 // returns its attempt and token.
 func waitForGrant(n *localcluster.Node, within time.Duration) (string, bool) {
-	var page eventsPage
+	var page wire.EventList
 	if err := getJSON(n, "/api/v1/events?limit=1", time.Second, &page); err != nil || len(page.Events) == 0 {
 		return "", false
 	}

@@ -23,16 +23,18 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		fs.Usage()
 		return flag.ErrHelp
 	}
+	// First: a release build refuses FENCECRON_FAULTS (it has no fault
+	// hooks), whatever the config says.
+	faults, err := scheduler.ParseFaults(os.Getenv("FENCECRON_FAULTS"))
+	if err != nil {
+		return fmt.Errorf("FENCECRON_FAULTS: %w", err)
+	}
 	f, err := config.Load(*path)
 	if err != nil {
 		return err
 	}
 	if !f.Has(config.SectionNode) {
 		return fmt.Errorf("%s: an agent's config needs a node section", *path)
-	}
-	faults, err := scheduler.ParseFaults(os.Getenv("FENCECRON_FAULTS"))
-	if err != nil {
-		return fmt.Errorf("FENCECRON_FAULTS: %w", err)
 	}
 	log := newLogger(stderr)
 	log.Info("fencecron agent", "config", *path, "node", f.Node.Name, "data", f.Node.DataDir)

@@ -17,7 +17,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // client talks to one node's HTTP API.
@@ -30,11 +30,14 @@ type client struct {
 	http   *http.Client
 }
 
-// clientFlags parses the flags every client command takes; it returns the
-// positional arguments.
-func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int, argUsage string) (*client, []string, error) {
+// clientFlags parses the flags every client command takes, and those more
+// adds; it returns the positional arguments.
+func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int, argUsage string, more ...func(*flag.FlagSet)) (*client, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	for _, m := range more {
+		m(fs)
+	}
 	def := os.Getenv("FENCECRON_ADDR")
 	if def == "" {
 		def = "127.0.0.1:8080"
@@ -109,11 +112,7 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		var e struct{ Error string }
-		if json.Unmarshal(b, &e) == nil && e.Error != "" {
-			return fmt.Errorf("%s %s: %s", method, path, e.Error)
-		}
-		return fmt.Errorf("%s %s: %s", method, path, resp.Status)
+		return fmt.Errorf("%s %s: %w", method, path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))
 	}
 	if c.json {
 		c.out.Write(b)
@@ -130,7 +129,7 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err != nil {
 		return err
 	}
-	var st web.Status
+	var st wire.Status
 	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil || c.json {
 		return err
 	}
@@ -156,7 +155,7 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var out struct{ Jobs []web.Job }
+	var out wire.JobList
 	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, &out); err != nil || c.json {
 		return err
 	}
@@ -181,7 +180,7 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if len(rest) == 1 {
 		q.Set("job", rest[0])
 	}
-	var out struct{ Runs []jobs.Run }
+	var out wire.RunList
 	if err := c.do(ctx, http.MethodGet, "/api/v1/runs?"+q.Encode(), nil, &out); err != nil || c.json {
 		return err
 	}
@@ -200,16 +199,27 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runJobAction(action string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		c, rest, err := clientFlags(action, args, stdout, stderr, 1, "JOB")
+		var force *bool
+		var more []func(*flag.FlagSet)
+		if action == "trigger" {
+			more = append(more, func(fs *flag.FlagSet) {
+				force = fs.Bool("force", false, "run even if the job's overlap policy (forbid, replace) says not now; the leader records it in the audit trail")
+			})
+		}
+		c, rest, err := clientFlags(action, args, stdout, stderr, 1, "JOB", more...)
 		if err != nil {
 			return err
 		}
 		var run jobs.Run
 		var v any
+		path := "/api/v1/jobs/" + url.PathEscape(rest[0]) + "/" + action
 		if action == "trigger" {
 			v = &run
+			if *force {
+				path += "?force=true"
+			}
 		}
-		if err := c.do(ctx, http.MethodPost, "/api/v1/jobs/"+url.PathEscape(rest[0])+"/"+action, nil, v); err != nil || c.json {
+		if err := c.do(ctx, http.MethodPost, path, nil, v); err != nil || c.json {
 			return err
 		}
 		switch action {

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -62,5 +63,52 @@ func TestClient_SendsAPITokenOnChanges(t *testing.T) {
 		} else if got != want {
 			t.Errorf("%s: Authorization %q, want %q", req, got, want)
 		}
+	}
+}
+
+// `fencecron trigger -force JOB` asks for ?force=true, plain trigger does
+// not; an error answer is shown as the API's message, and one that is
+// not the API's (a proxy's page) says so.
+func TestClient_Trigger(t *testing.T) {
+	var mu sync.Mutex
+	var queries []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		queries = append(queries, r.URL.RawQuery)
+		mu.Unlock()
+		switch r.URL.Path {
+		case "/api/v1/jobs/report/trigger":
+			w.Header().Set("Content-Type", "application/json")
+			w.Write([]byte(`{"id":"report@x","state":"pending","attempts":[]}`))
+		case "/api/v1/jobs/nope/trigger":
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error":"trigger nope: unknown job","code":"unknown_job"}`))
+		default:
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusBadGateway)
+			w.Write([]byte(`<html>bad gateway</html>`))
+		}
+	}))
+	defer srv.Close()
+	var out, errOut bytes.Buffer
+	for _, args := range [][]string{
+		{"trigger", "-addr", srv.URL, "report"},
+		{"trigger", "-addr", srv.URL, "-force", "report"},
+	} {
+		if err := run(t.Context(), args, &out, &errOut); err != nil {
+			t.Fatalf("%v: %v\n%s", args, err, errOut.String())
+		}
+	}
+	mu.Lock()
+	if got := strings.Join(queries, ","); got != ",force=true" {
+		t.Errorf("queries %q, want none, then force=true", got)
+	}
+	mu.Unlock()
+	if err := run(t.Context(), []string{"trigger", "-addr", srv.URL, "nope"}, &out, &errOut); err == nil || !strings.HasSuffix(err.Error(), ": trigger nope: unknown job") {
+		t.Errorf("trigger nope: %v, want the API's message", err)
+	}
+	if err := run(t.Context(), []string{"trigger", "-addr", srv.URL, "gw"}, &out, &errOut); err == nil || !strings.Contains(err.Error(), "unexpected answer 502") {
+		t.Errorf("trigger through a failing proxy: %v, want it called an unexpected answer", err)
 	}
 }

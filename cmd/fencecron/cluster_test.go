@@ -14,7 +14,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // tickJobs fire every second and publish a line, so a leader always has
@@ -135,7 +135,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	}
 	t.Logf("leader %s, epoch %d", a.Leader, a.Epoch)
 	// The leader applies its file's jobs right after its election entry.
-	var st web.Status
+	var st wire.Status
 	if err := localcluster.Until(15*time.Second, func() error {
 		var err error
 		if st, err = nodes[0].Status(); err != nil {

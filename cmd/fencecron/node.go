@@ -23,6 +23,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/web"
 	"github.com/fencecron/fencecron/web/metrics"
 )
@@ -65,7 +66,8 @@ type nodeOptions struct {
 	// DropEnv names environment variables (the config's secrets) that
 	// jobs must not inherit.
 	DropEnv []string
-	// Faults injects failures for tests (FENCECRON_FAULTS).
+	// Faults injects failures for tests (FENCECRON_FAULTS; only a test
+	// build has them); nil: none.
 	Faults *scheduler.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
@@ -91,7 +93,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return err
 	}
-	if o.Faults.Enabled() {
+	// A release build has no faults, nor this text (FaultsBuilt is false).
+	if scheduler.FaultsBuilt && o.Faults != nil {
 		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
 	}
 
@@ -169,8 +172,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
-	peer := &web.Peer{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
-	sched.Forwarder, sched.Dispatcher = peer, peer
+	// The transport between nodes: this node's calls to the leader and
+	// to workers, and its answers to theirs (as the leader, through
+	// Local, which never forwards).
+	peers := &rpc.Client{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
+	sched.Forwarder, sched.Dispatcher = peers, peers
 
 	nodeMetrics := metrics.New()
 	if o.Store.Backend != config.BackendRemote {
@@ -185,9 +191,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
 	}
-	peer.Local = worker
+	peers.Local = worker
+	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log}
 	srv := &web.Server{
-		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Worker: worker,
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Internal: internal,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: nodeMetrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -189,11 +188,8 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 	}
 
 	// 4. Late messages for the old attempt leave the new one untouched.
-	old, _ := json.Marshal(map[string]any{"op": "complete", "complete": map[string]any{
-		"attempt": first.ID, "state": "succeeded", "store_outcome": "applied", "ended_at": time.Now().UTC(),
-	}})
-	var wire struct{ Code string }
-	if err := leader.Post("/internal/v1/apply", json.RawMessage(old), &wire); err != nil {
+	old := map[string]any{"attempt": first.ID, "state": "succeeded", "store_outcome": "applied", "ended_at": time.Now().UTC()}
+	if err := leader.Post("/internal/v1/complete", old, nil); err != nil {
 		t.Fatal(err)
 	}
 	var renew struct {

@@ -26,7 +26,7 @@ import (
 
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // Options describe a cluster.
@@ -439,15 +439,15 @@ func (n *Node) Post(path string, body, v any) error {
 }
 
 // Status returns the node's /api/v1/status.
-func (n *Node) Status() (web.Status, error) {
-	var st web.Status
+func (n *Node) Status() (wire.Status, error) {
+	var st wire.Status
 	err := n.GetJSON("/api/v1/status", &st)
 	return st, err
 }
 
 // Runs returns up to limit runs of job ("" for all), newest first.
 func (n *Node) Runs(job string, limit int) ([]jobs.Run, error) {
-	var out struct{ Runs []jobs.Run }
+	var out wire.RunList
 	err := n.GetJSON(fmt.Sprintf("/api/v1/runs?job=%s&limit=%d", job, limit), &out)
 	return out.Runs, err
 }

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 var (
@@ -28,7 +29,8 @@ var (
 )
 
 // Binary builds cmd/fencecron once per test process and returns its path.
-// Call Cleanup from TestMain to remove it.
+// It is a test build: with the fault hooks (scheduler.FaultsBuildTag), so
+// tests can set FENCECRON_FAULTS. Call Cleanup from TestMain to remove it.
 func Binary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -37,7 +39,7 @@ func Binary(t testing.TB) string {
 			return
 		}
 		buildPath = filepath.Join(buildDir, "fencecron")
-		args := []string{"build", "-o", buildPath}
+		args := []string{"build", "-tags", scheduler.FaultsBuildTag, "-o", buildPath}
 		if raceEnabled {
 			args = append(args, "-race")
 		}

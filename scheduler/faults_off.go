@@ -1,0 +1,37 @@
+//go:build !fencecron_faults
+
+package scheduler
+
+import (
+	"errors"
+	"strings"
+)
+
+// FaultsBuilt reports whether this build has fault injection (see
+// FaultsBuildTag): it has not.
+const FaultsBuilt = false
+
+// Faults is empty in a build without fault injection: every hook does
+// nothing.
+type Faults struct{}
+
+// errNoFaults refuses FENCECRON_FAULTS in a build without fault injection:
+// a node must not run as if faults were injected when they are not, nor
+// the other way round.
+var errNoFaults = errors.New("this fencecron was built without fault hooks, which exist only in test builds (go build -tags " + FaultsBuildTag + "): unset FENCECRON_FAULTS")
+
+// ParseFaults accepts only "" (and returns nil): there are no faults to
+// inject.
+func ParseFaults(s string) (*Faults, error) {
+	if strings.TrimSpace(s) != "" {
+		return nil, errNoFaults
+	}
+	return nil, nil
+}
+
+// DropDispatchReply returns nil: no reply is dropped.
+func DropDispatchReply(*Faults) error { return nil }
+
+func (*Faults) stopBeforePublish(int) bool { return false }
+
+func (*Faults) dropRenewReply(*int) error { return nil }

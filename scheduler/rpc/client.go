@@ -1,0 +1,296 @@
+package rpc
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
+)
+
+// Client calls other nodes' Servers: the leader's for what this node asks
+// of it (scheduler.Forwarder), workers' for assignments
+// (scheduler.Dispatcher). Set its fields, then use it from any goroutine.
+//
+// Calls to the leader go to the one gossip names; when that one cannot be
+// reached or says it does not lead, to the one the servers' Raft names,
+// in the same call. Every call but Renew then retries, with backoff, until
+// the leader answers or ctx ends. An answer is the leader's only when it
+// is a structured error (wire.RemoteError) or a reply; anything else is
+// retried like a lost connection.
+type Client struct {
+	// Self is this node's id; Local takes assignments for it without HTTP.
+	Self  string
+	Local interface {
+		Accept(scheduler.Assignment) error
+	}
+	// TLS is this node's cluster identity: every call is TLS, and the
+	// answering node must prove it is a node of the cluster.
+	TLS *clustertls.Identity
+	// NameAt names the node gossip says serves HTTP at addr ("" if
+	// unknown), so a call checks it reached the node it meant to.
+	NameAt func(addr string) string
+	// LeaderHTTP returns the leader's HTTP address (host:port), and
+	// NodeHTTP any node's.
+	LeaderHTTP func() (string, error)
+	NodeHTTP   func(node string) (string, error)
+	// Servers lists the HTTP addresses of alive servers: a node that does
+	// not know the leader yet (a worker whose gossip has not heard) asks
+	// them.
+	Servers func() []string
+	// Faults, in a test build, drops dispatch replies (scheduler.Faults).
+	Faults *scheduler.Faults
+
+	once sync.Once
+	http *http.Client
+}
+
+var (
+	_ scheduler.Forwarder  = (*Client)(nil)
+	_ scheduler.Dispatcher = (*Client)(nil)
+)
+
+// client returns the HTTP client of the cluster's links: TLS with this
+// node's certificate, checking the peer's against the cluster's CA and,
+// where gossip knows who listens at the address, its node name.
+func (c *Client) client() *http.Client {
+	c.once.Do(func() {
+		dialer := &net.Dialer{Timeout: 5 * time.Second}
+		tr := &http.Transport{
+			DialTLSContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if c.TLS == nil {
+					return nil, errors.New("no cluster TLS identity: calls between nodes are never sent in the clear")
+				}
+				name := ""
+				if c.NameAt != nil {
+					name = c.NameAt(addr)
+				}
+				d := &tls.Dialer{NetDialer: dialer, Config: c.TLS.ClientConfig(clustertls.ProtoHTTP, name)}
+				return d.DialContext(ctx, network, addr)
+			},
+			TLSHandshakeTimeout: 5 * time.Second,
+			MaxIdleConnsPerHost: 8,
+			IdleConnTimeout:     90 * time.Second,
+		}
+		c.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}
+	})
+	return c.http
+}
+
+// SetJobs implements scheduler.Forwarder.
+func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+	var reply setJobsReply
+	err := c.toLeader(ctx, pathSetJobs, setJobsRequest{Jobs: specs, Source: source}, &reply)
+	return reply.Hash, err
+}
+
+// Trigger implements scheduler.Forwarder.
+func (c *Client) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+	var run jobs.Run
+	err := c.toLeader(ctx, pathTrigger, triggerRequest{Job: job, Force: force}, &run)
+	return run, err
+}
+
+// Pause implements scheduler.Forwarder.
+func (c *Client) Pause(ctx context.Context, job string, paused bool) error {
+	return c.toLeader(ctx, pathPause, pauseRequest{Job: job, Paused: paused}, nil)
+}
+
+// Started implements scheduler.Forwarder.
+func (c *Client) Started(ctx context.Context, attempt string, at time.Time) error {
+	return c.toLeader(ctx, pathStarted, startedRequest{Attempt: attempt, At: at}, nil)
+}
+
+// Complete implements scheduler.Forwarder.
+func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error {
+	return c.toLeader(ctx, pathComplete, comp, nil)
+}
+
+// Note implements scheduler.Forwarder.
+func (c *Client) Note(ctx context.Context, attempt, kind, node, detail string) error {
+	return c.toLeader(ctx, pathNote, noteRequest{Attempt: attempt, Kind: kind, Node: node, Detail: detail}, nil)
+}
+
+// Audit implements scheduler.Forwarder.
+func (c *Client) Audit(ctx context.Context, kind, node, detail string) error {
+	return c.toLeader(ctx, pathAudit, auditRequest{Kind: kind, Node: node, Detail: detail}, nil)
+}
+
+// Renew asks the leader once (renewals have their own rhythm) to renew an
+// attempt's lease.
+func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.RenewReply, error) {
+	var reply scheduler.RenewReply
+	err := c.callLeader(ctx, pathRenew, renewRequest{Attempt: attempt, Node: node}, &reply)
+	return reply, err
+}
+
+// Dispatch delivers an assignment to its worker: directly when it is this
+// node, over the network otherwise. It tries once; the leader decides
+// what a failure means.
+func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assignment) error {
+	if worker == c.Self && c.Local != nil {
+		if err := c.Local.Accept(a); err != nil {
+			return err
+		}
+	} else {
+		addr, err := c.NodeHTTP(worker)
+		if err != nil {
+			return err
+		}
+		if err := c.post(ctx, addr, pathDispatch, a, nil); err != nil {
+			return err
+		}
+	}
+	return scheduler.DropDispatchReply(c.Faults)
+}
+
+// toLeader calls the leader with retries until it answers or ctx ends.
+func (c *Client) toLeader(ctx context.Context, path string, in, out any) error {
+	backoff := 50 * time.Millisecond
+	for {
+		err := c.callLeader(ctx, path, in, out)
+		if err == nil || final(err) {
+			return err
+		}
+		t := time.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+		case <-t.C:
+		}
+		backoff = min(2*backoff, time.Second)
+	}
+}
+
+// final reports whether err is the leader's answer, which a retry would
+// only repeat: a structured refusal, not "not the leader", "unavailable"
+// or "not a node of this cluster" (which a secret being rolled can cure).
+// A failure of the transport, an answer that is not a fencecron node's
+// (wire.UnexpectedAnswer), is never final.
+func final(err error) bool {
+	var re *wire.RemoteError
+	return errors.As(err, &re) && re.Status < http.StatusInternalServerError && re.Status != http.StatusUnauthorized
+}
+
+// callLeader calls the leader this node's gossip names, once. When that
+// address cannot be reached or says it does not lead, it asks the
+// servers, whose Raft knows, and calls once the leader they name: gossip
+// can take seconds to carry news of an election, and a lease cannot wait
+// that long. With a deadline, the first try gets half of the time left,
+// so a leader that is paused or cut off cannot use it all up.
+func (c *Client) callLeader(ctx context.Context, path string, in, out any) error {
+	addr, err := c.LeaderHTTP()
+	if err == nil {
+		first := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			first, cancel = context.WithTimeout(ctx, time.Until(dl)/2)
+			defer cancel()
+		}
+		if err = c.post(first, addr, path, in, out); !notTheLeader(err) {
+			return err
+		}
+	}
+	alt, aerr := c.askServers(ctx, addr)
+	if aerr != nil {
+		return err
+	}
+	if err2 := c.post(ctx, alt, path, in, out); err2 != nil {
+		return fmt.Errorf("%w (and before, from gossip's leader: %v)", err2, err)
+	}
+	return nil
+}
+
+// notTheLeader reports whether err means the address asked is not (or no
+// longer) the leader's: unreachable, not answering as a fencecron node,
+// or answering that it does not lead or cannot now.
+func notTheLeader(err error) bool {
+	var re *wire.RemoteError
+	switch {
+	case err == nil:
+		return false
+	case errors.As(err, &re):
+		return re.Status == http.StatusServiceUnavailable
+	}
+	return true
+}
+
+// askServers returns the leader's HTTP address as the first alive server
+// that knows one tells it, unless that is tried, the address that just
+// failed.
+func (c *Client) askServers(ctx context.Context, tried string) (string, error) {
+	if c.Servers == nil {
+		return "", election.ErrNoLeader
+	}
+	for _, s := range c.Servers() {
+		if s == tried {
+			continue
+		}
+		if addr := c.askServer(ctx, s); addr != "" && addr != tried {
+			return addr, nil
+		}
+	}
+	return "", election.ErrNoLeader
+}
+
+// askServer reads server's public status, which names the leader its
+// Raft knows.
+func (c *Client) askServer(ctx context.Context, server string) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "https://"+server+"/api/v1/status", nil)
+	resp, err := c.client().Do(req)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	var st wire.Status
+	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st) != nil {
+		return ""
+	}
+	return st.LeaderHTTP()
+}
+
+// post sends in to the Server at addr and decodes its reply into out. An
+// error answer becomes what wire.Decode makes of it.
+func (c *Client) post(ctx context.Context, addr, path string, in, out any) error {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return fmt.Errorf("%s: encode request: %w", path, err)
+	}
+	url := "https://" + addr + Prefix + path
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := c.client().Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		return fmt.Errorf("%s%s: %w", addr, Prefix+path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))
+	}
+	if out == nil {
+		return nil
+	}
+	if err := json.NewDecoder(resp.Body).Decode(out); err != nil {
+		return fmt.Errorf("%s%s: decode answer: %w", addr, Prefix+path, err)
+	}
+	return nil
+}

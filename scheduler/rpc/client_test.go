@@ -1,0 +1,388 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
+)
+
+// testSecret is the cluster secret of the tests' nodes.
+var testSecret = []byte("rpc-test-cluster-secret-0123456789abcdef")
+
+// clientID is the cluster identity of the node under test, and stubID
+// that of the nodes it calls.
+var clientID, stubID = mustIdentity("w1", testSecret), mustIdentity("stub", testSecret)
+
+func mustIdentity(name string, secret []byte) *clustertls.Identity {
+	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret})
+	if err != nil {
+		panic(err)
+	}
+	return id
+}
+
+// closedAddr is a loopback address nothing listens on: a killed leader.
+func closedAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return addr
+}
+
+// stub serves h on loopback as a node of the test cluster does (TLS with
+// its certificate, a node's client certificate verified if given), and
+// returns its host:port.
+func stub(t *testing.T, h http.Handler) string {
+	t.Helper()
+	s := httptest.NewUnstartedServer(h)
+	s.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	return strings.TrimPrefix(s.URL, "https://")
+}
+
+// node serves a real Server over leader (and worker, if not nil).
+func node(t *testing.T, leader scheduler.Forwarder, worker func(scheduler.Assignment) error) string {
+	srv := &Server{Leader: leader}
+	if worker != nil {
+		srv.Worker = acceptFunc(worker)
+	}
+	return stub(t, srv)
+}
+
+type acceptFunc func(scheduler.Assignment) error
+
+func (f acceptFunc) Accept(a scheduler.Assignment) error { return f(a) }
+
+// fakeLeader is a scheduler.Forwarder that records its calls; a nil
+// field answers as a leader that accepts everything.
+type fakeLeader struct {
+	mu    sync.Mutex
+	calls []string
+
+	renew    func(attempt, node string) (scheduler.RenewReply, error)
+	complete func(scheduler.Completion) error
+	note     func(attempt string) error
+}
+
+func (f *fakeLeader) record(format string, args ...any) {
+	f.mu.Lock()
+	f.calls = append(f.calls, fmt.Sprintf(format, args...))
+	f.mu.Unlock()
+}
+
+func (f *fakeLeader) Calls() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.calls...)
+}
+
+func (f *fakeLeader) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
+	names := []string{}
+	for _, s := range specs {
+		names = append(names, s.Name+":"+strings.Join(s.Schedules, "|"))
+	}
+	f.record("set_jobs %s from %s", strings.Join(names, ","), source)
+	return "hash-" + source, nil
+}
+func (f *fakeLeader) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
+	f.record("trigger %s force=%v", job, force)
+	if job == "nope" {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
+	}
+	return jobs.Run{ID: job + "@manual", Job: job, State: jobs.Pending}, nil
+}
+func (f *fakeLeader) Pause(_ context.Context, job string, paused bool) error {
+	f.record("pause %s %v", job, paused)
+	return nil
+}
+func (f *fakeLeader) Started(_ context.Context, attempt string, at time.Time) error {
+	f.record("started %s at %s", attempt, at.Format(time.RFC3339Nano))
+	return nil
+}
+func (f *fakeLeader) Complete(_ context.Context, c scheduler.Completion) error {
+	f.record("complete %s %s exit=%d store=%s error=%q", c.Attempt, c.State, *c.ExitCode, c.StoreOutcome, c.Error)
+	if f.complete != nil {
+		return f.complete(c)
+	}
+	return nil
+}
+func (f *fakeLeader) Note(_ context.Context, attempt, kind, node, detail string) error {
+	f.record("note %s %s %s %q", attempt, kind, node, detail)
+	if f.note != nil {
+		return f.note(attempt)
+	}
+	return nil
+}
+func (f *fakeLeader) Audit(_ context.Context, kind, node, detail string) error {
+	f.record("audit %s %s %q", kind, node, detail)
+	return nil
+}
+func (f *fakeLeader) Renew(_ context.Context, attempt, node string) (scheduler.RenewReply, error) {
+	f.record("renew %s %s", attempt, node)
+	if f.renew != nil {
+		return f.renew(attempt, node)
+	}
+	return scheduler.RenewReply{Held: true, TTL: jobs.Duration(2 * time.Second)}, nil
+}
+
+// notLeader answers every call as a follower does.
+func notLeader() *fakeLeader {
+	err := fmt.Errorf("renew: %w", jobs.ErrNotLeader)
+	return &fakeLeader{
+		renew: func(string, string) (scheduler.RenewReply, error) { return scheduler.RenewReply{}, err },
+		note:  func(string) error { return err },
+	}
+}
+
+// serverStub answers /api/v1/status as a server whose Raft knows that
+// leader leads at leaderHTTP.
+func serverStub(t *testing.T, leader, leaderHTTP string) string {
+	return stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		st := wire.Status{Leader: leader, Members: []wire.MemberStatus{{Member: election.Member{Name: leader, Meta: election.Meta{HTTPAddr: leaderHTTP}}}}}
+		json.NewEncoder(w).Encode(st)
+	}))
+}
+
+// A worker whose gossip still names a killed leader finds the new one by
+// asking the servers, within the same renewal: the lease must not run out
+// while gossip catches up with the election.
+func TestClient_RenewFindsNewLeaderWhenGossipNamesDeadOne(t *testing.T) {
+	leader := &fakeLeader{}
+	newLeader := node(t, leader, nil)
+	dead := closedAddr(t)
+	c := &Client{
+		TLS:        clientID,
+		Self:       "w1",
+		LeaderHTTP: func() (string, error) { return dead, nil },
+		Servers:    func() []string { return []string{closedAddr(t), serverStub(t, "n2", newLeader)} },
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	reply, err := c.Renew(ctx, "job@1.1", "w1")
+	if err != nil || !reply.Held {
+		t.Fatalf("renew with gossip naming a dead leader: %+v, %v; want held through the servers' leader", reply, err)
+	}
+	if got := leader.Calls(); len(got) != 1 {
+		t.Errorf("the new leader saw %q, want one renewal", got)
+	}
+}
+
+// A node that answers "not the leader" is not asked again in the same call:
+// the servers are.
+func TestClient_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
+	leader, follower := &fakeLeader{}, notLeader()
+	c := &Client{
+		TLS:        clientID,
+		LeaderHTTP: func() (string, error) { return node(t, follower, nil), nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", node(t, leader, nil))} },
+	}
+	reply, err := c.Renew(t.Context(), "job@1.1", "w1")
+	if err != nil || !reply.Held || len(leader.Calls()) != 1 || len(follower.Calls()) != 1 {
+		t.Fatalf("renew via a follower: %+v, %v, calls at the leader %q, at the follower %q; want held, one each", reply, err, leader.Calls(), follower.Calls())
+	}
+}
+
+// An answer from the leader itself is final: a refusal is not retried
+// elsewhere, and no server is asked.
+func TestClient_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
+	leader := &fakeLeader{renew: func(a, _ string) (scheduler.RenewReply, error) {
+		return scheduler.RenewReply{}, fmt.Errorf("renew %s: %w", a, jobs.ErrInvalidConfig)
+	}}
+	var asked atomic.Int32
+	c := &Client{
+		TLS:        clientID,
+		LeaderHTTP: func() (string, error) { return node(t, leader, nil), nil },
+		Servers:    func() []string { asked.Add(1); return nil },
+	}
+	_, err := c.Renew(t.Context(), "job@1.1", "w1")
+	var re *wire.RemoteError
+	if !errors.As(err, &re) || re.Status != http.StatusBadRequest || !errors.Is(err, jobs.ErrInvalidConfig) {
+		t.Fatalf("renew refused by the leader: %v, want its 400 standing for ErrInvalidConfig", err)
+	}
+	if asked.Load() != 0 {
+		t.Errorf("servers asked %d times after the leader answered", asked.Load())
+	}
+}
+
+// With no leader anywhere, the error says so rather than naming an address.
+func TestClient_NoLeaderAnywhere(t *testing.T) {
+	c := &Client{
+		TLS:        clientID,
+		LeaderHTTP: func() (string, error) { return "", election.ErrNoLeader },
+		Servers:    func() []string { return []string{closedAddr(t)} },
+	}
+	if _, err := c.Renew(t.Context(), "job@1.1", "w1"); !errors.Is(err, election.ErrNoLeader) {
+		t.Fatalf("renew with no leader: %v, want ErrNoLeader", err)
+	}
+}
+
+// A call that first meets a follower ("not the leader") and then the
+// leader is made once at the leader and reported as done: the follower's
+// answer does not stick to the leader's.
+func TestClient_CallAfterFollowerAnswersNotLeader(t *testing.T) {
+	leader, follower := &fakeLeader{}, notLeader()
+	c := &Client{
+		TLS:        clientID,
+		LeaderHTTP: func() (string, error) { return node(t, follower, nil), nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", node(t, leader, nil))} },
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	err := c.Note(ctx, "job@1.1", "suspect", "w1", "renewal late")
+	if err != nil || len(leader.Calls()) != 1 {
+		t.Fatalf("note via a follower: %v, leader saw %q; want done once", err, leader.Calls())
+	}
+}
+
+// A leader that takes the connection but never answers (paused, or cut
+// off) uses up only half of a renewal's time: the rest goes to the leader
+// the servers name.
+func TestClient_RenewDoesNotWaitOutAHungLeader(t *testing.T) {
+	leader := &fakeLeader{}
+	hung := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body) // the server notices a hang-up only once the body is read
+		<-r.Context().Done()
+	}))
+	c := &Client{
+		TLS:        clientID,
+		LeaderHTTP: func() (string, error) { return hung, nil },
+		Servers:    func() []string { return []string{serverStub(t, "n2", node(t, leader, nil))} },
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	reply, err := c.Renew(ctx, "job@1.1", "w1")
+	if err != nil || !reply.Held || len(leader.Calls()) != 1 {
+		t.Fatalf("renew with a hung leader in gossip: %+v, %v; want held by the servers' leader", reply, err)
+	}
+}
+
+// Calls go over TLS to a node of the cluster, and, where gossip names the
+// node at an address, to that node: a node of the cluster answering at an
+// address gossip gives another, or a stranger, is not called.
+func TestClient_ChecksThePeer(t *testing.T) {
+	leader := &fakeLeader{}
+	addr := node(t, leader, nil) // serves as "stub"
+	stranger := httptest.NewUnstartedServer(&Server{Leader: leader})
+	stranger.Config.ErrorLog = log.New(io.Discard, "", 0)
+	stranger.TLS = mustIdentity("stub", []byte("another-cluster-secret-0123456789abcdef")).ServerConfig(clustertls.ProtoHTTP, false)
+	stranger.StartTLS()
+	defer stranger.Close()
+	for _, tc := range []struct {
+		name   string
+		addr   string
+		nameAt string
+		ok     bool
+	}{
+		{"the node gossip names", addr, "stub", true},
+		{"an address gossip does not know", addr, "", true},
+		{"another node than gossip names", addr, "n2", false},
+		{"a node of another cluster", strings.TrimPrefix(stranger.URL, "https://"), "stub", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := &Client{
+				TLS: clientID, LeaderHTTP: func() (string, error) { return tc.addr, nil },
+				NameAt: func(string) string { return tc.nameAt },
+			}
+			_, err := c.Renew(t.Context(), "job@1.1", "w1")
+			if (err == nil) != tc.ok {
+				t.Fatalf("renew: %v, want success %v", err, tc.ok)
+			}
+			var re *wire.RemoteError
+			if err != nil && errors.As(err, &re) {
+				t.Errorf("a refused handshake reads as the leader's answer: %v", err)
+			}
+		})
+	}
+	if n := len(leader.Calls()); n != 2 {
+		t.Errorf("the leader answered %d calls, want the 2 that reached the right node", n)
+	}
+	// Without an identity nothing is sent in the clear.
+	c := &Client{LeaderHTTP: func() (string, error) { return addr, nil }}
+	if _, err := c.Renew(t.Context(), "job@1.1", "w1"); err == nil || !strings.Contains(err.Error(), "no cluster TLS identity") {
+		t.Errorf("renew without an identity: %v", err)
+	}
+}
+
+// A 404 that is not the leader's word (a proxy's page, a server that does
+// not serve this endpoint) does not make a worker give up its completion:
+// it is retried until the leader answers or time runs out, and never
+// reads as jobs.ErrNotFound. The leader's own "no such attempt" does, at
+// once.
+func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
+	exit := 0
+	comp := scheduler.Completion{Attempt: "job@1.1", State: jobs.Succeeded, ExitCode: &exit, EndedAt: time.Now()}
+	for _, tc := range []struct {
+		name string
+		h    http.HandlerFunc
+	}{
+		{"a proxy's page", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "text/html")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, "<html><body><h1>404 Not Found</h1>nginx</body></html>")
+		}},
+		{"Go's default 404", http.NotFound},
+		{"an older node's error", func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotFound)
+			io.WriteString(w, `{"error": "POST /internal/v1/complete: not found"}`)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var hits atomic.Int32
+			wrong := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				hits.Add(1)
+				tc.h(w, r)
+			}))
+			c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return wrong, nil }}
+			ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+			defer cancel()
+			err := c.Complete(ctx, comp)
+			if err == nil || errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
+				t.Fatalf("complete at %s: %v; want a transport failure, not a domain answer", tc.name, err)
+			}
+			var ua *wire.UnexpectedAnswer
+			if !errors.As(err, &ua) || !errors.Is(err, context.DeadlineExceeded) {
+				t.Errorf("complete: %v; want the deadline, after an unexpected answer", err)
+			}
+			if hits.Load() < 2 {
+				t.Errorf("asked %d times, want retries until the deadline", hits.Load())
+			}
+		})
+	}
+
+	leader := &fakeLeader{complete: func(c scheduler.Completion) error {
+		return fmt.Errorf("attempt %s: %w", c.Attempt, jobs.ErrNotFound)
+	}}
+	c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return node(t, leader, nil), nil }}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	if err := c.Complete(ctx, comp); !errors.Is(err, jobs.ErrNotFound) || ctx.Err() != nil {
+		t.Errorf("the leader's not_found: %v; want jobs.ErrNotFound at once", err)
+	}
+	if n := len(leader.Calls()); n != 1 {
+		t.Errorf("the leader was asked %d times, want once: its answer is final", n)
+	}
+}

@@ -1,0 +1,99 @@
+// Package rpc is the transport between the nodes of a cluster: what a
+// node that does not lead asks of the leader (scheduler.Forwarder: job
+// sets, triggers, pauses, a worker's reports and lease renewals) and the
+// leader's assignments to workers (scheduler.Dispatcher).
+//
+// It runs over HTTPS on each node's HTTP port, under Prefix, which web
+// mounts but does not interpret: web serves people (the dashboard and the
+// public API), this package serves nodes. Both ends prove they are nodes
+// of the cluster with its certificates (election/clustertls): the Server
+// refuses a caller without one, and the Client checks, where gossip knows
+// who listens at an address, that it reached the node it meant to.
+//
+// Every call is typed, one endpoint per Forwarder method plus dispatch:
+// a JSON request the Server decodes strictly (no unknown fields, bounded
+// size) and hands to the leader's scheduler.Forwarder, which re-validates
+// it; no encoded log command crosses the wire. Errors travel as
+// wire.ErrorBody, coded by the one table in web/wire. The Client reads a
+// domain error (no such attempt, unknown job, not the leader) only from
+// that structured body: an answer without one (a proxy's page, another
+// server's 404) is a failure of the transport, retried like a lost
+// connection, never taken for the leader's word.
+package rpc
+
+import (
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Prefix is the path under which the Server answers; web routes every
+// request under it to the Server.
+const Prefix = "/internal/v1"
+
+// Paths of the calls, under Prefix.
+const (
+	pathSetJobs  = "/set_jobs"
+	pathTrigger  = "/trigger"
+	pathPause    = "/pause"
+	pathStarted  = "/started"
+	pathComplete = "/complete"
+	pathNote     = "/note"
+	pathAudit    = "/audit"
+	pathRenew    = "/renew"
+	pathDispatch = "/dispatch"
+	// pathRetired is where nodes of an older version sent encoded log
+	// commands. It answers "unavailable", never "not found": an older
+	// node reads a 404 as the leader's "no such attempt" and would give
+	// up a completion for good, where a 503 makes it retry until it is
+	// upgraded too.
+	pathRetired = "/apply"
+)
+
+// maxBody bounds a request: a job set as large as PUT /api/v1/jobset
+// takes (4 MiB), with room to spare.
+const maxBody = 8 << 20
+
+// Request and reply bodies. A call whose reply carries nothing answers
+// with done. Completions, renewal replies and assignments travel as the
+// scheduler's own types.
+type (
+	setJobsRequest struct {
+		Jobs   []jobs.Spec `json:"jobs"`
+		Source string      `json:"source"`
+	}
+	setJobsReply struct {
+		Hash string `json:"hash"`
+	}
+	triggerRequest struct {
+		Job   string `json:"job"`
+		Force bool   `json:"force,omitempty"`
+	}
+	pauseRequest struct {
+		Job    string `json:"job"`
+		Paused bool   `json:"paused"`
+	}
+	startedRequest struct {
+		Attempt string    `json:"attempt"`
+		At      time.Time `json:"at"`
+	}
+	noteRequest struct {
+		Attempt string `json:"attempt"`
+		Kind    string `json:"kind"`
+		Node    string `json:"node"`
+		Detail  string `json:"detail,omitempty"`
+	}
+	auditRequest struct {
+		Kind   string `json:"kind"`
+		Node   string `json:"node"`
+		Detail string `json:"detail,omitempty"`
+	}
+	renewRequest struct {
+		Attempt string `json:"attempt"`
+		Node    string `json:"node"`
+	}
+	dispatchReply struct {
+		Accepted string `json:"accepted"`
+	}
+	done struct{}
+)

@@ -1,0 +1,197 @@
+package rpc
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
+)
+
+// Server answers other nodes' calls under Prefix. It is an http.Handler
+// for the node's HTTP server to route every request under Prefix to; it
+// is safe for concurrent use once its fields are set.
+type Server struct {
+	// Leader answers the calls to the leader: the scheduler's Local(),
+	// which says jobs.ErrNotLeader when this node does not lead, so the
+	// caller looks for the leader again.
+	Leader scheduler.Forwarder
+	// Worker takes the assignments dispatched to this node; nil if it
+	// runs no jobs.
+	Worker interface {
+		Accept(scheduler.Assignment) error
+	}
+	Logger *slog.Logger
+
+	once   sync.Once
+	routes map[string]http.HandlerFunc
+}
+
+// ServeHTTP admits only nodes of the cluster: over TLS, with a client
+// certificate the cluster's CA issued (clustertls.IsPeer). A stranger, or
+// a job's process, cannot call it however it reaches the port, and learns
+// nothing of its paths.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !clustertls.IsPeer(r.TLS) {
+		s.fail(w, r, fmt.Errorf("%w: the internal API takes only nodes of this cluster, over TLS with the cluster's certificate", wire.ErrUnauthorized))
+		return
+	}
+	s.once.Do(s.init)
+	h, ok := s.routes[strings.TrimPrefix(r.URL.Path, Prefix)]
+	switch {
+	case !ok || !strings.HasPrefix(r.URL.Path, Prefix+"/"):
+		s.fail(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, wire.ErrNoRoute))
+	case r.Method != http.MethodPost:
+		w.Header().Set("Allow", http.MethodPost)
+		s.fail(w, r, fmt.Errorf("%w: %s is not allowed on %s", wire.ErrMethod, r.Method, r.URL.Path))
+	default:
+		h(w, r)
+	}
+}
+
+func (s *Server) init() {
+	l := func() scheduler.Forwarder { return s.Leader }
+	s.routes = map[string]http.HandlerFunc{
+		pathSetJobs: handle(s, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
+			hash, err := l().SetJobs(ctx, req.Jobs, req.Source)
+			return setJobsReply{Hash: hash}, err
+		}),
+		pathTrigger: handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
+			if err := required("job", req.Job); err != nil {
+				return jobs.Run{}, err
+			}
+			return l().Trigger(ctx, req.Job, req.Force)
+		}),
+		pathPause: handle(s, func(ctx context.Context, req pauseRequest) (done, error) {
+			if err := required("job", req.Job); err != nil {
+				return done{}, err
+			}
+			return done{}, l().Pause(ctx, req.Job, req.Paused)
+		}),
+		pathStarted: handle(s, func(ctx context.Context, req startedRequest) (done, error) {
+			if err := required("attempt", req.Attempt); err != nil {
+				return done{}, err
+			}
+			return done{}, l().Started(ctx, req.Attempt, req.At)
+		}),
+		pathComplete: handle(s, func(ctx context.Context, req scheduler.Completion) (done, error) {
+			if err := required("attempt", req.Attempt); err != nil {
+				return done{}, err
+			}
+			return done{}, l().Complete(ctx, req)
+		}),
+		pathNote: handle(s, func(ctx context.Context, req noteRequest) (done, error) {
+			if err := required("attempt", req.Attempt, "kind", req.Kind); err != nil {
+				return done{}, err
+			}
+			return done{}, l().Note(ctx, req.Attempt, req.Kind, req.Node, req.Detail)
+		}),
+		pathAudit: handle(s, func(ctx context.Context, req auditRequest) (done, error) {
+			if err := required("kind", req.Kind); err != nil {
+				return done{}, err
+			}
+			return done{}, l().Audit(ctx, req.Kind, req.Node, req.Detail)
+		}),
+		pathRenew: handle(s, func(ctx context.Context, req renewRequest) (scheduler.RenewReply, error) {
+			if err := required("attempt", req.Attempt, "node", req.Node); err != nil {
+				return scheduler.RenewReply{}, err
+			}
+			return l().Renew(ctx, req.Attempt, req.Node)
+		}),
+		pathDispatch: handle(s, func(ctx context.Context, a scheduler.Assignment) (dispatchReply, error) {
+			if err := required("attempt.id", a.Attempt.ID); err != nil {
+				return dispatchReply{}, err
+			}
+			if s.Worker == nil {
+				return dispatchReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+			}
+			if err := s.Worker.Accept(a); err != nil {
+				return dispatchReply{}, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
+			}
+			return dispatchReply{Accepted: a.Attempt.ID}, nil
+		}),
+	}
+	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
+	}
+	if s.Leader == nil {
+		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathNote, pathAudit, pathRenew} {
+			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
+				s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
+			}
+		}
+	}
+}
+
+// handle makes an endpoint of call: decode the request strictly, make
+// the one call, answer with its reply or its error.
+func handle[Req, Reply any](s *Server, call func(context.Context, Req) (Reply, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		var req Req
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			var tooLarge *http.MaxBytesError
+			if errors.As(err, &tooLarge) {
+				s.fail(w, r, fmt.Errorf("%w: %s takes at most %d bytes", wire.ErrTooLarge, r.URL.Path, maxBody))
+				return
+			}
+			s.fail(w, r, fmt.Errorf("%w: decode %s body: %v", wire.ErrBadRequest, r.URL.Path, err))
+			return
+		}
+		reply, err := call(r.Context(), req)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, reply)
+	}
+}
+
+// required names the first of the (name, value) pairs whose value is
+// empty.
+func required(pairs ...string) error {
+	for i := 0; i+1 < len(pairs); i += 2 {
+		if pairs[i+1] == "" {
+			return fmt.Errorf("%w: %s is required", wire.ErrBadRequest, pairs[i])
+		}
+	}
+	return nil
+}
+
+// fail answers err as the table in web/wire codes it.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, _ := wire.StatusOf(err)
+	switch {
+	case status == http.StatusServiceUnavailable:
+		// Not the leader, or no leader yet: the caller looks again.
+		s.logger().Debug("internal call refused for now", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+	case status >= 500:
+		s.logger().Error("internal call failed", "path", r.URL.Path, "remote", r.RemoteAddr, "err", err)
+	}
+	if status == http.StatusUnauthorized {
+		w.Header().Set("WWW-Authenticate", `Fencecron-Node realm="fencecron cluster"`)
+	}
+	writeJSON(w, status, wire.Body(err))
+}
+
+func (s *Server) logger() *slog.Logger {
+	if s.Logger != nil {
+		return s.Logger
+	}
+	return slog.Default()
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}

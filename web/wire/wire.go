@@ -1,0 +1,116 @@
+// Package wire holds the JSON shapes of fencecron's HTTP answers and the
+// one table that turns domain errors into wire codes and back.
+//
+// The shapes are what web serves on /api/v1 and what its clients read:
+// the CLI (cmd/fencecron), the test tools (cmd/internal/localcluster,
+// cmd/fencecheck, whole-binary tests) and the node-to-node transport
+// (scheduler/rpc), which asks servers who leads. They live apart from web
+// so a client imports a few types, not the server, its templates and its
+// router. The package sits under web because web owns this contract;
+// jobs cannot hold it, since the shapes embed election's members and the
+// scheduler's job-set summary, and jobs imports nothing of ours.
+//
+// Changing a field's JSON name here changes the public API.
+package wire
+
+import (
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+// Status is the answer of GET /api/v1/status.
+type Status struct {
+	Node       string `json:"node"`
+	RaftState  string `json:"raft_state"`
+	Leader     string `json:"leader"`
+	LeaderAddr string `json:"leader_addr,omitempty"`
+	// Epoch is the term of the last leader whose election entry this node
+	// has applied, and EpochOf that leader.
+	Epoch   uint64 `json:"epoch"`
+	EpochOf string `json:"epoch_leader,omitempty"`
+	// Jobs is the job set the cluster runs; ConfigHash is the hash of this
+	// node's own config file's jobs, and Drifted says they differ.
+	Jobs       scheduler.JobSetInfo `json:"jobs"`
+	ConfigHash string               `json:"config_hash,omitempty"`
+	Drifted    bool                 `json:"drifted"`
+	Members    []MemberStatus       `json:"members"`
+	Voters     []election.Voter     `json:"voters"`
+}
+
+// LeaderHTTP returns the HTTP address of the leader st names, from its
+// member list; "" if st names no leader or gossip has not heard its
+// address.
+func (st Status) LeaderHTTP() string {
+	if st.Leader == "" {
+		return ""
+	}
+	for _, m := range st.Members {
+		if m.Name == st.Leader {
+			return m.Meta.HTTPAddr
+		}
+	}
+	return ""
+}
+
+// MemberStatus is a gossip member as the API shows it.
+type MemberStatus struct {
+	election.Member
+	Drifted bool `json:"drifted"`
+}
+
+// Job is a job spec as the API shows it (GET /api/v1/jobs/{name}).
+type Job struct {
+	jobs.Spec
+	NextFire time.Time `json:"next_fire,omitzero"`
+	LastRun  *jobs.Run `json:"last_run,omitempty"`
+}
+
+// JobList is the answer of GET /api/v1/jobs.
+type JobList struct {
+	Jobs []Job `json:"jobs"`
+}
+
+// RunList is the answer of GET /api/v1/runs, newest first.
+type RunList struct {
+	Runs []jobs.Run `json:"runs"`
+}
+
+// EventList is the JSON answer of GET /api/v1/events: audit entries in
+// order, and the cluster's counters.
+type EventList struct {
+	Events   []jobs.Event      `json:"events"`
+	Counters map[string]uint64 `json:"counters"`
+}
+
+// SkipList is the answer of GET /api/v1/skips.
+type SkipList struct {
+	Skips []jobs.SkipRange `json:"skips"`
+}
+
+// JobSet is the answer of GET /api/v1/jobset: the applied job set.
+type JobSet struct {
+	Info scheduler.JobSetInfo `json:"info"`
+	Jobs []jobs.Spec          `json:"jobs"`
+}
+
+// JobSetRequest is the body of PUT /api/v1/jobset.
+type JobSetRequest struct {
+	Source string      `json:"source"`
+	Jobs   []jobs.Spec `json:"jobs"`
+}
+
+// JobSetApplied is the answer of PUT /api/v1/jobset.
+type JobSetApplied struct {
+	Hash   string `json:"hash"`
+	Source string `json:"source"`
+	Jobs   int    `json:"jobs"`
+}
+
+// Paused is the answer of POST /api/v1/jobs/{name}/pause and resume.
+type Paused struct {
+	Job    string `json:"job"`
+	Paused bool   `json:"paused"`
+}
