@@ -162,8 +162,8 @@ func TestLeader_CatchupWindow(t *testing.T) {
 func TestLeader_OverlapPolicies(t *testing.T) {
 	t.Run("forbid skips with a reason", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapForbid))
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule")
-		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule", false)
+		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule", false)
 		if run.State != jobs.Skipped || !strings.Contains(run.Reason, "overlap: forbid") {
 			t.Errorf("second run = %s (%s), want skipped because the first is open", run.State, run.Reason)
 		}
@@ -173,16 +173,16 @@ func TestLeader_OverlapPolicies(t *testing.T) {
 	})
 	t.Run("allow runs both", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule")
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule", false)
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule", false)
 		if got := len(fsm.OpenRuns("j")); got != 2 {
 			t.Errorf("%d open runs, want 2", got)
 		}
 	})
 	t.Run("replace cancels the open run", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapReplace))
-		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule")
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule")
+		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule", false)
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule", false)
 		old, _ := fsm.Run(first.ID)
 		if old.State != jobs.Cancelled || !strings.Contains(old.Attempts[0].Error, "overlap: replace") {
 			t.Errorf("replaced run = %s (%+v), want cancelled", old.State, old.Attempts[0])
@@ -198,7 +198,7 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	s.Retries = 1
 	s.LeaseTTL = jobs.Duration(time.Second)
 	l, fsm := newTestLeader(t, s)
-	run, err := l.fire(s, base.Add(time.Second), "schedule")
+	run, err := l.fire(s, base.Add(time.Second), "schedule", false)
 	if err != nil {
 		t.Fatal(err)
 	}

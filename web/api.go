@@ -76,6 +76,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	st := s.status()
+	if h, ok := s.State.(interface{ Halted() error }); ok && h.Halted() != nil {
+		http.Error(w, "not ready: "+h.Halted().Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	if st.Leader == "" || st.Epoch == 0 {
 		http.Error(w, "not ready: no leader with a committed epoch yet\n", http.StatusServiceUnavailable)
 		return
@@ -169,7 +173,7 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
-	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"))
+	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"), r.URL.Query().Get("force") == "true")
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -306,7 +306,7 @@ func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source str
 	f.record("setjobs " + source)
 	return "newhash", nil
 }
-func (f *fakeScheduler) Trigger(_ context.Context, job string) (jobs.Run, error) {
+func (f *fakeScheduler) Trigger(_ context.Context, job string, _ bool) (jobs.Run, error) {
 	f.record("trigger " + job)
 	if f.trigger != nil {
 		return f.trigger(job)
@@ -327,13 +327,15 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 	}
 	return nil
 }
-func (f *fakeScheduler) ApplyForwarded(context.Context, []byte) scheduler.WireResult {
-	return scheduler.WireResult{}
-}
-func (f *fakeScheduler) TriggerLocal(ctx context.Context, job string) (jobs.Run, error) {
-	return f.Trigger(ctx, job)
-}
-func (f *fakeScheduler) RenewLocal(string, string) (scheduler.RenewReply, error) {
+func (f *fakeScheduler) Local() scheduler.Forwarder { return fakeLocal{f} }
+
+// fakeLocal answers other nodes as the fake scheduler does.
+type fakeLocal struct{ *fakeScheduler }
+
+func (fakeLocal) Started(context.Context, string, time.Time) error           { return nil }
+func (fakeLocal) Complete(context.Context, scheduler.Completion) error       { return nil }
+func (fakeLocal) Note(context.Context, string, string, string, string) error { return nil }
+func (fakeLocal) Renew(context.Context, string, string) (scheduler.RenewReply, error) {
 	return scheduler.RenewReply{}, nil
 }
 

@@ -37,13 +37,103 @@ func (s *Server) requirePeer(next http.Handler) http.Handler {
 	})
 }
 
-func (s *Server) handleInternalApply(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxInternalBody))
+// leaderCall is one typed request of scheduler.Forwarder on
+// /internal/v1/apply: Method names the call, the other fields are its
+// arguments. The leader's scheduler.Scheduler.Local re-validates them.
+// (A stand-in until the node-to-node transport has a package of its own.)
+type leaderCall struct {
+	Method     string                `json:"method"`
+	Specs      []jobs.Spec           `json:"specs,omitempty"`
+	Source     string                `json:"source,omitempty"`
+	Job        string                `json:"job,omitempty"`
+	Paused     bool                  `json:"paused,omitempty"`
+	Attempt    string                `json:"attempt,omitempty"`
+	At         time.Time             `json:"at,omitzero"`
+	Completion *scheduler.Completion `json:"completion,omitempty"`
+	Kind       string                `json:"kind,omitempty"`
+	Node       string                `json:"node,omitempty"`
+	Detail     string                `json:"detail,omitempty"`
+}
+
+// leaderReply is the answer to a leaderCall: Code names the sentinel of
+// an error (errCodes), so the caller's errors.Is works across the wire.
+type leaderReply struct {
+	Hash    string `json:"hash,omitempty"`
+	Code    string `json:"code,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+// errCodes name the sentinel errors that cross the wire.
+var errCodes = map[string]error{
+	"duplicate_run": jobs.ErrDuplicateRun,
+	"unknown_job":   jobs.ErrUnknownJob,
+	"not_found":     jobs.ErrNotFound,
+	"stale_attempt": jobs.ErrStaleAttempt,
+	"not_leader":    jobs.ErrNotLeader,
+	"run_finished":  jobs.ErrRunFinished,
+	"invalid":       jobs.ErrInvalidConfig,
+}
+
+func replyOf(hash string, err error) leaderReply {
+	rep := leaderReply{Hash: hash}
 	if err != nil {
-		s.error(w, r, badRequest("read command: %v", err))
+		rep.Code, rep.Message = "error", err.Error()
+		for code, sentinel := range errCodes {
+			if errors.Is(err, sentinel) {
+				rep.Code = code
+				break
+			}
+		}
+	}
+	return rep
+}
+
+func (rep leaderReply) err() error {
+	if rep.Code == "" {
+		return nil
+	}
+	if sentinel, ok := errCodes[rep.Code]; ok {
+		return fmt.Errorf("%s (on the leader): %w", rep.Message, sentinel)
+	}
+	return fmt.Errorf("on the leader: %s", rep.Message)
+}
+
+func (s *Server) handleInternalApply(w http.ResponseWriter, r *http.Request) {
+	var c leaderCall
+	if err := decodeJSON(w, r, &c); err != nil {
+		s.error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, s.Scheduler.ApplyForwarded(r.Context(), body))
+	ctx, leader := r.Context(), s.Scheduler.Local()
+	var hash string
+	var err error
+	switch c.Method {
+	case "set_jobs":
+		hash, err = leader.SetJobs(ctx, c.Specs, c.Source)
+	case "pause":
+		err = leader.Pause(ctx, c.Job, c.Paused)
+	case "started":
+		err = leader.Started(ctx, c.Attempt, c.At)
+	case "complete":
+		if c.Completion == nil {
+			err = fmt.Errorf("complete without a completion: %w", jobs.ErrInvalidConfig)
+			break
+		}
+		err = leader.Complete(ctx, *c.Completion)
+	case "note":
+		err = leader.Note(ctx, c.Attempt, c.Kind, c.Node, c.Detail)
+	case "audit":
+		err = leader.Audit(ctx, c.Kind, c.Node, c.Detail)
+	default:
+		err = fmt.Errorf("unknown call %q: %w", c.Method, jobs.ErrInvalidConfig)
+	}
+	writeJSON(w, http.StatusOK, replyOf(hash, err))
+}
+
+// triggerRequest is the body of /internal/v1/trigger.
+type triggerRequest struct {
+	Job   string `json:"job"`
+	Force bool   `json:"force,omitempty"`
 }
 
 // renewRequest is the body of /internal/v1/renew.
@@ -58,7 +148,7 @@ func (s *Server) handleInternalRenew(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	reply, err := s.Scheduler.RenewLocal(req.Attempt, req.Node)
+	reply, err := s.Scheduler.Local().Renew(r.Context(), req.Attempt, req.Node)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -67,12 +157,12 @@ func (s *Server) handleInternalRenew(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleInternalTrigger(w http.ResponseWriter, r *http.Request) {
-	var req struct{ Job string }
+	var req triggerRequest
 	if err := decodeJSON(w, r, &req); err != nil {
 		s.error(w, r, err)
 		return
 	}
-	run, err := s.Scheduler.TriggerLocal(r.Context(), req.Job)
+	run, err := s.Scheduler.Local().Trigger(r.Context(), req.Job, req.Force)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -165,19 +255,61 @@ func (p *Peer) client() *http.Client {
 	return p.http
 }
 
-// Forward posts cmd to the leader, retrying while there is none, it
-// cannot be reached, or it says it no longer leads, until ctx ends.
-func (p *Peer) Forward(ctx context.Context, cmd []byte) (scheduler.WireResult, error) {
-	var w scheduler.WireResult
-	err := p.toLeader(ctx, "/internal/v1/apply", cmd, &w, func() bool {
-		if w.Code != "not_leader" {
+// call posts a typed call to the leader, retrying while there is none,
+// it cannot be reached, or it says it no longer leads, until ctx ends.
+func (p *Peer) call(ctx context.Context, c leaderCall) (string, error) {
+	body, err := json.Marshal(c)
+	if err != nil {
+		return "", err
+	}
+	var rep leaderReply
+	err = p.toLeader(ctx, "/internal/v1/apply", body, &rep, func() bool {
+		if rep.Code != "not_leader" {
 			return false
 		}
 		// The leader's answer may leave Code out: decode it into a clean value.
-		w = scheduler.WireResult{}
+		rep = leaderReply{}
 		return true
 	})
-	return w, err
+	if err != nil {
+		return "", fmt.Errorf("%s on the leader: %w", c.Method, err)
+	}
+	return rep.Hash, rep.err()
+}
+
+// SetJobs asks the leader to check and replicate a job set.
+func (p *Peer) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+	return p.call(ctx, leaderCall{Method: "set_jobs", Specs: specs, Source: source})
+}
+
+// Pause asks the leader to pause or resume a job.
+func (p *Peer) Pause(ctx context.Context, job string, paused bool) error {
+	_, err := p.call(ctx, leaderCall{Method: "pause", Job: job, Paused: paused})
+	return err
+}
+
+// Started tells the leader a worker began an attempt.
+func (p *Peer) Started(ctx context.Context, attempt string, at time.Time) error {
+	_, err := p.call(ctx, leaderCall{Method: "started", Attempt: attempt, At: at})
+	return err
+}
+
+// Complete tells the leader how an attempt ended.
+func (p *Peer) Complete(ctx context.Context, c scheduler.Completion) error {
+	_, err := p.call(ctx, leaderCall{Method: "complete", Completion: &c})
+	return err
+}
+
+// Note tells the leader what a node saw about an attempt.
+func (p *Peer) Note(ctx context.Context, attempt, kind, node, detail string) error {
+	_, err := p.call(ctx, leaderCall{Method: "note", Attempt: attempt, Kind: kind, Node: node, Detail: detail})
+	return err
+}
+
+// Audit asks the leader to record an audit entry.
+func (p *Peer) Audit(ctx context.Context, kind, node, detail string) error {
+	_, err := p.call(ctx, leaderCall{Method: "audit", Kind: kind, Node: node, Detail: detail})
+	return err
 }
 
 // Renew asks the leader once (renewals have their own rhythm) to renew an
@@ -189,9 +321,10 @@ func (p *Peer) Renew(ctx context.Context, attempt, node string) (scheduler.Renew
 	return reply, err
 }
 
-// Trigger asks the leader to start a run of job now.
-func (p *Peer) Trigger(ctx context.Context, job string) (jobs.Run, error) {
-	body, _ := json.Marshal(map[string]string{"job": job})
+// Trigger asks the leader to start a run of job now (force: whatever its
+// overlap policy says).
+func (p *Peer) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+	body, _ := json.Marshal(triggerRequest{Job: job, Force: force})
 	var run jobs.Run
 	err := p.toLeader(ctx, "/internal/v1/trigger", body, &run, nil)
 	return run, err

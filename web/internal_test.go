@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 )
 
@@ -162,10 +163,10 @@ func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
 	var applies atomic.Int32
 	leader := stub(t, func(w http.ResponseWriter, r *http.Request) {
 		applies.Add(1)
-		json.NewEncoder(w).Encode(scheduler.WireResult{})
+		json.NewEncoder(w).Encode(leaderReply{})
 	})
 	follower := stub(t, func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(scheduler.WireResult{Code: "not_leader", Message: "not the leader"})
+		json.NewEncoder(w).Encode(leaderReply{Code: "not_leader", Message: "not the leader"})
 	})
 	p := &Peer{
 		TLS:        testPeerID,
@@ -174,9 +175,9 @@ func TestPeer_ForwardAfterFollowerAnswersNotLeader(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	w, err := p.Forward(ctx, []byte(`{"op":"note"}`))
-	if err != nil || w.Code != "" || applies.Load() != 1 {
-		t.Fatalf("forward via a follower: %+v, %v, applied %d times; want applied once", w, err, applies.Load())
+	err := p.Note(ctx, "job@1.1", jobs.EventSuspect, "w1", "")
+	if err != nil || applies.Load() != 1 {
+		t.Fatalf("forward via a follower: %v, applied %d times; want applied once", err, applies.Load())
 	}
 }
 

@@ -60,12 +60,11 @@ type State interface {
 // leader, forwarded if this node does not lead.
 type Scheduler interface {
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
-	Trigger(ctx context.Context, job string) (jobs.Run, error)
+	// Trigger starts a run now; force overrides the job's overlap policy.
+	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
-	// ApplyForwarded, TriggerLocal and RenewLocal answer other nodes.
-	ApplyForwarded(ctx context.Context, body []byte) scheduler.WireResult
-	TriggerLocal(ctx context.Context, job string) (jobs.Run, error)
-	RenewLocal(attempt, node string) (scheduler.RenewReply, error)
+	// Local answers other nodes: only as the leader.
+	Local() scheduler.Forwarder
 	// Audit records an entry of kind that node saw in the replicated
 	// audit trail (login lockouts).
 	Audit(ctx context.Context, kind, node, detail string) error

@@ -32,9 +32,12 @@ type client struct {
 
 // clientFlags parses the flags every client command takes; it returns the
 // positional arguments.
-func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int, argUsage string) (*client, []string, error) {
+func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int, argUsage string, more ...func(*flag.FlagSet)) (*client, []string, error) {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(stderr)
+	for _, m := range more {
+		m(fs)
+	}
 	def := os.Getenv("FENCECRON_ADDR")
 	if def == "" {
 		def = "127.0.0.1:8080"
@@ -200,16 +203,28 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runJobAction(action string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		c, rest, err := clientFlags(action, args, stdout, stderr, 1, "JOB")
+		var force bool
+		usage, more := "JOB", []func(*flag.FlagSet){}
+		if action == "trigger" {
+			usage = "[-force] JOB"
+			more = append(more, func(fs *flag.FlagSet) {
+				fs.BoolVar(&force, "force", false, "run it even if a run of it is still open and its overlap policy (forbid, replace) says otherwise; recorded in the audit trail")
+			})
+		}
+		c, rest, err := clientFlags(action, args, stdout, stderr, 1, usage, more...)
 		if err != nil {
 			return err
 		}
 		var run jobs.Run
 		var v any
+		path := "/api/v1/jobs/" + url.PathEscape(rest[0]) + "/" + action
 		if action == "trigger" {
 			v = &run
+			if force {
+				path += "?force=true"
+			}
 		}
-		if err := c.do(ctx, http.MethodPost, "/api/v1/jobs/"+url.PathEscape(rest[0])+"/"+action, nil, v); err != nil || c.json {
+		if err := c.do(ctx, http.MethodPost, path, nil, v); err != nil || c.json {
 			return err
 		}
 		switch action {

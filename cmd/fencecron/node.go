@@ -141,6 +141,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	closers = append(closers, closeStore)
 
 	fsm := scheduler.NewFSM()
+	fsm.Logger = log
 	node := election.New(election.Config{
 		NodeID:          o.ID,
 		DataDir:         o.DataDir,
@@ -168,6 +169,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
+	// The leader checks job sets sent through the API as the config
+	// parser checks the file: output keys by the store's rules, outputs
+	// within its body cap.
+	sched.ValidateKey, sched.MaxBodyBytes = fencedstore.ValidateKey, maxBody
 	peer := &web.Peer{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
 	sched.Forwarder, sched.Dispatcher = peer, peer
 
