@@ -18,13 +18,14 @@ import (
 // fakeRaft applies commands to the FSM at once, as a one-node Raft whose
 // log never fails; it is enough to test the leader's decisions.
 type fakeRaft struct {
-	fsm   *FSM
-	mu    sync.Mutex
-	index uint64
+	fsm      *FSM
+	follower bool // IsLeader says no (Apply still applies)
+	mu       sync.Mutex
+	index    uint64
 }
 
 func (r *fakeRaft) ID() string                         { return "n1" }
-func (r *fakeRaft) IsLeader() bool                     { return true }
+func (r *fakeRaft) IsLeader() bool                     { return !r.follower }
 func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
 func (r *fakeRaft) Barrier(context.Context) error      { return nil }
 func (r *fakeRaft) Members() []election.Member {
