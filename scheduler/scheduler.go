@@ -2,6 +2,19 @@
 // jobs: the replicated FSM that grants runs and mints fence tokens, the
 // leader's firing loop and lease table, and the worker that runs what it
 // is granted.
+//
+// The replicated log decides. Whatever must hold on every replica (a
+// (job, scheduled time) granted once, a job's overlap policy, which
+// attempt a retry follows) is decided inside FSM.Apply from the
+// replicated state, by pure functions such as DecideGrant, never by the
+// leader reading the state and then proposing: proposals made at once
+// (the leader fires many jobs in parallel, triggers arrive at every node)
+// are then ordered by the log and decided one after the other. Entries
+// are versioned (logversion.go), so servers of two releases never apply
+// the same entry differently. The leader re-validates whatever other
+// nodes ask of it (Forwarder, Scheduler.Local) before it proposes it, and
+// learns what it must act on (ended attempts, a new job set) from the
+// FSM's typed changes (FSM.Changes).
 package scheduler
 
 import (
