@@ -182,8 +182,12 @@ const (
 var refusedOutcomes = map[string]bool{string(fencedstore.StaleOwner): true, string(fencedstore.Expired): true}
 
 // maxStoreRefusals bounds the refusals kept on one attempt (all are
-// counted).
-const maxStoreRefusals = 8
+// counted), and maxRefusalDetail the size of one (a store key is at most
+// 1024 bytes).
+const (
+	maxStoreRefusals = 8
+	maxRefusalDetail = 1200
+)
 
 // Completion is what a worker reports when an attempt ends. Reporting the
 // same completion twice is harmless.
@@ -437,6 +441,9 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {
+		if op == opSkip {
+			d.Reason = g.Reason // as written, even empty
+		}
 		r.State, r.Reason = jobs.Skipped, d.Reason
 		f.st.Counters[CounterSkipped]++
 		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: d.Reason})
@@ -829,6 +836,7 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *noteCmd) applyResult {
 	if err := CheckNote(n.Kind, n.Detail); err != nil {
 		return applyResult{Run: r.Clone(), Err: err}
 	}
+	n.Detail = clip(n.Detail, maxAuditDetail)
 	switch n.Kind {
 	case jobs.EventSuspect:
 		f.st.Counters[CounterSuspect]++
@@ -866,17 +874,18 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *noteCmd) applyResult {
 }
 
 // CheckNote checks a note's kind and detail: a known kind
-// (jobs.NoteKinds), a detail of at most maxAuditDetail bytes, and for
-// jobs.NoteStoreRefused "<stale_owner|expired> <key> greatest=<token>".
-// It wraps jobs.ErrInvalidConfig.
+// (jobs.NoteKinds), and for jobs.NoteStoreRefused a detail
+// "<stale_owner|expired> <key> greatest=<token>" of at most
+// maxRefusalDetail bytes (other details are cut to maxAuditDetail bytes
+// when applied). It wraps jobs.ErrInvalidConfig.
 func CheckNote(kind, detail string) error {
 	if !slices.Contains(jobs.NoteKinds, kind) {
 		return fmt.Errorf("note of kind %q: want one of %s: %w", clip(kind, maxAuditKind), strings.Join(jobs.NoteKinds, ", "), jobs.ErrInvalidConfig)
 	}
-	if len(detail) > maxAuditDetail {
-		return fmt.Errorf("note of kind %s: detail of %d bytes, at most %d: %w", kind, len(detail), maxAuditDetail, jobs.ErrInvalidConfig)
-	}
 	if kind == jobs.NoteStoreRefused {
+		if len(detail) > maxRefusalDetail {
+			return fmt.Errorf("note %s: detail of %d bytes, at most %d: %w", kind, len(detail), maxRefusalDetail, jobs.ErrInvalidConfig)
+		}
 		fields := strings.Fields(detail)
 		if len(fields) != 3 || !refusedOutcomes[fields[0]] || !strings.HasPrefix(fields[2], "greatest=") || fields[1] == "" {
 			return fmt.Errorf("note %s: detail %q: want \"<stale_owner|expired> <key> greatest=<epoch.seq>\": %w", kind, clip(detail, 80), jobs.ErrInvalidConfig)

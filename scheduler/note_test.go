@@ -107,15 +107,23 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 			note(id, "", "x"),
 			note(id, jobs.NoteStoreRefused, "applied reports/x.csv greatest=2.1"),
 			note(id, jobs.NoteStoreRefused, "stale_owner"),
-			note(id, jobs.EventSuspect, strings.Repeat("x", maxAuditDetail+1)),
+			note(id, jobs.NoteStoreRefused, "stale_owner "+strings.Repeat("k", maxRefusalDetail)+" greatest=1.1"),
 		} {
 			if res := applyAt(t, f, 2, 11, n); !errors.Is(res.Err, jobs.ErrInvalidConfig) {
 				t.Errorf("note %s %q: %v, want ErrInvalidConfig", n.Note.Kind, n.Note.Detail, res.Err)
 			}
 		}
 		applyAt(t, f, 2, 12, note(id, jobs.EventSuspect, "renewal late"))
-		if c := f.Counters(); c["grants"] != 1 || c[CounterSuspect] != 1 || len(c) != 2 {
-			t.Errorf("counters = %v, want only grants 1 and suspect 1", c)
+		// A long detail is cut, not refused: a worker's LOST is not lost
+		// for a long error text.
+		if res := applyAt(t, f, 2, 12, note(id, jobs.EventLost, strings.Repeat("x", 4*maxAuditDetail))); res.Err != nil {
+			t.Errorf("a long lost note: %v", res.Err)
+		}
+		if e := f.Events(0, 1)[0]; e.Kind != jobs.EventLost || len(e.Detail) > maxAuditDetail+3 {
+			t.Errorf("long note recorded as %s of %d bytes", e.Kind, len(e.Detail))
+		}
+		if c := f.Counters(); c["grants"] != 1 || c[CounterSuspect] != 1 || c[CounterLost] != 1 || len(c) != 3 {
+			t.Errorf("counters = %v, want only grants, suspect and lost, 1 each", c)
 		}
 		// A version 1 note counted any kind under its own name; its
 		// entries still do.
