@@ -189,7 +189,7 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 	}
 
 	// 4. Late messages for the old attempt leave the new one untouched.
-	old, _ := json.Marshal(map[string]any{"op": "complete", "complete": map[string]any{
+	old, _ := json.Marshal(map[string]any{"method": "complete", "completion": map[string]any{
 		"attempt": first.ID, "state": "succeeded", "store_outcome": "applied", "ended_at": time.Now().UTC(),
 	}})
 	var wire struct{ Code string }
