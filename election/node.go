@@ -283,6 +283,17 @@ func (n *Node) LeadershipChanged() <-chan struct{} { return n.changed }
 // IsLeader reports whether this node is the Raft leader right now.
 func (n *Node) IsLeader() bool { return n.raft != nil && n.raft.State() == raft.Leader }
 
+// TransferLeadership asks Raft to hand leadership to another voter (a
+// node whose replicated state machine cannot go on, such as one halted at
+// a log entry of a newer format, must not lead). It waits for the
+// transfer's outcome.
+func (n *Node) TransferLeadership() error {
+	if n.raft == nil {
+		return errors.New("not a server")
+	}
+	return n.raft.LeadershipTransfer().Error()
+}
+
 // Leader returns the id and Raft address of the leader this node knows of,
 // or empty strings.
 func (n *Node) Leader() (id, addr string) {

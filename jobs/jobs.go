@@ -6,6 +6,7 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -54,6 +55,15 @@ func (s State) Terminal() bool {
 	return true
 }
 
+// Known reports whether s is one of the states above.
+func (s State) Known() bool {
+	switch s {
+	case Pending, Running, Succeeded, Failed, Fenced, TimedOut, Lost, Cancelled, Skipped:
+		return true
+	}
+	return false
+}
+
 // Fence is the fence token an attempt carries: the Raft term of the leader
 // that committed its grant (Epoch) and the log index of that grant (Seq).
 // fencedstore owns the comparison rules; this is its plain-data mirror so the
@@ -81,7 +91,10 @@ type Run struct {
 	// NoRetry is set when a newer run replaced this one (overlap: replace)
 	// while it waited for a retry: it gets none, and stays cancelled
 	// whatever its last attempt's worker reports late.
-	NoRetry  bool      `json:"no_retry,omitempty"`
+	NoRetry bool `json:"no_retry,omitempty"`
+	// Forced is set on a manual run granted with trigger -force, over
+	// the job's overlap policy.
+	Forced   bool      `json:"forced,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 
@@ -106,6 +119,10 @@ type Attempt struct {
 	// Expired is set when the leader took the attempt's lease away; the
 	// worker may still report what happened afterwards.
 	Expired bool `json:"expired,omitempty"`
+	// StoreRefusals are the store's refusals of this attempt's writes
+	// that the node serving the store reported (NoteStoreRefused), as
+	// "<outcome> <key> greatest=<epoch.seq>": the first few, oldest first.
+	StoreRefusals []string `json:"store_refusals,omitempty"`
 }
 
 // Event is one entry of the cluster's audit trail: leadership changes,
@@ -145,13 +162,28 @@ const (
 	// EventGrantRefused: the FSM refused to mint a token out of range
 	// (ErrTokenRange); recorded once per term.
 	EventGrantRefused = "grant_refused"
+	// EventForced: an operator's trigger -force granted a run whatever
+	// the job's overlap policy said (recorded with the grant, even when
+	// nothing was open).
+	EventForced = "forced"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends
-// the leader when the store refused a job's own write (`fencecron
-// publish`) as stale_owner or expired; its detail is
-// "<outcome> <key> greatest=<epoch.seq>".
+// when it refuses a write (stale_owner or expired) that carries an
+// attempt's verified signed token. Its detail is
+// "<outcome> <key> greatest=<epoch.seq>". The FSM counts it (cluster
+// counter stale_refused), remembers it on the attempt, and an attempt that
+// then ends failed ends fenced instead: a job that exits non-zero because
+// its own publish was refused was fenced, not broken.
 const NoteStoreRefused = "store_refused"
+
+// NoteKinds are the kinds of note a node may send about an attempt
+// (Note); anything else is refused.
+var NoteKinds = []string{EventSuspect, EventLost, NoteStoreRefused}
+
+// AuditKinds are the kinds of audit entry a node may send (Audit);
+// anything else is refused.
+var AuditKinds = []string{EventLoginFailed}
 
 // SkipRange records scheduled times of a job that were deliberately not
 // run: Count fire times from From to To inclusive, and why.
@@ -188,6 +220,7 @@ func (r *Run) Clone() Run {
 			code := *a.ExitCode
 			a.ExitCode = &code
 		}
+		a.StoreRefusals = slices.Clone(a.StoreRefusals)
 		c.Attempts[i] = a
 	}
 	return c

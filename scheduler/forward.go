@@ -2,6 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -13,14 +16,12 @@ import (
 // otherwise) and is what the transport's server calls; the transport's
 // client implements it over the network.
 //
-// Every call is typed: no encoded log command crosses the wire, and the
-// leader re-validates what it is sent. Every call is idempotent (by
-// attempt id, job name or content), so a retry after a lost reply is
-// safe. Implementations are safe for concurrent use. Errors are the
-// domain's sentinels (jobs.ErrUnknownJob, jobs.ErrNotFound,
-// jobs.ErrStaleAttempt, jobs.ErrInvalidConfig, jobs.ErrNotLeader...),
-// wrapped; an error that is none of them (a transport failure, ctx
-// ending) leaves unknown whether the leader acted.
+// Every call is idempotent (by attempt id, by job set hash; a trigger
+// twice in the same millisecond is one run), so a client may retry one
+// whose reply was lost. Errors wrap the jobs sentinels: ErrNotLeader (ask
+// the leader again), ErrInvalidConfig (the leader refused what was sent:
+// retrying gets the same), ErrUnknownJob, ErrNotFound, ErrStaleAttempt,
+// ErrDuplicateRun. Implementations are safe for concurrent use.
 type Forwarder interface {
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
@@ -30,4 +31,209 @@ type Forwarder interface {
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 	Audit(ctx context.Context, kind, node, detail string) error
 	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
+}
+
+var (
+	_ Forwarder = (*Scheduler)(nil)
+	_ Forwarder = local{}
+)
+
+// Bounds on what a caller may send the leader; the leader refuses more
+// (jobs.ErrInvalidConfig) rather than replicate it.
+const (
+	maxSourceLen  = 512
+	maxNodeLen    = 256
+	maxErrorLen   = 4096
+	maxStderrTail = 64 << 10
+	maxSignalLen  = 32
+	maxOutcomeLen = 32
+)
+
+// local is the leader's own answer to a Forwarder call: it re-validates
+// everything it is sent, whoever sent it, then proposes it. A node that
+// does not lead answers jobs.ErrNotLeader.
+type local struct{ s *Scheduler }
+
+// Local returns the leader-only Forwarder: what the transport's server
+// calls for other nodes.
+func (s *Scheduler) Local() Forwarder { return local{s} }
+
+func (l local) leads(what string) error {
+	if !l.s.Raft.IsLeader() {
+		return fmt.Errorf("%s: %w", what, jobs.ErrNotLeader)
+	}
+	return nil
+}
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), jobs.ErrInvalidConfig)
+}
+
+// SetJobs checks the job set as the config parser does (jobs.CheckSet and
+// Spec.Validate, output keys against the store's key rules, and
+// max_output_bytes against the store's body cap), then replicates it. An
+// invalid set changes nothing.
+func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+	if err := l.leads("set jobs"); err != nil {
+		return "", err
+	}
+	specs, err := l.s.CheckJobs(specs)
+	if err != nil {
+		return "", err
+	}
+	if len(source) > maxSourceLen {
+		source = clip(source, maxSourceLen)
+	}
+	if _, err := l.s.applyLocalCmd(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: l.s.now()}}); err != nil {
+		return "", err
+	}
+	return jobs.HashSpecs(specs), nil
+}
+
+// CheckJobs normalizes a job set and checks it as a whole: jobs.CheckSet,
+// then each output key rendered for a sample time through ValidateKey,
+// and max_output_bytes against MaxBodyBytes. It returns the normalized
+// set, or an error wrapping jobs.ErrInvalidConfig that lists every
+// problem.
+func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
+	specs = slices.Clone(specs)
+	for i := range specs {
+		specs[i].Normalize()
+	}
+	if err := jobs.CheckSet(specs); err != nil {
+		return nil, err
+	}
+	var problems []string
+	for _, spec := range specs {
+		// The default is no explicit limit: a store with a smaller cap
+		// refuses such an output when it comes, as the config allows.
+		if n := spec.MaxOutputBytes; s.MaxBodyBytes > 0 && n > s.MaxBodyBytes && n != jobs.DefaultMaxOutputBytes {
+			problems = append(problems, fmt.Sprintf("job %s: max_output_bytes: %d is more than the store's body cap (%d): the output could never be published", spec.Name, n, s.MaxBodyBytes))
+		}
+		if spec.Output == "" || s.ValidateKey == nil {
+			continue
+		}
+		// The key's syntax does not depend on the zone.
+		probe := spec
+		probe.Timezone = "UTC"
+		key, err := probe.OutputKey(time.Date(2026, time.December, 31, 23, 59, 58, 0, time.UTC))
+		if err != nil || key == "" {
+			continue // Validate reported it
+		}
+		if err := s.ValidateKey(key); err != nil {
+			problems = append(problems, fmt.Sprintf("job %s: output: renders %q, not a valid store key: %v", spec.Name, clip(key, 60), err))
+		}
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("%w: %s", jobs.ErrInvalidConfig, strings.Join(problems, "; "))
+	}
+	return specs, nil
+}
+
+// Trigger starts a run of job now, under the job's overlap policy unless
+// force: the FSM decides (DecideGrant).
+func (l local) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+	t := l.s.term.Load()
+	if t == nil {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
+	}
+	return t.trigger(ctx, job, force)
+}
+
+func (l local) Pause(ctx context.Context, job string, paused bool) error {
+	if err := l.leads("pause " + job); err != nil {
+		return err
+	}
+	if _, ok := l.s.FSM.Spec(job); !ok {
+		return fmt.Errorf("pause %s: %w", job, jobs.ErrUnknownJob)
+	}
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opPause, Pause: &pauseCmd{Job: job, Paused: paused, At: l.s.now()}})
+	return err
+}
+
+// checkAttempt refuses an attempt id that cannot name an attempt.
+func checkAttempt(id string) error {
+	if _, _, ok := jobs.SplitAttemptID(id); !ok || len(id) > 2*jobs.MaxNameLen+64 {
+		return invalid("attempt %q is not an attempt id", clip(id, 80))
+	}
+	return nil
+}
+
+func (l local) Started(ctx context.Context, attempt string, at time.Time) error {
+	if err := l.leads("started " + attempt); err != nil {
+		return err
+	}
+	if err := checkAttempt(attempt); err != nil {
+		return err
+	}
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opStart, Start: &startCmd{Attempt: attempt, At: at.UTC()}})
+	return err
+}
+
+func (l local) Complete(ctx context.Context, c Completion) error {
+	if err := l.leads("complete " + c.Attempt); err != nil {
+		return err
+	}
+	if err := checkCompletion(c); err != nil {
+		return err
+	}
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opComplete, Complete: &c})
+	return err
+}
+
+// checkCompletion refuses a completion that no worker sends: an unknown
+// or open state, or fields beyond their bounds.
+func checkCompletion(c Completion) error {
+	switch {
+	case checkAttempt(c.Attempt) != nil:
+		return checkAttempt(c.Attempt)
+	case !c.State.Known() || !c.State.Terminal() || c.State == jobs.Skipped:
+		return invalid("complete %s: state %q is not how an attempt ends", c.Attempt, clip(string(c.State), 32))
+	case len(c.Node) > maxNodeLen, len(c.Signal) > maxSignalLen, len(c.StoreOutcome) > maxOutcomeLen,
+		len(c.Error) > maxErrorLen, len(c.StderrTail) > maxStderrTail:
+		return invalid("complete %s: a field is too long (node %d, signal %d, store_outcome %d, error %d, stderr_tail %d bytes; at most %d, %d, %d, %d, %d)",
+			c.Attempt, len(c.Node), len(c.Signal), len(c.StoreOutcome), len(c.Error), len(c.StderrTail),
+			maxNodeLen, maxSignalLen, maxOutcomeLen, maxErrorLen, maxStderrTail)
+	}
+	return nil
+}
+
+func (l local) Note(ctx context.Context, attempt, kind, node, detail string) error {
+	if err := l.leads("note " + attempt); err != nil {
+		return err
+	}
+	if err := checkAttempt(attempt); err != nil {
+		return err
+	}
+	if err := CheckNote(kind, detail); err != nil {
+		return err
+	}
+	if len(node) > maxNodeLen {
+		return invalid("note: node name of %d bytes", len(node))
+	}
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opNote, Note: &noteCmd{Attempt: attempt, Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
+	return err
+}
+
+func (l local) Audit(ctx context.Context, kind, node, detail string) error {
+	if err := l.leads("audit"); err != nil {
+		return err
+	}
+	if err := CheckAudit(kind); err != nil {
+		return err
+	}
+	if len(node) > maxNodeLen {
+		return invalid("audit: node name of %d bytes", len(node))
+	}
+	// The FSM cuts a long detail.
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opAudit, Audit: &auditCmd{Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
+	return err
+}
+
+func (l local) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
+	t := l.s.term.Load()
+	if t == nil {
+		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
+	}
+	return t.renew(attempt, node), nil
 }

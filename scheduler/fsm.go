@@ -4,10 +4,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -39,8 +41,10 @@ const (
 	opAudit     = "audit"
 )
 
-// command is one entry of the replicated log. Exactly one payload is set.
+// command is one entry of the replicated log: its format version (see
+// logversion.go), its op, and exactly one payload.
 type command struct {
+	V         int           `json:"v,omitempty"`
 	Op        string        `json:"op"`
 	Elected   *electedCmd   `json:"elected,omitempty"`
 	SetJobs   *setJobsCmd   `json:"set_jobs,omitempty"`
@@ -68,14 +72,17 @@ type setJobsCmd struct {
 	At     time.Time   `json:"at"`
 }
 
-// grantCmd grants the first attempt of a new run (opGrant), or records the
-// run as skipped with Reason (opSkip).
+// grantCmd grants the first attempt of a new run (opGrant) as DecideGrant
+// decides, or records the run as skipped with Reason (opSkip: the
+// leader's own reason, such as no worker matching). Force (version 2)
+// overrides the job's overlap policy.
 type grantCmd struct {
 	Job         string    `json:"job"`
 	ScheduledAt time.Time `json:"scheduled_at"`
 	Output      string    `json:"output,omitempty"`
 	Worker      string    `json:"worker,omitempty"`
 	Trigger     string    `json:"trigger"`
+	Force       bool      `json:"force,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
 }
@@ -147,8 +154,40 @@ var fsmKinds = map[string]bool{
 	jobs.EventElected: true, jobs.EventJobSet: true, jobs.EventGranted: true, jobs.EventSkipped: true,
 	jobs.EventStarted: true, jobs.EventCompleted: true, jobs.EventFenced: true, jobs.EventExpired: true,
 	jobs.EventCancelled: true, jobs.EventPaused: true, jobs.EventResumed: true, jobs.EventSuspect: true,
-	jobs.EventLost: true,
+	jobs.EventLost: true, jobs.EventGrantRefused: true, jobs.EventForced: true, jobs.NoteStoreRefused: true,
 }
+
+// Cluster counters: their names are fixed here, never taken from what a
+// caller sends.
+const (
+	CounterElections     = "elections"
+	CounterGrants        = "grants"
+	CounterGrantsRefused = "grants_refused"
+	CounterSkipped       = "skipped"
+	CounterCompletions   = "completions"
+	CounterFenced        = "fenced"
+	CounterExpiries      = "expiries"
+	// CounterStaleRefused counts the store's refusals of attempts'
+	// writes (stale_owner and expired), whether a worker reported its
+	// own publish refused or the node serving the store reported a
+	// job's (jobs.NoteStoreRefused); CounterStoreRefused+outcome counts
+	// them by outcome.
+	CounterStaleRefused = "stale_refused"
+	CounterStoreRefused = "store_refused_"
+	CounterSuspect      = jobs.EventSuspect
+	CounterLost         = jobs.EventLost
+)
+
+// refusedOutcomes are the store outcomes a store_refused note may name.
+var refusedOutcomes = map[string]bool{string(fencedstore.StaleOwner): true, string(fencedstore.Expired): true}
+
+// maxStoreRefusals bounds the refusals kept on one attempt (all are
+// counted), and maxRefusalDetail the size of one (a store key is at most
+// 1024 bytes).
+const (
+	maxStoreRefusals = 8
+	maxRefusalDetail = 1200
+)
 
 // Completion is what a worker reports when an attempt ends. Reporting the
 // same completion twice is harmless.
@@ -203,6 +242,9 @@ type state struct {
 	// a token out of range: the refusal is recorded as an event once per
 	// term, so that retrying leaders do not flood the audit trail.
 	RangeRefusedTerm uint64 `json:"range_refused_term,omitempty"`
+	// Version is the format version of a snapshot (LogVersion when
+	// written; absent, and so 1, in snapshots older than versions).
+	Version int `json:"log_version,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -211,22 +253,36 @@ type state struct {
 type FSM struct {
 	// MaxRuns bounds the runs kept (default DefaultMaxRuns).
 	MaxRuns int
+	// Logger receives a halt of the log (default slog.Default()).
+	Logger *slog.Logger
 
-	mu          sync.RWMutex
-	st          state
-	jobsChanged chan struct{}
-	subsMu      sync.Mutex
-	subs        map[chan struct{}]bool
+	mu       sync.RWMutex
+	st       state
+	halted   error
+	logHalts atomic.Uint64
+	// changes collects what the entry being applied changed (f.mu held).
+	changes []Change
+	subsMu  sync.Mutex
+	subs    map[chan struct{}]bool
+	feedsMu sync.Mutex
+	feeds   map[*ChangeFeed]bool
 }
 
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
 	return &FSM{
-		MaxRuns:     DefaultMaxRuns,
-		st:          emptyState(),
-		jobsChanged: make(chan struct{}, 1),
-		subs:        map[chan struct{}]bool{},
+		MaxRuns: DefaultMaxRuns,
+		st:      emptyState(),
+		subs:    map[chan struct{}]bool{},
+		feeds:   map[*ChangeFeed]bool{},
 	}
+}
+
+func (f *FSM) logger() *slog.Logger {
+	if f.Logger != nil {
+		return f.Logger
+	}
+	return slog.Default()
 }
 
 func emptyState() state {
@@ -239,25 +295,51 @@ func emptyState() state {
 
 var _ raft.FSM = (*FSM)(nil)
 
-// Apply implements raft.FSM.
+// Apply implements raft.FSM. An entry it cannot read halts it (see
+// logversion.go): that entry and every later one are answered with an
+// error wrapping ErrLogHalted and change nothing.
 func (f *FSM) Apply(l *raft.Log) any {
-	var c command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
-		return applyResult{Err: fmt.Errorf("decode command at %d: %w", l.Index, err)}
-	}
 	f.mu.Lock()
+	if f.halted != nil {
+		err := f.halted
+		f.mu.Unlock()
+		return applyResult{Err: err}
+	}
+	c, err := decodeEntry(l)
+	if err != nil {
+		f.halt(l, err)
+		err = f.halted
+		f.mu.Unlock()
+		return applyResult{Err: err}
+	}
 	res := f.apply(l, c)
 	f.st.LastIndex = l.Index
+	chs := f.changes
+	f.changes = nil
 	f.mu.Unlock()
+	f.publish(chs)
 	f.notifySubscribers()
 	return res
 }
 
+// changed records a change of the entry being applied.
+func (f *FSM) changed(l *raft.Log, ch Change) {
+	ch.Index = l.Index
+	f.changes = append(f.changes, ch)
+}
+
+// ended records that attempt a of run r ended (or its run was finished
+// without another attempt).
+func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
+	f.changed(l, Change{Kind: ChangeEnded, Run: r.ID, Attempt: a.ID})
+}
+
+// apply applies a decoded entry; c.V says by which version's rules.
 func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	switch {
 	case c.Op == opElected && c.Elected != nil:
 		f.st.Epoch, f.st.Leader, f.st.ElectedAt = l.Term, c.Elected.Node, c.Elected.At
-		f.st.Counters["elections"]++
+		f.st.Counters[CounterElections]++
 		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: l.Term,
 			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, l.Term)})
 		return applyResult{}
@@ -277,21 +359,23 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 				if f.settle(r); r.State != jobs.Pending {
 					f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
 						Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
+					a, _ := r.Latest()
+					f.ended(l, r, a)
 				}
 			}
 		}
 		f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventJobSet,
 			Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.SetJobs.Jobs), c.SetJobs.Source, f.st.JobsHash)})
-		notify(f.jobsChanged)
+		f.changed(l, Change{Kind: ChangeJobs})
 		return applyResult{}
 	case (c.Op == opGrant || c.Op == opSkip) && c.Grant != nil:
-		return f.applyGrant(l, c.Op, c.Grant)
+		return f.applyGrant(l, c.V, c.Op, c.Grant)
 	case c.Op == opSkipRange && c.SkipRange != nil:
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
 		return f.applyStart(l, c.Start)
 	case c.Op == opComplete && c.Complete != nil:
-		return f.applyComplete(l, c.Complete)
+		return f.applyComplete(l, c.V, c.Complete)
 	case c.Op == opExpire && c.Expire != nil:
 		return f.applyExpire(l, c.Expire)
 	case c.Op == opRetry && c.Retry != nil:
@@ -299,11 +383,12 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	case c.Op == opPause && c.Pause != nil:
 		return f.applyPause(l, c.Pause)
 	case c.Op == opNote && c.Note != nil:
-		return f.applyNote(l, c.Note)
+		return f.applyNote(l, c.V, c.Note)
 	case c.Op == opAudit && c.Audit != nil:
-		return f.applyAudit(l, c.Audit)
+		return f.applyAudit(l, c.V, c.Audit)
 	}
-	return applyResult{Err: fmt.Errorf("malformed command %q at %d", c.Op, l.Index)}
+	// decodeEntry let through only ops with their payload.
+	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
 }
 
 // event appends to the bounded audit trail.
@@ -330,26 +415,57 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 	}
 }
 
-func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
-	if _, ok := f.spec(g.Job); !ok {
-		return applyResult{Err: fmt.Errorf("grant %s: %w", g.Job, jobs.ErrUnknownJob)}
-	}
+func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) applyResult {
+	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
-	if r, ok := f.st.Runs[id]; ok {
-		return applyResult{Run: r.Clone(), Err: fmt.Errorf("grant %s: %w", id, jobs.ErrDuplicateRun)}
+	in := GrantInput{
+		Job: g.Job, ScheduledAt: g.ScheduledAt, Trigger: g.Trigger, Force: g.Force, Version: version,
+		Known: known, Overlap: spec.Overlap, Horizon: f.st.Horizon[g.Job], Existing: f.st.Runs[id],
 	}
-	if h, ok := f.st.Horizon[g.Job]; ok && !g.ScheduledAt.After(h) {
-		return applyResult{Err: fmt.Errorf("grant %s: at or before the retained horizon %s: %w", id, h.Format(time.RFC3339), jobs.ErrDuplicateRun)}
+	if op == opSkip {
+		in.Skip = g.Reason
+		if in.Skip == "" {
+			in.Skip = "skipped by the leader"
+		}
+	}
+	if version >= 2 {
+		in.Open = f.openRuns(g.Job)
+	}
+	d := DecideGrant(in)
+	if d.Verdict == GrantRefused {
+		res := applyResult{Err: d.Err}
+		if in.Existing != nil {
+			res.Run = in.Existing.Clone()
+		}
+		return res
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
-	if op == opSkip {
-		r.State, r.Reason = jobs.Skipped, g.Reason
-		f.st.Counters["skipped"]++
-		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: g.Reason})
+	if d.Verdict == GrantSkipped {
+		if op == opSkip {
+			d.Reason = g.Reason // as written, even empty
+		}
+		r.State, r.Reason = jobs.Skipped, d.Reason
+		f.st.Counters[CounterSkipped]++
+		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: d.Reason})
 	} else {
+		// A grant whose token would be out of range grants nothing and
+		// cancels nothing.
+		if err := tokenInRange(l); err == nil {
+			for _, old := range d.Replace {
+				f.cancel(l, f.st.Runs[old], fmt.Sprintf("replaced by the run for %s (overlap: replace)", g.ScheduledAt.UTC().Format(time.RFC3339)), g.At)
+			}
+		}
 		r.State = jobs.Pending
 		if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
 			return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+		}
+		if g.Force && version >= 2 {
+			r.Forced = true
+			detail := fmt.Sprintf("trigger -force: %s granted whatever overlap: %s says", id, spec.Overlap)
+			if len(d.Overrode) > 0 {
+				detail += fmt.Sprintf("; it runs beside %s", strings.Join(d.Overrode, ", "))
+			}
+			f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventForced, Job: g.Job, Run: id, Detail: detail})
 		}
 	}
 	f.st.Runs[id] = r
@@ -359,14 +475,51 @@ func (f *FSM) applyGrant(l *raft.Log, op string, g *grantCmd) applyResult {
 	return applyResult{Run: r.Clone()}
 }
 
+// openRuns returns the job's runs that have not finished, oldest first.
+func (f *FSM) openRuns(job string) []jobs.Run {
+	var out []jobs.Run
+	for _, id := range f.st.Order {
+		if r := f.st.Runs[id]; r.Job == job && !r.State.Terminal() {
+			out = append(out, *r)
+		}
+	}
+	return out
+}
+
+// cancel ends an open run for reason: its open attempt is cancelled (the
+// worker learns it at its next renewal), or, if it waits for a retry, it
+// gets none.
+func (f *FSM) cancel(l *raft.Log, r *jobs.Run, reason string, at time.Time) {
+	a, ok := r.Latest()
+	switch {
+	case !ok:
+		return
+	case AwaitsRetry(*r):
+		r.NoRetry = true
+		f.settle(r)
+		f.event(l, jobs.Event{Time: at, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: "no retry: " + reason})
+	case !a.State.Terminal():
+		a.State, a.Error, a.EndedAt, a.Expired = jobs.Cancelled, reason, at, true
+		f.settle(r)
+		f.event(l, jobs.Event{Time: at, Kind: jobs.EventCancelled, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: reason})
+	default:
+		return
+	}
+	f.ended(l, r, a)
+}
+
+func tokenInRange(l *raft.Log) error {
+	return (fencedstore.Token{Epoch: l.Term, Seq: l.Index}).Validate()
+}
+
 // newAttempt grants the run's next attempt, minting its token from this
 // very log entry. It refuses (ErrTokenRange, and an event) when the
 // entry's term or index is outside the range a token may take
 // (fencedstore.Token): a token no store accepts must never be handed out,
 // and such a term can only come from a peer that moved it on purpose.
 func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) error {
-	if err := (fencedstore.Token{Epoch: l.Term, Seq: l.Index}).Validate(); err != nil {
-		f.st.Counters["grants_refused"]++
+	if err := tokenInRange(l); err != nil {
+		f.st.Counters[CounterGrantsRefused]++
 		err = fmt.Errorf("%w: Raft term %d and index %d cannot make a fence token (epoch and seq must be 1 to %d; every store would refuse it): %v",
 			jobs.ErrTokenRange, l.Term, l.Index, int64(math.MaxInt64), err)
 		if f.st.RangeRefusedTerm != l.Term {
@@ -384,7 +537,7 @@ func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) 
 	}
 	r.Attempts = append(r.Attempts, a)
 	r.State = jobs.Pending
-	f.st.Counters["grants"]++
+	f.st.Counters[CounterGrants]++
 	f.event(l, jobs.Event{Time: at, Kind: jobs.EventGranted, Node: worker, Job: r.Job, Run: r.ID, Attempt: a.ID,
 		Token: &a.Token, Detail: fmt.Sprintf("attempt %d to %s with token %s", n, worker, a.Token)})
 	return nil
@@ -396,7 +549,7 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 		f.st.Skips = slices.Delete(f.st.Skips, 0, over)
 	}
 	f.noteScheduled(c.Job, c.To)
-	f.st.Counters["skipped"] += uint64(c.Count)
+	f.st.Counters[CounterSkipped] += uint64(c.Count)
 	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
 		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
 	return applyResult{}
@@ -456,13 +609,13 @@ func (f *FSM) applyStart(l *raft.Log, s *startCmd) applyResult {
 	return applyResult{Run: r.Clone()}
 }
 
-func (f *FSM) applyComplete(l *raft.Log, c *Completion) applyResult {
+func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult {
 	r, a, err := f.attempt(c.Attempt)
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	if !c.State.Terminal() {
-		return applyResult{Err: fmt.Errorf("complete %s: state %q is not terminal", a.ID, c.State)}
+	if !c.State.Terminal() || (version >= 2 && !c.State.Known()) {
+		return applyResult{Err: fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)}
 	}
 	// A repeated completion changes nothing. The one exception is an
 	// attempt whose lease the leader took away: its worker's own account
@@ -481,24 +634,70 @@ func (f *FSM) applyComplete(l *raft.Log, c *Completion) applyResult {
 		a.StartedAt = c.StartedAt
 	}
 	a.EndedAt = c.EndedAt
+	// A job that failed after the store refused one of its writes was
+	// fenced: its exit is the refusal's doing (only version 2 notes
+	// record refusals, so older entries are unchanged by this).
+	errText := c.Error
+	if a.State == jobs.Failed && len(a.StoreRefusals) > 0 {
+		f.fenceByRefusal(a)
+		errText = a.Error
+	}
 	if isLatest(r, a) {
 		f.settle(r)
 	}
 	kind := jobs.EventCompleted
-	detail := string(c.State)
-	if c.State == jobs.Fenced {
+	detail := string(a.State)
+	if a.State == jobs.Fenced {
 		kind = jobs.EventFenced
-		f.st.Counters["fenced"]++
+		f.st.Counters[CounterFenced]++
 	}
-	if c.StoreOutcome == "stale_owner" {
-		f.st.Counters["stale_refused"]++
+	switch {
+	case version < 2:
+		if c.StoreOutcome == string(fencedstore.StaleOwner) {
+			f.st.Counters[CounterStaleRefused]++
+		}
+	case refusedOutcomes[c.StoreOutcome] && !refusalNoted(r, a, c.StoreOutcome):
+		// The worker's own publish was refused, and the store's node has
+		// not reported that refusal already.
+		f.st.Counters[CounterStaleRefused]++
+		f.st.Counters[CounterStoreRefused+c.StoreOutcome]++
 	}
-	if c.Error != "" {
-		detail += ": " + c.Error
+	if errText != "" {
+		detail += ": " + errText
 	}
-	f.st.Counters["completions"]++
+	f.st.Counters[CounterCompletions]++
 	f.event(l, jobs.Event{Time: c.EndedAt, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: detail})
+	f.ended(l, r, a)
 	return applyResult{Run: r.Clone()}
+}
+
+// fenceByRefusal turns a failed attempt the store refused into a fenced
+// one, its store outcome the first refusal's.
+func (f *FSM) fenceByRefusal(a *jobs.Attempt) {
+	first := a.StoreRefusals[0]
+	outcome, _, _ := strings.Cut(first, " ")
+	a.State = jobs.Fenced
+	if !refusedOutcomes[a.StoreOutcome] {
+		a.StoreOutcome = outcome
+	}
+	msg := "the store refused this attempt's write (" + first + ")"
+	if a.Error != "" {
+		msg = a.Error + "; " + msg
+	}
+	a.Error = msg
+}
+
+// refusalNoted reports whether a store_refused note already recorded the
+// refusal (outcome) of the attempt's publish of its run's output.
+func refusalNoted(r *jobs.Run, a *jobs.Attempt, outcome string) bool {
+	for _, n := range a.StoreRefusals {
+		if o, rest, _ := strings.Cut(n, " "); o == outcome {
+			if key, _, _ := strings.Cut(rest, " "); key == r.Output {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 func (f *FSM) maxAttempts(job string) int {
@@ -516,9 +715,7 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	}
 	if e.State == jobs.Cancelled && isLatest(r, a) && AwaitsRetry(*r) {
 		// A newer run replaces one waiting for its retry: it gets none.
-		r.NoRetry = true
-		f.settle(r)
-		f.event(l, jobs.Event{Time: e.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: "no retry: " + e.Reason})
+		f.cancel(l, r, e.Reason, e.At)
 		return applyResult{Run: r.Clone()}
 	}
 	if a.State.Terminal() || !isLatest(r, a) {
@@ -536,9 +733,10 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	if st == jobs.Cancelled {
 		kind = jobs.EventCancelled
 	} else {
-		f.st.Counters["expiries"]++
+		f.st.Counters[CounterExpiries]++
 	}
 	f.event(l, jobs.Event{Time: e.At, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: e.Reason})
+	f.ended(l, r, a)
 	if e.Worker != "" && len(r.Attempts) < f.maxAttempts(r.Job) {
 		// A takeover refused for its token's range leaves the run
 		// waiting for a retry; the expiry itself stands.
@@ -619,22 +817,110 @@ func (f *FSM) applyPause(l *raft.Log, p *pauseCmd) applyResult {
 	return applyResult{}
 }
 
-func (f *FSM) applyNote(l *raft.Log, n *noteCmd) applyResult {
+// applyNote records what a node saw about an attempt. From version 2
+// only known kinds are taken (jobs.NoteKinds), each counted under a fixed
+// name; a store_refused note ("<outcome> <key> greatest=<epoch.seq>")
+// counts in stale_refused, is kept on the attempt, and fences it if it
+// already ended failed as its run's newest attempt. Version 1 counted any
+// kind under its own name, and still does for its entries.
+func (f *FSM) applyNote(l *raft.Log, version int, n *noteCmd) applyResult {
 	r, a, err := f.attempt(n.Attempt)
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	f.st.Counters[n.Kind]++
+	if version < 2 {
+		f.st.Counters[n.Kind]++
+		f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
+		return applyResult{Run: r.Clone()}
+	}
+	if err := CheckNote(n.Kind, n.Detail); err != nil {
+		return applyResult{Run: r.Clone(), Err: err}
+	}
+	n.Detail = clip(n.Detail, maxAuditDetail)
+	switch n.Kind {
+	case jobs.EventSuspect:
+		f.st.Counters[CounterSuspect]++
+	case jobs.EventLost:
+		f.st.Counters[CounterLost]++
+	case jobs.NoteStoreRefused:
+		outcome, rest, _ := strings.Cut(n.Detail, " ")
+		key, _, _ := strings.Cut(rest, " ")
+		repeated := slices.Contains(a.StoreRefusals, n.Detail)
+		// A worker's completion may have counted this very refusal (its
+		// own publish of the run's output) before the note came.
+		counted := repeated || (a.State.Terminal() && a.StoreOutcome == outcome && key == r.Output)
+		if !repeated && len(a.StoreRefusals) < maxStoreRefusals {
+			a.StoreRefusals = append(a.StoreRefusals, n.Detail)
+		}
+		if !counted {
+			f.st.Counters[CounterStaleRefused]++
+			f.st.Counters[CounterStoreRefused+outcome]++
+		}
+		f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
+		if a.State == jobs.Failed && isLatest(r, a) && len(a.StoreRefusals) > 0 {
+			// The completion came first: the attempt was fenced all the
+			// same, and gets no retry.
+			f.fenceByRefusal(a)
+			f.settle(r)
+			f.st.Counters[CounterFenced]++
+			f.event(l, jobs.Event{Time: n.At, Kind: jobs.EventFenced, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token,
+				Detail: string(a.State) + ": " + a.Error})
+			f.ended(l, r, a)
+		}
+		return applyResult{Run: r.Clone()}
+	}
 	f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
 	return applyResult{Run: r.Clone()}
 }
 
-// applyAudit appends a node's audit entry. Any kind but the FSM's own is
-// taken, so a newer node's kinds apply the same on older replicas; the
-// detail is cut to maxAuditDetail bytes.
-func (f *FSM) applyAudit(l *raft.Log, a *auditCmd) applyResult {
+// CheckNote checks a note's kind and detail: a known kind
+// (jobs.NoteKinds), and for jobs.NoteStoreRefused a detail
+// "<stale_owner|expired> <key> greatest=<token>" of at most
+// maxRefusalDetail bytes (other details are cut to maxAuditDetail bytes
+// when applied). It wraps jobs.ErrInvalidConfig.
+func CheckNote(kind, detail string) error {
+	if !slices.Contains(jobs.NoteKinds, kind) {
+		return fmt.Errorf("note of kind %q: want one of %s: %w", clip(kind, maxAuditKind), strings.Join(jobs.NoteKinds, ", "), jobs.ErrInvalidConfig)
+	}
+	if kind == jobs.NoteStoreRefused {
+		if len(detail) > maxRefusalDetail {
+			return fmt.Errorf("note %s: detail of %d bytes, at most %d: %w", kind, len(detail), maxRefusalDetail, jobs.ErrInvalidConfig)
+		}
+		fields := strings.Fields(detail)
+		if len(fields) != 3 || !refusedOutcomes[fields[0]] || !strings.HasPrefix(fields[2], "greatest=") || fields[1] == "" {
+			return fmt.Errorf("note %s: detail %q: want \"<stale_owner|expired> <key> greatest=<epoch.seq>\": %w", kind, clip(detail, 80), jobs.ErrInvalidConfig)
+		}
+	}
+	return nil
+}
+
+// CheckAudit checks an audit entry's kind: one of jobs.AuditKinds (with
+// a version 1 entry, any kind the FSM does not record itself).
+func CheckAudit(kind string) error {
+	if !slices.Contains(jobs.AuditKinds, kind) {
+		return fmt.Errorf("audit entry of kind %q: want one of %s: %w", clip(kind, maxAuditKind), strings.Join(jobs.AuditKinds, ", "), jobs.ErrInvalidConfig)
+	}
+	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// applyAudit appends a node's audit entry: a known kind (version 2; a
+// version 1 entry took any kind but the FSM's own). The detail is cut to
+// maxAuditDetail bytes.
+func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 	if a.Kind == "" || len(a.Kind) > maxAuditKind || fsmKinds[a.Kind] {
 		return applyResult{Err: fmt.Errorf("audit entry of kind %q: %w", a.Kind, jobs.ErrInvalidConfig)}
+	}
+	if version >= 2 {
+		if err := CheckAudit(a.Kind); err != nil {
+			return applyResult{Err: err}
+		}
 	}
 	detail := a.Detail
 	if len(detail) > maxAuditDetail {
@@ -644,23 +930,44 @@ func (f *FSM) applyAudit(l *raft.Log, a *auditCmd) applyResult {
 	return applyResult{}
 }
 
-// Snapshot implements raft.FSM.
+// Snapshot implements raft.FSM. The snapshot carries LogVersion. A
+// halted FSM refuses: its state is older than the index Raft would label
+// the snapshot with, and Raft would drop the entries in between.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	b, err := json.Marshal(f.st)
+	if f.halted != nil {
+		return nil, fmt.Errorf("no snapshot: %w", f.halted)
+	}
+	st := f.st
+	st.Version = LogVersion
+	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
 	return snapshot(b), nil
 }
 
-// Restore implements raft.FSM.
+// Restore implements raft.FSM. It refuses a snapshot of a newer format
+// than LogVersion (and halts: the node cannot follow this cluster); a
+// snapshot without a version is version 1. A snapshot it restores
+// replaces the state whole, halted or not.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st := emptyState()
 	if err := json.NewDecoder(rc).Decode(&st); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	if st.Version == 0 {
+		st.Version = 1
+	}
+	if st.Version > LogVersion {
+		err := fmt.Errorf("snapshot of log format version %d (up to index %d); this binary reads up to version %d", st.Version, st.LastIndex, LogVersion)
+		f.mu.Lock()
+		f.halt(&raft.Log{Index: st.LastIndex}, err)
+		err = f.halted
+		f.mu.Unlock()
+		return err
 	}
 	fresh := emptyState()
 	if st.Runs == nil {
@@ -680,13 +987,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	f.mu.Lock()
 	f.st = st
+	f.halted = nil
 	// A snapshot written before runs waited for their retries as pending
 	// holds them as failed or lost; settling again gives them their retry.
 	for _, r := range f.st.Runs {
 		f.settle(r)
 	}
 	f.mu.Unlock()
-	notify(f.jobsChanged)
+	f.publish([]Change{{Kind: ChangeResync, Index: st.LastIndex}})
 	f.notifySubscribers()
 	return nil
 }

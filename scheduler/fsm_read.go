@@ -62,10 +62,6 @@ func (f *FSM) JobSetInfo() JobSetInfo {
 	return JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs)}
 }
 
-// JobsChanged is signalled, coalesced, when the job set changes. It has
-// one reader: the leader loop.
-func (f *FSM) JobsChanged() <-chan struct{} { return f.jobsChanged }
-
 // RunFilter selects runs.
 type RunFilter struct {
 	Job   string

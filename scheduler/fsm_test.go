@@ -18,13 +18,30 @@ import (
 
 var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
 
-// applyAt feeds one command to the FSM as the log entry (term, index).
+// applyAt feeds one command to the FSM as the log entry (term, index), of
+// this binary's log version.
 func applyAt(t *testing.T, f *FSM, term, index uint64, c command) applyResult {
 	t.Helper()
+	b, err := encodeEntry(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return applyRaw(t, f, term, index, b)
+}
+
+// applyV1 feeds one command as an entry written before log versions.
+func applyV1(t *testing.T, f *FSM, term, index uint64, c command) applyResult {
+	t.Helper()
+	c.V = 0
 	b, err := json.Marshal(c)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return applyRaw(t, f, term, index, b)
+}
+
+func applyRaw(t *testing.T, f *FSM, term, index uint64, b []byte) applyResult {
+	t.Helper()
 	res, ok := f.Apply(&raft.Log{Term: term, Index: index, Type: raft.LogCommand, Data: b}).(applyResult)
 	if !ok {
 		t.Fatalf("Apply returned %T", res)
@@ -261,8 +278,13 @@ func TestFSM_Audit(t *testing.T) {
 			t.Errorf("audit of kind %q: err = %v, want ErrInvalidConfig", kind, res.Err)
 		}
 	}
-	if res := applyAt(t, f, 2, 12, audit("future_kind", strings.Repeat("é", 1000))); res.Err != nil {
-		t.Fatalf("a kind this version does not know: %v", res.Err)
+	// An entry of version 1 took any kind the FSM does not make, and
+	// still does; from version 2 only known kinds are taken.
+	if res := applyAt(t, f, 2, 12, audit("future_kind", "x")); !errors.Is(res.Err, jobs.ErrInvalidConfig) {
+		t.Errorf("version 2 audit of an unknown kind: err = %v, want ErrInvalidConfig", res.Err)
+	}
+	if res := applyV1(t, f, 2, 12, audit("future_kind", strings.Repeat("é", 1000))); res.Err != nil {
+		t.Fatalf("a version 1 audit entry of a kind this version does not know: %v", res.Err)
 	}
 	evs := snapshotRestored(t, f).Events(0, 0)
 	var got []jobs.Event
@@ -309,7 +331,7 @@ func TestScheduler_AuditForwarded(t *testing.T) {
 func TestFSM_MintsOnlyTokensInRange(t *testing.T) {
 	const top = math.MaxInt64
 	f := NewFSM()
-	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 3}
+	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 3, Overlap: jobs.OverlapAllow}
 	applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	refusals := func() []jobs.Event {
 		var out []jobs.Event

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"container/heap"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -41,8 +40,7 @@ type leader struct {
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
 
-	lastEvent uint64
-	wg        sync.WaitGroup
+	wg sync.WaitGroup
 }
 
 // lease is the leader's in-memory view of an attempt's ownership.
@@ -83,11 +81,10 @@ func (l *leader) run() {
 		}
 	}
 
-	sub, unsub := s.FSM.Subscribe()
-	defer unsub()
-	if evs := s.FSM.Events(0, 1); len(evs) > 0 {
-		l.lastEvent = evs[0].Seq
-	}
+	// Subscribe before recovering: whatever ends meanwhile is handled
+	// again, which is harmless.
+	feed := s.FSM.Changes()
+	defer feed.Close()
 	s.term.Store(l)
 	defer s.term.CompareAndSwap(l, nil)
 	l.recover()
@@ -105,27 +102,18 @@ func (l *leader) run() {
 		case <-ctx.Done():
 			t.Stop()
 			return
-		case <-s.FSM.JobsChanged():
-			q = l.buildQueue()
 		case <-t.C():
 			l.fireDue(&q)
-		case <-sub:
-			l.onApplied()
+		case <-feed.Ready():
+			if l.onChanges(feed.Take()) {
+				q = l.buildQueue()
+			}
 		case <-tick.C:
 			l.checkLeases()
 			l.checkRetries()
 		}
 		t.Stop()
 	}
-}
-
-// applyLocalCmd proposes c on this node without forwarding.
-func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, error) {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return applyResult{}, err
-	}
-	return s.applyLocal(ctx, b)
 }
 
 // fireEntry is one job in the firing queue: fire times after `after`
@@ -259,7 +247,7 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 	switch spec.Misfire {
 	case jobs.MisfireAll:
 		for _, t := range due {
-			l.fire(spec, t, "schedule")
+			l.fire(spec, t, "schedule", false)
 		}
 	case jobs.MisfireSkip:
 		latest := due[len(due)-1]
@@ -271,13 +259,13 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 			l.skipRange(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
 		}
 		if len(missed) < len(due) {
-			l.fire(spec, latest, "schedule")
+			l.fire(spec, latest, "schedule", false)
 		}
 	default: // latest
 		if len(due) > 1 {
 			l.skipRange(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
 		}
-		l.fire(spec, due[len(due)-1], "schedule")
+		l.fire(spec, due[len(due)-1], "schedule", false)
 	}
 	return last
 }
@@ -300,35 +288,25 @@ func (l *leader) paused(job string) bool {
 	return !ok || s.Paused // a job gone from the set fires no more
 }
 
-// fire grants a run of spec for scheduled time at, applying the overlap
-// policy, and dispatches it.
-func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string) (jobs.Run, error) {
+// fire proposes a grant of a run of spec for scheduled time at, and
+// dispatches it if granted. Whether it may run beside the job's open runs
+// (overlap), and whether (job, at) was already handled, the FSM decides
+// when it applies the entry (DecideGrant): firing goroutines and triggers
+// propose at once, and only the log orders them. force overrides the
+// overlap policy.
+func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
 	ctx, s := l.ctx, l.s
 	log := l.log.With("job", spec.Name, "scheduled_at", at)
-	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, At: s.now()}
+	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := opGrant
-	open := s.FSM.OpenRuns(spec.Name)
-	switch {
-	case len(open) == 0 || spec.Overlap == jobs.OverlapAllow:
-	case spec.Overlap == jobs.OverlapReplace:
-		for _, r := range open {
-			if a, ok := r.Latest(); ok {
-				l.expire(r, *a, jobs.Cancelled, fmt.Sprintf("replaced by the run for %s (overlap: replace)", at.UTC().Format(time.RFC3339)), false)
-			}
-		}
+	key, err := spec.OutputKey(at)
+	switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
+	case err != nil:
+		op, g.Reason = opSkip, err.Error()
+	case !ok:
+		op, g.Reason = opSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
 	default:
-		op, g.Reason = opSkip, fmt.Sprintf("previous run %s still open (overlap: forbid)", open[len(open)-1].ID)
-	}
-	if op == opGrant {
-		key, err := spec.OutputKey(at)
-		switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
-		case err != nil:
-			op, g.Reason = opSkip, err.Error()
-		case !ok:
-			op, g.Reason = opSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
-		default:
-			g.Output, g.Worker = key, worker
-		}
+		g.Output, g.Worker = key, worker
 	}
 	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
 	switch {
@@ -341,23 +319,23 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string) (jobs.Run, e
 		// time refuse, and a new leader recovers whatever committed.
 		log.Error("grant failed", "err", err)
 		return jobs.Run{}, err
-	case op == opSkip:
-		log.Info("run skipped", "run", res.Run.ID, "reason", g.Reason)
+	case res.Run.State == jobs.Skipped:
+		log.Info("run skipped", "run", res.Run.ID, "reason", res.Run.Reason)
 		return res.Run, nil
 	}
 	att, _ := res.Run.Latest()
-	log.Info("granted", "run", res.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker)
+	log.Info("granted", "run", res.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", res.Run.Forced)
 	l.track(res.Run, *att, spec)
 	return res.Run, nil
 }
 
 // trigger starts a run of job now, on an operator's request.
-func (l *leader) trigger(ctx context.Context, job string) (jobs.Run, error) {
+func (l *leader) trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
 	spec, ok := l.s.FSM.Spec(job)
 	if !ok {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
 	}
-	return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual")
+	return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual", force)
 }
 
 // chooseWorker picks an alive node whose tags match the job's target, the
@@ -567,34 +545,48 @@ func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason st
 	}
 }
 
-// onApplied follows the audit trail: finished attempts lose their lease,
-// and failed ones get a retry timer.
-func (l *leader) onApplied() {
-	evs := l.s.FSM.Events(l.lastEvent, 0)
-	if len(evs) == 0 {
-		return
-	}
-	if evs[0].Seq > l.lastEvent+1 {
-		l.scheduleRetries() // the trail moved past us; look at everything
-	}
-	for _, e := range evs {
-		l.lastEvent = e.Seq
-		switch e.Kind {
-		case jobs.EventCompleted, jobs.EventFenced, jobs.EventExpired, jobs.EventCancelled:
-		default:
-			continue
-		}
-		run, ok := l.s.FSM.Run(e.Run)
-		if !ok {
-			continue
-		}
-		if a, ok := run.Latest(); ok && a.State.Terminal() {
+// onChanges acts on what the FSM applied: an ended attempt loses its
+// lease, and its run, if it waits for a retry, gets a retry timer; after
+// a resync (a restored snapshot, or changes dropped because this loop
+// fell behind) it looks at every run again. It reports whether the job
+// set changed, so the firing queue must be rebuilt.
+func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
+	for _, ch := range chs {
+		switch ch.Kind {
+		case ChangeJobs:
+			jobsChanged = true
+		case ChangeResync:
+			jobsChanged = true
+			l.resync()
+		case ChangeEnded:
 			l.mu.Lock()
-			delete(l.leases, a.ID)
+			delete(l.leases, ch.Attempt)
+			l.mu.Unlock()
+			if run, ok := l.s.FSM.Run(ch.Run); ok {
+				l.scheduleRetry(run)
+			}
+		}
+	}
+	return jobsChanged
+}
+
+// resync drops the leases of attempts that are no longer current and sets
+// the retry timer of every run that waits for one.
+func (l *leader) resync() {
+	l.mu.Lock()
+	ids := make([]string, 0, len(l.leases))
+	for id := range l.leases {
+		ids = append(ids, id)
+	}
+	l.mu.Unlock()
+	for _, id := range ids {
+		if _, _, ok := l.current(id); !ok {
+			l.mu.Lock()
+			delete(l.leases, id)
 			l.mu.Unlock()
 		}
-		l.scheduleRetry(run)
 	}
+	l.scheduleRetries()
 }
 
 // scheduleRetry sets the retry timer of a run whose latest attempt failed

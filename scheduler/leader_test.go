@@ -18,13 +18,14 @@ import (
 // fakeRaft applies commands to the FSM at once, as a one-node Raft whose
 // log never fails; it is enough to test the leader's decisions.
 type fakeRaft struct {
-	fsm   *FSM
-	mu    sync.Mutex
-	index uint64
+	fsm      *FSM
+	follower bool // IsLeader says no (Apply still applies)
+	mu       sync.Mutex
+	index    uint64
 }
 
 func (r *fakeRaft) ID() string                         { return "n1" }
-func (r *fakeRaft) IsLeader() bool                     { return true }
+func (r *fakeRaft) IsLeader() bool                     { return !r.follower }
 func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
 func (r *fakeRaft) Barrier(context.Context) error      { return nil }
 func (r *fakeRaft) Members() []election.Member {
@@ -162,8 +163,8 @@ func TestLeader_CatchupWindow(t *testing.T) {
 func TestLeader_OverlapPolicies(t *testing.T) {
 	t.Run("forbid skips with a reason", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapForbid))
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule")
-		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule", false)
+		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule", false)
 		if run.State != jobs.Skipped || !strings.Contains(run.Reason, "overlap: forbid") {
 			t.Errorf("second run = %s (%s), want skipped because the first is open", run.State, run.Reason)
 		}
@@ -173,16 +174,16 @@ func TestLeader_OverlapPolicies(t *testing.T) {
 	})
 	t.Run("allow runs both", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule")
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule")
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule", false)
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule", false)
 		if got := len(fsm.OpenRuns("j")); got != 2 {
 			t.Errorf("%d open runs, want 2", got)
 		}
 	})
 	t.Run("replace cancels the open run", func(t *testing.T) {
 		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapReplace))
-		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule")
-		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule")
+		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule", false)
+		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule", false)
 		old, _ := fsm.Run(first.ID)
 		if old.State != jobs.Cancelled || !strings.Contains(old.Attempts[0].Error, "overlap: replace") {
 			t.Errorf("replaced run = %s (%+v), want cancelled", old.State, old.Attempts[0])
@@ -198,7 +199,7 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	s.Retries = 1
 	s.LeaseTTL = jobs.Duration(time.Second)
 	l, fsm := newTestLeader(t, s)
-	run, err := l.fire(s, base.Add(time.Second), "schedule")
+	run, err := l.fire(s, base.Add(time.Second), "schedule", false)
 	if err != nil {
 		t.Fatal(err)
 	}

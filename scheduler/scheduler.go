@@ -2,15 +2,26 @@
 // jobs: the replicated FSM that grants runs and mints fence tokens, the
 // leader's firing loop and lease table, and the worker that runs what it
 // is granted.
+//
+// The replicated log decides. Whatever must hold on every replica (a
+// (job, scheduled time) granted once, a job's overlap policy, which
+// attempt a retry follows) is decided inside FSM.Apply from the
+// replicated state, by pure functions such as DecideGrant, never by the
+// leader reading the state and then proposing: proposals made at once
+// (the leader fires many jobs in parallel, triggers arrive at every node)
+// are then ordered by the log and decided one after the other. Entries
+// are versioned (logversion.go), so servers of two releases never apply
+// the same entry differently. The leader re-validates whatever other
+// nodes ask of it (Forwarder, Scheduler.Local) before it proposes it, and
+// learns what it must act on (ended attempts, a new job set) from the
+// FSM's typed changes (FSM.Changes).
 package scheduler
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -71,17 +82,24 @@ type Scheduler struct {
 	Dispatcher Dispatcher
 	// Forwarder, if set, carries requests to the leader from a follower.
 	Forwarder Forwarder
-	Clock     jobs.Clock
-	Logger    *slog.Logger
+	// ValidateKey, if set, is the store's key rule: the leader refuses a
+	// job set whose output keys break it (fencedstore.ValidateKey).
+	ValidateKey func(key string) error
+	// MaxBodyBytes, if positive, is the store's body cap: the leader
+	// refuses a job whose max_output_bytes is larger.
+	MaxBodyBytes int64
+	Clock        jobs.Clock
+	Logger       *slog.Logger
 	// InitialJobs, if set, is applied when this node leads a cluster that
 	// has no job set yet; InitialSource says where it came from.
 	InitialJobs   []jobs.Spec
 	InitialSource string
 
-	ctx    context.Context
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-	term   atomic.Pointer[leader] // set while this node leads
+	ctx          context.Context
+	cancel       context.CancelFunc
+	wg           sync.WaitGroup
+	term         atomic.Pointer[leader] // set while this node leads
+	lastStepDown time.Time              // watch's own
 }
 
 // New returns a scheduler; Dispatcher must be set before Open.
@@ -133,6 +151,8 @@ func (s *Scheduler) watch() {
 	defer check.Stop()
 	for {
 		switch isLeader := s.Raft.IsLeader(); {
+		case isLeader && term == nil && s.FSM.Halted() != nil:
+			s.stepDown()
 		case isLeader && term == nil:
 			term = s.startLeading()
 		case !isLeader && term != nil:
@@ -161,6 +181,27 @@ func (s *Scheduler) watch() {
 	}
 }
 
+// stepDown hands leadership away from a node whose FSM halted (see
+// logversion.go): it cannot apply what it would propose, so it must not
+// lead. It tries at most every stepDownEvery.
+func (s *Scheduler) stepDown() {
+	if now := time.Now(); now.Sub(s.lastStepDown) >= stepDownEvery {
+		s.lastStepDown = now
+		err := s.FSM.Halted()
+		t, ok := s.Raft.(interface{ TransferLeadership() error })
+		if !ok {
+			s.Logger.Error("this node leads but its replicated log is halted; it cannot hand leadership away", "err", err)
+			return
+		}
+		s.Logger.Error("this node leads but its replicated log is halted: handing leadership to another server", "err", err)
+		if terr := t.TransferLeadership(); terr != nil {
+			s.Logger.Warn("leadership transfer failed; trying again", "err", terr, "in", stepDownEvery)
+		}
+	}
+}
+
+const stepDownEvery = 5 * time.Second
+
 // leaderTerm is one run of the leader loop.
 type leaderTerm struct {
 	cancel context.CancelFunc
@@ -178,21 +219,13 @@ func (s *Scheduler) startLeading() *leaderTerm {
 	return t
 }
 
-// apply proposes c, forwarding it to the leader when this node does not
-// lead and c may be forwarded, and unwraps the FSM's answer.
-func (s *Scheduler) apply(ctx context.Context, c command) (applyResult, error) {
-	b, err := json.Marshal(c)
+// applyLocalCmd proposes c to this node's Raft, as an entry of this
+// binary's log version, and unwraps the FSM's answer.
+func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, error) {
+	b, err := encodeEntry(c)
 	if err != nil {
 		return applyResult{}, err
 	}
-	if !s.Raft.IsLeader() && s.Forwarder != nil && forwardable[c.Op] {
-		return s.forward(ctx, c)
-	}
-	return s.applyLocal(ctx, b)
-}
-
-// applyLocal proposes an encoded command to this node's Raft.
-func (s *Scheduler) applyLocal(ctx context.Context, b []byte) (applyResult, error) {
 	resp, err := s.Raft.Apply(ctx, b)
 	if err != nil {
 		return applyResult{}, err
@@ -204,95 +237,67 @@ func (s *Scheduler) applyLocal(ctx context.Context, b []byte) (applyResult, erro
 	return res, res.Err
 }
 
-// SetJobs replicates a new job set, after checking it as a whole: an
-// invalid set changes nothing. It returns the set's hash.
+// toLeader returns who answers a call: this node when it leads (or has no
+// Forwarder, and so fails with ErrNotLeader if it does not), the leader
+// through Forwarder otherwise.
+func (s *Scheduler) toLeader() Forwarder {
+	if s.Raft.IsLeader() || s.Forwarder == nil {
+		return s.Local()
+	}
+	return s.Forwarder
+}
+
+// SetJobs replicates a new job set, after the leader checked it as a
+// whole (CheckJobs): an invalid set changes nothing. It returns the set's
+// hash.
 func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
-	specs = slices.Clone(specs)
-	for i := range specs {
-		specs[i].Normalize()
-	}
-	if err := jobs.CheckSet(specs); err != nil {
-		return "", err
-	}
-	_, err := s.apply(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: s.now()}})
-	if err != nil {
-		return "", err
-	}
-	return jobs.HashSpecs(specs), nil
+	return s.toLeader().SetJobs(ctx, specs, source)
 }
 
 // Started records that a worker began an attempt.
 func (s *Scheduler) Started(ctx context.Context, attempt string, at time.Time) error {
-	_, err := s.apply(ctx, command{Op: opStart, Start: &startCmd{Attempt: attempt, At: at.UTC()}})
-	return err
+	return s.toLeader().Started(ctx, attempt, at)
 }
 
 // Complete records how an attempt ended. Completing twice is harmless, and
 // a completion of an attempt that was superseded touches only that one.
 func (s *Scheduler) Complete(ctx context.Context, c Completion) error {
-	_, err := s.apply(ctx, command{Op: opComplete, Complete: &c})
-	return err
+	return s.toLeader().Complete(ctx, c)
 }
 
-// Note records what a worker saw about an attempt (SUSPECT, LOST).
+// Note records what a node saw about an attempt: SUSPECT, LOST, or a
+// write the store refused (jobs.NoteKinds).
 func (s *Scheduler) Note(ctx context.Context, attempt, kind, node, detail string) error {
-	_, err := s.apply(ctx, command{Op: opNote, Note: &noteCmd{Attempt: attempt, Kind: kind, Node: node, Detail: detail, At: s.now()}})
-	return err
+	return s.toLeader().Note(ctx, attempt, kind, node, detail)
 }
 
-// Audit records an entry of the given kind (such as jobs.EventLoginFailed)
-// that node saw, in the replicated audit trail. Callers bound how often
-// they call it: each call is a Raft entry.
+// Audit records an entry of the given kind (jobs.AuditKinds, such as
+// jobs.EventLoginFailed) that node saw, in the replicated audit trail.
+// Callers bound how often they call it: each call is a Raft entry.
 func (s *Scheduler) Audit(ctx context.Context, kind, node, detail string) error {
-	_, err := s.apply(ctx, command{Op: opAudit, Audit: &auditCmd{Kind: kind, Node: node, Detail: detail, At: s.now()}})
-	return err
+	return s.toLeader().Audit(ctx, kind, node, detail)
 }
 
 // Pause pauses or resumes a job through Raft.
 func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
-	_, err := s.apply(ctx, command{Op: opPause, Pause: &pauseCmd{Job: job, Paused: paused, At: s.now()}})
-	return err
+	return s.toLeader().Pause(ctx, job, paused)
 }
 
-// Trigger starts a run of job now, on the leader.
+// Trigger starts a run of job now, on the leader, under the job's overlap
+// policy; force overrides it (and is recorded in the audit trail).
 func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
-	if l := s.term.Load(); l != nil {
-		return l.trigger(ctx, job)
-	}
-	if s.Forwarder == nil || s.Raft.IsLeader() {
-		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
+	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+		return s.Local().Trigger(ctx, job, force)
 	}
 	return s.Forwarder.Trigger(ctx, job, force)
 }
 
 // Renew renews the lease of an attempt for the worker node, on the leader.
 func (s *Scheduler) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
-	if l := s.term.Load(); l != nil {
-		return l.renew(attempt, node), nil
-	}
-	if s.Forwarder == nil || s.Raft.IsLeader() {
-		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
+	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+		return s.Local().Renew(ctx, attempt, node)
 	}
 	return s.Forwarder.Renew(ctx, attempt, node)
-}
-
-// TriggerLocal and RenewLocal answer forwarded requests: only the leader
-// may, and a follower says so (ErrNotLeader) so the sender looks again.
-func (s *Scheduler) TriggerLocal(ctx context.Context, job string) (jobs.Run, error) {
-	l := s.term.Load()
-	if l == nil {
-		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
-	}
-	return l.trigger(ctx, job)
-}
-
-// RenewLocal: see TriggerLocal.
-func (s *Scheduler) RenewLocal(attempt, node string) (RenewReply, error) {
-	l := s.term.Load()
-	if l == nil {
-		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
-	}
-	return l.renew(attempt, node), nil
 }
 
 func (s *Scheduler) now() time.Time { return s.Clock.Now().UTC() }

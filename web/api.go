@@ -43,6 +43,10 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	st := s.status()
+	if h, ok := s.State.(interface{ Halted() error }); ok && h.Halted() != nil {
+		http.Error(w, "not ready: "+h.Halted().Error()+"\n", http.StatusServiceUnavailable)
+		return
+	}
 	if st.Leader == "" || st.Epoch == 0 {
 		http.Error(w, "not ready: no leader with a committed epoch yet\n", http.StatusServiceUnavailable)
 		return

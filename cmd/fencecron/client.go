@@ -199,14 +199,15 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 
 func runJobAction(action string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-		var force *bool
-		var more []func(*flag.FlagSet)
+		var force bool
+		usage, more := "JOB", []func(*flag.FlagSet){}
 		if action == "trigger" {
+			usage = "[-force] JOB"
 			more = append(more, func(fs *flag.FlagSet) {
-				force = fs.Bool("force", false, "run even if the job's overlap policy (forbid, replace) says not now; the leader records it in the audit trail")
+				fs.BoolVar(&force, "force", false, "run it even if a run of it is still open and its overlap policy (forbid, replace) says otherwise; recorded in the audit trail")
 			})
 		}
-		c, rest, err := clientFlags(action, args, stdout, stderr, 1, "JOB", more...)
+		c, rest, err := clientFlags(action, args, stdout, stderr, 1, usage, more...)
 		if err != nil {
 			return err
 		}
@@ -215,7 +216,7 @@ func runJobAction(action string) func(ctx context.Context, args []string, stdout
 		path := "/api/v1/jobs/" + url.PathEscape(rest[0]) + "/" + action
 		if action == "trigger" {
 			v = &run
-			if *force {
+			if force {
 				path += "?force=true"
 			}
 		}

@@ -139,10 +139,6 @@ jobs:
 
 	// The ledger: the attempt ended fenced, and the cluster counts it.
 	staleRefused, _ := metricValue(t, base, "fencecron_cluster_stale_writes_refused_total")
-	if att.State == jobs.Failed && staleRefused == 0 {
-		// TODO(issue 12): remove once the log engineer's FSM side is merged.
-		t.Skip("the FSM does not act on store_refused notes yet (issue 12, shared decision 2, the FSM's part): late's attempt ended failed; this branch has only the store's part")
-	}
 	if att.State != jobs.Fenced {
 		t.Errorf("late's attempt ended %s (%s), want fenced", att.State, att.Error)
 	}

@@ -21,7 +21,7 @@ Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
   fencecron agent -config FILE             one node of a real cluster
   fencecron status | jobs | runs [JOB]     look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
-  fencecron trigger | pause | resume JOB   act on a job
+  fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
   fencecron apply FILE                     replace the cluster's job set with FILE's jobs
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get KEY                        write a key's body from the fenced store to stdout

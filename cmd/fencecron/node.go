@@ -145,6 +145,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	closers = append(closers, closeStore)
 
 	fsm := scheduler.NewFSM()
+	fsm.Logger = log
 	node := election.New(election.Config{
 		NodeID:          o.ID,
 		DataDir:         o.DataDir,
@@ -172,6 +173,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
+	// The leader checks job sets sent through the API as the config
+	// parser checks the file: output keys by the store's rules, outputs
+	// within its body cap.
+	sched.ValidateKey, sched.MaxBodyBytes = fencedstore.ValidateKey, maxBody
 	// The transport between nodes: this node's calls to the leader and
 	// to workers, and its answers to theirs (as the leader, through
 	// Local, which never forwards).

@@ -1,0 +1,197 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// recordingForwarder stands for the transport's client: it records what a
+// follower sends the leader.
+type recordingForwarder struct {
+	Forwarder
+	calls []string
+}
+
+func (r *recordingForwarder) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
+	r.calls = append(r.calls, "set_jobs "+source)
+	return "h", nil
+}
+
+func (r *recordingForwarder) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
+	if force {
+		job += " force"
+	}
+	r.calls = append(r.calls, "trigger "+job)
+	return jobs.Run{}, nil
+}
+
+func (r *recordingForwarder) Note(_ context.Context, attempt, kind, node, detail string) error {
+	r.calls = append(r.calls, "note "+kind)
+	return nil
+}
+
+// The leader re-validates whatever it is sent, whoever sent it, and an
+// invalid request changes nothing; a node that does not lead answers
+// ErrNotLeader from Local and forwards its own calls.
+func TestScheduler_LocalRevalidates(t *testing.T) {
+	fsm := NewFSM()
+	s := New(&fakeRaft{fsm: fsm}, fsm)
+	s.Clock = fixedClock{base}
+	s.ValidateKey, s.MaxBodyBytes = fencedstore.ValidateKey, 1<<20
+	ctx := t.Context()
+	good := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true", Output: "reports/{{ .Scheduled.Format \"2006\" }}.csv"}
+	hash, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	bad := []struct {
+		name string
+		spec func(*jobs.Spec)
+		says string
+	}{
+		{"output escapes the store", func(s *jobs.Spec) { s.Output = "../../etc/x" }, "not a valid store key"},
+		{"output absolute", func(s *jobs.Spec) { s.Output = "/etc/x" }, "not a valid store key"},
+		{"output larger than the store takes", func(s *jobs.Spec) { s.MaxOutputBytes = 2 << 20 }, "body cap"},
+		{"a bad schedule", func(s *jobs.Spec) { s.Schedules = []string{"every day"} }, "schedules"},
+	}
+	for _, tc := range bad {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := good
+			tc.spec(&spec)
+			_, err := s.Local().SetJobs(ctx, []jobs.Spec{spec}, "api")
+			if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("SetJobs: %v, want ErrInvalidConfig saying %q", err, tc.says)
+			}
+			if got := fsm.JobSetInfo(); got.Hash != hash || got.Source != "test" {
+				t.Errorf("job set after a refused one: %+v, want unchanged", got)
+			}
+		})
+	}
+
+	run := applyAt(t, fsm, 3, 100, grant("report", base)).Run
+	id := run.Attempts[0].ID
+	for name, err := range map[string]error{
+		"note of an unknown kind":      s.Local().Note(ctx, id, "grants", "n2", ""),
+		"note with a malformed detail": s.Local().Note(ctx, id, jobs.NoteStoreRefused, "n2", "refused"),
+		"note of a bad attempt id":     s.Local().Note(ctx, "nope", jobs.EventSuspect, "n2", ""),
+		"audit of an unknown kind":     s.Local().Audit(ctx, "future_kind", "n2", ""),
+		"audit posing as the FSM":      s.Local().Audit(ctx, jobs.EventGranted, "n2", ""),
+		"completion in an open state":  s.Local().Complete(ctx, Completion{Attempt: id, State: jobs.Running}),
+		"completion in no state":       s.Local().Complete(ctx, Completion{Attempt: id, State: "bogus"}),
+		"completion too long":          s.Local().Complete(ctx, Completion{Attempt: id, State: jobs.Failed, Error: strings.Repeat("x", maxErrorLen+1)}),
+	} {
+		if !errors.Is(err, jobs.ErrInvalidConfig) {
+			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
+		}
+	}
+	if c := fsm.Counters(); c["grants"] != 1 || len(c) != 1 {
+		t.Errorf("counters after refused calls: %v, want only grants", c)
+	}
+	if r, _ := fsm.Run(run.ID); r.State != jobs.Pending {
+		t.Errorf("run after refused completions: %s, want pending", r.State)
+	}
+	if err := s.Local().Note(ctx, id, jobs.NoteStoreRefused, "n2", "stale_owner reports/2026.csv greatest=9.9"); err != nil {
+		t.Errorf("a well-formed store_refused note: %v", err)
+	}
+	if err := s.Local().Audit(ctx, jobs.EventLoginFailed, "n2", "locked out"); err != nil {
+		t.Errorf("a known audit kind: %v", err)
+	}
+
+	t.Run("a follower", func(t *testing.T) {
+		fsm := NewFSM()
+		fwd := &recordingForwarder{}
+		s := New(&fakeRaft{fsm: fsm, follower: true}, fsm)
+		s.Forwarder = fwd
+		if _, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "x"); !errors.Is(err, jobs.ErrNotLeader) {
+			t.Errorf("Local().SetJobs on a follower: %v, want ErrNotLeader", err)
+		}
+		if _, err := s.Local().Trigger(ctx, "report", false); !errors.Is(err, jobs.ErrNotLeader) {
+			t.Errorf("Local().Trigger on a follower: %v, want ErrNotLeader", err)
+		}
+		s.SetJobs(ctx, []jobs.Spec{good}, "api")
+		s.Trigger(ctx, "report", true)
+		s.Note(ctx, "report@x.1", jobs.EventLost, "w1", "")
+		if got := strings.Join(fwd.calls, ", "); got != "set_jobs api, trigger report force, note lost" {
+			t.Errorf("forwarded %s", got)
+		}
+		if fsm.LastIndex() != 0 {
+			t.Error("a follower applied something itself")
+		}
+	})
+}
+
+// The leader reacts to the FSM's typed changes: an attempt that ended
+// failed with retries left gets its retry timer and loses its lease; a
+// resync after a restore finds every run waiting for a retry.
+func TestLeader_ReactsToChanges(t *testing.T) {
+	js := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
+	js.Retries, js.Backoff = 2, jobs.Duration(3*time.Second)
+	l, fsm := newTestLeader(t, js)
+	feed := fsm.Changes()
+	defer feed.Close()
+	run, err := l.fire(js, base.Add(time.Second), "schedule", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := run.Attempts[0]
+	if !l.leased(a.ID) {
+		t.Fatal("no lease for the granted attempt")
+	}
+	if err := l.s.Complete(t.Context(), Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
+		t.Fatal(err)
+	}
+	if l.onChanges(feed.Take()) {
+		t.Error("a completion said the job set changed")
+	}
+	l.mu.Lock()
+	due, ok := l.retryAt[run.ID]
+	l.mu.Unlock()
+	if !ok || !due.After(base) {
+		t.Errorf("retry timer of %s: %v (%v), want set after the backoff", run.ID, due, ok)
+	}
+	if l.leased(a.ID) {
+		t.Error("the ended attempt kept its lease")
+	}
+
+	// A resync finds it too.
+	l.mu.Lock()
+	delete(l.retryAt, run.ID)
+	l.mu.Unlock()
+	if !l.onChanges([]Change{{Kind: ChangeResync}}) {
+		t.Error("a resync did not rebuild the queue")
+	}
+	l.mu.Lock()
+	_, ok = l.retryAt[run.ID]
+	l.mu.Unlock()
+	if !ok {
+		t.Error("resync did not set the retry timer")
+	}
+}
+
+// A feed whose reader lags loses nothing silently: past its bound it
+// says resync.
+func TestChangeFeed_OverflowSaysResync(t *testing.T) {
+	f := withJobs(t, "report")
+	feed := f.Changes()
+	defer feed.Close()
+	chs := make([]Change, maxPendingChanges)
+	f.publish(chs)
+	if got := feed.Take(); len(got) != maxPendingChanges {
+		t.Fatalf("took %d, want %d", len(got), maxPendingChanges)
+	}
+	f.publish(chs)
+	f.publish([]Change{{Kind: ChangeEnded}})
+	if got := feed.Take(); len(got) != 1 || got[0].Kind != ChangeResync {
+		t.Errorf("after an overflow: %+v, want one resync", got)
+	}
+	if got := feed.Take(); len(got) != 0 {
+		t.Errorf("after the resync: %+v, want nothing", got)
+	}
+}

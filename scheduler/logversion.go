@@ -1,0 +1,145 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/hashicorp/raft"
+)
+
+// The replicated log is versioned so that servers of different releases
+// never compute different states from the same entries (as nomad's FSM
+// does with a message type per entry). Every entry carries the format
+// version of the binary that wrote it in its "v" field; an entry without
+// one was written before versions existed and is version 1. A server
+// applies an entry with the rules of the entry's version, so a newer
+// server reading an older leader's entries reaches the state the older
+// servers reach. A server that meets an entry it cannot read (a newer
+// version, an op it does not know, an entry it cannot decode) stops
+// applying the log right there: it does not skip the entry and does not
+// apply any later one, because a replica that skips what it does not
+// understand diverges silently. It fails /readyz, logs the entry at error
+// and counts the halt (LogHalts); it refuses to snapshot meanwhile, so
+// Raft keeps every entry after the halt and the node catches up once it
+// runs a binary that reads them.
+//
+// Versions:
+//
+//	1  entries before versions existed: the leader decided overlap
+//	   before proposing a grant; notes counted any kind; audit entries
+//	   took any kind the FSM does not make itself.
+//	2  a grant decides uniqueness and overlap inside Apply (forbid
+//	   records a skip, replace cancels the open attempts in the same
+//	   entry, force overrides and is audited); notes and audit entries
+//	   take only known kinds, and a store_refused note counts in
+//	   stale_refused and fences the attempt it concerns; snapshots carry
+//	   their version.
+
+// logVersionText is LogVersion as text, so that a test can build a binary
+// of an older format with -ldflags
+// "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
+var logVersionText = "2"
+
+// LogVersion is the newest log and snapshot format this binary reads, and
+// the one it writes.
+var LogVersion = mustVersion(logVersionText)
+
+func mustVersion(s string) int {
+	v, err := strconv.Atoi(s)
+	if err != nil || v < 1 {
+		panic(fmt.Sprintf("scheduler: log version %q is not a positive integer", s))
+	}
+	return v
+}
+
+// ErrLogHalted is returned for every entry a halted FSM is given, and
+// wrapped by Halted.
+var ErrLogHalted = errors.New("stopped applying the replicated log")
+
+// knownOps are the ops this binary applies, with the first version that
+// has them.
+var knownOps = map[string]int{
+	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
+	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
+}
+
+// encodeEntry encodes c as an entry of this binary's version.
+func encodeEntry(c command) ([]byte, error) {
+	c.V = LogVersion
+	return json.Marshal(c)
+}
+
+// decodeEntry reads an entry, or says why this binary cannot: such an
+// entry halts the FSM.
+func decodeEntry(l *raft.Log) (command, error) {
+	var c command
+	if err := json.Unmarshal(l.Data, &c); err != nil {
+		return c, fmt.Errorf("entry %d cannot be decoded: %v", l.Index, err)
+	}
+	if c.V == 0 {
+		c.V = 1
+	}
+	if c.V > LogVersion {
+		return c, fmt.Errorf("entry %d (op %q) is of log format version %d; this binary reads up to version %d", l.Index, c.Op, c.V, LogVersion)
+	}
+	since, ok := knownOps[c.Op]
+	if !ok || since > c.V {
+		return c, fmt.Errorf("entry %d has op %q, unknown in log format version %d", l.Index, c.Op, c.V)
+	}
+	if !c.hasPayload() {
+		return c, fmt.Errorf("entry %d (op %q, version %d) has no payload for its op", l.Index, c.Op, c.V)
+	}
+	return c, nil
+}
+
+// hasPayload reports whether the payload of c's op is set.
+func (c command) hasPayload() bool {
+	switch c.Op {
+	case opElected:
+		return c.Elected != nil
+	case opSetJobs:
+		return c.SetJobs != nil
+	case opGrant, opSkip:
+		return c.Grant != nil
+	case opSkipRange:
+		return c.SkipRange != nil
+	case opStart:
+		return c.Start != nil
+	case opComplete:
+		return c.Complete != nil
+	case opExpire:
+		return c.Expire != nil
+	case opRetry:
+		return c.Retry != nil
+	case opPause:
+		return c.Pause != nil
+	case opNote:
+		return c.Note != nil
+	case opAudit:
+		return c.Audit != nil
+	}
+	return false
+}
+
+// halt stops the FSM at entry l for err; f.mu is held.
+func (f *FSM) halt(l *raft.Log, err error) {
+	f.halted = fmt.Errorf("%w at index %d (term %d): %v; this node applies nothing more until it runs a binary that reads it (upgrade it: see the README's upgrade rule)",
+		ErrLogHalted, l.Index, l.Term, err)
+	f.logHalts.Add(1)
+	f.logger().Error("replicated log halted: an entry this binary cannot read", "index", l.Index, "term", l.Term, "err", err, "log_version", LogVersion)
+}
+
+// Halted returns nil while the FSM applies the log, and otherwise why it
+// stopped (wrapping ErrLogHalted): an entry or snapshot of a newer format,
+// an unknown op, an entry it could not decode. A halted node is not ready.
+func (f *FSM) Halted() error {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.halted
+}
+
+// LogHalts counts the times this node's FSM stopped at an entry or
+// snapshot it could not read, since the process started.
+func (f *FSM) LogHalts() uint64 { return f.logHalts.Load() }
