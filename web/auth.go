@@ -17,6 +17,7 @@ import (
 	"unicode"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/keyring"
 )
 
 // Who may change things through the public API and the dashboard.
@@ -65,11 +66,7 @@ type auth struct {
 
 // sessionKey derives the key sessions are signed with from the API token,
 // so changing the token ends every session.
-func (s *Server) sessionKey() []byte {
-	m := hmac.New(sha256.New, []byte(s.APIToken))
-	m.Write([]byte("fencecron dashboard session v1"))
-	return m.Sum(nil)
-}
+func (s *Server) sessionKey() []byte { return keyring.Derive([]byte(s.APIToken), keyring.Session) }
 
 func (s *Server) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.sessionKey())
