@@ -121,6 +121,12 @@ func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.renderOutput(scheduled, loc)
+}
+
+// renderOutput renders the output key template for a scheduled time seen
+// in loc.
+func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
 	t, err := template.New("output").Option("missingkey=error").Parse(s.Output)
 	if err != nil {
 		return "", fmt.Errorf("output template: %w", err)

@@ -215,7 +215,7 @@ func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source strin
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	if err := jobs.CheckSet(specs); err != nil {
+	if err := jobs.CheckSet(specs, jobs.Limits{}); err != nil {
 		return "", err
 	}
 	_, err := s.apply(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: s.now()}})

@@ -1062,7 +1062,7 @@ func (d *decoder) job(n *yaml.Node, path string) (jobs.Spec, *jobNodes, bool) {
 // it concerns.
 func (d *decoder) checkJob(s *jobs.Spec, w *jobNodes, path string, maxBody int64) {
 	var se *jobs.SpecError
-	if err := s.Validate(); errors.As(err, &se) {
+	if err := s.Validate(jobs.Limits{MaxBodyBytes: maxBody}); errors.As(err, &se) {
 		for _, p := range se.Problems {
 			field, _, _ := strings.Cut(p.Field, ".")
 			if w.failed[field] || (field == "schedules" && w.failed["schedule"]) {
@@ -1080,19 +1080,6 @@ func (d *decoder) checkJob(s *jobs.Spec, w *jobNodes, path string, maxBody int64
 			}
 			d.errorf(n, fpath, "%s", p.Msg)
 		}
-	}
-	if s.Output != "" && !w.failed["output"] {
-		// The key's syntax does not depend on the zone.
-		probe := *s
-		probe.Timezone = "UTC"
-		if key, err := probe.OutputKey(time.Date(2026, time.December, 31, 23, 59, 58, 0, time.UTC)); err == nil && key != "" {
-			if err := fencedstore.ValidateKey(key); err != nil {
-				d.errorf(w.at("output"), path+".output", "renders %q, not a valid store key: %v", clip(key, 60), err)
-			}
-		}
-	}
-	if s.MaxOutputBytes > maxBody && !w.failed["max_output_bytes"] {
-		d.errorf(w.at("max_output_bytes"), path+".max_output_bytes", "%d is more than store.max_body_bytes (%d): the output could never be published", s.MaxOutputBytes, maxBody)
 	}
 }
 

@@ -693,3 +693,27 @@ api:
 		}
 	}
 }
+
+// A job's output cap is checked against the store's body cap by the same
+// validation the leader applies (jobs.Spec.Validate): an explicit value,
+// and the default when the job leaves it out of a file whose store takes
+// less.
+func TestParse_JobsAgainstTheStoreBodyCap(t *testing.T) {
+	const job = "jobs:\n  - {name: a, schedule: '@daily', shell: x}\n"
+	if f := MustParse(t, "store: {max_body_bytes: 16MiB}\n"+job); f.Jobs[0].MaxOutputBytes != jobs.DefaultMaxOutputBytes {
+		t.Errorf("max_output_bytes = %d, want the default", f.Jobs[0].MaxOutputBytes)
+	}
+	got := problems(t, "store: {max_body_bytes: 1MiB}\n"+job+"  - {name: b, schedule: '@daily', shell: x, max_output_bytes: 2MiB}\n  - {name: c, schedule: '@daily', shell: x, max_output_bytes: 1MiB}\n")
+	want := []string{
+		"test.yaml:3:5: jobs[0].max_output_bytes: the default, 16777216, is more than store.max_body_bytes (1048576): set max_output_bytes to at most 1048576",
+		"test.yaml:4:63: jobs[1].max_output_bytes: 2097152 is more than store.max_body_bytes (1048576)",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems = %q\nwant %q", got, want)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
