@@ -110,7 +110,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	bind := o.Bind
 	if bind == "" {
-		bind = "127.0.0.1"
+		bind = election.DefaultBindAddr
 	}
 	advertise := o.Advertise
 	if advertise == "" {

@@ -34,31 +34,39 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// Defaults for what the file leaves out.
+// Defaults for what the file leaves out. Each is the owning package's:
+// this file states none of its own but the node's data directory, ports
+// and store file, which only the config file knows. api.limits left at
+// zero take web.DefaultLimits in the web server.
 const (
 	DefaultDataDir          = "/var/lib/fencecron"
-	DefaultBind             = "127.0.0.1"
+	DefaultBind             = election.DefaultBindAddr
 	DefaultHTTPPort         = 8080
 	DefaultGossipPort       = 7946
 	DefaultRaftPort         = 7947
 	DefaultProfile          = ProfileDefault
+	DefaultReapAfter        = election.DefaultReapAfter
 	DefaultBackend          = BackendBolt
 	DefaultStorePath        = "store.db"
 	DefaultMaxBodyBytes     = fencedstore.DefaultMaxBodyBytes
-	DefaultHistoryRetention = 1000
+	DefaultHistoryRetention = fencedstore.DefaultHistoryRetention
 	DefaultQuotaKeys        = fencedstore.DefaultQuotaKeys
 	DefaultQuotaBytes       = fencedstore.DefaultQuotaBytes
-	DefaultReapAfter        = 72 * time.Hour
 )
 
-// Cluster profiles.
+// DefaultAddr is the HTTP address of a node left at its defaults: where
+// the CLI looks for one.
+var DefaultAddr = net.JoinHostPort(DefaultBind, strconv.Itoa(DefaultHTTPPort))
+
+// Cluster profiles (election's).
 const (
-	ProfileDefault = "default"
-	ProfileFast    = "fast" // shorter Raft and gossip timeouts, for tests and demos
+	ProfileDefault = election.ProfileDefault
+	ProfileFast    = election.ProfileFast // shorter Raft and gossip timeouts, for tests and demos
 )
 
 // Store backends.
@@ -72,8 +80,8 @@ const (
 const (
 	MaxFileSize = 4 << 20
 	// MinSecretLength is the shortest cluster.secret or api.token
-	// accepted (see CheckSecret for the other rules).
-	MinSecretLength = 32
+	// accepted: the signer's (see CheckSecret for the other rules).
+	MinSecretLength = fencedstore.MinSecretLen
 )
 
 // Section names.
