@@ -231,9 +231,9 @@ func checkRemoteURL(s string) error {
 
 func (d *decoder) checkAPI(a *API, c *Cluster) {
 	if a.Token != "" && !d.failed["api.token"] {
-		switch {
-		case CheckSecret(a.Token) != nil:
-			d.errorf(d.at("api.token"), "api.token", "%v (or no token: then only clients on this host may change things)", CheckSecret(a.Token))
+		switch err := CheckSecret(a.Token); {
+		case err != nil:
+			d.errorf(d.at("api.token"), "api.token", "%v (or no token: then only clients on this host may change things)", err)
 		case a.Token == c.Secret || a.Token == c.PreviousSecret:
 			d.errorf(d.at("api.token"), "api.token", "the same as cluster.secret (or previous_secret): use another value; the token is typed into browsers and scripts, the secret keys the whole cluster")
 		}
