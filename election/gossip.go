@@ -2,8 +2,6 @@ package election
 
 import (
 	"context"
-	"crypto/hmac"
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +14,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
+
+	"github.com/fencecron/fencecron/election/keyring"
 )
 
 // Meta is what a node tells the others about itself through gossip. It
@@ -55,15 +55,8 @@ type Member struct {
 	Meta  Meta      `json:"meta"`
 }
 
-// DeriveKey derives a purpose-specific key from the cluster secret, so one
-// secret can encrypt gossip and authenticate requests without reusing a key.
-func DeriveKey(secret []byte, purpose string) []byte {
-	m := hmac.New(sha256.New, secret)
-	m.Write([]byte("fencecron/" + purpose))
-	return m.Sum(nil)
-}
-
-func gossipKey(secret []byte) []byte { return DeriveKey(secret, "gossip")[:32] }
+// gossipKey is memberlist's encryption key for a cluster secret.
+func gossipKey(secret []byte) []byte { return keyring.Derive(secret, keyring.Gossip) }
 
 func (n *Node) openGossip() error {
 	mc := n.profile.memberlistConfig()

@@ -38,14 +38,22 @@ const (
 	RoleWorker = "worker"
 )
 
+// Defaults a zero Config field takes, and the defaults of the config
+// file's node.bind and cluster.reap_after.
+const (
+	DefaultBindAddr  = "127.0.0.1"
+	DefaultReapAfter = 72 * time.Hour
+)
+
 // Config configures a Node. Zero values take the defaults noted.
 type Config struct {
 	// NodeID names the node; unique in the cluster.
 	NodeID string
 	// DataDir holds the Raft log, stable store and snapshots.
 	DataDir string
-	// BindAddr is the IP Raft and gossip listen on (default 127.0.0.1);
-	// AdvertiseAddr the one peers use (default BindAddr).
+	// BindAddr is the IP Raft and gossip listen on (default
+	// DefaultBindAddr); AdvertiseAddr the one peers use (default
+	// BindAddr).
 	BindAddr, AdvertiseAddr string
 	// RaftPort and GossipPort are the listen ports; 0 picks a free one.
 	RaftPort, GossipPort int
@@ -69,8 +77,8 @@ type Config struct {
 	// Profile selects timeouts: ProfileDefault or ProfileFast.
 	Profile string
 	// ReapAfter is how long a server may be gone from gossip before the
-	// leader removes it from the voters (default 72h). Removal never takes
-	// the voter count below BootstrapExpect.
+	// leader removes it from the voters (default DefaultReapAfter).
+	// Removal never takes the voter count below BootstrapExpect.
 	ReapAfter time.Duration
 	// Meta is advertised to peers; Role, RaftAddr and Expect are filled in.
 	Meta Meta
@@ -121,13 +129,13 @@ func New(cfg Config, fsm raft.FSM) *Node {
 		cfg.Logger = slog.Default()
 	}
 	if cfg.BindAddr == "" {
-		cfg.BindAddr = "127.0.0.1"
+		cfg.BindAddr = DefaultBindAddr
 	}
 	if cfg.AdvertiseAddr == "" {
 		cfg.AdvertiseAddr = cfg.BindAddr
 	}
 	if cfg.ReapAfter == 0 {
-		cfg.ReapAfter = 72 * time.Hour
+		cfg.ReapAfter = DefaultReapAfter
 	}
 	return &Node{cfg: cfg, fsm: fsm, log: cfg.Logger.With("node", cfg.NodeID)}
 }

@@ -1,7 +1,6 @@
 package fencedstore
 
 import (
-	"crypto/hkdf"
 	"crypto/hmac"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -12,6 +11,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"time"
+
+	"github.com/fencecron/fencecron/election/keyring"
 )
 
 // Limits on the parts of a signed token's text form.
@@ -98,7 +99,7 @@ type signerKey struct {
 }
 
 // NewSigner derives the token-signing key and the store credential from the
-// cluster secret (cluster.secret in the config) with HKDF-SHA256, one label
+// cluster secret (cluster.secret in the config) with the keyring, one label
 // each, so neither reveals the other or the secret. A previous secret
 // (cluster.previous_secret) is accepted too, and signed with until
 // UseNewSecret.
@@ -111,14 +112,8 @@ func NewSigner(secret []byte, previous ...[]byte) (*Signer, error) {
 		if len(sec) < MinSecretLen {
 			return nil, fmt.Errorf("cluster secret is %d bytes; at least %d are needed", len(sec), MinSecretLen)
 		}
-		key, err := hkdf.Key(sha256.New, sec, nil, "fencecron fence-token signing v1", 32)
-		if err != nil {
-			return nil, err
-		}
-		cred, err := hkdf.Key(sha256.New, sec, nil, "fencecron store credential v1", 32)
-		if err != nil {
-			return nil, err
-		}
+		key := keyring.Derive(sec, keyring.TokenSigning)
+		cred := keyring.Derive(sec, keyring.StoreCredential)
 		s.keys = append(s.keys, signerKey{key: key, credential: b64.EncodeToString(cred)})
 	}
 	s.current.Store(int32(len(s.keys) - 1))

@@ -11,6 +11,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // Sentinel errors. Publish and Establish return ErrStaleOwner, ErrConflict
@@ -64,10 +66,13 @@ func (o Outcome) Accepted() bool { return o != StaleOwner && o != Expired }
 
 // Defaults. DefaultMaxBodyBytes is the one body cap of every store, the
 // HTTP handler, `fencecron publish` and `fencecron dev`, and the default of
-// the config's store.max_body_bytes. The quotas bound what the keys under
-// one job token's scope may hold (store.quota.keys, store.quota.bytes).
+// the config's store.max_body_bytes; it is a job's default output cap
+// (jobs.DefaultMaxOutputBytes), so that a job left at its defaults can
+// always publish to a store left at its. The quotas bound what the keys
+// under one job token's scope may hold (store.quota.keys,
+// store.quota.bytes).
 const (
-	DefaultMaxBodyBytes     = 16 << 20
+	DefaultMaxBodyBytes     = jobs.DefaultMaxOutputBytes
 	DefaultHistoryRetention = 1000
 	DefaultQuotaKeys        = 10000
 	DefaultQuotaBytes       = 1 << 30

@@ -24,9 +24,9 @@ func HashSpecs(specs []Spec) string {
 }
 
 // CheckSet checks a job set as a whole before it is replicated: every
-// spec valid (Spec.Validate) and names unique. It returns every problem,
-// wrapping ErrInvalidConfig.
-func CheckSet(specs []Spec) error {
+// spec valid against l (Spec.Validate) and names unique. It returns every
+// problem, wrapping ErrInvalidConfig.
+func CheckSet(specs []Spec, l Limits) error {
 	var problems []string
 	seen := map[string]bool{}
 	for i, s := range specs {
@@ -37,7 +37,7 @@ func CheckSet(specs []Spec) error {
 			problems = append(problems, fmt.Sprintf("job %s: defined twice", name))
 		}
 		seen[name] = true
-		if err := s.Validate(); err != nil {
+		if err := s.Validate(l); err != nil {
 			problems = append(problems, fmt.Sprintf("job %s: %v", name, err))
 		}
 	}

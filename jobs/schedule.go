@@ -30,8 +30,8 @@ const (
 // DSTPolicy is a job's daylight-saving policy. The zero value means the
 // defaults, shift and once.
 type DSTPolicy struct {
-	Spring string `json:"spring"`
-	Fall   string `json:"fall"`
+	Spring string `json:"spring" yaml:"spring"`
+	Fall   string `json:"fall" yaml:"fall"`
 }
 
 // withDefaults returns p with empty fields set to the defaults.

@@ -33,30 +33,32 @@ const (
 	DefaultMaxOutputBytes = 16 << 20
 )
 
-// Spec is one job as the user defined it.
+// Spec is one job as the user defined it. Its json tags are the API's and
+// the replicated log's names of the fields, its yaml tags the config
+// file's (the config parser decodes the jobs section straight into it).
 type Spec struct {
-	Name      string   `json:"name"`
-	Schedules []string `json:"schedules"`
-	Timezone  string   `json:"timezone,omitempty"`
+	Name      string   `json:"name" yaml:"name"`
+	Schedules []string `json:"schedules" yaml:"schedules"`
+	Timezone  string   `json:"timezone,omitempty" yaml:"timezone"`
 	// Command is an argv list; Shell, if set instead, runs through /bin/sh -c.
-	Command        []string          `json:"command,omitempty"`
-	Shell          string            `json:"shell,omitempty"`
-	Env            map[string]string `json:"env,omitempty"`
-	Dir            string            `json:"dir,omitempty"`
-	Output         string            `json:"output,omitempty"`
-	Timeout        Duration          `json:"timeout"`
-	LeaseTTL       Duration          `json:"lease_ttl"`
-	Retries        int               `json:"retries"`
-	Backoff        Duration          `json:"backoff"`
-	Overlap        string            `json:"overlap"`
-	Misfire        string            `json:"misfire"`
-	CatchupWindow  Duration          `json:"catchup_window"`
-	Target         map[string]string `json:"target,omitempty"`
-	MaxOutputBytes int64             `json:"max_output_bytes"`
-	Paused         bool              `json:"paused"`
-	Jitter         Duration          `json:"jitter,omitempty"`
+	Command        []string          `json:"command,omitempty" yaml:"command"`
+	Shell          string            `json:"shell,omitempty" yaml:"shell"`
+	Env            map[string]string `json:"env,omitempty" yaml:"env"`
+	Dir            string            `json:"dir,omitempty" yaml:"dir"`
+	Output         string            `json:"output,omitempty" yaml:"output"`
+	Timeout        Duration          `json:"timeout" yaml:"timeout"`
+	LeaseTTL       Duration          `json:"lease_ttl" yaml:"lease_ttl"`
+	Retries        int               `json:"retries" yaml:"retries"`
+	Backoff        Duration          `json:"backoff" yaml:"backoff"`
+	Overlap        string            `json:"overlap" yaml:"overlap"`
+	Misfire        string            `json:"misfire" yaml:"misfire"`
+	CatchupWindow  Duration          `json:"catchup_window" yaml:"catchup_window"`
+	Target         map[string]string `json:"target,omitempty" yaml:"target"`
+	MaxOutputBytes int64             `json:"max_output_bytes" yaml:"max_output_bytes"`
+	Paused         bool              `json:"paused" yaml:"paused"`
+	Jitter         Duration          `json:"jitter,omitempty" yaml:"jitter"`
 	// DST is the daylight-saving policy of the job's wall-clock schedules.
-	DST DSTPolicy `json:"dst"`
+	DST DSTPolicy `json:"dst" yaml:"dst"`
 }
 
 // Normalize fills in defaults for unset fields.
@@ -121,6 +123,12 @@ func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return s.renderOutput(scheduled, loc)
+}
+
+// renderOutput renders the output key template for a scheduled time seen
+// in loc.
+func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
 	t, err := template.New("output").Option("missingkey=error").Parse(s.Output)
 	if err != nil {
 		return "", fmt.Errorf("output template: %w", err)

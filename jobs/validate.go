@@ -66,11 +66,27 @@ func (e *SpecError) Error() string {
 // Unwrap returns ErrInvalidConfig.
 func (e *SpecError) Unwrap() error { return ErrInvalidConfig }
 
-// Validate checks every field of s and returns a *SpecError listing all
-// problems, or nil. Zero values that Normalize fills in are valid. It does
-// not check what depends on other jobs (unique names) or on the store
-// (key syntax, body limits); the config loader does.
-func (s *Spec) Validate() error {
+// Limits are what a job is checked against besides its own fields: what
+// the store its outputs go to accepts.
+type Limits struct {
+	// MaxBodyBytes is the store's cap on one body (store.max_body_bytes):
+	// a job's max_output_bytes may not exceed it, nor may
+	// DefaultMaxOutputBytes when the job leaves the field out. Zero checks
+	// no cap.
+	MaxBodyBytes int64
+}
+
+// Validate checks every field of s against itself and against l, and
+// returns a *SpecError listing all problems, or nil. Zero values that
+// Normalize fills in are valid, and a spec is valid before Normalize if
+// and only if it is after. It renders the output key template and checks
+// the key with CheckKey, the store's own rule. It does not check what
+// depends on other jobs (unique names: see CheckSet).
+//
+// It is the one validation of a job: the config parser reports its
+// problems at their file:line:column, and the leader applies no job set
+// that fails it.
+func (s *Spec) Validate(l Limits) error {
 	var errs []FieldError
 	bad := func(field string, index int, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
@@ -138,7 +154,12 @@ func (s *Spec) Validate() error {
 		bad("dir", -1, "%q: want an absolute path", s.Dir)
 	}
 
-	if s.Output != "" && zerr == nil {
+	if s.Output != "" {
+		// A key's syntax does not depend on the zone: check it even when
+		// the zone is wrong, in UTC.
+		if zerr != nil {
+			loc = time.UTC
+		}
 		if err := s.checkOutput(loc); err != nil {
 			bad("output", -1, "%v", err)
 		}
@@ -159,8 +180,16 @@ func (s *Spec) Validate() error {
 	if s.Retries < 0 || s.Retries > MaxRetries {
 		bad("retries", -1, "%d: want 0 to %d", s.Retries, MaxRetries)
 	}
-	if s.MaxOutputBytes < 0 {
+	switch {
+	case s.MaxOutputBytes < 0:
 		bad("max_output_bytes", -1, "%d: must not be negative", s.MaxOutputBytes)
+	case l.MaxBodyBytes <= 0:
+	case s.MaxOutputBytes > l.MaxBodyBytes:
+		bad("max_output_bytes", -1, "%d is more than store.max_body_bytes (%d): a larger output could never be published; want at most %d",
+			s.MaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
+	case s.MaxOutputBytes == 0 && DefaultMaxOutputBytes > l.MaxBodyBytes:
+		bad("max_output_bytes", -1, "the default, %d, is more than store.max_body_bytes (%d): set max_output_bytes to at most %d",
+			DefaultMaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
 	}
 	switch s.Overlap {
 	case "", OverlapForbid, OverlapAllow, OverlapReplace:
@@ -193,18 +222,28 @@ func (s *Spec) Validate() error {
 	return &SpecError{Job: s.Name, Problems: errs}
 }
 
-// checkOutput parses the output key template and renders it for a sample
-// scheduled time.
+// checkOutput parses the output key template, renders it for a sample
+// scheduled time in loc, and checks the key.
 func (s *Spec) checkOutput(loc *time.Location) error {
 	sample := time.Date(2026, time.December, 31, 23, 59, 58, 0, loc)
-	key, err := s.OutputKey(sample)
+	key, err := s.renderOutput(sample, loc)
 	if err != nil {
 		return err
 	}
 	if key == "" {
 		return fmt.Errorf("%q renders an empty key", s.Output)
 	}
+	if err := CheckKey(key); err != nil {
+		return fmt.Errorf("renders %q, not a valid store key: %v", clip(key, 60), err)
+	}
 	return nil
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "..."
+	}
+	return s
 }
 
 // minGap returns the shortest interval between the schedule's fire times

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -90,42 +89,17 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 	return jobs.HashSpecs(specs), nil
 }
 
-// CheckJobs normalizes a job set and checks it as a whole: jobs.CheckSet,
-// then each output key rendered for a sample time through ValidateKey,
-// and max_output_bytes against MaxBodyBytes. It returns the normalized
-// set, or an error wrapping jobs.ErrInvalidConfig that lists every
-// problem.
+// CheckJobs normalizes a job set and checks it as the config parser does
+// (jobs.CheckSet: every spec, its output key by the store's key rules,
+// max_output_bytes within MaxBodyBytes). It returns the normalized set,
+// or an error wrapping jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	if err := jobs.CheckSet(specs); err != nil {
+	if err := jobs.CheckSet(specs, jobs.Limits{MaxBodyBytes: s.MaxBodyBytes}); err != nil {
 		return nil, err
-	}
-	var problems []string
-	for _, spec := range specs {
-		// The default is no explicit limit: a store with a smaller cap
-		// refuses such an output when it comes, as the config allows.
-		if n := spec.MaxOutputBytes; s.MaxBodyBytes > 0 && n > s.MaxBodyBytes && n != jobs.DefaultMaxOutputBytes {
-			problems = append(problems, fmt.Sprintf("job %s: max_output_bytes: %d is more than the store's body cap (%d): the output could never be published", spec.Name, n, s.MaxBodyBytes))
-		}
-		if spec.Output == "" || s.ValidateKey == nil {
-			continue
-		}
-		// The key's syntax does not depend on the zone.
-		probe := spec
-		probe.Timezone = "UTC"
-		key, err := probe.OutputKey(time.Date(2026, time.December, 31, 23, 59, 58, 0, time.UTC))
-		if err != nil || key == "" {
-			continue // Validate reported it
-		}
-		if err := s.ValidateKey(key); err != nil {
-			problems = append(problems, fmt.Sprintf("job %s: output: renders %q, not a valid store key: %v", spec.Name, clip(key, 60), err))
-		}
-	}
-	if len(problems) > 0 {
-		return nil, fmt.Errorf("%w: %s", jobs.ErrInvalidConfig, strings.Join(problems, "; "))
 	}
 	return specs, nil
 }

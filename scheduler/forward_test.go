@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -43,7 +42,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 	fsm := NewFSM()
 	s := New(&fakeRaft{fsm: fsm}, fsm)
 	s.Clock = fixedClock{base}
-	s.ValidateKey, s.MaxBodyBytes = fencedstore.ValidateKey, 1<<20
+	s.MaxBodyBytes = 32 << 20
 	ctx := t.Context()
 	good := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true", Output: "reports/{{ .Scheduled.Format \"2006\" }}.csv"}
 	hash, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "test")
@@ -58,7 +57,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 	}{
 		{"output escapes the store", func(s *jobs.Spec) { s.Output = "../../etc/x" }, "not a valid store key"},
 		{"output absolute", func(s *jobs.Spec) { s.Output = "/etc/x" }, "not a valid store key"},
-		{"output larger than the store takes", func(s *jobs.Spec) { s.MaxOutputBytes = 2 << 20 }, "body cap"},
+		{"output larger than the store takes", func(s *jobs.Spec) { s.MaxOutputBytes = 64 << 20 }, "store.max_body_bytes"},
 		{"a bad schedule", func(s *jobs.Spec) { s.Schedules = []string{"every day"} }, "schedules"},
 	}
 	for _, tc := range bad {

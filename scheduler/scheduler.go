@@ -82,11 +82,8 @@ type Scheduler struct {
 	Dispatcher Dispatcher
 	// Forwarder, if set, carries requests to the leader from a follower.
 	Forwarder Forwarder
-	// ValidateKey, if set, is the store's key rule: the leader refuses a
-	// job set whose output keys break it (fencedstore.ValidateKey).
-	ValidateKey func(key string) error
 	// MaxBodyBytes, if positive, is the store's body cap: the leader
-	// refuses a job whose max_output_bytes is larger.
+	// refuses a job whose max_output_bytes is larger (jobs.Limits).
 	MaxBodyBytes int64
 	Clock        jobs.Clock
 	Logger       *slog.Logger

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/fencecron/fencecron/election/keyring"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -65,11 +66,7 @@ type auth struct {
 
 // sessionKey derives the key sessions are signed with from the API token,
 // so changing the token ends every session.
-func (s *Server) sessionKey() []byte {
-	m := hmac.New(sha256.New, []byte(s.APIToken))
-	m.Write([]byte("fencecron dashboard session v1"))
-	return m.Sum(nil)
-}
+func (s *Server) sessionKey() []byte { return keyring.Derive([]byte(s.APIToken), keyring.Session) }
 
 func (s *Server) mac(parts ...string) string {
 	m := hmac.New(sha256.New, s.sessionKey())

@@ -16,6 +16,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/web/wire"
 )
@@ -40,7 +41,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	}
 	def := os.Getenv("FENCECRON_ADDR")
 	if def == "" {
-		def = "127.0.0.1:8080"
+		def = config.DefaultAddr
 	}
 	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")

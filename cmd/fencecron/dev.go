@@ -18,10 +18,10 @@ import (
 func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	httpAddr := fs.String("http", "127.0.0.1:8080", "HTTP address for the API and dashboard")
+	httpAddr := fs.String("http", config.DefaultAddr, "HTTP address for the API and dashboard")
 	dataDir := fs.String("data", filepath.Join(os.TempDir(), "fencecron-dev"), "data directory (Raft log, snapshots, store)")
-	raftPort := fs.Int("raft-port", 7947, "Raft port on 127.0.0.1")
-	gossipPort := fs.Int("gossip-port", 7946, "gossip port on 127.0.0.1")
+	raftPort := fs.Int("raft-port", config.DefaultRaftPort, "Raft port on the -http host")
+	gossipPort := fs.Int("gossip-port", config.DefaultGossipPort, "gossip port on the -http host")
 	apiToken := fs.String("api-token", os.Getenv("FENCECRON_API_TOKEN"), "token the API and dashboard require to trigger, pause and resume (default $FENCECRON_API_TOKEN; empty: none, and only clients on this host may change things)")
 	readOnly := fs.Bool("read-only", false, "refuse every change through the public API and hide the dashboard's buttons")
 	if err := fs.Parse(args); err != nil {

@@ -114,7 +114,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	bind := o.Bind
 	if bind == "" {
-		bind = "127.0.0.1"
+		bind = election.DefaultBindAddr
 	}
 	advertise := o.Advertise
 	if advertise == "" {
@@ -174,9 +174,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched.Logger = log
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
 	// The leader checks job sets sent through the API as the config
-	// parser checks the file: output keys by the store's rules, outputs
-	// within its body cap.
-	sched.ValidateKey, sched.MaxBodyBytes = fencedstore.ValidateKey, maxBody
+	// parser checks the file (jobs.CheckSet): output keys by the store's
+	// rules, outputs within its body cap.
+	sched.MaxBodyBytes = maxBody
 	// The transport between nodes: this node's calls to the leader and
 	// to workers, and its answers to theirs (as the leader, through
 	// Local, which never forwards).

@@ -243,7 +243,7 @@ func TestCluster_LeaderRevalidatesJobSets(t *testing.T) {
 	for _, tc := range []struct{ name, body, says string }{
 		{"output leaves the store", job(`"output":"../../etc/x"`), "not a valid store key"},
 		{"output absolute", job(`"output":"/etc/passwd"`), "not a valid store key"},
-		{"output larger than the store's cap", job(`"output":"x.txt","max_output_bytes":1073741824`), "body cap"},
+		{"output larger than the store's cap", job(`"output":"x.txt","max_output_bytes":1073741824`), "store.max_body_bytes"},
 	} {
 		for _, n := range []*localcluster.Node{c.Node(a.Leader), c.Node(followerOf(c, a.Leader))} {
 			code, body := put(n, tc.body)

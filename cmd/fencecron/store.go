@@ -17,6 +17,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
@@ -42,7 +43,7 @@ func storeAddr(flagValue string) string {
 			return v
 		}
 	}
-	return "127.0.0.1:8080"
+	return config.DefaultAddr
 }
 
 // storeClient is a client of the store at addr for a process that holds

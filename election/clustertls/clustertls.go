@@ -5,7 +5,7 @@
 //
 // By default the whole PKI comes from the cluster secret, so there is
 // nothing but the secret to distribute: every node derives the same CA key
-// from it (HKDF, then Ed25519, which is deterministic), issues itself a
+// from it (the keyring's HKDF, then Ed25519, which is deterministic), issues itself a
 // fresh leaf certificate for its node name at start, and trusts exactly the
 // certificates that CA signed. A peer that does not hold the secret cannot
 // finish a handshake, so it gets nothing past it: no RPC is decoded, no
@@ -23,9 +23,7 @@ import (
 	"crypto/ecdsa"
 	"crypto/ed25519"
 	"crypto/elliptic"
-	"crypto/hkdf"
 	"crypto/rand"
-	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -39,6 +37,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/election/keyring"
 )
 
 // ALPN protocol names. A connection says which service it wants inside the
@@ -131,26 +131,18 @@ type authority struct {
 	tmpl *x509.Certificate
 }
 
-func hkdfKey(secret []byte, label string, n int) []byte {
-	k, err := hkdf.Key(sha256.New, secret, nil, label, n)
-	if err != nil {
-		panic(err) // only for n beyond 255 hash lengths
-	}
-	return k
-}
-
 // Fingerprint names a secret without revealing it: nodes tell each other
 // which secrets they hold (see election) by these.
 func Fingerprint(secret []byte) string {
-	return hex.EncodeToString(hkdfKey(secret, "fencecron secret fingerprint v1", 8))
+	return hex.EncodeToString(keyring.Derive(secret, keyring.Fingerprint))
 }
 
 func newAuthority(secret []byte) (*authority, error) {
 	if len(secret) == 0 {
 		return nil, errors.New("cluster TLS: no cluster secret to derive the CA from")
 	}
-	key := ed25519.NewKeyFromSeed(hkdfKey(secret, "fencecron cluster CA key v1", ed25519.SeedSize))
-	serial := new(big.Int).SetBytes(hkdfKey(secret, "fencecron cluster CA serial v1", 16))
+	key := ed25519.NewKeyFromSeed(keyring.Derive(secret, keyring.ClusterCAKey))
+	serial := new(big.Int).SetBytes(keyring.Derive(secret, keyring.ClusterCASerial))
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial,
 		Subject:               pkix.Name{CommonName: "fencecron cluster CA " + Fingerprint(secret), Organization: []string{"fencecron"}},

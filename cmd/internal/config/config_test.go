@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -691,5 +692,112 @@ api:
 		if len(got) != 1 || !strings.HasPrefix(got[0], tt.want) {
 			t.Errorf("%s: got %q, want one problem starting %q", tt.name, got, tt.want)
 		}
+	}
+}
+
+// A job's output cap is checked against the store's body cap by the same
+// validation the leader applies (jobs.Spec.Validate): an explicit value,
+// and the default when the job leaves it out of a file whose store takes
+// less.
+func TestParse_JobsAgainstTheStoreBodyCap(t *testing.T) {
+	const job = "jobs:\n  - {name: a, schedule: '@daily', shell: x}\n"
+	if f := MustParse(t, "store: {max_body_bytes: 16MiB}\n"+job); f.Jobs[0].MaxOutputBytes != jobs.DefaultMaxOutputBytes {
+		t.Errorf("max_output_bytes = %d, want the default", f.Jobs[0].MaxOutputBytes)
+	}
+	got := problems(t, "store: {max_body_bytes: 1MiB}\n"+job+"  - {name: b, schedule: '@daily', shell: x, max_output_bytes: 2MiB}\n  - {name: c, schedule: '@daily', shell: x, max_output_bytes: 1MiB}\n")
+	want := []string{
+		"test.yaml:3:5: jobs[0].max_output_bytes: the default, 16777216, is more than store.max_body_bytes (1048576): set max_output_bytes to at most 1048576",
+		"test.yaml:4:63: jobs[1].max_output_bytes: 2097152 is more than store.max_body_bytes (1048576)",
+	}
+	if len(got) != len(want) {
+		t.Fatalf("problems = %q\nwant %q", got, want)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], want[i]) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, got[i], want[i])
+		}
+	}
+}
+
+// The reference file shows every field of the schema, which is the yaml
+// tags of this package's types and of jobs.Spec: written, or (for what
+// has no default to show) in a comment. A field added to any of them and
+// not documented there fails here.
+func TestReferenceExample_ShowsEveryField(t *testing.T) {
+	ref, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "examples", "fencecron.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDecoder("fencecron.yaml", lookup)
+	root, ok := d.document(ref)
+	if !ok {
+		t.Fatal(d.result())
+	}
+	doc := defaults(hostname)
+	d.decodeRoot(root, &doc)
+	written := map[string]bool{}
+	for p := range d.values {
+		written[schemaPath(p)] = true
+	}
+	var comments strings.Builder
+	for line := range strings.Lines(string(ref)) {
+		if l := strings.TrimSpace(line); strings.HasPrefix(l, "#") {
+			comments.WriteString(l)
+		}
+	}
+	var walk func(prefix string, typ reflect.Type)
+	walk = func(prefix string, typ reflect.Type) {
+		for _, f := range fieldsOf(typ) {
+			path := join(prefix, f.name)
+			commented := regexp.MustCompile(`[#\s{,]` + regexp.QuoteMeta(f.name) + `: `).MatchString(comments.String())
+			if !written[path] && !commented {
+				t.Errorf("the reference does not show %s", path)
+			}
+			ft := typ.FieldByIndex(f.index).Type
+			if ft.Kind() == reflect.Slice {
+				ft = ft.Elem()
+			}
+			if ft.Kind() == reflect.Struct {
+				walk(path, ft)
+			}
+		}
+	}
+	walk("", reflect.TypeFor[sections]())
+}
+
+// Problems that the generic decoding reports more precisely than a
+// field-by-field parser would: the first of two duplicate keys is still
+// checked, and after a list element that does not decode the others keep
+// their index and position.
+func TestParse_ProblemsAroundDuplicatesAndBadElements(t *testing.T) {
+	const secret = "cluster: {secret: correct-horse-battery-staple-0123456789}\n"
+	tests := []struct {
+		name string
+		src  string
+		want []string
+	}{
+		{"duplicate key, bad first value", "node: {name: 'a b', name: n1, bootstrap_expect: 1}\n" + secret, []string{
+			`test.yaml:1:14: node.name: "a b": want 1-128 letters`,
+			"test.yaml:1:21: node.name: duplicate field (first on line 1)"}},
+		{"elements after a bad one", "node: {join: ['10.0.0.1:7946', [x], '10.0.0.3']}\n" + secret, []string{
+			"test.yaml:1:32: node.join[1]: expected a string, got a list",
+			`test.yaml:1:37: node.join[2]: "10.0.0.3": want host:port`}},
+		{"api.tls takes no CA", "api: {tls: {ca_file: a, cert_file: b, key_file: c}}\n", []string{
+			`test.yaml:1:13: api.tls: unknown field "ca_file": only cluster.tls takes CAs`}},
+		{"an alias for a job's field", "jobs:\n  - {name: a, schedule: &s '@daily', shell: x}\n  - {name: b, schedule: *s, shell: x}\n", []string{
+			"test.yaml:3:25: jobs[1].schedule: aliases (*s) are not supported"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := problems(t, tc.src)
+			if len(got) != len(tc.want) {
+				t.Fatalf("problems = %q\nwant %q", got, tc.want)
+			}
+			for i := range got {
+				if !strings.HasPrefix(got[i], tc.want[i]) {
+					t.Errorf("problem %d = %q, want it to start with %q", i, got[i], tc.want[i])
+				}
+			}
+		})
 	}
 }

@@ -2,35 +2,91 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
-// decoder walks a YAML node tree into Go values and collects every
-// problem with its position instead of stopping at the first.
+// decoder walks a YAML node tree into the tagged types of this package
+// (and jobs.Spec), and collects every problem with its position instead of
+// stopping at the first. The yaml tags are the schema: one generic walk
+// decodes every section, so no field is declared twice. What a field's Go
+// type decides:
+//
+//   - string: a scalar (null is "");
+//   - bool: true or false;
+//   - int: a whole number (0x and _ allowed);
+//   - int64: a size in bytes, optionally with a unit (16MiB, 1GB);
+//   - time.Duration and jobs.Duration: a Go duration such as 90s;
+//   - []string: a list of strings; map[string]string: names to strings;
+//   - a struct: a mapping of its tagged fields (",inline" embeds one).
+//
+// A null value leaves a field at its default (a string becomes ""). It
+// records where every field, list element and map entry was written, so
+// that checks after decoding report problems at their file:line:column.
 type decoder struct {
 	file   string
 	probs  []Problem
 	lookup func(string) (string, bool)
-	// expand turns ${NAME} expansion on (node, cluster, store sections).
-	expand  bool
+	// envUsed are the variables ${NAME} referred to.
 	envUsed map[string]bool
 	// failed holds the paths already reported, so that later checks of
 	// the same value stay quiet.
 	failed map[string]bool
-	// literals are the secrets written literally (see decoder.secret).
+	// literals are the secrets written literally (see secretFields).
 	literals []Problem
+	// values and keys are the value and key nodes of every field, list
+	// element and map entry decoded, by path ("node.ports.http",
+	// "jobs[0].env.LEVEL", "node.join[1]"); values[""] is the root.
+	values, keys map[string]*yaml.Node
 }
 
-func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
-	if d.failed == nil {
-		d.failed = map[string]bool{}
+func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
+	return &decoder{
+		file: file, lookup: lookup,
+		envUsed: map[string]bool{}, failed: map[string]bool{},
+		values: map[string]*yaml.Node{}, keys: map[string]*yaml.Node{},
 	}
+}
+
+// Per-field knowledge the Go types do not carry, by field path with list
+// indexes left out.
+var (
+	// envSections are the sections where ${NAME} is expanded.
+	envSections = map[string]bool{SectionNode: true, SectionCluster: true, SectionStore: true, SectionAPI: true}
+	// secretFields hold secrets: written literally, they earn a warning
+	// suggesting the ${NAME} given here instead.
+	secretFields = map[string]string{
+		"cluster.secret":          "${FENCECRON_SECRET}",
+		"cluster.previous_secret": "${FENCECRON_PREVIOUS_SECRET}",
+		"api.token":               "${FENCECRON_API_TOKEN}",
+	}
+	// listHints complete "expected a list of strings" where the form of
+	// the list is worth showing.
+	listHints = map[string]string{
+		"node.join":         " (host:port gossip addresses)",
+		"api.allowed_hosts": " (host names, or host:port)",
+		"jobs.command":      ` such as ["/usr/bin/report", "--month", "previous"]; for a command line use shell:`,
+	}
+)
+
+// errorf reports a problem with the value at path, and marks it failed.
+func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.failed[path] = true
+	d.problem(n, path, format, args...)
+}
+
+// problem reports a problem at path that leaves the value there standing
+// (a duplicate key: the first one counts, and is still checked).
+func (d *decoder) problem(n *yaml.Node, path, format string, args ...any) {
 	p := Problem{Pos: Pos{File: d.file}, Path: path, Msg: fmt.Sprintf(format, args...)}
 	if n != nil {
 		p.Line, p.Column = n.Line, n.Column
@@ -38,26 +94,135 @@ func (d *decoder) errorf(n *yaml.Node, path, format string, args ...any) {
 	d.probs = append(d.probs, p)
 }
 
-// field is one key a mapping accepts, and how to decode its value.
-type field struct {
-	name   string
-	decode func(v *yaml.Node, path string)
+// has reports whether the file wrote the field at path.
+func (d *decoder) has(path string) bool { return d.values[path] != nil }
+
+// isMapping reports whether the file wrote the field at path as a mapping
+// (or null, an empty one).
+func (d *decoder) isMapping(path string) bool {
+	n := d.values[path]
+	return n != nil && (n.Kind == yaml.MappingNode || isNull(n))
 }
 
-// mapping decodes a mapping node field by field. It reports keys that
-// are not in fields, duplicate keys and aliases, and returns the value
-// node of every key it accepted. A null node is an empty mapping.
-func (d *decoder) mapping(n *yaml.Node, path string, fields []field) map[string]*yaml.Node {
-	seen := map[string]*yaml.Node{}
+// at returns where the field at path was written or, if it was not, its
+// nearest enclosing field that was: a problem with a field the file left
+// out is reported at the mapping that lacks it.
+func (d *decoder) at(path string) *yaml.Node {
+	for {
+		if n := d.values[path]; n != nil {
+			return n
+		}
+		if path == "" {
+			return nil
+		}
+		path = parent(path)
+	}
+}
+
+// keyAt returns the key node of a field or map entry, or at(path).
+func (d *decoder) keyAt(path string) *yaml.Node {
+	if k := d.keys[path]; k != nil {
+		return k
+	}
+	return d.at(path)
+}
+
+// decodeRoot decodes the top level into doc.
+func (d *decoder) decodeRoot(root *yaml.Node, doc *sections) {
+	d.values[""] = root
+	d.decode(root, "", reflect.ValueOf(doc).Elem())
+}
+
+var (
+	durationType     = reflect.TypeFor[time.Duration]()
+	jobsDurationType = reflect.TypeFor[jobs.Duration]()
+	jobListType      = reflect.TypeFor[[]jobEntry]()
+)
+
+// decode decodes n into v, which its Go type says how to read (see
+// decoder).
+func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
+	t := v.Type()
+	switch {
+	case t == durationType || t == jobsDurationType:
+		d.duration(n, path, v)
+	case t == jobListType:
+		d.jobList(n, path, v.Addr().Interface().(*[]jobEntry))
+	case t.Kind() == reflect.String:
+		d.str(n, path, v)
+	case t.Kind() == reflect.Bool:
+		d.boolean(n, path, v)
+	case t.Kind() == reflect.Int:
+		d.integer(n, path, v)
+	case t.Kind() == reflect.Int64:
+		d.size(n, path, v)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
+		d.strings(n, path, v)
+	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
+		d.stringMap(n, path, v)
+	case t.Kind() == reflect.Struct:
+		d.mapping(n, path, v)
+	default:
+		panic(fmt.Sprintf("config: %s: no decoder for %s", path, t))
+	}
+}
+
+// field is one key a mapping accepts: its name and the index of the Go
+// field it decodes into.
+type field struct {
+	name  string
+	index []int
+}
+
+var fieldCache sync.Map // reflect.Type -> []field
+
+// fieldsOf returns the fields of struct type t that its yaml tags name,
+// in order, with ",inline" structs' fields in their place. An exported
+// field without a yaml tag is a programming error ("-" leaves one out).
+func fieldsOf(t reflect.Type) []field {
+	if fs, ok := fieldCache.Load(t); ok {
+		return fs.([]field)
+	}
+	var out []field
+	for i := range t.NumField() {
+		sf := t.Field(i)
+		if !sf.IsExported() {
+			continue
+		}
+		tag, ok := sf.Tag.Lookup("yaml")
+		if !ok {
+			panic(fmt.Sprintf("config: field %s.%s has no yaml tag", t, sf.Name))
+		}
+		name, opts, _ := strings.Cut(tag, ",")
+		switch {
+		case name == "-":
+		case opts == "inline" && sf.Type.Kind() == reflect.Struct:
+			for _, f := range fieldsOf(sf.Type) {
+				out = append(out, field{f.name, append([]int{i}, f.index...)})
+			}
+		default:
+			out = append(out, field{name, []int{i}})
+		}
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+// mapping decodes a mapping node into struct v field by field. It reports
+// keys v has no field for, duplicate keys and aliases. A null node is an
+// empty mapping.
+func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
+	fields := fieldsOf(v.Type())
 	if isNull(n) {
-		return seen
+		return
 	}
 	if n.Kind != yaml.MappingNode {
 		d.errorf(n, path, "expected a mapping of %s, got %s", fieldNames(fields), describe(n))
-		return seen
+		return
 	}
+	seen := map[string]*yaml.Node{}
 	for i := 0; i+1 < len(n.Content); i += 2 {
-		k, v := n.Content[i], n.Content[i+1]
+		k, val := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			d.errorf(k, path, "expected a field name, got %s", describe(k))
 			continue
@@ -65,16 +230,11 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field) map[string]
 		key := k.Value
 		sub := join(path, key)
 		if first, dup := seen[key]; dup {
-			d.errorf(k, sub, "duplicate field (first on line %d)", first.Line)
+			d.problem(k, sub, "duplicate field (first on line %d)", first.Line)
 			continue
 		}
-		var fn func(*yaml.Node, string)
-		for _, f := range fields {
-			if f.name == key {
-				fn = f.decode
-			}
-		}
-		if fn == nil {
+		fi := slices.IndexFunc(fields, func(f field) bool { return f.name == key })
+		if fi < 0 {
 			msg := fmt.Sprintf("unknown field %q", key)
 			if s := suggest(key, fields); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -84,18 +244,18 @@ func (d *decoder) mapping(n *yaml.Node, path string, fields []field) map[string]
 			d.errorf(k, path, "%s", msg)
 			continue
 		}
-		seen[key] = v
-		if v.Kind == yaml.AliasNode {
-			d.errorf(v, sub, "aliases (*%s) are not supported; write the value out", v.Value)
+		seen[key] = val
+		d.values[sub], d.keys[sub] = val, k
+		if val.Kind == yaml.AliasNode {
+			d.errorf(val, sub, "aliases (*%s) are not supported; write the value out", val.Value)
 			continue
 		}
-		fn(v, sub)
+		d.decode(val, sub, v.FieldByIndex(fields[fi].index))
 	}
-	return seen
 }
 
-// scalar returns the text of a scalar node, ${}-expanded where that is
-// on. ok is false (and a problem recorded) for anything else.
+// scalar returns the text of a scalar node, ${}-expanded in the sections
+// that expand. ok is false (and a problem recorded) for anything else.
 func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	if n.Kind != yaml.ScalarNode {
 		d.errorf(n, path, "expected %s, got %s", want, describe(n))
@@ -104,7 +264,7 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	if isNull(n) {
 		return "", true
 	}
-	if !d.expand {
+	if !envSections[section(path)] {
 		return n.Value, true
 	}
 	s, err := expandEnv(n.Value, d.lookup, d.envUsed)
@@ -115,136 +275,159 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 	return s, true
 }
 
-// str decodes a string.
-func (d *decoder) str(dst *string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		if s, ok := d.scalar(n, path, "a string"); ok {
-			*dst = s
-		}
+// str decodes a string, and remembers a secret written literally.
+func (d *decoder) str(n *yaml.Node, path string, v reflect.Value) {
+	if s, ok := d.scalar(n, path, "a string"); ok {
+		v.SetString(s)
+	}
+	if ref, secret := secretFields[path]; secret && n.Kind == yaml.ScalarNode && !isNull(n) && literalSecret(n.Value) {
+		d.literals = append(d.literals, Problem{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, Path: path, Msg: ref})
 	}
 }
 
-// boolean decodes true or false; null leaves dst alone.
-func (d *decoder) boolean(dst *bool) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "true or false")
-		if !ok || s == "" {
-			return
-		}
-		switch s {
-		case "true", "True", "TRUE":
-			*dst = true
-		case "false", "False", "FALSE":
-			*dst = false
-		default:
-			d.errorf(n, path, "expected true or false, got %q", s)
-		}
+// boolean decodes true or false.
+func (d *decoder) boolean(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "true or false")
+	if !ok || s == "" {
+		return
+	}
+	switch s {
+	case "true", "True", "TRUE":
+		v.SetBool(true)
+	case "false", "False", "FALSE":
+		v.SetBool(false)
+	default:
+		d.errorf(n, path, "expected true or false, got %q", s)
 	}
 }
 
-// integer decodes a whole number; null leaves dst alone.
-func (d *decoder) integer(dst *int) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "an integer")
-		if !ok || s == "" {
-			return
-		}
-		v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 32)
-		if err != nil {
-			d.errorf(n, path, "expected an integer, got %q", s)
-			return
-		}
-		*dst = int(v)
+// integer decodes a whole number.
+func (d *decoder) integer(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "an integer")
+	if !ok || s == "" {
+		return
 	}
+	i, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 0, 32)
+	if err != nil {
+		d.errorf(n, path, "expected an integer, got %q", s)
+		return
+	}
+	v.SetInt(i)
 }
 
 // size decodes a byte count: a whole number, optionally with a unit
 // B, KB, MB, GB (powers of 1000) or KiB, MiB, GiB (powers of 1024).
-func (d *decoder) size(dst *int64) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a size in bytes")
-		if !ok || s == "" {
-			return
-		}
-		v, err := parseSize(s)
-		if err != nil {
-			d.errorf(n, path, "expected a size in bytes such as 1048576 or 16MiB, got %q", s)
-			return
-		}
-		*dst = v
+func (d *decoder) size(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "a size in bytes")
+	if !ok || s == "" {
+		return
 	}
+	b, err := parseSize(s)
+	if err != nil {
+		d.errorf(n, path, "expected a size in bytes such as 1048576 or 16MiB, got %q", s)
+		return
+	}
+	v.SetInt(b)
 }
 
-// duration decodes a Go duration such as 90s; null leaves dst alone.
-func (d *decoder) duration(dst *time.Duration) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		s, ok := d.scalar(n, path, "a duration")
-		if !ok || s == "" {
-			return
-		}
-		v, err := time.ParseDuration(s)
-		if err != nil {
-			hint := ""
-			if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
-				hint = " (a unit is required)"
-			}
-			d.errorf(n, path, "expected a Go duration such as 90s or 10m, got %q%s", s, hint)
-			return
-		}
-		*dst = v
+// duration decodes a Go duration such as 90s.
+func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "a duration")
+	if !ok || s == "" {
+		return
 	}
+	dur, err := time.ParseDuration(s)
+	if err != nil {
+		hint := ""
+		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
+			hint = " (a unit is required)"
+		}
+		d.errorf(n, path, "expected a Go duration such as 90s or 10m, got %q%s", s, hint)
+		return
+	}
+	v.SetInt(int64(dur))
 }
 
-// strings decodes a sequence of strings.
-func (d *decoder) strings(dst *[]string, hint string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		if isNull(n) {
-			return
-		}
-		if n.Kind != yaml.SequenceNode {
-			d.errorf(n, path, "expected a list of strings%s, got %s", hint, describe(n))
-			return
-		}
-		out := make([]string, 0, len(n.Content))
-		for i, e := range n.Content {
-			s, ok := d.scalar(e, fmt.Sprintf("%s[%d]", path, i), "a string")
-			if ok {
-				out = append(out, s)
-			}
-		}
-		*dst = out
+// strings decodes a list of strings.
+func (d *decoder) strings(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
 	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "expected a list of strings%s, got %s", listHints[schemaPath(path)], describe(n))
+		return
+	}
+	// An element that does not decode stays "", so that the others keep
+	// their index (and position) for the checks.
+	out := make([]string, len(n.Content))
+	for i, e := range n.Content {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		d.values[sub] = e
+		out[i], _ = d.scalar(e, sub, "a string")
+	}
+	v.Set(reflect.ValueOf(out).Convert(v.Type()))
 }
 
-// stringMap decodes a mapping of strings to strings.
-func (d *decoder) stringMap(dst *map[string]string) func(*yaml.Node, string) {
-	return func(n *yaml.Node, path string) {
-		if isNull(n) {
-			return
+// stringMap decodes a mapping of names to strings.
+func (d *decoder) stringMap(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.MappingNode {
+		d.errorf(n, path, "expected a mapping of names to strings, got %s", describe(n))
+		return
+	}
+	out := map[string]string{}
+	lines := map[string]int{}
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k, val := n.Content[i], n.Content[i+1]
+		if k.Kind != yaml.ScalarNode {
+			d.errorf(k, path, "expected a name, got %s", describe(k))
+			continue
 		}
-		if n.Kind != yaml.MappingNode {
-			d.errorf(n, path, "expected a mapping of names to strings, got %s", describe(n))
-			return
+		sub := join(path, k.Value)
+		if line, dup := lines[k.Value]; dup {
+			d.problem(k, sub, "duplicate key (first on line %d)", line)
+			continue
 		}
-		out := map[string]string{}
-		lines := map[string]int{}
-		for i := 0; i+1 < len(n.Content); i += 2 {
-			k, v := n.Content[i], n.Content[i+1]
-			if k.Kind != yaml.ScalarNode {
-				d.errorf(k, path, "expected a name, got %s", describe(k))
-				continue
-			}
-			sub := join(path, k.Value)
-			if line, dup := lines[k.Value]; dup {
-				d.errorf(k, sub, "duplicate key (first on line %d)", line)
-				continue
-			}
-			lines[k.Value] = k.Line
-			if s, ok := d.scalar(v, sub, "a string"); ok {
-				out[k.Value] = s
-			}
+		lines[k.Value] = k.Line
+		d.values[sub], d.keys[sub] = val, k
+		if s, ok := d.scalar(val, sub, "a string"); ok {
+			out[k.Value] = s
 		}
-		*dst = out
+	}
+	v.Set(reflect.ValueOf(out).Convert(v.Type()))
+}
+
+// jobList decodes the jobs section: a list of jobs, each a mapping.
+func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "expected a list of jobs, got %s", describe(n))
+		return
+	}
+	for i, jn := range n.Content {
+		p := fmt.Sprintf("%s[%d]", path, i)
+		d.values[p] = jn
+		switch {
+		case jn.Kind == yaml.AliasNode:
+			d.errorf(jn, p, "aliases (*%s) are not supported; write the job out", jn.Value)
+			continue
+		case jn.Kind != yaml.MappingNode:
+			d.errorf(jn, p, "expected a job (a mapping with name, schedule, command, ...), got %s", describe(jn))
+			continue
+		}
+		e := jobEntry{path: p, line: jn.Line}
+		d.mapping(jn, p, reflect.ValueOf(&e).Elem())
+		switch one, many := d.has(p+".schedule"), d.has(p+".schedules"); {
+		case one && many:
+			d.errorf(d.at(p+".schedules"), p+".schedules", "give schedule or schedules, not both")
+		case one:
+			e.Schedules = []string{e.Schedule}
+		}
+		*dst = append(*dst, e)
 	}
 }
 
@@ -377,6 +560,30 @@ func join(path, key string) string {
 	}
 	return path + "." + key
 }
+
+// parent returns the path of the field that holds path: "node" for
+// "node.ports", "node.join" for "node.join[1]", "" for "node".
+func parent(path string) string {
+	if i := strings.LastIndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return ""
+}
+
+// section returns the section a path is in.
+func section(path string) string {
+	if i := strings.IndexAny(path, ".["); i >= 0 {
+		return path[:i]
+	}
+	return path
+}
+
+// listIndex matches the list indexes of a path.
+var listIndex = regexp.MustCompile(`\[\d+\]`)
+
+// schemaPath returns path with its list indexes left out: "jobs.command"
+// for "jobs[2].command".
+func schemaPath(path string) string { return listIndex.ReplaceAllString(path, "") }
 
 func clip(s string, n int) string {
 	if len(s) > n {
