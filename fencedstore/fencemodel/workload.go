@@ -106,6 +106,24 @@ func (w Workload) client(ctx context.Context, s fencedstore.Store, r *Recorder, 
 		}
 		seen[res.Key] = res.Version
 	}
+	if client == 0 && w.Calls > 0 {
+		// Every outcome at least once, whatever the interleaving: on a key
+		// of its own, client 0 establishes, conflicts, publishes, is
+		// refused as stale and as expired, and reads.
+		key := "probe/client-0"
+		tok := func() fencedstore.Token { g := clock.Add(1); return fencedstore.Token{Epoch: 1 + g/16, Seq: 1 + g%16} }
+		first, never := tok(), uint64(1<<62)
+		count(r.Establish(ctx, s, client, fencedstore.EstablishRequest{Key: key, Token: first, Attempt: "probe"}))
+		count(r.Publish(ctx, s, client, fencedstore.PublishRequest{Key: key, Token: tok(), Attempt: "probe", Body: bodies[0], ExpectedVersion: &never}))
+		count(r.Publish(ctx, s, client, fencedstore.PublishRequest{Key: key, Token: tok(), Attempt: "probe", Body: bodies[1]}))
+		count(r.Publish(ctx, s, client, fencedstore.PublishRequest{Key: key, Token: first, Attempt: "probe", Body: bodies[2]}))
+		count(r.Publish(ctx, s, client, fencedstore.PublishRequest{Key: key, Token: tok(), Attempt: "probe", Body: bodies[2], Expires: expiredLongAgo}))
+		cnt.Gets++
+		if _, err := r.Get(ctx, s, client, key); err != nil {
+			cnt.Unknown++
+			cnt.FirstError = err
+		}
+	}
 	for i := 0; i < w.Calls && ctx.Err() == nil; i++ {
 		key := w.Keys[rng.IntN(len(w.Keys))]
 		g := clock.Add(1)
