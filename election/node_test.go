@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/fencecron/fencecron/election"
-	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 )
 
 func TestMain(m *testing.M) {
@@ -53,18 +53,6 @@ func (f *logFSM) list() []string {
 	return slices.Clone(f.entries)
 }
 
-// testSecret is the cluster secret of the test clusters.
-var testSecret = []byte("election-test-secret-0123456789abcdefghij")
-
-func mustIdentity(t testing.TB, name string, secret, previous []byte) *clustertls.Identity {
-	t.Helper()
-	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret, PreviousSecret: previous})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return id
-}
-
 type testNode struct {
 	*election.Node
 	fsm *logFSM
@@ -86,10 +74,10 @@ func startNode(t *testing.T, cfg election.Config) *testNode {
 	cfg.Profile = election.ProfileFast
 	cfg.Logger = testLogger(t).With("test_node", cfg.NodeID)
 	if cfg.Secret == nil {
-		cfg.Secret = testSecret
+		cfg.Secret = clustertlstest.Secret
 	}
 	if cfg.TLS == nil {
-		cfg.TLS = mustIdentity(t, cfg.NodeID, cfg.Secret, cfg.PreviousSecret)
+		cfg.TLS = clustertlstest.Identity(cfg.NodeID, cfg.Secret, cfg.PreviousSecret)
 	}
 	fsm := &logFSM{}
 	n := election.New(cfg, fsm)

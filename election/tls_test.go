@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 )
 
 func termOf(t *testing.T, n *testNode) uint64 {
@@ -117,7 +118,7 @@ func TestRaft_ConnectionsFromStrangersAreCut(t *testing.T) {
 // secret to another, one node at a time, in the two documented steps, and
 // commits an entry after every restart.
 func TestNode_SecretRollWithoutOutage(t *testing.T) {
-	oldSecret, newSecret := testSecret, []byte("election-test-rolled-secret-9876543210zyx")
+	oldSecret, newSecret := clustertlstest.Secret, []byte("election-test-rolled-secret-9876543210zyx")
 	type slot struct {
 		node       *testNode
 		raft, goss int
@@ -243,7 +244,7 @@ func TestNode_SecretRollWithoutOutage(t *testing.T) {
 // dropped the old one (the last node of step 2, crashed and restarted on
 // its step-1 config) still gets into gossip, and sends with the new one.
 func TestNode_RollingNodeJoinsACompletedRoll(t *testing.T) {
-	oldSecret, newSecret := testSecret, []byte("election-test-rolled-secret-9876543210zyx")
+	oldSecret, newSecret := clustertlstest.Secret, []byte("election-test-rolled-secret-9876543210zyx")
 	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: 1, Secret: newSecret})
 	leaderOf(t, []*testNode{first})
 	var mu sync.Mutex

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
@@ -27,7 +28,7 @@ func BenchmarkStoreLink_Publish1KiB(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer store.Close()
-			signer, err := fencedstore.NewSigner(testSecret)
+			signer, err := fencedstore.NewSigner(clustertlstest.Secret)
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -20,22 +20,12 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 )
-
-// testSecret is the cluster secret of the web tests' nodes.
-var testSecret = []byte("web-test-cluster-secret-0123456789abcdef")
 
 // testPeerID is the cluster identity of the node under test, and
 // stubID that of the nodes that call it.
-var testPeerID, stubID = mustIdentity("w1", testSecret), mustIdentity("stub", testSecret)
-
-func mustIdentity(name string, secret []byte) *clustertls.Identity {
-	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret})
-	if err != nil {
-		panic(err)
-	}
-	return id
-}
+var testPeerID, stubID = clustertlstest.Identity("w1", clustertlstest.Secret), clustertlstest.Identity("stub", clustertlstest.Secret)
 
 // openServer starts a real Server (listener and all) over the fixture's
 // fakes.
@@ -105,7 +95,7 @@ func TestServer_OnePortPlainAndClusterTLS(t *testing.T) {
 		t.Errorf("the scheduler saw %q; want one trigger, from the node", got)
 	}
 
-	stranger := mustIdentity("w1", []byte("another-cluster-secret-0123456789abcdef"))
+	stranger := clustertlstest.Identity("w1", []byte("another-cluster-secret-0123456789abcdef"))
 	if _, _, err := call(t, clientWith(stranger.ClientConfig(clustertls.ProtoHTTP, "")), "GET", "https://"+addr+"/api/v1/status"); err == nil {
 		t.Error("a node of another cluster completed a handshake")
 	}

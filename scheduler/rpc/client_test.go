@@ -18,25 +18,15 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
-// testSecret is the cluster secret of the tests' nodes.
-var testSecret = []byte("rpc-test-cluster-secret-0123456789abcdef")
-
 // clientID is the cluster identity of the node under test, and stubID
 // that of the nodes it calls.
-var clientID, stubID = mustIdentity("w1", testSecret), mustIdentity("stub", testSecret)
-
-func mustIdentity(name string, secret []byte) *clustertls.Identity {
-	id, err := clustertls.Load(clustertls.Config{NodeName: name, Secret: secret})
-	if err != nil {
-		panic(err)
-	}
-	return id
-}
+var clientID, stubID = clustertlstest.Identity("w1", clustertlstest.Secret), clustertlstest.Identity("stub", clustertlstest.Secret)
 
 // closedAddr is a loopback address nothing listens on: a killed leader.
 func closedAddr(t *testing.T) string {
@@ -287,7 +277,7 @@ func TestClient_ChecksThePeer(t *testing.T) {
 	addr := node(t, leader, nil) // serves as "stub"
 	stranger := httptest.NewUnstartedServer(&Server{Leader: leader})
 	stranger.Config.ErrorLog = log.New(io.Discard, "", 0)
-	stranger.TLS = mustIdentity("stub", []byte("another-cluster-secret-0123456789abcdef")).ServerConfig(clustertls.ProtoHTTP, false)
+	stranger.TLS = clustertlstest.Identity("stub", []byte("another-cluster-secret-0123456789abcdef")).ServerConfig(clustertls.ProtoHTTP, false)
 	stranger.StartTLS()
 	defer stranger.Close()
 	for _, tc := range []struct {
