@@ -136,6 +136,16 @@ func TestFSM_CompleteIsIdempotent(t *testing.T) {
 // snapshotRestored returns a new FSM restored from a snapshot of f.
 func snapshotRestored(t *testing.T, f *FSM) *FSM {
 	t.Helper()
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(snapshotBytes(t, f)))); err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+// snapshotBytes is what a snapshot of f persists.
+func snapshotBytes(t *testing.T, f *FSM) []byte {
+	t.Helper()
 	snap, err := f.Snapshot()
 	if err != nil {
 		t.Fatal(err)
@@ -144,11 +154,7 @@ func snapshotRestored(t *testing.T, f *FSM) *FSM {
 	if err := snap.Persist(sink); err != nil {
 		t.Fatal(err)
 	}
-	g := NewFSM()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
-		t.Fatal(err)
-	}
-	return g
+	return sink.Bytes()
 }
 
 func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {

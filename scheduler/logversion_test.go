@@ -93,16 +93,8 @@ func TestFSM_UnversionedEntriesAreVersion1(t *testing.T) {
 func TestFSM_SnapshotVersions(t *testing.T) {
 	f := withJobs(t, "report")
 	applyAt(t, f, 2, 10, grant("report", t0))
-	snap, err := f.Snapshot()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sink := &memSink{}
-	if err := snap.Persist(sink); err != nil {
-		t.Fatal(err)
-	}
 	var top map[string]any
-	if err := json.Unmarshal(sink.Bytes(), &top); err != nil {
+	if err := json.Unmarshal(snapshotBytes(t, f), &top); err != nil {
 		t.Fatal(err)
 	}
 	if got := top["log_version"]; got != float64(LogVersion) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -27,16 +26,10 @@ func failoverJobs() string {
 }
 
 func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("failover", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c common
-	c.register(fs)
+	fs, c := benchFlags("failover", stderr)
 	rounds := fs.Int("rounds", 20, "how many times to kill the leader")
 	profile := fs.String("profile", "default", "timeout profile: default or fast")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	bin, dir, cleanup, err := c.setup()
+	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -17,17 +16,11 @@ import (
 )
 
 func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("lateness", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var c common
-	c.register(fs)
+	fs, c := benchFlags("lateness", stderr)
 	rates := fs.String("rates", "10,100", "fires per second to measure, comma separated")
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	bin, dir, cleanup, err := c.setup()
+	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}

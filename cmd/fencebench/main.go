@@ -67,6 +67,23 @@ type common struct {
 	compare string
 }
 
+// benchFlags returns a benchmark's flag set with the common flags on it.
+func benchFlags(name string, stderr io.Writer) (*flag.FlagSet, *common) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	c := &common{}
+	c.register(fs)
+	return fs, c
+}
+
+// parse parses args and sets the benchmark up (see setup).
+func (c *common) parse(fs *flag.FlagSet, args []string) (bin, dir string, cleanup func(), err error) {
+	if err := fs.Parse(args); err != nil {
+		return "", "", nil, err
+	}
+	return c.setup()
+}
+
 func (c *common) register(fs *flag.FlagSet) {
 	fs.StringVar(&c.bin, "bin", "", "fencecron binary (default: go build ./cmd/fencecron)")
 	fs.StringVar(&c.keep, "keep", "", "keep configs, data and logs in this directory (default: a removed temp dir)")

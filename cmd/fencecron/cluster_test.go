@@ -36,6 +36,13 @@ func startCluster(t *testing.T, o localcluster.Options) *localcluster.Cluster {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopAtCleanup(t, c)
+	return c
+}
+
+// stopAtCleanup stops c when the test ends, and prints its nodes' logs if
+// it failed.
+func stopAtCleanup(t *testing.T, c *localcluster.Cluster) {
 	t.Cleanup(func() {
 		c.Stop()
 		if t.Failed() {
@@ -44,7 +51,6 @@ func startCluster(t *testing.T, o localcluster.Options) *localcluster.Cluster {
 			}
 		}
 	})
-	return c
 }
 
 // agree waits until the live servers agree on a leader and its epoch.

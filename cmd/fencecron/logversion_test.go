@@ -65,14 +65,7 @@ func TestCluster_OlderBinaryStopsAtANewerEntry(t *testing.T) {
 	if err := c.StartAll(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
-		c.Stop()
-		if t.Failed() {
-			for _, n := range c.Nodes {
-				t.Logf("--- log of %s (tail) ---\n%s", n.Name, n.LogTail(8000))
-			}
-		}
-	})
+	stopAtCleanup(t, c)
 
 	// Wait for a leader; if the old one leads, its entries (version 1)
 	// apply on the newer servers too. Then make a newer one lead.
