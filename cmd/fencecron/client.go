@@ -107,13 +107,9 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := wire.ReadAnswer(resp)
 	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s %s: %w", method, path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))
+		return fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if c.json {
 		c.out.Write(b)

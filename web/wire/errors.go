@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"mime"
 	"net/http"
 	"strings"
@@ -195,4 +196,18 @@ func snippet(b []byte) string {
 		s = s[:limit] + "..."
 	}
 	return s
+}
+
+// ReadAnswer reads an answer of the API and closes its body: the body of
+// a 2xx, or the error Decode makes of any other status.
+func ReadAnswer(resp *http.Response) ([]byte, error) {
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return nil, Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b)
+	}
+	return b, nil
 }

@@ -391,13 +391,9 @@ func (n *Node) GetJSON(path string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
+	b, err := wire.ReadAnswer(resp)
 	if err != nil {
-		return err
-	}
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("GET %s%s: %s: %s", n.Name, path, resp.Status, bytes.TrimSpace(b))
+		return fmt.Errorf("GET %s%s: %w", n.Name, path, err)
 	}
 	return json.Unmarshal(b, v)
 }
@@ -427,10 +423,9 @@ func (n *Node) Post(path string, body, v any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("POST %s%s: %s: %s", n.Name, path, resp.Status, bytes.TrimSpace(b))
+	b, err := wire.ReadAnswer(resp)
+	if err != nil {
+		return fmt.Errorf("POST %s%s: %w", n.Name, path, err)
 	}
 	if v != nil {
 		return json.Unmarshal(b, v)
