@@ -281,7 +281,12 @@ func (c *Client) post(ctx context.Context, addr, path string, in, out any) error
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	// Read to the end, answer or not: a connection whose answer was left
+	// unread is closed, and the next call would pay a new TLS handshake.
+	defer func() {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+		resp.Body.Close()
+	}()
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return fmt.Errorf("%s%s: %w", addr, Prefix+path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))

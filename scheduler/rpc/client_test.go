@@ -376,3 +376,35 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 		t.Errorf("the leader was asked %d times, want once: its answer is final", n)
 	}
 }
+
+// Calls reuse their TLS connection, those without an answer body to
+// decode too: a connection whose answer is left unread is closed, and
+// every call would pay a new handshake.
+func TestClient_ReusesConnections(t *testing.T) {
+	var conns atomic.Int32
+	s := httptest.NewUnstartedServer(&Server{Leader: &fakeLeader{}, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	addr := strings.TrimPrefix(s.URL, "https://")
+	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }, NodeHTTP: func(string) (string, error) { return addr, nil }}
+	for i := range 10 {
+		if err := c.Started(t.Context(), fmt.Sprintf("report@1.%d", i+1), time.Now()); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Dispatch(t.Context(), "w2", scheduler.Assignment{Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := c.Renew(t.Context(), "report@1.1", "w1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("30 sequential calls opened %d connections, want 1", n)
+	}
+}
