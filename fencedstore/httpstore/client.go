@@ -155,7 +155,7 @@ func (c *Client) write(ctx context.Context, method, u, key, token string, body [
 	if err != nil {
 		return fencedstore.Result{}, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	switch resp.StatusCode {
 	case http.StatusOK, http.StatusConflict, http.StatusPreconditionFailed:
 		var d decisionBody
@@ -175,6 +175,14 @@ func (c *Client) write(ctx context.Context, method, u, key, token string, body [
 		return fencedstore.Result{}, fmt.Errorf("%s %s: unknown outcome %q (%s)", method, key, d.Outcome, resp.Status)
 	}
 	return fencedstore.Result{}, errorFrom(resp)
+}
+
+// drainClose reads what is left of an answer and closes it, so its
+// connection goes back to the pool instead of being closed (a new TLS
+// handshake for the next call).
+func drainClose(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }
 
 func (c *Client) do(req *http.Request) (*http.Response, error) {
@@ -244,7 +252,7 @@ func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error
 	if err != nil {
 		return fencedstore.Object{}, err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	if resp.StatusCode != http.StatusOK {
 		return fencedstore.Object{}, errorFrom(resp)
 	}
@@ -297,7 +305,7 @@ func (c *Client) getJSON(ctx context.Context, u string, v any) error {
 	if err != nil {
 		return err
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	if resp.StatusCode != http.StatusOK {
 		return errorFrom(resp)
 	}

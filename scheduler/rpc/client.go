@@ -256,12 +256,20 @@ func (c *Client) askServer(ctx context.Context, server string) string {
 	if err != nil {
 		return ""
 	}
-	defer resp.Body.Close()
+	defer drainClose(resp)
 	var st wire.Status
 	if resp.StatusCode != http.StatusOK || json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&st) != nil {
 		return ""
 	}
 	return st.LeaderHTTP()
+}
+
+// drainClose reads an answer to its end, whether it was decoded or not, and
+// closes it: a connection whose answer was left unread is closed, and the
+// next call would pay a new TLS handshake.
+func drainClose(resp *http.Response) {
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	resp.Body.Close()
 }
 
 // post sends in to the Server at addr and decodes its reply into out. An
@@ -281,12 +289,7 @@ func (c *Client) post(ctx context.Context, addr, path string, in, out any) error
 	if err != nil {
 		return err
 	}
-	// Read to the end, answer or not: a connection whose answer was left
-	// unread is closed, and the next call would pay a new TLS handshake.
-	defer func() {
-		io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-		resp.Body.Close()
-	}()
+	defer drainClose(resp)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return fmt.Errorf("%s%s: %w", addr, Prefix+path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))
