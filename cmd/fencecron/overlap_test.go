@@ -194,12 +194,20 @@ func TestCluster_ForbidHoldsUnderConcurrentTriggers(t *testing.T) {
 	if forced.State == jobs.Skipped || !forced.Forced {
 		t.Errorf("forced trigger: %s (%q), forced %v; want granted", forced.State, forced.Reason, forced.Forced)
 	}
-	var evs struct{ Events []jobs.Event }
-	if err := leader.GetJSON("/api/v1/events?limit=2000", &evs); err != nil {
-		t.Fatal(err)
-	}
-	if !slices.ContainsFunc(evs.Events, func(e jobs.Event) bool { return e.Kind == jobs.EventForced && e.Run == forced.ID }) {
-		t.Errorf("no %q event for %s", jobs.EventForced, forced.ID)
+	// The answer comes once the leader committed the grant; a server reads
+	// its own applied state, which may trail the commit (the first leader
+	// may have lost leadership under this load), so wait for it to apply.
+	if err := localcluster.Until(10*time.Second, func() error {
+		var evs struct{ Events []jobs.Event }
+		if err := leader.GetJSON("/api/v1/events?limit=2000", &evs); err != nil {
+			return err
+		}
+		if !slices.ContainsFunc(evs.Events, func(e jobs.Event) bool { return e.Kind == jobs.EventForced && e.Run == forced.ID }) {
+			return fmt.Errorf("no %q event for %s on %s", jobs.EventForced, forced.ID, leader.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 }
 
