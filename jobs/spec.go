@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"text/template"
 	"time"
 )
@@ -164,10 +167,34 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 		*d = Duration(n)
 		return nil
 	}
-	v, err := time.ParseDuration(s)
+	v, err := ParseDuration(s)
 	if err != nil {
 		return err
 	}
 	*d = Duration(v)
 	return nil
+}
+
+// ParseDuration reads a Go duration, or one that starts with a whole number
+// of days ("30d", "1d12h"): retention is naturally said in days, and a Go
+// duration has no unit for them. A day is 24 hours here, whatever the
+// clocks do.
+func ParseDuration(s string) (time.Duration, error) {
+	days, rest, ok := strings.Cut(s, "d")
+	if !ok || days == "" || strings.TrimLeft(days, "0123456789") != "" {
+		return time.ParseDuration(s)
+	}
+	n, err := strconv.ParseInt(days, 10, 64)
+	if err != nil || n > int64(math.MaxInt64/(24*time.Hour)) {
+		return 0, fmt.Errorf("time: invalid duration %q", s)
+	}
+	d := time.Duration(n) * 24 * time.Hour
+	if rest == "" {
+		return d, nil
+	}
+	r, err := time.ParseDuration(rest)
+	if err != nil || r < 0 || d > math.MaxInt64-r {
+		return 0, fmt.Errorf("time: invalid duration %q", s)
+	}
+	return d + r, nil
 }

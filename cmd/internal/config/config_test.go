@@ -385,7 +385,7 @@ cluster:
 			`test.yaml:3:15: jobs[0].schedule: "0 0 9 1 * * *": want 5 fields`,
 			`test.yaml:4:15: jobs[0].timezone: unknown time zone "Europe/Berlinn"`,
 			`test.yaml:5:14: jobs[0].command: expected a list of strings such as ["/usr/bin/report", "--month", "previous"]; for a command line use shell:, got "/bin/echo hi"`,
-			`test.yaml:6:14: jobs[0].timeout: expected a Go duration such as 90s or 10m, got "10" (a unit is required)`,
+			`test.yaml:6:14: jobs[0].timeout: expected a duration such as 90s, 10m or 30d, got "10" (a unit is required)`,
 			"test.yaml:7:16: jobs[0].lease_ttl: 10ms: want at least 1s",
 			`test.yaml:8:14: jobs[0].retries: expected an integer, got "three"`,
 			`test.yaml:9:14: jobs[0].overlap: "queue": want forbid, allow or replace`,
@@ -591,7 +591,7 @@ func TestParse_APIHostsAndLimits(t *testing.T) {
 		`test.yaml:2:63: api.allowed_hosts[2]: "cron:0": port "0": want 1 to 65535`,
 		"test.yaml:3:26: api.limits.read_timeout: -1s: must not be negative",
 		"test.yaml:3:48: api.limits.max_connections: -5: must not be negative",
-		`test.yaml:3:66: api.limits.idle_timeout: expected a Go duration such as 90s or 10m, got "10" (a unit is required)`,
+		`test.yaml:3:66: api.limits.idle_timeout: expected a duration such as 90s, 10m or 30d, got "10" (a unit is required)`,
 		"test.yaml:3:88: api.limits.max_header_bytes: 2147483648: want 0 (the default) to 1GiB",
 		`test.yaml:3:94: api.limits: unknown field "burst"`,
 	}

@@ -25,7 +25,8 @@ import (
 //   - bool: true or false;
 //   - int: a whole number (0x and _ allowed);
 //   - int64: a size in bytes, optionally with a unit (16MiB, 1GB);
-//   - time.Duration and jobs.Duration: a Go duration such as 90s;
+//   - time.Duration and jobs.Duration: a Go duration such as 90s, or one
+//     starting with whole days (30d, 1d12h);
 //   - []string: a list of strings; map[string]string: names to strings;
 //   - a struct: a mapping of its tagged fields (",inline" embeds one).
 //
@@ -336,13 +337,13 @@ func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 	if !ok || s == "" {
 		return
 	}
-	dur, err := time.ParseDuration(s)
+	dur, err := jobs.ParseDuration(s)
 	if err != nil {
 		hint := ""
 		if _, nerr := strconv.ParseFloat(s, 64); nerr == nil {
 			hint = " (a unit is required)"
 		}
-		d.errorf(n, path, "expected a Go duration such as 90s or 10m, got %q%s", s, hint)
+		d.errorf(n, path, "expected a duration such as 90s, 10m or 30d, got %q%s", s, hint)
 		return
 	}
 	v.SetInt(int64(dur))
