@@ -99,7 +99,9 @@ func TestFSM_HistoryKeepsTrimmedRunsAcrossSnapshots(t *testing.T) {
 
 	h2 := open("b.db", func(h *history.Store) {
 		h.Peers = func() []string { return []string{"a"} }
-		h.Fetch = func(_ context.Context, _ string, req history.RangeRequest) (history.RangePage, error) { return h1.Range(req) }
+		h.Fetch = func(_ context.Context, _ string, req history.RangeRequest) (history.RangePage, error) {
+			return h1.Range(req)
+		}
 	})
 	g := scheduler.NewFSM()
 	g.MaxRuns, g.MaxEvents, g.History = 5, 10, h2
