@@ -338,10 +338,11 @@ func (s *Store) Flush() error {
 
 // retention returns job's resolved retention.
 func (s *Store) retention(job string) jobs.History {
+	def := s.Default.Resolve(jobs.DefaultHistory)
 	if s.Retention == nil {
-		return s.Default
+		return def
 	}
-	return s.Retention(job).Resolve(s.Default)
+	return s.Retention(job).Resolve(def)
 }
 
 // insertRun stores a finished run unless retention would drop it at

@@ -12,9 +12,10 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// Bounds of a listing.
+// Bounds of a listing: the most runs, and events, one page holds.
 const (
-	MaxLimit = 1000
+	MaxRunLimit   = 10_000
+	MaxEventLimit = 5000
 	// scanBudget bounds the stored records one page reads: a filter that
 	// matches little ends the page early, with a cursor to go on from.
 	scanBudget = 50_000
@@ -60,7 +61,7 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	if q.Limit <= 0 {
 		q.Limit = 100
 	}
-	q.Limit = min(q.Limit, MaxLimit)
+	q.Limit = min(q.Limit, MaxRunLimit)
 	var cur *runCursor
 	if q.Cursor != "" {
 		c, err := decodeRunCursor(q.Cursor)
@@ -80,10 +81,10 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	slices.SortFunc(hot, newer)
 	hot = slices.CompactFunc(hot, func(a, b jobs.Run) bool { return a.ID == b.ID })
 
-	now := s.Clock.Now()
+	now := s.now()
 	var page []jobs.Run
 	var stoppedAt *runCursor
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
 		v := &visibility{s: s, tx: tx, hot: hot, now: now, cutoffs: map[string]*time.Time{}}
 		seen := map[string]bool{}
 		for _, r := range hot {
@@ -91,6 +92,9 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 				page = append(page, r)
 				seen[r.ID] = true
 			}
+		}
+		if tx == nil {
+			return nil
 		}
 		// From the file: newest first, after the cursor, up to Limit+1
 		// matches, at most scanBudget records read.
@@ -207,6 +211,22 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	return out, nil
 }
 
+// view runs f in a read transaction, or with a nil one on a store never
+// opened (a worker's, which keeps no history: it lists the hot window).
+func (s *Store) view(f func(tx *bbolt.Tx) error) error {
+	if s.db == nil {
+		return f(nil)
+	}
+	return s.db.View(f)
+}
+
+func (s *Store) now() time.Time {
+	if s.Clock == nil {
+		return time.Now()
+	}
+	return s.Clock.Now()
+}
+
 func (c runCursor) sameAs(r jobs.Run) bool { return c.id == r.ID }
 
 // visibility decides which finished runs retention keeps, for one
@@ -221,8 +241,8 @@ type visibility struct {
 }
 
 func (v *visibility) visible(r jobs.Run) bool {
-	if !r.State.Terminal() {
-		return true
+	if !r.State.Terminal() || v.s.db == nil {
+		return true // a store never opened keeps nothing, and trims nothing
 	}
 	h := v.s.retention(r.Job)
 	if Expired(r.ScheduledAt, h, v.now) {
@@ -246,12 +266,15 @@ func (v *visibility) cutoff(job string, h jobs.History) *time.Time {
 		}
 	}
 	prefix := jobPrefix(job)
-	c := v.tx.Bucket(bucketRuns).Cursor()
-	k, _ := c.Seek(append([]byte(job), 1)) // the next job's first key
-	if k == nil {
-		k, _ = c.Last()
-	} else {
-		k, _ = c.Prev()
+	var k []byte
+	var c *bbolt.Cursor
+	if v.tx != nil {
+		c = v.tx.Bucket(bucketRuns).Cursor()
+		if k, _ = c.Seek(append([]byte(job), 1)); k == nil { // the next job's first key
+			k, _ = c.Last()
+		} else {
+			k, _ = c.Prev()
+		}
 	}
 	n, i := 0, 0
 	var last time.Time
@@ -321,7 +344,7 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 	if q.Limit <= 0 {
 		q.Limit = 500
 	}
-	q.Limit = min(q.Limit, 5*MaxLimit)
+	q.Limit = min(q.Limit, MaxEventLimit)
 	var before uint64 // exclusive; 0: none
 	if q.Cursor != "" {
 		n, err := decodeEventCursor(q.Cursor)
@@ -340,17 +363,20 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 	// Newest first.
 	slices.SortFunc(hot, func(a, b jobs.Event) int { return cmpU(b.Seq, a.Seq) })
 	hot = slices.CompactFunc(hot, func(a, b jobs.Event) bool { return a.Seq == b.Seq })
-	now := s.Clock.Now()
+	now := s.now()
 	var page []jobs.Event
 	seen := map[uint64]bool{}
 	for _, e := range hot {
-		if (before == 0 || e.Seq < before) && q.match(e) && !Expired(e.Time, s.Default, now) {
+		if (before == 0 || e.Seq < before) && q.match(e) && (s.db == nil || !Expired(e.Time, s.Default.Resolve(jobs.DefaultHistory), now)) {
 			page = append(page, e)
 			seen[e.Seq] = true
 		}
 	}
 	var stoppedAt uint64
-	err := s.db.View(func(tx *bbolt.Tx) error {
+	err := s.view(func(tx *bbolt.Tx) error {
+		if tx == nil {
+			return nil
+		}
 		c := tx.Bucket(bucketEvents).Cursor()
 		var k, v []byte
 		if before == 0 {
@@ -378,7 +404,7 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 			if !q.Since.IsZero() && e.Time.Before(q.Since) {
 				return nil
 			}
-			if seen[e.Seq] || !q.match(e) || Expired(e.Time, s.Default, now) {
+			if seen[e.Seq] || !q.match(e) || Expired(e.Time, s.Default.Resolve(jobs.DefaultHistory), now) {
 				continue
 			}
 			page = append(page, e)
