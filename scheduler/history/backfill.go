@@ -22,11 +22,13 @@ type RangeRequest struct {
 }
 
 // RangePage is one page of a range: runs and events with the index that
-// archived them, and Next, empty on the last page.
+// archived them, Covered, the parts of the range the answering history
+// holds whole (the same on every page), and Next, empty on the last page.
 type RangePage struct {
-	Runs   []RangeRun   `json:"runs"`
-	Events []RangeEvent `json:"events"`
-	Next   []byte       `json:"next,omitempty"`
+	Runs    []RangeRun   `json:"runs"`
+	Events  []RangeEvent `json:"events"`
+	Covered []Range      `json:"covered"`
+	Next    []byte       `json:"next,omitempty"`
 }
 
 // RangeRun is a run and the index of the entry that archived it.
@@ -42,20 +44,22 @@ type RangeEvent struct {
 }
 
 // Range answers a peer's backfill: one page of what this history
-// archived in req.Range, or ErrNotCovered if it lacks any of that range
-// (a gap of its own, or not archived that far yet). What retention has
-// deleted here is missing from the answer, as it would be deleted there.
+// archived in req.Range, with the parts of it this history holds whole
+// (Covered: not in a gap of its own, and archived already); ErrNotCovered
+// if it holds no part whole. What retention has deleted here is missing
+// from the answer, as it would be deleted there.
 func (s *Store) Range(req RangeRequest) (RangePage, error) {
 	s.wmu.Lock()
 	through, gaps := s.through, s.gaps
 	s.wmu.Unlock()
 	if req.Range.To <= req.Range.From {
-		return RangePage{}, fmt.Errorf("range %s: empty", req.Range)
+		return RangePage{}, fmt.Errorf("%w: range %s is empty", ErrNotCovered, req.Range)
 	}
-	if !Covers(through, gaps, req.Range) {
+	covered := Covered(through, gaps, req.Range)
+	if len(covered) == 0 {
 		return RangePage{}, fmt.Errorf("%w: asked %s, this history holds up to %d with gaps %v", ErrNotCovered, req.Range, through, gaps)
 	}
-	page := RangePage{Runs: []RangeRun{}, Events: []RangeEvent{}}
+	page := RangePage{Runs: []RangeRun{}, Events: []RangeEvent{}, Covered: covered}
 	err := s.db.View(func(tx *bbolt.Tx) error {
 		c := tx.Bucket(bucketArchived).Cursor()
 		start := u64(req.Range.From + 1)
@@ -108,15 +112,22 @@ func beUint64(b []byte) uint64 {
 	return n
 }
 
-// backfillLoop closes gaps: every BackfillEvery, while there are any,
-// it asks the peers in turn for the first gap until one covers it.
+// maxBackfillWait bounds the wait between rounds of a backfill no peer
+// can finish (every server of a cluster upgraded from a version without
+// history has a gap before its upgrade that nobody will ever cover).
+const maxBackfillWait = 10 * time.Minute
+
+// backfillLoop closes gaps: every BackfillEvery, while there are any, it
+// asks the peers in turn for the first one; after a round that left it
+// open it waits twice as long, up to maxBackfillWait.
 func (s *Store) backfillLoop(ctx context.Context) {
 	defer s.wg.Done()
 	if s.Peers == nil || s.Fetch == nil {
 		return
 	}
+	wait := s.BackfillEvery
 	for {
-		t := s.Clock.NewTimer(s.BackfillEvery)
+		t := s.Clock.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
@@ -125,58 +136,81 @@ func (s *Store) backfillLoop(ctx context.Context) {
 		}
 		_, gaps := s.Coverage()
 		if len(gaps) == 0 {
+			wait = s.BackfillEvery
 			continue
 		}
 		if err := s.Backfill(ctx, gaps[0]); err != nil && ctx.Err() == nil {
-			s.Logger.Warn("history: backfill not done yet; will try again", "gap", gaps[0].String(), "err", err)
+			wait = min(2*wait, maxBackfillWait)
+			s.Logger.Warn("history: backfill not done; will try again", "gap", gaps[0].String(), "in", wait, "err", err)
+			continue
 		}
+		wait = s.BackfillEvery
 	}
 }
 
-// Backfill fetches gap g from the first peer that covers it, stores what
-// it sends (retention applied as to anything archived here), and records
-// the gap closed.
+// Backfill fills gap g from the peers in turn: from each, what it holds
+// of what is still missing of g, stored as anything archived here is
+// (retention applied), and the parts it covered recorded closed. It
+// returns nil once g is closed whole.
 func (s *Store) Backfill(ctx context.Context, g Range) error {
 	var errs []error
 	for _, peer := range s.Peers() {
-		err := s.backfillFrom(ctx, peer, g)
-		if err == nil {
-			s.Logger.Info("history: gap backfilled", "gap", g.String(), "peer", peer)
-			return nil
+		_, gaps := s.Coverage()
+		var left []Range
+		for _, r := range gaps {
+			if r.overlaps(g) {
+				left = append(left, Range{From: max(r.From, g.From), To: min(r.To, g.To)})
+			}
 		}
-		errs = append(errs, fmt.Errorf("%s: %w", peer, err))
-		if ctx.Err() != nil {
+		if len(left) == 0 {
 			break
 		}
+		for _, r := range left {
+			covered, err := s.backfillFrom(ctx, peer, r)
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", peer, err))
+				continue
+			}
+			s.Logger.Info("history: gap backfilled", "gap", r.String(), "covered", fmt.Sprint(covered), "peer", peer)
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 	}
-	if len(errs) == 0 {
-		return errors.New("no peer to ask")
+	_, gaps := s.Coverage()
+	for _, r := range gaps {
+		if r.overlaps(g) {
+			errs = append(errs, fmt.Errorf("%s still open", r))
+			return errors.Join(errs...)
+		}
 	}
-	return errors.Join(errs...)
+	return nil
 }
 
 // maxBackfillPages bounds one backfill from one peer: a gap of more
 // records than this many pages is finished on the next round.
 const maxBackfillPages = 10_000
 
-func (s *Store) backfillFrom(ctx context.Context, peer string, g Range) error {
+// backfillFrom copies what peer archived in g, and closes the parts of
+// g it covered, which it returns.
+func (s *Store) backfillFrom(ctx context.Context, peer string, g Range) ([]Range, error) {
 	req := RangeRequest{Range: g}
 	for range maxBackfillPages {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		page, err := s.Fetch(cctx, peer, req)
 		cancel()
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if err := s.store(page); err != nil {
-			return err
+			return nil, err
 		}
 		if len(page.Next) == 0 {
-			return s.closeGap(g)
+			return page.Covered, s.closeGaps(g, page.Covered)
 		}
 		req.After = page.Next
 	}
-	return fmt.Errorf("more than %d pages", maxBackfillPages)
+	return nil, fmt.Errorf("more than %d pages", maxBackfillPages)
 }
 
 // store writes a backfilled page, as Flush writes archived records.
@@ -199,10 +233,16 @@ func (s *Store) store(page RangePage) error {
 	})
 }
 
-func (s *Store) closeGap(g Range) error {
+// closeGaps records the parts of g in covered as no longer missing.
+func (s *Store) closeGaps(g Range, covered []Range) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
-	gaps := RemoveGap(s.gaps, g)
+	gaps := s.gaps
+	for _, c := range covered {
+		if c.overlaps(g) {
+			gaps = RemoveGap(gaps, Range{From: max(c.From, g.From), To: min(c.To, g.To)})
+		}
+	}
 	if err := s.db.Update(func(tx *bbolt.Tx) error { return putCoverage(tx, s.through, gaps) }); err != nil {
 		return err
 	}

@@ -66,16 +66,16 @@ func TestGaps(t *testing.T) {
 	for _, c := range []struct {
 		through uint64
 		r       Range
-		want    bool
+		want    string
 	}{
-		{50, Range{From: 0, To: 10}, true},
-		{50, Range{From: 0, To: 11}, false},
-		{50, Range{From: 25, To: 30}, true},
-		{50, Range{From: 40, To: 50}, true},
-		{50, Range{From: 40, To: 51}, false},
+		{50, Range{From: 0, To: 10}, "[(0, 10]]"},
+		{50, Range{From: 0, To: 11}, "[(0, 10]]"},
+		{50, Range{From: 12, To: 20}, "[]"},
+		{50, Range{From: 0, To: 60}, "[(0, 10] (25, 30] (40, 50]]"},
+		{20, Range{From: 40, To: 51}, "[]"},
 	} {
-		if got := Covers(c.through, g, c.r); got != c.want {
-			t.Errorf("Covers(%d, %v, %v) = %v, want %v", c.through, g, c.r, got, c.want)
+		if got := fmt.Sprint(Covered(c.through, g, c.r)); got != c.want {
+			t.Errorf("Covered(%d, %v, %v) = %s, want %s", c.through, g, c.r, got, c.want)
 		}
 	}
 }
@@ -239,8 +239,20 @@ func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
 	if err := peer.Sync(); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := peer.Range(RangeRequest{Range: Range{From: 0, To: 1300}}); !errors.Is(err, ErrNotCovered) {
+	if _, err := peer.Range(RangeRequest{Range: Range{From: 1200, To: 1300}}); !errors.Is(err, ErrNotCovered) {
 		t.Fatalf("a range beyond the peer's history: %v, want ErrNotCovered", err)
+	}
+	// A peer that itself installed a snapshot at 500 covers only what
+	// came after.
+	partial, _ := MustOpen(t, jobs.History{}, "")
+	if err := partial.Restored(500); err != nil {
+		t.Fatal(err)
+	}
+	for i := 500; i < 1200; i++ {
+		partial.Archive(uint64(i+1), []jobs.Run{run("a", i, jobs.Succeeded)}, []jobs.Event{{Seq: uint64(i + 1), Time: t0, Kind: "completed"}})
+	}
+	if err := partial.Sync(); err != nil {
+		t.Fatal(err)
 	}
 
 	path := filepath.Join(t.TempDir(), "h.db")
@@ -263,13 +275,26 @@ func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
 	if err := s.Close(context.Background()); err != nil {
 		t.Fatal(err)
 	}
+	peers := []string{"partial"}
 	s, _ = MustOpen(t, jobs.History{}, path, func(s *Store) {
-		s.Peers = func() []string { return []string{"peer"} }
-		s.Fetch = func(_ context.Context, _ string, req RangeRequest) (RangePage, error) { return peer.Range(req) }
+		s.Peers = func() []string { return peers }
+		s.Fetch = func(_ context.Context, name string, req RangeRequest) (RangePage, error) {
+			if name == "partial" {
+				return partial.Range(req)
+			}
+			return peer.Range(req)
+		}
 	})
 	if _, gaps := s.Coverage(); len(gaps) != 1 {
 		t.Fatalf("gaps after restart: %v", gaps)
 	}
+	if err := s.Backfill(context.Background(), Range{From: 0, To: 1000}); err == nil {
+		t.Fatal("backfill from a peer that covers half the gap: nil error")
+	}
+	if _, gaps := s.Coverage(); fmt.Sprint(gaps) != "[(0, 500]]" {
+		t.Fatalf("gaps after a partial backfill: %v, want [(0, 500]]", gaps)
+	}
+	peers = []string{"partial", "peer"}
 	if err := s.Backfill(context.Background(), Range{From: 0, To: 1000}); err != nil {
 		t.Fatal(err)
 	}

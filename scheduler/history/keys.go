@@ -155,18 +155,24 @@ func RemoveGap(gaps []Range, g Range) []Range {
 	return out
 }
 
-// Covers reports whether a history that has archived everything up to
-// through, except the gaps, holds everything archived in r.
-func Covers(through uint64, gaps []Range, r Range) bool {
+// Covered returns the parts of r that a history which has archived
+// everything up to through, except the gaps, holds: what it can answer a
+// backfill of r for. Pure, so both ends of a backfill agree.
+func Covered(through uint64, gaps []Range, r Range) []Range {
 	if r.To > through {
-		return false
+		r.To = through
 	}
+	if r.To <= r.From {
+		return nil
+	}
+	out := []Range{r}
 	for _, g := range gaps {
-		if g.overlaps(r) {
-			return false
-		}
+		out = RemoveGap(out, g)
 	}
-	return true
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }
 
 // Keep returns how many of a job's finished runs to keep, given their
