@@ -534,8 +534,9 @@ func (s *Store) sweepLoop(ctx context.Context) {
 
 // Sweep applies retention to what is stored: runs past their job's
 // max_age or beyond its count, events past the default max_age. It
-// visits at most SweepBudget keys, continuing where the last sweep
-// stopped, and returns how many records it deleted.
+// visits at most SweepBudget runs, continuing where the last sweep
+// stopped, and SweepBudget events, and returns how many records it
+// deleted.
 func (s *Store) Sweep() (int, error) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
@@ -575,6 +576,11 @@ func (s *Store) Sweep() (int, error) {
 				return err
 			}
 			deleted, budget = deleted+d, budget-d
+			if budget <= 0 {
+				// Out of budget within this job: the next sweep starts here.
+				s.sweepFrom = prefix
+				break
+			}
 			// On to the next job (names never hold a byte below '-').
 			s.sweepFrom = append([]byte(job), 1)
 			c = tx.Bucket(bucketRuns).Cursor()
@@ -583,6 +589,8 @@ func (s *Store) Sweep() (int, error) {
 		if k == nil {
 			s.sweepFrom = nil
 		}
+		// Events: oldest first, as many as the budget again.
+		budget = s.SweepBudget
 		evc := tx.Bucket(bucketEvents).Cursor()
 		var doomed [][]byte
 		for k, v := evc.First(); k != nil && budget > 0; k, v = evc.Next() {

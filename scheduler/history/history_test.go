@@ -319,3 +319,64 @@ func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
 		t.Fatalf("events: peer %d, backfilled %d; want 1200 each", len(a.Events), len(b.Events))
 	}
 }
+
+// A sweep visits a bounded number of records; sweeps one after the other
+// apply a lowered history.runs, and max_age, to every job.
+func TestStore_SweepIsBoundedAndConverges(t *testing.T) {
+	keep := 10
+	s, clk := MustOpen(t, jobs.History{}, "", func(s *Store) {
+		s.SweepBudget = 7
+		s.Retention = func(string) jobs.History { return jobs.History{Runs: keep, MaxAge: jobs.Duration(2 * time.Hour)} }
+	})
+	var runs []jobs.Run
+	for _, job := range []string{"a", "b", "c", "d"} {
+		for i := range 10 {
+			runs = append(runs, run(job, i*60, jobs.Succeeded))
+		}
+	}
+	s.Archive(1, runs, nil)
+	if err := s.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sweepAll := func() int {
+		total := 0
+		for range 100 {
+			n, err := s.Sweep()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n > 7 {
+				t.Fatalf("one sweep deleted %d, more than its budget", n)
+			}
+			total += n
+			if n == 0 {
+				// Nothing this time: a whole cycle later, nothing still.
+				quiet := true
+				for range 10 {
+					if n, _ := s.Sweep(); n != 0 {
+						quiet, total = false, total+n
+					}
+				}
+				if quiet {
+					return total
+				}
+			}
+		}
+		t.Fatal("sweeps never converged")
+		return 0
+	}
+	keep = 2
+	if got, want := sweepAll(), 4*8; got != want {
+		t.Errorf("sweeps deleted %d after history.runs went down to 2, want %d", got, want)
+	}
+	for _, job := range []string{"a", "b", "c", "d"} {
+		page, _ := s.ListRuns(nil, RunQuery{Job: job})
+		if got, want := ids(page.Runs), []string{run(job, 540, "").ID, run(job, 480, "").ID}; !slices.Equal(got, want) {
+			t.Errorf("%s keeps %v, want %v", job, got, want)
+		}
+	}
+	clk.Advance(2 * time.Hour) // now t0+3h: every run is past 2h
+	if got, want := sweepAll(), 4*2; got != want {
+		t.Errorf("sweeps deleted %d past max_age, want %d", got, want)
+	}
+}
