@@ -226,6 +226,28 @@ func TestStore_ListRunsMergesAndPages(t *testing.T) {
 			t.Errorf("%+v: listed %v\nwant %v", q, all, ids(want))
 		}
 	}
+	// Runs of several jobs at one time, one a page: each once, whether a
+	// page ends in the file or in the hot window.
+	s2, _ := MustOpen(t, jobs.History{}, "")
+	s2.Archive(1, []jobs.Run{run("a", 100, jobs.Succeeded), run("a-b", 100, jobs.Succeeded), run("a-c", 100, jobs.Failed), run("b", 99, jobs.Succeeded)}, nil)
+	if err := s2.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	cursor := ""
+	for range 20 {
+		page, err := s2.ListRuns([]jobs.Run{run("ab", 100, jobs.Running)}, RunQuery{Limit: 1, Cursor: cursor})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, ids(page.Runs)...)
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	if want := []string{run("ab", 100, "").ID, run("a-c", 100, "").ID, run("a-b", 100, "").ID, run("a", 100, "").ID, run("b", 99, "").ID}; !slices.Equal(got, want) {
+		t.Errorf("runs at one time, a page each: %v, want %v", got, want)
+	}
 	if _, err := s.ListRuns(nil, RunQuery{Cursor: "nonsense!"}); !errors.Is(err, ErrBadCursor) {
 		t.Errorf("bad cursor: %v", err)
 	}

@@ -194,20 +194,20 @@ func Expired(t time.Time, h jobs.History, now time.Time) bool {
 	return t.Before(now.Add(-h.MaxAge.D()))
 }
 
-// Cursors are opaque to clients: base64 of "<nanoseconds>/<id>" for runs
-// (the scheduled time and id of the last run of the page), and of
-// "e<seq>" for events.
+// Cursors are opaque to clients: base64 of "<nanoseconds>/<job>" for runs
+// (the scheduled time and job of the last run of the page, which name it:
+// a job has one run per scheduled time), and of "e<seq>" for events.
 
 // ErrBadCursor: a cursor this node did not make.
 var ErrBadCursor = errors.New("bad cursor")
 
 type runCursor struct {
-	at time.Time
-	id string
+	at  time.Time
+	job string
 }
 
 func (c runCursor) encode() string {
-	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.at.UnixNano(), 10) + "/" + c.id))
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.at.UnixNano(), 10) + "/" + c.job))
 }
 
 func decodeRunCursor(s string) (runCursor, error) {
@@ -215,21 +215,21 @@ func decodeRunCursor(s string) (runCursor, error) {
 	if err != nil {
 		return runCursor{}, ErrBadCursor
 	}
-	ns, id, ok := strings.Cut(string(b), "/")
+	ns, job, ok := strings.Cut(string(b), "/")
 	n, err := strconv.ParseInt(ns, 10, 64)
-	if !ok || err != nil || id == "" {
+	if !ok || err != nil || job == "" {
 		return runCursor{}, ErrBadCursor
 	}
-	return runCursor{at: time.Unix(0, n).UTC(), id: id}, nil
+	return runCursor{at: time.Unix(0, n).UTC(), job: job}, nil
 }
 
 // before reports whether run r comes after the cursor in newest-first
-// order (older scheduled time, or the same time and a smaller id).
+// order (older scheduled time, or the same time and a smaller job name).
 func (c runCursor) before(r jobs.Run) bool {
 	if !r.ScheduledAt.Equal(c.at) {
 		return r.ScheduledAt.Before(c.at)
 	}
-	return r.ID < c.id
+	return r.Job < c.job
 }
 
 func encodeEventCursor(seq uint64) string {
@@ -248,12 +248,14 @@ func decodeEventCursor(s string) (uint64, error) {
 	return n, nil
 }
 
-// newer orders runs newest first: scheduled time, then id, descending.
+// newer orders runs newest first: scheduled time, then job name,
+// descending; the reverse of the bytime bucket's order, which a listing
+// walks, so that a page cut anywhere in it resumes where it was cut.
 func newer(a, b jobs.Run) int {
 	if c := b.ScheduledAt.Compare(a.ScheduledAt); c != 0 {
 		return c
 	}
-	return strings.Compare(b.ID, a.ID)
+	return strings.Compare(b.Job, a.Job)
 }
 
 func marshal(v any) []byte {

@@ -105,7 +105,7 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 				return false, err
 			}
 			r := rec.Run
-			stoppedAt = &runCursor{at: r.ScheduledAt, id: r.ID}
+			stoppedAt = &runCursor{at: r.ScheduledAt, job: r.Job}
 			if seen[r.ID] || (cur != nil && !cur.before(r)) || !q.match(r) || !v.visible(r) {
 				return true, nil
 			}
@@ -196,11 +196,11 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	case len(page) > q.Limit:
 		out.Runs = page[:q.Limit]
 		last := out.Runs[len(out.Runs)-1]
-		out.Next = runCursor{at: last.ScheduledAt, id: last.ID}.encode()
+		out.Next = runCursor{at: last.ScheduledAt, job: last.Job}.encode()
 	case stoppedAt != nil:
 		if len(page) > 0 {
 			last := page[len(page)-1]
-			out.Next = runCursor{at: last.ScheduledAt, id: last.ID}.encode()
+			out.Next = runCursor{at: last.ScheduledAt, job: last.Job}.encode()
 		} else {
 			out.Next = stoppedAt.encode()
 		}
@@ -227,7 +227,7 @@ func (s *Store) now() time.Time {
 	return s.Clock.Now()
 }
 
-func (c runCursor) sameAs(r jobs.Run) bool { return c.id == r.ID }
+func (c runCursor) sameAs(r jobs.Run) bool { return c.job == r.Job && c.at.Equal(r.ScheduledAt) }
 
 // visibility decides which finished runs retention keeps, for one
 // listing: per job, the scheduled time of its history.runs-th newest
