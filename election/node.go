@@ -80,6 +80,12 @@ type Config struct {
 	// leader removes it from the voters (default DefaultReapAfter).
 	// Removal never takes the voter count below BootstrapExpect.
 	ReapAfter time.Duration
+	// SnapshotThreshold, SnapshotInterval and TrailingLogs tune Raft's
+	// snapshots and log compaction; zero: Raft's defaults. Tests shrink
+	// them so that a lagging server must install a snapshot.
+	SnapshotThreshold uint64
+	SnapshotInterval  time.Duration
+	TrailingLogs      uint64
 	// Meta is advertised to peers; Role, RaftAddr and Expect are filled in.
 	Meta Meta
 	// Logger receives the node's logs, raft's and memberlist's included.
@@ -206,6 +212,15 @@ func (n *Node) openRaft() error {
 	rc.Logger = hclogTo(n.log, "raft")
 	rc.NotifyCh = n.notifyCh
 	n.profile.applyRaft(rc)
+	if n.cfg.SnapshotThreshold > 0 {
+		rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	}
+	if n.cfg.SnapshotInterval > 0 {
+		rc.SnapshotInterval = n.cfg.SnapshotInterval
+	}
+	if n.cfg.TrailingLogs > 0 {
+		rc.TrailingLogs = n.cfg.TrailingLogs
+	}
 
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
 	if err != nil {

@@ -62,6 +62,61 @@ type Spec struct {
 	Jitter         Duration          `json:"jitter,omitempty" yaml:"jitter"`
 	// DST is the daylight-saving policy of the job's wall-clock schedules.
 	DST DSTPolicy `json:"dst" yaml:"dst"`
+	// History is how much of the job's finished runs the cluster keeps;
+	// a field left at zero takes the cluster's default (cluster.history).
+	History History `json:"history,omitzero" yaml:"history"`
+}
+
+// History bounds a job's run history: the newest Runs finished runs by
+// scheduled time, none older than MaxAge. Zero fields mean "the cluster's
+// default" (see Resolve).
+type History struct {
+	Runs   int      `json:"runs,omitempty" yaml:"runs"`
+	MaxAge Duration `json:"max_age,omitempty" yaml:"max_age"`
+}
+
+// Bounds and defaults of run history.
+const (
+	// MaxHistoryRuns bounds history.runs: a job's history is listed and
+	// trimmed by walking it, and every server keeps a copy.
+	MaxHistoryRuns       = 100_000
+	DefaultHistoryRuns   = 100
+	DefaultHistoryMaxAge = 30 * 24 * time.Hour
+)
+
+// DefaultHistory is the cluster's default when its config says nothing.
+var DefaultHistory = History{Runs: DefaultHistoryRuns, MaxAge: Duration(DefaultHistoryMaxAge)}
+
+// Resolve returns h with its zero fields taken from def (and, where def
+// has zeros too, from DefaultHistory).
+func (h History) Resolve(def History) History {
+	if h.Runs == 0 {
+		h.Runs = def.Runs
+	}
+	if h.MaxAge == 0 {
+		h.MaxAge = def.MaxAge
+	}
+	if h.Runs == 0 {
+		h.Runs = DefaultHistory.Runs
+	}
+	if h.MaxAge == 0 {
+		h.MaxAge = DefaultHistory.MaxAge
+	}
+	return h
+}
+
+// Check returns what is wrong with h as field problems ("runs",
+// "max_age"), zero fields allowed when zeroOK (a job's, which default
+// to the cluster's).
+func (h History) Check(zeroOK bool) []FieldError {
+	var errs []FieldError
+	if (h.Runs != 0 || !zeroOK) && (h.Runs < 1 || h.Runs > MaxHistoryRuns) {
+		errs = append(errs, FieldError{Field: "runs", Index: -1, Msg: fmt.Sprintf("%d: want 1 to %d", h.Runs, MaxHistoryRuns)})
+	}
+	if (h.MaxAge != 0 || !zeroOK) && h.MaxAge <= 0 {
+		errs = append(errs, FieldError{Field: "max_age", Index: -1, Msg: fmt.Sprintf("%s: want a positive duration such as 30d", h.MaxAge)})
+	}
+	return errs
 }
 
 // Normalize fills in defaults for unset fields.

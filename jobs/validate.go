@@ -201,6 +201,10 @@ func (s *Spec) Validate(l Limits) error {
 	default:
 		bad("misfire", -1, "%q: want skip, latest or all", s.Misfire)
 	}
+	for _, e := range s.History.Check(true) {
+		e.Field = "history." + e.Field
+		errs = append(errs, e)
+	}
 	for _, k := range slices.Sorted(maps.Keys(s.Target)) {
 		if k == "" {
 			badKey("target", k, "empty tag name")

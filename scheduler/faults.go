@@ -8,3 +8,17 @@ package scheduler
 // ParseFaults refuses a set FENCECRON_FAULTS instead of ignoring it.
 // Helpers that build the binary for tests pass -tags fencecron_faults.
 const FaultsBuildTag = "fencecron_faults"
+
+// Tuning is what a test build may shrink to make a test fast, through
+// FENCECRON_FAULTS like the faults (hot-runs=, hot-events=,
+// raft-snapshot-threshold=, raft-trailing-logs=,
+// raft-snapshot-interval-ms=): the replicated state's bounds (the same on
+// every node of a cluster: trimming is part of applying) and Raft's
+// snapshot rhythm, so that history leaves the hot window and a lagging
+// server installs a snapshot within a test's minute. Zero fields leave
+// the defaults; a release build always returns the zero Tuning.
+type Tuning struct {
+	HotRuns, HotEvents              int
+	SnapshotThreshold, TrailingLogs uint64
+	SnapshotIntervalMS              int
+}

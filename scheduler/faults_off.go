@@ -35,3 +35,6 @@ func DropDispatchReply(*Faults) error { return nil }
 func (*Faults) stopBeforePublish(int) bool { return false }
 
 func (*Faults) dropRenewReply(*int) error { return nil }
+
+// TuningOf returns the zero Tuning: a release build has the defaults.
+func TuningOf(*Faults) Tuning { return Tuning{} }

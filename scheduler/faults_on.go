@@ -35,6 +35,8 @@ type Faults struct {
 	// DropRenewReplies makes the worker lose the replies of N consecutive
 	// renewals, starting after the first one of each attempt succeeds.
 	DropRenewReplies int
+	// Tuning shrinks bounds and rhythms for fast tests (see Tuning).
+	Tuning Tuning
 
 	mu sync.Mutex
 }
@@ -66,14 +68,32 @@ func ParseFaults(s string) (*Faults, error) {
 			f.DropDispatchReplies = n
 		case "drop-renew-replies":
 			f.DropRenewReplies = n
+		case "hot-runs":
+			f.Tuning.HotRuns = n
+		case "hot-events":
+			f.Tuning.HotEvents = n
+		case "raft-snapshot-threshold":
+			f.Tuning.SnapshotThreshold = uint64(n)
+		case "raft-trailing-logs":
+			f.Tuning.TrailingLogs = uint64(n)
+		case "raft-snapshot-interval-ms":
+			f.Tuning.SnapshotIntervalMS = n
 		default:
 			return nil, fmt.Errorf("unknown fault %q", k)
 		}
 	}
-	if f.StopBeforePublish == 0 && f.DropDispatchReplies == 0 && f.DropRenewReplies == 0 {
+	if f.StopBeforePublish == 0 && f.DropDispatchReplies == 0 && f.DropRenewReplies == 0 && f.Tuning == (Tuning{}) {
 		return nil, nil
 	}
 	return f, nil
+}
+
+// TuningOf returns the test build's tuning (zero without faults).
+func TuningOf(f *Faults) Tuning {
+	if f == nil {
+		return Tuning{}
+	}
+	return f.Tuning
 }
 
 // DropDispatchReply returns an error in place of the reply of a dispatch

@@ -251,8 +251,15 @@ type state struct {
 // fence tokens are minted: from the term and index of the grant's own log
 // entry.
 type FSM struct {
-	// MaxRuns bounds the runs kept (default DefaultMaxRuns).
-	MaxRuns int
+	// MaxRuns bounds the runs kept (default DefaultMaxRuns), and
+	// MaxEvents the audit trail (default 2000). Every server of a
+	// cluster must use the same bounds: trimming is part of applying.
+	MaxRuns   int
+	MaxEvents int
+	// History, if set, receives every finished run and event the bounded
+	// state lets go of, to keep beyond it (scheduler/history). Set it
+	// before the FSM is given to Raft.
+	History Archive
 	// Logger receives a halt of the log (default slog.Default()).
 	Logger *slog.Logger
 
@@ -262,6 +269,11 @@ type FSM struct {
 	logHalts atomic.Uint64
 	// changes collects what the entry being applied changed (f.mu held).
 	changes []Change
+	// trimmedRuns and trimmedEvents collect what the entry being applied
+	// let go of, for History (f.mu held).
+	trimmedRuns   []jobs.Run
+	trimmedEvents []jobs.Event
+
 	subsMu  sync.Mutex
 	subs    map[chan struct{}]bool
 	feedsMu sync.Mutex
@@ -316,7 +328,14 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.st.LastIndex = l.Index
 	chs := f.changes
 	f.changes = nil
+	if f.History != nil {
+		f.History.Archive(l.Index, f.trimmedRuns, f.trimmedEvents)
+		f.trimmedRuns, f.trimmedEvents = nil, nil
+	}
 	f.mu.Unlock()
+	if f.History != nil {
+		f.History.Settle()
+	}
 	f.publish(chs)
 	f.notifySubscribers()
 	return res
@@ -396,7 +415,14 @@ func (f *FSM) event(l *raft.Log, e jobs.Event) {
 	f.st.EventSeq++
 	e.Seq, e.Index = f.st.EventSeq, l.Index
 	f.st.Events = append(f.st.Events, e)
-	if over := len(f.st.Events) - maxEvents; over > 0 {
+	limit := f.MaxEvents
+	if limit <= 0 {
+		limit = maxEvents
+	}
+	if over := len(f.st.Events) - limit; over > 0 {
+		if f.History != nil {
+			f.trimmedEvents = append(f.trimmedEvents, f.st.Events[:over]...)
+		}
 		f.st.Events = slices.Delete(f.st.Events, 0, over)
 	}
 }
@@ -570,6 +596,9 @@ func (f *FSM) trim() {
 		}
 		if r.ScheduledAt.After(f.st.Horizon[r.Job]) {
 			f.st.Horizon[r.Job] = r.ScheduledAt
+		}
+		if f.History != nil {
+			f.trimmedRuns = append(f.trimmedRuns, r.Clone())
 		}
 		delete(f.st.Runs, r.ID)
 		drop++
@@ -933,7 +962,16 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 // Snapshot implements raft.FSM. The snapshot carries LogVersion. A
 // halted FSM refuses: its state is older than the index Raft would label
 // the snapshot with, and Raft would drop the entries in between.
+// With a History, everything trimmed so far is made durable there first:
+// the entries that trimmed it are never replayed once the log is
+// compacted to this snapshot. (Raft calls Snapshot between applies, so
+// nothing is trimmed meanwhile.)
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	if f.History != nil {
+		if err := f.History.Sync(); err != nil {
+			return nil, fmt.Errorf("no snapshot until the history is durable: %w", err)
+		}
+	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.halted != nil {
@@ -984,6 +1022,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if st.Counters == nil {
 		st.Counters = fresh.Counters
+	}
+	if f.History != nil {
+		// Before the state is replaced: a history that cannot record
+		// what this snapshot skips must not lose track of it.
+		if err := f.History.Restored(st.LastIndex); err != nil {
+			return fmt.Errorf("restore snapshot: %w", err)
+		}
 	}
 	f.mu.Lock()
 	f.st = st

@@ -12,7 +12,6 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
@@ -86,17 +85,20 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 	s.error(w, r, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound))
 }
 
+// handleRuns lists runs, newest scheduled first, from the replicated
+// state and this server's history (see history.go for the parameters).
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
-	f := scheduler.RunFilter{Job: r.URL.Query().Get("job"), Limit: 100}
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 10000 {
-			s.error(w, r, badRequest("limit must be a number from 1 to 10000, got %q", v))
-			return
-		}
-		f.Limit = n
+	q, err := s.runQuery(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(s.State.Runs(f))})
+	page, err := s.listRuns(q)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
 }
 
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
@@ -164,28 +166,21 @@ func (s *Server) handlePause(paused bool) http.HandlerFunc {
 	}
 }
 
-// handleEventsJSON returns the audit trail as JSON (?after=SEQ&limit=N);
-// with Accept: text/event-stream it streams instead (see events.go).
+// handleEventsJSON returns the audit trail as JSON (see history.go for
+// the parameters); with Accept: text/event-stream it streams instead (see
+// events.go).
 func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
-	var after uint64
-	if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.error(w, r, badRequest("after must be an event sequence number, got %q", v))
-			return
-		}
-		after = n
+	q, err := s.eventQuery(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	limit := 500
-	if v := r.URL.Query().Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 5000 {
-			s.error(w, r, badRequest("limit must be a number from 1 to 5000, got %q", v))
-			return
-		}
-		limit = n
+	page, err := s.history().ListEvents(s.State.Events(0, 0), q)
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	writeJSON(w, http.StatusOK, wire.EventList{Events: nonNil(s.State.Events(after, limit)), Counters: s.State.Counters()})
+	writeJSON(w, http.StatusOK, wire.EventList{Events: nonNil(page.Events), Counters: s.State.Counters(), Next: page.Next})
 }
 
 // Errors of the request itself: web/wire's, under the names web's files

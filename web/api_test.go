@@ -52,6 +52,18 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/runs?limit=0", 400, []string{`limit must be a number from 1 to 10000`}},
 		{"/api/v1/events?after=9", 200, []string{`"seq": 10`, `"seq": 11`, `"stale_refused": 1`}},
 		{"/api/v1/events?after=x", 400, []string{`after must be an event sequence number`}},
+		{"/api/v1/runs?state=failed", 200, []string{`"id": "heartbeat@20260801T085930Z"`, `"next": ""`}},
+		{"/api/v1/runs?state=sleeping", 400, []string{`state \"sleeping\": want one of pending`, `"code": "bad_request"`}},
+		{"/api/v1/runs?since=yesterday", 400, []string{`since must be an RFC 3339 time`}},
+		{"/api/v1/runs?since=-1h", 400, []string{`since must be an RFC 3339 time`}},
+		{"/api/v1/runs?until=soon", 400, []string{`until must be an RFC 3339 time`}},
+		{"/api/v1/runs?since=2026-08-02T00:00:00Z&until=2026-08-01T00:00:00Z", 400, []string{`since (2026-08-02T00:00:00Z) must be before until`}},
+		{"/api/v1/runs?cursor=nope!", 400, []string{`"code": "bad_cursor"`}},
+		{"/api/v1/runs?since=2026-08-01T09:00:00Z", 200, []string{`"id": "report@20260801T090000Z"`}},
+		{"/api/v1/runs?limit=10001", 400, []string{`limit must be a number from 1 to 10000`}},
+		{"/api/v1/events?kind=fenced", 200, []string{`"kind": "fenced"`, `"next": ""`}},
+		{"/api/v1/events?limit=5001", 400, []string{`limit must be a number from 1 to 5000`}},
+		{"/api/v1/events?cursor=x", 400, []string{`"code": "bad_cursor"`}},
 		{"/api/v1/jobset", 200, []string{`"hash": "abc"`}},
 		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
 		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
@@ -79,6 +91,56 @@ func TestServer_API(t *testing.T) {
 	_, _, body := f.do(t, http.MethodGet, "/api/v1/events", "")
 	if err := json.Unmarshal([]byte(body), &ev); err != nil || len(ev.Events) != 11 {
 		t.Errorf("events JSON: %d events, %v", len(ev.Events), err)
+	}
+}
+
+// Runs and events page with the cursor their answers carry: each once,
+// newest first for runs; events newest page first, each page in order.
+func TestServer_APIPages(t *testing.T) {
+	f := newFixture(t)
+	var runs []string
+	cursor := ""
+	for range 10 {
+		var page struct {
+			Runs []jobs.Run
+			Next string
+		}
+		_, _, body := f.do(t, http.MethodGet, "/api/v1/runs?limit=1&cursor="+url.QueryEscape(cursor), "")
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range page.Runs {
+			runs = append(runs, r.ID)
+		}
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	if got, want := strings.Join(runs, " "), "report@20260801T090000Z heartbeat@20260801T085930Z"; got != want {
+		t.Errorf("runs paged: %s, want %s", got, want)
+	}
+	var seqs []uint64
+	cursor = ""
+	for range 20 {
+		var page struct {
+			Events []jobs.Event
+			Next   string
+		}
+		_, _, body := f.do(t, http.MethodGet, "/api/v1/events?limit=4&cursor="+url.QueryEscape(cursor), "")
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatal(err)
+		}
+		var these []uint64
+		for _, e := range page.Events {
+			these = append(these, e.Seq)
+		}
+		seqs = append(these, seqs...)
+		if cursor = page.Next; cursor == "" {
+			break
+		}
+	}
+	if len(seqs) != 11 || seqs[0] != 1 || seqs[10] != 11 {
+		t.Errorf("events paged: %v, want 1 to 11", seqs)
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/web/metrics"
 	"github.com/fencecron/fencecron/web/wire"
 )
@@ -289,11 +290,21 @@ func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 
 type jobPage struct {
 	pageBase
-	Job      jobView
-	Runs     []jobs.Run
-	Skips    []jobs.SkipRange
-	Timeline svgTimeline
+	Job  jobView
+	Runs []jobs.Run
+	// Newer and Older link the pages of the job's run history ("": none).
+	Newer, Older string
+	Skips        []jobs.SkipRange
+	Timeline     svgTimeline
 }
+
+// Paging the job page: runs per page, and how many pages back the newer
+// link remembers (past that it goes to the newest page).
+const (
+	jobPageRuns   = 50
+	maxPagesBack  = 32
+	cursorListSep = "."
+)
 
 func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
@@ -303,7 +314,49 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := &jobPage{pageBase: s.base(r, "Job "+name, "jobs"), Job: s.jobViews()[i]}
-	p.Runs = s.State.Runs(scheduler.RunFilter{Job: name, Limit: 50})
+	// The run history pages with the API's cursor; back holds the cursors
+	// of the newer pages, so the newer link can return.
+	cursor := r.URL.Query().Get("cursor")
+	var back []string
+	if b := r.URL.Query().Get("back"); b != "" {
+		back = strings.Split(b, cursorListSep)
+	}
+	page, err := s.listRuns(history.RunQuery{Job: name, Limit: jobPageRuns, Cursor: cursor})
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	p.Runs = page.Runs
+	pageURL := func(cursor string, back []string) string {
+		q := url.Values{}
+		if cursor != "" {
+			q.Set("cursor", cursor)
+		}
+		if len(back) > 0 {
+			q.Set("back", strings.Join(back, cursorListSep))
+		}
+		if len(q) == 0 {
+			return "/jobs/" + url.PathEscape(name)
+		}
+		return "/jobs/" + url.PathEscape(name) + "?" + q.Encode()
+	}
+	if page.Next != "" {
+		older := slices.Clone(back)
+		if cursor != "" {
+			older = append(older, cursor)
+		}
+		if len(older) > maxPagesBack {
+			older = older[len(older)-maxPagesBack:]
+		}
+		p.Older = pageURL(page.Next, older)
+	}
+	switch {
+	case cursor == "":
+	case len(back) == 0:
+		p.Newer = pageURL("", nil)
+	default:
+		p.Newer = pageURL(back[len(back)-1], back[:len(back)-1])
+	}
 	p.Skips = s.State.Skips(name)
 	p.Timeline = s.jobTimeline(r.Context(), name, 8)
 	s.render(w, r, http.StatusOK, "job.html", p)

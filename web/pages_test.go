@@ -2,12 +2,15 @@ package web
 
 import (
 	"encoding/xml"
+	"html"
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // get fetches path from the fixture and returns status, content type and body.
@@ -229,4 +232,64 @@ func parseSVG(t testing.TB, s string) svgNode {
 		t.Fatalf("not well-formed SVG: %v\n%.500s", err, s)
 	}
 	return n
+}
+
+// The job page pages through the run history with older and newer links.
+func TestServer_JobPagePages(t *testing.T) {
+	f := newFixture(t)
+	f.state.mu.Lock()
+	f.state.runs = nil
+	for i := range 120 {
+		at := at(-30 * (i + 1))
+		id := jobs.RunID("heartbeat", at)
+		f.state.runs = append(f.state.runs, jobs.Run{ID: id, Job: "heartbeat", ScheduledAt: at, State: jobs.Succeeded})
+	}
+	f.state.mu.Unlock()
+	link := regexp.MustCompile(`<a href="([^"]+)" rel="(prev|next)">`)
+	links := func(body string) map[string]string {
+		out := map[string]string{}
+		for _, m := range link.FindAllStringSubmatch(body, -1) {
+			out[m[2]] = html.UnescapeString(m[1])
+		}
+		return out
+	}
+	seen := map[string]int{}
+	count := func(body string) {
+		for _, m := range regexp.MustCompile(`data-run="([^"]+)"`).FindAllStringSubmatch(body, -1) {
+			seen[m[1]]++
+		}
+	}
+	path := "/jobs/heartbeat"
+	var pages []string
+	for range 5 {
+		code, _, body := f.get(t, path)
+		if code != http.StatusOK {
+			t.Fatalf("GET %s = %d\n%s", path, code, body)
+		}
+		count(body)
+		pages = append(pages, path)
+		l := links(body)
+		if len(pages) == 1 && l["prev"] != "" {
+			t.Errorf("the newest page links to newer runs: %s", l["prev"])
+		}
+		if len(pages) > 1 {
+			if got, want := l["prev"], pages[len(pages)-2]; got != want {
+				t.Errorf("page %d links newer to %q, want %q", len(pages), got, want)
+			}
+		}
+		if path = l["next"]; path == "" {
+			break
+		}
+	}
+	if len(pages) != 3 || len(seen) != 120 {
+		t.Fatalf("%d pages, %d runs; want 3 pages with all 120", len(pages), len(seen))
+	}
+	for id, n := range seen {
+		if n != 1 {
+			t.Errorf("run %s listed %d times", id, n)
+		}
+	}
+	if code, _, _ := f.get(t, "/jobs/heartbeat?cursor=bogus!"); code != http.StatusBadRequest {
+		t.Errorf("bad cursor: %d, want 400", code)
+	}
 }

@@ -83,7 +83,10 @@ type Server struct {
 	Cluster   Cluster
 	State     State
 	Scheduler Scheduler
-	Store     fencedstore.Store
+	// History keeps runs and events beyond State's hot window; nil: the
+	// hot window only.
+	History History
+	Store   fencedstore.Store
 	// Internal serves the calls between nodes (scheduler/rpc.Server), on
 	// this port under /internal/v1: web routes them there and nothing
 	// more; the handler admits only nodes of the cluster. Nil: none.

@@ -61,6 +61,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		PublicTLS:       f.API.TLS,
 		Profile:         f.Cluster.Profile,
 		ReapAfter:       f.Cluster.ReapAfter,
+		History:         f.Cluster.History,
 		Store:           f.Store,
 		StorePath:       f.StorePath(),
 		DropEnv:         f.EnvUsed(),

@@ -12,6 +12,8 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -168,31 +170,68 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	return tw.Flush()
 }
 
+// runRuns lists runs, newest first: `fencecron runs [JOB] [-since 24h]
+// [-until TIME] [-state failed,lost] [-limit N]`. JOB may come before the
+// flags. It follows the API's pages until it has limit runs.
 func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, rest, err := clientFlags("runs", args, stdout, stderr, -1, "[JOB]")
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		args = append(slices.Clone(args[1:]), args[0])
+	}
+	var since, until, state string
+	var limit int
+	c, rest, err := clientFlags("runs", args, stdout, stderr, -1, "[JOB]", func(fs *flag.FlagSet) {
+		fs.StringVar(&since, "since", "", "only runs scheduled since: an RFC 3339 time, or a duration such as 24h or 7d before now")
+		fs.StringVar(&until, "until", "", "only runs scheduled before this RFC 3339 time")
+		fs.StringVar(&state, "state", "", "only runs in these states, comma-separated (e.g. failed,lost)")
+		fs.IntVar(&limit, "limit", 50, "at most this many runs (the newest)")
+	})
 	if err != nil {
 		return err
 	}
-	q := url.Values{"limit": {"50"}}
+	if limit < 1 {
+		return fmt.Errorf("-limit %d: want at least 1", limit)
+	}
+	q := url.Values{}
 	if len(rest) == 1 {
 		q.Set("job", rest[0])
 	}
-	var out wire.RunList
-	if err := c.do(ctx, http.MethodGet, "/api/v1/runs?"+q.Encode(), nil, &out); err != nil || c.json {
-		return err
+	for k, v := range map[string]string{"since": since, "until": until, "state": state} {
+		if v != "" {
+			q.Set(k, v)
+		}
+	}
+	var runs []jobs.Run
+	for len(runs) < limit {
+		q.Set("limit", strconv.Itoa(min(limit-len(runs), maxRunsPage)))
+		var page wire.RunList
+		if err := c.do(ctx, http.MethodGet, "/api/v1/runs?"+q.Encode(), nil, &page); err != nil || c.json {
+			return err // -json prints the first page as the API answered it
+		}
+		runs = append(runs, page.Runs...)
+		if page.Next == "" {
+			break
+		}
+		q.Set("cursor", page.Next)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATE\tATTEMPT\tTOKEN\tWORKER\tSTORE\tNOTE\t")
-	for _, r := range out.Runs {
+	fmt.Fprintln(tw, "RUN\tSTATE\tATTEMPT\tTOKEN\tWORKER\tEXIT\tSTORE\tNOTE\t")
+	for _, r := range runs {
 		if len(r.Attempts) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t%s\t\n", r.ID, r.State, r.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%s\t\n", r.ID, r.State, r.Reason)
 		}
 		for _, a := range r.Attempts {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.ID, a.State, a.Number, a.Token, a.Worker, a.StoreOutcome, a.Error)
+			exit := ""
+			if a.ExitCode != nil {
+				exit = strconv.Itoa(*a.ExitCode)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, a.State, a.Number, a.Token, a.Worker, exit, a.StoreOutcome, a.Error)
 		}
 	}
 	return tw.Flush()
 }
+
+// maxRunsPage is the most runs the CLI asks for in one page.
+const maxRunsPage = 1000
 
 func runJobAction(action string) func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -20,7 +20,8 @@ const usage = `fencecron — a distributed cron whose outputs are fenced
 Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
   fencecron agent -config FILE             one node of a real cluster
-  fencecron status | jobs | runs [JOB]     look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
+  fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
+                                          look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
   fencecron apply FILE                     replace the cluster's job set with FILE's jobs
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)

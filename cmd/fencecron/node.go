@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"fmt"
@@ -23,6 +24,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/web"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -54,6 +56,9 @@ type nodeOptions struct {
 	PublicTLS config.TLSFiles
 	Profile   string
 	ReapAfter time.Duration
+	// History is the cluster's default run history (cluster.history);
+	// zero fields: jobs.DefaultHistory.
+	History jobs.History
 
 	// InitialJobs is applied if the cluster has no job set yet.
 	InitialJobs   []jobs.Spec
@@ -146,6 +151,17 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	fsm := scheduler.NewFSM()
 	fsm.Logger = log
+	tuning := scheduler.TuningOf(o.Faults)
+	fsm.MaxRuns, fsm.MaxEvents = cmp.Or(tuning.HotRuns, scheduler.DefaultMaxRuns), tuning.HotEvents
+	// A server keeps the run history in its data dir, fed by the FSM, so
+	// it must be open before Raft restores a snapshot or replays the log
+	// into the FSM, and close after Raft has stopped.
+	var hist *historydb.Store
+	if o.Server {
+		hist = &historydb.Store{Path: filepath.Join(o.DataDir, "history.db"), Default: o.History, Logger: log,
+			Retention: func(job string) jobs.History { s, _ := fsm.Spec(job); return s.History }}
+		fsm.History = hist
+	}
 	node := election.New(election.Config{
 		NodeID:          o.ID,
 		DataDir:         o.DataDir,
@@ -163,8 +179,22 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Profile:         o.Profile,
 		ReapAfter:       o.ReapAfter,
 		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
-		Logger:          log,
+		// Release builds: Raft's defaults (the tuning is zero).
+		SnapshotThreshold: tuning.SnapshotThreshold,
+		TrailingLogs:      tuning.TrailingLogs,
+		SnapshotInterval:  time.Duration(tuning.SnapshotIntervalMS) * time.Millisecond,
+		Logger:            log,
 	}, fsm)
+	// The transport between nodes: this node's calls to the leader, to
+	// workers and, for its history's backfill, to the other servers.
+	peers := &rpc.Client{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
+	if hist != nil {
+		hist.Peers, hist.Fetch = node.ServerHTTPs, peers.HistoryRange
+		if err := hist.Open(); err != nil {
+			return err
+		}
+		closers = append(closers, hist.Close)
+	}
 	if err := node.Open(); err != nil {
 		return err
 	}
@@ -177,10 +207,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	// parser checks the file (jobs.CheckSet): output keys by the store's
 	// rules, outputs within its body cap.
 	sched.MaxBodyBytes = maxBody
-	// The transport between nodes: this node's calls to the leader and
-	// to workers, and its answers to theirs (as the leader, through
-	// Local, which never forwards).
-	peers := &rpc.Client{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
+	// The transport answers other nodes' calls too (as the leader,
+	// through Local, which never forwards).
 	sched.Forwarder, sched.Dispatcher = peers, peers
 
 	nodeMetrics := metrics.New()
@@ -219,6 +247,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	closers = append(closers, refusals.Close)
 	storeAPI.OnRefused = refusalsTo(refusals)
 	srv.StoreAPI = storeAPI
+	if hist != nil {
+		internal.History, srv.History = hist, hist
+	}
 	if err := srv.Open(); err != nil {
 		return err
 	}

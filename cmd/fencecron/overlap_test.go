@@ -18,13 +18,16 @@ import (
 )
 
 // soloJob fires every second and runs for 1.5 s: under overlap: forbid,
-// every other fire time at least finds its previous run open.
+// every other fire time at least finds its previous run open. Its history
+// keeps every run the test makes (the API lists only the newest
+// history.runs finished runs of a job).
 const soloJob = `  - name: solo
     schedule: "@every 1s"
     shell: 'sleep 1.5'
     overlap: forbid
     lease_ttl: 10s
     timeout: 30s
+    history: {runs: 10000}
 `
 
 // The race of issue 12: a forbid job fires on schedule while several

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
@@ -154,6 +155,16 @@ func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assign
 		}
 	}
 	return scheduler.DropDispatchReply(c.Faults)
+}
+
+// HistoryRange reads one page of the run history the server at addr
+// archived in a range of log indexes (history.Store.Fetch). It tries
+// once; a server whose history does not cover the range answers an
+// error wrapping history.ErrNotCovered.
+func (c *Client) HistoryRange(ctx context.Context, addr string, req history.RangeRequest) (history.RangePage, error) {
+	var page history.RangePage
+	err := c.post(ctx, addr, pathHistoryRange, req, &page)
+	return page, err
 }
 
 // toLeader calls the leader with retries until it answers or ctx ends.

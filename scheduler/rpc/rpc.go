@@ -42,6 +42,9 @@ const (
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
+	// pathHistoryRange is a server's backfill of its run history from
+	// another's (scheduler/history.Store.Range).
+	pathHistoryRange = "/history/range"
 	// pathRetired is where nodes of an older version sent encoded log
 	// commands. It answers "unavailable", never "not found": an older
 	// node reads a 404 as the leader's "no such attempt" and would give

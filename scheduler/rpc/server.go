@@ -13,6 +13,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
@@ -28,6 +29,11 @@ type Server struct {
 	// runs no jobs.
 	Worker interface {
 		Accept(scheduler.Assignment) error
+	}
+	// History answers other servers' backfills from this server's run
+	// history; nil on a node that keeps none (a worker).
+	History interface {
+		Range(history.RangeRequest) (history.RangePage, error)
 	}
 	Logger *slog.Logger
 
@@ -119,6 +125,12 @@ func (s *Server) init() {
 			return dispatchReply{Accepted: a.Attempt.ID}, nil
 		}),
 	}
+	s.routes[pathHistoryRange] = handle(s, func(ctx context.Context, req history.RangeRequest) (history.RangePage, error) {
+		if s.History == nil {
+			return history.RangePage{}, fmt.Errorf("%w: this node keeps no run history", history.ErrNotCovered)
+		}
+		return s.History.Range(req)
+	})
 	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/history"
 )
 
 // Errors of a request itself, which no domain package owns. The public
@@ -58,6 +59,7 @@ type row struct {
 // with the jobs' `fencecron publish`), it agrees with them; a test checks.
 var table = []row{
 	{"bad_request", http.StatusBadRequest, []error{ErrBadRequest}},
+	{"bad_cursor", http.StatusBadRequest, []error{history.ErrBadCursor}},
 	{"invalid", http.StatusBadRequest, []error{jobs.ErrInvalidConfig}},
 	{"unknown_job", http.StatusBadRequest, []error{jobs.ErrUnknownJob}},
 	{"invalid_key", http.StatusBadRequest, []error{fencedstore.ErrInvalidKey}},
@@ -74,6 +76,7 @@ var table = []row{
 	{"duplicate_run", http.StatusConflict, []error{jobs.ErrDuplicateRun}},
 	{"stale_attempt", http.StatusConflict, []error{jobs.ErrStaleAttempt}},
 	{"run_finished", http.StatusConflict, []error{jobs.ErrRunFinished}},
+	{"not_covered", http.StatusConflict, []error{history.ErrNotCovered}},
 	{string(fencedstore.StaleOwner), http.StatusConflict, []error{fencedstore.ErrStaleOwner}},
 	{string(fencedstore.Expired), http.StatusConflict, []error{fencedstore.ErrExpired}},
 	{string(fencedstore.Conflict), http.StatusPreconditionFailed, []error{fencedstore.ErrConflict}},

@@ -73,16 +73,22 @@ type JobList struct {
 	Jobs []Job `json:"jobs"`
 }
 
-// RunList is the answer of GET /api/v1/runs, newest first.
+// RunList is the answer of GET /api/v1/runs: runs newest scheduled
+// first, and Next, the cursor of the next (older) page, passed back as
+// cursor=; empty when there is none.
 type RunList struct {
 	Runs []jobs.Run `json:"runs"`
+	Next string     `json:"next"`
 }
 
 // EventList is the JSON answer of GET /api/v1/events: audit entries in
-// order, and the cluster's counters.
+// order (the newest that match, oldest first), the cluster's counters,
+// and Next, the cursor of the page of older events; empty when there is
+// none.
 type EventList struct {
 	Events   []jobs.Event      `json:"events"`
 	Counters map[string]uint64 `json:"counters"`
+	Next     string            `json:"next"`
 }
 
 // SkipList is the answer of GET /api/v1/skips.

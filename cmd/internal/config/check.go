@@ -122,6 +122,13 @@ func (d *decoder) checkCluster(c *Cluster) {
 	if c.Profile != ProfileDefault && c.Profile != ProfileFast && !d.failed["cluster.profile"] {
 		d.errorf(d.at("cluster.profile"), "cluster.profile", "%q: want default or fast", c.Profile)
 	}
+	// A job's zero means "the cluster's"; the cluster's has no one to
+	// defer to.
+	for _, p := range c.History.Check(false) {
+		if path := "cluster.history." + p.Field; !d.failed[path] {
+			d.errorf(d.at(path), path, "%s", p.Msg)
+		}
+	}
 }
 
 // checkTLS checks cluster.tls (withCA) or api.tls: PEM files that go

@@ -186,6 +186,10 @@ type Cluster struct {
 	// TLS is an operator's own PKI for the links between nodes; empty,
 	// the PKI is derived from Secret.
 	TLS TLSFiles `yaml:"tls"`
+	// History is the run history each server keeps for a job that says
+	// nothing of its own (jobs.Spec.History); the same on every server.
+	// Default: jobs.DefaultHistory.
+	History jobs.History `yaml:"history"`
 }
 
 // Store is the store section.
@@ -558,7 +562,7 @@ func defaults(hostname func() (string, error)) sections {
 			Bind:    DefaultBind,
 			Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 		},
-		Cluster: Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter},
+		Cluster: Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory},
 		Store: Store{
 			Backend:          DefaultBackend,
 			Path:             DefaultStorePath,

@@ -111,7 +111,7 @@ func TestParse_FullFile(t *testing.T) {
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
 	}
-	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter}); got != want {
+	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50,
@@ -287,6 +287,31 @@ func TestLoad_Errors(t *testing.T) {
 }
 
 // Every problem, with its position, all reported together.
+func TestParse_History(t *testing.T) {
+	const head = "node: {bootstrap_expect: 1}\ncluster:\n  secret: correct-horse-battery-staple-0123456789\n"
+	f := MustParse(t, head+"  history: {runs: 7}\njobs:\n  - {name: a, schedule: '@daily', shell: 'true', history: {max_age: 2d}}\n")
+	if got, want := f.Cluster.History, (jobs.History{Runs: 7, MaxAge: jobs.DefaultHistory.MaxAge}); got != want {
+		t.Errorf("cluster.history = %+v, want %+v (max_age left at its default)", got, want)
+	}
+	if got, want := f.Jobs[0].History, (jobs.History{MaxAge: jobs.Duration(48 * time.Hour)}); got != want {
+		t.Errorf("job history = %+v, want %+v (runs left to the cluster's)", got, want)
+	}
+	if got, want := f.Jobs[0].History.Resolve(f.Cluster.History), (jobs.History{Runs: 7, MaxAge: jobs.Duration(48 * time.Hour)}); got != want {
+		t.Errorf("resolved = %+v, want %+v", got, want)
+	}
+	got := problems(t, head+"  history: {runs: 0, max_age: -1h}\njobs:\n  - name: a\n    schedule: '@daily'\n    shell: 'true'\n    history: {runs: 100001, max_age: -48h}\n  - {name: b, schedule: '@daily', shell: 'true', history: {keep: 1}}\n")
+	want := []string{
+		"test.yaml:4:19: cluster.history.runs: 0: want 1 to 100000",
+		"test.yaml:4:31: cluster.history.max_age: -1h0m0s: want a positive duration such as 30d",
+		"test.yaml:9:21: jobs[0].history.runs: 100001: want 1 to 100000",
+		"test.yaml:9:38: jobs[0].history.max_age: -48h0m0s: want a positive duration such as 30d",
+		`test.yaml:10:60: jobs[1].history: unknown field "keep"; expected one of runs, max_age`,
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("problems:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
 func TestParse_Problems(t *testing.T) {
 	const node = "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n"
 	tests := []struct {

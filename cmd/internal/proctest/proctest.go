@@ -26,37 +26,70 @@ var (
 	buildPath string
 	buildErr  error
 	buildDir  string
+
+	loadOnce sync.Once
+	loadPath string
+	loadErr  error
 )
 
 // Binary builds cmd/fencecron once per test process and returns its path.
 // It is a test build: with the fault hooks (scheduler.FaultsBuildTag), so
-// tests can set FENCECRON_FAULTS. Call Cleanup from TestMain to remove it.
+// tests can set FENCECRON_FAULTS, and with the race detector when the
+// tests run with it. Call Cleanup from TestMain to remove it.
 func Binary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fencecron-bin-")
-		if buildErr != nil {
-			return
-		}
-		buildPath = filepath.Join(buildDir, "fencecron")
-		args := []string{"build", "-tags", scheduler.FaultsBuildTag, "-o", buildPath}
-		if raceEnabled {
-			args = append(args, "-race")
-		}
-		cmd := exec.Command("go", append(args, "github.com/fencecron/fencecron/cmd/fencecron")...)
-		var out bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &out, &out
-		if err := cmd.Run(); err != nil {
-			buildErr = fmt.Errorf("go build: %v\n%s", err, out.String())
-		}
-	})
+	buildOnce.Do(func() { buildPath, buildErr = build(raceEnabled) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return buildPath
 }
 
-// Cleanup removes the built binary.
+// LoadBinary is Binary built without the race detector whatever the tests
+// run with, for the few tests that keep a whole cluster under a sustained
+// load (dozens of runs a second for a minute): the race detector
+// multiplies the cost of every run several times over, and a race-built
+// cluster on a small CI machine falls behind its schedule and loses its
+// leader to timeouts. Every other process test runs the race-built one.
+func LoadBinary(t testing.TB) string {
+	t.Helper()
+	if !raceEnabled {
+		return Binary(t)
+	}
+	loadOnce.Do(func() { loadPath, loadErr = build(false) })
+	if loadErr != nil {
+		t.Fatal(loadErr)
+	}
+	return loadPath
+}
+
+var dirOnce sync.Once
+
+// build builds the binary into the process's build directory.
+func build(race bool) (string, error) {
+	var err error
+	dirOnce.Do(func() { buildDir, err = os.MkdirTemp("", "fencecron-bin-") })
+	if err != nil || buildDir == "" {
+		return "", fmt.Errorf("build directory: %v", err)
+	}
+	path := filepath.Join(buildDir, "fencecron")
+	args := []string{"build", "-tags", scheduler.FaultsBuildTag, "-o", path}
+	if race {
+		args = append(args, "-race")
+	} else if raceEnabled {
+		path += "-norace"
+		args[4] = path
+	}
+	cmd := exec.Command("go", append(args, "github.com/fencecron/fencecron/cmd/fencecron")...)
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out.String())
+	}
+	return path, nil
+}
+
+// Cleanup removes the built binaries.
 func Cleanup() {
 	if buildDir != "" {
 		os.RemoveAll(buildDir)
