@@ -23,6 +23,9 @@ func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
 	if o.Now != nil {
 		s.Now = o.Now
 	}
+	if o.KeepVersions > 0 {
+		s.KeepVersions = o.KeepVersions
+	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -33,6 +36,7 @@ func newStoreWith(t *testing.T, o storetest.Options) fencedstore.Store {
 func TestStore_Conformance(t *testing.T) {
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
+	storetest.RunRetention(t, newStoreWith)
 }
 
 func newBenchStore(b *testing.B) *bolt.Store {
