@@ -1,0 +1,215 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+var (
+	_ fencedstore.Sweeper   = (*Store)(nil)
+	_ fencedstore.Versioned = (*Store)(nil)
+	_ fencedstore.Pager     = (*Store)(nil)
+)
+
+// floorOf returns the greatest retention floor over key, and its prefix.
+// fencecron_floors holds one row per rule prefix that ever dropped a
+// tombstone, so the scan is of a handful of rows.
+func (s *Store) floorOf(ctx context.Context, tx pgx.Tx, key string) (fencedstore.Token, string, error) {
+	var e, q int64
+	var prefix string
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT prefix, epoch, seq FROM %s WHERE starts_with($1, prefix)
+		ORDER BY epoch DESC, seq DESC LIMIT 1`, s.floors), key).Scan(&prefix, &e, &q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fencedstore.Token{}, "", nil
+	}
+	return fencedstore.Token{Epoch: uint64(e), Seq: uint64(q)}, prefix, err
+}
+
+// GetVersion implements fencedstore.Versioned.
+func (s *Store) GetVersion(ctx context.Context, key string, v uint64) (fencedstore.Object, error) {
+	cur, err := s.Get(ctx, key)
+	if err != nil || cur.Version == v {
+		return cur, err
+	}
+	row := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT key, version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, body
+		FROM %s WHERE key = $1 AND version = $2`, s.vers), key, int64(v))
+	var obj fencedstore.Object
+	m, err := scanMeta(row, &obj.Body)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		ve := &fencedstore.VersionError{Key: key, Version: v, KeepLimit: s.KeepVersions}
+		rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT version FROM %s WHERE key = $1 ORDER BY version`, s.vers), key)
+		if err != nil {
+			return obj, s.fail("get", key, err)
+		}
+		kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+		if err != nil {
+			return obj, s.fail("get", key, err)
+		}
+		for _, k := range kept {
+			ve.Kept = append(ve.Kept, uint64(k))
+		}
+		ve.Kept = append(ve.Kept, cur.Version)
+		return obj, ve
+	case err != nil:
+		return obj, s.fail("get", key, err)
+	}
+	obj.Meta = m
+	return obj, nil
+}
+
+// ListPage implements fencedstore.Pager: one range scan of the primary
+// key (C collation, so a prefix is a range), at most limit+1 rows.
+func (s *Store) ListPage(ctx context.Context, prefix, after string, limit int) (fencedstore.Page, error) {
+	if err := fencedstore.ValidatePrefix(prefix); err != nil {
+		return fencedstore.Page{}, err
+	}
+	if s.closed.Load() {
+		return fencedstore.Page{}, fencedstore.ErrClosed
+	}
+	from := max(prefix, after)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND key > $2 AND starts_with(key, $3) AND deleted IS NULL
+		ORDER BY key LIMIT $4`, metaColumns, s.keys), from, after, prefix, limit+1)
+	if err != nil {
+		return fencedstore.Page{}, s.fail("list", prefix, err)
+	}
+	defer rows.Close()
+	var page fencedstore.Page
+	for rows.Next() {
+		m, err := scanMeta(rows)
+		if err != nil {
+			return fencedstore.Page{}, s.fail("list", prefix, err)
+		}
+		page.Keys = append(page.Keys, m)
+	}
+	if err := rows.Err(); err != nil {
+		return fencedstore.Page{}, s.fail("list", prefix, err)
+	}
+	if len(page.Keys) > limit {
+		page.Keys = page.Keys[:limit]
+		page.Next = page.Keys[limit-1].Key
+	}
+	return page, nil
+}
+
+// SweepRule implements fencedstore.Sweeper, in one transaction: it picks
+// the keys (the touched index by age, a count over the primary key's
+// prefix range, then the touched index again by count), locks them, and
+// turns them into tombstones with set-based statements.
+func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, now time.Time, limit int) (fencedstore.Sweep, error) {
+	if err := rule.Validate(); err != nil {
+		return fencedstore.Sweep{}, err
+	}
+	if s.closed.Load() {
+		return fencedstore.Sweep{}, fencedstore.ErrClosed
+	}
+	now = now.UTC().Truncate(time.Microsecond)
+	var sw fencedstore.Sweep
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		sw = fencedstore.Sweep{}
+		pick := func(cond string, n int, args ...any) ([]string, error) {
+			args = append([]any{rule.Prefix, n}, args...)
+			rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT key FROM %s WHERE deleted IS NULL AND key >= $1 AND starts_with(key, $1) %s
+				ORDER BY touched, key LIMIT $2 FOR UPDATE`, s.keys, cond), args...)
+			if err != nil {
+				return nil, err
+			}
+			return pgx.CollectRows(rows, pgx.RowTo[string])
+		}
+		var err error
+		if rule.MaxAge > 0 {
+			if sw.ByAge, err = pick(`AND touched < $3`, limit, now.Add(-rule.MaxAge)); err != nil {
+				return err
+			}
+			sw.More = len(sw.ByAge) == limit
+		}
+		if rule.MaxKeys > 0 && len(sw.ByAge) < limit {
+			var live int
+			err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s WHERE deleted IS NULL AND key >= $1 AND starts_with(key, $1)`, s.keys), rule.Prefix).Scan(&live)
+			if err != nil {
+				return err
+			}
+			if excess := live - len(sw.ByAge) - rule.MaxKeys; excess > 0 {
+				room := limit - len(sw.ByAge)
+				if sw.ByCount, err = pick(`AND NOT key = ANY($3)`, min(excess, room), append([]string{}, sw.ByAge...)); err != nil {
+					return err
+				}
+				sw.More = sw.More || excess > room
+			}
+		}
+		doomed := append(append([]string{}, sw.ByAge...), sw.ByCount...)
+		if len(doomed) == 0 {
+			return nil
+		}
+		b := &pgx.Batch{}
+		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = ANY($1)`, s.hist), doomed)
+		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = ANY($1)`, s.vers), doomed)
+		b.Queue(fmt.Sprintf(`UPDATE %s SET deleted = $2, deleted_by = $3, version = 0, token_epoch = 0, token_seq = 0,
+			attempt = '', hash = '', size = 0, updated = NULL, body = NULL, hist_first = hist_next, hist_next = hist_next + 1
+			WHERE key = ANY($1)`, s.keys), doomed, now, rule.Prefix)
+		// The tombstone's history opens with the deletion (see
+		// fencedstore.DecideDelete).
+		b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at)
+			SELECT key, hist_first, $2, greatest_epoch, greatest_seq, '', 0, greatest_epoch, greatest_seq, '', $3
+			FROM %s WHERE key = ANY($1)`, s.hist, s.keys), doomed, string(fencedstore.Deleted), now)
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return fencedstore.Sweep{}, s.fail("sweep", rule.Prefix, err)
+	}
+	return sw, nil
+}
+
+// DropTombstones implements fencedstore.Sweeper, in one transaction, by
+// the deleted index.
+func (s *Store) DropTombstones(ctx context.Context, cutoff time.Time, limit int) (int, bool, error) {
+	if s.closed.Load() {
+		return 0, false, fencedstore.ErrClosed
+	}
+	n := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, fmt.Sprintf(`DELETE FROM %[1]s WHERE key IN (
+				SELECT key FROM %[1]s WHERE deleted < $1 ORDER BY deleted LIMIT $2 FOR UPDATE)
+			RETURNING key, coalesce(deleted_by, ''), greatest_epoch, greatest_seq`, s.keys), cutoff, limit)
+		if err != nil {
+			return err
+		}
+		var keys []string
+		floors := map[string]fencedstore.Token{}
+		for rows.Next() {
+			var key, prefix string
+			var e, q int64
+			if err := rows.Scan(&key, &prefix, &e, &q); err != nil {
+				rows.Close()
+				return err
+			}
+			keys = append(keys, key)
+			if t := (fencedstore.Token{Epoch: uint64(e), Seq: uint64(q)}); prefix != "" && floors[prefix].Less(t) {
+				floors[prefix] = t
+			}
+		}
+		rows.Close()
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n = len(keys)
+		b := &pgx.Batch{}
+		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = ANY($1)`, s.hist), keys)
+		for prefix, t := range floors {
+			b.Queue(fmt.Sprintf(`INSERT INTO %[1]s (prefix, epoch, seq) VALUES ($1, $2, $3)
+				ON CONFLICT (prefix) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq
+				WHERE (%[1]s.epoch, %[1]s.seq) < (excluded.epoch, excluded.seq)`, s.floors), prefix, int64(t.Epoch), int64(t.Seq))
+		}
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if err != nil {
+		return 0, false, s.fail("drop tombstones", "", err)
+	}
+	return n, n == limit, nil
+}
