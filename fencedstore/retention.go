@@ -379,3 +379,37 @@ func (r *Retainer) Round(ctx context.Context) error {
 	}
 	return first
 }
+
+// Listing limits: the keys one page of GET /api/v1/store and of the Store
+// page holds, by default and at most.
+const (
+	DefaultPageKeys = 500
+	MaxPageKeys     = 5000
+)
+
+// cursorVersion prefixes a listing cursor's text, so its form can change.
+const cursorVersion = "k1."
+
+// EncodeCursor returns the opaque cursor of the listing of prefix that
+// continues after key. It names the prefix too, so a cursor is refused
+// with another prefix rather than silently skipping keys.
+func EncodeCursor(prefix, after string) string {
+	return cursorVersion + b64.EncodeToString([]byte(prefix+"\x00"+after))
+}
+
+// DecodeCursor returns the key a cursor for prefix continues after; an
+// empty cursor starts from the first key. Errors wrap ErrInvalidKey.
+func DecodeCursor(prefix, cursor string) (string, error) {
+	if cursor == "" {
+		return "", nil
+	}
+	raw, err := b64.DecodeString(strings.TrimPrefix(cursor, cursorVersion))
+	p, after, ok := strings.Cut(string(raw), "\x00")
+	switch {
+	case !strings.HasPrefix(cursor, cursorVersion) || err != nil || !ok:
+		return "", fmt.Errorf("%w: cursor %q is not one this store gave out", ErrInvalidKey, truncate(cursor))
+	case p != prefix:
+		return "", fmt.Errorf("%w: the cursor belongs to the listing of prefix %q, not %q", ErrInvalidKey, truncate(p), truncate(prefix))
+	}
+	return after, nil
+}
