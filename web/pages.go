@@ -360,21 +360,53 @@ type storePage struct {
 	Prefix string
 	Keys   []fencedstore.Meta
 	Error  string
+	// Next is the URL of the next page; First that of the first, when
+	// this is not it.
+	Next, First string
 }
 
+// storePageKeys is how many keys one Store page shows.
+const storePageKeys = 100
+
+// handleStorePage shows one page of keys under a prefix, in key order:
+// one bounded range read, never the whole store (a busy store has keys by
+// the hundred thousand). The cursor is the API's (GET /api/v1/store).
 func (s *Server) handleStorePage(w http.ResponseWriter, r *http.Request) {
-	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: r.URL.Query().Get("prefix")}
-	keys, err := s.Store.List(r.Context(), p.Prefix)
+	q := r.URL.Query()
+	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: q.Get("prefix")}
+	if err := fencedstore.ValidatePrefix(p.Prefix); err != nil {
+		s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
+		return
+	}
+	after, err := fencedstore.DecodeCursor(p.Prefix, q.Get("cursor"))
 	if err != nil {
-		if errors.Is(err, fencedstore.ErrInvalidKey) {
-			s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
-			return
-		}
+		s.error(w, r, badRequest("%v", err))
+		return
+	}
+	page, err := fencedstore.ListPage(r.Context(), s.Store, p.Prefix, after, storePageKeys)
+	if err != nil {
 		p.Error = err.Error()
 	}
-	// Newest first: the dashboard is about what just happened.
-	slices.SortStableFunc(keys, func(a, b fencedstore.Meta) int { return b.Updated.Compare(a.Updated) })
-	p.Keys = keys[:min(len(keys), 500)]
+	p.Keys = page.Keys
+	link := func(cursor string) string {
+		v := url.Values{}
+		if p.Prefix != "" {
+			v.Set("prefix", p.Prefix)
+		}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		if len(v) == 0 {
+			return "/store"
+		}
+		return "/store?" + v.Encode()
+	}
+	if page.Next != "" {
+		p.Next = link(fencedstore.EncodeCursor(p.Prefix, page.Next))
+	}
+	if after != "" {
+		p.First = link("")
+	}
 	s.render(w, r, http.StatusOK, "store.html", p)
 }
 

@@ -184,6 +184,13 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched.Forwarder, sched.Dispatcher = peers, peers
 
 	nodeMetrics := metrics.New()
+	stopRetention, err := startRetention(o, store, nodeMetrics, log)
+	if err != nil {
+		return err
+	}
+	if stopRetention != nil {
+		closers = append(closers, stopRetention)
+	}
 	if o.Store.Backend != config.BackendRemote {
 		// Count this node's store's decisions, whoever asks for them.
 		store = nodeMetrics.CountDecisions(store)
@@ -339,6 +346,9 @@ func openStore(o nodeOptions, signer *fencedstore.Signer, id *clustertls.Identit
 		}
 		s := bolt.New(path)
 		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if o.Store.KeepVersions > 0 {
+			s.KeepVersions = o.Store.KeepVersions
+		}
 		if err := s.Open(); err != nil {
 			return nil, 0, nil, err
 		}
@@ -346,6 +356,9 @@ func openStore(o nodeOptions, signer *fencedstore.Signer, id *clustertls.Identit
 	case config.BackendPostgres:
 		s := postgres.New(o.Store.URL)
 		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if o.Store.KeepVersions > 0 {
+			s.KeepVersions = o.Store.KeepVersions
+		}
 		if err := s.Open(); err != nil {
 			return nil, 0, nil, err
 		}

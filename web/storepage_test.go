@@ -1,0 +1,72 @@
+package web
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
+)
+
+// manyKeys is a store of n keys made up on demand ("reports/0000000" on),
+// that lists only by pages: a full List fails the test.
+type manyKeys struct {
+	fakeStore
+	t testing.TB
+	n int
+}
+
+func (s manyKeys) key(i int) string { return fmt.Sprintf("reports/%07d.csv", i) }
+
+func (s manyKeys) List(context.Context, string) ([]fencedstore.Meta, error) {
+	s.t.Error("the Store page listed every key")
+	return nil, fencedstore.ErrUnavailable
+}
+
+func (s manyKeys) ListPage(_ context.Context, prefix, after string, limit int) (fencedstore.Page, error) {
+	i := sort.Search(s.n, func(i int) bool { return s.key(i) > after && s.key(i) >= prefix })
+	var page fencedstore.Page
+	for ; i < s.n && strings.HasPrefix(s.key(i), prefix); i++ {
+		if len(page.Keys) == limit {
+			page.Next = page.Keys[limit-1].Key
+			break
+		}
+		page.Keys = append(page.Keys, fencedstore.Meta{Key: s.key(i), Version: 1, Greatest: fencedstore.Token{Epoch: 1, Seq: uint64(i + 1)}})
+	}
+	return page, nil
+}
+
+// The Store page reads one bounded page, whatever the store holds, and
+// links to the next with the API's cursor; a prefix narrows it.
+func TestStorePage_PagedAndBounded(t *testing.T) {
+	const n = 100_000
+	f := newFixture(t, func(s *Server) { s.Store = manyKeys{t: t, n: n} })
+	start := time.Now()
+	code, _, body := f.get(t, "/store")
+	took := time.Since(start)
+	if code != 200 {
+		t.Fatalf("GET /store = %d", code)
+	}
+	if got := strings.Count(body, `<tr class="key"`); got != storePageKeys {
+		t.Errorf("the page shows %d keys, want %d", got, storePageKeys)
+	}
+	t.Logf("Store page over %d keys: %d bytes in %s", n, len(body), took)
+	next := fencedstore.EncodeCursor("", "reports/0000099.csv")
+	if !strings.Contains(body, `href="/store?cursor=`+next+`">next page</a>`) {
+		t.Fatalf("no link to the next page with cursor %s", next)
+	}
+	_, _, body = f.get(t, "/store?cursor="+next)
+	if !strings.Contains(body, `data-key="reports/0000100.csv"`) || strings.Contains(body, `data-key="reports/0000099.csv"`) || !strings.Contains(body, `first page</a>`) {
+		t.Error("the second page does not start after the first")
+	}
+	_, _, body = f.get(t, "/store?prefix=reports/00999")
+	if got := strings.Count(body, `<tr class="key"`); got != 100 || !strings.Contains(body, `data-key="reports/0099999.csv"`) || strings.Contains(body, "next page") {
+		t.Errorf("prefix reports/00999: %d keys shown, want the last 100 and no next page", got)
+	}
+	if code, _, _ := f.get(t, "/store?prefix=reports/&cursor="+next); code != 400 {
+		t.Errorf("a cursor of another prefix: %d, want 400", code)
+	}
+}
