@@ -9,6 +9,11 @@ import (
 	"github.com/fencecron/fencecron/web/metrics"
 )
 
+// devRetention keeps `fencecron dev`'s store small: its report job
+// writes a key every 5 seconds (17,280 a day), and a dev node keeps the
+// latest 2,000 of them.
+var devRetention = []config.RetentionRule{{Prefix: "reports/", MaxKeys: 2000}}
+
 // startRetention starts store retention on the node that holds the store
 // (bolt or postgres; a remote store's retention runs where it is served).
 // It runs even without rules, so tombstones left by rules since removed
