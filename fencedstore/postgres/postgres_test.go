@@ -462,3 +462,9 @@ func TestStore_RefusesNewerSchema(t *testing.T) {
 		t.Errorf("err = %v; want it to say to upgrade", err)
 	}
 }
+
+func BenchmarkSweep20k(b *testing.B) {
+	storetest.BenchSweep(b, func() fencedstore.Store { return newBenchStore(b) }, 20_000)
+}
+
+func BenchmarkListPage100k(b *testing.B) { storetest.BenchListPage(b, newBenchStore(b), 100_000) }
