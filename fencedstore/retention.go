@@ -28,21 +28,24 @@ import (
 //
 // A tombstone cannot stay forever, or retention would keep one record per
 // deleted key and gain nothing. It may go once no token it shuts out could
-// still be accepted. Every token a store accepts carries an expiry (the
-// signed tokens always do; see jobs.TokenExpiry), and a token not newer
-// than the tombstone's was minted before the key was deleted, so once
-// TombstoneTTL, the longest validity any token is given, has passed since
-// the deletion, every one of them has expired. That bound is a setting,
-// and a token the store cannot inspect might outlive it (a call without an
-// expiry, a job whose timeout is longer than the bound), so the store does
-// not rely on it alone: when it drops a tombstone it raises the floor of
-// the rule's prefix to the tombstone's token, and a key under that prefix
-// that has no record at all is treated as a tombstone holding the floor.
-// A token older than the floor is then refused on every key under the
-// prefix, which is safe (it can only refuse, never resurrect) and, while
-// TombstoneTTL is long enough, refuses nothing legitimate: such a token
-// is older than TombstoneTTL. The floors are one token per rule prefix
-// ever used, and they are never dropped.
+// still be accepted. The tokens it shuts out are the ones not newer than
+// its own, and those were all granted before it, so before the deletion.
+// Every token a node hands out carries an expiry that the store enforces
+// (the signed tokens always do: grant + timeout + lease TTL + 2 minutes,
+// jobs.TokenExpiry), so once TombstoneTTL, the longest validity any token
+// is given, has passed since the deletion, every one of them has expired.
+//
+// That bound is a setting the store cannot check against tokens it never
+// saw (a call without an expiry, a job whose timeout is longer than the
+// bound), so the store does not rely on it alone: when it drops a
+// tombstone it raises the floor of the rule's prefix to the tombstone's
+// token, and a key under that prefix with no record at all is treated as
+// a tombstone holding the floor. A token up to the floor is then refused
+// on every key under the prefix. That is safe (it can only refuse, never
+// resurrect) and, while TombstoneTTL is long enough, refuses nothing
+// legitimate: such a token was granted more than TombstoneTTL ago. The
+// floors are one token per rule prefix ever used, and they are never
+// dropped.
 
 // RetentionRule is one entry of store.retention.
 type RetentionRule struct {
