@@ -3,12 +3,14 @@ package web
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/bolt"
 )
 
 // manyKeys is a store of n keys made up on demand ("reports/0000000" on),
@@ -68,5 +70,37 @@ func TestStorePage_PagedAndBounded(t *testing.T) {
 	}
 	if code, _, _ := f.get(t, "/store?prefix=reports/&cursor="+next); code != 400 {
 		t.Errorf("a cursor of another prefix: %d, want 400", code)
+	}
+}
+
+// A key retention deleted shows its deletion and the refusals of its old
+// owner on its page.
+func TestKeyPage_DeletedKey(t *testing.T) {
+	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx := context.Background()
+	g := fencedstore.Token{Epoch: 3, Seq: 7}
+	if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "reports/old.csv", Token: g, Attempt: "w3", Body: []byte("x")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SweepRule(ctx, fencedstore.RetentionRule{Prefix: "reports/", MaxKeys: 1}, time.Now(), 10); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SweepRule(ctx, fencedstore.RetentionRule{Prefix: "reports/", MaxAge: time.Nanosecond}, time.Now().Add(time.Hour), 10); err != nil {
+		t.Fatal(err)
+	}
+	s.Publish(ctx, fencedstore.PublishRequest{Key: "reports/old.csv", Token: g, Attempt: "w3", Body: []byte("x")})
+	f := newFixture(t, func(srv *Server) { srv.Store = s })
+	code, _, body := f.get(t, "/store/reports/old.csv")
+	for _, want := range []string{`by retention; the tombstone keeps 3.7`, `refused: 3.7 is not newer than the tombstone's`, `No body published yet.`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("key page (%d) lacks %q:\n%s", code, want, body)
+		}
+	}
+	if _, _, list := f.get(t, "/store"); strings.Contains(list, "reports/old.csv") {
+		t.Error("the Store page lists a deleted key")
 	}
 }
