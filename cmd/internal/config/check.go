@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
@@ -236,6 +237,36 @@ func (d *decoder) checkRetention(s *Store) {
 	}
 	if len(s.Retention) > 0 && s.Backend == BackendRemote && !d.failed["store.retention"] {
 		d.errorf(d.at("store.retention"), "store.retention", "a remote store's retention is set on the node that serves it (store.serve: true)")
+	}
+}
+
+// checkTombstoneTTL reports a job in the file whose outputs a retention
+// rule may delete and whose fence token is good for longer than
+// store.tombstone_ttl: its deleted keys' tombstones could go while it may
+// still write, and the prefix's floor would then refuse it (see
+// fencedstore.Retention).
+func (d *decoder) checkTombstoneTTL(s Store, entries []jobEntry, specs []jobs.Spec) {
+	if len(s.Retention) == 0 || s.TombstoneTTL <= 0 {
+		return
+	}
+	for i, spec := range specs {
+		if i >= len(entries) || spec.Output == "" {
+			continue
+		}
+		literal, _, _ := strings.Cut(spec.Output, "{{")
+		covered := false
+		for _, r := range s.Retention {
+			covered = covered || strings.HasPrefix(literal, r.Prefix) || strings.HasPrefix(r.Prefix, literal)
+		}
+		valid := spec.TokenExpiry(time.Time{}).Sub(time.Time{})
+		if !covered || valid <= s.TombstoneTTL.D() {
+			continue
+		}
+		path := entries[i].path + ".timeout"
+		if d.failed[path] {
+			continue
+		}
+		d.errorf(d.at(path), path, "%s: with lease_ttl its fence token is good for %s, longer than store.tombstone_ttl (%s), and retention may delete its outputs: raise store.tombstone_ttl", spec.Timeout, valid, s.TombstoneTTL)
 	}
 }
 

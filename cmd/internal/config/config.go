@@ -428,6 +428,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 		f.sections[s] = d.has(s)
 	}
 	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes})
+	d.checkTombstoneTTL(doc.Store, doc.Jobs, f.Jobs)
 	for k := range d.envUsed {
 		f.envUsed = append(f.envUsed, k)
 	}

@@ -847,3 +847,20 @@ func TestParse_StoreRetention(t *testing.T) {
 		}
 	}
 }
+
+// A job whose token outlives store.tombstone_ttl, with outputs a rule may
+// delete, is reported at its timeout; one outside every rule is not.
+func TestParse_JobOutlivesTombstones(t *testing.T) {
+	got := problems(t, `store:
+  retention: [{prefix: reports/, max_age: 30d}]
+  tombstone_ttl: 1d
+jobs:
+  - {name: long, schedule: "@daily", command: [x], output: "reports/{{ .RunID }}.csv", timeout: 2d}
+  - {name: elsewhere, schedule: "@daily", command: [x], output: "logs/{{ .RunID }}.csv", timeout: 2d}
+  - {name: short, schedule: "@daily", command: [x], output: "reports/s-{{ .RunID }}.csv", timeout: 1h}
+`)
+	want := "test.yaml:5:97: jobs[0].timeout: 48h0m0s: with lease_ttl its fence token is good for 48h2m30s, longer than store.tombstone_ttl (24h0m0s)"
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("problems = %q, want one starting %q", got, want)
+	}
+}
