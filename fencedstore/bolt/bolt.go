@@ -56,6 +56,10 @@ type Store struct {
 
 	db      *bbolt.DB
 	ops     chan *op
+	// sweepAt is where each rule's sweep goes on in the touched index
+	// (see SweepRule), under sweepMu.
+	sweepMu sync.Mutex
+	sweepAt map[string][]byte
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once

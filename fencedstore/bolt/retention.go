@@ -216,66 +216,68 @@ func (s *Store) ListPage(ctx context.Context, prefix, after string, limit int) (
 const sweepScanFactor = 20
 
 // SweepRule implements fencedstore.Sweeper, in one transaction.
+//
+// It walks the touched index (every live key, least recently changed
+// first) and dooms the keys under the prefix that are older than the
+// cut-off, then, while more than MaxKeys remain, the next oldest: one
+// pass serves both. The index is not per prefix, so a step may have to
+// skip other keys; it looks at a bounded number of entries, and the
+// next step goes on from where it stopped (the store remembers the place
+// per prefix until a step finds nothing more to do), so every step makes
+// progress and a whole sweep reads the index once.
 func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, now time.Time, limit int) (fencedstore.Sweep, error) {
 	if err := rule.Validate(); err != nil {
 		return fencedstore.Sweep{}, err
 	}
 	now = now.UTC()
+	cutoff := now.Add(-rule.MaxAge)
 	var sw fencedstore.Sweep
+	var resume []byte
+	s.sweepMu.Lock()
+	defer s.sweepMu.Unlock()
 	err := s.db.Update(func(tx *bbolt.Tx) error {
-		sw = fencedstore.Sweep{}
+		sw, resume = fencedstore.Sweep{}, nil
 		p := []byte(rule.Prefix)
-		budget := sweepScanFactor * limit
-		// The least recently changed keys first; the index holds every
-		// live key, so skip the ones outside the prefix.
-		var doomed [][]byte
-		scanOldest := func(stop func(k []byte) bool, want int) error {
-			c := tx.Bucket(bucketTouch).Cursor()
-			for k, _ := c.First(); k != nil && len(doomed) < want; k, _ = c.Next() {
-				if budget--; budget < 0 {
-					sw.More = true
-					return nil
-				}
-				if stop(k) {
-					return nil
-				}
-				if key := keyOfTimeKey(k); bytes.HasPrefix(key, p) && !containsKey(doomed, key) {
-					doomed = append(doomed, bytes.Clone(key))
-				}
-			}
-			return nil
-		}
-		if rule.MaxAge > 0 {
-			cutoff := now.Add(-rule.MaxAge)
-			if err := scanOldest(func(k []byte) bool { return !timeOfTimeKey(k).Before(cutoff) }, limit); err != nil {
-				return err
-			}
-			for _, k := range doomed {
-				sw.ByAge = append(sw.ByAge, string(k))
-			}
-		}
-		if rule.MaxKeys > 0 && len(doomed) < limit && !sw.More {
+		excess := -1 // keys beyond MaxKeys; -1: no count rule
+		if rule.MaxKeys > 0 {
 			live := 0
 			c := tx.Bucket(bucketMeta).Cursor()
 			for k, _ := c.Seek(p); k != nil && bytes.HasPrefix(k, p); k, _ = c.Next() {
 				live++
 			}
-			if excess := live - len(doomed) - rule.MaxKeys; excess > 0 {
-				n := len(doomed)
-				if err := scanOldest(func([]byte) bool { return false }, n+min(excess, limit-n)); err != nil {
-					return err
-				}
-				for _, k := range doomed[n:] {
-					sw.ByCount = append(sw.ByCount, string(k))
-				}
-				if excess > limit-n {
-					sw.More = true
-				}
+			excess = live - rule.MaxKeys
+		}
+		var doomed [][]byte
+		c := tx.Bucket(bucketTouch).Cursor()
+		k, _ := c.First()
+		if at := s.sweepAt[rule.Prefix]; at != nil {
+			k, _ = c.Seek(at)
+		}
+		for budget := sweepScanFactor * limit; k != nil; k, _ = c.Next() {
+			if len(doomed) == limit || budget == 0 {
+				sw.More = true
+				break
 			}
+			budget--
+			key := keyOfTimeKey(k)
+			if !bytes.HasPrefix(key, p) {
+				resume = k
+				continue
+			}
+			old := rule.MaxAge > 0 && timeOfTimeKey(k).Before(cutoff)
+			if !old && excess <= 0 {
+				break // the rest is younger and within the count
+			}
+			doomed = append(doomed, bytes.Clone(key))
+			excess--
+			if old {
+				sw.ByAge = append(sw.ByAge, string(key))
+			} else {
+				sw.ByCount = append(sw.ByCount, string(key))
+			}
+			resume = k
 		}
-		if len(sw.ByAge) == limit {
-			sw.More = true
-		}
+		resume = bytes.Clone(resume)
 		for _, k := range doomed {
 			if err := s.bury(tx, k, rule.Prefix, now); err != nil {
 				return err
@@ -286,16 +288,15 @@ func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, n
 	if err != nil {
 		return fencedstore.Sweep{}, fmt.Errorf("sweep %s: %w", rule.Prefix, err)
 	}
-	return sw, nil
-}
-
-func containsKey(ks [][]byte, k []byte) bool {
-	for _, x := range ks {
-		if bytes.Equal(x, k) {
-			return true
-		}
+	if s.sweepAt == nil {
+		s.sweepAt = map[string][]byte{}
 	}
-	return false
+	if sw.More {
+		s.sweepAt[rule.Prefix] = resume
+	} else {
+		delete(s.sweepAt, rule.Prefix)
+	}
+	return sw, nil
 }
 
 // bury deletes a live key (body, kept versions, history, index entry) and

@@ -91,6 +91,36 @@ func RunRetention(t *testing.T, newStore OptionsFactory) {
 		}
 		checkKeys(t, s, "c/", "c/1", "c/5", "c/6", "c/7")
 	})
+	t.Run("SweepSkipsOtherPrefixes", func(t *testing.T) {
+		// Many keys under another prefix, all older than the rule's:
+		// small batches still get through them to the rule's keys.
+		s, sw, clock := open(t, 1)
+		var wg sync.WaitGroup
+		for w := range 8 {
+			wg.Go(func() {
+				for i := w; i < 240; i += 8 {
+					req := fencedstore.PublishRequest{Key: fmt.Sprintf("other/%03d", i), Token: T(1, uint64(i+1)), Attempt: "a", Body: []byte("x")}
+					if _, err := s.Publish(context.Background(), req); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		clock.Set(t0.Add(time.Hour))
+		for i := 1; i <= 4; i++ {
+			mustPublish(t, s, fmt.Sprintf("mine/%d", i), T(2, uint64(i)), "x")
+		}
+		clock.Set(t0.Add(48 * time.Hour))
+		got := sweepAll(t, sw, fencedstore.RetentionRule{Prefix: "mine/", MaxAge: 24 * time.Hour, MaxKeys: 10}, clock.Now(), 1)
+		if want := []string{"mine/1", "mine/2", "mine/3", "mine/4"}; !slices.Equal(got.ByAge, want) {
+			t.Errorf("deleted %v, want %v", got.ByAge, want)
+		}
+		if ms, _ := s.List(context.Background(), "other/"); len(ms) != 240 {
+			t.Errorf("%d keys left under other/, want 240", len(ms))
+		}
+	})
 	t.Run("TombstoneRefusesStaleTokens", func(t *testing.T) {
 		s, sw, clock := open(t, 3)
 		ctx := context.Background()
