@@ -54,8 +54,8 @@ type Store struct {
 	// Now is the clock stamped on decisions.
 	Now func() time.Time
 
-	db      *bbolt.DB
-	ops     chan *op
+	db  *bbolt.DB
+	ops chan *op
 	// sweepAt is where each rule's sweep goes on in the touched index
 	// (see SweepRule), under sweepMu.
 	sweepMu sync.Mutex
