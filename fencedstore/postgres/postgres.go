@@ -372,7 +372,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]fencedstore.Meta, er
 	if s.closed.Load() {
 		return nil, fencedstore.ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND starts_with(key, $1) AND deleted IS NULL ORDER BY key`, metaColumns, s.keys), prefix)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND ($2 = '' OR key < $2) AND deleted IS NULL ORDER BY key`, metaColumns, s.keys), prefix, prefixEnd(prefix))
 	if err != nil {
 		return nil, s.fail("list", prefix, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 
@@ -74,8 +75,7 @@ func (s *Store) ListPage(ctx context.Context, prefix, after string, limit int) (
 		return fencedstore.Page{}, fencedstore.ErrClosed
 	}
 	from := max(prefix, after)
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND key > $2 AND starts_with(key, $3) AND deleted IS NULL
-		ORDER BY key LIMIT $4`, metaColumns, s.keys), from, after, prefix, limit+1)
+	rows, err := s.pool.Query(ctx, s.listPageSQL(prefix), from, after, prefixEnd(prefix), limit+1)
 	if err != nil {
 		return fencedstore.Page{}, s.fail("list", prefix, err)
 	}
@@ -114,9 +114,8 @@ func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, n
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		sw = fencedstore.Sweep{}
 		pick := func(cond string, n int, args ...any) ([]string, error) {
-			args = append([]any{rule.Prefix, n}, args...)
-			rows, err := tx.Query(ctx, fmt.Sprintf(`SELECT key FROM %s WHERE deleted IS NULL AND key >= $1 AND starts_with(key, $1) %s
-				ORDER BY touched, key LIMIT $2 FOR UPDATE`, s.keys, cond), args...)
+			args = append([]any{rule.Prefix, prefixEnd(rule.Prefix), n}, args...)
+			rows, err := tx.Query(ctx, s.pickSQL(cond), args...)
 			if err != nil {
 				return nil, err
 			}
@@ -124,20 +123,20 @@ func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, n
 		}
 		var err error
 		if rule.MaxAge > 0 {
-			if sw.ByAge, err = pick(`AND touched < $3`, limit, now.Add(-rule.MaxAge)); err != nil {
+			if sw.ByAge, err = pick(`AND touched < $4`, limit, now.Add(-rule.MaxAge)); err != nil {
 				return err
 			}
 			sw.More = len(sw.ByAge) == limit
 		}
 		if rule.MaxKeys > 0 && len(sw.ByAge) < limit {
 			var live int
-			err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*) FROM %s WHERE deleted IS NULL AND key >= $1 AND starts_with(key, $1)`, s.keys), rule.Prefix).Scan(&live)
+			err := tx.QueryRow(ctx, s.countSQL(), rule.Prefix, prefixEnd(rule.Prefix)).Scan(&live)
 			if err != nil {
 				return err
 			}
 			if excess := live - len(sw.ByAge) - rule.MaxKeys; excess > 0 {
 				room := limit - len(sw.ByAge)
-				if sw.ByCount, err = pick(`AND NOT key = ANY($3)`, min(excess, room), append([]string{}, sw.ByAge...)); err != nil {
+				if sw.ByCount, err = pick(`AND NOT key = ANY($4)`, min(excess, room), append([]string{}, sw.ByAge...)); err != nil {
 					return err
 				}
 				sw.More = sw.More || excess > room
@@ -174,9 +173,7 @@ func (s *Store) DropTombstones(ctx context.Context, cutoff time.Time, limit int)
 	}
 	n := 0
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, fmt.Sprintf(`DELETE FROM %[1]s WHERE key IN (
-				SELECT key FROM %[1]s WHERE deleted < $1 ORDER BY deleted LIMIT $2 FOR UPDATE)
-			RETURNING key, coalesce(deleted_by, ''), greatest_epoch, greatest_seq`, s.keys), cutoff, limit)
+		rows, err := tx.Query(ctx, s.dropSQL(), cutoff, limit)
 		if err != nil {
 			return err
 		}
@@ -212,4 +209,63 @@ func (s *Store) DropTombstones(ctx context.Context, cutoff time.Time, limit int)
 		return 0, false, s.fail("drop tombstones", "", err)
 	}
 	return n, n == limit, nil
+}
+
+// The retention and listing queries. A prefix is a range of the primary
+// key ([prefix, prefixEnd(prefix)), C collation), so every one of them
+// reads only the keys under it; the age and tombstone queries have the
+// partial indexes fencecron_keys_touched and fencecron_keys_deleted.
+// TestStore_QueriesUseIndexes checks the plans.
+
+// pickSQL selects and locks the keys a sweep deletes, least recently
+// changed first: $1 prefix, $2 its end, $3 how many, $4 cond's argument.
+func (s *Store) pickSQL(cond string) string {
+	return fmt.Sprintf(`SELECT key FROM %s WHERE deleted IS NULL AND key >= $1 AND key < $2 %s
+		ORDER BY touched, key LIMIT $3 FOR UPDATE`, s.keys, cond)
+}
+
+// countSQL counts the live keys under $1 (its end $2).
+func (s *Store) countSQL() string {
+	return fmt.Sprintf(`SELECT count(*) FROM %s WHERE deleted IS NULL AND key >= $1 AND key < $2`, s.keys)
+}
+
+// dropSQL deletes at most $2 tombstones made before $1.
+func (s *Store) dropSQL() string {
+	return fmt.Sprintf(`DELETE FROM %[1]s WHERE key IN (
+			SELECT key FROM %[1]s WHERE deleted < $1 ORDER BY deleted LIMIT $2 FOR UPDATE)
+		RETURNING key, coalesce(deleted_by, ''), greatest_epoch, greatest_seq`, s.keys)
+}
+
+// listPageSQL lists live keys from $1 after $2 under a prefix ending
+// before $3 (none for the empty prefix), at most $4.
+func (s *Store) listPageSQL(prefix string) string {
+	end := `AND key < $3`
+	if prefix == "" {
+		end = `AND $3 = ''`
+	}
+	return fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND key > $2 %s AND deleted IS NULL
+		ORDER BY key LIMIT $4`, metaColumns, s.keys, end)
+}
+
+// prefixEnd returns a string greater than every string with the prefix
+// and than no other string at or after it, in code point order (the keys'
+// C collation on UTF-8): the prefix with its last character raised by
+// one (past the surrogates, which UTF-8 never holds). The empty prefix
+// has none (""): use no upper bound.
+func prefixEnd(p string) string {
+	r := []rune(p)
+	for len(r) > 0 {
+		last := r[len(r)-1]
+		switch {
+		case last == utf8.MaxRune:
+			r = r[:len(r)-1]
+			continue
+		case last == 0xD7FF:
+			r[len(r)-1] = 0xE000
+		default:
+			r[len(r)-1] = last + 1
+		}
+		return string(r)
+	}
+	return ""
 }
