@@ -263,6 +263,10 @@ func RunRetention(t *testing.T, newStore OptionsFactory) {
 		if want := []string{"p/1", "p/2", "p/3", "p/4", "p/5", "p/6", "p/7"}; !slices.Equal(got, want) {
 			t.Errorf("pages = %v, want %v", got, want)
 		}
+		all, err := fencedstore.ListPage(ctx, s, "", "p/6", 10)
+		if err != nil || len(all.Keys) != 2 || all.Keys[0].Key != "p/7" || all.Keys[1].Key != "q/1" || all.Next != "" {
+			t.Errorf("the whole store after p/6: %+v, %v; want p/7 and q/1, no next", all, err)
+		}
 	})
 }
 
