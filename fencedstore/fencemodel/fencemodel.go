@@ -262,6 +262,18 @@ func (r *Recorder) Delete(s Deleter, client int, key string) {
 	r.record(client, Input{Kind: Delete, Key: key, Expected: NoVersion}, call, Output{})
 }
 
+// Sweep runs one retention step on s and records a deletion of each key
+// it deleted, spanning the call: the step is atomic, so each deletion
+// took effect at one moment within it.
+func (r *Recorder) Sweep(ctx context.Context, s fencedstore.Sweeper, client int, rule fencedstore.RetentionRule, now time.Time, limit int) (fencedstore.Sweep, error) {
+	call := r.clock.Add(1)
+	sw, err := s.SweepRule(ctx, rule, now, limit)
+	for _, k := range append(append([]string{}, sw.ByAge...), sw.ByCount...) {
+		r.record(client, Input{Kind: Delete, Key: k, Expected: NoVersion}, call, Output{})
+	}
+	return sw, err
+}
+
 // Establish calls s.Establish and records it.
 func (r *Recorder) Establish(ctx context.Context, s fencedstore.Store, client int, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
 	in := Input{Kind: Establish, Key: req.Key, Token: req.Token, Attempt: req.Attempt, Expected: NoVersion, Expires: req.Expires}

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/anishathalye/porcupine"
+
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 )
@@ -119,6 +121,65 @@ func RunRetention(t *testing.T, newStore OptionsFactory) {
 		}
 		if ms, _ := s.List(context.Background(), "other/"); len(ms) != 240 {
 			t.Errorf("%d keys left under other/, want 240", len(ms))
+		}
+	})
+	t.Run("ConcurrentWithSweeps", func(t *testing.T) {
+		// The workload of the Concurrent test while retention keeps
+		// deleting all but one key: every answer must still be one the
+		// fenced-register model with deletions allows.
+		s, sw, clock := open(t, 2)
+		ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+		defer cancel()
+		keys := []string{"cr/a", "cr/b", "cr/c"}
+		var rec fencemodel.Recorder
+		w := fencemodel.Workload{Keys: keys, Clients: 8, Calls: 60, Seed: uint64(time.Now().UnixNano())}
+		done, workDone := make(chan struct{}), make(chan struct{})
+		deleted := 0
+		var sweepErr error
+		go func() {
+			defer close(done)
+			for i := 0; i < 2000 && ctx.Err() == nil; i++ {
+				res, err := rec.Sweep(ctx, sw, 1000, fencedstore.RetentionRule{Prefix: "cr/", MaxKeys: 1}, clock.Now(), 2)
+				if err != nil {
+					sweepErr = err
+					return
+				}
+				deleted += len(res.ByCount)
+				select {
+				case <-workDone:
+					return
+				default:
+				}
+			}
+		}()
+		cnt := w.Run(ctx, s, &rec)
+		close(workDone)
+		<-done
+		t.Logf("seed %d: %s; %d keys deleted", w.Seed, cnt, deleted)
+		if sweepErr != nil {
+			t.Fatal(sweepErr)
+		}
+		if cnt.Unknown > 0 {
+			t.Fatalf("%d calls failed; first: %v", cnt.Unknown, cnt.FirstError)
+		}
+		if deleted == 0 {
+			t.Error("the sweeps deleted nothing while the workload ran")
+		}
+		ops := rec.Operations()
+		if res, _ := fencemodel.Check(ops, 30*time.Second); res != porcupine.Ok {
+			t.Errorf("history of %d calls and deletions is %s under the fenced-register model", len(ops), res)
+		}
+		for _, k := range keys {
+			h, err := s.History(ctx, k)
+			if errors.Is(err, fencedstore.ErrNotFound) {
+				continue
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := fencemodel.CheckHistory(h); err != nil {
+				t.Errorf("history %s: %v", k, err)
+			}
 		}
 	})
 	t.Run("TombstoneRefusesStaleTokens", func(t *testing.T) {
