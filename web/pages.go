@@ -419,7 +419,13 @@ type keyPage struct {
 	History  []fencedstore.Decision
 	Refused  int
 	Timeline svgTimeline
+	// Earlier are the versions before the current one the page links to
+	// (the store answers 404 for one it no longer keeps).
+	Earlier []uint64
 }
+
+// maxEarlierLinks bounds the links to earlier versions on a key's page.
+const maxEarlierLinks = 5
 
 // maxPreview bounds the body shown on a key's page.
 const maxPreview = 8 << 10
@@ -448,6 +454,9 @@ func (s *Server) handleKeyPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if obj, err := s.Store.Get(r.Context(), key); err == nil {
 		p.Meta = &obj.Meta
+		for v := obj.Version - 1; v >= 1 && len(p.Earlier) < maxEarlierLinks; v-- {
+			p.Earlier = append(p.Earlier, v)
+		}
 		body := obj.Body
 		if len(body) > maxPreview {
 			body, p.BodyNote = body[:maxPreview], fmt.Sprintf("the first %d of %d bytes", maxPreview, len(obj.Body))

@@ -104,3 +104,22 @@ func TestKeyPage_DeletedKey(t *testing.T) {
 		t.Error("the Store page lists a deleted key")
 	}
 }
+
+// A key's page links to its earlier versions.
+func TestKeyPage_LinksEarlierVersions(t *testing.T) {
+	s := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := uint64(1); i <= 3; i++ {
+		if _, err := s.Publish(context.Background(), fencedstore.PublishRequest{Key: "reports/a.csv", Token: fencedstore.Token{Epoch: 1, Seq: i}, Attempt: "a", Body: []byte{byte('0' + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f := newFixture(t, func(srv *Server) { srv.Store = s })
+	_, _, body := f.get(t, "/store/reports/a.csv")
+	if !strings.Contains(body, `<a href="/api/v1/store/reports/a.csv?version=2">v2</a> <a href="/api/v1/store/reports/a.csv?version=1">v1</a>`) {
+		t.Errorf("no links to v2 and v1:\n%s", body)
+	}
+}
