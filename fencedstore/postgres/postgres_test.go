@@ -468,3 +468,39 @@ func BenchmarkSweep20k(b *testing.B) {
 }
 
 func BenchmarkListPage100k(b *testing.B) { storetest.BenchListPage(b, newBenchStore(b), 100_000) }
+
+// Nodes sharing one database sweep the same rule at once: together they
+// delete exactly the excess, not the excess each counted.
+func TestStore_ConcurrentSweepsTrimExactly(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	a := open(t, url, schema, storetest.Options{})
+	b := open(t, url, schema, storetest.Options{})
+	ctx := context.Background()
+	for i := 1; i <= 40; i++ {
+		if _, err := a.Publish(ctx, fencedstore.PublishRequest{Key: fmt.Sprintf("r/%02d", i), Token: storetest.T(1, uint64(i)), Attempt: "a", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule := fencedstore.RetentionRule{Prefix: "r/", MaxKeys: 10}
+	var wg sync.WaitGroup
+	for _, s := range []*postgres.Store{a, b} {
+		wg.Go(func() {
+			for range 100 {
+				sw, err := s.SweepRule(ctx, rule, time.Now(), 3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !sw.More {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	metas, err := a.List(ctx, "r/")
+	if err != nil || len(metas) != 10 || metas[0].Key != "r/31" {
+		t.Fatalf("after two concurrent sweeps: %d keys from %v (%v); want the newest 10, r/31 to r/40", len(metas), metas[0].Key, err)
+	}
+}

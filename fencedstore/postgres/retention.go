@@ -98,6 +98,10 @@ func (s *Store) ListPage(ctx context.Context, prefix, after string, limit int) (
 	return page, nil
 }
 
+// sweepLock is the first key of the advisory lock a sweep of one prefix
+// holds (the second is a hash of the schema and prefix).
+const sweepLock = 72834610
+
 // SweepRule implements fencedstore.Sweeper, in one transaction: it picks
 // the keys (the touched index by age, a count over the primary key's
 // prefix range, then the touched index again by count), locks them, and
@@ -113,6 +117,11 @@ func (s *Store) SweepRule(ctx context.Context, rule fencedstore.RetentionRule, n
 	var sw fencedstore.Sweep
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		sw = fencedstore.Sweep{}
+		// One sweep of a prefix at a time, whichever node runs it: two
+		// that counted the same keys would each delete the excess.
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, sweepLock, s.Schema+" "+rule.Prefix); err != nil {
+			return err
+		}
 		pick := func(cond string, n int, args ...any) ([]string, error) {
 			args = append([]any{rule.Prefix, prefixEnd(rule.Prefix), n}, args...)
 			rows, err := tx.Query(ctx, s.pickSQL(cond), args...)
