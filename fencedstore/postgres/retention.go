@@ -228,9 +228,12 @@ func (s *Store) DropTombstones(ctx context.Context, cutoff time.Time, limit int)
 
 // pickSQL selects and locks the keys a sweep deletes, least recently
 // changed first: $1 prefix, $2 its end, $3 how many, $4 cond's argument.
+// A key a call is writing right now is skipped, not waited for: the write
+// may make it the most recently changed, and the next oldest goes instead
+// (or it goes in a later sweep, if it is still due).
 func (s *Store) pickSQL(cond string) string {
 	return fmt.Sprintf(`SELECT key FROM %s WHERE deleted IS NULL AND key >= $1 AND key < $2 %s
-		ORDER BY touched, key LIMIT $3 FOR UPDATE`, s.keys, cond)
+		ORDER BY touched, key LIMIT $3 FOR UPDATE SKIP LOCKED`, s.keys, cond)
 }
 
 // countSQL counts the live keys under $1 (its end $2).
@@ -238,10 +241,11 @@ func (s *Store) countSQL() string {
 	return fmt.Sprintf(`SELECT count(*) FROM %s WHERE deleted IS NULL AND key >= $1 AND key < $2`, s.keys)
 }
 
-// dropSQL deletes at most $2 tombstones made before $1.
+// dropSQL deletes at most $2 tombstones made before $1 (skipping one a
+// call is deciding on right now, which may bring it back).
 func (s *Store) dropSQL() string {
 	return fmt.Sprintf(`DELETE FROM %[1]s WHERE key IN (
-			SELECT key FROM %[1]s WHERE deleted < $1 ORDER BY deleted LIMIT $2 FOR UPDATE)
+			SELECT key FROM %[1]s WHERE deleted < $1 ORDER BY deleted LIMIT $2 FOR UPDATE SKIP LOCKED)
 		RETURNING key, coalesce(deleted_by, ''), greatest_epoch, greatest_seq`, s.keys)
 }
 
