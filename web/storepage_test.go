@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
+	"github.com/fencecron/fencecron/fencedstore/storetest"
 )
 
 // manyKeys is a store of n keys made up on demand ("reports/0000000" on),
@@ -122,4 +123,26 @@ func TestKeyPage_LinksEarlierVersions(t *testing.T) {
 	if !strings.Contains(body, `<a href="/api/v1/store/reports/a.csv?version=2">v2</a> <a href="/api/v1/store/reports/a.csv?version=1">v1</a>`) {
 		t.Errorf("no links to v2 and v1:\n%s", body)
 	}
+}
+
+// BenchmarkStorePage100k renders the Store page over a bolt store of
+// 100,000 keys: one page, whatever the store holds.
+func BenchmarkStorePage100k(b *testing.B) {
+	s := bolt.New(filepath.Join(b.TempDir(), "store.db"))
+	if err := s.Open(); err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	storetest.BenchFill(b, s, 100_000)
+	f := newFixture(b, func(srv *Server) { srv.Store = s })
+	b.ResetTimer()
+	size := 0
+	for b.Loop() {
+		code, _, body := f.get(b, "/store?prefix=bench/")
+		if code != 200 {
+			b.Fatalf("GET /store = %d", code)
+		}
+		size = len(body)
+	}
+	b.ReportMetric(float64(size), "bytes/page")
 }
