@@ -56,6 +56,11 @@ const (
 	// Expired: the call's token had expired when the store decided it.
 	// Like stale_owner, it changes nothing but the key's history.
 	Expired Outcome = "expired"
+	// Deleted: retention deleted the key (its body, versions and earlier
+	// history). It is not the answer to a call: it opens the history the
+	// key's tombstone keeps, and its Greatest is the token the tombstone
+	// holds (see Retention).
+	Deleted Outcome = "deleted"
 )
 
 // Accepted reports whether a decision with outcome o accepted the call's
@@ -120,6 +125,10 @@ type Meta struct {
 	Hash     string    `json:"hash"`    // sha256 of the current body, hex
 	Size     int64     `json:"size"`
 	Updated  time.Time `json:"updated,omitzero"`
+	// Deleted, if set, is when retention deleted the key: the key has no
+	// body, and Greatest is its tombstone, the token every later call
+	// must be newer than (see DecidePublish). Listings never show it.
+	Deleted time.Time `json:"deleted,omitzero"`
 }
 
 // Object is a key's current body and state.
@@ -163,7 +172,8 @@ type Store interface {
 	// nothing but the refusal's history entry (and, for a conflict with a
 	// newer token, the greatest token) changes.
 	Publish(ctx context.Context, req PublishRequest) (Result, error)
-	// Get returns a key's body and state, or ErrNotFound.
+	// Get returns a key's body and state, or ErrNotFound (also for a key
+	// retention deleted).
 	Get(ctx context.Context, key string) (Object, error)
 	// List returns the state of every key with the prefix, in key order.
 	List(ctx context.Context, prefix string) ([]Meta, error)
@@ -211,10 +221,11 @@ func DecideEstablish(m Meta, req EstablishRequest, now time.Time) (Meta, Decisio
 	case expired(req.Expires, now):
 		d.Outcome = Expired
 		return m, d
-	case req.Token.Less(m.Greatest):
+	case req.Token.Less(m.Greatest), buried(m, req.Token):
 		d.Outcome = StaleOwner
 		return m, d
 	}
+	m = revive(m)
 	m.Greatest = req.Token
 	d.Outcome = Established
 	return m, d
@@ -232,6 +243,11 @@ func DecidePublish(m Meta, req PublishRequest, hash string, now time.Time) (Meta
 		d.Outcome, d.Version = Expired, m.Version
 		return m, d
 	}
+	if buried(m, req.Token) {
+		d.Outcome, d.Version = StaleOwner, m.Version
+		return m, d
+	}
+	m = revive(m)
 	switch c := req.Token.Compare(m.Greatest); {
 	case c < 0:
 		d.Outcome, d.Version = StaleOwner, m.Version
@@ -256,6 +272,33 @@ func DecidePublish(m Meta, req PublishRequest, hash string, now time.Time) (Meta
 	m.Updated = now
 	d.Outcome, d.Version = Applied, m.Version
 	return m, d
+}
+
+// buried reports whether m is a tombstone (a key retention deleted) that
+// tok cannot bring back: only a token newer than the tombstone's may. An
+// equal one is refused too, unlike on a live key: the attempt that holds
+// it wrote or established the key before it was deleted, and letting it
+// write again would resurrect what retention removed.
+func buried(m Meta, tok Token) bool {
+	return !m.Deleted.IsZero() && tok.Compare(m.Greatest) <= 0
+}
+
+// revive turns a tombstone that a newer token has reached into the state
+// of a key never written, keeping only its greatest token: the key is
+// created again from version 0, as if new.
+func revive(m Meta) Meta {
+	if m.Deleted.IsZero() {
+		return m
+	}
+	return Meta{Key: m.Key, Greatest: m.Greatest}
+}
+
+// DecideDelete is what retention does to a key: its body is gone and it
+// becomes a tombstone that keeps its greatest token, deleted at now. The
+// decision opens the tombstone's history.
+func DecideDelete(m Meta, now time.Time) (Meta, Decision) {
+	t := Meta{Key: m.Key, Greatest: m.Greatest, Deleted: now}
+	return t, Decision{Outcome: Deleted, Token: m.Greatest, Greatest: m.Greatest, Version: 0, Time: now}
 }
 
 // Err returns the error Publish and Establish report for a decision.

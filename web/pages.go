@@ -413,21 +413,53 @@ type storePage struct {
 	Prefix string
 	Keys   []fencedstore.Meta
 	Error  string
+	// Next is the URL of the next page; First that of the first, when
+	// this is not it.
+	Next, First string
 }
 
+// storePageKeys is how many keys one Store page shows.
+const storePageKeys = 100
+
+// handleStorePage shows one page of keys under a prefix, in key order:
+// one bounded range read, never the whole store (a busy store has keys by
+// the hundred thousand). The cursor is the API's (GET /api/v1/store).
 func (s *Server) handleStorePage(w http.ResponseWriter, r *http.Request) {
-	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: r.URL.Query().Get("prefix")}
-	keys, err := s.Store.List(r.Context(), p.Prefix)
+	q := r.URL.Query()
+	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: q.Get("prefix")}
+	if err := fencedstore.ValidatePrefix(p.Prefix); err != nil {
+		s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
+		return
+	}
+	after, err := fencedstore.DecodeCursor(p.Prefix, q.Get("cursor"))
 	if err != nil {
-		if errors.Is(err, fencedstore.ErrInvalidKey) {
-			s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
-			return
-		}
+		s.error(w, r, badRequest("%v", err))
+		return
+	}
+	page, err := fencedstore.ListPage(r.Context(), s.Store, p.Prefix, after, storePageKeys)
+	if err != nil {
 		p.Error = err.Error()
 	}
-	// Newest first: the dashboard is about what just happened.
-	slices.SortStableFunc(keys, func(a, b fencedstore.Meta) int { return b.Updated.Compare(a.Updated) })
-	p.Keys = keys[:min(len(keys), 500)]
+	p.Keys = page.Keys
+	link := func(cursor string) string {
+		v := url.Values{}
+		if p.Prefix != "" {
+			v.Set("prefix", p.Prefix)
+		}
+		if cursor != "" {
+			v.Set("cursor", cursor)
+		}
+		if len(v) == 0 {
+			return "/store"
+		}
+		return "/store?" + v.Encode()
+	}
+	if page.Next != "" {
+		p.Next = link(fencedstore.EncodeCursor(p.Prefix, page.Next))
+	}
+	if after != "" {
+		p.First = link("")
+	}
 	s.render(w, r, http.StatusOK, "store.html", p)
 }
 
@@ -440,7 +472,13 @@ type keyPage struct {
 	History  []fencedstore.Decision
 	Refused  int
 	Timeline svgTimeline
+	// Earlier are the versions before the current one the page links to
+	// (the store answers 404 for one it no longer keeps).
+	Earlier []uint64
 }
+
+// maxEarlierLinks bounds the links to earlier versions on a key's page.
+const maxEarlierLinks = 5
 
 // maxPreview bounds the body shown on a key's page.
 const maxPreview = 8 << 10
@@ -469,6 +507,9 @@ func (s *Server) handleKeyPage(w http.ResponseWriter, r *http.Request) {
 	}
 	if obj, err := s.Store.Get(r.Context(), key); err == nil {
 		p.Meta = &obj.Meta
+		for v := obj.Version - 1; v >= 1 && len(p.Earlier) < maxEarlierLinks; v-- {
+			p.Earlier = append(p.Earlier, v)
+		}
 		body := obj.Body
 		if len(body) > maxPreview {
 			body, p.BodyNote = body[:maxPreview], fmt.Sprintf("the first %d of %d bytes", maxPreview, len(obj.Body))

@@ -315,6 +315,9 @@ func layoutTimeline(d timelineData) svgTimeline {
 		case fencedstore.StaleOwner, fencedstore.Expired:
 			kind, label = "refused", "refused "+k.Token.String()
 			why := fmt.Sprintf("stale write refused: token %s is older than %s\n", k.Token, k.Greatest)
+			if k.Token == k.Greatest { // on a key retention deleted
+				why = fmt.Sprintf("stale write refused: token %s is not newer than the deleted key's tombstone\n", k.Token)
+			}
 			if k.Outcome == fencedstore.Expired {
 				why = fmt.Sprintf("write refused: token %s expired at %s\n", k.Token, k.Expires.UTC().Format("15:04:05"))
 			}

@@ -58,7 +58,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		DataDir:         *dataDir,
 		Server:          true,
 		RunJobs:         true,
-		Store:           config.Store{Backend: config.BackendBolt, Serve: true},
+		Store:           config.Store{Backend: config.BackendBolt, Serve: true, Retention: devRetention},
 		Bind:            host,
 		HTTPPort:        port,
 		RaftPort:        *raftPort,

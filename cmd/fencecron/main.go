@@ -25,7 +25,7 @@ Usage:
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
   fencecron apply FILE                     replace the cluster's job set with FILE's jobs
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
-  fencecron get KEY                        write a key's body from the fenced store to stdout
+  fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
   fencecron validate FILE                  check a config file; list each job's next fire times
 
 Run "fencecron COMMAND -h" for a command's flags.

@@ -212,6 +212,13 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched.Forwarder, sched.Dispatcher = peers, peers
 
 	nodeMetrics := metrics.New()
+	stopRetention, err := startRetention(o, store, nodeMetrics, log)
+	if err != nil {
+		return err
+	}
+	if stopRetention != nil {
+		closers = append(closers, stopRetention)
+	}
 	if o.Store.Backend != config.BackendRemote {
 		// Count this node's store's decisions, whoever asks for them.
 		store = nodeMetrics.CountDecisions(store)
@@ -370,6 +377,9 @@ func openStore(o nodeOptions, signer *fencedstore.Signer, id *clustertls.Identit
 		}
 		s := bolt.New(path)
 		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if o.Store.KeepVersions > 0 {
+			s.KeepVersions = o.Store.KeepVersions
+		}
 		if err := s.Open(); err != nil {
 			return nil, 0, nil, err
 		}
@@ -377,6 +387,9 @@ func openStore(o nodeOptions, signer *fencedstore.Signer, id *clustertls.Identit
 	case config.BackendPostgres:
 		s := postgres.New(o.Store.URL)
 		s.MaxBodyBytes, s.HistoryRetention = maxBody, retention
+		if o.Store.KeepVersions > 0 {
+			s.KeepVersions = o.Store.KeepVersions
+		}
 		if err := s.Open(); err != nil {
 			return nil, 0, nil, err
 		}

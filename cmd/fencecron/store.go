@@ -171,16 +171,18 @@ other error, 2 usage.
 	return fmt.Errorf("publish %s: %w", key, err)
 }
 
-// runGet is `fencecron get KEY`: the body to stdout.
+// runGet is `fencecron get [-version N] KEY`: the body to stdout.
 func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("get", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
+	version := fs.Uint64("version", 0, "an earlier version of the body, if the store keeps it (store.keep_versions); 0: the current one")
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] KEY
+		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] [-version N] KEY
 
-Writes KEY's body from the fenced store to stdout.
-Exit status: 0 found, 5 no such key, 1 any other error, 2 usage.
+Writes KEY's body from the fenced store to stdout; with -version, the body
+of that version, if the store still keeps it.
+Exit status: 0 found, 5 no such key or version, 1 any other error, 2 usage.
 `)
 		fs.PrintDefaults()
 	}
@@ -195,8 +197,16 @@ Exit status: 0 found, 5 no such key, 1 any other error, 2 usage.
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
-	obj, err := c.Get(ctx, fs.Arg(0))
+	var obj fencedstore.Object
+	if *version > 0 {
+		obj, err = c.GetVersion(ctx, fs.Arg(0), *version)
+	} else {
+		obj, err = c.Get(ctx, fs.Arg(0))
+	}
 	switch {
+	case errors.Is(err, fencedstore.ErrNotFound) && *version > 0:
+		fmt.Fprintf(stderr, "fencecron: %v\n", err)
+		return exitCode(exitNotFound)
 	case errors.Is(err, fencedstore.ErrNotFound):
 		fmt.Fprintf(stderr, "fencecron: %s: no such key\n", fs.Arg(0))
 		return exitCode(exitNotFound)

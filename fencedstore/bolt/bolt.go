@@ -16,10 +16,24 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 )
 
+// Buckets. meta and body hold the live keys; the others serve versions
+// and retention (retention.go):
+//
+//	versions   key NUL version -> an earlier body with its state
+//	touched    time NUL key -> nil: live keys by last accepted change
+//	tombstones key -> record of a deleted key (Meta.Deleted set)
+//	tombtime   time NUL key -> nil: tombstones by deletion time
+//	floors     rule prefix -> the greatest token of its dropped tombstones
 var (
-	bucketMeta = []byte("meta")
-	bucketBody = []byte("body")
-	bucketHist = []byte("history")
+	bucketMeta   = []byte("meta")
+	bucketBody   = []byte("body")
+	bucketHist   = []byte("history")
+	bucketVers   = []byte("versions")
+	bucketTouch  = []byte("touched")
+	bucketTomb   = []byte("tombstones")
+	bucketTombAt = []byte("tombtime")
+	bucketFloors = []byte("floors")
+	allBuckets   = [][]byte{bucketMeta, bucketBody, bucketHist, bucketVers, bucketTouch, bucketTomb, bucketTombAt, bucketFloors}
 )
 
 // maxBatch bounds how many calls share one transaction.
@@ -34,11 +48,18 @@ type Store struct {
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int
+	// KeepVersions is how many bodies each key keeps, the current one
+	// included (default fencedstore.DefaultKeepVersions).
+	KeepVersions int
 	// Now is the clock stamped on decisions.
 	Now func() time.Time
 
-	db      *bbolt.DB
-	ops     chan *op
+	db  *bbolt.DB
+	ops chan *op
+	// sweepAt is where each rule's sweep goes on in the touched index
+	// (see SweepRule), under sweepMu.
+	sweepMu sync.Mutex
+	sweepAt map[string][]byte
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -52,6 +73,7 @@ func New(path string) *Store {
 		Path:             path,
 		MaxBodyBytes:     fencedstore.DefaultMaxBodyBytes,
 		HistoryRetention: fencedstore.DefaultHistoryRetention,
+		KeepVersions:     fencedstore.DefaultKeepVersions,
 		Now:              time.Now,
 	}
 }
@@ -61,15 +83,23 @@ func (s *Store) Open() error {
 	if s.HistoryRetention < 1 {
 		return fmt.Errorf("history retention must be at least 1, got %d", s.HistoryRetention)
 	}
+	if s.KeepVersions < 1 || s.KeepVersions > fencedstore.MaxKeepVersions {
+		return fmt.Errorf("keep versions must be from 1 to %d, got %d", fencedstore.MaxKeepVersions, s.KeepVersions)
+	}
 	db, err := bbolt.Open(s.Path, 0o600, &bbolt.Options{Timeout: 5 * time.Second})
 	if err != nil {
 		return fmt.Errorf("open store %s: %w", s.Path, err)
 	}
 	err = db.Update(func(tx *bbolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketBody, bucketHist} {
+		index := tx.Bucket(bucketTouch) == nil
+		for _, b := range allBuckets {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
+		}
+		if index {
+			// A file from before retention: index its keys once.
+			return indexTouched(tx)
 		}
 		return nil
 	})
@@ -110,11 +140,18 @@ type op struct {
 	done chan struct{}
 }
 
-// record is what the meta bucket holds per key.
+// record is what the meta bucket holds per key (and the tombstones
+// bucket per deleted key).
 type record struct {
 	fencedstore.Meta
 	HistFirst uint64 `json:"hist_first"` // oldest retained history entry
 	HistNext  uint64 `json:"hist_next"`  // next history entry
+	// Touched is the last accepted change (write or establish): a key's
+	// age for retention. Zero in a file from before retention: such a
+	// key is indexed by Updated on first sweep (see retention.go).
+	Touched time.Time `json:"touched,omitzero"`
+	// DeletedBy is the prefix of the rule that deleted a tombstone.
+	DeletedBy string `json:"deleted_by,omitempty"`
 }
 
 // Establish implements fencedstore.Store.
@@ -194,33 +231,99 @@ func (s *Store) commitLoop() {
 // that must abort the whole transaction.
 func (s *Store) apply(tx *bbolt.Tx, o *op) error {
 	key := []byte(o.req.Key)
-	rec, err := loadRecord(tx, key)
+	now := s.Now().UTC()
+	rec, live, err := s.loadForCall(tx, key, now)
 	if err != nil {
 		return err
 	}
 	rec.Key = o.req.Key
-	now := s.Now().UTC()
+	before := rec
 	var d fencedstore.Decision
 	if o.establish {
 		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, fencedstore.EstablishRequest{Key: o.req.Key, Token: o.req.Token, Attempt: o.req.Attempt, Expires: o.req.Expires}, now)
 	} else {
-		prev := rec.Version
 		rec.Meta, d = fencedstore.DecidePublish(rec.Meta, o.req, o.hash, now)
-		if rec.Version != prev {
-			if err := tx.Bucket(bucketBody).Put(key, o.req.Body); err != nil {
-				return err
-			}
-		}
+	}
+	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && rec.Version != before.Version) {
+		rec.Touched = now
 	}
 	if err := s.appendHistory(tx, key, &rec, d); err != nil {
 		return err
 	}
-	if err := putJSON(tx.Bucket(bucketMeta), key, rec); err != nil {
+	if err := s.store(tx, key, before, live, &rec, o.req.Body); err != nil {
 		return err
 	}
 	o.res = fencedstore.Result{Outcome: d.Outcome, Key: o.req.Key, Version: rec.Version, Greatest: rec.Greatest}
 	o.err = d.Err()
 	return nil
+}
+
+// loadForCall returns the record a call on key is decided on: the live
+// key, else its tombstone, else (a key with no record) a new tombstone
+// holding the floor of its prefix if there is one, whose Deleted decision
+// is already in its history. live reports the first case.
+func (s *Store) loadForCall(tx *bbolt.Tx, key []byte, now time.Time) (rec record, live bool, err error) {
+	if v := tx.Bucket(bucketMeta).Get(key); v != nil {
+		err = json.Unmarshal(v, &rec)
+		return rec, true, err
+	}
+	if v := tx.Bucket(bucketTomb).Get(key); v != nil {
+		err = json.Unmarshal(v, &rec)
+		return rec, false, err
+	}
+	floor, prefix, err := floorOf(tx, string(key))
+	if err != nil || floor.IsZero() {
+		return rec, false, err
+	}
+	rec.Meta = fencedstore.Meta{Key: string(key), Greatest: floor}
+	var d fencedstore.Decision
+	rec.Meta, d = fencedstore.DecideDelete(rec.Meta, now)
+	rec.DeletedBy = prefix
+	if err := tx.Bucket(bucketTombAt).Put(timeKey(now, key), nil); err != nil {
+		return rec, false, err
+	}
+	return rec, false, s.appendHistory(tx, key, &rec, d)
+}
+
+// store writes a decided record: a tombstone stays in the tombstones
+// bucket; a live key (or one a newer token brought back) goes to meta,
+// with its body, its earlier body kept as a version, and its place in the
+// touched index.
+func (s *Store) store(tx *bbolt.Tx, key []byte, before record, live bool, rec *record, body []byte) error {
+	if !rec.Deleted.IsZero() {
+		return putJSON(tx.Bucket(bucketTomb), key, rec)
+	}
+	if !live && !before.Deleted.IsZero() {
+		// Brought back: the tombstone goes.
+		if err := tx.Bucket(bucketTomb).Delete(key); err != nil {
+			return err
+		}
+		if err := tx.Bucket(bucketTombAt).Delete(timeKey(before.Deleted, key)); err != nil {
+			return err
+		}
+		rec.DeletedBy = ""
+	}
+	if rec.Version != before.Version {
+		if live && before.Version > 0 {
+			if err := s.keepVersion(tx, key, before.Meta); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketBody).Put(key, body); err != nil {
+			return err
+		}
+	}
+	if !rec.Touched.Equal(before.Touched) || !live {
+		if live {
+			if err := tx.Bucket(bucketTouch).Delete(timeKey(touchedOf(before), key)); err != nil {
+				return err
+			}
+		}
+		if err := tx.Bucket(bucketTouch).Put(timeKey(touchedOf(*rec), key), nil); err != nil {
+			return err
+		}
+	}
+	return putJSON(tx.Bucket(bucketMeta), key, rec)
 }
 
 func (s *Store) appendHistory(tx *bbolt.Tx, key []byte, rec *record, d fencedstore.Decision) error {
@@ -249,7 +352,7 @@ func (s *Store) Get(ctx context.Context, key string) (fencedstore.Object, error)
 		if err != nil {
 			return err
 		}
-		if rec.Version == 0 {
+		if rec.Version == 0 || !rec.Deleted.IsZero() {
 			return fmt.Errorf("get %s: %w", key, fencedstore.ErrNotFound)
 		}
 		obj.Meta = rec.Meta
@@ -307,9 +410,14 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 	return out, err
 }
 
+// loadRecord returns key's live record, else its tombstone, else a zero
+// record.
 func loadRecord(tx *bbolt.Tx, key []byte) (record, error) {
 	var rec record
 	v := tx.Bucket(bucketMeta).Get(key)
+	if v == nil {
+		v = tx.Bucket(bucketTomb).Get(key)
+	}
 	if v == nil {
 		return rec, nil
 	}

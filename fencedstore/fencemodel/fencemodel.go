@@ -35,6 +35,9 @@ const (
 	Establish Kind = iota
 	Publish
 	Get
+	// Delete is retention deleting the key: its tombstone keeps the
+	// greatest token.
+	Delete
 )
 
 func (k Kind) String() string {
@@ -45,6 +48,8 @@ func (k Kind) String() string {
 		return "publish"
 	case Get:
 		return "get"
+	case Delete:
+		return "delete"
 	}
 	return fmt.Sprintf("kind(%d)", int(k))
 }
@@ -88,14 +93,25 @@ type State struct {
 	Token    fencedstore.Token
 	Attempt  string
 	Hash     string
+	// Deleted marks a tombstone: retention deleted the key, and only its
+	// greatest token is left.
+	Deleted bool
 }
 
+// tombstoneTime stands for the deletion time in the Meta the rules see;
+// the model has no clock, and the rules only ask whether there is one.
+var tombstoneTime = time.Unix(1, 0).UTC()
+
 func (s State) meta() fencedstore.Meta {
-	return fencedstore.Meta{Version: s.Version, Greatest: s.Greatest, Token: s.Token, Attempt: s.Attempt, Hash: s.Hash}
+	m := fencedstore.Meta{Version: s.Version, Greatest: s.Greatest, Token: s.Token, Attempt: s.Attempt, Hash: s.Hash}
+	if s.Deleted {
+		m.Deleted = tombstoneTime
+	}
+	return m
 }
 
 func stateOf(m fencedstore.Meta) State {
-	return State{Version: m.Version, Greatest: m.Greatest, Token: m.Token, Attempt: m.Attempt, Hash: m.Hash}
+	return State{Version: m.Version, Greatest: m.Greatest, Token: m.Token, Attempt: m.Attempt, Hash: m.Hash, Deleted: !m.Deleted.IsZero()}
 }
 
 // Step applies in to s by the rules table and reports whether out is an
@@ -122,11 +138,14 @@ func Step(s State, in Input, out Output) (bool, State) {
 		next, d := fencedstore.DecidePublish(s.meta(), req, in.Hash, time.Time{})
 		ns := stateOf(next)
 		return out.Unknown || (out.Outcome == d.Outcome && out.Version == ns.Version && out.Greatest == ns.Greatest), ns
+	case Delete:
+		m, _ := fencedstore.DecideDelete(s.meta(), tombstoneTime)
+		return true, stateOf(m)
 	case Get:
 		if out.Unknown {
 			return true, s
 		}
-		if s.Version == 0 {
+		if s.Version == 0 || s.Deleted {
 			return !out.Found, s
 		}
 		return out.Found && out.Version == s.Version && out.Token == s.Token && out.Hash == s.Hash && out.Greatest == s.Greatest, s
@@ -229,6 +248,30 @@ func (r *Recorder) record(client int, in Input, call int64, out Output) {
 // expired) rather than a failure with an unknown outcome.
 func decided(err error) bool {
 	return err == nil || fencedstore.IsDecision(err)
+}
+
+// Deleter is a store whose keys a test can delete as retention would.
+type Deleter interface{ Delete(key string) }
+
+// Delete deletes key from s and records it. A deletion is retention's
+// act, not a client's, but recording it lets the model check every call
+// around it.
+func (r *Recorder) Delete(s Deleter, client int, key string) {
+	call := r.clock.Add(1)
+	s.Delete(key)
+	r.record(client, Input{Kind: Delete, Key: key, Expected: NoVersion}, call, Output{})
+}
+
+// Sweep runs one retention step on s and records a deletion of each key
+// it deleted, spanning the call: the step is atomic, so each deletion
+// took effect at one moment within it.
+func (r *Recorder) Sweep(ctx context.Context, s fencedstore.Sweeper, client int, rule fencedstore.RetentionRule, now time.Time, limit int) (fencedstore.Sweep, error) {
+	call := r.clock.Add(1)
+	sw, err := s.SweepRule(ctx, rule, now, limit)
+	for _, k := range append(append([]string{}, sw.ByAge...), sw.ByCount...) {
+		r.record(client, Input{Kind: Delete, Key: k, Expected: NoVersion}, call, Output{})
+	}
+	return sw, err
 }
 
 // Establish calls s.Establish and records it.
@@ -383,6 +426,11 @@ func newer(a, b fencedstore.Token) fencedstore.Token {
 func CheckHistory(h []fencedstore.Decision) error {
 	var s State
 	for i, d := range h {
+		if d.Outcome == fencedstore.Deleted && i == 0 {
+			// Retention deleted the key and everything recorded before:
+			// the replay starts from the tombstone.
+			s = State{Greatest: d.Greatest}
+		}
 		if d.Greatest != s.Greatest {
 			return fmt.Errorf("decision %d (%s %s): recorded greatest-before %s, replay has %s", i, d.Outcome, d.Token, d.Greatest, s.Greatest)
 		}
@@ -390,6 +438,11 @@ func CheckHistory(h []fencedstore.Decision) error {
 		next := s
 		late := !d.Expires.IsZero() && d.Expires.Before(d.Time)
 		switch d.Outcome {
+		case fencedstore.Deleted:
+			var m fencedstore.Meta
+			m, want = fencedstore.DecideDelete(s.meta(), d.Time)
+			want.Time = time.Time{}
+			next = stateOf(m)
 		case fencedstore.Established:
 			var m fencedstore.Meta
 			m, want = fencedstore.DecideEstablish(s.meta(), fencedstore.EstablishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Time)
@@ -408,7 +461,7 @@ func CheckHistory(h []fencedstore.Decision) error {
 			switch {
 			case late:
 				want.Outcome = fencedstore.Expired
-			case !d.Token.Less(s.Greatest):
+			case !d.Token.Less(s.Greatest) && !(s.Deleted && d.Token == s.Greatest):
 				want.Outcome = "not stale"
 			}
 		case fencedstore.Conflict:
@@ -416,12 +469,15 @@ func CheckHistory(h []fencedstore.Decision) error {
 			switch {
 			case late:
 				want.Outcome = fencedstore.Expired
-			case d.Token.Less(s.Greatest):
+			case d.Token.Less(s.Greatest) || (s.Deleted && d.Token == s.Greatest):
 				want.Outcome = fencedstore.StaleOwner
 			case d.Token == s.Greatest && s.Version > 0 && d.Token == s.Token && d.Attempt == s.Attempt && d.Hash == s.Hash:
 				want.Outcome = fencedstore.Applied
 			}
 			next.Greatest = newer(s.Greatest, d.Token)
+			if s.Deleted && s.Greatest.Less(d.Token) {
+				next = State{Greatest: d.Token} // a newer token brings the key back
+			}
 		default:
 			return fmt.Errorf("decision %d: unknown outcome %q", i, d.Outcome)
 		}

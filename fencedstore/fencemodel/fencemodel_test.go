@@ -232,3 +232,31 @@ func TestCheckHistory_RefusesImpossibleHistories(t *testing.T) {
 		}
 	}
 }
+
+// A deleted key keeps its greatest token: the model accepts a store that
+// refuses the old owner after retention deleted its key, and catches one
+// whose deletion forgot the token and let the old owner write again.
+func TestModel_TombstoneRefusesStaleTokens(t *testing.T) {
+	run := func(s *fencemodel.MemStore) (porcupine.CheckResult, error) {
+		ctx := context.Background()
+		var rec fencemodel.Recorder
+		const key = "reports/2026-07.csv"
+		rec.Publish(ctx, s, 0, fencedstore.PublishRequest{Key: key, Token: fencedstore.Token{Epoch: 2, Seq: 9}, Attempt: "w2", Body: []byte("new")})
+		rec.Delete(s, 1, key)
+		rec.Publish(ctx, s, 2, fencedstore.PublishRequest{Key: key, Token: fencedstore.Token{Epoch: 1, Seq: 4}, Attempt: "w1", Body: []byte("old")})
+		rec.Get(ctx, s, 0, key)
+		rec.Publish(ctx, s, 0, fencedstore.PublishRequest{Key: key, Token: fencedstore.Token{Epoch: 2, Seq: 9}, Attempt: "w2", Body: []byte("new")})
+		rec.Publish(ctx, s, 0, fencedstore.PublishRequest{Key: key, Token: fencedstore.Token{Epoch: 3, Seq: 1}, Attempt: "w3", Body: []byte("newer")})
+		res, _ := fencemodel.Check(rec.Operations(), 10*time.Second)
+		h, _ := s.History(ctx, key)
+		return res, fencemodel.CheckHistory(h)
+	}
+	if res, err := run(fencemodel.NewMemStore()); res != porcupine.Ok || err != nil {
+		t.Errorf("honest store: porcupine %s, history %v; want ok", res, err)
+	}
+	broken := fencemodel.NewMemStore()
+	broken.ForgetOnDelete = true
+	if res, _ := run(broken); res != porcupine.Illegal {
+		t.Errorf("a store whose deletion forgets the token: porcupine %s, want illegal", res)
+	}
+}

@@ -21,6 +21,9 @@ type MemStore struct {
 	// Now is the clock decisions are made and stamped with; nil means
 	// time.Now.
 	Now func() time.Time
+	// ForgetOnDelete is a planted bug: Delete drops the key entirely,
+	// tombstone and all, so a stale token can bring it back.
+	ForgetOnDelete bool
 
 	mu   sync.Mutex
 	keys map[string]*memKey
@@ -91,7 +94,7 @@ func (s *MemStore) Get(ctx context.Context, key string) (fencedstore.Object, err
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := s.keys[key]
-	if k == nil || k.meta.Version == 0 {
+	if k == nil || k.meta.Version == 0 || !k.meta.Deleted.IsZero() {
 		return fencedstore.Object{}, fencedstore.ErrNotFound
 	}
 	return fencedstore.Object{Meta: k.meta, Body: bytes.Clone(k.body)}, nil
@@ -103,7 +106,7 @@ func (s *MemStore) List(ctx context.Context, prefix string) ([]fencedstore.Meta,
 	defer s.mu.Unlock()
 	var out []fencedstore.Meta
 	for name, k := range s.keys {
-		if strings.HasPrefix(name, prefix) {
+		if strings.HasPrefix(name, prefix) && k.meta.Deleted.IsZero() {
 			out = append(out, k.meta)
 		}
 	}
@@ -120,4 +123,22 @@ func (s *MemStore) History(ctx context.Context, key string) ([]fencedstore.Decis
 		return nil, fencedstore.ErrNotFound
 	}
 	return append([]fencedstore.Decision(nil), k.hist...), nil
+}
+
+// Delete deletes key as retention does: it becomes a tombstone holding its
+// greatest token, and its history starts again from the deletion. A
+// missing key is left alone.
+func (s *MemStore) Delete(key string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := s.keys[key]
+	if k == nil || !k.meta.Deleted.IsZero() {
+		return
+	}
+	m, d := fencedstore.DecideDelete(k.meta, s.now())
+	if s.ForgetOnDelete {
+		delete(s.keys, key)
+		return
+	}
+	*k = memKey{meta: m, hist: []fencedstore.Decision{d}}
 }

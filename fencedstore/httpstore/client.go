@@ -52,7 +52,11 @@ type Client struct {
 // and the clock skew between this node and the store's.
 const CallTokenTTL = 5 * time.Minute
 
-var _ fencedstore.Store = (*Client)(nil)
+var (
+	_ fencedstore.Store     = (*Client)(nil)
+	_ fencedstore.Versioned = (*Client)(nil)
+	_ fencedstore.Pager     = (*Client)(nil)
+)
 
 var defaultHTTP = &http.Client{Timeout: 60 * time.Second}
 
@@ -244,7 +248,17 @@ func (e *RemoteError) Unwrap() error { return e.err }
 
 // Get implements fencedstore.Store.
 func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.keyURL(storeKeyPath, key), nil)
+	return c.get(ctx, key, c.keyURL(storeKeyPath, key))
+}
+
+// GetVersion implements fencedstore.Versioned: version v of key, if the
+// serving node's store keeps it.
+func (c *Client) GetVersion(ctx context.Context, key string, v uint64) (fencedstore.Object, error) {
+	return c.get(ctx, key, c.keyURL(storeKeyPath, key)+"?version="+strconv.FormatUint(v, 10))
+}
+
+func (c *Client) get(ctx context.Context, key, u string) (fencedstore.Object, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
 	if err != nil {
 		return fencedstore.Object{}, fmt.Errorf("get %s: %w: %v", key, fencedstore.ErrInvalidKey, err)
 	}
@@ -282,11 +296,44 @@ func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error
 	return obj, nil
 }
 
-// List implements fencedstore.Store.
+// List implements fencedstore.Store: it reads every page.
 func (c *Client) List(ctx context.Context, prefix string) ([]fencedstore.Meta, error) {
-	var out struct{ Keys []fencedstore.Meta }
-	err := c.getJSON(ctx, c.BaseURL+storePath+"?prefix="+url.QueryEscape(prefix), &out)
-	return out.Keys, err
+	var all []fencedstore.Meta
+	after := ""
+	for {
+		page, err := c.ListPage(ctx, prefix, after, fencedstore.MaxPageKeys)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page.Keys...)
+		// Keys only grow from page to page, so this ends; a server
+		// that answered otherwise is not followed.
+		if page.Next == "" || page.Next <= after {
+			return all, nil
+		}
+		after = page.Next
+	}
+}
+
+// ListPage implements fencedstore.Pager: one GET /api/v1/store page.
+func (c *Client) ListPage(ctx context.Context, prefix, after string, limit int) (fencedstore.Page, error) {
+	u := c.BaseURL + storePath + "?prefix=" + url.QueryEscape(prefix) + "&limit=" + strconv.Itoa(limit)
+	if after != "" {
+		u += "&cursor=" + url.QueryEscape(fencedstore.EncodeCursor(prefix, after))
+	}
+	var out listAnswer
+	if err := c.getJSON(ctx, u, &out); err != nil {
+		return fencedstore.Page{}, err
+	}
+	page := fencedstore.Page{Keys: out.Keys}
+	if out.Next != "" {
+		next, err := fencedstore.DecodeCursor(prefix, out.Next)
+		if err != nil {
+			return fencedstore.Page{}, fmt.Errorf("list %s: the server's next cursor: %w", prefix, err)
+		}
+		page.Next = next
+	}
+	return page, nil
 }
 
 // History implements fencedstore.Store.

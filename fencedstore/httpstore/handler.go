@@ -4,8 +4,11 @@
 //
 // Endpoints (all under /api/v1/; keys may contain "/"):
 //
-//	GET  /api/v1/store?prefix=P     keys with version and greatest token
+//	GET  /api/v1/store?prefix=P&cursor=C&limit=N
+//	                                one page of keys with version and greatest token, in key
+//	                                order, and "next", the cursor of the next page, if any
 //	GET  /api/v1/store/{key}        the body; state in Fencecron-* headers, ETag "<version>"
+//	GET  /api/v1/store/{key}?version=N  an earlier body, if kept (store.keep_versions)
 //	PUT  /api/v1/store/{key}        publish the request body
 //	POST /api/v1/establish/{key}    establish the token
 //	GET  /api/v1/history/{key}      every retained decision on the key
@@ -229,19 +232,57 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, methods map[stri
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
-	keys, err := h.Store.List(r.Context(), r.URL.Query().Get("prefix"))
+	q := r.URL.Query()
+	prefix := q.Get("prefix")
+	after, err := fencedstore.DecodeCursor(prefix, q.Get("cursor"))
 	if err != nil {
 		h.error(w, r, err)
 		return
 	}
-	if keys == nil {
-		keys = []fencedstore.Meta{}
+	limit := fencedstore.DefaultPageKeys
+	if l := q.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > fencedstore.MaxPageKeys {
+			h.error(w, r, fmt.Errorf("%w: limit %q: want a number from 1 to %d", errBadRequest, l, fencedstore.MaxPageKeys))
+			return
+		}
+		limit = n
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"keys": keys})
+	page, err := fencedstore.ListPage(r.Context(), h.Store, prefix, after, limit)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	ans := listAnswer{Keys: page.Keys}
+	if ans.Keys == nil {
+		ans.Keys = []fencedstore.Meta{}
+	}
+	if page.Next != "" {
+		ans.Next = fencedstore.EncodeCursor(prefix, page.Next)
+	}
+	writeJSON(w, http.StatusOK, ans)
+}
+
+// listAnswer is the JSON answer of GET /api/v1/store: a page of keys and
+// the cursor of the next, absent on the last page.
+type listAnswer struct {
+	Keys []fencedstore.Meta `json:"keys"`
+	Next string             `json:"next,omitempty"`
 }
 
 func (h *Handler) get(w http.ResponseWriter, r *http.Request, key string) {
-	obj, err := h.Store.Get(r.Context(), key)
+	var obj fencedstore.Object
+	var err error
+	if v := r.URL.Query().Get("version"); v != "" {
+		n, perr := strconv.ParseUint(v, 10, 64)
+		if perr != nil || n == 0 {
+			h.error(w, r, fmt.Errorf("%w: version %q: want a version number from 1", errBadRequest, v))
+			return
+		}
+		obj, err = fencedstore.GetVersion(r.Context(), h.Store, key, n)
+	} else {
+		obj, err = h.Store.Get(r.Context(), key)
+	}
 	if err != nil {
 		h.error(w, r, err)
 		return

@@ -47,6 +47,9 @@ func serve(t testing.TB, o storetest.Options, tweak func(*httpstore.Handler)) (*
 	if o.Now != nil {
 		s.Now = o.Now
 	}
+	if o.KeepVersions != 0 {
+		s.KeepVersions = o.KeepVersions
+	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -73,6 +76,22 @@ func newClient(t *testing.T) fencedstore.Store { return newClientWith(t, storete
 func TestClient_Conformance(t *testing.T) {
 	storetest.Run(t, newClient)
 	storetest.RunLimits(t, newClientWith)
+	storetest.RunRetention(t, newRemote)
+}
+
+// remote is the store as a node without it sees it: every call over HTTP,
+// while retention runs where the store is served (here, on the bolt store
+// behind the handler).
+type remote struct {
+	*httpstore.Client
+	fencedstore.Sweeper
+}
+
+func newRemote(t *testing.T, o storetest.Options) fencedstore.Store {
+	s, srv := serve(t, o, nil)
+	c := httpstore.NewClient(srv.URL, mustSigner(t, secret))
+	c.HTTP = srv.Client()
+	return remote{Client: c, Sweeper: s}
 }
 
 // call is one raw write request.
@@ -428,5 +447,69 @@ func TestHandler_ExpiredToken(t *testing.T) {
 	}
 	if _, err := node.Publish(ctx, fencedstore.PublishRequest{Key: "reports/node.csv", Token: storetest.T(3, 1), Attempt: "report@y.1", Body: []byte("x"), Expires: now.Add(time.Minute)}); err != nil {
 		t.Errorf("node publish with a live request: %v", err)
+	}
+}
+
+// GET /api/v1/store pages with an opaque cursor; the answer of a small
+// store is the one it always was (every key, no next); bad cursors,
+// limits and versions are 400, a version not kept is 404 saying which are.
+func TestHandler_ListPagesAndVersions(t *testing.T) {
+	s, srv := serve(t, storetest.Options{KeepVersions: 2}, nil)
+	ctx := context.Background()
+	for i := uint64(1); i <= 5; i++ {
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "r/" + string(rune('a'+i)), Token: storetest.T(1, i), Attempt: "a", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := uint64(6); i <= 8; i++ {
+		if _, err := s.Publish(ctx, fencedstore.PublishRequest{Key: "r/b", Token: storetest.T(1, i), Attempt: "a", Body: []byte{byte('0' + i)}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	get := func(path string) (int, map[string]any, string) {
+		t.Helper()
+		resp, err := srv.Client().Get(srv.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		var m map[string]any
+		json.Unmarshal(b, &m)
+		return resp.StatusCode, m, string(b)
+	}
+	code, all, _ := get("/api/v1/store?prefix=r/")
+	if keys, _ := all["keys"].([]any); code != 200 || len(keys) != 5 || all["next"] != nil {
+		t.Fatalf("small listing: %d %v; want all 5 keys and no next", code, all)
+	}
+	var got []string
+	cursor := ""
+	for range 10 {
+		_, page, _ := get("/api/v1/store?prefix=r/&limit=2&cursor=" + cursor)
+		for _, k := range page["keys"].([]any) {
+			got = append(got, k.(map[string]any)["key"].(string))
+		}
+		next, _ := page["next"].(string)
+		if next == "" {
+			break
+		}
+		cursor = next
+	}
+	if strings.Join(got, " ") != "r/b r/c r/d r/e r/f" {
+		t.Errorf("paged listing = %v", got)
+	}
+	for _, bad := range []string{"?prefix=r/&cursor=nonsense", "?prefix=q/&cursor=" + fencedstore.EncodeCursor("r/", "r/b"), "?limit=0", "?limit=x"} {
+		if code, _, body := get("/api/v1/store" + bad); code != 400 {
+			t.Errorf("GET /api/v1/store%s = %d %s, want 400", bad, code, body)
+		}
+	}
+	if code, _, body := get("/api/v1/store/r/b?version=3"); code != 200 || body != "7" {
+		t.Errorf("version 3 = %d %q, want the body of the second publish", code, body)
+	}
+	if code, _, body := get("/api/v1/store/r/b?version=2"); code != 404 || !strings.Contains(body, "versions 3, 4") {
+		t.Errorf("version 2 = %d %s; want 404 naming the kept versions 3, 4", code, body)
+	}
+	if code, _, _ := get("/api/v1/store/r/b?version=x"); code != 400 {
+		t.Errorf("version x = %d, want 400", code)
 	}
 }

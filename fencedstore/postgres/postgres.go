@@ -47,6 +47,9 @@ type Store struct {
 	MaxBodyBytes int64
 	// HistoryRetention is how many decisions each key keeps (default 1000).
 	HistoryRetention int
+	// KeepVersions is how many bodies each key keeps, the current one
+	// included (default fencedstore.DefaultKeepVersions).
+	KeepVersions int
 	// MaxConns bounds the connection pool.
 	MaxConns int32
 	// ConnectTimeout bounds one connection attempt.
@@ -63,6 +66,10 @@ type Store struct {
 	where  string // host:port/db, for messages (never the password)
 	keys   string // quoted table names
 	hist   string
+	vers   string
+	floors string
+	// schemaT is the migrations table.
+	schemaT string
 }
 
 var _ fencedstore.Store = (*Store)(nil)
@@ -74,6 +81,7 @@ func New(url string) *Store {
 		Schema:           DefaultSchema,
 		MaxBodyBytes:     fencedstore.DefaultMaxBodyBytes,
 		HistoryRetention: fencedstore.DefaultHistoryRetention,
+		KeepVersions:     fencedstore.DefaultKeepVersions,
 		MaxConns:         DefaultMaxConns,
 		ConnectTimeout:   DefaultConnectTimeout,
 		OpTimeout:        DefaultOpTimeout,
@@ -87,6 +95,9 @@ func (s *Store) Open() error {
 	if s.HistoryRetention < 1 {
 		return fmt.Errorf("history retention must be at least 1, got %d", s.HistoryRetention)
 	}
+	if s.KeepVersions < 1 || s.KeepVersions > fencedstore.MaxKeepVersions {
+		return fmt.Errorf("keep versions must be from 1 to %d, got %d", fencedstore.MaxKeepVersions, s.KeepVersions)
+	}
 	cfg, err := pgxpool.ParseConfig(s.URL)
 	if err != nil {
 		// The parse error may quote the URL, password included.
@@ -99,6 +110,9 @@ func (s *Store) Open() error {
 	s.where = fmt.Sprintf("%s:%d/%s", cfg.ConnConfig.Host, cfg.ConnConfig.Port, cfg.ConnConfig.Database)
 	s.keys = pgx.Identifier{s.Schema, "fencecron_keys"}.Sanitize()
 	s.hist = pgx.Identifier{s.Schema, "fencecron_history"}.Sanitize()
+	s.vers = pgx.Identifier{s.Schema, "fencecron_versions"}.Sanitize()
+	s.floors = pgx.Identifier{s.Schema, "fencecron_floors"}.Sanitize()
+	s.schemaT = pgx.Identifier{s.Schema, "fencecron_schema"}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), s.ConnectTimeout+s.OpTimeout)
 	defer cancel()
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -111,49 +125,6 @@ func (s *Store) Open() error {
 	}
 	s.pool = pool
 	return nil
-}
-
-// migrate creates the schema under an advisory lock, so nodes starting
-// together do not race on CREATE ... IF NOT EXISTS.
-func (s *Store) migrate(ctx context.Context, pool *pgxpool.Pool) error {
-	return pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock(7283461001)`); err != nil {
-			return err
-		}
-		_, err := tx.Exec(ctx, fmt.Sprintf(`
-CREATE SCHEMA IF NOT EXISTS %[1]s;
-CREATE TABLE IF NOT EXISTS %[2]s (
-	key            text COLLATE "C" PRIMARY KEY,
-	version        bigint NOT NULL DEFAULT 0,
-	greatest_epoch bigint NOT NULL DEFAULT 0,
-	greatest_seq   bigint NOT NULL DEFAULT 0,
-	token_epoch    bigint NOT NULL DEFAULT 0,
-	token_seq      bigint NOT NULL DEFAULT 0,
-	attempt        text   NOT NULL DEFAULT '',
-	hash           text   NOT NULL DEFAULT '',
-	size           bigint NOT NULL DEFAULT 0,
-	updated        timestamptz,
-	body           bytea,
-	hist_first     bigint NOT NULL DEFAULT 0,
-	hist_next      bigint NOT NULL DEFAULT 0
-);
-CREATE TABLE IF NOT EXISTS %[3]s (
-	key            text COLLATE "C" NOT NULL,
-	n              bigint NOT NULL,
-	outcome        text   NOT NULL,
-	token_epoch    bigint NOT NULL,
-	token_seq      bigint NOT NULL,
-	attempt        text   NOT NULL,
-	version        bigint NOT NULL,
-	greatest_epoch bigint NOT NULL,
-	greatest_seq   bigint NOT NULL,
-	hash           text   NOT NULL,
-	at             timestamptz NOT NULL,
-	PRIMARY KEY (key, n)
-);
-ALTER TABLE %[3]s ADD COLUMN IF NOT EXISTS expires timestamptz;`, pgx.Identifier{s.Schema}.Sanitize(), s.keys, s.hist))
-		return err
-	})
 }
 
 // Close closes the connection pool.
@@ -231,19 +202,28 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 
 	// Lock the key's row, creating it if new, and read it.
 	b := &pgx.Batch{}
-	b.Queue(fmt.Sprintf(`INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING`, s.keys), key)
-	b.Queue(fmt.Sprintf(`SELECT version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, hist_first, hist_next
+	b.Queue(fmt.Sprintf(`INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING true`, s.keys), key)
+	b.Queue(fmt.Sprintf(`SELECT version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, hist_first, hist_next, touched, deleted, coalesce(deleted_by, '')
 		FROM %s WHERE key = $1 FOR UPDATE`, s.keys), key)
 	br := tx.SendBatch(ctx, b)
-	if _, err := br.Exec(); err != nil {
+	inserted := false
+	rows, err := br.Query()
+	if err == nil {
+		inserted = rows.Next()
+		rows.Close()
+		err = rows.Err()
+	}
+	if err != nil {
 		br.Close()
 		return res, false, err
 	}
 	var m fencedstore.Meta
 	var histFirst, histNext int64
 	var ge, gs, te, ts int64
-	var updated *time.Time
-	err = br.QueryRow().Scan(&m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated, &histFirst, &histNext)
+	var updated, deleted *time.Time
+	var touched time.Time
+	var deletedBy string
+	err = br.QueryRow().Scan(&m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated, &histFirst, &histNext, &touched, &deleted, &deletedBy)
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
@@ -256,41 +236,75 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 	if updated != nil {
 		m.Updated = *updated
 	}
+	if deleted != nil {
+		m.Deleted = deleted.UTC()
+	}
 
 	// Decide, then write the decision guarded by what was read. The
 	// clock is cut to PostgreSQL's microseconds first, so the recorded
 	// time is the one the rules (and an expiry) were judged at.
 	now := s.Now().UTC().Truncate(time.Microsecond)
-	next, d := rule(m, now)
-	newFirst, newNext := histFirst, histNext+1
-	if newNext-newFirst > int64(s.HistoryRetention) {
-		newFirst = newNext - int64(s.HistoryRetention)
+	var decisions []fencedstore.Decision
+	if inserted {
+		// A key with no record under a retention floor is a tombstone
+		// holding the floor (fencedstore.Retention).
+		floor, prefix, err := s.floorOf(ctx, tx, key)
+		if err != nil {
+			return res, false, err
+		}
+		if !floor.IsZero() {
+			var d fencedstore.Decision
+			m, d = fencedstore.DecideDelete(fencedstore.Meta{Key: key, Greatest: floor}, now)
+			decisions, deletedBy = append(decisions, d), prefix
+		}
 	}
+	next, d := rule(m, now)
+	decisions = append(decisions, d)
+	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && next.Version != m.Version) {
+		touched = now
+	}
+	if next.Deleted.IsZero() {
+		deletedBy = ""
+	}
+	newNext := histNext + int64(len(decisions))
+	newFirst := max(histFirst, newNext-int64(s.HistoryRetention))
 	b = &pgx.Batch{}
+	if next.Version != m.Version {
+		if m.Version > 0 && m.Deleted.IsZero() && s.KeepVersions > 1 {
+			b.Queue(fmt.Sprintf(`INSERT INTO %s (key, version, token_epoch, token_seq, greatest_epoch, greatest_seq, attempt, hash, size, updated, body)
+				SELECT key, version, token_epoch, token_seq, greatest_epoch, greatest_seq, attempt, hash, size, updated, coalesce(body, '')
+				FROM %s WHERE key = $1`, s.vers, s.keys), key)
+		}
+		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND version <= $2`, s.vers), key, int64(next.Version)-int64(s.KeepVersions))
+	}
 	set := `version = $4, greatest_epoch = $5, greatest_seq = $6, token_epoch = $7, token_seq = $8,
-		attempt = $9, hash = $10, size = $11, updated = $12, hist_first = $13, hist_next = $14`
+		attempt = $9, hash = $10, size = $11, updated = $12, hist_first = $13, hist_next = $14,
+		touched = $15, deleted = $16, deleted_by = nullif($17, '')`
 	args := []any{key, int64(m.Version), histNext,
 		int64(next.Version), int64(next.Greatest.Epoch), int64(next.Greatest.Seq), int64(next.Token.Epoch), int64(next.Token.Seq),
-		next.Attempt, next.Hash, next.Size, nullTime(next.Updated), newFirst, newNext}
+		next.Attempt, next.Hash, next.Size, nullTime(next.Updated), newFirst, newNext,
+		touched, nullTime(next.Deleted), deletedBy}
 	if next.Version != m.Version {
-		set += `, body = $15`
+		set += `, body = $18`
 		args = append(args, body)
 	}
+	guard := len(b.QueuedQueries)
 	b.Queue(fmt.Sprintf(`UPDATE %s SET %s WHERE key = $1 AND version = $2 AND hist_next = $3`, s.keys, set), args...)
-	b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires)
+	for i, d := range decisions {
+		b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, s.hist),
-		key, histNext, string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
-		int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires))
+			key, histNext+int64(i), string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
+			int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires))
+	}
 	if newFirst > histFirst {
 		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND n < $2`, s.hist), key, newFirst)
 	}
 	br = tx.SendBatch(ctx, b)
-	tag, err := br.Exec()
-	if err == nil && tag.RowsAffected() != 1 {
-		err = fmt.Errorf("the row of %s changed under its lock", key)
-	}
-	for i := 1; err == nil && i < b.Len(); i++ {
-		_, err = br.Exec()
+	for i := 0; err == nil && i < b.Len(); i++ {
+		tag, e := br.Exec()
+		if err = e; err == nil && i == guard && tag.RowsAffected() != 1 {
+			err = fmt.Errorf("the row of %s changed under its lock", key)
+		}
 	}
 	if cerr := br.Close(); err == nil {
 		err = cerr
@@ -319,7 +333,7 @@ func (s *Store) Get(ctx context.Context, key string) (fencedstore.Object, error)
 	if s.closed.Load() {
 		return fencedstore.Object{}, fencedstore.ErrClosed
 	}
-	row := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s, body FROM %s WHERE key = $1 AND version > 0`, metaColumns, s.keys), key)
+	row := s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT %s, body FROM %s WHERE key = $1 AND version > 0 AND deleted IS NULL`, metaColumns, s.keys), key)
 	var obj fencedstore.Object
 	m, err := scanMeta(row, &obj.Body)
 	switch {
@@ -358,7 +372,7 @@ func (s *Store) List(ctx context.Context, prefix string) ([]fencedstore.Meta, er
 	if s.closed.Load() {
 		return nil, fencedstore.ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND starts_with(key, $1) ORDER BY key`, metaColumns, s.keys), prefix)
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT %s FROM %s WHERE key >= $1 AND ($2 = '' OR key < $2) AND deleted IS NULL ORDER BY key`, metaColumns, s.keys), prefix, prefixEnd(prefix))
 	if err != nil {
 		return nil, s.fail("list", prefix, err)
 	}

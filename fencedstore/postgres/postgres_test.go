@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -98,6 +99,9 @@ func open(t testing.TB, url, schema string, o storetest.Options) *postgres.Store
 	if o.Now != nil {
 		s.Now = o.Now
 	}
+	if o.KeepVersions != 0 {
+		s.KeepVersions = o.KeepVersions
+	}
 	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
@@ -116,6 +120,7 @@ func TestStore_Conformance(t *testing.T) {
 	testURL(t)
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
+	storetest.RunRetention(t, newStoreWith)
 }
 
 // Two stores on one schema (two nodes) see one state, and opening an
@@ -346,5 +351,156 @@ INSERT INTO `+s+`.fencecron_history VALUES ('reports/old', 0, 'established', 1, 
 	}
 	if len(h) != 2 || h[0].Outcome != fencedstore.Established || !h[0].Expires.IsZero() || h[1].Outcome != fencedstore.Expired || !h[1].Expires.Equal(expires) {
 		t.Fatalf("history after the migration = %+v", h)
+	}
+}
+
+// oldSchema is the schema fencecron made before schema versions (the last
+// code without them): no fencecron_schema, no retention columns.
+const oldSchema = `CREATE SCHEMA %[1]s;
+CREATE TABLE %[1]s.fencecron_keys (
+	key text COLLATE "C" PRIMARY KEY, version bigint NOT NULL DEFAULT 0,
+	greatest_epoch bigint NOT NULL DEFAULT 0, greatest_seq bigint NOT NULL DEFAULT 0,
+	token_epoch bigint NOT NULL DEFAULT 0, token_seq bigint NOT NULL DEFAULT 0,
+	attempt text NOT NULL DEFAULT '', hash text NOT NULL DEFAULT '', size bigint NOT NULL DEFAULT 0,
+	updated timestamptz, body bytea, hist_first bigint NOT NULL DEFAULT 0, hist_next bigint NOT NULL DEFAULT 0);
+CREATE TABLE %[1]s.fencecron_history (
+	key text COLLATE "C" NOT NULL, n bigint NOT NULL, outcome text NOT NULL,
+	token_epoch bigint NOT NULL, token_seq bigint NOT NULL, attempt text NOT NULL, version bigint NOT NULL,
+	greatest_epoch bigint NOT NULL, greatest_seq bigint NOT NULL, hash text NOT NULL, at timestamptz NOT NULL,
+	PRIMARY KEY (key, n));
+ALTER TABLE %[1]s.fencecron_history ADD COLUMN IF NOT EXISTS expires timestamptz;`
+
+// A schema the previous fencecron made, with data in it, is migrated in
+// place on Open: the keys, bodies and history are kept, the schema is at
+// SchemaVersion with its comments and indexes, a key written before is
+// judged by its old update time for retention, and the old greatest
+// tokens still fence.
+func TestStore_MigratesOldSchemaInPlace(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	q := pgx.Identifier{schema}.Sanitize()
+	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	if _, err := conn.Exec(ctx, fmt.Sprintf(oldSchema, q)); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte("old body")
+	if _, err := conn.Exec(ctx, `INSERT INTO `+q+`.fencecron_keys VALUES ('reports/old.csv', 1, 4, 2, 4, 2, 'w4', $1, $2, $3, $4, 0, 1)`,
+		fencedstore.Hash(body), len(body), old, body); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := conn.Exec(ctx, `INSERT INTO `+q+`.fencecron_history VALUES ('reports/old.csv', 0, 'applied', 4, 2, 'w4', 1, 0, 0, $1, $2, NULL)`,
+		fencedstore.Hash(body), old); err != nil {
+		t.Fatal(err)
+	}
+
+	clock := storetest.NewClock(old.Add(48 * time.Hour))
+	st := open(t, url, schema, storetest.Options{Now: clock.Now})
+	obj, err := st.Get(ctx, "reports/old.csv")
+	if err != nil || string(obj.Body) != string(body) || obj.Version != 1 || obj.Greatest != storetest.T(4, 2) {
+		t.Fatalf("the old key after migration: %+v %q, %v", obj.Meta, obj.Body, err)
+	}
+	if h, err := st.History(ctx, "reports/old.csv"); err != nil || len(h) != 1 || h[0].Outcome != fencedstore.Applied {
+		t.Fatalf("the old history after migration: %+v, %v", h, err)
+	}
+	if _, err := st.Publish(ctx, fencedstore.PublishRequest{Key: "reports/old.csv", Token: storetest.T(4, 1), Attempt: "w3", Body: []byte("stale")}); !errors.Is(err, fencedstore.ErrStaleOwner) {
+		t.Fatalf("an older token after migration: err = %v, want stale_owner", err)
+	}
+	var version int
+	if err := conn.QueryRow(ctx, `SELECT max(version) FROM `+q+`.fencecron_schema`).Scan(&version); err != nil || version != postgres.SchemaVersion {
+		t.Fatalf("schema version = %d (%v), want %d", version, err, postgres.SchemaVersion)
+	}
+	var comments, indexes int
+	conn.QueryRow(ctx, `SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace
+		WHERE n.nspname = $1`, schema).Scan(&comments)
+	conn.QueryRow(ctx, `SELECT count(*) FROM pg_indexes WHERE schemaname = $1 AND indexname IN ('fencecron_keys_touched', 'fencecron_keys_deleted', 'fencecron_history_at')`, schema).Scan(&indexes)
+	if comments < 20 || indexes != 3 {
+		t.Errorf("after migration: %d comments, %d of the 3 indexes", comments, indexes)
+	}
+	// The key's age is its old update time: a one-day rule deletes it.
+	sw, err := st.SweepRule(ctx, fencedstore.RetentionRule{Prefix: "reports/", MaxAge: 24 * time.Hour}, clock.Now(), 10)
+	if err != nil || len(sw.ByAge) != 1 {
+		t.Fatalf("sweep after migration: %+v, %v; want the old key deleted", sw, err)
+	}
+	// Opening again changes nothing.
+	st.Close()
+	open(t, url, schema, storetest.Options{})
+	var rows int
+	conn.QueryRow(ctx, `SELECT count(*) FROM `+q+`.fencecron_schema`).Scan(&rows)
+	if rows != postgres.SchemaVersion {
+		t.Errorf("fencecron_schema has %d rows after a second open, want %d", rows, postgres.SchemaVersion)
+	}
+}
+
+// A schema a newer fencecron migrated is refused, not written to.
+func TestStore_RefusesNewerSchema(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	ctx := context.Background()
+	open(t, url, schema, storetest.Options{}).Close()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.fencecron_schema (version) VALUES ($1)`, postgres.SchemaVersion+1); err != nil {
+		t.Fatal(err)
+	}
+	s := postgres.New(url)
+	s.Schema = schema
+	err = s.Open()
+	if err == nil {
+		s.Close()
+		t.Fatal("opened a schema from a newer fencecron")
+	}
+	if !strings.Contains(err.Error(), "upgrade fencecron") {
+		t.Errorf("err = %v; want it to say to upgrade", err)
+	}
+}
+
+func BenchmarkSweep20k(b *testing.B) {
+	storetest.BenchSweep(b, func() fencedstore.Store { return newBenchStore(b) }, 20_000)
+}
+
+func BenchmarkListPage100k(b *testing.B) { storetest.BenchListPage(b, newBenchStore(b), 100_000) }
+
+// Nodes sharing one database sweep the same rule at once: together they
+// delete exactly the excess, not the excess each counted.
+func TestStore_ConcurrentSweepsTrimExactly(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	a := open(t, url, schema, storetest.Options{})
+	b := open(t, url, schema, storetest.Options{})
+	ctx := context.Background()
+	for i := 1; i <= 40; i++ {
+		if _, err := a.Publish(ctx, fencedstore.PublishRequest{Key: fmt.Sprintf("r/%02d", i), Token: storetest.T(1, uint64(i)), Attempt: "a", Body: []byte("x")}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rule := fencedstore.RetentionRule{Prefix: "r/", MaxKeys: 10}
+	var wg sync.WaitGroup
+	for _, s := range []*postgres.Store{a, b} {
+		wg.Go(func() {
+			for range 100 {
+				sw, err := s.SweepRule(ctx, rule, time.Now(), 3)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if !sw.More {
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	metas, err := a.List(ctx, "r/")
+	if err != nil || len(metas) != 10 || metas[0].Key != "r/31" {
+		t.Fatalf("after two concurrent sweeps: %d keys from %v (%v); want the newest 10, r/31 to r/40", len(metas), metas[0].Key, err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
 )
@@ -93,4 +94,82 @@ func BenchStale(b *testing.B, s fencedstore.Store, parallel bool, writers int) {
 		}
 	})
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "refusals/s")
+}
+
+// BenchFill publishes n keys "bench/k0000000" on with 1 KiB bodies from
+// 64 writers at once (so the calls can share commits).
+func BenchFill(b *testing.B, s fencedstore.Store, n int) {
+	b.Helper()
+	ctx := context.Background()
+	body := make([]byte, BenchBodySize)
+	var next atomic.Int64
+	errs := make(chan error, 64)
+	for range 64 {
+		go func() {
+			for {
+				i := next.Add(1)
+				if i > int64(n) {
+					errs <- nil
+					return
+				}
+				_, err := s.Publish(ctx, fencedstore.PublishRequest{Key: fmt.Sprintf("bench/k%07d", i), Token: T(1, uint64(i)), Attempt: "bench", Body: body})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	for range 64 {
+		if err := <-errs; err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchSweep measures retention: each iteration fills a fresh store from
+// newStore with keys keys (not timed), then sweeps them all down to 100
+// with a max_keys rule in batches of fencedstore.DefaultSweepBatch. It
+// reports deleted keys/s.
+func BenchSweep(b *testing.B, newStore func() fencedstore.Store, keys int) {
+	rule := fencedstore.RetentionRule{Prefix: "bench/", MaxKeys: 100}
+	deleted := 0
+	var took float64
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		s := newStore()
+		BenchFill(b, s, keys)
+		sw := s.(fencedstore.Sweeper)
+		b.StartTimer()
+		start := time.Now()
+		for range keys/fencedstore.DefaultSweepBatch + 2 {
+			res, err := sw.SweepRule(context.Background(), rule, time.Now(), fencedstore.DefaultSweepBatch)
+			if err != nil {
+				b.Fatal(err)
+			}
+			deleted += len(res.ByCount)
+			if !res.More {
+				break
+			}
+		}
+		took += time.Since(start).Seconds()
+	}
+	if deleted != b.N*(keys-100) {
+		b.Fatalf("deleted %d keys, want %d", deleted, b.N*(keys-100))
+	}
+	b.ReportMetric(float64(deleted)/took, "keys/s")
+}
+
+// BenchListPage measures one page of 100 keys from the middle of a store
+// of keys keys (the Store page's read).
+func BenchListPage(b *testing.B, s fencedstore.Store, keys int) {
+	BenchFill(b, s, keys)
+	after := fmt.Sprintf("bench/k%07d", keys/2)
+	b.ResetTimer()
+	for b.Loop() {
+		page, err := fencedstore.ListPage(context.Background(), s, "bench/", after, 100)
+		if err != nil || len(page.Keys) != 100 {
+			b.Fatalf("page of %d keys, %v", len(page.Keys), err)
+		}
+	}
 }

@@ -78,6 +78,9 @@ func crashWrite(s fencedstore.Store, round uint64) {
 	}
 	var seq atomic.Uint64
 	var wg sync.WaitGroup
+	if sw, ok := s.(fencedstore.Sweeper); ok {
+		wg.Go(func() { crashSweep(ctx, s, sw, round, &seq, ack) })
+	}
 	for w := range crashWriters {
 		wg.Go(func() {
 			rng := rand.New(rand.NewPCG(round, uint64(w)))
@@ -111,6 +114,83 @@ func crashWrite(s fencedstore.Store, round uint64) {
 		})
 	}
 	wg.Wait()
+}
+
+// Retention in the crash test: one more writer publishes to sweepKeys and
+// after every few publishes sweeps them down to sweepKeep keys and drops
+// every tombstone at once (raising the floor of sweepPrefix), so that the
+// kill also lands inside retention's multi-step writes.
+const (
+	sweepPrefix = "sweep/"
+	sweepKeys   = 12
+	sweepKeep   = 3
+)
+
+var sweepRule = fencedstore.RetentionRule{Prefix: sweepPrefix, MaxKeys: sweepKeep}
+
+func crashSweep(ctx context.Context, s fencedstore.Store, sw fencedstore.Sweeper, round uint64, seq *atomic.Uint64, ack func(kind, key string, tok fencedstore.Token, res fencedstore.Result, hash string)) {
+	rng := rand.New(rand.NewPCG(round, 1000))
+	for i := 0; ctx.Err() == nil; i++ {
+		key := fmt.Sprintf("%s%02d", sweepPrefix, rng.IntN(sweepKeys))
+		tok := fencedstore.Token{Epoch: round + 2, Seq: seq.Add(1)}
+		body := []byte(fmt.Sprintf("sweep round %d seq %d", round, tok.Seq))
+		res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: tok, Attempt: fmt.Sprintf("r%d.sweeper", round), Body: body})
+		if err == nil || fencedstore.IsDecision(err) {
+			ack("publish", key, tok, res, fencedstore.Hash(body))
+		}
+		if i%4 == 3 {
+			if _, err := sw.SweepRule(ctx, sweepRule, time.Now(), 4); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "crash child: sweep:", err)
+			}
+			if _, _, err := sw.DropTombstones(ctx, time.Now().Add(time.Hour), 4); err != nil && ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "crash child: drop tombstones:", err)
+			}
+		}
+	}
+}
+
+// checkSweptKeys checks, after a kill, that no key retention may have
+// deleted takes a token older than one it acknowledged (whether the key is
+// live, a tombstone, or gone under the prefix's floor), and that a sweep
+// still brings the prefix down to its limit (the indexes survived).
+func checkSweptKeys(t *testing.T, round int, s fencedstore.Store, acked []crashAck) {
+	t.Helper()
+	ctx := context.Background()
+	newest := map[string]fencedstore.Token{}
+	for _, a := range acked {
+		if strings.HasPrefix(a.key, sweepPrefix) && a.outcome == fencedstore.Applied && newest[a.key].Less(a.tok) {
+			newest[a.key] = a.tok
+		}
+	}
+	for key, tok := range newest {
+		old := fencedstore.Token{Epoch: tok.Epoch, Seq: tok.Seq - 1}
+		if tok.Seq == 1 {
+			old = fencedstore.Token{Epoch: tok.Epoch - 1, Seq: 1 << 40} // epochs start at 3
+		}
+		res, err := s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: old, Attempt: "probe", Body: []byte("resurrected")})
+		if !errors.Is(err, fencedstore.ErrStaleOwner) {
+			t.Errorf("round %d: %s took %s after %s was acknowledged (retention lost its token): %+v, %v", round, key, old, tok, res, err)
+		}
+	}
+	sw, ok := s.(fencedstore.Sweeper)
+	if !ok {
+		return
+	}
+	for i := 0; ; i++ {
+		res, err := sw.SweepRule(ctx, sweepRule, time.Now(), 100)
+		if err != nil {
+			t.Fatalf("round %d: sweep after kill: %v", round, err)
+		}
+		if !res.More {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("round %d: the sweep after the kill never ends", round)
+		}
+	}
+	if metas, err := s.List(ctx, sweepPrefix); err != nil || len(metas) > sweepKeep {
+		t.Errorf("round %d: %d keys under %s after a sweep (err %v), want at most %d", round, len(metas), sweepPrefix, err, sweepKeep)
+	}
 }
 
 // crashAck is one parsed ack line.
@@ -147,7 +227,11 @@ func parseAck(line string) (crashAck, error) {
 //   - every key's greatest token is at least every token acknowledged as
 //     applied or established, and never went backwards between rounds;
 //   - each key's whole history replays through the rules
-//     (fencemodel.CheckHistory), and the stored body matches its hash.
+//     (fencemodel.CheckHistory), and the stored body matches its hash;
+//   - for a store that is a fencedstore.Sweeper, whose child also sweeps
+//     the keys under sweep/ and drops their tombstones as it writes: no
+//     such key accepts a token older than one acknowledged on it, and a
+//     sweep still trims the prefix to its limit (checkSweptKeys).
 //
 // open must return the store with a retention large enough to keep every
 // decision of the test, and a function that closes it.
@@ -207,7 +291,11 @@ func RunCrash(t *testing.T, rounds int, env []string, open func(t *testing.T) (f
 				}
 			}
 		}
+		checkSweptKeys(t, round, s, acked)
 		for _, a := range acked {
+			if strings.HasPrefix(a.key, sweepPrefix) {
+				continue // checked by checkSweptKeys: retention deletes them
+			}
 			m := now[a.key]
 			switch a.outcome {
 			case fencedstore.Applied, fencedstore.Established:

@@ -29,6 +29,8 @@ type Options struct {
 	// Now, if set, is the store's clock (the clock it decides expiries
 	// by and stamps decisions with).
 	Now func() time.Time
+	// KeepVersions, if set, is how many bodies a key keeps.
+	KeepVersions int
 }
 
 // OptionsFactory returns a new, empty store with the given limits.

@@ -9,9 +9,11 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -169,6 +171,7 @@ func (d *decoder) checkStore(s *Store) {
 	if s.Quota.Bytes == 0 {
 		s.Quota.Bytes = DefaultQuotaBytes
 	}
+	d.checkRetention(s)
 	switch s.Backend {
 	case BackendBolt:
 		if s.Path == "" {
@@ -205,6 +208,72 @@ func (d *decoder) checkStore(s *Store) {
 		if n.v < 0 && !d.failed[n.path] {
 			d.errorf(d.at(n.path), n.path, "%d: must be positive", n.v)
 		}
+	}
+}
+
+// checkRetention checks store.retention, store.keep_versions and
+// store.tombstone_ttl, and sets their defaults.
+func (d *decoder) checkRetention(s *Store) {
+	if s.KeepVersions == 0 {
+		s.KeepVersions = DefaultKeepVersions
+	}
+	if s.TombstoneTTL == 0 {
+		s.TombstoneTTL = jobs.Duration(DefaultTombstoneTTL)
+	}
+	if (s.KeepVersions < 1 || s.KeepVersions > fencedstore.MaxKeepVersions) && !d.failed["store.keep_versions"] {
+		d.errorf(d.at("store.keep_versions"), "store.keep_versions", "%d: want 1 (the current body only) to %d", s.KeepVersions, fencedstore.MaxKeepVersions)
+	}
+	if s.TombstoneTTL < 0 && !d.failed["store.tombstone_ttl"] {
+		d.errorf(d.at("store.tombstone_ttl"), "store.tombstone_ttl", "must be positive")
+	}
+	prefixes := map[string]int{}
+	for i, r := range s.Retention {
+		path := fmt.Sprintf("store.retention[%d]", i)
+		if d.failed[path] || d.failed[path+".prefix"] || d.failed[path+".max_age"] || d.failed[path+".max_keys"] {
+			continue
+		}
+		rule := fencedstore.RetentionRule{Prefix: r.Prefix, MaxAge: r.MaxAge.D(), MaxKeys: r.MaxKeys}
+		if err := rule.Validate(); err != nil {
+			d.errorf(d.at(path), path, "%v", err)
+			continue
+		}
+		if j, dup := prefixes[r.Prefix]; dup {
+			d.errorf(d.at(path+".prefix"), path+".prefix", "%q is already the prefix of store.retention[%d]; merge the two rules", r.Prefix, j)
+		}
+		prefixes[r.Prefix] = i
+	}
+	if len(s.Retention) > 0 && s.Backend == BackendRemote && !d.failed["store.retention"] {
+		d.errorf(d.at("store.retention"), "store.retention", "a remote store's retention is set on the node that serves it (store.serve: true)")
+	}
+}
+
+// checkTombstoneTTL reports a job in the file whose outputs a retention
+// rule may delete and whose fence token is good for longer than
+// store.tombstone_ttl: its deleted keys' tombstones could go while it may
+// still write, and the prefix's floor would then refuse it (see
+// fencedstore.Retention).
+func (d *decoder) checkTombstoneTTL(s Store, entries []jobEntry, specs []jobs.Spec) {
+	if len(s.Retention) == 0 || s.TombstoneTTL <= 0 {
+		return
+	}
+	for i, spec := range specs {
+		if i >= len(entries) || spec.Output == "" {
+			continue
+		}
+		literal, _, _ := strings.Cut(spec.Output, "{{")
+		covered := false
+		for _, r := range s.Retention {
+			covered = covered || strings.HasPrefix(literal, r.Prefix) || strings.HasPrefix(r.Prefix, literal)
+		}
+		valid := spec.TokenExpiry(time.Time{}).Sub(time.Time{})
+		if !covered || valid <= s.TombstoneTTL.D() {
+			continue
+		}
+		path := entries[i].path + ".timeout"
+		if d.failed[path] {
+			continue
+		}
+		d.errorf(d.at(path), path, "%s: with lease_ttl its fence token is good for %s, longer than store.tombstone_ttl (%s), and retention may delete its outputs: raise store.tombstone_ttl", spec.Timeout, valid, s.TombstoneTTL)
 	}
 }
 

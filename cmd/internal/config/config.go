@@ -57,6 +57,8 @@ const (
 	DefaultHistoryRetention = fencedstore.DefaultHistoryRetention
 	DefaultQuotaKeys        = fencedstore.DefaultQuotaKeys
 	DefaultQuotaBytes       = fencedstore.DefaultQuotaBytes
+	DefaultKeepVersions     = fencedstore.DefaultKeepVersions
+	DefaultTombstoneTTL     = fencedstore.DefaultTombstoneTTL
 )
 
 // DefaultAddr is the HTTP address of a node left at its defaults: where
@@ -211,6 +213,24 @@ type Store struct {
 	// Quota bounds what the keys under one job token's scope may hold,
 	// for writes through this node's HTTP store (serve: true).
 	Quota Quota `yaml:"quota"`
+	// Retention says how long, or how many of, the keys under a prefix
+	// are kept. The node that holds the store (bolt or postgres) enforces
+	// it; a remote store's is set on the node that serves it.
+	Retention []RetentionRule `yaml:"retention"`
+	// KeepVersions is how many bodies of a key are kept, the current
+	// one included, readable with ?version=N and `get -version N`.
+	KeepVersions int `yaml:"keep_versions"`
+	// TombstoneTTL is how long a deleted key's greatest token is kept
+	// as its tombstone; it must be longer than any job's token is good
+	// for (timeout + lease_ttl + 2m). See fencedstore.Retention.
+	TombstoneTTL jobs.Duration `yaml:"tombstone_ttl"`
+}
+
+// RetentionRule is one entry of store.retention.
+type RetentionRule struct {
+	Prefix  string        `yaml:"prefix"`
+	MaxAge  jobs.Duration `yaml:"max_age"`
+	MaxKeys int           `yaml:"max_keys"`
 }
 
 // Quota is store.quota: the most keys and body bytes under one job
@@ -412,6 +432,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 		f.sections[s] = d.has(s)
 	}
 	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes})
+	d.checkTombstoneTTL(doc.Store, doc.Jobs, f.Jobs)
 	for k := range d.envUsed {
 		f.envUsed = append(f.envUsed, k)
 	}
@@ -569,6 +590,8 @@ func defaults(hostname func() (string, error)) sections {
 			MaxBodyBytes:     DefaultMaxBodyBytes,
 			HistoryRetention: DefaultHistoryRetention,
 			Quota:            Quota{Keys: DefaultQuotaKeys, Bytes: DefaultQuotaBytes},
+			KeepVersions:     DefaultKeepVersions,
+			TombstoneTTL:     jobs.Duration(DefaultTombstoneTTL),
 		},
 	}
 }

@@ -115,8 +115,8 @@ func TestParse_FullFile(t *testing.T) {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50,
-		Quota: Quota{Keys: 500, Bytes: 64 << 20}}
-	if f.Store != wantStore {
+		Quota: Quota{Keys: 500, Bytes: 64 << 20}, KeepVersions: DefaultKeepVersions, TombstoneTTL: jobs.Duration(DefaultTombstoneTTL)}
+	if !reflect.DeepEqual(f.Store, wantStore) {
 		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
 	}
 	if got, want := f.EnvUsed(), []string{"FENCECRON_SECRET", "PGPASSWORD"}; !reflect.DeepEqual(got, want) {
@@ -173,7 +173,8 @@ func TestParse_Defaults(t *testing.T) {
 	if f.Cluster.Profile != "default" {
 		t.Errorf("profile = %q", f.Cluster.Profile)
 	}
-	if want := (Store{Backend: "bolt", Path: "store.db", MaxBodyBytes: 16 << 20, HistoryRetention: 1000, Quota: Quota{Keys: 10000, Bytes: 1 << 30}}); f.Store != want {
+	if want := (Store{Backend: "bolt", Path: "store.db", MaxBodyBytes: 16 << 20, HistoryRetention: 1000, Quota: Quota{Keys: 10000, Bytes: 1 << 30},
+		KeepVersions: 3, TombstoneTTL: jobs.Duration(7 * 24 * time.Hour)}); !reflect.DeepEqual(f.Store, want) {
 		t.Errorf("store = %+v, want %+v", f.Store, want)
 	}
 	if got, want := f.StorePath(), "/var/lib/fencecron/store.db"; got != want {
@@ -246,8 +247,8 @@ func TestLoad_ReferenceExample(t *testing.T) {
 		t.Errorf("node or cluster shows values other than the defaults: %+v %+v", f.Node, f.Cluster)
 	}
 	wantStore := Store{Backend: DefaultBackend, Path: DefaultStorePath, Serve: true, MaxBodyBytes: DefaultMaxBodyBytes, HistoryRetention: DefaultHistoryRetention,
-		Quota: Quota{Keys: DefaultQuotaKeys, Bytes: DefaultQuotaBytes}}
-	if f.Store != wantStore {
+		Quota: Quota{Keys: DefaultQuotaKeys, Bytes: DefaultQuotaBytes}, KeepVersions: DefaultKeepVersions, TombstoneTTL: jobs.Duration(DefaultTombstoneTTL)}
+	if !reflect.DeepEqual(f.Store, wantStore) {
 		t.Errorf("store = %+v, want %+v", f.Store, wantStore)
 	}
 	j := f.Jobs[0]
@@ -824,5 +825,67 @@ func TestParse_ProblemsAroundDuplicatesAndBadElements(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// store.retention is a list of rules with days allowed in max_age;
+// keep_versions and tombstone_ttl have defaults; bad rules are reported
+// at their position.
+func TestParse_StoreRetention(t *testing.T) {
+	f := MustParse(t, `store:
+  retention:
+    - {prefix: reports/, max_age: 90d, max_keys: 100000}
+    - prefix: tmp/
+      max_keys: 10
+  keep_versions: 5
+  tombstone_ttl: 10d
+`)
+	want := []RetentionRule{{Prefix: "reports/", MaxAge: jobs.Duration(90 * 24 * time.Hour), MaxKeys: 100000}, {Prefix: "tmp/", MaxKeys: 10}}
+	if !reflect.DeepEqual(f.Store.Retention, want) || f.Store.KeepVersions != 5 || f.Store.TombstoneTTL.D() != 240*time.Hour {
+		t.Errorf("store = %+v", f.Store)
+	}
+
+	got := problems(t, `store:
+  retention:
+    - {prefix: "", max_age: 1d}
+    - {prefix: a/, max_age: 1d}
+    - {prefix: a/, max_keys: 3}
+    - {prefix: b/}
+    - {prefix: c/, max_age: soon}
+    - {prefix: d/, max_keys: 1, keep: 2}
+  keep_versions: 0x7fffffff
+`)
+	wantProbs := []string{
+		`test.yaml:3:7: store.retention[0]: prefix is required`,
+		`test.yaml:5:16: store.retention[2].prefix: "a/" is already the prefix of store.retention[1]`,
+		`test.yaml:6:7: store.retention[3]: set max_age, max_keys or both`,
+		`test.yaml:7:29: store.retention[4].max_age: expected a duration such as 90s, 10m or 30d, got "soon"`,
+		`test.yaml:8:33: store.retention[5]: unknown field "keep"`,
+		`test.yaml:9:18: store.keep_versions: 2147483647: want 1 (the current body only) to 1000`,
+	}
+	if len(got) != len(wantProbs) {
+		t.Fatalf("problems = %q\nwant %q", got, wantProbs)
+	}
+	for i := range got {
+		if !strings.HasPrefix(got[i], wantProbs[i]) {
+			t.Errorf("problem %d = %q, want it to start with %q", i, got[i], wantProbs[i])
+		}
+	}
+}
+
+// A job whose token outlives store.tombstone_ttl, with outputs a rule may
+// delete, is reported at its timeout; one outside every rule is not.
+func TestParse_JobOutlivesTombstones(t *testing.T) {
+	got := problems(t, `store:
+  retention: [{prefix: reports/, max_age: 30d}]
+  tombstone_ttl: 1d
+jobs:
+  - {name: long, schedule: "@daily", command: [x], output: "reports/{{ .RunID }}.csv", timeout: 2d}
+  - {name: elsewhere, schedule: "@daily", command: [x], output: "logs/{{ .RunID }}.csv", timeout: 2d}
+  - {name: short, schedule: "@daily", command: [x], output: "reports/s-{{ .RunID }}.csv", timeout: 1h}
+`)
+	want := "test.yaml:5:97: jobs[0].timeout: 48h0m0s: with lease_ttl its fence token is good for 48h2m30s, longer than store.tombstone_ttl (24h0m0s)"
+	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
+		t.Errorf("problems = %q, want one starting %q", got, want)
 	}
 }

@@ -28,6 +28,7 @@ import (
 //   - time.Duration and jobs.Duration: a Go duration such as 90s, or one
 //     starting with whole days (30d, 1d12h);
 //   - []string: a list of strings; map[string]string: names to strings;
+//   - a slice of structs: a list of mappings (store.retention);
 //   - a struct: a mapping of its tagged fields (",inline" embeds one).
 //
 // A null value leaves a field at its default (a string becomes ""). It
@@ -161,6 +162,8 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.strings(n, path, v)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
 		d.stringMap(n, path, v)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
+		d.structList(n, path, v)
 	case t.Kind() == reflect.Struct:
 		d.mapping(n, path, v)
 	default:
@@ -367,6 +370,31 @@ func (d *decoder) strings(n *yaml.Node, path string, v reflect.Value) {
 		out[i], _ = d.scalar(e, sub, "a string")
 	}
 	v.Set(reflect.ValueOf(out).Convert(v.Type()))
+}
+
+// structList decodes a list of mappings, each into one element.
+func (d *decoder) structList(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "expected a list of mappings (%s), got %s", fieldNames(fieldsOf(v.Type().Elem())), describe(n))
+		return
+	}
+	if len(n.Content) == 0 {
+		return // [] is the default: none
+	}
+	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, e := range n.Content {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		d.values[sub] = e
+		if e.Kind == yaml.AliasNode {
+			d.errorf(e, sub, "aliases (*%s) are not supported; write the value out", e.Value)
+			continue
+		}
+		d.mapping(e, sub, out.Index(i))
+	}
+	v.Set(out)
 }
 
 // stringMap decodes a mapping of names to strings.
