@@ -250,27 +250,51 @@ func (s *Server) auditLockout(client string, failures int, lockout time.Duration
 	if leftOut > 0 {
 		detail += fmt.Sprintf(" (and %d more %s on this node not recorded one by one)", leftOut, pluralOf(leftOut, "lockout", "lockouts"))
 	}
-	base := s.baseCtx
-	if base == nil {
-		base = context.Background()
-	}
-	node := s.Cluster.ID()
-	// Close waits for these; once it has begun, a handler it could not
-	// wait for (Shutdown timed out) starts none.
+	// One writer proposes them in the order the lockouts happened (a
+	// goroutine each would let a later lockout overtake an earlier one in
+	// the trail); auditLimiter bounds how many wait. Close waits for the
+	// writer; once it has begun, a handler it could not wait for
+	// (Shutdown timed out) queues nothing.
 	s.bgMu.Lock()
 	defer s.bgMu.Unlock()
 	if s.bgClosed {
 		return
 	}
+	s.auditQueue = append(s.auditQueue, pendingAudit{client: client, node: s.Cluster.ID(), detail: detail})
+	if s.auditWriting {
+		return
+	}
+	s.auditWriting = true
 	s.background.Add(1)
-	go func() {
-		defer s.background.Done()
-		ctx, cancel := context.WithTimeout(base, 30*time.Second)
-		defer cancel()
-		if err := s.Scheduler.Audit(ctx, jobs.EventLoginFailed, node, detail); err != nil {
-			s.Logger.Warn("lockout not written to the audit trail", "client", client, "err", err)
+	go s.writeAudits()
+}
+
+// pendingAudit is a lockout waiting to be written to the audit trail.
+type pendingAudit struct{ client, node, detail string }
+
+// writeAudits proposes the queued lockouts one by one until none is left.
+func (s *Server) writeAudits() {
+	defer s.background.Done()
+	base := s.baseCtx
+	if base == nil {
+		base = context.Background()
+	}
+	for {
+		s.bgMu.Lock()
+		if len(s.auditQueue) == 0 {
+			s.auditWriting = false
+			s.bgMu.Unlock()
+			return
 		}
-	}()
+		a := s.auditQueue[0]
+		s.auditQueue = s.auditQueue[1:]
+		s.bgMu.Unlock()
+		ctx, cancel := context.WithTimeout(base, 30*time.Second)
+		if err := s.Scheduler.Audit(ctx, jobs.EventLoginFailed, a.node, a.detail); err != nil {
+			s.Logger.Warn("lockout not written to the audit trail", "client", a.client, "err", err)
+		}
+		cancel()
+	}
 }
 
 func pluralOf(n int, one, many string) string {

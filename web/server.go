@@ -141,6 +141,10 @@ type Server struct {
 	background sync.WaitGroup
 	bgMu       sync.Mutex
 	bgClosed   bool
+	// auditQueue holds lockouts for the one audit writer, in order;
+	// auditWriting says it runs (both under bgMu).
+	auditQueue   []pendingAudit
+	auditWriting bool
 }
 
 // maxSniff bounds how long a new connection may stay silent.

@@ -52,6 +52,9 @@ func trigger(t *testing.T, n *localcluster.Node, job string) jobs.Run {
 	}); err != nil {
 		t.Fatalf("trigger %s: %v", job, err)
 	}
+	if len(run.Attempts) == 0 {
+		t.Fatalf("trigger %s: run %s is %s (%q) with no attempt granted", job, run.ID, run.State, run.Reason)
+	}
 	return run
 }
 
