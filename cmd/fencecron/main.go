@@ -26,6 +26,7 @@ Usage:
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get KEY                        write a key's body from the fenced store to stdout
   fencecron validate FILE                  check a config file; list each job's next fire times
+  fencecron health [-live]                 exit 0 if the node is ready (-live: alive), else 1
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -73,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return runValidate(args[1:], stdout, stderr)
+	case "health":
+		return runHealth(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
