@@ -50,6 +50,10 @@ type Options struct {
 	Env map[string][]string
 	// Tags are per node.
 	Tags map[string]map[string]string
+	// JoinHost is the host each node's join list names its peers by
+	// (with their gossip ports); default 127.0.0.1. "localhost" tests
+	// joining by name.
+	JoinHost string
 }
 
 // Node is one fencecron process of the cluster.
@@ -111,7 +115,11 @@ func (c *Cluster) config(n *Node) string {
 	var join []string
 	for _, m := range c.Nodes {
 		if m != n {
-			join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", m.Gossip)))
+			host := c.Opts.JoinHost
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			join = append(join, fmt.Sprintf("%q", net.JoinHostPort(host, strconv.Itoa(m.Gossip))))
 		}
 	}
 	var b strings.Builder
