@@ -316,22 +316,44 @@ func (n *Node) Kill() {
 }
 
 // Interrupt sends SIGINT and waits up to d for a clean exit.
-func (n *Node) Interrupt(d time.Duration) error {
+func (n *Node) Interrupt(d time.Duration) error { return n.stopWith(syscall.SIGINT, d) }
+
+// Terminate sends SIGTERM, a planned stop (systemd, Kubernetes, docker
+// stop), and waits up to d for a clean exit.
+func (n *Node) Terminate(d time.Duration) error { return n.stopWith(syscall.SIGTERM, d) }
+
+// WaitExit waits up to d for the process to exit and returns how it did.
+func (n *Node) WaitExit(d time.Duration) error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()
 	if cmd == nil {
 		return errors.New("not started")
 	}
-	cmd.Process.Signal(syscall.SIGINT)
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-exited:
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		return n.waitErr
-	case <-time.After(d):
-		return fmt.Errorf("%s did not exit within %s of SIGINT", n.Name, d)
+	case <-t.C:
+		return fmt.Errorf("%s did not exit within %s", n.Name, d)
 	}
+}
+
+func (n *Node) stopWith(sig syscall.Signal, d time.Duration) error {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil {
+		return errors.New("not started")
+	}
+	cmd.Process.Signal(sig)
+	if err := n.WaitExit(d); err != nil {
+		return fmt.Errorf("after %v: %w", sig, err)
+	}
+	return nil
 }
 
 // Stopped reports whether the process is in the stopped (T) state: every
