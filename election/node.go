@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -30,6 +31,11 @@ var (
 	ErrNotLeader = errors.New("not the leader")
 	ErrNoLeader  = errors.New("no leader known")
 	ErrClosed    = errors.New("node closed")
+	// ErrPeerAlive refuses to remove a server gossip still sees alive:
+	// the leader would add it back at once.
+	ErrPeerAlive = errors.New("server is alive in gossip")
+	// ErrNoSuchPeer is a server the Raft configuration does not hold.
+	ErrNoSuchPeer = errors.New("no such server in the raft configuration")
 )
 
 // Roles a node advertises in gossip.
@@ -569,4 +575,56 @@ func (n *Node) sleep(d time.Duration) bool {
 	case <-n.done:
 		return false
 	}
+}
+
+// RemovePeer removes server id from the Raft configuration, on the
+// leader (ErrNotLeader elsewhere). It is for a server that is gone for
+// good before the leader reaps it (Config.ReapAfter): a server still
+// alive in gossip is refused (ErrPeerAlive), since the leader would add
+// it back at once; stop it first. The leader itself is refused too: stop
+// it, and it hands leadership over. ErrNoSuchPeer if id is not in the
+// configuration.
+func (n *Node) RemovePeer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == n.cfg.NodeID {
+		return fmt.Errorf("%s is this node, the leader: stop it instead (it hands leadership over), then remove it from another server: %w", id, ErrPeerAlive)
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		return fmt.Errorf("%s: %w", id, ErrNoSuchPeer)
+	}
+	if m, ok := n.members.get(id); ok && (m.State == "alive" || m.State == "suspect") {
+		return fmt.Errorf("%s (%s in gossip): stop it first, or the leader adds it back: %w", id, m.State, ErrPeerAlive)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	n.log.Warn("removed server from the raft configuration on an operator's request", "server", id)
+	return nil
+}
+
+// Restore replaces the replicated state with a snapshot (an operator's
+// restore from a backup), on the leader (ErrNotLeader elsewhere): Raft
+// installs it on this node and then on every follower, and the log goes
+// on after the greater of the snapshot's last index and the current one.
+// The Raft configuration stays the current cluster's. It returns once a
+// quorum holds the restored state.
+func (n *Node) Restore(ctx context.Context, meta *raft.SnapshotMeta, r io.Reader) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.raft.Restore(meta, r, timeoutOf(ctx)); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	n.log.Warn("restored the replicated state from a snapshot on an operator's request", "snapshot_index", meta.Index)
+	return nil
 }
