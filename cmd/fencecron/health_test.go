@@ -56,3 +56,21 @@ func TestHealth_ExitStatus(t *testing.T) {
 		})
 	}
 }
+
+// With api.tls a node's certificate names its public host: -insecure
+// checks it over loopback anyway; without it the check fails.
+func TestHealth_Insecure(t *testing.T) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ready: leader n1, epoch 2\n"))
+	}))
+	defer srv.Close()
+	var out bytes.Buffer
+	if err := run(context.Background(), []string{"health", "-addr", srv.URL, "-insecure"}, &out, &out); err != nil {
+		t.Errorf("-insecure: %v\n%s", err, out.String())
+	}
+	out.Reset()
+	var ec exitCode
+	if err := run(context.Background(), []string{"health", "-addr", srv.URL}, &out, &out); !errors.As(err, &ec) || ec != 1 {
+		t.Errorf("without -insecure: %v; want exit 1 (unknown authority)\n%s", err, out.String())
+	}
+}
