@@ -54,6 +54,10 @@ type (
 		} `yaml:"volumeClaimTemplates"`
 	}
 	podSpec struct {
+		SecurityContext struct {
+			RunAsNonRoot bool `yaml:"runAsNonRoot"`
+			RunAsUser    int  `yaml:"runAsUser"`
+		} `yaml:"securityContext"`
 		TerminationGracePeriodSeconds int         `yaml:"terminationGracePeriodSeconds"`
 		Containers                    []container `yaml:"containers"`
 		Volumes                       []struct {
@@ -381,6 +385,26 @@ func TestManifests_Consistent(t *testing.T) {
 		if !env[m[1]] {
 			t.Errorf("the config expands ${%s}, which the container's environment does not set", m[1])
 		}
+	}
+}
+
+// TestManifests_ImageUser: the pods run as the user the image declares
+// (deploy/container/Containerfile), never as root.
+func TestManifests_ImageUser(t *testing.T) {
+	ss := spec[statefulSet](t, one(t, manifests(t), "StatefulSet", ""))
+	data, err := os.ReadFile(filepath.Join("..", "container", "Containerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if rest, ok := strings.CutPrefix(line, "USER "); ok {
+			user, _, _ = strings.Cut(strings.TrimSpace(rest), ":")
+		}
+	}
+	sc := ss.Template.Spec.SecurityContext
+	if !sc.RunAsNonRoot || sc.RunAsUser == 0 || fmt.Sprint(sc.RunAsUser) != user {
+		t.Errorf("pod securityContext runAsNonRoot %v runAsUser %d; want true and the image's USER %q", sc.RunAsNonRoot, sc.RunAsUser, user)
 	}
 }
 
