@@ -1009,7 +1009,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.settle(r)
 	}
 	f.mu.Unlock()
-	f.publish([]Change{{Kind: ChangeResync, Index: st.LastIndex}})
+	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
 	f.notifySubscribers()
 	return nil
 }

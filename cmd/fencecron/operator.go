@@ -73,14 +73,10 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	if err := o.node.Restore(ctx, scheduler.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
 		return wire.Restored{}, err
 	}
-	// The restored state names the snapshot's leader and epoch. Start a
-	// new epoch the usual way: another server takes over, commits its
-	// election entry (epoch: its term plus the new base), recovers the
-	// snapshot's open attempts and catches up on the schedule. A single
-	// server keeps leading; it starts its new epoch when restarted.
-	if err := o.node.TransferLeadership(); err != nil {
-		o.log.Warn("restore: could not hand leadership over to start a new epoch; restart this node to start one", "err", err)
-	}
+	// The restored state names the snapshot's leader and epoch; this
+	// node's scheduler sees the restore and starts a new epoch as a new
+	// leader would (election entry at its term plus the base, recovery of
+	// the snapshot's open attempts, catch-up on the schedule).
 	return wire.Restored{LastIndex: info.LastIndex, Epoch: info.Epoch, EpochBase: info.EpochBase, Jobs: info.Jobs, Runs: info.Runs}, nil
 }
 

@@ -59,9 +59,19 @@ func TestOperator_RaftPeers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	out, err := cli(t, "operator", "raft", "remove-peer", "-addr", addrOf(follower), gone.Name)
-	if err == nil || !strings.Contains(err.Error(), "alive in gossip") {
-		t.Fatalf("removing a live server: %v\n%s; want it refused", err, out)
+	// Refused while alive (polling: the follower may not know the
+	// leader's HTTP address from gossip yet).
+	if err := localcluster.Until(20*time.Second, func() error {
+		out, err := cli(t, "operator", "raft", "remove-peer", "-addr", addrOf(follower), gone.Name)
+		switch {
+		case err == nil:
+			t.Fatalf("removing a live server succeeded:\n%s", out)
+		case !strings.Contains(err.Error(), "alive in gossip"):
+			return fmt.Errorf("%v\n%s; want it refused as alive", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	gone.Kill()
 	if err := localcluster.Until(30*time.Second, func() error {
@@ -73,7 +83,7 @@ func TestOperator_RaftPeers(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	out, err = cli(t, "operator", "raft", "list-peers", "-addr", addrOf(c.Node(a.Leader)))
+	out, err := cli(t, "operator", "raft", "list-peers", "-addr", addrOf(c.Node(a.Leader)))
 	if err != nil || strings.Contains(out, gone.Name+" ") {
 		t.Fatalf("after remove-peer %s: %v\n%s", gone.Name, err, out)
 	}
@@ -102,9 +112,13 @@ const lastKeyJob = `  - name: last
 // writes to the key it had seen newer tokens for.
 func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: lastKeyJob})
-	// A few elections, so the epoch is past what a fresh cluster reaches.
-	for range 2 {
+	// Elections, until the epoch is well past what a fresh cluster
+	// reaches (under load its first elections may take a few terms).
+	for round := 0; round < 12; round++ {
 		a := agree(t, c, 30*time.Second)
+		if a.Epoch >= 8 {
+			break
+		}
 		old := c.Node(a.Leader)
 		if err := old.Terminate(15 * time.Second); err != nil {
 			t.Fatal(err)
@@ -217,3 +231,40 @@ func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 
 // less orders fence tokens as the store does.
 func less(a, b jobs.Fence) bool { return a.Epoch < b.Epoch || (a.Epoch == b.Epoch && a.Seq < b.Seq) }
+
+// TestOperator_SnapshotRestoreSingleServer: a lone server, which has no
+// one to hand leadership to, starts a new epoch of its own after a
+// restore (into its running cluster), above every epoch before.
+func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: lastKeyJob})
+	before := agree(t, c, 30*time.Second)
+	n := c.Servers()[0]
+	file := filepath.Join(t.TempDir(), "backup.json")
+	if out, err := cli(t, "snapshot", "save", "-addr", addrOf(n), file); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	if out, err := cli(t, "snapshot", "restore", "-addr", addrOf(n), file); err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	if err := localcluster.Until(30*time.Second, func() error {
+		a, err := localcluster.Agreed([]*localcluster.Node{n})
+		if err != nil {
+			return err
+		}
+		if a.Epoch <= before.Epoch {
+			return fmt.Errorf("epoch %d; want a new one above %d", a.Epoch, before.Epoch)
+		}
+		runs, err := n.Runs("last", 5)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if at, ok := r.Latest(); ok && at.Token.Epoch == a.Epoch && r.State == jobs.Succeeded {
+				return nil
+			}
+		}
+		return fmt.Errorf("no run of epoch %d succeeded yet", a.Epoch)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
