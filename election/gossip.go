@@ -65,6 +65,13 @@ func (n *Node) openGossip() error {
 	mc.BindPort = n.cfg.GossipPort
 	mc.AdvertiseAddr = n.cfg.AdvertiseAddr
 	mc.AdvertisePort = n.cfg.GossipPort
+	// A node that comes back under its old name at a new address (a
+	// rescheduled pod, a host with a new lease) is accepted a second after
+	// gossip declared it dead; memberlist's default refuses the new
+	// address until the dead entry is forgotten (GossipToTheDeadTime),
+	// unless the node left cleanly. Raft then learns the address from the
+	// node's metadata (reconcile).
+	mc.DeadNodeReclaimTime = deadNodeReclaim
 	mc.Logger = log.New(lineWriter(n.log, "memberlist"), "", 0)
 	mc.Delegate = &delegate{node: n}
 	mc.Events = n.members
@@ -92,8 +99,15 @@ func (n *Node) openGossip() error {
 	return nil
 }
 
+// deadNodeReclaim is how long a member must have been dead before another
+// process may take its name at a different address.
+const deadNodeReclaim = time.Second
+
 // joinLoop joins the seeds, retrying until one answers, and tries again
-// whenever the node finds itself alone.
+// whenever the node finds itself alone. Seeds may be host names, with or
+// without a port (this node's gossip port then): memberlist resolves them
+// on every call to Join, so each retry follows DNS to a peer's current
+// addresses, and a name with several joins them all.
 func (n *Node) joinLoop() {
 	defer n.wg.Done()
 	if len(n.cfg.Join) == 0 {

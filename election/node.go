@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -30,6 +31,11 @@ var (
 	ErrNotLeader = errors.New("not the leader")
 	ErrNoLeader  = errors.New("no leader known")
 	ErrClosed    = errors.New("node closed")
+	// ErrPeerAlive refuses to remove a server gossip still sees alive:
+	// the leader would add it back at once.
+	ErrPeerAlive = errors.New("server is alive in gossip")
+	// ErrNoSuchPeer is a server the Raft configuration does not hold.
+	ErrNoSuchPeer = errors.New("no such server in the raft configuration")
 )
 
 // Roles a node advertises in gossip.
@@ -459,18 +465,88 @@ func (n *Node) Stats() map[string]string {
 	return n.raft.Stats()
 }
 
+// HandOver prepares a planned stop (SIGTERM): it tells gossip that this
+// node is leaving, so the leader chooses it for no more work, and, if this
+// node leads, hands leadership to the most up-to-date other voter. That
+// voter starts its election at once (raft.LeadershipTransfer), instead of
+// after an election timeout of silence as when a leader crashes, and the
+// cluster fires on within a round trip or two. Meanwhile this node's Raft
+// refuses new proposals, and the moment it steps down its scheduler stops
+// firing; the new leader fires the times it left, as after any change of
+// leader. The node stays a voter: a server that stops is expected back.
+//
+// It returns once leadership has moved, or with the reason it did not
+// (no other voter, ctx ended); the stop goes on either way, and the
+// cluster then elects a leader as after a crash. Close must still be
+// called.
+func (n *Node) HandOver(ctx context.Context) error {
+	// The notice and the transfer go together: memberlist's UpdateNode
+	// waits until the notice has been retransmitted enough, which takes
+	// far longer than the transfer, while the notice itself leaves with
+	// the next gossip round.
+	announced := make(chan struct{})
+	go func() {
+		defer close(announced)
+		n.announceLeaving(timeoutOf(ctx))
+	}()
+	defer func() { <-announced }()
+	if !n.IsLeader() || !n.hasOtherVoter() {
+		return nil // nothing to hand over, or nobody to take it (a single node)
+	}
+	f := n.raft.LeadershipTransfer()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			return fmt.Errorf("leadership transfer: %w", err)
+		}
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("leadership transfer: %w", ctx.Err())
+	}
+}
+
+// hasOtherVoter reports whether Raft's configuration has a voter besides
+// this node.
+func (n *Node) hasOtherVoter() bool {
+	f := n.raft.GetConfiguration()
+	if f.Error() != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter && string(s.ID) != n.cfg.NodeID {
+			return true
+		}
+	}
+	return false
+}
+
+// announceLeaving marks this node as leaving in its gossip metadata and
+// pushes that to the members within d; it does so once.
+func (n *Node) announceLeaving(d time.Duration) {
+	if n.ml == nil {
+		return
+	}
+	n.metaMu.Lock()
+	already := n.meta.Leaving
+	n.meta.Leaving = true
+	n.metaMu.Unlock()
+	if already {
+		return
+	}
+	if e := n.ml.UpdateNode(d); e != nil {
+		n.log.Warn("gossip leave notice", "err", e)
+	}
+}
+
 // Close leaves gossip, shuts Raft down and closes the log store.
 func (n *Node) Close(ctx context.Context) error {
 	var err error
 	n.once.Do(func() {
 		if n.ml != nil {
 			// Say we are leaving, then leave: peers record "left", not "dead".
-			n.metaMu.Lock()
-			n.meta.Leaving = true
-			n.metaMu.Unlock()
-			if e := n.ml.UpdateNode(time.Second); e != nil {
-				n.log.Warn("gossip leave notice", "err", e)
-			}
+			n.announceLeaving(time.Second)
 			if e := n.ml.Leave(time.Second); e != nil {
 				n.log.Warn("gossip leave", "err", e)
 			}
@@ -514,4 +590,56 @@ func (n *Node) sleep(d time.Duration) bool {
 	case <-n.done:
 		return false
 	}
+}
+
+// RemovePeer removes server id from the Raft configuration, on the
+// leader (ErrNotLeader elsewhere). It is for a server that is gone for
+// good before the leader reaps it (Config.ReapAfter): a server still
+// alive in gossip is refused (ErrPeerAlive), since the leader would add
+// it back at once; stop it first. The leader itself is refused too: stop
+// it, and it hands leadership over. ErrNoSuchPeer if id is not in the
+// configuration.
+func (n *Node) RemovePeer(ctx context.Context, id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == n.cfg.NodeID {
+		return fmt.Errorf("%s is this node, the leader: stop it instead (it hands leadership over), then remove it from another server: %w", id, ErrPeerAlive)
+	}
+	f := n.raft.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return err
+	}
+	found := false
+	for _, s := range f.Configuration().Servers {
+		found = found || string(s.ID) == id
+	}
+	if !found {
+		return fmt.Errorf("%s: %w", id, ErrNoSuchPeer)
+	}
+	if m, ok := n.members.get(id); ok && (m.State == "alive" || m.State == "suspect") {
+		return fmt.Errorf("%s (%s in gossip): stop it first, or the leader adds it back: %w", id, m.State, ErrPeerAlive)
+	}
+	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
+		return fmt.Errorf("remove %s: %w", id, err)
+	}
+	n.log.Warn("removed server from the raft configuration on an operator's request", "server", id)
+	return nil
+}
+
+// Restore replaces the replicated state with a snapshot (an operator's
+// restore from a backup), on the leader (ErrNotLeader elsewhere): Raft
+// installs it on this node and then on every follower, and the log goes
+// on after the greater of the snapshot's last index and the current one.
+// The Raft configuration stays the current cluster's. It returns once a
+// quorum holds the restored state.
+func (n *Node) Restore(ctx context.Context, meta *raft.SnapshotMeta, r io.Reader) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if err := n.raft.Restore(meta, r, timeoutOf(ctx)); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
+	}
+	n.log.Warn("restored the replicated state from a snapshot on an operator's request", "snapshot_index", meta.Index)
+	return nil
 }

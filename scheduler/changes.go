@@ -18,6 +18,11 @@ const (
 	// state was restored from a snapshot, or it fell behind and changes
 	// were dropped): it must read the replicated state again.
 	ChangeResync
+	// ChangeRestored: the state was replaced by a snapshot (FSM.Restore).
+	// It says all ChangeResync says; besides, under a running leader only
+	// an operator's restore (raft.Restore) does that, and the leader then
+	// starts a new epoch, as a newly elected one would.
+	ChangeRestored
 )
 
 // Change is a typed notification of something an applied entry changed

@@ -245,6 +245,13 @@ type state struct {
 	// Version is the format version of a snapshot (LogVersion when
 	// written; absent, and so 1, in snapshots older than versions).
 	Version int `json:"log_version,omitempty"`
+	// EpochBase is added to the Raft term to make the epoch. It is 0
+	// until the cluster is restored from a snapshot (`fencecron snapshot
+	// restore`, PrepareRestore): then it is at least the greatest epoch
+	// the snapshot's cluster, the restoring cluster and its store had
+	// seen, so that epochs and tokens go on growing in a cluster whose
+	// Raft terms started again from 1.
+	EpochBase uint64 `json:"epoch_base,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -357,10 +364,11 @@ func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
 func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	switch {
 	case c.Op == opElected && c.Elected != nil:
-		f.st.Epoch, f.st.Leader, f.st.ElectedAt = l.Term, c.Elected.Node, c.Elected.At
+		epoch := f.epochOf(l)
+		f.st.Epoch, f.st.Leader, f.st.ElectedAt = epoch, c.Elected.Node, c.Elected.At
 		f.st.Counters[CounterElections]++
-		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: l.Term,
-			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, l.Term)})
+		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: epoch,
+			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, epoch)})
 		return applyResult{}
 	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
@@ -476,7 +484,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 	} else {
 		// A grant whose token would be out of range grants nothing and
 		// cancels nothing.
-		if err := tokenInRange(l); err == nil {
+		if err := f.tokenInRange(l); err == nil {
 			for _, old := range d.Replace {
 				f.cancel(l, f.st.Runs[old], fmt.Sprintf("replaced by the run for %s (overlap: replace)", g.ScheduledAt.UTC().Format(time.RFC3339)), g.At)
 			}
@@ -534,8 +542,15 @@ func (f *FSM) cancel(l *raft.Log, r *jobs.Run, reason string, at time.Time) {
 	f.ended(l, r, a)
 }
 
-func tokenInRange(l *raft.Log) error {
-	return (fencedstore.Token{Epoch: l.Term, Seq: l.Index}).Validate()
+// epochOf is the epoch of the leader that wrote l: its Raft term, plus the
+// epoch base of a restored cluster (state.EpochBase).
+func (f *FSM) epochOf(l *raft.Log) uint64 { return l.Term + f.st.EpochBase }
+
+func (f *FSM) tokenInRange(l *raft.Log) error {
+	if l.Term > math.MaxInt64 || f.st.EpochBase > math.MaxInt64 {
+		return fmt.Errorf("epoch of term %d and base %d is out of range", l.Term, f.st.EpochBase)
+	}
+	return (fencedstore.Token{Epoch: f.epochOf(l), Seq: l.Index}).Validate()
 }
 
 // newAttempt grants the run's next attempt, minting its token from this
@@ -544,13 +559,13 @@ func tokenInRange(l *raft.Log) error {
 // (fencedstore.Token): a token no store accepts must never be handed out,
 // and such a term can only come from a peer that moved it on purpose.
 func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) error {
-	if err := tokenInRange(l); err != nil {
+	if err := f.tokenInRange(l); err != nil {
 		f.st.Counters[CounterGrantsRefused]++
 		err = fmt.Errorf("%w: Raft term %d and index %d cannot make a fence token (epoch and seq must be 1 to %d; every store would refuse it): %v",
 			jobs.ErrTokenRange, l.Term, l.Index, int64(math.MaxInt64), err)
 		if f.st.RangeRefusedTerm != l.Term {
 			f.st.RangeRefusedTerm = l.Term
-			f.event(l, jobs.Event{Time: at, Kind: jobs.EventGrantRefused, Node: worker, Job: r.Job, Run: r.ID, Epoch: l.Term,
+			f.event(l, jobs.Event{Time: at, Kind: jobs.EventGrantRefused, Node: worker, Job: r.Job, Run: r.ID, Epoch: f.epochOf(l),
 				Detail: fmt.Sprintf("attempt %d not granted: %v; every grant in this term is refused (recorded once per term)", len(r.Attempts)+1, err)})
 		}
 		return err
@@ -558,7 +573,7 @@ func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) 
 	n := len(r.Attempts) + 1
 	a := jobs.Attempt{
 		ID: jobs.AttemptID(r.ID, n), Number: n,
-		Token:  jobs.Fence{Epoch: l.Term, Seq: l.Index},
+		Token:  jobs.Fence{Epoch: f.epochOf(l), Seq: l.Index},
 		Worker: worker, State: jobs.Pending, GrantedAt: at,
 	}
 	r.Attempts = append(r.Attempts, a)
@@ -1039,7 +1054,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		f.settle(r)
 	}
 	f.mu.Unlock()
-	f.publish([]Change{{Kind: ChangeResync, Index: st.LastIndex}})
+	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
 	f.notifySubscribers()
 	return nil
 }

@@ -105,7 +105,17 @@ func (l *leader) run() {
 		case <-t.C():
 			l.fireDue(&q)
 		case <-feed.Ready():
-			if l.onChanges(feed.Take()) {
+			chs := feed.Take()
+			if restored(chs) {
+				// An operator's restore replaced the state this term
+				// built on: end the term; the scheduler starts a new one
+				// if this node still leads (election entry, recovery,
+				// catch-up), in the epoch of the restored base.
+				l.log.Warn("the replicated state was restored from a snapshot: starting a new epoch")
+				t.Stop()
+				return
+			}
+			if l.onChanges(chs) {
 				q = l.buildQueue()
 			}
 		case <-tick.C:
@@ -555,7 +565,7 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 		switch ch.Kind {
 		case ChangeJobs:
 			jobsChanged = true
-		case ChangeResync:
+		case ChangeResync, ChangeRestored:
 			jobsChanged = true
 			l.resync()
 		case ChangeEnded:
@@ -568,6 +578,16 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 		}
 	}
 	return jobsChanged
+}
+
+// restored reports whether chs hold an operator's restore.
+func restored(chs []Change) bool {
+	for _, ch := range chs {
+		if ch.Kind == ChangeRestored {
+			return true
+		}
+	}
+	return false
 }
 
 // resync drops the leases of attempts that are no longer current and sets

@@ -58,7 +58,7 @@ var (
 		return out
 	}()
 	runsDesc        = prometheus.NewDesc("fencecron_cluster_runs", "Runs kept in the replicated state, by state.", []string{"state"}, nil)
-	epochDesc       = prometheus.NewDesc("fencecron_cluster_epoch", "The current epoch: the Raft term of the last leader whose election was applied.", nil, nil)
+	epochDesc       = prometheus.NewDesc("fencecron_cluster_epoch", "The current epoch: the Raft term of the last leader whose election was applied (plus the epoch base of a cluster restored from a snapshot).", nil, nil)
 	pausedDesc      = prometheus.NewDesc("fencecron_cluster_job_paused", "1 if the job is paused, 0 if it fires.", []string{"job_name"}, nil)
 	leaderKnownDesc = prometheus.NewDesc("fencecron_raft_leader_known", "1 if this node knows a leader.", nil, nil)
 	raftStateDesc   = prometheus.NewDesc("fencecron_raft_state", "This node's Raft state (1 for the current one).", []string{"state"}, nil)

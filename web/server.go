@@ -100,6 +100,10 @@ type Server struct {
 	Clock     jobs.Clock
 	Logger    *slog.Logger
 
+	// Operator serves the operator endpoints (operator.go); nil: they
+	// answer 404.
+	Operator Operator
+
 	// StoreAPI serves the store's endpoints (reads and writes); nil serves
 	// Store read-only.
 	StoreAPI http.Handler
@@ -362,6 +366,11 @@ func (s *Server) Handler() http.Handler {
 		r.Handle("/history/*", store)
 		r.Get("/jobset", s.handleJobSet)
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
+		// Operators (operator.go): Raft's servers, backups and restores.
+		r.Get("/operator/raft/peers", s.handlePeers)
+		r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)
+		r.With(s.requireWrite).Get("/snapshot", s.handleSnapshotSave)
+		r.With(s.requireWrite).Put("/snapshot", s.handleSnapshotRestore)
 	})
 	if s.Internal != nil {
 		// The nodes' own calls: the handler checks who calls.

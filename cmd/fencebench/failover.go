@@ -6,6 +6,7 @@ import (
 	"io"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"text/tabwriter"
 	"time"
 
@@ -27,13 +28,18 @@ func failoverJobs() string {
 
 func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs, c := benchFlags("failover", stderr)
-	rounds := fs.Int("rounds", 20, "how many times to kill the leader")
+	rounds := fs.Int("rounds", 20, "how many times to stop the leader")
 	profile := fs.String("profile", "default", "timeout profile: default or fast")
+	signal := fs.String("signal", "kill", "how the leader is stopped: kill (SIGKILL, a crash) or term (SIGTERM, a planned stop that hands leadership over)")
 	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
+	sig, ok := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[*signal]
+	if !ok {
+		return fmt.Errorf("-signal %q: want kill or term", *signal)
+	}
 	type result struct {
 		label            string
 		elected, granted []time.Duration
@@ -43,15 +49,15 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	for i, b := range bins {
 		label := labels[i]
 		fmt.Fprintf(stderr, "measuring %s\n", label)
-		e, g, err := measureFailover(ctx, b, filepath.Join(dir, fmt.Sprint(i)), *profile, *rounds, stderr)
+		e, g, err := measureFailover(ctx, b, filepath.Join(dir, fmt.Sprint(i)), *profile, sig, *rounds, stderr)
 		if err != nil {
 			return fmt.Errorf("%s: %w", label, err)
 		}
 		results = append(results, result{label, e, g})
 	}
-	fmt.Fprintf(stdout, "failover, profile %s, %d leader kills per binary (3 servers, SIGKILL of the leader):\n", *profile, *rounds)
+	fmt.Fprintf(stdout, "failover, profile %s, %d leader stops per binary (3 servers, %s of the leader):\n", *profile, *rounds, sigName(sig))
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "binary\tfrom SIGKILL to\tmin\tmedian\tp99\tmax\t")
+	fmt.Fprintf(tw, "binary\tfrom %s to\tmin\tmedian\tp99\tmax\t\n", sigName(sig))
 	for _, r := range results {
 		for _, row := range []struct {
 			name string
@@ -64,9 +70,17 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return tw.Flush()
 }
 
-// measureFailover starts a cluster of bin in dir and kills its leader
-// rounds times.
-func measureFailover(ctx context.Context, bin, dir, profile string, rounds int, stderr io.Writer) (elected, granted []time.Duration, err error) {
+// sigName is SIGKILL or SIGTERM.
+func sigName(sig syscall.Signal) string {
+	if sig == syscall.SIGTERM {
+		return "SIGTERM"
+	}
+	return "SIGKILL"
+}
+
+// measureFailover starts a cluster of bin in dir and stops its leader
+// with sig rounds times.
+func measureFailover(ctx context.Context, bin, dir, profile string, sig syscall.Signal, rounds int, stderr io.Writer) (elected, granted []time.Duration, err error) {
 	cl, err := localcluster.Start(localcluster.Options{
 		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: profile, Jobs: failoverJobs(),
 	})
@@ -90,7 +104,7 @@ func measureFailover(ctx context.Context, bin, dir, profile string, rounds int, 
 		return nil, nil, err
 	}
 	for round := 1; round <= rounds && ctx.Err() == nil; round++ {
-		e, g, err := failoverOnce(cl)
+		e, g, err := failoverOnce(cl, sig)
 		if err != nil {
 			return nil, nil, fmt.Errorf("round %d: %w", round, err)
 		}
@@ -100,10 +114,12 @@ func measureFailover(ctx context.Context, bin, dir, profile string, rounds int, 
 	return elected, granted, nil
 }
 
-// failoverOnce kills the leader and measures until a surviving server has
-// applied a grant of a later epoch; then it restarts the old leader on its
-// data directory and waits for it to rejoin.
-func failoverOnce(cl *localcluster.Cluster) (elected, granted time.Duration, err error) {
+// failoverOnce stops the leader with sig and measures until a surviving
+// server has applied a grant of a later epoch; then it restarts the old
+// leader on its data directory and waits for it to rejoin. Under SIGTERM
+// the leader hands leadership over before it exits, so the clock runs from
+// the signal, not from the exit.
+func failoverOnce(cl *localcluster.Cluster, sig syscall.Signal) (elected, granted time.Duration, err error) {
 	before, err := waitAgreed(cl, 60*time.Second)
 	if err != nil {
 		return 0, 0, err
@@ -126,7 +142,11 @@ func failoverOnce(cl *localcluster.Cluster) (elected, granted time.Duration, err
 	}
 
 	killed := time.Now()
-	old.Kill()
+	if sig == syscall.SIGKILL {
+		old.Kill()
+	} else if err := old.Signal(sig); err != nil {
+		return 0, 0, err
+	}
 	err = localcluster.UntilEvery(30*time.Second, 5*time.Millisecond, func() error {
 		var evs struct{ Events []jobs.Event }
 		if err := watch.GetJSON(fmt.Sprintf("/api/v1/events?after=%d&limit=5000", after), &evs); err != nil {
@@ -146,6 +166,11 @@ func failoverOnce(cl *localcluster.Cluster) (elected, granted time.Duration, err
 	})
 	if err != nil {
 		return 0, 0, err
+	}
+	if sig != syscall.SIGKILL {
+		if err := old.WaitExit(30 * time.Second); err != nil {
+			return 0, 0, fmt.Errorf("%s after %s: %w", old.Name, sigName(sig), err)
+		}
 	}
 	if err := old.Start(); err != nil {
 		return 0, 0, err

@@ -26,7 +26,22 @@ func TestFailover_Smoke(t *testing.T) {
 	if err != nil {
 		t.Fatalf("failover: %v\n%s", err, errOut.String())
 	}
-	if !strings.Contains(out.String(), "2 leader kills") || !strings.Contains(out.String(), "first committed grant") {
+	if !strings.Contains(out.String(), "2 leader stops") || !strings.Contains(out.String(), "SIGKILL of the leader") || !strings.Contains(out.String(), "first committed grant") {
+		t.Errorf("output:\n%s", out.String())
+	}
+}
+
+// The planned-stop mode: SIGTERM, the leader hands over and exits, and
+// is started again between rounds.
+func TestFailover_SmokeSIGTERM(t *testing.T) {
+	var out, errOut bytes.Buffer
+	keep := t.TempDir()
+	defer logsOnFailure(t, keep)
+	err := run(t.Context(), []string{"failover", "-rounds", "2", "-profile", "fast", "-signal", "term", "-bin", proctest.Binary(t), "-keep", keep}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("failover -signal term: %v\n%s", err, errOut.String())
+	}
+	if !strings.Contains(out.String(), "SIGTERM of the leader") || !strings.Contains(out.String(), "first committed grant") {
 		t.Errorf("output:\n%s", out.String())
 	}
 }

@@ -27,6 +27,10 @@ Usage:
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
   fencecron validate FILE                  check a config file; list each job's next fire times
+  fencecron health [-live]                 exit 0 if the node is ready (-live: alive), else 1
+  fencecron operator raft list-peers       the Raft configuration with each server's gossip state
+  fencecron operator raft remove-peer NAME remove a server that is gone for good from Raft
+  fencecron snapshot save|restore FILE     back up or restore the replicated state (leader; api.token)
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -74,6 +78,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runGet(ctx, args[1:], stdout, stderr)
 	case "validate":
 		return runValidate(args[1:], stdout, stderr)
+	case "health":
+		return runHealth(ctx, args[1:], stdout, stderr)
+	case "operator":
+		return runOperator(ctx, args[1:], stdout, stderr)
+	case "snapshot":
+		return runSnapshot(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

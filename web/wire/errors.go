@@ -81,6 +81,8 @@ var table = []row{
 	{string(fencedstore.Expired), http.StatusConflict, []error{fencedstore.ErrExpired}},
 	{string(fencedstore.Conflict), http.StatusPreconditionFailed, []error{fencedstore.ErrConflict}},
 	{"quota", http.StatusInsufficientStorage, []error{fencedstore.ErrQuota}},
+	{"peer_alive", http.StatusConflict, []error{election.ErrPeerAlive}},
+	{"no_such_peer", http.StatusNotFound, []error{election.ErrNoSuchPeer}},
 	{"not_leader", http.StatusServiceUnavailable, []error{jobs.ErrNotLeader, election.ErrNotLeader}},
 	{"no_leader", http.StatusServiceUnavailable, []error{election.ErrNoLeader}},
 	{"unavailable", http.StatusServiceUnavailable, []error{ErrUnavailable, fencedstore.ErrUnavailable, fencedstore.ErrClosed}},

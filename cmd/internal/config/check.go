@@ -64,7 +64,7 @@ func (d *decoder) checkNode(node *Node) {
 	}
 	for i, addr := range node.Join {
 		p := fmt.Sprintf("node.join[%d]", i)
-		if err := checkHostPort(addr); err != nil && !d.failed[p] {
+		if err := checkJoinAddr(addr); err != nil && !d.failed[p] {
 			d.errorf(d.at(p), p, "%v", err)
 		}
 	}
@@ -83,19 +83,31 @@ func (d *decoder) checkNode(node *Node) {
 	}
 }
 
-func checkHostPort(addr string) error {
+// checkJoinAddr checks a node.join entry: host:port, or a host alone
+// (gossip then dials it on this node's own gossip port). The host may be
+// a name: election resolves it again on every attempt to join.
+func checkJoinAddr(addr string) error {
 	host, port, err := net.SplitHostPort(addr)
 	if err != nil {
-		return fmt.Errorf("%q: want host:port, such as 10.0.0.2:7946", addr)
+		if validHost(addr) {
+			return nil
+		}
+		return fmt.Errorf("%q: want host:port or a host, such as 10.0.0.2:7946 or fc2.example.internal", addr)
 	}
 	if host == "" {
 		return fmt.Errorf("%q: the host is missing", addr)
+	}
+	if !validHost(host) {
+		return fmt.Errorf("%q: host %q: want a host name or an IP address", addr, host)
 	}
 	if n, err := strconv.Atoi(port); err != nil || n < 1 || n > 65535 {
 		return fmt.Errorf("%q: port %q: want 1 to 65535", addr, port)
 	}
 	return nil
 }
+
+// validHost reports whether s is an IP address or a host name.
+func validHost(s string) bool { return net.ParseIP(s) != nil || hostNameRE.MatchString(s) }
 
 // The cluster section.
 

@@ -156,7 +156,9 @@ type Node struct {
 	Bind      string `yaml:"bind"`
 	Advertise string `yaml:"advertise"`
 	Ports     Ports  `yaml:"ports"`
-	// Join lists gossip addresses (host:port) of peers.
+	// Join lists gossip addresses of peers: host:port, or a host alone
+	// (this node's gossip port). Hosts may be names, resolved again on
+	// every attempt to join.
 	Join []string `yaml:"join"`
 	// BootstrapExpect is how many servers to wait for before the first
 	// election; 0 means join an existing cluster.

@@ -345,7 +345,7 @@ func TestParse_Problems(t *testing.T) {
   bind: 0.0.0.0
   server: maybe
   ports: {http: 70000, gossip: 7946, raft: 7946}
-  join: ["10.0.0.2:7946", "10.0.0.3", ":7946"]
+  join: ["10.0.0.2:7946", "a_b:7946", ":7946"]
   bootstrap_expect: -1
   tagz: {zone: a}
 cluster:
@@ -357,7 +357,7 @@ cluster:
 			`test.yaml:4:11: node.server: expected true or false, got "maybe"`,
 			"test.yaml:5:10: node.ports: http 8080, gossip 7946 and raft 7946 must differ",
 			"test.yaml:5:17: node.ports.http: port 70000: want 1 to 65535",
-			`test.yaml:6:27: node.join[1]: "10.0.0.3": want host:port`,
+			`test.yaml:6:27: node.join[1]: "a_b:7946": host "a_b": want a host name or an IP address`,
 			`test.yaml:6:39: node.join[2]: ":7946": the host is missing`,
 			"test.yaml:7:21: node.bootstrap_expect: -1: must not be negative",
 			`test.yaml:8:3: node: unknown field "tagz" (did you mean "tags"?)`,
@@ -805,9 +805,9 @@ func TestParse_ProblemsAroundDuplicatesAndBadElements(t *testing.T) {
 		{"duplicate key, bad first value", "node: {name: 'a b', name: n1, bootstrap_expect: 1}\n" + secret, []string{
 			`test.yaml:1:14: node.name: "a b": want 1-128 letters`,
 			"test.yaml:1:21: node.name: duplicate field (first on line 1)"}},
-		{"elements after a bad one", "node: {join: ['10.0.0.1:7946', [x], '10.0.0.3']}\n" + secret, []string{
+		{"elements after a bad one", "node: {join: ['10.0.0.1:7946', [x], 'a_b:7946']}\n" + secret, []string{
 			"test.yaml:1:32: node.join[1]: expected a string, got a list",
-			`test.yaml:1:37: node.join[2]: "10.0.0.3": want host:port`}},
+			`test.yaml:1:37: node.join[2]: "a_b:7946": host "a_b": want a host name or an IP address`}},
 		{"api.tls takes no CA", "api: {tls: {ca_file: a, cert_file: b, key_file: c}}\n", []string{
 			`test.yaml:1:13: api.tls: unknown field "ca_file": only cluster.tls takes CAs`}},
 		{"an alias for a job's field", "jobs:\n  - {name: a, schedule: &s '@daily', shell: x}\n  - {name: b, schedule: *s, shell: x}\n", []string{

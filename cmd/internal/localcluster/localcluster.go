@@ -50,6 +50,10 @@ type Options struct {
 	Env map[string][]string
 	// Tags are per node.
 	Tags map[string]map[string]string
+	// JoinHost is the host each node's join list names its peers by
+	// (with their gossip ports); default 127.0.0.1. "localhost" tests
+	// joining by name.
+	JoinHost string
 }
 
 // Node is one fencecron process of the cluster.
@@ -111,7 +115,11 @@ func (c *Cluster) config(n *Node) string {
 	var join []string
 	for _, m := range c.Nodes {
 		if m != n {
-			join = append(join, fmt.Sprintf("%q", fmt.Sprintf("127.0.0.1:%d", m.Gossip)))
+			host := c.Opts.JoinHost
+			if host == "" {
+				host = "127.0.0.1"
+			}
+			join = append(join, fmt.Sprintf("%q", net.JoinHostPort(host, strconv.Itoa(m.Gossip))))
 		}
 	}
 	var b strings.Builder
@@ -308,22 +316,44 @@ func (n *Node) Kill() {
 }
 
 // Interrupt sends SIGINT and waits up to d for a clean exit.
-func (n *Node) Interrupt(d time.Duration) error {
+func (n *Node) Interrupt(d time.Duration) error { return n.stopWith(syscall.SIGINT, d) }
+
+// Terminate sends SIGTERM, a planned stop (systemd, Kubernetes, docker
+// stop), and waits up to d for a clean exit.
+func (n *Node) Terminate(d time.Duration) error { return n.stopWith(syscall.SIGTERM, d) }
+
+// WaitExit waits up to d for the process to exit and returns how it did.
+func (n *Node) WaitExit(d time.Duration) error {
 	n.mu.Lock()
 	cmd, exited := n.cmd, n.exited
 	n.mu.Unlock()
 	if cmd == nil {
 		return errors.New("not started")
 	}
-	cmd.Process.Signal(syscall.SIGINT)
+	t := time.NewTimer(d)
+	defer t.Stop()
 	select {
 	case <-exited:
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		return n.waitErr
-	case <-time.After(d):
-		return fmt.Errorf("%s did not exit within %s of SIGINT", n.Name, d)
+	case <-t.C:
+		return fmt.Errorf("%s did not exit within %s", n.Name, d)
 	}
+}
+
+func (n *Node) stopWith(sig syscall.Signal, d time.Duration) error {
+	n.mu.Lock()
+	cmd := n.cmd
+	n.mu.Unlock()
+	if cmd == nil {
+		return errors.New("not started")
+	}
+	cmd.Process.Signal(sig)
+	if err := n.WaitExit(d); err != nil {
+		return fmt.Errorf("after %v: %w", sig, err)
+	}
+	return nil
 }
 
 // Stopped reports whether the process is in the stopped (T) state: every

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
+)
+
+// operator carries out the operator endpoints (web.Operator) with this
+// node's Raft, FSM and store.
+type operator struct {
+	node  *election.Node
+	fsm   *scheduler.FSM
+	store fencedstore.Store
+	log   *slog.Logger
+}
+
+func (o *operator) RemovePeer(ctx context.Context, id string) error {
+	return o.node.RemovePeer(ctx, id)
+}
+
+// SaveSnapshot writes the state after a barrier on the leader: everything
+// committed before the request, at one applied index.
+func (o *operator) SaveSnapshot(ctx context.Context, w io.Writer) error {
+	if !o.node.IsLeader() {
+		return election.ErrNotLeader
+	}
+	if err := o.node.Barrier(ctx); err != nil {
+		return fmt.Errorf("snapshot: barrier: %w", err)
+	}
+	_, err := o.fsm.WriteSnapshot(w)
+	return err
+}
+
+// RestoreSnapshot restores a saved snapshot with an epoch base above every
+// epoch this node can know of: the snapshot's, the cluster's current one,
+// and the greatest token its store holds (a store another node serves is
+// asked through it).
+func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Restored, error) {
+	if !o.node.IsLeader() {
+		return wire.Restored{}, election.ErrNotLeader
+	}
+	data, err := io.ReadAll(r)
+	if err != nil {
+		return wire.Restored{}, err
+	}
+	floor, _ := o.fsm.Epoch()
+	keys, err := o.store.List(ctx, "")
+	if err != nil {
+		return wire.Restored{}, fmt.Errorf("restore: read the store's greatest tokens (epochs must stay above them): %w", err)
+	}
+	for _, k := range keys {
+		floor = max(floor, k.Greatest.Epoch)
+	}
+	prepared, info, err := scheduler.PrepareRestore(data, floor)
+	if err != nil {
+		return wire.Restored{}, err
+	}
+	if err := o.node.Restore(ctx, scheduler.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
+		return wire.Restored{}, err
+	}
+	// The restored state names the snapshot's leader and epoch; this
+	// node's scheduler sees the restore and starts a new epoch as a new
+	// leader would (election entry at its term plus the base, recovery of
+	// the snapshot's open attempts, catch-up on the schedule).
+	return wire.Restored{LastIndex: info.LastIndex, Epoch: info.Epoch, EpochBase: info.EpochBase, Jobs: info.Jobs, Runs: info.Runs}, nil
+}
+
+// runOperator is `fencecron operator raft list-peers|remove-peer NAME`.
+func runOperator(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 2 || args[0] != "raft" || (args[1] != "list-peers" && args[1] != "remove-peer") {
+		fmt.Fprint(stderr, "usage: fencecron operator raft list-peers [-addr ADDR]\n       fencecron operator raft remove-peer [-addr ADDR] [-token TOKEN] NAME\n")
+		return flag.ErrHelp
+	}
+	if args[1] == "list-peers" {
+		c, _, err := clientFlags("operator raft list-peers", args[2:], stdout, stderr, 0, "")
+		if err != nil {
+			return err
+		}
+		var out wire.Peers
+		if err := c.do(ctx, http.MethodGet, "/api/v1/operator/raft/peers", nil, &out); err != nil || c.json {
+			return err
+		}
+		tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "NODE\tADDRESS\tVOTER\tLEADER\tGOSSIP\t")
+		for _, p := range out.Peers {
+			fmt.Fprintf(tw, "%s\t%s\t%v\t%v\t%s\t\n", p.ID, p.Address, p.Voter, p.Leader, orNone(p.Gossip))
+		}
+		return tw.Flush()
+	}
+	c, rest, err := clientFlags("operator raft remove-peer", args[2:], stdout, stderr, 1, "NAME")
+	if err != nil {
+		return err
+	}
+	if c, err = c.atLeader(ctx); err != nil {
+		return err
+	}
+	if err := c.do(ctx, http.MethodDelete, "/api/v1/operator/raft/peers/"+rest[0], nil, nil); err != nil || c.json {
+		return err
+	}
+	fmt.Fprintf(stdout, "removed %s from the raft configuration\n", rest[0])
+	return nil
+}
+
+// runSnapshot is `fencecron snapshot save|restore FILE`.
+func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) < 1 || (args[0] != "save" && args[0] != "restore") {
+		fmt.Fprint(stderr, "usage: fencecron snapshot save [-addr ADDR] [-token TOKEN] FILE\n       fencecron snapshot restore [-addr ADDR] [-token TOKEN] FILE\n")
+		return flag.ErrHelp
+	}
+	c, rest, err := clientFlags("snapshot "+args[0], args[1:], stdout, stderr, 1, "FILE")
+	if err != nil {
+		return err
+	}
+	if c, err = c.atLeader(ctx); err != nil {
+		return err
+	}
+	path := rest[0]
+	if args[0] == "save" {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/api/v1/snapshot", nil)
+		if err != nil {
+			return err
+		}
+		c.authorize(req)
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return err
+		}
+		body, err := wire.ReadAnswer(resp)
+		if err != nil {
+			return fmt.Errorf("GET /api/v1/snapshot: %w", err)
+		}
+		var info struct {
+			LastIndex uint64                     `json:"last_index"`
+			Epoch     uint64                     `json:"epoch"`
+			EpochBase uint64                     `json:"epoch_base"`
+			Runs      map[string]json.RawMessage `json:"runs"`
+		}
+		if err := json.Unmarshal(body, &info); err != nil || info.LastIndex == 0 {
+			return fmt.Errorf("the node's answer is not a snapshot (%v)", err)
+		}
+		// Written whole or not at all: a backup cut short must not
+		// replace a good one.
+		if err := writeFileAtomic(path, body, 0o600); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "saved the replicated state at index %d (epoch %d, %d runs) to %s\n", info.LastIndex, max(info.Epoch, info.EpochBase), len(info.Runs), path)
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/api/v1/snapshot", bytes.NewReader(data))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	c.authorize(req)
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return err
+	}
+	body, err := wire.ReadAnswer(resp)
+	if err != nil {
+		return fmt.Errorf("PUT /api/v1/snapshot: %w", err)
+	}
+	if c.json {
+		stdout.Write(body)
+		return nil
+	}
+	var out wire.Restored
+	if err := json.Unmarshal(body, &out); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "restored %s: index %d, %d jobs, %d runs; epochs now count on from %d\n", filepath.Base(path), out.LastIndex, out.Jobs, out.Runs, out.EpochBase)
+	return nil
+}
+
+// authorize adds the API token to a request (do adds it to changes only).
+func (c *client) authorize(req *http.Request) {
+	if c.token == "" {
+		return
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	if strings.HasPrefix(c.base, "http://") && !isLoopbackURL(c.base) {
+		fmt.Fprintf(c.errOut, "fencecron: warning: sending the API token to %s in the clear: anyone on the path can read it; give the node api.tls and use https://\n", c.base)
+	}
+}
+
+// atLeader returns a client of the leader's HTTP API, for what only the
+// leader does (remove a peer, save or restore a snapshot): c itself if its
+// node leads, else one at the address the node's status gives for the
+// leader, with c's scheme, token and CA.
+func (c *client) atLeader(ctx context.Context) (*client, error) {
+	var st wire.Status
+	q := *c
+	q.json = false
+	if err := q.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
+		return nil, err
+	}
+	if st.RaftState == "Leader" {
+		return c, nil
+	}
+	addr := st.LeaderHTTP()
+	if addr == "" {
+		return nil, fmt.Errorf("%s knows no leader yet: %w", c.base, election.ErrNoLeader)
+	}
+	scheme, _, _ := strings.Cut(c.base, "://")
+	l := *c
+	l.base = scheme + "://" + addr
+	fmt.Fprintf(c.errOut, "fencecron: %s leads; sending this to %s\n", st.Leader, l.base)
+	return &l, nil
+}

@@ -1,0 +1,270 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// cli runs a fencecron client command in this process.
+func cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	return out.String() + errOut.String(), err
+}
+
+func addrOf(n *localcluster.Node) string { return strings.TrimPrefix(n.URL(), "http://") }
+
+// TestOperator_RaftPeers lists the Raft configuration, refuses to remove a
+// server gossip sees alive, and removes one that is gone, asked through a
+// follower (the command finds the leader).
+func TestOperator_RaftPeers(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 3})
+	a := agree(t, c, 30*time.Second)
+	var follower, gone *localcluster.Node
+	for _, n := range c.Servers() {
+		switch {
+		case n.Name == a.Leader:
+		case follower == nil:
+			follower = n
+		default:
+			gone = n
+		}
+	}
+	if err := localcluster.Until(20*time.Second, func() error {
+		out, err := cli(t, "operator", "raft", "list-peers", "-addr", addrOf(follower))
+		if err != nil {
+			return err
+		}
+		for _, n := range c.Servers() {
+			if !strings.Contains(out, n.Name+" ") {
+				return fmt.Errorf("list-peers lacks %s:\n%s", n.Name, out)
+			}
+		}
+		if strings.Count(out, " true ") < 3 || !strings.Contains(out, "alive") {
+			return fmt.Errorf("want three voters, one leader, alive in gossip:\n%s", out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+
+	// Refused while alive (polling: the follower may not know the
+	// leader's HTTP address from gossip yet).
+	if err := localcluster.Until(20*time.Second, func() error {
+		out, err := cli(t, "operator", "raft", "remove-peer", "-addr", addrOf(follower), gone.Name)
+		switch {
+		case err == nil:
+			t.Fatalf("removing a live server succeeded:\n%s", out)
+		case !strings.Contains(err.Error(), "alive in gossip"):
+			return fmt.Errorf("%v\n%s; want it refused as alive", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	gone.Kill()
+	if err := localcluster.Until(30*time.Second, func() error {
+		out, err := cli(t, "operator", "raft", "remove-peer", "-addr", addrOf(follower), gone.Name)
+		if err != nil {
+			return fmt.Errorf("%v\n%s", err, out)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	out, err := cli(t, "operator", "raft", "list-peers", "-addr", addrOf(c.Node(a.Leader)))
+	if err != nil || strings.Contains(out, gone.Name+" ") {
+		t.Fatalf("after remove-peer %s: %v\n%s", gone.Name, err, out)
+	}
+	if _, err := cli(t, "operator", "raft", "remove-peer", "-addr", addrOf(follower), "nobody"); err == nil || !strings.Contains(err.Error(), "no such server") {
+		t.Errorf("removing an unknown server: %v; want no such server", err)
+	}
+}
+
+// lastKeyJob writes one key every second: a store that has seen a token
+// refuses any older one for it, so tokens that went back would show as
+// fenced runs.
+const lastKeyJob = `  - name: last
+    schedule: "@every 1s"
+    shell: 'echo "$FENCECRON_EPOCH.$FENCECRON_SEQ"'
+    output: 'restore/last.txt'
+    overlap: allow
+    lease_ttl: 5s
+    timeout: 10s
+`
+
+// TestOperator_SnapshotRestoreTokensKeepGrowing: save a snapshot of a
+// cluster past a few elections, wipe every server (the store, a node of
+// its own, keeps its keys), start them again (Raft terms start again at
+// 1) and restore: the job set and runs come back, and every token granted
+// after the restore is greater than any before, so the store applies its
+// writes to the key it had seen newer tokens for.
+func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: lastKeyJob})
+	// Elections, until the epoch is well past what a fresh cluster
+	// reaches (under load its first elections may take a few terms).
+	for round := 0; round < 12; round++ {
+		a := agree(t, c, 30*time.Second)
+		if a.Epoch >= 8 {
+			break
+		}
+		old := c.Node(a.Leader)
+		if err := old.Terminate(15 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		if err := old.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	a := agree(t, c, 30*time.Second)
+	if err := localcluster.Until(30*time.Second, func() error {
+		runs, err := c.Node(a.Leader).Runs("last", 50)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if at, ok := r.Latest(); ok && r.State == jobs.Succeeded && at.Token.Epoch == a.Epoch {
+				return nil
+			}
+		}
+		return fmt.Errorf("no run of epoch %d succeeded yet", a.Epoch)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "backup.json")
+	out, err := cli(t, "snapshot", "save", "-addr", addrOf(c.Servers()[0]), file)
+	if err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	// The greatest token so far, from the runs (the store saw these).
+	var before jobs.Fence
+	runs, err := c.Node(a.Leader).Runs("last", 2000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range runs {
+		for _, at := range r.Attempts {
+			if less(before, at.Token) {
+				before = at.Token
+			}
+		}
+	}
+
+	// Wipe every server and start a new cluster on empty data.
+	for _, n := range c.Servers() {
+		n.Kill()
+		if err := n.Wipe(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range c.Servers() {
+		if err := n.Start(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	fresh := agree(t, c, 30*time.Second)
+	if fresh.Epoch >= before.Epoch {
+		t.Fatalf("the fresh cluster is at epoch %d, not below the old %d: the test proves nothing", fresh.Epoch, before.Epoch)
+	}
+	restoredAt := time.Now()
+	out, err = cli(t, "snapshot", "restore", "-addr", addrOf(c.Servers()[1]), file)
+	if err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	t.Logf("%s(old greatest token %d.%d; fresh cluster's epoch %d)", out, before.Epoch, before.Seq, fresh.Epoch)
+
+	// New grants carry greater tokens, and the store applies them.
+	if err := localcluster.Until(30*time.Second, func() error {
+		a, err := localcluster.Agreed(c.Live(c.Servers()))
+		if err != nil {
+			return err
+		}
+		if a.Epoch < before.Epoch {
+			return fmt.Errorf("epoch %d went back below %d", a.Epoch, before.Epoch)
+		}
+		runs, err := c.Node(a.Leader).Runs("last", 2000)
+		if err != nil {
+			return err
+		}
+		restored, applied := false, 0
+		for _, r := range runs {
+			for _, at := range r.Attempts {
+				if at.Token == before {
+					restored = true
+				}
+				if at.GrantedAt.Before(restoredAt) {
+					continue
+				}
+				if !less(before, at.Token) {
+					t.Fatalf("attempt %s granted after the restore has token %d.%d, not greater than %d.%d", at.ID, at.Token.Epoch, at.Token.Seq, before.Epoch, before.Seq)
+				}
+				if r.State == jobs.Fenced {
+					t.Fatalf("run %s after the restore was fenced: %+v", r.ID, r)
+				}
+				if at.StoreOutcome == "applied" {
+					applied++
+				}
+			}
+		}
+		if !restored {
+			return fmt.Errorf("the restored state lacks the run of token %d.%d", before.Epoch, before.Seq)
+		}
+		if applied < 2 {
+			return fmt.Errorf("%d runs applied by the store since the restore", applied)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// less orders fence tokens as the store does.
+func less(a, b jobs.Fence) bool { return a.Epoch < b.Epoch || (a.Epoch == b.Epoch && a.Seq < b.Seq) }
+
+// TestOperator_SnapshotRestoreSingleServer: a lone server, which has no
+// one to hand leadership to, starts a new epoch of its own after a
+// restore (into its running cluster), above every epoch before.
+func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: lastKeyJob})
+	before := agree(t, c, 30*time.Second)
+	n := c.Servers()[0]
+	file := filepath.Join(t.TempDir(), "backup.json")
+	if out, err := cli(t, "snapshot", "save", "-addr", addrOf(n), file); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	if out, err := cli(t, "snapshot", "restore", "-addr", addrOf(n), file); err != nil {
+		t.Fatalf("snapshot restore: %v\n%s", err, out)
+	}
+	if err := localcluster.Until(30*time.Second, func() error {
+		a, err := localcluster.Agreed([]*localcluster.Node{n})
+		if err != nil {
+			return err
+		}
+		if a.Epoch <= before.Epoch {
+			return fmt.Errorf("epoch %d; want a new one above %d", a.Epoch, before.Epoch)
+		}
+		runs, err := n.Runs("last", 5)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if at, ok := r.Latest(); ok && at.Token.Epoch == a.Epoch && r.State == jobs.Succeeded {
+				return nil
+			}
+		}
+		return fmt.Errorf("no run of epoch %d succeeded yet", a.Epoch)
+	}); err != nil {
+		t.Fatal(err)
+	}
+}

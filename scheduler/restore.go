@@ -1,0 +1,117 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// SnapshotInfo describes a snapshot of the replicated state, as `fencecron
+// snapshot save` writes it and `restore` reads it.
+type SnapshotInfo struct {
+	// LastIndex is the index of the last entry the snapshot holds.
+	LastIndex uint64 `json:"last_index"`
+	// Epoch is the greatest epoch the snapshot knows of: its last
+	// leader's, or a greater one of a token it holds.
+	Epoch uint64 `json:"epoch"`
+	// EpochBase is what a cluster restored from it adds to its Raft
+	// terms (PrepareRestore); 0 in a snapshot as saved.
+	EpochBase uint64 `json:"epoch_base,omitempty"`
+	Version   int    `json:"log_version"`
+	Jobs      int    `json:"jobs"`
+	Runs      int    `json:"runs"`
+}
+
+// WriteSnapshot writes the FSM's state to w, in the format Restore and
+// PrepareRestore read: the same bytes as Raft's own snapshots. It is
+// consistent: one applied index. Take it on the leader after a barrier
+// to include everything committed so far.
+func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
+	snap, err := f.Snapshot()
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer snap.Release()
+	b := []byte(snap.(snapshot))
+	info, err := inspect(b)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if _, err := w.Write(b); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
+	}
+	return info, nil
+}
+
+// PrepareRestore readies a saved snapshot for raft.Restore into a
+// cluster. Raft terms of a cluster started again from empty data begin
+// at 1, and epochs are terms: restored as it is, a snapshot of a cluster
+// that had reached epoch 40 would let the new cluster mint tokens of
+// epoch 2, which every store key written before refuses (stale_owner).
+// So the restored state gets an epoch base at least the greatest of the
+// snapshot's epochs, its own base and floor (what the caller knows
+// beyond the snapshot: the restoring cluster's current epoch, the
+// store's greatest token), and every epoch after the restore is the
+// Raft term plus that base: greater than any seen before.
+//
+// It returns the snapshot to restore and what it holds. It refuses a
+// snapshot it cannot read or of a newer log format (jobs.ErrInvalidConfig).
+func PrepareRestore(data []byte, floor uint64) ([]byte, SnapshotInfo, error) {
+	info, err := inspect(data)
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	var st state
+	if err := json.Unmarshal(data, &st); err != nil {
+		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: %v", jobs.ErrInvalidConfig, err)
+	}
+	base := max(info.Epoch, st.EpochBase, floor)
+	if base > math.MaxInt64/2 {
+		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: epoch %d leaves no room for new epochs", jobs.ErrInvalidConfig, base)
+	}
+	st.EpochBase = base
+	out, err := json.Marshal(st)
+	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	info.EpochBase = base
+	return out, info, nil
+}
+
+// inspect reads what a snapshot holds, and refuses one this binary
+// cannot restore.
+func inspect(data []byte) (SnapshotInfo, error) {
+	var st state
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&st); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
+	}
+	if st.Version == 0 {
+		st.Version = 1
+	}
+	if st.Version > LogVersion {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshot of log format version %d; this binary reads up to version %d", jobs.ErrInvalidConfig, st.Version, LogVersion)
+	}
+	if st.LastIndex == 0 {
+		return SnapshotInfo{}, fmt.Errorf("%w: snapshot holds no applied entry (last_index 0)", jobs.ErrInvalidConfig)
+	}
+	info := SnapshotInfo{LastIndex: st.LastIndex, Epoch: max(st.Epoch, st.EpochBase), EpochBase: st.EpochBase, Version: st.Version, Jobs: len(st.Jobs), Runs: len(st.Runs)}
+	for _, r := range st.Runs {
+		for _, a := range r.Attempts {
+			info.Epoch = max(info.Epoch, a.Token.Epoch)
+		}
+	}
+	return info, nil
+}
+
+// RestoreMeta is the raft.SnapshotMeta raft.Restore needs for data.
+func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
+	return &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: fmt.Sprintf("restore-%d", time.Now().UnixMilli()), Index: info.LastIndex, Size: int64(len(data))}
+}
