@@ -232,10 +232,13 @@ type state struct {
 	// LastScheduled is, per job, the latest scheduled time granted or
 	// skipped: where a new leader's catch-up starts.
 	LastScheduled map[string]time.Time `json:"last_scheduled"`
-	Skips         []jobs.SkipRange     `json:"skips"`
-	Events        []jobs.Event         `json:"events"`
-	EventSeq      uint64               `json:"event_seq"`
-	Counters      map[string]uint64    `json:"counters"`
+	// LastRuns is, per job, its newest run as it was last seen: the run
+	// itself may have been dropped (see RunSummary).
+	LastRuns map[string]RunSummary `json:"last_runs,omitempty"`
+	Skips    []jobs.SkipRange      `json:"skips"`
+	Events   []jobs.Event          `json:"events"`
+	EventSeq uint64                `json:"event_seq"`
+	Counters map[string]uint64     `json:"counters"`
 	// LastIndex is the index of the last applied entry.
 	LastIndex uint64 `json:"last_index"`
 	// RangeRefusedTerm is the last term in which a grant was refused for
@@ -258,6 +261,7 @@ type FSM struct {
 
 	mu       sync.RWMutex
 	st       state
+	idx      jobIndex
 	halted   error
 	logHalts atomic.Uint64
 	// changes collects what the entry being applied changed (f.mu held).
@@ -270,12 +274,15 @@ type FSM struct {
 
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
-	return &FSM{
+	f := &FSM{
 		MaxRuns: DefaultMaxRuns,
 		st:      emptyState(),
 		subs:    map[chan struct{}]bool{},
 		feeds:   map[*ChangeFeed]bool{},
 	}
+	f.indexJobs()
+	f.indexRuns()
+	return f
 }
 
 func (f *FSM) logger() *slog.Logger {
@@ -289,7 +296,7 @@ func emptyState() state {
 	return state{
 		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
 		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
-		Counters: map[string]uint64{},
+		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
 	}
 }
 
@@ -346,6 +353,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
 		f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		f.indexJobs()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -402,8 +410,8 @@ func (f *FSM) event(l *raft.Log, e jobs.Event) {
 }
 
 func (f *FSM) spec(job string) (jobs.Spec, bool) {
-	i := slices.IndexFunc(f.st.Jobs, func(s jobs.Spec) bool { return s.Name == job })
-	if i < 0 {
+	i, ok := f.idx.byName[job]
+	if !ok {
 		return jobs.Spec{}, false
 	}
 	return f.st.Jobs[i], true
@@ -470,16 +478,18 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 	}
 	f.st.Runs[id] = r
 	f.st.Order = append(f.st.Order, id)
+	f.addRun(r)
 	f.noteScheduled(g.Job, g.ScheduledAt)
 	f.trim()
 	return applyResult{Run: r.Clone()}
 }
 
 // openRuns returns the job's runs that have not finished, oldest first.
+// It looks at the job's own runs only (jobIndex).
 func (f *FSM) openRuns(job string) []jobs.Run {
 	var out []jobs.Run
-	for _, id := range f.st.Order {
-		if r := f.st.Runs[id]; r.Job == job && !r.State.Terminal() {
+	for _, id := range f.idx.runs[job] {
+		if r := f.st.Runs[id]; !r.State.Terminal() {
 			out = append(out, *r)
 		}
 	}
@@ -571,6 +581,7 @@ func (f *FSM) trim() {
 		if r.ScheduledAt.After(f.st.Horizon[r.Job]) {
 			f.st.Horizon[r.Job] = r.ScheduledAt
 		}
+		f.dropRun(r)
 		delete(f.st.Runs, r.ID)
 		drop++
 	}
@@ -985,9 +996,14 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if st.Counters == nil {
 		st.Counters = fresh.Counters
 	}
+	if st.LastRuns == nil {
+		st.LastRuns = fresh.LastRuns
+	}
 	f.mu.Lock()
 	f.st = st
 	f.halted = nil
+	f.indexJobs()
+	f.indexRuns()
 	// A snapshot written before runs waited for their retries as pending
 	// holds them as failed or lost; settling again gives them their retry.
 	for _, r := range f.st.Runs {
