@@ -9,18 +9,53 @@ import (
 	"strings"
 )
 
+// Bounds on a job set, whichever way it arrives (a config file, a
+// directory of job files, PUT /api/v1/jobset, a follower forwarding to
+// the leader) and however it is kept (one Raft entry, the FSM, a
+// snapshot). Each path checks the bound it can see and names it when it
+// refuses; none holds more than a few copies of a set this size.
+const (
+	// MaxJobs is the most jobs a set may hold: twice the 100,000 the
+	// scale benchmark (fencebench scale) measures.
+	MaxJobs = 200_000
+	// MaxSetBytes bounds a job set encoded as JSON: the body of PUT
+	// /api/v1/jobset and, with its envelope, the Raft entry that
+	// replicates it. 100,000 typical jobs take 30 to 40 MiB.
+	MaxSetBytes = 96 << 20
+)
+
 // HashSpecs returns a stable hash of a job set: the same jobs, in any
 // order, hash the same. Nodes compare it to find a config that drifted
 // from the applied set.
+//
+// It hashes the bytes json.Marshal gives the sorted set, one spec at a
+// time, so that a set of 100,000 jobs is neither copied nor encoded whole
+// in memory.
 func HashSpecs(specs []Spec) string {
-	sorted := slices.Clone(specs)
-	slices.SortFunc(sorted, func(a, b Spec) int { return strings.Compare(a.Name, b.Name) })
-	b, err := json.Marshal(sorted) // map keys are sorted by encoding/json
-	if err != nil {
-		panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data
+	order := make([]int, len(specs))
+	for i := range order {
+		order[i] = i
 	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:8])
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(specs[a].Name, specs[b].Name) })
+	h := sha256.New()
+	h.Write([]byte("["))
+	for n, i := range order {
+		if n > 0 {
+			h.Write([]byte(","))
+		}
+		b, err := json.Marshal(&specs[i]) // map keys are sorted by encoding/json
+		if err != nil {
+			panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data
+		}
+		h.Write(b)
+	}
+	h.Write([]byte("]"))
+	if specs == nil {
+		// json.Marshal of a nil set is "null", and so its hash.
+		h.Reset()
+		h.Write([]byte("null"))
+	}
+	return hex.EncodeToString(h.Sum(nil)[:8])
 }
 
 // CheckSet checks a job set as a whole before it is replicated: every
@@ -28,7 +63,10 @@ func HashSpecs(specs []Spec) string {
 // problem, wrapping ErrInvalidConfig.
 func CheckSet(specs []Spec, l Limits) error {
 	var problems []string
-	seen := map[string]bool{}
+	if len(specs) > MaxJobs {
+		problems = append(problems, fmt.Sprintf("%d jobs: a job set holds at most %d", len(specs), MaxJobs))
+	}
+	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {
 		name := s.Name
 		if name == "" {

@@ -66,10 +66,16 @@ type electedCmd struct {
 	At   time.Time `json:"at"`
 }
 
+// setJobsCmd replaces the job set. Hash, if set, is the set's
+// jobs.HashSpecs, computed once by the leader that proposed it rather
+// than by every replica again (entries without it are hashed when
+// applied; a replica that does not know the field hashes, and gets the
+// same).
 type setJobsCmd struct {
 	Jobs   []jobs.Spec `json:"jobs"`
 	Source string      `json:"source"`
 	At     time.Time   `json:"at"`
+	Hash   string      `json:"hash,omitempty"`
 }
 
 // grantCmd grants the first attempt of a new run (opGrant) as DecideGrant
@@ -352,7 +358,10 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return applyResult{}
 	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
-		f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		f.st.JobsHash = c.SetJobs.Hash
+		if f.st.JobsHash == "" {
+			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		}
 		f.indexJobs()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.

@@ -197,10 +197,10 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }
 
-// maxJobSetBody bounds PUT /api/v1/jobset: as large as a config file may
-// be (config.MaxFileSize), and well below what a follower may forward to
-// the leader (scheduler/rpc takes 8 MiB).
-const maxJobSetBody = 4 << 20
+// maxJobSetBody bounds PUT /api/v1/jobset: a job set's JSON
+// (jobs.MaxSetBytes), which a follower forwards to the leader whole
+// (scheduler/rpc takes a little more, for its own envelope).
+const maxJobSetBody = jobs.MaxSetBytes
 
 func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	var req wire.JobSetRequest
@@ -209,7 +209,7 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.error(w, r, fmt.Errorf("%w: a job set is at most %d bytes", errTooLarge, maxJobSetBody))
+			s.error(w, r, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20))
 			return
 		}
 		s.error(w, r, badRequest("decode job set: %v", err))

@@ -22,10 +22,10 @@ Usage:
   fencecron agent -config FILE             one node of a real cluster
   fencecron status | jobs | runs [JOB]     look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
-  fencecron apply FILE                     replace the cluster's job set with FILE's jobs
+  fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get KEY                        write a key's body from the fenced store to stdout
-  fencecron validate FILE                  check a config file; list each job's next fire times
+  fencecron validate FILE|DIR              check a config file or a directory of job files; list each job's next fire times
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
