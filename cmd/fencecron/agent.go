@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
@@ -102,6 +103,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
+	// A set of 100,000 jobs is tens of MiB the leader decodes, checks and
+	// commits: give it longer than a look-up.
+	c.http.Timeout = applyTimeout
 	bigHeap()
 	specs, err := readJobSet(rest[0])
 	if err != nil {
@@ -119,6 +123,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
 	return nil
 }
+
+// applyTimeout bounds `fencecron apply`'s one request.
+const applyTimeout = 2 * time.Minute
 
 // readJobSet reads what `apply` sends: a file's jobs section, or every
 // job file of a directory (config.JobFilesIn), each file checked on its
