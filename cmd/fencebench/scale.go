@@ -39,7 +39,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cleanup()
 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "jobs\tapply\ton every server\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
+	fmt.Fprintln(tw, "jobs\tapply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
 	for _, field := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || n < 1 || n > jobs.MaxJobs {
@@ -49,7 +49,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("%d jobs: %w", n, err)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, secs(r.apply), secs(r.replicated),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
 			mib(r.rssLeader), mib(r.rssFollowers), mib(int64(r.snapshotBytes)), secs(r.snapshot), secs(r.restore),
 			fmt.Sprintf("%.1f µs", float64(r.perFire)/float64(time.Microsecond)), kib(r.pageBytes), ms(r.page), ms(r.search))
 	}
@@ -57,7 +57,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintln(stdout, "three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
-		" on every server: until each reports the set; RSS: VmRSS after -settle;"+
+		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
+		" from the apply's start to every server having the set (what the wall times come to on an idle machine);"+
+		" RSS: VmRSS after -settle;"+
 		" snapshot, restore, per fire (one grant applied to the FSM): in this process on the same set;"+
 		" /jobs: the Jobs page's first page from the leader; search: /jobs?q=...&state=never")
 	return nil
@@ -65,6 +67,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 type scaleResult struct {
 	apply, replicated       time.Duration
+	cliCPU, leaderCPU       time.Duration
 	rssLeader, rssFollowers int64
 	snapshotBytes           int
 	snapshot, restore       time.Duration
@@ -105,6 +108,10 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 	leader := cl.Node(a.Leader)
 
 	// The apply, as a user runs it.
+	cpu0, err := cpuTime(leader.Pid())
+	if err != nil {
+		return r, err
+	}
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", strings.TrimPrefix(leader.URL(), "http://"), file)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
@@ -112,6 +119,7 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 		return r, fmt.Errorf("apply: %w", err)
 	}
 	r.apply = time.Since(start)
+	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	err = localcluster.UntilEvery(2*time.Minute, 100*time.Millisecond, func() error {
 		for _, s := range cl.Servers() {
 			st, err := s.Status()
@@ -128,6 +136,11 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 		return r, err
 	}
 	r.replicated = time.Since(start)
+	cpu1, err := cpuTime(leader.Pid())
+	if err != nil {
+		return r, err
+	}
+	r.leaderCPU = cpu1 - cpu0
 
 	// The pages, from the leader.
 	if r.pageBytes, r.page, err = timedGet(leader.URL() + "/jobs"); err != nil {
@@ -254,6 +267,27 @@ func timedGet(url string) (int, time.Duration, error) {
 		err = fmt.Errorf("GET %s: %s", url, resp.Status)
 	}
 	return int(n), d, err
+}
+
+// cpuTime is the user and system time a process has used so far
+// (/proc/PID/stat, in clock ticks of 1/100 s).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
 }
 
 // vmRSS is a process's resident set, in bytes.
