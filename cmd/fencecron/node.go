@@ -255,6 +255,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	applied, unsubscribe := fsm.Subscribe()
 	defer unsubscribe()
 	setHash := fsm.JobSetInfo().Hash
+	release := time.NewTimer(time.Hour)
+	release.Stop()
+	defer release.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -265,11 +268,19 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		case <-applied:
 			if h := fsm.JobSetInfo().Hash; h != setHash {
 				setHash = h
-				releaseMemory()
+				// Once the request that carried the set has been answered
+				// and its copies are garbage.
+				release.Reset(releaseAfter)
 			}
+		case <-release.C:
+			releaseMemory()
 		}
 	}
 }
+
+// releaseAfter is how long after a new job set is applied its memory is
+// handed back (releaseMemory).
+const releaseAfter = 2 * time.Second
 
 // releaseMemory hands the memory a new job set left behind back to the
 // system. Replacing a set of 100,000 jobs passes several copies of it
