@@ -127,9 +127,10 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // applyTimeout bounds `fencecron apply`'s one request.
 const applyTimeout = 2 * time.Minute
 
-// readJobSet reads what `apply` sends: a file's jobs section, or every
-// job file of a directory (config.JobFilesIn), each file checked on its
-// own and names unique across them.
+// readJobSet reads what `apply` sends: a file's jobs section (with its
+// node.jobs_dir's jobs, if it names one), or every job file of a
+// directory (config.JobFilesIn), each file checked on its own and names
+// unique across them.
 func readJobSet(path string) ([]jobs.Spec, error) {
 	info, err := os.Stat(path)
 	if err != nil {
@@ -149,6 +150,15 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 	f, err := config.Load(path)
 	if err != nil {
 		return nil, err
+	}
+	if f.Node.JobsDir != "" {
+		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads
+		// them.
+		set, err := f.NodeJobs()
+		if err != nil {
+			return nil, err
+		}
+		return set.Jobs, nil
 	}
 	if !f.Has(config.SectionJobs) {
 		return nil, fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", path)
