@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 
@@ -106,5 +107,28 @@ func TestServer_JobsPagePaging(t *testing.T) {
 	_, _, body = f.get(t, "/jobs?q=heart")
 	if got := strings.Count(body, `<tr class="job`); got != 1 || !strings.Contains(body, `data-job="heartbeat"`) || !strings.Contains(body, "1 of 252 jobs match") {
 		t.Errorf("search for heart shows %d jobs:\n%.2000s", got, body)
+	}
+}
+
+// In a set of more than 1000 jobs, /metrics exports the paused jobs only,
+// so that a scrape stays small whatever the set's size.
+func TestServer_MetricsPausedSeriesBounded(t *testing.T) {
+	f := newFixture(t)
+	f.state.mu.Lock()
+	for i := range 1500 {
+		f.state.specs = append(f.state.specs, jobs.Spec{Name: fmt.Sprintf("bulk-%04d", i), Schedules: []string{"@every 1h"}, Shell: "true", Paused: i == 7})
+	}
+	f.state.mu.Unlock()
+	s, _ := scrape(t, f)
+	var paused []string
+	for k := range s {
+		if strings.HasPrefix(k, "fencecron_cluster_job_paused{") {
+			paused = append(paused, k)
+		}
+	}
+	slices.Sort(paused)
+	want := []string{`fencecron_cluster_job_paused{job_name="bulk-0007"}`, `fencecron_cluster_job_paused{job_name="heartbeat"}`}
+	if !slices.Equal(paused, want) {
+		t.Errorf("paused series = %v, want %v", paused, want)
 	}
 }
