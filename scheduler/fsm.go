@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -222,7 +223,9 @@ type state struct {
 	Epoch     uint64      `json:"epoch"`
 	Leader    string      `json:"leader"`
 	ElectedAt time.Time   `json:"elected_at"`
-	Jobs      []jobs.Spec `json:"jobs"`
+	// Jobs is replaced whole by a new set, never changed in place: a
+	// snapshot encodes it after letting go of the lock.
+	Jobs      []jobs.Spec `json:"jobs,omitempty"`
 	JobsFrom  string      `json:"jobs_from"`
 	JobsAt    time.Time   `json:"jobs_at"`
 	JobsHash  string      `json:"jobs_hash"`
@@ -959,14 +962,67 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.halted != nil {
 		return nil, fmt.Errorf("no snapshot: %w", f.halted)
 	}
+	// Raft takes the snapshot between two entries: Apply waits while
+	// this runs. Everything Apply changes in place is encoded now; the
+	// job set, most of a large state and never changed in place, is
+	// encoded by Persist.
 	st := f.st
 	st.Version = LogVersion
+	set := st.Jobs
+	st.Jobs = nil
 	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
-	return snapshot(b), nil
+	return &stateSnapshot{rest: b, jobs: set}, nil
 }
+
+// stateSnapshot is a snapshot of the state: rest, the state without its
+// jobs, already encoded; the jobs are added to it as it is written.
+type stateSnapshot struct {
+	rest []byte
+	jobs []jobs.Spec
+}
+
+// Persist writes the state as one JSON object: rest, with "jobs" added
+// as its last field.
+func (s *stateSnapshot) Persist(sink raft.SnapshotSink) error {
+	err := func() error {
+		if len(s.jobs) == 0 {
+			_, err := sink.Write(s.rest)
+			return err
+		}
+		if len(s.rest) < 2 || s.rest[len(s.rest)-1] != '}' {
+			return fmt.Errorf("snapshot: state encoded as %.20q", s.rest)
+		}
+		if _, err := sink.Write(s.rest[:len(s.rest)-1]); err != nil {
+			return err
+		}
+		if len(s.rest) > 2 {
+			if _, err := sink.Write([]byte(",")); err != nil {
+				return err
+			}
+		}
+		if _, err := sink.Write([]byte(`"jobs":`)); err != nil {
+			return err
+		}
+		bw := bufio.NewWriterSize(sink, 1<<20)
+		if err := json.NewEncoder(bw).Encode(s.jobs); err != nil {
+			return err
+		}
+		if _, err := bw.Write([]byte("}")); err != nil {
+			return err
+		}
+		return bw.Flush()
+	}()
+	if err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+func (s *stateSnapshot) Release() {}
 
 // Restore implements raft.FSM. It refuses a snapshot of a newer format
 // than LogVersion (and halts: the node cannot follow this cluster); a
@@ -1023,18 +1079,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.notifySubscribers()
 	return nil
 }
-
-type snapshot []byte
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s snapshot) Release() {}
 
 func notify(ch chan struct{}) {
 	select {

@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"testing"
@@ -144,4 +146,23 @@ func BenchmarkFSM_GrantInLargeSet(b *testing.B) {
 
 func rawLog(term, index uint64, data []byte) *raft.Log {
 	return &raft.Log{Term: term, Index: index, Type: raft.LogCommand, Data: data}
+}
+
+// A snapshot is one JSON object, its job set written last (outside the
+// lock); an empty set is written as no field at all.
+func TestFSM_SnapshotWritesJobsLast(t *testing.T) {
+	for _, names := range [][]string{nil, {"a", "b"}} {
+		f := withJobs(t, names...)
+		b := snapshotBytes(t, f)
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatalf("%d jobs: snapshot is not one JSON object: %v\n%.200s", len(names), err, b)
+		}
+		if got := bytes.Count(b, []byte(`"jobs":`)); got != min(len(names), 1) {
+			t.Errorf("%d jobs: \"jobs\" written %d times", len(names), got)
+		}
+		if got := snapshotRestored(t, f).JobSetInfo(); got.Count != len(names) || got.Hash != f.JobSetInfo().Hash {
+			t.Errorf("%d jobs: restored %+v, want %+v", len(names), got, f.JobSetInfo())
+		}
+	}
 }
