@@ -220,16 +220,16 @@ type applyResult struct {
 
 // state is the replicated state; it is what snapshots hold.
 type state struct {
-	Epoch     uint64      `json:"epoch"`
-	Leader    string      `json:"leader"`
-	ElectedAt time.Time   `json:"elected_at"`
+	Epoch     uint64    `json:"epoch"`
+	Leader    string    `json:"leader"`
+	ElectedAt time.Time `json:"elected_at"`
 	// Jobs is replaced whole by a new set, never changed in place: a
 	// snapshot encodes it after letting go of the lock.
-	Jobs      []jobs.Spec `json:"jobs,omitempty"`
-	JobsFrom  string      `json:"jobs_from"`
-	JobsAt    time.Time   `json:"jobs_at"`
-	JobsHash  string      `json:"jobs_hash"`
-	HasJobs   bool        `json:"has_jobs"`
+	Jobs     []jobs.Spec `json:"jobs,omitempty"`
+	JobsFrom string      `json:"jobs_from"`
+	JobsAt   time.Time   `json:"jobs_at"`
+	JobsHash string      `json:"jobs_hash"`
+	HasJobs  bool        `json:"has_jobs"`
 	// Paused is set by pause and cleared by resume, on top of the spec.
 	Paused map[string]bool      `json:"paused"`
 	Runs   map[string]*jobs.Run `json:"runs"`
