@@ -39,7 +39,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer cleanup()
 
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "jobs\tapply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
+	fmt.Fprintln(tw, "jobs\tdev: apply\tCPU apply (CLI)\tCPU dev\tRSS dev\tcluster: apply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
 	for _, field := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || n < 1 || n > jobs.MaxJobs {
@@ -49,16 +49,17 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		if err != nil {
 			return fmt.Errorf("%d jobs: %w", n, err)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", n, secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
 			mib(r.rssLeader), mib(r.rssFollowers), mib(int64(r.snapshotBytes)), secs(r.snapshot), secs(r.restore),
 			fmt.Sprintf("%.1f µs", float64(r.perFire)/float64(time.Microsecond)), kib(r.pageBytes), ms(r.page), ms(r.search))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
+	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
 		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
-		" from the apply's start to every server having the set (what the wall times come to on an idle machine);"+
+		" from the apply's start to every server having the set (on an idle machine the wall time is close to their sum);"+
 		" RSS: VmRSS after -settle;"+
 		" snapshot, restore, per fire (one grant applied to the FSM): in this process on the same set;"+
 		" /jobs: the Jobs page's first page from the leader; search: /jobs?q=...&state=never")
@@ -66,6 +67,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 }
 
 type scaleResult struct {
+	dev                     devResult
 	apply, replicated       time.Duration
 	cliCPU, leaderCPU       time.Duration
 	rssLeader, rssFollowers int64
@@ -87,6 +89,68 @@ func scaleJobs(n int) []byte {
 	return b.Bytes()
 }
 
+// devResult is the apply to a single `fencecron dev` node.
+type devResult struct {
+	apply, cliCPU, nodeCPU time.Duration
+	rss                    int64
+}
+
+// measureDev applies file to a fresh `fencecron dev` node.
+func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration, stderr io.Writer) (devResult, error) {
+	var r devResult
+	ports, err := localcluster.FreePorts(3)
+	if err != nil {
+		return r, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	logf, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		return r, err
+	}
+	defer logf.Close()
+	dev := exec.Command(bin, "dev", "-data", filepath.Join(dir, "dev"), "-http", addr,
+		"-raft-port", strconv.Itoa(ports[1]), "-gossip-port", strconv.Itoa(ports[2]))
+	dev.Stdout, dev.Stderr = logf, logf
+	if err := dev.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		dev.Process.Kill()
+		dev.Wait()
+	}()
+	err = localcluster.Until(30*time.Second, func() error {
+		_, _, err := timedGet("http://" + addr + "/readyz")
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("dev node not ready: %w", err)
+	}
+	cpu0, err := cpuTime(dev.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return r, fmt.Errorf("apply to the dev node: %w", err)
+	}
+	r.apply = time.Since(start)
+	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	cpu1, err := cpuTime(dev.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	r.nodeCPU = cpu1 - cpu0
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(settle):
+	}
+	r.rss, err = vmRSS(dev.Process.Pid)
+	return r, err
+}
+
 func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, stderr io.Writer) (scaleResult, error) {
 	var r scaleResult
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -94,6 +158,10 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 	}
 	file := filepath.Join(dir, "jobs.yaml")
 	if err := os.WriteFile(file, scaleJobs(n), 0o644); err != nil {
+		return r, err
+	}
+	var err error
+	if r.dev, err = measureDev(ctx, bin, dir, file, settle, stderr); err != nil {
 		return r, err
 	}
 	cl, err := localcluster.Start(localcluster.Options{Binary: bin, Dir: dir, Servers: 3, Profile: "default"})
