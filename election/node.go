@@ -44,6 +44,11 @@ const (
 	RoleWorker = "worker"
 )
 
+// logCacheEntries is how many of the newest Raft entries a server keeps
+// in memory (raft.LogCache). Most are a few hundred bytes; a job set's
+// entry stays until that many newer ones have been written.
+const logCacheEntries = 256
+
 // Defaults a zero Config field takes, and the defaults of the config
 // file's node.bind and cluster.reap_after.
 const (
@@ -238,6 +243,15 @@ func (n *Node) openRaft() error {
 		logs = n.cfg.wrapLogStore(logs)
 	}
 	logs = newTimeoutLogStore(logs, n.profile.logStoreTimeout, n.log)
+	// Raft reads back the entries it just wrote: to send them to each
+	// follower, to apply them, and, for every AppendEntries, the entry
+	// before them for its term. From bolt each read decodes and copies
+	// the whole entry; a job set's is tens of MiB, and a leader spent
+	// seconds of CPU re-reading it. The newest entries are kept in
+	// memory instead, as Consul does.
+	if logs, err = raft.NewLogCache(logCacheEntries, logs); err != nil {
+		return fmt.Errorf("raft log cache: %w", err)
+	}
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogTo(n.log, "raft-snapshot"))
 	if err != nil {
 		return fmt.Errorf("open raft snapshots: %w", err)

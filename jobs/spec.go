@@ -208,13 +208,22 @@ func (d Duration) D() time.Duration { return time.Duration(d) }
 // String returns d in Go duration syntax.
 func (d Duration) String() string { return time.Duration(d).String() }
 
-// MarshalJSON writes d as a Go duration string.
-func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(d.String()) }
+// MarshalJSON writes d as a Go duration string. A duration's string
+// needs no escaping in JSON, so it is quoted as it is: a job set of
+// 100,000 specs has 400,000 durations, each encoded on every apply.
+func (d Duration) MarshalJSON() ([]byte, error) {
+	s := d.String()
+	b := make([]byte, 0, len(s)+2)
+	return append(append(append(b, '"'), s...), '"'), nil
+}
 
 // UnmarshalJSON reads a Go duration string or a number of nanoseconds.
 func (d *Duration) UnmarshalJSON(b []byte) error {
 	var s string
-	if err := json.Unmarshal(b, &s); err != nil {
+	if n := len(b); n >= 2 && b[0] == '"' && b[n-1] == '"' && !bytes.ContainsAny(b[1:n-1], "\\\"") {
+		// A plain string, the usual case, without a second decoder.
+		s = string(b[1 : n-1])
+	} else if err := json.Unmarshal(b, &s); err != nil {
 		var n int64
 		if err2 := json.Unmarshal(b, &n); err2 != nil {
 			return fmt.Errorf("duration: %w", err)

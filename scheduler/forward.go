@@ -83,10 +83,11 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 	if len(source) > maxSourceLen {
 		source = clip(source, maxSourceLen)
 	}
-	if _, err := l.s.applyLocalCmd(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: l.s.now()}}); err != nil {
+	hash := jobs.HashSpecs(specs)
+	if _, err := l.s.applyLocalCmd(ctx, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
 		return "", err
 	}
-	return jobs.HashSpecs(specs), nil
+	return hash, nil
 }
 
 // CheckJobs normalizes a job set and checks it as the config parser does

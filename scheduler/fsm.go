@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -66,10 +67,16 @@ type electedCmd struct {
 	At   time.Time `json:"at"`
 }
 
+// setJobsCmd replaces the job set. Hash, if set, is the set's
+// jobs.HashSpecs, computed once by the leader that proposed it rather
+// than by every replica again (entries without it are hashed when
+// applied; a replica that does not know the field hashes, and gets the
+// same).
 type setJobsCmd struct {
 	Jobs   []jobs.Spec `json:"jobs"`
 	Source string      `json:"source"`
 	At     time.Time   `json:"at"`
+	Hash   string      `json:"hash,omitempty"`
 }
 
 // grantCmd grants the first attempt of a new run (opGrant) as DecideGrant
@@ -213,14 +220,16 @@ type applyResult struct {
 
 // state is the replicated state; it is what snapshots hold.
 type state struct {
-	Epoch     uint64      `json:"epoch"`
-	Leader    string      `json:"leader"`
-	ElectedAt time.Time   `json:"elected_at"`
-	Jobs      []jobs.Spec `json:"jobs"`
-	JobsFrom  string      `json:"jobs_from"`
-	JobsAt    time.Time   `json:"jobs_at"`
-	JobsHash  string      `json:"jobs_hash"`
-	HasJobs   bool        `json:"has_jobs"`
+	Epoch     uint64    `json:"epoch"`
+	Leader    string    `json:"leader"`
+	ElectedAt time.Time `json:"elected_at"`
+	// Jobs is replaced whole by a new set, never changed in place: a
+	// snapshot encodes it after letting go of the lock.
+	Jobs     []jobs.Spec `json:"jobs,omitempty"`
+	JobsFrom string      `json:"jobs_from"`
+	JobsAt   time.Time   `json:"jobs_at"`
+	JobsHash string      `json:"jobs_hash"`
+	HasJobs  bool        `json:"has_jobs"`
 	// Paused is set by pause and cleared by resume, on top of the spec.
 	Paused map[string]bool      `json:"paused"`
 	Runs   map[string]*jobs.Run `json:"runs"`
@@ -232,10 +241,13 @@ type state struct {
 	// LastScheduled is, per job, the latest scheduled time granted or
 	// skipped: where a new leader's catch-up starts.
 	LastScheduled map[string]time.Time `json:"last_scheduled"`
-	Skips         []jobs.SkipRange     `json:"skips"`
-	Events        []jobs.Event         `json:"events"`
-	EventSeq      uint64               `json:"event_seq"`
-	Counters      map[string]uint64    `json:"counters"`
+	// LastRuns is, per job, its newest run as it was last seen: the run
+	// itself may have been dropped (see RunSummary).
+	LastRuns map[string]RunSummary `json:"last_runs,omitempty"`
+	Skips    []jobs.SkipRange      `json:"skips"`
+	Events   []jobs.Event          `json:"events"`
+	EventSeq uint64                `json:"event_seq"`
+	Counters map[string]uint64     `json:"counters"`
 	// LastIndex is the index of the last applied entry.
 	LastIndex uint64 `json:"last_index"`
 	// RangeRefusedTerm is the last term in which a grant was refused for
@@ -272,6 +284,7 @@ type FSM struct {
 
 	mu       sync.RWMutex
 	st       state
+	idx      jobIndex
 	halted   error
 	logHalts atomic.Uint64
 	// changes collects what the entry being applied changed (f.mu held).
@@ -289,12 +302,15 @@ type FSM struct {
 
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
-	return &FSM{
+	f := &FSM{
 		MaxRuns: DefaultMaxRuns,
 		st:      emptyState(),
 		subs:    map[chan struct{}]bool{},
 		feeds:   map[*ChangeFeed]bool{},
 	}
+	f.indexJobs()
+	f.indexRuns()
+	return f
 }
 
 func (f *FSM) logger() *slog.Logger {
@@ -308,7 +324,7 @@ func emptyState() state {
 	return state{
 		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
 		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
-		Counters: map[string]uint64{},
+		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
 	}
 }
 
@@ -372,7 +388,11 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return applyResult{}
 	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
-		f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		f.st.JobsHash = c.SetJobs.Hash
+		if f.st.JobsHash == "" {
+			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
+		}
+		f.indexJobs()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -436,8 +456,8 @@ func (f *FSM) event(l *raft.Log, e jobs.Event) {
 }
 
 func (f *FSM) spec(job string) (jobs.Spec, bool) {
-	i := slices.IndexFunc(f.st.Jobs, func(s jobs.Spec) bool { return s.Name == job })
-	if i < 0 {
+	i, ok := f.idx.byName[job]
+	if !ok {
 		return jobs.Spec{}, false
 	}
 	return f.st.Jobs[i], true
@@ -504,16 +524,18 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 	}
 	f.st.Runs[id] = r
 	f.st.Order = append(f.st.Order, id)
+	f.addRun(r)
 	f.noteScheduled(g.Job, g.ScheduledAt)
 	f.trim()
 	return applyResult{Run: r.Clone()}
 }
 
 // openRuns returns the job's runs that have not finished, oldest first.
+// It looks at the job's own runs only (jobIndex).
 func (f *FSM) openRuns(job string) []jobs.Run {
 	var out []jobs.Run
-	for _, id := range f.st.Order {
-		if r := f.st.Runs[id]; r.Job == job && !r.State.Terminal() {
+	for _, id := range f.idx.runs[job] {
+		if r := f.st.Runs[id]; !r.State.Terminal() {
 			out = append(out, *r)
 		}
 	}
@@ -615,6 +637,7 @@ func (f *FSM) trim() {
 		if f.History != nil {
 			f.trimmedRuns = append(f.trimmedRuns, r.Clone())
 		}
+		f.dropRun(r)
 		delete(f.st.Runs, r.ID)
 		drop++
 	}
@@ -992,14 +1015,61 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	if f.halted != nil {
 		return nil, fmt.Errorf("no snapshot: %w", f.halted)
 	}
+	// Raft takes the snapshot between two entries: Apply waits while
+	// this runs. Everything Apply changes in place is encoded now; the
+	// job set, most of a large state and never changed in place, is
+	// encoded by Persist.
 	st := f.st
 	st.Version = LogVersion
+	set := st.Jobs
+	st.Jobs = nil
 	b, err := json.Marshal(st)
 	if err != nil {
 		return nil, err
 	}
-	return snapshot(b), nil
+	return &stateSnapshot{rest: b, jobs: set}, nil
 }
+
+// stateSnapshot is a snapshot of the state: rest, the state without its
+// jobs, already encoded; the jobs are added to it as it is written.
+type stateSnapshot struct {
+	rest []byte
+	jobs []jobs.Spec
+}
+
+// Persist writes the state to Raft's sink (writeTo).
+func (s *stateSnapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.writeTo(sink); err != nil {
+		sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// writeTo writes the state as one JSON object: rest, with "jobs" added
+// as its last field.
+func (s *stateSnapshot) writeTo(w io.Writer) error {
+	if len(s.jobs) == 0 {
+		_, err := w.Write(s.rest)
+		return err
+	}
+	if len(s.rest) < 2 || s.rest[len(s.rest)-1] != '}' {
+		return fmt.Errorf("snapshot: state encoded as %.20q", s.rest)
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	bw.Write(s.rest[:len(s.rest)-1])
+	if len(s.rest) > 2 {
+		bw.WriteString(",")
+	}
+	bw.WriteString(`"jobs":`)
+	if err := json.NewEncoder(bw).Encode(s.jobs); err != nil {
+		return err
+	}
+	bw.WriteString("}")
+	return bw.Flush()
+}
+
+func (s *stateSnapshot) Release() {}
 
 // Restore implements raft.FSM. It refuses a snapshot of a newer format
 // than LogVersion (and halts: the node cannot follow this cluster); a
@@ -1038,6 +1108,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if st.Counters == nil {
 		st.Counters = fresh.Counters
 	}
+	if st.LastRuns == nil {
+		st.LastRuns = fresh.LastRuns
+	}
 	if f.History != nil {
 		// Before the state is replaced: a history that cannot record
 		// what this snapshot skips must not lose track of it.
@@ -1048,6 +1121,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.st = st
 	f.halted = nil
+	f.indexJobs()
+	f.indexRuns()
 	// A snapshot written before runs waited for their retries as pending
 	// holds them as failed or lost; settling again gives them their retry.
 	for _, r := range f.st.Runs {
@@ -1058,18 +1133,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.notifySubscribers()
 	return nil
 }
-
-type snapshot []byte
-
-func (s snapshot) Persist(sink raft.SnapshotSink) error {
-	if _, err := sink.Write(s); err != nil {
-		sink.Cancel()
-		return err
-	}
-	return sink.Close()
-}
-
-func (s snapshot) Release() {}
 
 func notify(ch chan struct{}) {
 	select {

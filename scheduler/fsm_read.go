@@ -29,11 +29,17 @@ type JobSetInfo struct {
 	Source    string    `json:"source"`
 	AppliedAt time.Time `json:"applied_at"`
 	Count     int       `json:"count"`
+	// Paused counts the jobs paused, by their spec or by pause.
+	Paused int `json:"paused"`
+	// First is the set's first job as written ("" if none): what a page
+	// that shows one job shows by default.
+	First string `json:"first,omitempty"`
 }
 
-// JobSet returns the replicated job set, each spec's Paused flag reflecting
-// pause and resume, where it came from and when, and whether one was ever
-// applied.
+// JobSet returns a copy of the replicated job set, each spec's Paused
+// flag reflecting pause and resume, where it came from and when, and
+// whether one was ever applied. It copies the whole set: what serves
+// requests pages through FindJobs or looks one job up with Spec instead.
 func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -50,8 +56,10 @@ func (f *FSM) Spec(name string) (jobs.Spec, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	s, ok := f.spec(name)
-	s.Paused = s.Paused || f.st.Paused[name]
-	return s, ok
+	if !ok {
+		return jobs.Spec{}, false
+	}
+	return f.withPause(s), true
 }
 
 // JobSetInfo describes the replicated job set; Hash is "" if none was
@@ -59,7 +67,11 @@ func (f *FSM) Spec(name string) (jobs.Spec, bool) {
 func (f *FSM) JobSetInfo() JobSetInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs)}
+	info := JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs), Paused: f.pausedCount()}
+	if len(f.st.Jobs) > 0 {
+		info.First = f.st.Jobs[0].Name
+	}
+	return info
 }
 
 // RunFilter selects runs.
@@ -68,16 +80,18 @@ type RunFilter struct {
 	Limit int // 0: all
 }
 
-// Runs returns runs, newest grant first.
+// Runs returns runs, newest grant first. Asked for one job's, it looks
+// at that job's runs only.
 func (f *FSM) Runs(filter RunFilter) []jobs.Run {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	order := f.st.Order
+	if filter.Job != "" {
+		order = f.idx.runs[filter.Job]
+	}
 	var out []jobs.Run
-	for i := len(f.st.Order) - 1; i >= 0; i-- {
-		r := f.st.Runs[f.st.Order[i]]
-		if filter.Job != "" && r.Job != filter.Job {
-			continue
-		}
+	for i := len(order) - 1; i >= 0; i-- {
+		r := f.st.Runs[order[i]]
 		out = append(out, r.Clone())
 		if filter.Limit > 0 && len(out) == filter.Limit {
 			break
@@ -97,13 +111,12 @@ func (f *FSM) Run(id string) (jobs.Run, bool) {
 	return r.Clone(), true
 }
 
-// LastRun returns the newest run of a job.
+// LastRun returns the newest run of a job: the run itself while the
+// state keeps it, else its summary (RunSummary: its newest attempt only).
 func (f *FSM) LastRun(job string) (jobs.Run, bool) {
-	runs := f.Runs(RunFilter{Job: job, Limit: 1})
-	if len(runs) == 0 {
-		return jobs.Run{}, false
-	}
-	return runs[0], true
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.lastRun(job)
 }
 
 // OpenRuns returns the runs of a job ("" for all jobs) that have not

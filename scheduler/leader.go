@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"maps"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -128,18 +129,27 @@ func (l *leader) run() {
 
 // fireEntry is one job in the firing queue: fire times after `after`
 // have not been handled yet; next is the first of them, and fireAt is
-// when it fires: next plus the job's deterministic jitter.
+// when it fires: next plus the job's deterministic jitter. It keeps only
+// what ordering the queue needs (a set may hold 100,000 jobs); the spec
+// itself is looked up when the job fires.
 type fireEntry struct {
-	spec   jobs.Spec
+	name   string
+	jitter jobs.Duration
 	sched  *jobs.Schedule
 	after  time.Time
 	next   time.Time
 	fireAt time.Time
 }
 
+// jitterFor is the job's jitter for scheduled time t (jobs.Spec.JitterFor).
+func (e *fireEntry) jitterFor(t time.Time) time.Duration {
+	s := jobs.Spec{Name: e.name, Jitter: e.jitter}
+	return s.JitterFor(t)
+}
+
 func (e *fireEntry) setNext(t time.Time) {
 	e.next = t
-	e.fireAt = t.Add(e.spec.JitterFor(t))
+	e.fireAt = t.Add(e.jitterFor(t))
 }
 
 // fireQueue is a min-heap of next fire times.
@@ -157,23 +167,33 @@ func (q *fireQueue) Pop() any {
 }
 
 // buildQueue starts each job from the latest scheduled time the cluster
-// handled, so the first pass catches up on what no leader fired.
+// handled, so the first pass catches up on what no leader fired. Jobs
+// with the same schedule, time zone and daylight-saving policy share one
+// parsed schedule (it is read-only): a large set repeats a few schedules
+// many times.
 func (l *leader) buildQueue() fireQueue {
 	specs, _, _, _ := l.s.FSM.JobSet()
 	now := l.s.Clock.Now()
-	var q fireQueue
+	q := make(fireQueue, 0, len(specs))
+	type schedKey struct{ exprs, tz, spring, fall string }
+	parsed := map[schedKey]*jobs.Schedule{}
 	for _, spec := range specs {
-		sched, err := spec.Schedule()
-		if err != nil {
-			l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
-			continue
+		key := schedKey{strings.Join(spec.Schedules, "\x00"), spec.Timezone, spec.DST.Spring, spec.DST.Fall}
+		sched, ok := parsed[key]
+		if !ok {
+			var err error
+			if sched, err = spec.Schedule(); err != nil {
+				l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
+				continue
+			}
+			parsed[key] = sched
 		}
 		after, ok := l.s.FSM.LastScheduled(spec.Name)
 		if !ok || after.After(now) {
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{spec: spec, sched: sched, after: after}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after}
 			e.setNext(next)
 			q = append(q, e)
 		}
@@ -223,7 +243,12 @@ func (l *leader) fireDue(q *fireQueue) {
 // handleDue applies the job's misfire policy to its fire times in
 // (e.after, now] and returns the last of them.
 func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
-	spec := e.spec
+	spec, ok := l.s.FSM.Spec(e.name)
+	if !ok {
+		// Gone from the set (the queue is rebuilt next): its times are
+		// walked past, and nothing is recorded for them (see paused).
+		spec = jobs.Spec{Name: e.name, Jitter: e.jitter}
+	}
 	window := spec.CatchupWindow.D()
 	if window <= 0 {
 		window = jobs.DefaultCatchupWindow

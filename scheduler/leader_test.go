@@ -83,7 +83,7 @@ func due(t *testing.T, s jobs.Spec, after time.Time) *fireEntry {
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &fireEntry{spec: s, sched: sched, after: after}
+	e := &fireEntry{name: s.Name, jitter: s.Jitter, sched: sched, after: after}
 	e.setNext(sched.Next(after))
 	return e
 }

@@ -39,7 +39,11 @@ func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
 		return SnapshotInfo{}, err
 	}
 	defer snap.Release()
-	b := []byte(snap.(snapshot))
+	var buf bytes.Buffer
+	if err := snap.(*stateSnapshot).writeTo(&buf); err != nil {
+		return SnapshotInfo{}, err
+	}
+	b := buf.Bytes()
 	info, err := inspect(b)
 	if err != nil {
 		return SnapshotInfo{}, err

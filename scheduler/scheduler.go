@@ -199,6 +199,12 @@ func (s *Scheduler) stepDown() {
 
 const stepDownEvery = 5 * time.Second
 
+// maxEntryBytes bounds one Raft entry: the largest is a job set
+// (jobs.MaxSetBytes) with its envelope. Every replica holds an entry
+// whole in memory while it applies it, and a follower receives it in one
+// AppendEntries, so nothing larger is proposed.
+const maxEntryBytes = jobs.MaxSetBytes + 1<<20
+
 // leaderTerm is one run of the leader loop.
 type leaderTerm struct {
 	cancel context.CancelFunc
@@ -222,6 +228,9 @@ func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, 
 	b, err := encodeEntry(c)
 	if err != nil {
 		return applyResult{}, err
+	}
+	if len(b) > maxEntryBytes {
+		return applyResult{}, fmt.Errorf("%s entry of %d bytes: a log entry is at most %d MiB: %w", c.Op, len(b), maxEntryBytes>>20, jobs.ErrInvalidConfig)
 	}
 	resp, err := s.Raft.Apply(ctx, b)
 	if err != nil {

@@ -1,17 +1,21 @@
 package web
 
 import (
+	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
@@ -53,36 +57,126 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ready: leader %s, epoch %d\n", st.Leader, st.Epoch)
 }
 
-func (s *Server) jobs() []wire.Job {
-	specs, _, _, _ := s.State.JobSet()
-	now := s.Clock.Now()
-	out := make([]wire.Job, 0, len(specs))
-	for _, spec := range specs {
-		j := wire.Job{Spec: spec}
-		if sched, err := spec.Schedule(); err == nil {
-			j.NextFire = sched.Next(now)
-		}
-		if run, ok := s.State.LastRun(spec.Name); ok {
-			j.LastRun = &run
-		}
-		out = append(out, j)
+// Paging of the job set (GET /api/v1/jobs and the Jobs page): a set of
+// 100,000 jobs is never copied or rendered whole per request.
+const (
+	// defaultJobsLimit is the API's page when the request names none:
+	// larger than most sets, so a small set's answer is the whole set.
+	defaultJobsLimit = 1000
+	maxJobsLimit     = 5000
+)
+
+// jobQuery reads a job search from a request: q (text in the name or a
+// target tag), state (of the last run, or "never"), paused, cursor (an
+// earlier answer's next) and limit.
+func jobQuery(r *http.Request, defaultLimit int) (scheduler.JobQuery, error) {
+	v := r.URL.Query()
+	q := scheduler.JobQuery{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
+	if len(q.Text) > 200 {
+		return q, badRequest("q is at most 200 bytes")
 	}
-	return out
+	if q.State != "" && q.State != scheduler.NeverRan && !q.State.Known() {
+		return q, badRequest("state must be a run state or %q, got %q", scheduler.NeverRan, q.State)
+	}
+	if p := v.Get("paused"); p != "" {
+		b, err := strconv.ParseBool(p)
+		if err != nil {
+			return q, badRequest("paused must be true or false, got %q", p)
+		}
+		q.Paused = b
+	}
+	if c := v.Get("cursor"); c != "" {
+		after, err := decodeJobCursor(c)
+		if err != nil {
+			return q, err
+		}
+		q.After = after
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > maxJobsLimit {
+			return q, badRequest("limit must be a number from 1 to %d, got %q", maxJobsLimit, l)
+		}
+		q.Limit = n
+	}
+	return q, nil
+}
+
+// A job cursor is opaque to clients: the name of the last job of a page,
+// so a page resumes after it whatever was applied meanwhile.
+func encodeJobCursor(name string) string {
+	return base64.RawURLEncoding.EncodeToString([]byte("j:" + name))
+}
+
+func decodeJobCursor(c string) (string, error) {
+	b, err := base64.RawURLEncoding.DecodeString(c)
+	if err != nil || !bytes.HasPrefix(b, []byte("j:")) {
+		return "", badRequest("cursor %q is not one this server gave", clipParam(c))
+	}
+	return string(b[2:]), nil
+}
+
+func clipParam(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
+}
+
+// findJobs returns a page of jobs as the API shows them, and the cursor
+// of the next page ("" if none).
+func (s *Server) findJobs(q scheduler.JobQuery) ([]wire.Job, string, scheduler.JobPage) {
+	page := s.State.FindJobs(q)
+	now := s.Clock.Now()
+	out := make([]wire.Job, 0, len(page.Jobs))
+	for _, e := range page.Jobs {
+		out = append(out, apiJob(e.Spec, e.LastRun, now))
+	}
+	next := ""
+	if page.More && len(out) > 0 {
+		next = encodeJobCursor(out[len(out)-1].Name)
+	}
+	return out, next, page
+}
+
+func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time) wire.Job {
+	j := wire.Job{Spec: spec, LastRun: last}
+	if sched, err := spec.Schedule(); err == nil {
+		j.NextFire = sched.Next(now)
+	}
+	return j
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, wire.JobList{Jobs: s.jobs()})
+	q, err := jobQuery(r, defaultJobsLimit)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	list, next, page := s.findJobs(q)
+	writeJSON(w, http.StatusOK, wire.JobList{Jobs: list, Next: next, Matched: page.Matched, Total: page.Total})
+}
+
+// job returns one job as the API shows it.
+func (s *Server) job(name string) (wire.Job, error) {
+	spec, ok := s.State.Spec(name)
+	if !ok {
+		return wire.Job{}, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound)
+	}
+	var last *jobs.Run
+	if run, ok := s.State.LastRun(name); ok {
+		last = &run
+	}
+	return apiJob(spec, last, s.Clock.Now()), nil
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
-	for _, j := range s.jobs() {
-		if j.Name == name {
-			writeJSON(w, http.StatusOK, j)
-			return
-		}
+	j, err := s.job(chi.URLParam(r, "name"))
+	if err != nil {
+		s.error(w, r, err)
+		return
 	}
-	s.error(w, r, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound))
+	writeJSON(w, http.StatusOK, j)
 }
 
 // handleRuns lists runs, newest scheduled first, from the replicated
@@ -106,10 +200,10 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }
 
-// maxJobSetBody bounds PUT /api/v1/jobset: as large as a config file may
-// be (config.MaxFileSize), and well below what a follower may forward to
-// the leader (scheduler/rpc takes 8 MiB).
-const maxJobSetBody = 4 << 20
+// maxJobSetBody bounds PUT /api/v1/jobset: a job set's JSON
+// (jobs.MaxSetBytes), which a follower forwards to the leader whole
+// (scheduler/rpc takes a little more, for its own envelope).
+const maxJobSetBody = jobs.MaxSetBytes
 
 func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	var req wire.JobSetRequest
@@ -118,7 +212,7 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	if err := dec.Decode(&req); err != nil {
 		var tooLarge *http.MaxBytesError
 		if errors.As(err, &tooLarge) {
-			s.error(w, r, fmt.Errorf("%w: a job set is at most %d bytes", errTooLarge, maxJobSetBody))
+			s.error(w, r, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20))
 			return
 		}
 		s.error(w, r, badRequest("decode job set: %v", err))

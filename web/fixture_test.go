@@ -96,7 +96,58 @@ func (f *fakeState) JobSet() ([]jobs.Spec, string, time.Time, bool) {
 	return slices.Clone(f.specs), "test", at(-50), true
 }
 func (f *fakeState) JobSetInfo() scheduler.JobSetInfo {
-	return scheduler.JobSetInfo{Hash: "abc", Source: "test", AppliedAt: at(-50), Count: len(f.specs)}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	info := scheduler.JobSetInfo{Hash: "abc", Source: "test", AppliedAt: at(-50), Count: len(f.specs)}
+	for _, s := range f.specs {
+		if s.Paused {
+			info.Paused++
+		}
+	}
+	if len(f.specs) > 0 {
+		info.First = f.specs[0].Name
+	}
+	return info
+}
+
+// FindJobs is the FSM's search, simply: name order, text in the name,
+// state of the last run.
+func (f *fakeState) FindJobs(q scheduler.JobQuery) scheduler.JobPage {
+	specs, _, _, _ := f.JobSet()
+	slices.SortFunc(specs, func(a, b jobs.Spec) int { return strings.Compare(a.Name, b.Name) })
+	page := scheduler.JobPage{Total: len(specs)}
+	for _, sp := range specs {
+		last, ok := f.LastRun(sp.Name)
+		switch {
+		case q.Text != "" && !strings.Contains(sp.Name, strings.ToLower(q.Text)),
+			q.Paused && !sp.Paused,
+			q.State == scheduler.NeverRan && ok,
+			q.State != "" && q.State != scheduler.NeverRan && (!ok || last.State != q.State):
+			continue
+		}
+		page.Matched++
+		if sp.Name <= q.After {
+			continue
+		}
+		if q.Limit > 0 && len(page.Jobs) == q.Limit {
+			page.More = true
+			continue
+		}
+		e := scheduler.JobEntry{Spec: sp}
+		if ok {
+			e.LastRun = &last
+		}
+		page.Jobs = append(page.Jobs, e)
+	}
+	return page
+}
+func (f *fakeState) Spec(name string) (jobs.Spec, bool) {
+	specs, _, _, _ := f.JobSet()
+	i := slices.IndexFunc(specs, func(s jobs.Spec) bool { return s.Name == name })
+	if i < 0 {
+		return jobs.Spec{}, false
+	}
+	return specs[i], true
 }
 func (f *fakeState) Runs(rf scheduler.RunFilter) []jobs.Run {
 	f.mu.Lock()

@@ -40,6 +40,10 @@ var clusterCounters = []struct{ key, name, help string }{
 	{"lost", "fencecron_cluster_lease_lost_total", "LOST lease transitions reported by workers."},
 }
 
+// maxPausedSeries bounds the fencecron_cluster_job_paused series of one
+// scrape.
+const maxPausedSeries = 1000
+
 var runStates = []jobs.State{jobs.Pending, jobs.Running, jobs.Succeeded, jobs.Failed, jobs.Fenced, jobs.TimedOut, jobs.Lost, jobs.Cancelled, jobs.Skipped}
 
 // raftStates are the values of fencecron_raft_state's label.
@@ -59,7 +63,7 @@ var (
 	}()
 	runsDesc        = prometheus.NewDesc("fencecron_cluster_runs", "Runs kept in the replicated state, by state.", []string{"state"}, nil)
 	epochDesc       = prometheus.NewDesc("fencecron_cluster_epoch", "The current epoch: the Raft term of the last leader whose election was applied (plus the epoch base of a cluster restored from a snapshot).", nil, nil)
-	pausedDesc      = prometheus.NewDesc("fencecron_cluster_job_paused", "1 if the job is paused, 0 if it fires.", []string{"job_name"}, nil)
+	pausedDesc      = prometheus.NewDesc("fencecron_cluster_job_paused", "1 if the job is paused, 0 if it fires (in a set of more than 1000 jobs, the first 1000 paused jobs only).", []string{"job_name"}, nil)
 	leaderKnownDesc = prometheus.NewDesc("fencecron_raft_leader_known", "1 if this node knows a leader.", nil, nil)
 	raftStateDesc   = prometheus.NewDesc("fencecron_raft_state", "This node's Raft state (1 for the current one).", []string{"state"}, nil)
 	termDesc        = prometheus.NewDesc("fencecron_raft_term", "This node's current Raft term.", nil, nil)
@@ -107,9 +111,15 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	epoch, _ := s.State.Epoch()
 	gauge(epochDesc, float64(epoch))
-	specs, _, _, _ := s.State.JobSet()
-	for _, spec := range specs {
-		gauge(pausedDesc, b2f(spec.Paused), spec.Name)
+	// One series per job while the set is small; a large set exports its
+	// paused jobs only (a missing series reads as not paused), so that a
+	// scrape stays small whatever the set's size.
+	q := scheduler.JobQuery{Limit: maxPausedSeries}
+	if s.State.JobSetInfo().Count > maxPausedSeries {
+		q.Paused = true
+	}
+	for _, e := range s.State.FindJobs(q).Jobs {
+		gauge(pausedDesc, b2f(e.Spec.Paused), e.Spec.Name)
 	}
 
 	// Raft and gossip as this node sees them.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"html/template"
 	"io/fs"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -238,13 +239,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Runs = all[:min(len(all), 12)]
 	p.Events = newestFirst(s.State.Events(0, 12))
-	specs, _, _, _ := s.State.JobSet()
-	p.Jobs = len(specs)
-	for _, sp := range specs {
-		if sp.Paused {
-			p.JobsPaused++
-		}
-	}
+	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
 	s.render(w, r, http.StatusOK, "overview.html", p)
 }
 
@@ -261,31 +256,74 @@ type jobView struct {
 	ScheduleErr string
 }
 
-func (s *Server) jobViews() []jobView {
-	now := s.Clock.Now()
-	var out []jobView
-	for _, j := range s.jobs() {
-		v := jobView{Job: j}
-		for _, e := range j.Schedules {
-			v.Words = append(v.Words, describeSchedule(e))
-		}
-		if sched, err := j.Spec.Schedule(); err == nil {
-			v.NextFires = sched.NextN(now, 5)
-		} else {
-			v.ScheduleErr = err.Error()
-		}
-		out = append(out, v)
+func (s *Server) jobView(j wire.Job) jobView {
+	v := jobView{Job: j}
+	for _, e := range j.Schedules {
+		v.Words = append(v.Words, describeSchedule(e))
 	}
-	return out
+	if sched, err := j.Spec.Schedule(); err == nil {
+		v.NextFires = sched.NextN(s.Clock.Now(), 5)
+	} else {
+		v.ScheduleErr = err.Error()
+	}
+	return v
 }
+
+// timelinePickerJobs bounds the jobs the Timeline page's picker lists.
+const timelinePickerJobs = 500
+
+// jobsPageSize is how many jobs one Jobs page shows: with each job's next
+// five fire times, well under 1 MiB however long the set.
+const jobsPageSize = 100
 
 type jobsPage struct {
 	pageBase
 	Jobs []jobView
+	// The search (q, state) as asked, to fill the form and the links.
+	Q, State string
+	States   []jobs.State
+	// Matched and Total count the jobs that match and the whole set.
+	Matched, Total int
+	// Next is the link to the next page; First to the first, when this
+	// is not it.
+	Next, First string
 }
 
 func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
-	s.render(w, r, http.StatusOK, "jobs.html", &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Jobs: s.jobViews()})
+	q, err := jobQuery(r, jobsPageSize)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	q.Limit = min(q.Limit, jobsPageSize)
+	list, next, page := s.findJobs(q)
+	p := &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Q: q.Text, State: string(q.State), Matched: page.Matched, Total: page.Total,
+		States: append([]jobs.State{scheduler.NeverRan}, runStates...)}
+	for _, j := range list {
+		p.Jobs = append(p.Jobs, s.jobView(j))
+	}
+	search := url.Values{}
+	if q.Text != "" {
+		search.Set("q", q.Text)
+	}
+	if q.State != "" {
+		search.Set("state", string(q.State))
+	}
+	if q.Paused {
+		search.Set("paused", "true")
+	}
+	if next != "" {
+		v := maps.Clone(search)
+		v.Set("cursor", next)
+		p.Next = "/jobs?" + v.Encode()
+	}
+	if q.After != "" {
+		p.First = "/jobs"
+		if len(search) > 0 {
+			p.First += "?" + search.Encode()
+		}
+	}
+	s.render(w, r, http.StatusOK, "jobs.html", p)
 }
 
 type jobPage struct {
@@ -308,12 +346,12 @@ const (
 
 func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	i := slices.IndexFunc(s.jobViews(), func(v jobView) bool { return v.Name == name })
-	if i < 0 {
-		s.error(w, r, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound))
+	j, err := s.job(name)
+	if err != nil {
+		s.error(w, r, err)
 		return
 	}
-	p := &jobPage{pageBase: s.base(r, "Job "+name, "jobs"), Job: s.jobViews()[i]}
+	p := &jobPage{pageBase: s.base(r, "Job "+name, "jobs"), Job: s.jobView(j)}
 	// The run history pages with the API's cursor; back holds the cursors
 	// of the newer pages, so the newer link can return.
 	cursor := r.URL.Query().Get("cursor")
@@ -581,11 +619,10 @@ func (s *Server) timelineFor(r *http.Request) (job, key string, n int, tl svgTim
 		tl, err = s.keyTimeline(r.Context(), key)
 		return job, key, n, tl, err
 	}
-	specs, _, _, _ := s.State.JobSet()
-	if job == "" && len(specs) > 0 {
-		job = specs[0].Name
+	if job == "" {
+		job = s.State.JobSetInfo().First
 	}
-	if job != "" && !slices.ContainsFunc(specs, func(sp jobs.Spec) bool { return sp.Name == job }) {
+	if _, ok := s.State.Spec(job); job != "" && !ok {
 		return "", "", 0, tl, fmt.Errorf("job %q: %w", job, jobs.ErrNotFound)
 	}
 	if job == "" {
@@ -601,9 +638,13 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
-	specs, _, _, _ := s.State.JobSet()
-	for _, sp := range specs {
-		p.Jobs = append(p.Jobs, sp.Name)
+	// The picker lists the first jobs by name; any other is one URL away
+	// (?job=NAME) and always listed when it is the one shown.
+	for _, e := range s.State.FindJobs(scheduler.JobQuery{Limit: timelinePickerJobs}).Jobs {
+		p.Jobs = append(p.Jobs, e.Spec.Name)
+	}
+	if job != "" && !slices.Contains(p.Jobs, job) {
+		p.Jobs = append(p.Jobs, job)
 	}
 	p.SVGPath = "/timeline.svg"
 	if r.URL.RawQuery != "" {

@@ -55,6 +55,11 @@ type State interface {
 	Epoch() (uint64, string)
 	JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool)
 	JobSetInfo() scheduler.JobSetInfo
+	// FindJobs returns a page of the job set (see scheduler.JobQuery),
+	// copying only the page: what serves requests, whatever the set's size.
+	FindJobs(q scheduler.JobQuery) scheduler.JobPage
+	// Spec returns one job of the set.
+	Spec(name string) (jobs.Spec, bool)
 	Runs(f scheduler.RunFilter) []jobs.Run
 	LastRun(job string) (jobs.Run, bool)
 	Events(after uint64, limit int) []jobs.Event

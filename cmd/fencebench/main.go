@@ -7,6 +7,10 @@
 //	fencebench lateness [-rates 10,100] [-duration 30s]
 //	    jobs firing N times a second; lateness (process start minus
 //	    scheduled time) and sustained runs per second.
+//	fencebench scale [-jobs 10000,100000] [-settle 10s]
+//	    N jobs applied to three servers: apply time, RSS per node, the
+//	    Jobs page; snapshot size, restore time and the cost of one fire
+//	    for a set that size.
 //
 // It builds nothing: -bin names the fencecron binary (default: build it
 // into a temporary directory with `go build`).
@@ -43,6 +47,7 @@ func main() {
 const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench lateness [-rates 10,100] [-duration D] [-compare PATH] [-bin PATH] [-keep DIR]
+  fencebench scale [-jobs 10000,100000] [-settle D] [-bin PATH] [-keep DIR]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,6 +60,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runFailover(ctx, args[1:], stdout, stderr)
 	case "lateness":
 		return runLateness(ctx, args[1:], stdout, stderr)
+	case "scale":
+		return runScale(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown benchmark %q", args[0])

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
@@ -68,37 +69,51 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Faults:          faults,
 		API:             f.API,
 	}
-	// A node's own jobs seed a cluster that has none; afterwards they only
-	// replace the applied set by an operator's act (SIGHUP, apply).
-	if f.Has(config.SectionJobs) {
-		o.InitialJobs = f.Jobs
-		o.InitialSource = fmt.Sprintf("%s on %s", *path, f.Node.Name)
-		o.ConfigHash = f.JobsHash()
+	// A node's own jobs (its config's and its jobs_dir's) seed a cluster
+	// that has none; afterwards they only replace the applied set by an
+	// operator's act (SIGHUP, apply).
+	if f.Has(config.SectionJobs) || f.Node.JobsDir != "" {
+		set, err := f.NodeJobs()
+		if err != nil {
+			return err
+		}
+		source := *path
+		if dir := f.JobsDirPath(); dir != "" {
+			source += " and " + dir
+		}
+		o.InitialJobs = set.Jobs
+		o.InitialSource = fmt.Sprintf("%s on %s", source, f.Node.Name)
+		o.ConfigHash = jobs.HashSpecs(set.Jobs)
 		o.Reload = func() ([]jobs.Spec, string, error) {
 			g, err := config.Load(*path)
 			if err != nil {
 				return nil, "", err
 			}
-			return g.Jobs, fmt.Sprintf("SIGHUP: %s on %s", *path, f.Node.Name), nil
+			set, err := g.NodeJobs()
+			if err != nil {
+				return nil, "", err
+			}
+			return set.Jobs, fmt.Sprintf("SIGHUP: %s on %s", source, f.Node.Name), nil
 		}
 	}
 	return runNode(ctx, log, o)
 }
 
 func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, rest, err := clientFlags("apply", args, stdout, stderr, 1, "FILE")
+	c, rest, err := clientFlags("apply", args, stdout, stderr, 1, "FILE|DIR")
 	if err != nil {
 		return err
 	}
-	f, err := config.Load(rest[0])
+	// A set of 100,000 jobs is tens of MiB the leader decodes, checks and
+	// commits: give it longer than a look-up.
+	c.http.Timeout = applyTimeout
+	bigHeap()
+	specs, err := readJobSet(rest[0])
 	if err != nil {
 		return err // every problem, with its position; nothing was sent
 	}
-	if !f.Has(config.SectionJobs) {
-		return fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", rest[0])
-	}
 	host, _ := os.Hostname()
-	req := map[string]any{"source": fmt.Sprintf("fencecron apply %s from %s", rest[0], host), "jobs": f.Jobs}
+	req := map[string]any{"source": fmt.Sprintf("fencecron apply %s from %s", rest[0], host), "jobs": specs}
 	var out struct {
 		Hash string
 		Jobs int
@@ -108,4 +123,46 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
 	return nil
+}
+
+// applyTimeout bounds `fencecron apply`'s one request.
+const applyTimeout = 2 * time.Minute
+
+// readJobSet reads what `apply` sends: a file's jobs section (with its
+// node.jobs_dir's jobs, if it names one), or every job file of a
+// directory (config.JobFilesIn), each file checked on its own and names
+// unique across them.
+func readJobSet(path string) ([]jobs.Spec, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if info.IsDir() {
+		paths, err := config.JobFilesIn(path)
+		if err != nil {
+			return nil, err
+		}
+		set, err := config.LoadJobFiles(paths)
+		if err != nil {
+			return nil, err
+		}
+		return set.Jobs, nil
+	}
+	f, err := config.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if f.Node.JobsDir != "" {
+		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads
+		// them.
+		set, err := f.NodeJobs()
+		if err != nil {
+			return nil, err
+		}
+		return set.Jobs, nil
+	}
+	if !f.Has(config.SectionJobs) {
+		return nil, fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", path)
+	}
+	return f.Jobs, nil
 }

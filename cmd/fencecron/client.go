@@ -154,20 +154,40 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var out wire.JobList
-	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, &out); err != nil || c.json {
-		return err
+	if c.json {
+		return c.do(ctx, http.MethodGet, "/api/v1/jobs", nil, nil) // the first page, as the API answers it
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tSCHEDULE\tZONE\tNEXT\tLAST RUN\tPAUSED\t")
-	for _, j := range out.Jobs {
+	// Follow the pages to the end; a server that keeps answering with a
+	// next page past the set's size is not followed for ever.
+	var out wire.JobList
+	for page, cursor := 0, ""; page == 0 || (cursor != "" && page <= out.Total/jobsPage+1); page++ {
+		out = wire.JobList{}
+		path := "/api/v1/jobs?limit=" + strconv.Itoa(jobsPage)
+		if cursor != "" {
+			path += "&cursor=" + url.QueryEscape(cursor)
+		}
+		if err := c.do(ctx, http.MethodGet, path, nil, &out); err != nil {
+			return err
+		}
+		printJobs(tw, out.Jobs)
+		cursor = out.Next
+	}
+	return tw.Flush()
+}
+
+// jobsPage is how many jobs `fencecron jobs` asks for at a time.
+const jobsPage = 1000
+
+func printJobs(tw io.Writer, list []wire.Job) {
+	for _, j := range list {
 		last := ""
 		if j.LastRun != nil {
 			last = fmt.Sprintf("%s %s", j.LastRun.ScheduledAt.UTC().Format(time.RFC3339), j.LastRun.State)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, strings.Join(j.Schedules, " | "), j.Timezone, ts(j.NextFire), last, j.Paused)
 	}
-	return tw.Flush()
 }
 
 // runRuns lists runs, newest first: `fencecron runs [JOB] [-since 24h]

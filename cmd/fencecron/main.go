@@ -23,10 +23,10 @@ Usage:
   fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
-  fencecron apply FILE                     replace the cluster's job set with FILE's jobs
+  fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
-  fencecron validate FILE                  check a config file; list each job's next fire times
+  fencecron validate FILE|DIR              check a config file or a directory of job files; list each job's next fire times
   fencecron health [-live]                 exit 0 if the node is ready (-live: alive), else 1
   fencecron operator raft list-peers       the Raft configuration with each server's gossip state
   fencecron operator raft remove-peer NAME remove a server that is gone for good from Raft

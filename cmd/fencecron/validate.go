@@ -1,10 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -19,9 +22,10 @@ func runValidate(args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: fencecron validate FILE
+		fmt.Fprint(stderr, `Usage: fencecron validate FILE|DIR
 
-Checks a config file. Prints every problem as file:line:column: message
+Checks a config file (and the job files of its node.jobs_dir), or a
+directory of job files. Prints every problem as file:line:column: message
 and exits 1, or prints each job with its next fire times and exits 0.
 Warnings (a literal secret in a file others may read, jobs whose token
 scopes overlap, an output key outside its own job's scope) go to stderr
@@ -35,60 +39,110 @@ and do not change the exit status.
 		fs.Usage()
 		return flag.ErrHelp
 	}
+	bigHeap()
 	return validateFile(fs.Arg(0), time.Now(), stdout, stderr)
+}
+
+// bigHeap lets a short-lived command that reads a large job set (apply,
+// validate) grow its heap before collecting: a file of 100,000 jobs
+// decodes into a tree of millions of nodes that all stay live until the
+// decoding ends, and collecting every time the heap doubles on the way
+// spends more time than the decoding itself.
+func bigHeap() { debug.SetGCPercent(400) }
+
+// reportProblems prints the problems of an invalid file or directory,
+// and the exit status 1; it returns err itself if it is not about the
+// content.
+func reportProblems(path string, err error, stderr io.Writer) error {
+	var cerr *config.Error
+	if !errors.As(err, &cerr) {
+		return err
+	}
+	files := map[string]bool{}
+	for _, p := range cerr.Problems {
+		fmt.Fprintln(stderr, p)
+		files[p.File] = true
+	}
+	n := len(cerr.Problems)
+	if len(files) > 1 {
+		fmt.Fprintf(stderr, "%s: %d %s in %d files\n", path, n, plural(n, "problem", "problems"), len(files))
+	} else {
+		fmt.Fprintf(stderr, "%s: %d %s\n", path, n, plural(n, "problem", "problems"))
+	}
+	return exitCode(1)
 }
 
 // validateFile checks the config file at path and reports on it as of
 // now: problems to stderr (and exit status 1), or a summary to stdout.
 func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
-	f, err := config.Load(path)
-	var cerr *config.Error
-	if errors.As(err, &cerr) {
-		for _, p := range cerr.Problems {
-			fmt.Fprintln(stderr, p)
-		}
-		fmt.Fprintf(stderr, "%s: %d %s\n", path, len(cerr.Problems), plural(len(cerr.Problems), "problem", "problems"))
-		return exitCode(1)
+	if info, err := os.Stat(path); err == nil && info.IsDir() {
+		return validateDir(path, now, stdout, stderr)
 	}
+	f, err := config.Load(path)
 	if err != nil {
-		return err
+		return reportProblems(path, err, stderr)
+	}
+	// A node's jobs_dir is checked with its config: the node would
+	// refuse to start without it.
+	set, err := f.NodeJobs()
+	if err != nil {
+		return reportProblems(path, err, stderr)
 	}
 	// Warnings do not make the file invalid: the node starts, and logs
 	// them too.
-	for _, w := range f.Warnings {
+	for _, w := range set.Warnings {
 		fmt.Fprintf(stderr, "warning: %s\n", w)
 	}
-	writeWarnings(stderr, f, now)
-	return writeSummary(stdout, f, now)
+	writeWarnings(stderr, f.Name, set.Jobs, now)
+	return writeSummary(stdout, f, set, now)
+}
+
+// validateDir checks a directory of job files, as `fencecron apply DIR`
+// reads it.
+func validateDir(dir string, now time.Time, stdout, stderr io.Writer) error {
+	paths, err := config.JobFilesIn(dir)
+	if err != nil {
+		return err
+	}
+	set, err := config.LoadJobFiles(paths)
+	if err != nil {
+		return reportProblems(dir, err, stderr)
+	}
+	for _, w := range set.Warnings {
+		fmt.Fprintf(stderr, "warning: %s\n", w)
+	}
+	writeWarnings(stderr, dir, set.Jobs, now)
+	fmt.Fprintf(stdout, "%s: valid: %d %s\n", dir, len(set.Files), plural(len(set.Files), "file", "files"))
+	return writeJobs(stdout, set.Jobs, now)
 }
 
 // writeWarnings reports what is valid but probably not meant: jobs whose
 // token scopes overlap (one job's `fencecron publish` can overwrite the
 // other's keys, and they share one quota), and outputs outside their own
 // job's scope (the job cannot `fencecron publish` to its own output key).
-func writeWarnings(w io.Writer, f *config.File, now time.Time) {
-	for _, o := range jobs.ScopeOverlaps(f.Jobs) {
+func writeWarnings(w io.Writer, name string, specs []jobs.Spec, now time.Time) {
+	for _, o := range jobs.ScopeOverlaps(specs) {
 		if o.OuterPrefix == o.InnerPrefix {
 			fmt.Fprintf(w, "warning: %s: jobs %s and %s share the token scope %q: each can publish over the other's keys, and they share its quota\n",
-				f.Name, o.Outer, o.Inner, o.OuterPrefix)
+				name, o.Outer, o.Inner, o.OuterPrefix)
 			continue
 		}
 		fmt.Fprintf(w, "warning: %s: job %s's token scope %q lies inside job %s's scope %q: %s can publish over %s's keys\n",
-			f.Name, o.Inner, o.InnerPrefix, o.Outer, o.OuterPrefix, o.Outer, o.Inner)
+			name, o.Inner, o.InnerPrefix, o.Outer, o.OuterPrefix, o.Outer, o.Inner)
 	}
-	for _, spec := range f.Jobs {
+	for _, spec := range specs {
 		key, err := spec.OutputKey(now)
 		if err != nil || !spec.OutputOutsideScope(key) {
 			continue
 		}
 		fmt.Fprintf(w, "warning: %s: job %s's output %q is outside its token scope %q (its output template has no literal directory): the worker publishes its stdout there, but the job's own `fencecron publish` to it is refused; give the template a directory, such as %q\n",
-			f.Name, spec.Name, key, spec.OutputPrefix(), spec.Name+"/"+spec.Output)
+			name, spec.Name, key, spec.OutputPrefix(), spec.Name+"/"+spec.Output)
 	}
 }
 
 // writeSummary describes a valid file: the node, the store, and each job
 // with its next fire times in its own time zone.
-func writeSummary(w io.Writer, f *config.File, now time.Time) error {
+func writeSummary(w io.Writer, f *config.File, set *config.JobFiles, now time.Time) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: valid\n", f.Name)
 	if f.Has(config.SectionNode) {
@@ -122,13 +176,35 @@ func writeSummary(w io.Writer, f *config.File, now time.Time) error {
 		}
 		fmt.Fprintf(&b, "store %s %s%s\n", s.Backend, where, served)
 	}
-	fmt.Fprintf(&b, "%d %s, hash %s\n", len(f.Jobs), plural(len(f.Jobs), "job", "jobs"), f.JobsHash())
-	for _, spec := range f.Jobs {
+	if dir := f.JobsDirPath(); dir != "" {
+		fmt.Fprintf(&b, "jobs_dir %s: %d job %s\n", dir, len(set.Files)-1, plural(len(set.Files)-1, "file", "files"))
+	}
+	if _, err := io.WriteString(w, b.String()); err != nil {
+		return err
+	}
+	return writeJobs(w, set.Jobs, now)
+}
+
+// maxJobsListed bounds the jobs validate lists with their fire times;
+// the others are counted.
+const maxJobsListed = 1000
+
+// writeJobs describes a valid job set: each job (up to maxJobsListed)
+// with its next fire times in its own time zone.
+func writeJobs(w io.Writer, specs []jobs.Spec, now time.Time) error {
+	bw := bufio.NewWriter(w)
+	fmt.Fprintf(bw, "%d %s, hash %s\n", len(specs), plural(len(specs), "job", "jobs"), jobs.HashSpecs(specs))
+	for i, spec := range specs {
+		if i == maxJobsListed {
+			fmt.Fprintf(bw, "\nand %d more %s, not listed\n", len(specs)-i, plural(len(specs)-i, "job", "jobs"))
+			break
+		}
+		var b strings.Builder
 		b.WriteString("\n")
 		writeJob(&b, spec, now)
+		bw.WriteString(b.String())
 	}
-	_, err := io.WriteString(w, b.String())
-	return err
+	return bw.Flush()
 }
 
 func writeJob(b *strings.Builder, spec jobs.Spec, now time.Time) {

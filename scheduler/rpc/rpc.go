@@ -53,9 +53,14 @@ const (
 	pathRetired = "/apply"
 )
 
-// maxBody bounds a request: a job set as large as PUT /api/v1/jobset
-// takes (4 MiB), with room to spare.
-const maxBody = 8 << 20
+// maxBody bounds a request, and maxSetJobsBody the one call that carries
+// a whole job set: as large as PUT /api/v1/jobset takes
+// (jobs.MaxSetBytes), with room for the envelope, so that whatever a
+// follower accepted reaches the leader.
+const (
+	maxBody        = 8 << 20
+	maxSetJobsBody = jobs.MaxSetBytes + 1<<20
+)
 
 // Request and reply bodies. A call whose reply carries nothing answers
 // with done. Completions, renewal replies and assignments travel as the

@@ -66,7 +66,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 func (s *Server) init() {
 	l := func() scheduler.Forwarder { return s.Leader }
 	s.routes = map[string]http.HandlerFunc{
-		pathSetJobs: handle(s, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
+		pathSetJobs: handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
 			hash, err := l().SetJobs(ctx, req.Jobs, req.Source)
 			return setJobsReply{Hash: hash}, err
 		}),
@@ -146,14 +146,19 @@ func (s *Server) init() {
 // handle makes an endpoint of call: decode the request strictly, make
 // the one call, answer with its reply or its error.
 func handle[Req, Reply any](s *Server, call func(context.Context, Req) (Reply, error)) http.HandlerFunc {
+	return handleMax(s, maxBody, call)
+}
+
+// handleMax is handle with a body of at most limit bytes.
+func handleMax[Req, Reply any](s *Server, limit int64, call func(context.Context, Req) (Reply, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBody))
+		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
-				s.fail(w, r, fmt.Errorf("%w: %s takes at most %d bytes", wire.ErrTooLarge, r.URL.Path, maxBody))
+				s.fail(w, r, fmt.Errorf("%w: %s takes at most %d bytes", wire.ErrTooLarge, r.URL.Path, limit))
 				return
 			}
 			s.fail(w, r, fmt.Errorf("%w: decode %s body: %v", wire.ErrBadRequest, r.URL.Path, err))

@@ -110,7 +110,8 @@ func TestServer_Refusals(t *testing.T) {
 		{"not JSON", "POST", "/internal/v1/renew", `attempt=a`, peerTLS(), 400, "bad_request"},
 		{"a missing attempt", "POST", "/internal/v1/renew", `{"node":"w1"}`, peerTLS(), 400, "bad_request"},
 		{"a trigger without a job", "POST", "/internal/v1/trigger", `{"force":true}`, peerTLS(), 400, "bad_request"},
-		{"too large", "POST", "/internal/v1/set_jobs", `{"source":"` + strings.Repeat("x", maxBody) + `"}`, peerTLS(), 413, "too_large"},
+		{"too large", "POST", "/internal/v1/complete", `{"attempt":"` + strings.Repeat("x", maxBody) + `"}`, peerTLS(), 413, "too_large"},
+		{"a job set too large", "POST", "/internal/v1/set_jobs", `{"source":"` + strings.Repeat("x", maxSetJobsBody) + `"}`, peerTLS(), 413, "too_large"},
 		{"dispatch to a node that runs no jobs", "POST", "/internal/v1/dispatch", `{"attempt":{"id":"a.1"}}`, peerTLS(), 400, "bad_request"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -68,9 +68,17 @@ type Job struct {
 	LastRun  *jobs.Run `json:"last_run,omitempty"`
 }
 
-// JobList is the answer of GET /api/v1/jobs.
+// JobList is the answer of GET /api/v1/jobs: one page of jobs in name
+// order. Next, if set, is the cursor of the next page (the request's
+// `cursor` parameter); a set that fits one page has none, and is the
+// whole answer.
 type JobList struct {
-	Jobs []Job `json:"jobs"`
+	Jobs []Job  `json:"jobs"`
+	Next string `json:"next,omitempty"`
+	// Matched counts the jobs matching the request's search; Total the
+	// jobs of the set.
+	Matched int `json:"matched"`
+	Total   int `json:"total"`
 }
 
 // RunList is the answer of GET /api/v1/runs: runs newest scheduled

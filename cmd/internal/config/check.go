@@ -396,6 +396,11 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 		d.checkJob(&spec, e.path, failed, l)
 		spec.Normalize()
 		out = append(out, spec)
+		pos := Pos{File: d.file}
+		if n := d.at(e.path + ".name"); n != nil {
+			pos.Line, pos.Column = n.Line, n.Column
+		}
+		d.jobPos = append(d.jobPos, pos)
 	}
 	return out
 }

@@ -80,7 +80,11 @@ const (
 
 // Limits on the file.
 const (
-	MaxFileSize = 4 << 20
+	// MaxFileSize bounds one file: a node's config, or a file of jobs
+	// (fencecron apply, jobs_dir). 100,000 jobs written plainly take 10
+	// to 20 MiB of YAML; the job set they make is bounded again as a
+	// whole (jobs.MaxJobs, jobs.MaxSetBytes).
+	MaxFileSize = 64 << 20
 	// MinSecretLength is the shortest cluster.secret or api.token
 	// accepted: the signer's (see CheckSecret for the other rules).
 	MinSecretLength = fencedstore.MinSecretLen
@@ -101,7 +105,8 @@ type File struct {
 	Cluster Cluster
 	Store   Store
 	API     API
-	// Jobs are validated and normalized, in file order.
+	// Jobs are validated and normalized, in file order; with
+	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
 
 	// Warnings are things Load found wrong that do not stop the node,
@@ -110,7 +115,9 @@ type File struct {
 	Warnings []Problem
 
 	// Name is the file name problems are reported against.
-	Name     string
+	Name string
+	// jobPos is, per job, where its name is written.
+	jobPos   []Pos
 	sections map[string]bool
 	envUsed  []string
 	// literals are the secrets written into the file itself rather than
@@ -164,6 +171,12 @@ type Node struct {
 	// election; 0 means join an existing cluster.
 	BootstrapExpect int               `yaml:"bootstrap_expect"`
 	Tags            map[string]string `yaml:"tags"`
+	// JobsDir, if set, is a directory of job files (*.yaml, *.yml, each
+	// with only a jobs section) whose jobs join this file's: a job set
+	// too large for one file, or kept in one file per team. A relative
+	// path is relative to the directory of this config file. Names are
+	// unique across all of them.
+	JobsDir string `yaml:"jobs_dir"`
 }
 
 // Ports are a node's listening ports.
@@ -401,6 +414,12 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 	if !ok {
 		return nil, d.result()
 	}
+	// A file of 100,000 jobs has half a million fields: size the maps
+	// of positions once rather than grow them step by step.
+	if fields := bytes.Count(data, []byte(":")); fields > 1024 {
+		d.values = make(map[string]*yaml.Node, fields)
+		d.keys = make(map[string]*yaml.Node, fields)
+	}
 
 	// Decode every section over its defaults, then check what the
 	// types cannot say, section by section, each problem at the field
@@ -439,6 +458,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 		f.envUsed = append(f.envUsed, k)
 	}
 	f.literals = d.literals
+	f.jobPos = d.jobPos
 	slices.Sort(f.envUsed)
 	if err := d.result(); err != nil {
 		return nil, err

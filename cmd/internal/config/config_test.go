@@ -333,7 +333,7 @@ func TestParse_Problems(t *testing.T) {
 		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
-		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, got "n1"`}},
+		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, jobs_dir, got "n1"`}},
 		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
 			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
 		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{

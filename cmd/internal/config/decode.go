@@ -49,6 +49,8 @@ type decoder struct {
 	// element and map entry decoded, by path ("node.ports.http",
 	// "jobs[0].env.LEVEL", "node.join[1]"); values[""] is the root.
 	values, keys map[string]*yaml.Node
+	// jobPos is where each checked job's name is written.
+	jobPos []Pos
 }
 
 func newDecoder(file string, lookup func(string) (string, bool)) *decoder {

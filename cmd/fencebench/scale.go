@@ -1,0 +1,378 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+)
+
+// fencebench scale: how the job set's size weighs on a cluster. A real
+// three-server cluster gets N jobs through `fencecron apply`, as a user
+// would give them; what every replica does with a set of that size (its
+// snapshot, a restore, the cost of one grant) is measured on the same
+// set in this process, through the FSM itself.
+
+func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, c := benchFlags("scale", stderr)
+	sizes := fs.String("jobs", "10000,100000", "job set sizes to measure, comma separated")
+	settle := fs.Duration("settle", 10*time.Second, "how long after the apply to read each node's steady RSS")
+	bin, dir, cleanup, err := c.parse(fs, args)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "jobs\tdev: apply\tCPU apply (CLI)\tCPU dev\tRSS dev\tcluster: apply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
+	for _, field := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(field))
+		if err != nil || n < 1 || n > jobs.MaxJobs {
+			return fmt.Errorf("-jobs: bad size %q (1 to %d)", field, jobs.MaxJobs)
+		}
+		r, err := measureScale(ctx, bin, filepath.Join(dir, fmt.Sprintf("scale-%d", n)), n, *settle, stderr)
+		if err != nil {
+			return fmt.Errorf("%d jobs: %w", n, err)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
+			mib(r.rssLeader), mib(r.rssFollowers), mib(int64(r.snapshotBytes)), secs(r.snapshot), secs(r.restore),
+			fmt.Sprintf("%.1f µs", float64(r.perFire)/float64(time.Microsecond)), kib(r.pageBytes), ms(r.page), ms(r.search))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
+		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
+		" from the apply's start to every server having the set (on an idle machine the wall time is close to their sum);"+
+		" RSS: VmRSS after -settle;"+
+		" snapshot, restore, per fire (one grant applied to the FSM): in this process on the same set;"+
+		" /jobs: the Jobs page's first page from the leader; search: /jobs?q=...&state=never")
+	return nil
+}
+
+type scaleResult struct {
+	dev                     devResult
+	apply, replicated       time.Duration
+	cliCPU, leaderCPU       time.Duration
+	rssLeader, rssFollowers int64
+	snapshotBytes           int
+	snapshot, restore       time.Duration
+	perFire                 time.Duration
+	pageBytes               int
+	page, search            time.Duration
+}
+
+// scaleJobs writes n jobs as a file `fencecron apply` takes: daily at
+// spread minutes, so that about n/1440 fire each minute.
+func scaleJobs(n int) []byte {
+	var b bytes.Buffer
+	b.WriteString("jobs:\n")
+	for i := range n {
+		fmt.Fprintf(&b, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
+	}
+	return b.Bytes()
+}
+
+// devResult is the apply to a single `fencecron dev` node.
+type devResult struct {
+	apply, cliCPU, nodeCPU time.Duration
+	rss                    int64
+}
+
+// measureDev applies file to a fresh `fencecron dev` node.
+func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration, stderr io.Writer) (devResult, error) {
+	var r devResult
+	ports, err := localcluster.FreePorts(3)
+	if err != nil {
+		return r, err
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
+	logf, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		return r, err
+	}
+	defer logf.Close()
+	dev := exec.Command(bin, "dev", "-data", filepath.Join(dir, "dev"), "-http", addr,
+		"-raft-port", strconv.Itoa(ports[1]), "-gossip-port", strconv.Itoa(ports[2]))
+	dev.Stdout, dev.Stderr = logf, logf
+	if err := dev.Start(); err != nil {
+		return r, err
+	}
+	defer func() {
+		dev.Process.Kill()
+		dev.Wait()
+	}()
+	err = localcluster.Until(30*time.Second, func() error {
+		_, _, err := timedGet("http://" + addr + "/readyz")
+		return err
+	})
+	if err != nil {
+		return r, fmt.Errorf("dev node not ready: %w", err)
+	}
+	cpu0, err := cpuTime(dev.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return r, fmt.Errorf("apply to the dev node: %w", err)
+	}
+	r.apply = time.Since(start)
+	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	cpu1, err := cpuTime(dev.Process.Pid)
+	if err != nil {
+		return r, err
+	}
+	r.nodeCPU = cpu1 - cpu0
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(settle):
+	}
+	r.rss, err = vmRSS(dev.Process.Pid)
+	return r, err
+}
+
+func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, stderr io.Writer) (scaleResult, error) {
+	var r scaleResult
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return r, err
+	}
+	file := filepath.Join(dir, "jobs.yaml")
+	if err := os.WriteFile(file, scaleJobs(n), 0o644); err != nil {
+		return r, err
+	}
+	var err error
+	if r.dev, err = measureDev(ctx, bin, dir, file, settle, stderr); err != nil {
+		return r, err
+	}
+	cl, err := localcluster.Start(localcluster.Options{Binary: bin, Dir: dir, Servers: 3, Profile: "default"})
+	if err != nil {
+		return r, err
+	}
+	defer cl.Stop()
+	a, err := waitAgreed(cl, 60*time.Second)
+	if err != nil {
+		return r, err
+	}
+	leader := cl.Node(a.Leader)
+
+	// The apply, as a user runs it.
+	cpu0, err := cpuTime(leader.Pid())
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", strings.TrimPrefix(leader.URL(), "http://"), file)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return r, fmt.Errorf("apply: %w", err)
+	}
+	r.apply = time.Since(start)
+	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	err = localcluster.UntilEvery(2*time.Minute, 100*time.Millisecond, func() error {
+		for _, s := range cl.Servers() {
+			st, err := s.Status()
+			if err != nil {
+				return err
+			}
+			if st.Jobs.Count != n {
+				return fmt.Errorf("%s has %d jobs", s.Name, st.Jobs.Count)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return r, err
+	}
+	r.replicated = time.Since(start)
+	cpu1, err := cpuTime(leader.Pid())
+	if err != nil {
+		return r, err
+	}
+	r.leaderCPU = cpu1 - cpu0
+
+	// The pages, from the leader.
+	if r.pageBytes, r.page, err = timedGet(leader.URL() + "/jobs"); err != nil {
+		return r, err
+	}
+	if _, r.search, err = timedGet(leader.URL() + "/jobs?q=job-0999&state=never"); err != nil {
+		return r, err
+	}
+
+	select {
+	case <-ctx.Done():
+		return r, ctx.Err()
+	case <-time.After(settle):
+	}
+	for _, s := range cl.Servers() {
+		rss, err := vmRSS(s.Pid())
+		if err != nil {
+			return r, err
+		}
+		if s == leader {
+			r.rssLeader = rss
+		} else {
+			r.rssFollowers = max(r.rssFollowers, rss)
+		}
+	}
+	cl.Stop()
+
+	// What every replica does with a set this size.
+	return measureFSM(r, n)
+}
+
+// measureFSM applies the same set to an FSM in this process, then times
+// a snapshot, a restore, and a grant.
+func measureFSM(r scaleResult, n int) (scaleResult, error) {
+	specs := make([]jobs.Spec, n)
+	for i := range specs {
+		specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
+		specs[i].Normalize()
+	}
+	f := scheduler.NewFSM()
+	index := uint64(1)
+	apply := func(c map[string]any) error {
+		b, err := json.Marshal(c)
+		if err != nil {
+			return err
+		}
+		f.Apply(&raft.Log{Term: 1, Index: index, Type: raft.LogCommand, Data: b})
+		index++
+		return nil
+	}
+	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	if err := apply(map[string]any{"v": scheduler.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
+		return r, err
+	}
+	if got := f.JobSetInfo().Count; got != n {
+		return r, fmt.Errorf("the FSM took %d jobs of %d", got, n)
+	}
+
+	// One grant per job of a sample spread over the set, as the leader
+	// applies them when those jobs fire.
+	const grants = 2000
+	entries := make([][]byte, grants)
+	for i := range entries {
+		b, err := json.Marshal(map[string]any{"v": scheduler.LogVersion, "op": "grant", "grant": map[string]any{
+			"job": specs[i*n/grants].Name, "scheduled_at": at.Add(time.Minute), "worker": "w1", "trigger": "schedule", "at": at}})
+		if err != nil {
+			return r, err
+		}
+		entries[i] = b
+	}
+	start := time.Now()
+	for _, b := range entries {
+		f.Apply(&raft.Log{Term: 1, Index: index, Type: raft.LogCommand, Data: b})
+		index++
+	}
+	r.perFire = time.Since(start) / grants
+	if got := len(f.Runs(scheduler.RunFilter{})); got != grants {
+		return r, fmt.Errorf("%d of %d grants applied", got, grants)
+	}
+
+	start = time.Now()
+	snap, err := f.Snapshot()
+	if err != nil {
+		return r, err
+	}
+	sink := &memSink{}
+	if err := snap.Persist(sink); err != nil {
+		return r, err
+	}
+	r.snapshot, r.snapshotBytes = time.Since(start), sink.Len()
+
+	g := scheduler.NewFSM()
+	start = time.Now()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
+		return r, err
+	}
+	r.restore = time.Since(start)
+	if got := g.JobSetInfo().Count; got != n {
+		return r, fmt.Errorf("the restored FSM has %d jobs of %d", got, n)
+	}
+	return r, nil
+}
+
+// memSink is a raft.SnapshotSink in memory.
+type memSink struct{ bytes.Buffer }
+
+func (s *memSink) ID() string    { return "fencebench" }
+func (s *memSink) Cancel() error { return nil }
+func (s *memSink) Close() error  { return nil }
+
+var _ raft.SnapshotSink = (*memSink)(nil)
+
+// timedGet fetches url, reading the body to its end.
+func timedGet(url string) (int, time.Duration, error) {
+	start := time.Now()
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, 0, err
+	}
+	defer resp.Body.Close()
+	n, err := io.Copy(io.Discard, resp.Body)
+	d := time.Since(start)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return int(n), d, err
+}
+
+// cpuTime is the user and system time a process has used so far
+// (/proc/PID/stat, in clock ticks of 1/100 s).
+func cpuTime(pid int) (time.Duration, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The fields after the command name, which is in parentheses.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// vmRSS is a process's resident set, in bytes.
+func vmRSS(pid int) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+}
+
+func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
+func mib(b int64) string          { return fmt.Sprintf("%.0f MiB", float64(b)/(1<<20)) }
+func kib(b int) string            { return fmt.Sprintf("%.0f KiB", float64(b)/(1<<10)) }
