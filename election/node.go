@@ -489,11 +489,11 @@ func (n *Node) Stats() map[string]string {
 // firing; the new leader fires the times it left, as after any change of
 // leader. The node stays a voter: a server that stops is expected back.
 //
-// It returns once leadership has moved, or with the reason it did not
-// (no other voter, ctx ended); the stop goes on either way, and the
-// cluster then elects a leader as after a crash. Close must still be
-// called.
-func (n *Node) HandOver(ctx context.Context) error {
+// It returns once leadership has moved (handed), false if this node did
+// not lead or has no other voter to take over, or the reason the transfer
+// failed (ctx ended); the stop goes on either way, and the cluster then
+// elects a leader as after a crash. Close must still be called.
+func (n *Node) HandOver(ctx context.Context) (handed bool, err error) {
 	// The notice and the transfer go together: memberlist's UpdateNode
 	// waits until the notice has been retransmitted enough, which takes
 	// far longer than the transfer, while the notice itself leaves with
@@ -505,7 +505,7 @@ func (n *Node) HandOver(ctx context.Context) error {
 	}()
 	defer func() { <-announced }()
 	if !n.IsLeader() || !n.hasOtherVoter() {
-		return nil // nothing to hand over, or nobody to take it (a single node)
+		return false, nil // nothing to hand over, or nobody to take it (a single node)
 	}
 	f := n.raft.LeadershipTransfer()
 	done := make(chan error, 1)
@@ -513,11 +513,11 @@ func (n *Node) HandOver(ctx context.Context) error {
 	select {
 	case err := <-done:
 		if err != nil {
-			return fmt.Errorf("leadership transfer: %w", err)
+			return false, fmt.Errorf("leadership transfer: %w", err)
 		}
-		return nil
+		return true, nil
 	case <-ctx.Done():
-		return fmt.Errorf("leadership transfer: %w", ctx.Err())
+		return false, fmt.Errorf("leadership transfer: %w", ctx.Err())
 	}
 }
 

@@ -330,12 +330,11 @@ func handOver(log *slog.Logger, node *election.Node) {
 	ctx, cancel := context.WithTimeout(context.Background(), handOverBudget)
 	defer cancel()
 	start := time.Now()
-	leader := node.IsLeader()
-	if err := node.HandOver(ctx); err != nil {
+	handed, err := node.HandOver(ctx)
+	switch {
+	case err != nil:
 		log.Warn("planned stop: could not hand leadership over; the others will elect a leader", "err", err)
-		return
-	}
-	if leader {
+	case handed:
 		log.Info("planned stop: handed leadership over", "took", time.Since(start).Round(time.Millisecond))
 	}
 }
