@@ -198,3 +198,21 @@ func (f *FSM) LastScheduled(job string) (time.Time, bool) {
 	t, ok := f.st.LastScheduled[job]
 	return t, ok
 }
+
+// GrantedThrough returns, per job, the latest scheduled time granted or
+// skipped, or dropped from the state with its run: nothing at or before
+// it may be granted again (see RestoreFloor).
+func (f *FSM) GrantedThrough() map[string]time.Time {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]time.Time, len(f.st.LastScheduled))
+	for job, at := range f.st.LastScheduled {
+		out[job] = at
+	}
+	for job, at := range f.st.Horizon {
+		if at.After(out[job]) {
+			out[job] = at
+		}
+	}
+	return out
+}

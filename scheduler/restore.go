@@ -54,20 +54,34 @@ func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
 	return info, nil
 }
 
+// RestoreFloor is what the cluster a snapshot is restored into knows
+// beyond the snapshot.
+type RestoreFloor struct {
+	// Epoch: the cluster's current epoch, the store's greatest token.
+	Epoch uint64
+	// Granted is, per job, the latest scheduled time the cluster has
+	// already granted or skipped (FSM.GrantedThrough). Restored in place,
+	// a snapshot is older than the cluster: the fire times between the
+	// two have been granted (and may have run), and the snapshot does not
+	// know. Without this they would be granted a second time.
+	Granted map[string]time.Time
+}
+
 // PrepareRestore readies a saved snapshot for raft.Restore into a
 // cluster. Raft terms of a cluster started again from empty data begin
 // at 1, and epochs are terms: restored as it is, a snapshot of a cluster
 // that had reached epoch 40 would let the new cluster mint tokens of
 // epoch 2, which every store key written before refuses (stale_owner).
 // So the restored state gets an epoch base at least the greatest of the
-// snapshot's epochs, its own base and floor (what the caller knows
-// beyond the snapshot: the restoring cluster's current epoch, the
-// store's greatest token), and every epoch after the restore is the
-// Raft term plus that base: greater than any seen before.
+// snapshot's epochs, its own base and floor.Epoch, and every epoch after
+// the restore is the Raft term plus that base: greater than any seen
+// before. Each job's horizon and last scheduled time are raised to
+// floor.Granted's, so that no fire time is granted twice across the
+// restore; the times after it go through the job's misfire policy.
 //
 // It returns the snapshot to restore and what it holds. It refuses a
 // snapshot it cannot read or of a newer log format (jobs.ErrInvalidConfig).
-func PrepareRestore(data []byte, floor uint64) ([]byte, SnapshotInfo, error) {
+func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, error) {
 	info, err := inspect(data)
 	if err != nil {
 		return nil, SnapshotInfo{}, err
@@ -76,11 +90,25 @@ func PrepareRestore(data []byte, floor uint64) ([]byte, SnapshotInfo, error) {
 	if err := json.Unmarshal(data, &st); err != nil {
 		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
-	base := max(info.Epoch, st.EpochBase, floor)
+	base := max(info.Epoch, st.EpochBase, floor.Epoch)
 	if base > math.MaxInt64/2 {
 		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: epoch %d leaves no room for new epochs", jobs.ErrInvalidConfig, base)
 	}
 	st.EpochBase = base
+	if st.Horizon == nil {
+		st.Horizon = map[string]time.Time{}
+	}
+	if st.LastScheduled == nil {
+		st.LastScheduled = map[string]time.Time{}
+	}
+	for job, at := range floor.Granted {
+		if at.After(st.Horizon[job]) {
+			st.Horizon[job] = at
+		}
+		if at.After(st.LastScheduled[job]) {
+			st.LastScheduled[job] = at
+		}
+	}
 	out, err := json.Marshal(st)
 	if err != nil {
 		return nil, SnapshotInfo{}, err

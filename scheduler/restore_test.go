@@ -35,7 +35,7 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 		wantBase uint64
 	}{{"the snapshot's epoch", 0, 9}, {"a greater floor", 12, 12}} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, info, err := PrepareRestore(buf.Bytes(), tc.floor)
+			data, info, err := PrepareRestore(buf.Bytes(), RestoreFloor{Epoch: tc.floor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +70,53 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := PrepareRestore([]byte("not json"), 0); !errors.Is(err, jobs.ErrInvalidConfig) {
+	if _, _, err := PrepareRestore([]byte("not json"), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) {
 		t.Errorf("garbage: %v; want ErrInvalidConfig", err)
+	}
+}
+
+// TestPrepareRestore_InPlaceGrantsNoFireTimeTwice: a snapshot restored
+// into the cluster it was taken from is older than the cluster; the fire
+// times the cluster granted after it must not be granted again, and the
+// ones after them still may be.
+func TestPrepareRestore_InPlaceGrantsNoFireTimeTwice(t *testing.T) {
+	live := withJobs(t, "report")
+	applyAt(t, live, 2, 2, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: t0}})
+	if res := applyAt(t, live, 2, 3, grant("report", t0)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	var saved bytes.Buffer
+	if _, err := live.WriteSnapshot(&saved); err != nil {
+		t.Fatal(err)
+	}
+	// After the backup the cluster went on: two more fire times granted.
+	for i, at := range []time.Time{t0.Add(5 * time.Second), t0.Add(10 * time.Second)} {
+		if res := applyAt(t, live, 2, uint64(4+i), grant("report", at)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	floor := RestoreFloor{Epoch: 2, Granted: live.GrantedThrough()}
+	if got := floor.Granted["report"]; !got.Equal(t0.Add(10 * time.Second)) {
+		t.Fatalf("GrantedThrough = %v; want the last fire time granted", got)
+	}
+	data, _, err := PrepareRestore(saved.Bytes(), floor)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	applyAt(t, f, 3, 7, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: t0.Add(11 * time.Second)}})
+	for i, at := range []time.Time{t0.Add(5 * time.Second), t0.Add(10 * time.Second)} {
+		if res := applyAt(t, f, 3, uint64(8+i), grant("report", at)); res.Err == nil {
+			t.Errorf("fire time %s granted again after the restore: %+v", at.Format(time.TimeOnly), res.Run)
+		}
+	}
+	if at, _ := f.LastScheduled("report"); !at.Equal(t0.Add(10 * time.Second)) {
+		t.Errorf("catch-up starts after %v; want the last fire time the cluster granted", at)
+	}
+	if res := applyAt(t, f, 3, 10, grant("report", t0.Add(15*time.Second))); res.Err != nil {
+		t.Errorf("the next fire time: %v; want granted", res.Err)
 	}
 }

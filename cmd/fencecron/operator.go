@@ -66,7 +66,7 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	for _, k := range keys {
 		floor = max(floor, k.Greatest.Epoch)
 	}
-	prepared, info, err := scheduler.PrepareRestore(data, floor)
+	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough()})
 	if err != nil {
 		return wire.Restored{}, err
 	}
