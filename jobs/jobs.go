@@ -106,10 +106,14 @@ type Attempt struct {
 	Worker    string    `json:"worker"`
 	State     State     `json:"state"`
 	GrantedAt time.Time `json:"granted_at"`
-	StartedAt time.Time `json:"started_at,omitzero"`
-	EndedAt   time.Time `json:"ended_at,omitzero"`
-	ExitCode  *int      `json:"exit_code,omitempty"`
-	Signal    string    `json:"signal,omitempty"`
+	// AcceptedAt is when the worker received the attempt's dispatch, by
+	// its own clock (reported with the completion; log version 3). With
+	// GrantedAt and StartedAt it tells where a run's lateness went.
+	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	StartedAt  time.Time `json:"started_at,omitzero"`
+	EndedAt    time.Time `json:"ended_at,omitzero"`
+	ExitCode   *int      `json:"exit_code,omitempty"`
+	Signal     string    `json:"signal,omitempty"`
 	// StoreOutcome is what the fenced store answered to the publish of the
 	// attempt's output: applied, stale_owner or conflict.
 	StoreOutcome string `json:"store_outcome,omitempty"`

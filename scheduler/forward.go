@@ -152,6 +152,9 @@ func (l local) Complete(ctx context.Context, c Completion) error {
 	if err := checkCompletion(c); err != nil {
 		return err
 	}
+	if lead := l.s.term.Load(); lead != nil {
+		return lead.complete(ctx, c) // committed in a group
+	}
 	_, err := l.s.applyLocalCmd(ctx, command{Op: opComplete, Complete: &c})
 	return err
 }

@@ -40,6 +40,8 @@ const (
 	opPause     = "pause"
 	opNote      = "note"
 	opAudit     = "audit"
+	opGrants    = "grants"
+	opCompletes = "completes"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -58,6 +60,8 @@ type command struct {
 	Pause     *pauseCmd     `json:"pause,omitempty"`
 	Note      *noteCmd      `json:"note,omitempty"`
 	Audit     *auditCmd     `json:"audit,omitempty"`
+	Grants    *grantsCmd    `json:"grants,omitempty"`
+	Completes *completesCmd `json:"completes,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -210,12 +214,17 @@ type Completion struct {
 	StderrTail   string     `json:"stderr_tail,omitempty"`
 	StartedAt    time.Time  `json:"started_at,omitzero"`
 	EndedAt      time.Time  `json:"ended_at"`
+	// AcceptedAt is when the worker received the dispatch (version 3).
+	AcceptedAt time.Time `json:"accepted_at,omitzero"`
 }
 
 // applyResult is what FSM.Apply returns to the proposer.
 type applyResult struct {
 	Run jobs.Run
 	Err error
+	// Batch is, for a batch grant (opGrants) or a group of completions
+	// (opCompletes), each one's own result in the entry's order.
+	Batch []applyResult
 }
 
 // state is the replicated state; it is what snapshots hold.
@@ -417,6 +426,10 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return applyResult{}
 	case (c.Op == opGrant || c.Op == opSkip) && c.Grant != nil:
 		return f.applyGrant(l, c.V, c.Op, c.Grant)
+	case c.Op == opCompletes && c.Completes != nil:
+		return f.applyCompletes(l, c.V, c.Completes)
+	case c.Op == opGrants && c.Grants != nil:
+		return f.applyGrants(l, c.V, c.Grants)
 	case c.Op == opSkipRange && c.SkipRange != nil:
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
@@ -699,6 +712,9 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	a.StderrTail = c.StderrTail
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
+	}
+	if version >= 3 && !c.AcceptedAt.IsZero() {
+		a.AcceptedAt = c.AcceptedAt
 	}
 	a.EndedAt = c.EndedAt
 	// A job that failed after the store refused one of its writes was

@@ -8,11 +8,13 @@ import (
 	"hash/fnv"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -41,6 +43,9 @@ type leader struct {
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
 
+	// completions wait here for commitCompletions (see completions.go).
+	completions chan *pendingCompletion
+
 	wg sync.WaitGroup
 }
 
@@ -55,6 +60,7 @@ func newLeader(s *Scheduler, ctx context.Context) *leader {
 	return &leader{
 		s: s, ctx: ctx, log: s.Logger,
 		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{},
+		completions: make(chan *pendingCompletion, 4*maxGroupCompletions),
 	}
 }
 
@@ -86,6 +92,10 @@ func (l *leader) run() {
 	// again, which is harmless.
 	feed := s.FSM.Changes()
 	defer feed.Close()
+	for range completers {
+		l.wg.Add(1)
+		go l.commitCompletions()
+	}
 	s.term.Store(l)
 	defer s.term.CompareAndSwap(l, nil)
 	l.recover()
@@ -208,14 +218,25 @@ func (l *leader) buildQueue() fireQueue {
 // busy second from queueing behind one disk write per job.
 const maxConcurrentFires = 64
 
-// fireDue handles every job whose next fire time has come.
+// fireDue handles every job whose next fire time has come. The misfire
+// policies run concurrently (a skip is an entry of its own); the grants
+// they decide are collected and proposed together (fireMany).
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
 	var due []*fireEntry
 	for q.Len() > 0 && !(*q)[0].fireAt.After(now) {
 		due = append(due, heap.Pop(q).(*fireEntry))
 	}
-	var wg sync.WaitGroup
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fires []dueFire
+	)
+	collect := func(spec jobs.Spec, at time.Time) {
+		mu.Lock()
+		fires = append(fires, dueFire{spec, at})
+		mu.Unlock()
+	}
 	sem := make(chan struct{}, maxConcurrentFires)
 	for _, e := range due {
 		if l.ctx.Err() != nil {
@@ -225,10 +246,11 @@ func (l *leader) fireDue(q *fireQueue) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			e.after = l.handleDue(e, now)
+			e.after = l.handleDueInto(e, now, collect)
 		}()
 	}
 	wg.Wait()
+	l.fireMany(fires)
 	for _, e := range due {
 		if e.after.Before(e.next) {
 			e.after = e.next.Add(-time.Nanosecond) // not handled (term ending): keep it due
@@ -240,9 +262,142 @@ func (l *leader) fireDue(q *fireQueue) {
 	}
 }
 
+// dueFire is a scheduled run the misfire policy decided to grant.
+type dueFire struct {
+	spec jobs.Spec
+	at   time.Time
+}
+
+// fireMany grants scheduled runs in as few entries as it may: batches of
+// up to maxBatchGrants (opGrants), each one Raft entry, proposed
+// concurrently. Whatever a batch cannot take (no worker or a bad output
+// key, which record a skip; a grant the FSM refused for sharing keys
+// with another in its entry) goes through fire, one entry each. Workers
+// are chosen as fire chooses them, from one reading of the load that
+// counts each pick, so a batch spreads as single grants would.
+func (l *leader) fireMany(fires []dueFire) {
+	if len(fires) == 1 {
+		l.fire(fires[0].spec, fires[0].at, "schedule", false)
+		return
+	}
+	s := l.s
+	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
+	var (
+		singles []dueFire
+		batch   []grantCmd
+		specs   = map[string]jobs.Spec{}
+	)
+	for _, d := range fires {
+		if _, twice := specs[d.spec.Name]; twice {
+			// A second fire time of one job (misfire: all) follows the
+			// first, in order, in an entry of its own.
+			singles = append(singles, d)
+			continue
+		}
+		key, err := d.spec.OutputKey(d.at)
+		worker, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		if err != nil || !ok {
+			singles = append(singles, d)
+			continue
+		}
+		load[worker]++
+		specs[d.spec.Name] = d.spec
+		batch = append(batch, grantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now()})
+	}
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for len(batch) > 0 {
+		n := min(len(batch), maxBatchGrants)
+		chunk := batch[:n]
+		batch = batch[n:]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			refused := l.grantBatch(chunk, specs)
+			mu.Lock()
+			singles = append(singles, refused...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// The rest one entry each: jobs concurrently, each job's fire times
+	// in order, as handleDue fires them.
+	byJob := map[string][]dueFire{}
+	var order []string
+	for _, d := range singles {
+		if _, ok := byJob[d.spec.Name]; !ok {
+			order = append(order, d.spec.Name)
+		}
+		byJob[d.spec.Name] = append(byJob[d.spec.Name], d)
+	}
+	for _, ds := range byJob {
+		slices.SortFunc(ds, func(a, b dueFire) int { return a.at.Compare(b.at) })
+	}
+	sem := make(chan struct{}, maxConcurrentFires)
+	for _, job := range order {
+		if l.ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, d := range byJob[job] {
+				l.fire(d.spec, d.at, "schedule", false)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// grantBatch proposes one batch entry and tracks every attempt it
+// granted; it returns the runs the FSM refused to batch, for fire. A
+// batch whose outcome is unknown (leadership lost mid-apply) is left to
+// the unique (job, scheduled time), as fire leaves a single grant.
+func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
+	if len(gs) == 1 {
+		return []dueFire{{specs[gs[0].Job], gs[0].ScheduledAt}}
+	}
+	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opGrants, Grants: &grantsCmd{Grants: gs}})
+	if err == nil && len(res.Batch) != len(gs) {
+		err = fmt.Errorf("batch of %d grants answered with %d results", len(gs), len(res.Batch))
+	}
+	if err != nil {
+		l.log.Error("batch grant failed", "runs", len(gs), "first", jobs.RunID(gs[0].Job, gs[0].ScheduledAt), "err", err)
+		return nil
+	}
+	for i, r := range res.Batch {
+		g, spec := gs[i], specs[gs[i].Job]
+		log := l.log.With("job", g.Job, "scheduled_at", g.ScheduledAt)
+		switch {
+		case errors.Is(r.Err, ErrBatchOverlap):
+			refused = append(refused, dueFire{spec, g.ScheduledAt})
+		case errors.Is(r.Err, jobs.ErrDuplicateRun):
+			log.Info("run already granted", "run", r.Run.ID)
+		case r.Err != nil:
+			log.Error("grant failed", "err", r.Err)
+		case r.Run.State == jobs.Skipped:
+			log.Info("run skipped", "run", r.Run.ID, "reason", r.Run.Reason)
+		default:
+			att, _ := r.Run.Latest()
+			log.Info("granted", "run", r.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", r.Run.Forced, "batch", len(gs))
+			l.track(r.Run, *att, spec)
+		}
+	}
+	return refused
+}
+
 // handleDue applies the job's misfire policy to its fire times in
-// (e.after, now] and returns the last of them.
+// (e.after, now], granting each run it decides on at once, and returns
+// the last of them.
 func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
+	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) })
+}
+
+// handleDueInto is handleDue, handing each run to grant to fire.
+func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time)) time.Time {
 	spec, ok := l.s.FSM.Spec(e.name)
 	if !ok {
 		// Gone from the set (the queue is rebuilt next): its times are
@@ -282,7 +437,7 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 	switch spec.Misfire {
 	case jobs.MisfireAll:
 		for _, t := range due {
-			l.fire(spec, t, "schedule", false)
+			fire(spec, t)
 		}
 	case jobs.MisfireSkip:
 		latest := due[len(due)-1]
@@ -294,13 +449,13 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 			l.skipRange(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
 		}
 		if len(missed) < len(due) {
-			l.fire(spec, latest, "schedule", false)
+			fire(spec, latest)
 		}
 	default: // latest
 		if len(due) > 1 {
 			l.skipRange(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
 		}
-		l.fire(spec, due[len(due)-1], "schedule", false)
+		fire(spec, due[len(due)-1])
 	}
 	return last
 }
@@ -377,14 +532,19 @@ func (l *leader) trigger(ctx context.Context, job string, force bool) (jobs.Run,
 // least loaded first, avoiding `avoid` if any other will do. Ties go by a
 // hash of run and node, so load spreads without coordination.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool) {
-	load := l.s.FSM.OpenAttemptsByWorker()
+	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenAttemptsByWorker(), spec, runID, avoid)
+}
+
+// pickWorker is chooseWorker's choice among members, given each node's
+// open attempts.
+func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string) (string, bool) {
 	type cand struct {
 		name string
 		load int
 		tie  uint64
 	}
 	var cands []cand
-	for _, m := range l.s.Raft.Members() {
+	for _, m := range members {
 		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving || m.Meta.NoJobs {
 			continue
 		}

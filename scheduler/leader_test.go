@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"container/heap"
 	"context"
 	"io"
 	"log/slog"
@@ -231,3 +232,44 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 }
 
 func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// The runs due at one instant are granted in one entry, each attempt with
+// its token; a job's second due time (misfire: all) follows in an entry
+// of its own, after its first. Every attempt is dispatched.
+func TestLeader_FireDueBatchesGrants(t *testing.T) {
+	a, b, c := spec("a", jobs.MisfireLatest, jobs.OverlapAllow), spec("b", jobs.MisfireLatest, jobs.OverlapAllow), spec("c", jobs.MisfireAll, jobs.OverlapAllow)
+	l, fsm := newTestLeader(t, a, b, c)
+	now := base.Add(2*time.Second + 100*time.Millisecond)
+	l.s.Clock = fixedClock{now}
+	q := fireQueue{due(t, a, base), due(t, b, base), due(t, c, base)}
+	heap.Init(&q)
+	l.fireDue(&q)
+
+	tokenOf := func(job string, at time.Time) jobs.Fence {
+		t.Helper()
+		r, ok := fsm.Run(jobs.RunID(job, at))
+		if !ok || len(r.Attempts) != 1 {
+			t.Fatalf("%s at %s: run %+v, %v; want one attempt", job, at.Format(time.TimeOnly), r, ok)
+		}
+		return r.Attempts[0].Token
+	}
+	first := tokenOf("c", base.Add(time.Second))
+	for _, job := range []string{"a", "b"} {
+		if got := tokenOf(job, base.Add(2*time.Second)); got != first {
+			t.Errorf("%s: token %s, want the batch's %s", job, got, first)
+		}
+	}
+	if got := tokenOf("c", base.Add(2*time.Second)); got.Seq <= first.Seq {
+		t.Errorf("c's second time: token %s, want one after the batch's %s", got, first)
+	}
+	l.wg.Wait() // the dispatches
+	d := l.s.Dispatcher.(*recordingDispatcher)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if got := len(d.sent); got != 4 {
+		t.Errorf("dispatched %d attempts, want 4", got)
+	}
+	if q.Len() != 3 {
+		t.Errorf("queue holds %d jobs, want 3", q.Len())
+	}
+}

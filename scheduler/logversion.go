@@ -36,11 +36,16 @@ import (
 //	   take only known kinds, and a store_refused note counts in
 //	   stale_refused and fences the attempt it concerns; snapshots carry
 //	   their version.
+//	3  a batch grant (op "grants": one entry grants the first attempts
+//	   of several runs due at once, sharing its token where their keys
+//	   cannot meet, see batch.go); a group of completions in one entry
+//	   (op "completes", see completions.go); a completion records when
+//	   the worker received the dispatch (Attempt.AcceptedAt).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "2"
+var logVersionText = "3"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
@@ -63,6 +68,7 @@ var ErrLogHalted = errors.New("stopped applying the replicated log")
 var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
+	opGrants: 3, opCompletes: 3,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -119,6 +125,10 @@ func (c command) hasPayload() bool {
 		return c.Note != nil
 	case opAudit:
 		return c.Audit != nil
+	case opGrants:
+		return c.Grants != nil && len(c.Grants.Grants) > 0
+	case opCompletes:
+		return c.Completes != nil && len(c.Completes.Completions) > 0
 	}
 	return false
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -27,7 +28,7 @@ func TestFSM_HaltsAtAnEntryItCannotRead(t *testing.T) {
 		entry []byte
 		says  string
 	}{
-		{"newer version", newer, "log format version 3; this binary reads up to version 2"},
+		{"newer version", newer, fmt.Sprintf("log format version %d; this binary reads up to version %d", LogVersion+1, LogVersion)},
 		{"unknown op", []byte(`{"v":2,"op":"backfill","backfill":{}}`), `op "backfill", unknown`},
 		{"op without its payload", []byte(`{"v":2,"op":"grant"}`), "no payload"},
 		{"not JSON", []byte("\x02garbage"), "cannot be decoded"},
@@ -115,7 +116,7 @@ func TestFSM_SnapshotVersions(t *testing.T) {
 	newer, _ := json.Marshal(top)
 	h := NewFSM()
 	h.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := h.Restore(io.NopCloser(bytes.NewReader(newer))); !errors.Is(err, ErrLogHalted) || !strings.Contains(err.Error(), "snapshot of log format version 3") {
+	if err := h.Restore(io.NopCloser(bytes.NewReader(newer))); !errors.Is(err, ErrLogHalted) || !strings.Contains(err.Error(), fmt.Sprintf("snapshot of log format version %d", LogVersion+1)) {
 		t.Fatalf("restore a newer snapshot: %v, want refused", err)
 	}
 	if _, ok := h.Run(jobs.RunID("report", t0)); ok || h.Halted() == nil || h.LogHalts() != 1 {

@@ -1,9 +1,12 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -27,8 +30,9 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cleanup()
 	bins, labels := c.binaries(bin)
 
+	var results []rateResult
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	header := "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\t"
+	header := "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\traft entries/run\t"
 	if len(bins) > 1 {
 		header = "binary\t" + header
 	}
@@ -43,28 +47,115 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			if err != nil {
 				return fmt.Errorf("%s, %d fires/s: %w", b, rate, err)
 			}
+			r.rate, r.label = rate, labels[i]
+			results = append(results, r)
+			if r.missedPolls > 0 {
+				fmt.Fprintf(stderr, "fencebench: %s, %d fires/s: %d reads of the runs failed; some runs may be missing from the figures\n", b, rate, r.missedPolls)
+			}
 			s := summarize(r.lateness)
 			if len(bins) > 1 {
 				fmt.Fprintf(tw, "%s\t", labels[i])
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec)
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec, r.entriesPerRun())
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time")
-	return nil
+	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time;")
+	fmt.Fprintln(stdout, "raft entries/run = the leader's last log index over the window / the runs granted in it")
+	fmt.Fprintln(stdout)
+	return printTrace(stdout, results, len(bins) > 1)
+}
+
+// The stages of a run's trace, in the order they happen. Each is a time
+// some component recorded, taken relative to the run's scheduled time:
+//
+//	fired      the leader's clock when it proposed the grant (Attempt.GrantedAt)
+//	granted    the grant's entry committed and applied on the leader: when
+//	           the "granted" audit event reached this harness over the
+//	           leader's event stream (a little after the apply)
+//	accepted   the worker received the dispatch (Attempt.AcceptedAt; log
+//	           version 3 binaries only)
+//	started    the worker started the process, after establishing at the
+//	           store and having its lease confirmed (Attempt.StartedAt)
+//	ended      the process exited (Attempt.EndedAt)
+//	completed  the completion's entry committed and applied on the leader
+//	           (the "completed" event reached this harness)
+//
+// The nodes and the harness share one host, so one clock.
+var stages = []string{"fired", "granted", "accepted", "started", "ended", "completed"}
+
+// runTrace is one run's stage times, relative to its scheduled time; a
+// stage nobody recorded is absent.
+type runTrace map[string]time.Duration
+
+func printTrace(w io.Writer, results []rateResult, labelled bool) error {
+	fmt.Fprintln(w, "where the time goes: each stage's time after the scheduled time (at), and since the stage before it (step), over the runs that recorded both")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := "fires/s\tstage\truns\tat p50\tat p99\tstep p50\tstep p99\t"
+	if labelled {
+		header = "binary\t" + header
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range results {
+		prev := ""
+		for _, st := range stages {
+			var at, step []time.Duration
+			for _, tr := range r.traces {
+				d, ok := tr[st]
+				if !ok {
+					continue
+				}
+				at = append(at, d)
+				if p, ok := tr[prev]; ok {
+					step = append(step, d-p)
+				}
+			}
+			if len(at) == 0 {
+				continue
+			}
+			a, s := summarize(at), summarize(step)
+			if labelled {
+				fmt.Fprintf(tw, "%s\t", r.label)
+			}
+			stepP50, stepP99 := "-", "-"
+			if s.N > 0 {
+				stepP50, stepP99 = ms(s.P50), ms(s.P99)
+			}
+			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.rate, st, a.N, ms(a.P50), ms(a.P99), stepP50, stepP99)
+			prev = st
+		}
+	}
+	return tw.Flush()
 }
 
 type rateResult struct {
+	rate            int
+	label           string
 	lateness        []time.Duration
 	completedPerSec float64
+	traces          []runTrace
+	// entries is how far the leader's Raft log grew over the window, and
+	// granted how many runs were granted in it.
+	entries, granted uint64
+	// missedPolls counts reads of the runs that failed (a leader too
+	// busy to answer); runs they would have seen may be missing.
+	missedPolls int
+}
+
+func (r rateResult) entriesPerRun() string {
+	if r.granted == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(r.entries)/float64(r.granted))
 }
 
 // measureRate runs `rate` jobs that each fire every second and reads the
 // finished runs: an attempt's start time is when the worker started the
-// process.
+// process. It follows the leader's event stream meanwhile, for when each
+// grant and completion was applied, and reads the leader's last Raft log
+// index at both ends of the window.
 func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
 	var b strings.Builder
 	for i := range rate {
@@ -90,18 +181,26 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 		return rateResult{}, ctx.Err()
 	case <-time.After(warmup):
 	}
+	streamCtx, stopStream := context.WithCancel(ctx)
+	defer stopStream()
+	seenAt := followEvents(streamCtx, watch.URL(), stderr)
+
+	var res rateResult
+	start := time.Now()
+	index0, err := lastLogIndex(watch.URL())
+	if err != nil {
+		return res, err
+	}
 	// Every finished attempt records when its process started. Runs are
 	// kept in the replicated state for a while (2000 of them), so polling
 	// every second sees each one.
-	var res rateResult
 	seen := map[string]bool{}
 	completed := 0
-	start := time.Now()
-	for time.Since(start) < window && ctx.Err() == nil {
-		time.Sleep(time.Second)
+	var finished []jobs.Run
+	poll := func() error {
 		var out struct{ Runs []jobs.Run }
 		if err := watch.GetJSON("/api/v1/runs?limit=2000", &out); err != nil {
-			return res, err
+			return err
 		}
 		for _, r := range out.Runs {
 			a, ok := r.Latest()
@@ -110,11 +209,133 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 			}
 			seen[r.ID] = true
 			completed++
+			finished = append(finished, r)
 			if !a.StartedAt.IsZero() {
 				res.lateness = append(res.lateness, a.StartedAt.Sub(r.ScheduledAt))
 			}
 		}
+		return nil
 	}
-	res.completedPerSec = float64(completed) / time.Since(start).Seconds()
+	for time.Since(start) < window && ctx.Err() == nil {
+		time.Sleep(time.Second)
+		// A leader too busy to answer within the client's timeout is a
+		// finding, not the end of the measurement: the next poll reads
+		// the runs this one missed while the hot window still holds them.
+		if err := poll(); err != nil {
+			res.missedPolls++
+			fmt.Fprintf(stderr, "fencebench: %d fires/s: reading the runs: %v\n", rate, err)
+		}
+	}
+	elapsed := time.Since(start)
+	index1, err := lastLogIndex(watch.URL())
+	if err != nil {
+		return res, err
+	}
+	res.completedPerSec = float64(completed) / elapsed.Seconds()
+	// Runs granted in the window that end just after it still have
+	// their traces: one more look, after the stream caught up.
+	time.Sleep(time.Second)
+	if err := poll(); err != nil {
+		res.missedPolls++
+	}
+	stopStream()
+	events := seenAt()
+	res.entries = index1 - index0
+	for _, ev := range events {
+		if ev.kind == jobs.EventGranted && !ev.at.Before(start) && ev.at.Before(start.Add(elapsed)) {
+			res.granted++
+		}
+	}
+	for _, r := range finished {
+		a, _ := r.Latest()
+		tr := runTrace{}
+		rel := func(stage string, t time.Time) {
+			if !t.IsZero() {
+				tr[stage] = t.Sub(r.ScheduledAt)
+			}
+		}
+		rel("fired", a.GrantedAt)
+		rel("granted", events[a.ID+"\x00"+jobs.EventGranted].at)
+		rel("accepted", a.AcceptedAt)
+		rel("started", a.StartedAt)
+		rel("ended", a.EndedAt)
+		rel("completed", events[a.ID+"\x00"+jobs.EventCompleted].at)
+		res.traces = append(res.traces, tr)
+	}
 	return res, nil
+}
+
+// seenEvent is when this harness received an audit event of kind.
+type seenEvent struct {
+	kind string
+	at   time.Time
+}
+
+// followEvents reads the node's event stream until ctx ends, and returns
+// a function that waits for the reader to stop and gives, by attempt id
+// and kind, when each grant and completion arrived. Only events that
+// arrive after the call count (the stream starts with the backlog).
+func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[string]seenEvent {
+	seen := map[string]seenEvent{}
+	done := make(chan struct{})
+	since := time.Now()
+	go func() {
+		defer close(done)
+		req, err := http.NewRequestWithContext(ctx, "GET", url+"/api/v1/events", nil)
+		if err != nil {
+			return
+		}
+		req.Header.Set("Accept", "text/event-stream")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			fmt.Fprintln(stderr, "fencebench: event stream:", err)
+			return
+		}
+		defer resp.Body.Close()
+		sc := bufio.NewScanner(resp.Body)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			data, ok := strings.CutPrefix(sc.Text(), "data: ")
+			if !ok {
+				continue
+			}
+			now := time.Now()
+			var ev jobs.Event
+			if json.Unmarshal([]byte(data), &ev) != nil || ev.Attempt == "" {
+				continue
+			}
+			if ev.Kind != jobs.EventGranted && ev.Kind != jobs.EventCompleted {
+				continue
+			}
+			if ev.Time.Before(since) {
+				continue // the backlog, from before the window
+			}
+			key := ev.Attempt + "\x00" + ev.Kind
+			if _, dup := seen[key]; !dup {
+				seen[key] = seenEvent{kind: ev.Kind, at: now}
+			}
+		}
+	}()
+	return func() map[string]seenEvent {
+		<-done
+		return seen
+	}
+}
+
+// lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.
+func lastLogIndex(url string) (uint64, error) {
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "fencecron_raft_last_log_index "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return uint64(f), err
+		}
+	}
+	return 0, fmt.Errorf("%s/metrics has no fencecron_raft_last_log_index", url)
 }

@@ -540,8 +540,11 @@ func tokenText(f *jobs.Fence) string {
 	return f.String()
 }
 
-// checkTokenOrder: tokens are unique and ordered as the grants were,
-// across elections and restarts: by log index the epochs never go back,
+// checkTokenOrder: tokens are ordered as the grants were, across
+// elections and restarts, and each belongs to one attempt per key: a log
+// index grants one attempt, or (a batch grant) the first attempts of
+// several runs of different jobs no key of which can be written by
+// another of them (sharesToken); by log index the epochs never go back,
 // a grant proposed later carries a greater token, and every grant carries
 // the epoch of the election entry before it.
 func checkTokenOrder(o *Observation, opt CheckOptions, r *results) {
@@ -553,7 +556,13 @@ func checkTokenOrder(o *Observation, opt CheckOptions, r *results) {
 		p, a := byIndex[i-1].Attempt, byIndex[i].Attempt
 		switch {
 		case p.Token.Seq == a.Token.Seq:
-			r.fail(CheckTokenOrder, "attempts %s (%s) and %s (%s) share log index %d", p.ID, p.Token, a.ID, a.Token, a.Token.Seq)
+			// Every earlier attempt of the same index, not only the one
+			// just before.
+			for k := i - 1; k >= 0 && byIndex[k].Attempt.Token.Seq == a.Token.Seq; k-- {
+				if why := sharesToken(o, byIndex[k], byIndex[i]); why != "" {
+					r.fail(CheckTokenOrder, "attempts %s (%s) and %s (%s) share log index %d: %s", byIndex[k].Attempt.ID, byIndex[k].Attempt.Token, a.ID, a.Token, a.Token.Seq, why)
+				}
+			}
 		case a.Token.Epoch < p.Token.Epoch:
 			r.fail(CheckTokenOrder, "attempt %s has token %s at a later log index than %s (%s): the epoch went back", a.ID, a.Token, p.ID, p.Token)
 		}
@@ -593,6 +602,38 @@ func checkTokenOrder(o *Observation, opt CheckOptions, r *results) {
 			r.fail(CheckTokenOrder, "attempt %s has token %s, but the last election entry before index %d is epoch %d (%s at index %d)", a.Attempt.ID, a.Attempt.Token, seq, e.Epoch, e.Node, e.Index)
 		}
 	}
+}
+
+// sharesToken says why two attempts granted at one log index may not
+// share its token, or "" if they may: the first attempts of runs of two
+// different jobs, with the same token, whose keys cannot meet (neither
+// job's token scope or output key is a prefix of the other's).
+func sharesToken(o *Observation, x, y AttemptOf) string {
+	switch {
+	case x.Attempt.Token != y.Attempt.Token:
+		return "with different epochs"
+	case x.Run.Job == y.Run.Job:
+		return "of the same job"
+	case x.Attempt.Number != 1 || y.Attempt.Number != 1:
+		return "a batch grants first attempts only"
+	}
+	keys := func(a AttemptOf) []string {
+		out := []string{a.Run.Output}
+		for _, spec := range o.Jobs {
+			if spec.Name == a.Run.Job {
+				out = append(out, spec.OutputPrefix())
+			}
+		}
+		return out
+	}
+	for _, k := range keys(x) {
+		for _, l := range keys(y) {
+			if k != "" && l != "" && (strings.HasPrefix(k, l) || strings.HasPrefix(l, k)) {
+				return fmt.Sprintf("their keys meet (%q, %q)", k, l)
+			}
+		}
+	}
+	return ""
 }
 
 // checkEpochs: within one process's life, a node's epoch never goes back.

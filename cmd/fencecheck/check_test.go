@@ -21,6 +21,17 @@ func everySecond(t *testing.T) jobs.Spec {
 
 // mkRun returns a finished run of tick at second sec with one attempt per
 // token.
+// ofJob makes r a run of job, with output key output.
+func ofJob(r jobs.Run, job, output string) jobs.Run {
+	r.ID, r.Job, r.Output = jobs.RunID(job, r.ScheduledAt), job, output
+	for i := range r.Attempts {
+		r.Attempts[i].ID = jobs.AttemptID(r.ID, i+1)
+		r.Attempts[i].State = jobs.Failed // no store outcome to account for
+	}
+	r.State = jobs.Failed
+	return r
+}
+
 func mkRun(sec int, state jobs.State, tokens ...jobs.Fence) jobs.Run {
 	at := t0.Add(time.Duration(sec) * time.Second)
 	r := jobs.Run{ID: jobs.RunID("tick", at), Job: "tick", ScheduledAt: at, State: state, Trigger: "schedule"}
@@ -131,6 +142,16 @@ func TestCheck_Tokens(t *testing.T) {
 		{name: "same index", check: CheckTokenOrder, want: "share log index", runs: []jobs.Run{
 			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
 			mkRun(3, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}),
+		}},
+		// A batch grant: one entry, one token, runs of jobs whose keys
+		// cannot meet.
+		{name: "batch of jobs apart", runs: []jobs.Run{
+			ofJob(mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), "a", "a/out"),
+			ofJob(mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), "b", "b/out"),
+		}},
+		{name: "batch of jobs whose keys meet", check: CheckTokenOrder, want: "their keys meet", runs: []jobs.Run{
+			ofJob(mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), "a", "shared/out"),
+			ofJob(mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 5}), "b", "shared/out"),
 		}},
 		{name: "grant outside its epoch", check: CheckTokenOrder, want: "last election entry", runs: []jobs.Run{
 			mkRun(1, jobs.Succeeded, jobs.Fence{Epoch: 2, Seq: 12}),

@@ -16,6 +16,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // buildWithLogVersion builds cmd/fencecron as a release whose log format
@@ -43,7 +44,7 @@ func readyz(n *localcluster.Node) (int, string, error) {
 }
 
 // A rolling upgrade caught half way: n3 runs an older binary (log format
-// 1) beside two of this one (format 2). Once a newer server leads, it
+// 1) beside two of this one (scheduler.LogVersion). Once a newer server leads, it
 // writes entries n3 cannot read: n3 stops applying there (it neither
 // skips them nor applies what follows), fails /readyz saying why, logs it
 // at error, does not lead; the others go on. Upgraded, n3 catches up on
@@ -93,7 +94,7 @@ func TestCluster_OlderBinaryStopsAtANewerEntry(t *testing.T) {
 	leader := c.Node(a.Leader)
 
 	// n3 stops at the first newer entry, and says so.
-	const says = "log format version 2; this binary reads up to version 1"
+	says := fmt.Sprintf("log format version %d; this binary reads up to version 1", scheduler.LogVersion)
 	if err := localcluster.Until(30*time.Second, func() error {
 		code, body, err := readyz(n3)
 		if err != nil {

@@ -82,7 +82,11 @@ func (c *Client) client() *http.Client {
 				return d.DialContext(ctx, network, addr)
 			},
 			TLSHandshakeTimeout: 5 * time.Second,
-			MaxIdleConnsPerHost: 8,
+			// A busy second dispatches hundreds of attempts at once, and
+			// every worker renews and reports to the leader: keep enough
+			// connections that a burst does not pay a TLS handshake per
+			// call (each costs both ends far more CPU than the call).
+			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 		}
 		c.http = &http.Client{Transport: tr, Timeout: 10 * time.Second}

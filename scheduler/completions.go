@@ -1,0 +1,127 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Completions reach the leader one by one, from every worker, and each
+// used to be a Raft entry of its own: at 100 runs a second, a hundred
+// commits a second on every server. The leader now commits them in
+// groups (opCompletes, log version 3): a completion that arrives while
+// others are being committed waits for the next group instead of for a
+// commit slot of its own. Nothing waits on purpose: a lone completion is
+// proposed at once. Each completion in a group is applied exactly as a
+// single one (applyComplete) and answered on its own; they are
+// idempotent, so a worker that retries one after a lost answer changes
+// nothing.
+
+// completesCmd records the completions of several attempts (opCompletes).
+type completesCmd struct {
+	Completions []Completion `json:"completions"`
+}
+
+// Bounds on one group: how many completions, and about how many bytes
+// (a completion carries up to 64 KiB of stderr).
+const (
+	maxGroupCompletions = 128
+	maxGroupBytes       = 1 << 20
+	// completers is how many groups may be in flight at once.
+	completers = 2
+)
+
+// pendingCompletion is a completion waiting for its group's commit.
+type pendingCompletion struct {
+	c    Completion
+	done chan error // buffered: the committer never blocks on it
+}
+
+func (p *pendingCompletion) size() int { return 256 + len(p.c.StderrTail) + len(p.c.Error) }
+
+// applyCompletes applies each completion of a group in order.
+func (f *FSM) applyCompletes(l *raft.Log, version int, c *completesCmd) applyResult {
+	res := applyResult{Batch: make([]applyResult, len(c.Completions))}
+	for i := range c.Completions {
+		res.Batch[i] = f.applyComplete(l, version, &c.Completions[i])
+	}
+	return res
+}
+
+// complete hands a checked completion to the term's committers and waits
+// for its own result.
+func (l *leader) complete(ctx context.Context, c Completion) error {
+	p := &pendingCompletion{c: c, done: make(chan error, 1)}
+	select {
+	case l.completions <- p:
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.ctx.Done():
+		return fmt.Errorf("complete %s: leadership ended: %w", c.Attempt, jobs.ErrNotLeader)
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-l.ctx.Done():
+		// Its group may still commit; a worker reports again, which is
+		// harmless.
+		return fmt.Errorf("complete %s: leadership ended: %w", c.Attempt, jobs.ErrNotLeader)
+	}
+}
+
+// commitCompletions takes whatever completions are waiting, up to the
+// bounds, and commits them as one entry, until the term ends.
+func (l *leader) commitCompletions() {
+	defer l.wg.Done()
+	for {
+		var group []*pendingCompletion
+		select {
+		case <-l.ctx.Done():
+			return
+		case p := <-l.completions:
+			group = append(group, p)
+		}
+		size := group[0].size()
+	more:
+		for len(group) < maxGroupCompletions && size < maxGroupBytes {
+			select {
+			case p := <-l.completions:
+				group = append(group, p)
+				size += p.size()
+			default:
+				break more
+			}
+		}
+		l.commitGroup(group)
+	}
+}
+
+// commitGroup commits one group and answers each of its completions.
+func (l *leader) commitGroup(group []*pendingCompletion) {
+	if len(group) == 1 {
+		c := group[0].c
+		_, err := l.s.applyLocalCmd(l.ctx, command{Op: opComplete, Complete: &c})
+		group[0].done <- err
+		return
+	}
+	cmd := &completesCmd{Completions: make([]Completion, len(group))}
+	for i, p := range group {
+		cmd.Completions[i] = p.c
+	}
+	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opCompletes, Completes: cmd})
+	if err == nil && len(res.Batch) != len(group) {
+		err = fmt.Errorf("group of %d completions answered with %d results", len(group), len(res.Batch))
+	}
+	for i, p := range group {
+		if err != nil {
+			p.done <- err
+			continue
+		}
+		p.done <- res.Batch[i].Err
+	}
+}
