@@ -69,6 +69,12 @@ func newLeader(s *Scheduler, ctx context.Context) *leader {
 // next fire times and keep leases until ctx ends.
 func (l *leader) run() {
 	defer l.wg.Wait()
+	// The term's goroutines (commitCompletions) end with it, also when
+	// the loop ends on its own (an operator's restore), not only when
+	// the scheduler cancels it: cancel runs before the Wait above.
+	termCtx, cancel := context.WithCancel(l.ctx)
+	defer cancel()
+	l.ctx = termCtx
 	ctx, s := l.ctx, l.s
 	if err := s.Raft.Barrier(ctx); err != nil {
 		l.log.Warn("barrier failed; not leading", "err", err)
