@@ -79,14 +79,7 @@ func CheckSet(specs []Spec, l Limits) error {
 	if len(specs) > MaxJobs {
 		problems = append(problems, fmt.Sprintf("%d jobs: a job set holds at most %d", len(specs), MaxJobs))
 	}
-	// Each spec is checked on its own, on every core; the problems are
-	// listed in the set's order.
-	invalid := make([]error, len(specs))
-	inParallel(len(specs), func(a, b int) {
-		for i := a; i < b; i++ {
-			invalid[i] = specs[i].Validate(l)
-		}
-	})
+	invalid := ValidateEach(specs, l)
 	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {
 		name := s.Name
@@ -104,6 +97,18 @@ func CheckSet(specs []Spec, l Limits) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// ValidateEach returns Spec.Validate of each spec, in the set's order,
+// each checked on its own on every core.
+func ValidateEach(specs []Spec, l Limits) []error {
+	invalid := make([]error, len(specs))
+	inParallel(len(specs), func(a, b int) {
+		for i := a; i < b; i++ {
+			invalid[i] = specs[i].Validate(l)
+		}
+	})
+	return invalid
 }
 
 // inParallel calls fn on contiguous parts [a, b) of [0, n), one part per
