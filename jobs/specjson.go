@@ -13,7 +13,9 @@ import (
 
 // SpecList is a job set that decodes from a JSON array on every core, as
 // json.Unmarshal would decode a []Spec (unknown fields ignored). It
-// encodes as a []Spec does.
+// encodes as a []Spec does (with encoding/json's reflection: a
+// MarshalJSON of its own would have its output checked and compacted
+// once more, which costs more than it saves).
 type SpecList []Spec
 
 // UnmarshalJSON decodes a JSON array of specs, or null (a nil set).

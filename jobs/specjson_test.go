@@ -64,3 +64,32 @@ func TestStrictSpecList_UnmarshalJSON(t *testing.T) {
 		}
 	}
 }
+
+// EncodeSpecs and a SpecList write what json.Marshal writes of a []Spec,
+// over several windows too.
+func TestEncodeSpecs(t *testing.T) {
+	big := make([]jobs.Spec, 20000)
+	for i := range big {
+		big[i] = jobs.Spec{Name: fmt.Sprintf("job-%d", i), Schedules: []string{"@every 1m"}, Shell: "echo <&>", Env: map[string]string{"B": "1", "A": "2"}}
+	}
+	for name, specs := range map[string][]jobs.Spec{"nil": nil, "empty": {}, "big": big} {
+		want, err := json.Marshal(specs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var b strings.Builder
+		if err := jobs.EncodeSpecs(&b, specs); err != nil {
+			t.Fatal(err)
+		}
+		if b.String() != string(want) {
+			t.Errorf("%s: EncodeSpecs differs from json.Marshal", name)
+		}
+		got, err := json.Marshal(struct{ L jobs.SpecList }{specs})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(got) != `{"L":`+string(want)+`}` {
+			t.Errorf("%s: SpecList encodes differently from a []Spec", name)
+		}
+	}
+}
