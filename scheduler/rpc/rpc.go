@@ -67,10 +67,8 @@ const (
 // scheduler's own types.
 type (
 	setJobsRequest struct {
-		// Jobs decodes on every core, refusing unknown fields as the
-		// server's decoder does.
-		Jobs   jobs.StrictSpecList `json:"jobs"`
-		Source string              `json:"source"`
+		Jobs   []jobs.Spec `json:"jobs"`
+		Source string      `json:"source"`
 	}
 	setJobsReply struct {
 		Hash string `json:"hash"`
