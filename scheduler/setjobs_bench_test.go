@@ -31,8 +31,8 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		b.Fatal(err)
 	}
 	type request struct {
-		Source string      `json:"source"`
-		Jobs   []jobs.Spec `json:"jobs"`
+		Source string              `json:"source"`
+		Jobs   jobs.StrictSpecList `json:"jobs"`
 	}
 	decode := func(b *testing.B) []jobs.Spec {
 		var req request
