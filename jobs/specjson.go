@@ -19,7 +19,7 @@ type SpecList []Spec
 
 // UnmarshalJSON decodes a JSON array of specs, or null (a nil set).
 func (l *SpecList) UnmarshalJSON(b []byte) error {
-	specs := make([]Spec, 0, specsIn(b))
+	specs := make([]Spec, 0, CountSpecs(b))
 	if err := json.Unmarshal(b, &specs); err != nil {
 		return err
 	}
@@ -35,7 +35,7 @@ type StrictSpecList []Spec
 // UnmarshalJSON decodes a JSON array of specs, or null (a nil set),
 // refusing a field Spec does not have.
 func (l *StrictSpecList) UnmarshalJSON(b []byte) error {
-	specs := make([]Spec, 0, specsIn(b))
+	specs := make([]Spec, 0, CountSpecs(b))
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&specs); err != nil {
@@ -45,9 +45,9 @@ func (l *StrictSpecList) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// specsIn returns at least how many specs the JSON list b holds (each has
-// a name), bounded by MaxJobs: a list longer than that is refused later
-// whatever its capacity.
-func specsIn(b []byte) int {
+// CountSpecs returns at least how many specs the JSON b holds (each has
+// a name), bounded by MaxJobs (a longer list is refused whatever its
+// capacity): the capacity to decode a job set into.
+func CountSpecs(b []byte) int {
 	return min(bytes.Count(b, []byte(`"name"`)), MaxJobs)
 }

@@ -112,10 +112,8 @@ type JobSet struct {
 
 // JobSetRequest is the body of PUT /api/v1/jobset.
 type JobSetRequest struct {
-	Source string `json:"source"`
-	// Jobs is allocated once, refusing unknown fields as the request's
-	// decoder does.
-	Jobs jobs.StrictSpecList `json:"jobs"`
+	Source string      `json:"source"`
+	Jobs   []jobs.Spec `json:"jobs"`
 }
 
 // JobSetApplied is the answer of PUT /api/v1/jobset.
