@@ -5,12 +5,14 @@ import (
 	"encoding/json"
 )
 
-// A job set arrives as JSON twice on its way in: in the body of PUT
-// /api/v1/jobset, and in the Raft entry every replica (the leader too)
-// decodes. Decoded into a nil []Spec, a list of 100,000 specs is grown
-// by doubling, each time copying what it holds (some 80 MiB moved, and
-// up to twice the memory the set needs); these types allocate it once,
-// at the size the JSON shows.
+// A job set arrives as JSON twice on its way in: in a request (PUT
+// /api/v1/jobset, or a follower forwarding one), and in the Raft entry
+// every replica (the leader too) decodes. Decoded into a nil []Spec, a
+// list of 100,000 specs is grown by doubling, each time copying what it
+// holds (some 80 MiB moved, and up to twice the memory the set needs);
+// these types allocate it once, at the size the JSON shows. They cost one
+// more scan of the JSON than a plain []Spec, which is why the web handler,
+// holding the whole body, sizes its []Spec itself (CountSpecs) instead.
 
 // SpecList is a job set that decodes as json.Unmarshal decodes a []Spec
 // (unknown fields ignored), into a slice allocated once. It encodes as a
