@@ -4,7 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"runtime"
 	"slices"
 	"strings"
@@ -30,45 +32,76 @@ const (
 // order, hash the same. Nodes compare it to find a config that drifted
 // from the applied set.
 //
-// It hashes the bytes json.Marshal gives the sorted set, a window of
-// specs at a time, each window encoded on every core: a set of 100,000
-// jobs is neither copied nor encoded whole in memory, and hashing it takes
-// a fraction of the apply.
+// It hashes the bytes json.Marshal gives the sorted set, encoded a window
+// of specs at a time on every core (encodeSpecs): a set of 100,000 jobs
+// is neither copied nor encoded whole in memory, and hashing it takes a
+// fraction of the apply.
 func HashSpecs(specs []Spec) string {
+	h := sha256.New()
+	if specs == nil {
+		// json.Marshal of a nil set is "null", and so its hash.
+		h.Write([]byte("null"))
+		return hex.EncodeToString(h.Sum(nil)[:8])
+	}
 	order := make([]int, len(specs))
 	for i := range order {
 		order[i] = i
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(specs[a].Name, specs[b].Name) })
-	h := sha256.New()
-	h.Write([]byte("["))
-	const window = 8192
-	encoded := make([][]byte, min(window, len(order)))
-	for lo := 0; lo < len(order); lo += window {
-		part := order[lo:min(lo+window, len(order))]
-		inParallel(len(part), func(a, b int) {
-			for k := a; k < b; k++ {
-				enc, err := json.Marshal(&specs[part[k]]) // map keys are sorted by encoding/json
-				if err != nil {
-					panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data
-				}
-				encoded[k] = enc
-			}
-		})
-		for k := range part {
-			if lo+k > 0 {
-				h.Write([]byte(","))
-			}
-			h.Write(encoded[k])
-		}
-	}
-	h.Write([]byte("]"))
-	if specs == nil {
-		// json.Marshal of a nil set is "null", and so its hash.
-		h.Reset()
-		h.Write([]byte("null"))
+	if err := encodeSpecs(h, specs, order); err != nil {
+		panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data, and a hash takes every write
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// EncodeSpecs writes specs to w as json.Marshal writes them (a nil set
+// as null), each window of specs encoded on every core: `fencecron
+// apply` streams a set of 100,000 jobs to the node while it encodes it.
+func EncodeSpecs(w io.Writer, specs []Spec) error {
+	if specs == nil {
+		_, err := io.WriteString(w, "null")
+		return err
+	}
+	return encodeSpecs(w, specs, nil)
+}
+
+// encodeSpecs writes specs, in order (nil: as they are), as a JSON array.
+func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
+	at := func(k int) *Spec {
+		if order != nil {
+			return &specs[order[k]]
+		}
+		return &specs[k]
+	}
+	if _, err := io.WriteString(w, "["); err != nil {
+		return err
+	}
+	const window = 8192
+	encoded := make([][]byte, min(window, len(specs)))
+	for lo := 0; lo < len(specs); lo += window {
+		n := min(window, len(specs)-lo)
+		errs := make([]error, n)
+		inParallel(n, func(a, b int) {
+			for k := a; k < b; k++ {
+				encoded[k], errs[k] = json.Marshal(at(lo + k)) // map keys are sorted by encoding/json
+			}
+		})
+		if err := errors.Join(errs...); err != nil {
+			return err
+		}
+		for k := range n {
+			if lo+k > 0 {
+				if _, err := io.WriteString(w, ","); err != nil {
+					return err
+				}
+			}
+			if _, err := w.Write(encoded[k]); err != nil {
+				return err
+			}
+		}
+	}
+	_, err := io.WriteString(w, "]")
+	return err
 }
 
 // CheckSet checks a job set as a whole before it is replicated: every
@@ -79,14 +112,7 @@ func CheckSet(specs []Spec, l Limits) error {
 	if len(specs) > MaxJobs {
 		problems = append(problems, fmt.Sprintf("%d jobs: a job set holds at most %d", len(specs), MaxJobs))
 	}
-	// Each spec is checked on its own, on every core; the problems are
-	// listed in the set's order.
-	invalid := make([]error, len(specs))
-	inParallel(len(specs), func(a, b int) {
-		for i := a; i < b; i++ {
-			invalid[i] = specs[i].Validate(l)
-		}
-	})
+	invalid := ValidateEach(specs, l)
 	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {
 		name := s.Name
@@ -104,6 +130,18 @@ func CheckSet(specs []Spec, l Limits) error {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}
 	return nil
+}
+
+// ValidateEach returns Spec.Validate of each spec, in the set's order,
+// each checked on its own on every core.
+func ValidateEach(specs []Spec, l Limits) []error {
+	invalid := make([]error, len(specs))
+	inParallel(len(specs), func(a, b int) {
+		for i := a; i < b; i++ {
+			invalid[i] = specs[i].Validate(l)
+		}
+	})
+	return invalid
 }
 
 // inParallel calls fn on contiguous parts [a, b) of [0, n), one part per

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	// Embedded IANA zone data: a node without /usr/share/zoneinfo can
@@ -125,7 +126,73 @@ func LoadZone(tz string) (*time.Location, error) {
 // such as @daily, or "@every DURATION" with a whole number of seconds.
 // It returns either a wall-clock schedule (zone-less: evaluate it on naive
 // UTC times) or an interval.
+//
+// A large job set repeats a few expressions many times (100,000 jobs,
+// 1,440 distinct daily times), and every job is parsed where it is
+// checked (the config parser, the leader) and where it is fired: so the
+// parsed form of recent expressions is kept (exprCache), and each caller
+// gets its own copy of it.
 func ParseExpr(expr string) (wall *cron.SpecSchedule, every time.Duration, err error) {
+	if p, ok := exprCache.get(expr); ok {
+		if p.wall != nil {
+			w := *p.wall
+			return &w, 0, nil
+		}
+		return nil, p.every, nil
+	}
+	wall, every, err = parseExpr(expr)
+	if err == nil {
+		w := wall
+		if w != nil {
+			c := *w
+			w = &c
+		}
+		exprCache.put(expr, parsedExpr{wall: w, every: every})
+	}
+	return wall, every, err
+}
+
+// parsedExpr is an expression ParseExpr accepted, as it returned it.
+type parsedExpr struct {
+	wall  *cron.SpecSchedule
+	every time.Duration
+}
+
+// maxCachedExprs bounds exprCache: a set of many distinct expressions
+// costs a parse each, as without the cache, and no more memory than this.
+const maxCachedExprs = 4096
+
+// exprCache holds the parsed form of expressions ParseExpr accepted. Its
+// entries are never handed out, only copies of them, so no caller can
+// change what another gets. Safe for concurrent use (jobs.CheckSet checks
+// on every core).
+var exprCache = exprMemo{m: map[string]parsedExpr{}}
+
+type exprMemo struct {
+	mu sync.Mutex
+	m  map[string]parsedExpr
+}
+
+func (c *exprMemo) get(expr string) (parsedExpr, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	p, ok := c.m[expr]
+	return p, ok
+}
+
+// put remembers p, starting afresh when full: the expressions of the
+// set being checked come back at once.
+func (c *exprMemo) put(expr string, p parsedExpr) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.m) >= maxCachedExprs {
+		clear(c.m)
+	}
+	c.m[expr] = p
+}
+
+// parseExpr is ParseExpr without the cache.
+func parseExpr(expr string) (wall *cron.SpecSchedule, every time.Duration, err error) {
 	e := strings.TrimSpace(expr)
 	switch {
 	case e == "":

@@ -385,3 +385,42 @@ func FuzzParseExpr(f *testing.F) {
 		}
 	})
 }
+
+// ParseExpr keeps the parsed form of expressions it saw: a second parse
+// answers the same, and a caller that changes what it got changes nothing
+// for the next one.
+func TestParseExpr_Cached(t *testing.T) {
+	for _, expr := range []string{"7 3 * * *", "@hourly", "@every 90s", "*/5 * * * * *"} {
+		t.Run(expr, func(t *testing.T) {
+			w1, e1, err := jobs.ParseExpr(expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w1 != nil {
+				w1.Minute, w1.Location = 0, time.Local
+			}
+			w2, e2, err := jobs.ParseExpr(expr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := e2, e1; got != want {
+				t.Errorf("every = %s, then %s", want, got)
+			}
+			if (w1 == nil) != (w2 == nil) {
+				t.Fatalf("wall = %v, then %v", w1, w2)
+			}
+			if w2 == nil {
+				return
+			}
+			if w2 == w1 || w2.Minute == 0 || w2.Location != time.UTC {
+				t.Errorf("second parse = %+v: it shares or reflects the first caller's copy", w2)
+			}
+		})
+	}
+	if _, _, err := jobs.ParseExpr("61 * * * *"); err == nil {
+		t.Error("61 * * * *: no error")
+	}
+	if _, _, err := jobs.ParseExpr("61 * * * *"); err == nil {
+		t.Error("61 * * * *, again: no error")
+	}
+}

@@ -77,10 +77,12 @@ type electedCmd struct {
 // applied; a replica that does not know the field hashes, and gets the
 // same).
 type setJobsCmd struct {
-	Jobs   []jobs.Spec `json:"jobs"`
-	Source string      `json:"source"`
-	At     time.Time   `json:"at"`
-	Hash   string      `json:"hash,omitempty"`
+	// Jobs is allocated once, at its size: every replica decodes a set of
+	// 100,000 jobs from the entry.
+	Jobs   jobs.SpecList `json:"jobs"`
+	Source string        `json:"source"`
+	At     time.Time     `json:"at"`
+	Hash   string        `json:"hash,omitempty"`
 }
 
 // grantCmd grants the first attempt of a new run (opGrant) as DecideGrant

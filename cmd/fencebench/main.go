@@ -7,10 +7,12 @@
 //	fencebench lateness [-rates 10,100] [-duration 30s]
 //	    jobs firing N times a second; lateness (process start minus
 //	    scheduled time) and sustained runs per second.
-//	fencebench scale [-jobs 10000,100000] [-settle 10s]
-//	    N jobs applied to three servers: apply time, RSS per node, the
-//	    Jobs page; snapshot size, restore time and the cost of one fire
-//	    for a set that size.
+//	fencebench scale [-jobs 10000,100000] [-settle 10s] [-cluster=false] [-compare BIN]
+//	    N jobs applied to a dev node and to three servers: apply time,
+//	    RSS per node, the Jobs page; snapshot size, restore time and the
+//	    cost of one fire for a set that size. -compare measures another
+//	    binary before this one at each size; -cluster=false only the dev
+//	    node.
 //
 // It builds nothing: -bin names the fencecron binary (default: build it
 // into a temporary directory with `go build`).
@@ -47,7 +49,7 @@ func main() {
 const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench lateness [-rates 10,100] [-duration D] [-compare PATH] [-bin PATH] [-keep DIR]
-  fencebench scale [-jobs 10000,100000] [-settle D] [-bin PATH] [-keep DIR]
+  fencebench scale [-jobs 10000,100000] [-settle D] [-cluster=false] [-compare PATH] [-bin PATH] [-keep DIR]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {

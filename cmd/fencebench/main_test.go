@@ -73,3 +73,23 @@ func logsOnFailure(t *testing.T, dir string) {
 		t.Logf("--- %s (tail) ---\n%s", p, localcluster.LogTail(p, 6000))
 	}
 }
+
+// scale with -compare measures both binaries at each size, each row
+// named by its binary; -cluster=false measures the dev node only.
+func TestScale_SmokeCompare(t *testing.T) {
+	var out, errOut bytes.Buffer
+	keep := t.TempDir()
+	bin := proctest.Binary(t)
+	err := run(t.Context(), []string{"scale", "-jobs", "20", "-cluster=false", "-settle", "0s", "-compare", bin, "-bin", bin, "-keep", keep}, &out, &errOut)
+	if err != nil {
+		t.Fatalf("scale: %v\n%s", err, errOut.String())
+	}
+	if got := strings.Count(out.String(), "\n20 "); got != 0 {
+		t.Errorf("rows without a binary's name:\n%s", out.String())
+	}
+	for _, label := range []string{"compare (", "this ("} {
+		if !strings.Contains(out.String(), label) {
+			t.Errorf("no row %q:\n%s", label, out.String())
+		}
+	}
+}

@@ -32,27 +32,38 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, c := benchFlags("scale", stderr)
 	sizes := fs.String("jobs", "10000,100000", "job set sizes to measure, comma separated")
 	settle := fs.Duration("settle", 10*time.Second, "how long after the apply to read each node's steady RSS")
+	cluster := fs.Bool("cluster", true, "measure the three-server cluster too (-cluster=false: the dev node only)")
 	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
 
+	// With -compare, each size is measured with both binaries one after
+	// the other, so that both meet about the same load on a shared
+	// machine.
+	bins, labels := c.binaries(bin)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	if len(bins) > 1 {
+		fmt.Fprint(tw, "binary\t")
+	}
 	fmt.Fprintln(tw, "jobs\tdev: apply\tCPU apply (CLI)\tCPU dev\tRSS dev\tcluster: apply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
 	for _, field := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || n < 1 || n > jobs.MaxJobs {
 			return fmt.Errorf("-jobs: bad size %q (1 to %d)", field, jobs.MaxJobs)
 		}
-		r, err := measureScale(ctx, bin, filepath.Join(dir, fmt.Sprintf("scale-%d", n)), n, *settle, stderr)
-		if err != nil {
-			return fmt.Errorf("%d jobs: %w", n, err)
+		for i, b := range bins {
+			fmt.Fprintf(stderr, "measuring %d jobs: %s\n", n, labels[i])
+			r, err := measureScale(ctx, b, filepath.Join(dir, fmt.Sprintf("scale-%d-%d", n, i)), n, *settle, *cluster, stderr)
+			if err != nil {
+				return fmt.Errorf("%s, %d jobs: %w", labels[i], n, err)
+			}
+			if len(bins) > 1 {
+				fmt.Fprintf(tw, "%s\t", labels[i])
+			}
+			r.print(tw, n, *cluster)
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
-			mib(r.rssLeader), mib(r.rssFollowers), mib(int64(r.snapshotBytes)), secs(r.snapshot), secs(r.restore),
-			fmt.Sprintf("%.1f µs", float64(r.perFire)/float64(time.Microsecond)), kib(r.pageBytes), ms(r.page), ms(r.search))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -64,6 +75,19 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		" snapshot, restore, per fire (one grant applied to the FSM): in this process on the same set;"+
 		" /jobs: the Jobs page's first page from the leader; search: /jobs?q=...&state=never")
 	return nil
+}
+
+// print writes r as a row of the table; without the cluster, its
+// columns are "-".
+func (r scaleResult) print(tw io.Writer, n int, cluster bool) {
+	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss))
+	if !cluster {
+		fmt.Fprintln(tw, strings.Repeat("-\t", 13))
+		return
+	}
+	fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", secs(r.apply), secs(r.replicated), secs(r.cliCPU), secs(r.leaderCPU),
+		mib(r.rssLeader), mib(r.rssFollowers), mib(int64(r.snapshotBytes)), secs(r.snapshot), secs(r.restore),
+		fmt.Sprintf("%.1f µs", float64(r.perFire)/float64(time.Microsecond)), kib(r.pageBytes), ms(r.page), ms(r.search))
 }
 
 type scaleResult struct {
@@ -151,7 +175,7 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 	return r, err
 }
 
-func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, stderr io.Writer) (scaleResult, error) {
+func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, cluster bool, stderr io.Writer) (scaleResult, error) {
 	var r scaleResult
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return r, err
@@ -163,6 +187,9 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 	var err error
 	if r.dev, err = measureDev(ctx, bin, dir, file, settle, stderr); err != nil {
 		return r, err
+	}
+	if !cluster {
+		return r, nil
 	}
 	cl, err := localcluster.Start(localcluster.Options{Binary: bin, Dir: dir, Servers: 3, Profile: "default"})
 	if err != nil {

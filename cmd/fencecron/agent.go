@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -113,16 +115,45 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err // every problem, with its position; nothing was sent
 	}
 	host, _ := os.Hostname()
-	req := map[string]any{"source": fmt.Sprintf("fencecron apply %s from %s", rest[0], host), "jobs": specs}
+	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
+	// A set of 100,000 jobs is some 30 MiB of JSON: it is encoded on
+	// every core while it is sent, so the node reads the start of it
+	// while the end is being encoded, and the command never holds it
+	// whole.
+	body, w := io.Pipe()
+	encoded := make(chan struct{})
+	go func() {
+		defer close(encoded)
+		w.CloseWithError(writeJobSetRequest(w, source, specs))
+	}()
 	var out struct {
 		Hash string
 		Jobs int
 	}
-	if err := c.do(ctx, "PUT", "/api/v1/jobset", req, &out); err != nil || c.json {
+	err = c.do(ctx, "PUT", "/api/v1/jobset", body, &out)
+	body.Close() // an encoder still writing stops
+	<-encoded
+	if err != nil || c.json {
 		return err
 	}
 	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
 	return nil
+}
+
+// writeJobSetRequest writes the body of PUT /api/v1/jobset
+// (wire.JobSetRequest) as json.Marshal would.
+func writeJobSetRequest(w io.Writer, source string, specs []jobs.Spec) error {
+	src, err := json.Marshal(source)
+	if err != nil {
+		return err
+	}
+	bw := bufio.NewWriterSize(w, 256<<10)
+	fmt.Fprintf(bw, `{"source":%s,"jobs":`, src)
+	if err := jobs.EncodeSpecs(bw, specs); err != nil {
+		return err
+	}
+	bw.WriteString("}")
+	return bw.Flush()
 }
 
 // applyTimeout bounds `fencecron apply`'s one request.

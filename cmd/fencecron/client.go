@@ -83,7 +83,9 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 // becomes an error carrying the API's message.
 func (c *client) do(ctx context.Context, method, path string, body any, v any) error {
 	var rd io.Reader
-	if body != nil {
+	if r, ok := body.(io.Reader); ok {
+		rd = r // JSON already, streamed
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return err

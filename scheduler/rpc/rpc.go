@@ -67,8 +67,10 @@ const (
 // scheduler's own types.
 type (
 	setJobsRequest struct {
-		Jobs   []jobs.Spec `json:"jobs"`
-		Source string      `json:"source"`
+		// Jobs is allocated once, refusing unknown fields as the
+		// server's decoder does.
+		Jobs   jobs.StrictSpecList `json:"jobs"`
+		Source string              `json:"source"`
 	}
 	setJobsReply struct {
 		Hash string `json:"hash"`

@@ -378,24 +378,35 @@ var hostNameRE = regexp.MustCompile(`^[A-Za-z0-9]([A-Za-z0-9.-]{0,252})\.?$`)
 // returns them normalized.
 func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	var out []jobs.Spec
+	if len(entries) > 0 {
+		out = make([]jobs.Spec, len(entries))
+		for i := range entries {
+			out[i] = entries[i].Spec
+		}
+	}
+	// Validate is most of a job's check: it runs on every core, and the
+	// problems are reported in the file's order.
+	invalid := jobs.ValidateEach(out, l)
 	names := map[string]int{}
-	for _, e := range entries {
+	for i, e := range entries {
 		// Fields whose decoding failed are reported already.
-		failed := map[string]bool{}
+		var failed map[string]bool
 		for p := range d.failed {
 			if rest, ok := strings.CutPrefix(p, e.path+"."); ok {
+				if failed == nil {
+					failed = map[string]bool{}
+				}
 				failed[section(rest)] = true
 			}
 		}
-		spec := e.Spec
+		spec := &out[i]
 		if line, dup := names[spec.Name]; dup && spec.Name != "" {
 			d.errorf(d.at(e.path+".name"), e.path+".name", "%q is already the name of the job on line %d", spec.Name, line)
 		} else {
 			names[spec.Name] = e.line
 		}
-		d.checkJob(&spec, e.path, failed, l)
+		d.checkJob(invalid[i], e.path, failed)
 		spec.Normalize()
-		out = append(out, spec)
 		pos := Pos{File: d.file}
 		if n := d.at(e.path + ".name"); n != nil {
 			pos.Line, pos.Column = n.Line, n.Column
@@ -405,11 +416,11 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	return out
 }
 
-// checkJob reports each problem jobs.Spec.Validate finds at the field it
-// concerns.
-func (d *decoder) checkJob(s *jobs.Spec, path string, failed map[string]bool, l jobs.Limits) {
+// checkJob reports each problem jobs.Spec.Validate found (invalid) at
+// the field it concerns.
+func (d *decoder) checkJob(invalid error, path string, failed map[string]bool) {
 	var se *jobs.SpecError
-	if err := s.Validate(l); !errors.As(err, &se) {
+	if !errors.As(invalid, &se) {
 		return
 	}
 	one := d.has(path + ".schedule")

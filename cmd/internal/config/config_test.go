@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"go.yaml.in/yaml/v3"
+
 	"github.com/fencecron/fencecron/deploy/examples"
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -761,10 +763,28 @@ func TestReferenceExample_ShowsEveryField(t *testing.T) {
 	}
 	doc := defaults(hostname)
 	d.decodeRoot(root, &doc)
-	written := map[string]bool{}
-	for p := range d.values {
-		written[schemaPath(p)] = true
+	if err := d.result(); err != nil {
+		t.Fatal(err)
 	}
+	// Every key written, by its path without list indexes (the decoder
+	// records none inside jobs, so walk the tree).
+	written := map[string]bool{}
+	var keys func(n *yaml.Node, path string)
+	keys = func(n *yaml.Node, path string) {
+		switch n.Kind {
+		case yaml.MappingNode:
+			for i := 0; i+1 < len(n.Content); i += 2 {
+				sub := join(path, n.Content[i].Value)
+				written[sub] = true
+				keys(n.Content[i+1], sub)
+			}
+		case yaml.SequenceNode:
+			for _, e := range n.Content {
+				keys(e, path)
+			}
+		}
+	}
+	keys(root, "")
 	var comments strings.Builder
 	for line := range strings.Lines(string(ref)) {
 		if l := strings.TrimSpace(line); strings.HasPrefix(l, "#") {

@@ -47,8 +47,13 @@ type decoder struct {
 	literals []Problem
 	// values and keys are the value and key nodes of every field, list
 	// element and map entry decoded, by path ("node.ports.http",
-	// "jobs[0].env.LEVEL", "node.join[1]"); values[""] is the root.
+	// "node.join[1]"); values[""] is the root. Those inside a job are
+	// not recorded (see find).
 	values, keys map[string]*yaml.Node
+	// jobNodes are the nodes of the jobs list, by index; inJobs is set
+	// while they are decoded.
+	jobNodes []*yaml.Node
+	inJobs   bool
 	// jobPos is where each checked job's name is written.
 	jobPos []Pos
 }
@@ -99,13 +104,81 @@ func (d *decoder) problem(n *yaml.Node, path, format string, args ...any) {
 }
 
 // has reports whether the file wrote the field at path.
-func (d *decoder) has(path string) bool { return d.values[path] != nil }
+func (d *decoder) has(path string) bool {
+	n, _ := d.find(path)
+	return n != nil
+}
 
 // isMapping reports whether the file wrote the field at path as a mapping
 // (or null, an empty one).
 func (d *decoder) isMapping(path string) bool {
-	n := d.values[path]
+	n, _ := d.find(path)
 	return n != nil && (n.Kind == yaml.MappingNode || isNull(n))
+}
+
+// find returns the value and key nodes of the field, list element or map
+// entry at path, or nil if the file did not write it. A file of 100,000
+// jobs has half a million fields, and only those of a job with a problem
+// are ever looked up: so the fields inside a job are found in the tree
+// when asked for, the first of duplicate keys as the decoder takes it,
+// rather than recorded as they are decoded.
+func (d *decoder) find(path string) (val, key *yaml.Node) {
+	if v := d.values[path]; v != nil {
+		return v, d.keys[path]
+	}
+	rest, ok := strings.CutPrefix(path, SectionJobs+"[")
+	if !ok {
+		return nil, nil
+	}
+	num, rest, _ := strings.Cut(rest, "]")
+	i, err := strconv.Atoi(num)
+	if err != nil || i < 0 || i >= len(d.jobNodes) {
+		return nil, nil
+	}
+	val = d.jobNodes[i]
+	if rest != "" && val.Kind != yaml.MappingNode {
+		return nil, nil // an alias or not a job: nothing in it decoded
+	}
+	for rest != "" {
+		switch {
+		case rest[0] == '[' && val.Kind == yaml.SequenceNode:
+			num, after, _ := strings.Cut(rest[1:], "]")
+			i, err := strconv.Atoi(num)
+			if err != nil || i < 0 || i >= len(val.Content) {
+				return nil, nil
+			}
+			val, key, rest = val.Content[i], nil, after
+		case rest[0] == '.' && val.Kind == yaml.MappingNode:
+			k, v := lookupKey(val, rest[1:])
+			if k == nil {
+				return nil, nil
+			}
+			val, key, rest = v, k, rest[1+len(k.Value):]
+		default:
+			return nil, nil
+		}
+	}
+	return val, key
+}
+
+// lookupKey finds the entry of mapping n that the path rest starts
+// with: the key that is all of rest, or else the longest followed by "."
+// or "["; the first of duplicate keys.
+func lookupKey(n *yaml.Node, rest string) (key, val *yaml.Node) {
+	for i := 0; i+1 < len(n.Content); i += 2 {
+		k := n.Content[i]
+		if k.Kind != yaml.ScalarNode {
+			continue
+		}
+		switch {
+		case k.Value == rest:
+			return k, n.Content[i+1]
+		case (key == nil || len(k.Value) > len(key.Value)) && len(rest) > len(k.Value) &&
+			strings.HasPrefix(rest, k.Value) && (rest[len(k.Value)] == '.' || rest[len(k.Value)] == '['):
+			key, val = k, n.Content[i+1]
+		}
+	}
+	return key, val
 }
 
 // at returns where the field at path was written or, if it was not, its
@@ -113,7 +186,7 @@ func (d *decoder) isMapping(path string) bool {
 // out is reported at the mapping that lacks it.
 func (d *decoder) at(path string) *yaml.Node {
 	for {
-		if n := d.values[path]; n != nil {
+		if n, _ := d.find(path); n != nil {
 			return n
 		}
 		if path == "" {
@@ -125,7 +198,7 @@ func (d *decoder) at(path string) *yaml.Node {
 
 // keyAt returns the key node of a field or map entry, or at(path).
 func (d *decoder) keyAt(path string) *yaml.Node {
-	if k := d.keys[path]; k != nil {
+	if _, k := d.find(path); k != nil {
 		return k
 	}
 	return d.at(path)
@@ -251,12 +324,24 @@ func (d *decoder) mapping(n *yaml.Node, path string, v reflect.Value) {
 			continue
 		}
 		seen[key] = val
-		d.values[sub], d.keys[sub] = val, k
+		d.record(sub, val, k)
 		if val.Kind == yaml.AliasNode {
 			d.errorf(val, sub, "aliases (*%s) are not supported; write the value out", val.Value)
 			continue
 		}
 		d.decode(val, sub, v.FieldByIndex(fields[fi].index))
+	}
+}
+
+// record remembers where the field at path was written, but for those
+// inside a job (see find).
+func (d *decoder) record(path string, val, key *yaml.Node) {
+	if d.inJobs {
+		return
+	}
+	d.values[path] = val
+	if key != nil {
+		d.keys[path] = key
 	}
 }
 
@@ -368,7 +453,7 @@ func (d *decoder) strings(n *yaml.Node, path string, v reflect.Value) {
 	out := make([]string, len(n.Content))
 	for i, e := range n.Content {
 		sub := fmt.Sprintf("%s[%d]", path, i)
-		d.values[sub] = e
+		d.record(sub, e, nil)
 		out[i], _ = d.scalar(e, sub, "a string")
 	}
 	v.Set(reflect.ValueOf(out).Convert(v.Type()))
@@ -389,7 +474,7 @@ func (d *decoder) structList(n *yaml.Node, path string, v reflect.Value) {
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, e := range n.Content {
 		sub := fmt.Sprintf("%s[%d]", path, i)
-		d.values[sub] = e
+		d.record(sub, e, nil)
 		if e.Kind == yaml.AliasNode {
 			d.errorf(e, sub, "aliases (*%s) are not supported; write the value out", e.Value)
 			continue
@@ -422,7 +507,7 @@ func (d *decoder) stringMap(n *yaml.Node, path string, v reflect.Value) {
 			continue
 		}
 		lines[k.Value] = k.Line
-		d.values[sub], d.keys[sub] = val, k
+		d.record(sub, val, k)
 		if s, ok := d.scalar(val, sub, "a string"); ok {
 			out[k.Value] = s
 		}
@@ -439,9 +524,14 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 		d.errorf(n, path, "expected a list of jobs, got %s", describe(n))
 		return
 	}
+	if path == SectionJobs {
+		// Found by find rather than recorded.
+		d.jobNodes, d.inJobs = n.Content, true
+		defer func() { d.inJobs = false }()
+	}
 	for i, jn := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
-		d.values[p] = jn
+		d.record(p, jn, nil)
 		switch {
 		case jn.Kind == yaml.AliasNode:
 			d.errorf(jn, p, "aliases (*%s) are not supported; write the job out", jn.Value)

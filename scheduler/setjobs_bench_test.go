@@ -1,0 +1,105 @@
+package scheduler
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// scaleSpecs is a set of n jobs as `fencecron apply` sends the file
+// fencebench scale writes: normalized, daily at spread minutes.
+func scaleSpecs(n int) []jobs.Spec {
+	specs := make([]jobs.Spec, n)
+	for i := range specs {
+		specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
+		specs[i].Normalize()
+	}
+	return specs
+}
+
+// BenchmarkSetJobs_100k is what a node does with PUT /api/v1/jobset of
+// 100,000 jobs, step by step: decode the request, check the set, hash it,
+// encode the Raft entry, and apply it to the FSM (which decodes it again,
+// as every replica does).
+func BenchmarkSetJobs_100k(b *testing.B) {
+	specs := scaleSpecs(100_000)
+	body, err := json.Marshal(map[string]any{"source": "bench", "jobs": specs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type request struct {
+		Source string      `json:"source"`
+		Jobs   []jobs.Spec `json:"jobs"`
+	}
+	decode := func(b *testing.B) []jobs.Spec {
+		// As the web handler decodes it: allocated once.
+		req := request{Jobs: make([]jobs.Spec, 0, jobs.CountSpecs(body))}
+		dec := json.NewDecoder(bytes.NewReader(body))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			b.Fatal(err)
+		}
+		return req.Jobs
+	}
+	s := &Scheduler{}
+	b.Run("decode", func(b *testing.B) {
+		for b.Loop() {
+			decode(b)
+		}
+	})
+	b.Run("check", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := s.CheckJobs(specs); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("hash", func(b *testing.B) {
+		for b.Loop() {
+			jobs.HashSpecs(specs)
+		}
+	})
+	entry, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("encode", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}}); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("apply", func(b *testing.B) {
+		f := NewFSM()
+		i := uint64(0)
+		for b.Loop() {
+			i++
+			if res := f.Apply(rawLog(1, i, entry)).(applyResult); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+	b.Run("all", func(b *testing.B) {
+		f := NewFSM()
+		i := uint64(0)
+		for b.Loop() {
+			i++
+			set, err := s.CheckJobs(decode(b))
+			if err != nil {
+				b.Fatal(err)
+			}
+			hash := jobs.HashSpecs(set)
+			e, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: set, Source: "bench", At: t0, Hash: hash}})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if res := f.Apply(rawLog(1, i, e)).(applyResult); res.Err != nil {
+				b.Fatal(res.Err)
+			}
+		}
+	})
+}
