@@ -1023,15 +1023,25 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 // compacted to this snapshot. (Raft calls Snapshot between applies, so
 // nothing is trimmed meanwhile.)
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
+	snap, _, err := f.snapshot()
+	if err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// snapshot takes a snapshot and says what it holds, both of one applied
+// index.
+func (f *FSM) snapshot() (*stateSnapshot, SnapshotInfo, error) {
 	if f.History != nil {
 		if err := f.History.Sync(); err != nil {
-			return nil, fmt.Errorf("no snapshot until the history is durable: %w", err)
+			return nil, SnapshotInfo{}, fmt.Errorf("no snapshot until the history is durable: %w", err)
 		}
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.halted != nil {
-		return nil, fmt.Errorf("no snapshot: %w", f.halted)
+		return nil, SnapshotInfo{}, fmt.Errorf("no snapshot: %w", f.halted)
 	}
 	// Raft takes the snapshot between two entries: Apply waits while
 	// this runs. Everything Apply changes in place is encoded now; the
@@ -1039,13 +1049,14 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	// encoded by Persist.
 	st := f.st
 	st.Version = LogVersion
+	info := infoOf(&st)
 	set := st.Jobs
 	st.Jobs = nil
 	b, err := json.Marshal(st)
 	if err != nil {
-		return nil, err
+		return nil, SnapshotInfo{}, err
 	}
-	return &stateSnapshot{rest: b, jobs: set}, nil
+	return &stateSnapshot{rest: b, jobs: set}, info, nil
 }
 
 // stateSnapshot is a snapshot of the state: rest, the state without its

@@ -34,21 +34,16 @@ type SnapshotInfo struct {
 // consistent: one applied index. Take it on the leader after a barrier
 // to include everything committed so far.
 func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
-	snap, err := f.Snapshot()
+	snap, info, err := f.snapshot()
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	defer snap.Release()
-	var buf bytes.Buffer
-	if err := snap.(*stateSnapshot).writeTo(&buf); err != nil {
+	// What restore would refuse is not written: the same checks, on the
+	// state itself rather than on its bytes decoded again.
+	if err := info.check(); err != nil {
 		return SnapshotInfo{}, err
 	}
-	b := buf.Bytes()
-	info, err := inspect(b)
-	if err != nil {
-		return SnapshotInfo{}, err
-	}
-	if _, err := w.Write(b); err != nil {
+	if err := snap.writeTo(w); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
 	}
 	return info, nil
@@ -82,13 +77,9 @@ type RestoreFloor struct {
 // It returns the snapshot to restore and what it holds. It refuses a
 // snapshot it cannot read or of a newer log format (jobs.ErrInvalidConfig).
 func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, error) {
-	info, err := inspect(data)
+	st, info, err := decodeSnapshot(data)
 	if err != nil {
 		return nil, SnapshotInfo{}, err
-	}
-	var st state
-	if err := json.Unmarshal(data, &st); err != nil {
-		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
 	base := max(info.Epoch, st.EpochBase, floor.Epoch)
 	if base > math.MaxInt64/2 {
@@ -117,30 +108,44 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 	return out, info, nil
 }
 
-// inspect reads what a snapshot holds, and refuses one this binary
-// cannot restore.
-func inspect(data []byte) (SnapshotInfo, error) {
+// decodeSnapshot decodes a snapshot's state once and says what it holds.
+func decodeSnapshot(data []byte) (state, SnapshotInfo, error) {
 	var st state
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&st); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
+		return state{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
-	if st.Version == 0 {
-		st.Version = 1
+	info := infoOf(&st)
+	if err := info.check(); err != nil {
+		return state{}, SnapshotInfo{}, err
 	}
-	if st.Version > LogVersion {
-		return SnapshotInfo{}, fmt.Errorf("%w: snapshot of log format version %d; this binary reads up to version %d", jobs.ErrInvalidConfig, st.Version, LogVersion)
-	}
-	if st.LastIndex == 0 {
-		return SnapshotInfo{}, fmt.Errorf("%w: snapshot holds no applied entry (last_index 0)", jobs.ErrInvalidConfig)
-	}
+	return st, info, nil
+}
+
+// infoOf says what state st holds: the greatest epoch is its leader's,
+// its base, or a greater one of a token it holds.
+func infoOf(st *state) SnapshotInfo {
 	info := SnapshotInfo{LastIndex: st.LastIndex, Epoch: max(st.Epoch, st.EpochBase), EpochBase: st.EpochBase, Version: st.Version, Jobs: len(st.Jobs), Runs: len(st.Runs)}
+	if info.Version == 0 {
+		info.Version = 1 // written before versions
+	}
 	for _, r := range st.Runs {
 		for _, a := range r.Attempts {
 			info.Epoch = max(info.Epoch, a.Token.Epoch)
 		}
 	}
-	return info, nil
+	return info
+}
+
+// check refuses a snapshot this binary cannot restore.
+func (info SnapshotInfo) check() error {
+	if info.Version > LogVersion {
+		return fmt.Errorf("%w: snapshot of log format version %d; this binary reads up to version %d", jobs.ErrInvalidConfig, info.Version, LogVersion)
+	}
+	if info.LastIndex == 0 {
+		return fmt.Errorf("%w: snapshot holds no applied entry (last_index 0)", jobs.ErrInvalidConfig)
+	}
+	return nil
 }
 
 // RestoreMeta is the raft.SnapshotMeta raft.Restore needs for data.

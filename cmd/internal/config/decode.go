@@ -421,7 +421,8 @@ func (d *decoder) size(n *yaml.Node, path string, v reflect.Value) {
 	v.SetInt(b)
 }
 
-// duration decodes a Go duration such as 90s.
+// duration decodes a Go duration such as 90s, or one starting with
+// whole days (jobs.ParseDuration).
 func (d *decoder) duration(n *yaml.Node, path string, v reflect.Value) {
 	s, ok := d.scalar(n, path, "a duration")
 	if !ok || s == "" {
