@@ -317,13 +317,9 @@ func TestStore_MigratesHistoryWithoutExpires(t *testing.T) {
 	url := testURL(t)
 	schema := newSchema(t, url)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	s := pgx.Identifier{schema}.Sanitize()
-	_, err = conn.Exec(ctx, `CREATE SCHEMA `+s+`;
+	_, err := conn.Exec(ctx, `CREATE SCHEMA `+s+`;
 CREATE TABLE `+s+`.fencecron_keys (
 	key text COLLATE "C" PRIMARY KEY, version bigint NOT NULL DEFAULT 0,
 	greatest_epoch bigint NOT NULL DEFAULT 0, greatest_seq bigint NOT NULL DEFAULT 0,
@@ -379,11 +375,7 @@ func TestStore_MigratesOldSchemaInPlace(t *testing.T) {
 	url := testURL(t)
 	schema := newSchema(t, url)
 	ctx := context.Background()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	q := pgx.Identifier{schema}.Sanitize()
 	old := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	if _, err := conn.Exec(ctx, fmt.Sprintf(oldSchema, q)); err != nil {
@@ -443,17 +435,13 @@ func TestStore_RefusesNewerSchema(t *testing.T) {
 	schema := newSchema(t, url)
 	ctx := context.Background()
 	open(t, url, schema, storetest.Options{}).Close()
-	conn, err := pgx.Connect(ctx, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
+	conn := connect(t, url)
 	if _, err := conn.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.fencecron_schema (version) VALUES ($1)`, postgres.SchemaVersion+1); err != nil {
 		t.Fatal(err)
 	}
 	s := postgres.New(url)
 	s.Schema = schema
-	err = s.Open()
+	err := s.Open()
 	if err == nil {
 		s.Close()
 		t.Fatal("opened a schema from a newer fencecron")
@@ -503,4 +491,17 @@ func TestStore_ConcurrentSweepsTrimExactly(t *testing.T) {
 	if err != nil || len(metas) != 10 || metas[0].Key != "r/31" {
 		t.Fatalf("after two concurrent sweeps: %d keys from %v (%v); want the newest 10, r/31 to r/40", len(metas), metas[0].Key, err)
 	}
+}
+
+// connect opens a connection to the test database for a test to write
+// into a schema as an older fencecron would have; it is closed at cleanup.
+func connect(t *testing.T, url string) *pgx.Conn {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close(ctx) })
+	return conn
 }
