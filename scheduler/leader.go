@@ -376,23 +376,42 @@ func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused 
 	}
 	for i, r := range res.Batch {
 		g, spec := gs[i], specs[gs[i].Job]
-		log := l.log.With("job", g.Job, "scheduled_at", g.ScheduledAt)
-		switch {
-		case errors.Is(r.Err, ErrBatchOverlap):
+		if errors.Is(r.Err, ErrBatchOverlap) {
 			refused = append(refused, dueFire{spec, g.ScheduledAt})
-		case errors.Is(r.Err, jobs.ErrDuplicateRun):
-			log.Info("run already granted", "run", r.Run.ID)
-		case r.Err != nil:
-			log.Error("grant failed", "err", r.Err)
-		case r.Run.State == jobs.Skipped:
-			log.Info("run skipped", "run", r.Run.ID, "reason", r.Run.Reason)
-		default:
-			att, _ := r.Run.Latest()
-			log.Info("granted", "run", r.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", r.Run.Forced, "batch", len(gs))
-			l.track(r.Run, *att, spec)
+			continue
 		}
+		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs))
 	}
 	return refused
+}
+
+// granted logs what the entry that proposed a grant of spec's run at
+// decided (run, or err), and tracks the attempt it granted; batch is the
+// number of grants the entry held. It returns the run, or err if the
+// grant failed (its outcome may then be unknown: leadership lost
+// mid-apply; the unique (job, scheduled time) makes a later grant of the
+// same time refuse, and a new leader recovers whatever committed).
+func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int) (jobs.Run, error) {
+	log := l.log.With("job", spec.Name, "scheduled_at", at)
+	switch {
+	case errors.Is(err, jobs.ErrDuplicateRun):
+		log.Info("run already granted", "run", run.ID)
+		return run, nil
+	case err != nil:
+		log.Error("grant failed", "err", err)
+		return jobs.Run{}, err
+	case run.State == jobs.Skipped:
+		log.Info("run skipped", "run", run.ID, "reason", run.Reason)
+		return run, nil
+	}
+	att, _ := run.Latest()
+	fields := []any{"run", run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", run.Forced}
+	if batch > 1 {
+		fields = append(fields, "batch", batch)
+	}
+	log.Info("granted", fields...)
+	l.track(run, *att, spec)
+	return run, nil
 }
 
 // handleDue applies the job's misfire policy to its fire times in
@@ -492,7 +511,6 @@ func (l *leader) paused(job string) bool {
 // overlap policy.
 func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
 	ctx, s := l.ctx, l.s
-	log := l.log.With("job", spec.Name, "scheduled_at", at)
 	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := opGrant
 	key, err := spec.OutputKey(at)
@@ -505,24 +523,7 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 		g.Output, g.Worker = key, worker
 	}
 	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
-	switch {
-	case errors.Is(err, jobs.ErrDuplicateRun):
-		log.Info("run already granted", "run", res.Run.ID)
-		return res.Run, nil
-	case err != nil:
-		// The outcome may be unknown (leadership lost mid-apply); the
-		// unique (job, scheduled time) makes a later grant of the same
-		// time refuse, and a new leader recovers whatever committed.
-		log.Error("grant failed", "err", err)
-		return jobs.Run{}, err
-	case res.Run.State == jobs.Skipped:
-		log.Info("run skipped", "run", res.Run.ID, "reason", res.Run.Reason)
-		return res.Run, nil
-	}
-	att, _ := res.Run.Latest()
-	log.Info("granted", "run", res.Run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", res.Run.Forced)
-	l.track(res.Run, *att, spec)
-	return res.Run, nil
+	return l.granted(spec, at, res.Run, err, 1)
 }
 
 // trigger starts a run of job now, on an operator's request.
