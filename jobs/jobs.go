@@ -94,7 +94,10 @@ type Run struct {
 	NoRetry bool `json:"no_retry,omitempty"`
 	// Forced is set on a manual run granted with trigger -force, over
 	// the job's overlap policy.
-	Forced   bool      `json:"forced,omitempty"`
+	Forced bool `json:"forced,omitempty"`
+	// After names the parents' runs a run of a job with after: followed
+	// (trigger "after"), or the one whose failure skipped it.
+	After    []string  `json:"after,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 

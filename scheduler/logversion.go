@@ -41,11 +41,16 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
+//	4  notifications and dependencies: an entry that ends attempts or
+//	   finishes runs records the notifications due (state notices) and
+//	   decides the runs of the jobs that follow them (after:), granting
+//	   them in that entry with the workers its follow field names; op
+//	   "notified" records deliveries (see notify.go, after.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "3"
+var logVersionText = "4"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
@@ -69,6 +74,7 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
+	opNotified: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -129,6 +135,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opNotified:
+		return c.Notified != nil
 	}
 	return false
 }

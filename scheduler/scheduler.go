@@ -91,6 +91,8 @@ type Scheduler struct {
 	// has no job set yet; InitialSource says where it came from.
 	InitialJobs   []jobs.Spec
 	InitialSource string
+	// Notify is how this node sends notifications while it leads.
+	Notify NotifyConfig
 
 	ctx          context.Context
 	cancel       context.CancelFunc
