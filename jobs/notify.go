@@ -221,13 +221,16 @@ func CheckAfter(specs []Spec) []AfterProblem {
 				visit(j)
 			case grey:
 				start := slices.Index(stack, j)
-				names := make([]string, 0, len(stack)-start+1)
-				for _, n := range stack[start:] {
+				members := slices.Clone(stack[start:])
+				// Say it in the order jobs run (a parent before the job
+				// that follows it), from the cycle's first job in the set.
+				slices.Reverse(members)
+				first := slices.Index(members, slices.Min(members))
+				members = append(members[first:], members[:first]...)
+				names := make([]string, 0, len(members)+1)
+				for _, n := range members {
 					names = append(names, specs[n].Name)
 				}
-				// Say it in the order jobs run: a parent before the job
-				// that follows it.
-				slices.Reverse(names)
 				names = append(names, names[0])
 				sorted := slices.Clone(names[:len(names)-1])
 				slices.Sort(sorted)
