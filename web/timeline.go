@@ -63,7 +63,9 @@ type svgTimeline struct {
 	Marks         []svgMark
 	// Late are dashed lines from an attempt's bar to its own refused
 	// write: the time it spent stalled, believing it still owned the run.
-	Late    []svgLine
+	Late []svgLine
+	// Links join a run that followed others (after:) to their runs.
+	Links   []svgLink
 	Empty   bool
 	NowX    float64
 	ShowNow bool
@@ -237,7 +239,11 @@ func layoutTimeline(d timelineData) svgTimeline {
 		}
 	}
 
-	// Attempts.
+	// Attempts, named by job when several jobs are drawn (a chain).
+	multiJob := false
+	for _, r := range d.Runs {
+		multiJob = multiJob || r.Job != d.Runs[0].Job
+	}
 	barEnd := map[string]float64{}
 	for _, p := range attempts {
 		a := p.a
@@ -263,6 +269,9 @@ func layoutTimeline(d timelineData) svgTimeline {
 			Attempt: a.ID, Token: a.Token.String(),
 			Label: fmt.Sprintf("#%d · %s", a.Number, a.Token),
 		}
+		if multiJob {
+			bar.Label = p.run.Job + " " + bar.Label
+		}
 		bar.W = max(x(end)-bar.X, 3)
 		bar.ShowLabel = bar.W >= 70
 		bar.Title = fmt.Sprintf("%s attempt %d on %s: %s\ntoken %s (epoch %d, seq %d)\ngranted %s",
@@ -286,6 +295,8 @@ func layoutTimeline(d timelineData) svgTimeline {
 				Title: fmt.Sprintf("the leader expired %s's lease at %s", a.ID, t.UTC().Format("15:04:05.000"))})
 		}
 	}
+
+	tl.Links = chainLinks(d.Runs, tl.Bars)
 
 	// Labels of narrow bars go after them when the lane has room.
 	for i := range tl.Bars {

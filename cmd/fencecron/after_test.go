@@ -98,6 +98,23 @@ func TestAfter_ChainRunsInOrderAndSkipsAfterAFailure(t *testing.T) {
 		}
 	}
 
+	// The timeline of load draws the chain: the runs it followed, up to
+	// extract, linked to it.
+	svg, _, err := proctest.Get(n.URL() + "/timeline.svg?job=load")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range chain {
+		if !strings.Contains(string(svg), `data-attempt="`+r.Attempts[0].ID+`"`) {
+			t.Errorf("load's timeline does not draw %s", r.Attempts[0].ID)
+		}
+	}
+	for _, want := range []string{chain[2].ID + " followed " + chain[1].ID, chain[1].ID + " followed " + chain[0].ID} {
+		if !strings.Contains(string(svg), `class="link"`) || !strings.Contains(string(svg), want) {
+			t.Errorf("load's timeline has no link saying %q", want)
+		}
+	}
+
 	// extract fails from now on: the chain is skipped after it.
 	if err := os.WriteFile(flag, nil, 0o600); err != nil {
 		t.Fatal(err)

@@ -30,6 +30,7 @@ import (
 // to one Maildir.
 type smtpServer struct {
 	t        *testing.T
+	bin      string
 	Port     int
 	dir      string
 	conf     string
@@ -68,7 +69,7 @@ func startSMTP(t *testing.T) *smtpServer {
 		}
 		os.Chmod(d, 0o777)
 	}
-	s := &smtpServer{t: t, Port: proctest.FreePort(t), dir: dir, maildir: maildir, logPath: filepath.Join(dir, "smtpd.log")}
+	s := &smtpServer{t: t, bin: bin, Port: proctest.FreePort(t), dir: dir, maildir: maildir, logPath: filepath.Join(dir, "smtpd.log")}
 	s.conf = filepath.Join(dir, "smtpd.conf")
 	conf := fmt.Sprintf(`table vusers { "@" = "nobody" }
 listen on 127.0.0.1 port %d
@@ -78,7 +79,7 @@ match from any for any action "deliver"
 	if err := os.WriteFile(s.conf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	s.start(bin)
+	s.start()
 	t.Cleanup(func() {
 		s.stop()
 		if t.Failed() {
@@ -89,13 +90,13 @@ match from any for any action "deliver"
 	return s
 }
 
-func (s *smtpServer) start(bin string) {
+func (s *smtpServer) start() {
 	s.t.Helper()
 	log, err := os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	cmd := exec.Command(bin, "-d", "-f", s.conf)
+	cmd := exec.Command(s.bin, "-d", "-f", s.conf)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
@@ -314,7 +315,7 @@ func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
 	})
 	l2.Kill()
 	hooks.setRefuse(false)
-	smtp.start(filepath.Join("/usr/sbin", "smtpd"))
+	smtp.start()
 	agreed = agree(t, c, 60*time.Second)
 	l3 := leaderNode(agreed)
 	delivered(run3)
