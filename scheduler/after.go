@@ -98,7 +98,9 @@ func DecideFollow(in FollowInput) FollowDecision {
 		case r.State != jobs.Succeeded:
 			why := string(r.State)
 			if r.Reason != "" {
-				why += ": " + r.Reason
+				// A skipped parent says why; a long chain's reasons nest,
+				// so keep the first of them.
+				why += ": " + clip(r.Reason, 300)
 			}
 			return FollowDecision{Verdict: FollowSkip, Parents: []string{r.ID},
 				Reason: fmt.Sprintf("parent %s did not succeed: its run %s ended %s", p, r.ID, why)}
