@@ -1,0 +1,147 @@
+package scheduler
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// target is a loopback HTTP target that answers status and keeps what
+// it got.
+type target struct {
+	mu     sync.Mutex
+	status int
+	bodies []string
+}
+
+func (h *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	b, _ := io.ReadAll(r.Body)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.bodies = append(h.bodies, string(b))
+	w.WriteHeader(h.status)
+}
+
+func (h *target) got() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.bodies...)
+}
+
+// failNotice records a failed run of job in the leader's FSM: one notice
+// is then pending.
+func failNotice(t *testing.T, l *leader, fsm *FSM, job string) {
+	t.Helper()
+	res := applyAt(t, fsm, 3, 100, grant(job, t0))
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	applyAt(t, fsm, 3, 101, complete(res.Run.Attempts[0].ID, jobs.Failed, 7, nil))
+	if n := len(fsm.Notices()); n != 1 {
+		t.Fatalf("%d notices pending, want 1", n)
+	}
+}
+
+func waitFor(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		err := cond()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// A Slack target gets Slack's incoming-webhook message, and the delivery
+// is recorded: the notice leaves the state and is not sent again.
+func TestNotifier_SlackDeliveredOnce(t *testing.T) {
+	h := &target{status: http.StatusOK}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}})
+	l.s.Clock = jobs.SystemClock{}
+	l.s.Notify = NotifyConfig{DashboardURL: "http://127.0.0.1:8080"}
+	failNotice(t, l, fsm, "j")
+	l.wg.Add(1)
+	go l.notifyLoop()
+	waitFor(t, "the delivery recorded", func() error {
+		if n := len(fsm.Notices()); n != 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+	bodies := h.got()
+	if len(bodies) != 1 {
+		t.Fatalf("slack got %d messages, want 1", len(bodies))
+	}
+	var msg struct {
+		Text   string           `json:"text"`
+		Blocks []map[string]any `json:"blocks"`
+	}
+	if err := json.Unmarshal([]byte(bodies[0]), &msg); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"job j failed", "exit code 7", "http://127.0.0.1:8080/jobs/j#run-"} {
+		if !strings.Contains(msg.Text, want) {
+			t.Errorf("text %q lacks %q", msg.Text, want)
+		}
+	}
+	if len(msg.Blocks) != 1 || msg.Blocks[0]["type"] != "section" {
+		t.Errorf("blocks = %v", msg.Blocks)
+	}
+	if n := fsm.Counters()[CounterNotified]; n != 1 {
+		t.Errorf("notified = %d, want 1", n)
+	}
+}
+
+// A target that keeps refusing is tried MaxTries times with backoff,
+// then given up, and that is recorded as notify_failed; scheduling goes
+// on meanwhile.
+func TestNotifier_GivesUpAfterMaxTries(t *testing.T) {
+	h := &target{status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL}}})
+	l.s.Clock = jobs.SystemClock{}
+	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
+	failNotice(t, l, fsm, "j")
+	l.wg.Add(1)
+	go l.notifyLoop()
+	waitFor(t, "given up", func() error {
+		if n := fsm.Counters()[CounterNotifyFailed]; n != 1 {
+			return fmt.Errorf("notify_failed = %d", n)
+		}
+		return nil
+	})
+	if n := len(h.got()); n != 3 {
+		t.Errorf("target tried %d times, want 3", n)
+	}
+	if n := len(fsm.Notices()); n != 0 {
+		t.Errorf("%d notices still pending", n)
+	}
+	evs := fsm.Events(0, 0)
+	last := evs[len(evs)-1]
+	if last.Kind != jobs.EventNotifyFailed || !strings.Contains(last.Detail, "503") || !strings.Contains(last.Detail, "3 tries") {
+		t.Errorf("last event = %s %q", last.Kind, last.Detail)
+	}
+	// The target's path never shows in what is recorded (a Slack URL's
+	// path is its secret).
+	if strings.Contains(last.Detail, srv.URL+"/") {
+		t.Errorf("event detail shows the target's path: %q", last.Detail)
+	}
+}
