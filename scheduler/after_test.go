@@ -104,6 +104,10 @@ func TestFSM_AfterSkipsTheChainWhenAParentFails(t *testing.T) {
 	if *ns[0].ExitCode != 3 || ns[0].Token == nil || ns[0].Token.Seq != 10 || ns[0].Worker != "w1" || !ns[0].Final {
 		t.Errorf("a's notice = %+v", ns[0])
 	}
+	// A snapshot carries the pending notices.
+	if got := snapshotRestored(t, f).Notices(); len(got) != 2 || got[1].ID != ns[1].ID {
+		t.Errorf("restored notices = %+v", got)
+	}
 	// Recording a delivery removes it; recording it again changes nothing.
 	d := command{Op: opNotified, Notified: &notifiedCmd{Deliveries: []Delivery{{ID: ns[0].ID, Tries: 1}}, At: t0}}
 	applyAt(t, f, 2, 12, d)

@@ -336,6 +336,9 @@ func (n *notifier) mail(ctx context.Context, no Notice) error {
 	if dl, ok := ctx.Deadline(); ok {
 		conn.SetDeadline(dl)
 	}
+	// The term's end cuts the conversation short, wherever it is.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
 	cl, err := smtp.NewClient(conn, c.Host)
 	if err != nil {
 		conn.Close()

@@ -188,7 +188,11 @@ func printJobs(tw io.Writer, list []wire.Job) {
 		if j.LastRun != nil {
 			last = fmt.Sprintf("%s %s", j.LastRun.ScheduledAt.UTC().Format(time.RFC3339), j.LastRun.State)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, strings.Join(j.Schedules, " | "), j.Timezone, ts(j.NextFire), last, j.Paused)
+		when := strings.Join(j.Schedules, " | ")
+		if when == "" && len(j.After) > 0 {
+			when = "after " + strings.Join(j.After, ", ")
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, when, j.Timezone, ts(j.NextFire), last, j.Paused)
 	}
 }
 
