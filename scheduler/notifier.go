@@ -297,6 +297,11 @@ func (n *notifier) post(ctx context.Context, target string, no Notice, body []by
 	req.Header.Set("Fencecron-Notification-Id", no.Key())
 	resp, err := n.cfg.Client.Do(req)
 	if err != nil {
+		// Its text would quote the whole URL: say the host only.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return fmt.Errorf("%s %s: %w", ue.Op, redact(target), ue.Err)
+		}
 		return err
 	}
 	defer resp.Body.Close()

@@ -145,3 +145,19 @@ func TestNotifier_GivesUpAfterMaxTries(t *testing.T) {
 		t.Errorf("event detail shows the target's path: %q", last.Detail)
 	}
 }
+
+// A target that cannot be reached is reported by scheme and host only:
+// a Slack URL's path is its secret.
+func TestNotifier_ErrorsHideTheTargetPath(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	addr := srv.URL
+	srv.Close() // nothing listens there now
+	n := &notifier{cfg: NotifyConfig{}.withDefaults()}
+	err := n.deliver(t.Context(), Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
+	if err == nil {
+		t.Fatal("delivered to a closed port")
+	}
+	if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), addr) {
+		t.Errorf("error %q: want the host, not the path", err)
+	}
+}
