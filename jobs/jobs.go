@@ -87,7 +87,7 @@ type Run struct {
 	Output  string `json:"output,omitempty"`
 	State   State  `json:"state"`
 	Reason  string `json:"reason,omitempty"`
-	Trigger string `json:"trigger,omitempty"` // "schedule", "manual", "catchup"
+	Trigger string `json:"trigger,omitempty"` // "schedule", "manual", "catchup", "after"
 	// NoRetry is set when a newer run replaced this one (overlap: replace)
 	// while it waited for a retry: it gets none, and stays cancelled
 	// whatever its last attempt's worker reports late.
