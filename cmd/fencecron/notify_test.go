@@ -46,6 +46,12 @@ type smtpServer struct {
 func startSMTP(t *testing.T) *smtpServer {
 	t.Helper()
 	bin, err := exec.LookPath("smtpd")
+	if err != nil {
+		// Debian puts it in /usr/sbin, which a PATH may leave out.
+		if _, serr := os.Stat("/usr/sbin/smtpd"); serr == nil {
+			bin, err = "/usr/sbin/smtpd", nil
+		}
+	}
 	if err == nil && os.Geteuid() != 0 {
 		err = fmt.Errorf("smtpd must start as root (it drops privileges itself)")
 	}
