@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -49,6 +50,8 @@ type SMTPConfig struct {
 	// StartTLS upgrades the connection before anything else is sent,
 	// and refuses a server that cannot.
 	StartTLS bool
+	// RootCAs verify the server's certificate (nil: the system's).
+	RootCAs *x509.CertPool
 }
 
 // Bounds of the sender.
@@ -357,7 +360,7 @@ func (n *notifier) mail(ctx context.Context, no Notice) error {
 		if ok, _ := cl.Extension("STARTTLS"); !ok {
 			return fmt.Errorf("smtp %s: starttls asked for, and the server does not offer it", addr)
 		}
-		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12}); err != nil {
+		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs}); err != nil {
 			return fmt.Errorf("smtp %s: starttls: %w", addr, err)
 		}
 	}
@@ -400,7 +403,8 @@ func (n *notifier) message(no Notice) []byte {
 	fmt.Fprintf(&b, "To: %s\r\n", oneLine(strings.Join(no.Target.Email, ", ")))
 	fmt.Fprintf(&b, "Subject: [fencecron] %s %s (%s)\r\n", oneLine(no.Job), oneLine(no.State), oneLine(no.ScheduledAt.UTC().Format(time.RFC3339)))
 	fmt.Fprintf(&b, "Date: %s\r\n", no.At.UTC().Format(time.RFC1123Z))
-	fmt.Fprintf(&b, "Message-ID: <%s@%s>\r\n", strings.ReplaceAll(no.Key(), "/", "."), host)
+	// A run id has an "@" of its own, which a Message-ID's left part may not.
+	fmt.Fprintf(&b, "Message-ID: <%s@%s>\r\n", strings.NewReplacer("/", ".", "@", ".").Replace(no.Key()), host)
 	fmt.Fprintf(&b, "Fencecron-Notification-Id: %s\r\n", no.Key())
 	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
 	body := n.summary(no) + "\n\n"

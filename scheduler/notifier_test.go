@@ -1,11 +1,16 @@
 package scheduler
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/textproto"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -159,5 +164,133 @@ func TestNotifier_ErrorsHideTheTargetPath(t *testing.T) {
 	}
 	if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), addr) {
 		t.Errorf("error %q: want the host, not the path", err)
+	}
+}
+
+// fakeSMTP is a minimal SMTP server for one conversation at a time: it
+// offers STARTTLS when tlsConf is set, and records the commands it got
+// in clear and after the upgrade.
+type fakeSMTP struct {
+	ln      net.Listener
+	tlsConf *tls.Config
+	mu      sync.Mutex
+	clear   []string
+	secure  []string
+	data    string
+}
+
+func (s *fakeSMTP) serve() {
+	for {
+		c, err := s.ln.Accept()
+		if err != nil {
+			return
+		}
+		s.converse(c)
+	}
+}
+
+func (s *fakeSMTP) converse(c net.Conn) {
+	defer func() { c.Close() }()
+	c.SetDeadline(time.Now().Add(10 * time.Second))
+	tp := textproto.NewConn(c)
+	secure := false
+	tp.PrintfLine("220 fake ESMTP")
+	for {
+		line, err := tp.ReadLine()
+		if err != nil {
+			return
+		}
+		cmd, _, _ := strings.Cut(strings.ToUpper(line), " ")
+		s.mu.Lock()
+		if secure {
+			s.secure = append(s.secure, cmd)
+		} else {
+			s.clear = append(s.clear, cmd)
+		}
+		s.mu.Unlock()
+		switch cmd {
+		case "EHLO":
+			if s.tlsConf != nil && !secure {
+				tp.PrintfLine("250-fake\r\n250 STARTTLS")
+			} else {
+				tp.PrintfLine("250 fake")
+			}
+		case "STARTTLS":
+			tp.PrintfLine("220 go ahead")
+			tc := tls.Server(c, s.tlsConf)
+			if err := tc.Handshake(); err != nil {
+				return
+			}
+			c, tp, secure = tc, textproto.NewConn(tc), true
+		case "DATA":
+			tp.PrintfLine("354 go on")
+			b, err := tp.ReadDotBytes()
+			if err != nil {
+				return
+			}
+			s.mu.Lock()
+			s.data = string(b)
+			s.mu.Unlock()
+			tp.PrintfLine("250 queued")
+		case "QUIT":
+			tp.PrintfLine("221 bye")
+			return
+		default:
+			tp.PrintfLine("250 ok")
+		}
+	}
+}
+
+// With starttls, the mail goes only after the upgrade (nothing but EHLO
+// and STARTTLS in clear), with the server's certificate verified; a
+// server that does not offer STARTTLS is refused before anything is sent.
+func TestNotifier_MailStartTLS(t *testing.T) {
+	tsrv := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate
+	cert := tsrv.TLS.Certificates[0]
+	pool := x509.NewCertPool()
+	pool.AddCert(tsrv.Certificate())
+	tsrv.Close()
+	notice := Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
+	for _, tc := range []struct {
+		name    string
+		offer   bool
+		wantErr string
+	}{{"upgrades first", true, ""}, {"refuses a server without STARTTLS", false, "does not offer it"}} {
+		t.Run(tc.name, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := &fakeSMTP{ln: ln}
+			if tc.offer {
+				s.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
+			}
+			done := make(chan struct{})
+			go func() { defer close(done); s.serve() }()
+			defer func() { ln.Close(); <-done }()
+			port := ln.Addr().(*net.TCPAddr).Port
+			n := &notifier{cfg: NotifyConfig{SMTP: SMTPConfig{Host: "127.0.0.1", Port: port, From: "fencecron@example.test", StartTLS: true, RootCAs: pool}}.withDefaults()}
+			err = n.deliver(t.Context(), notice)
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("deliver = %v, want %q", err, tc.wantErr)
+				}
+				if slices.Contains(s.clear, "MAIL") || s.data != "" {
+					t.Errorf("sent in clear: %v", s.clear)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := strings.Join(s.clear, " "); got != "EHLO STARTTLS" {
+				t.Errorf("in clear: %s, want EHLO STARTTLS", got)
+			}
+			if !slices.Contains(s.secure, "MAIL") || !strings.Contains(s.data, "Message-ID: <j.1.9.1@example.test>") {
+				t.Errorf("after the upgrade: %v, message:\n%s", s.secure, s.data)
+			}
+		})
 	}
 }
