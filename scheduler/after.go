@@ -270,8 +270,8 @@ func (l *leader) trackFollower(ch Change) {
 		return
 	}
 	a, ok := run.Latest()
-	if !ok || a.ID != ch.Attempt || a.State.Terminal() {
-		return
+	if !ok || a.ID != ch.Attempt || a.State.Terminal() || l.leased(a.ID) {
+		return // superseded, ended, or tracked already
 	}
 	spec, ok := l.s.FSM.Spec(run.Job)
 	if !ok {
@@ -291,4 +291,17 @@ func runsOf(group []*pendingCompletion) []string {
 		}
 	}
 	return out
+}
+
+// trackFollowers dispatches every open run granted because its parents
+// succeeded that this term does not track: after a resync, the changes
+// that said so may have been dropped.
+func (l *leader) trackFollowers() {
+	for _, run := range l.s.FSM.OpenRuns("") {
+		a, ok := run.Latest()
+		if run.Trigger != TriggerAfter || !ok || a.State != jobs.Pending || l.leased(a.ID) {
+			continue
+		}
+		l.trackFollower(Change{Kind: ChangeGranted, Run: run.ID, Attempt: a.ID})
+	}
 }

@@ -765,6 +765,7 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 		case ChangeResync, ChangeRestored:
 			jobsChanged = true
 			l.resync()
+			l.trackFollowers()
 		case ChangeGranted:
 			l.trackFollower(ch)
 		case ChangeEnded:
