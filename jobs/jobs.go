@@ -120,6 +120,9 @@ type Attempt struct {
 	StoreVersion uint64 `json:"store_version,omitempty"`
 	Error        string `json:"error,omitempty"`
 	StderrTail   string `json:"stderr_tail,omitempty"`
+	// StdoutTail is the end of the attempt's stdout when it was not
+	// published (the store has it then), at most 16 KiB.
+	StdoutTail string `json:"stdout_tail,omitempty"`
 	// Expired is set when the leader took the attempt's lease away; the
 	// worker may still report what happened afterwards.
 	Expired bool `json:"expired,omitempty"`

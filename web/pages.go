@@ -34,7 +34,7 @@ import (
 
 const fragmentHeader = "X-Fencecron-Fragment"
 
-var pageNames = []string{"overview.html", "jobs.html", "job.html", "store.html", "key.html", "events.html", "timeline.html", "login.html", "error.html"}
+var pageNames = []string{"overview.html", "jobs.html", "job.html", "store.html", "key.html", "events.html", "timeline.html", "login.html", "error.html", "attempt.html"}
 
 var templateFuncs = template.FuncMap{
 	"ts": func(t time.Time) string {

@@ -256,6 +256,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	closers = append(closers, refusals.Close)
 	storeAPI.OnRefused = refusalsTo(refusals)
 	srv.StoreAPI = storeAPI
+	// Running attempts' output comes from their workers.
+	srv.Outputs = peers
 	if hist != nil {
 		internal.History, srv.History = hist, hist
 	}

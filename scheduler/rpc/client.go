@@ -120,7 +120,14 @@ func (c *Client) Started(ctx context.Context, attempt string, at time.Time) erro
 
 // Complete implements scheduler.Forwarder.
 func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error {
-	return c.toLeader(ctx, pathComplete, comp, nil)
+	err := c.toLeader(ctx, pathComplete, comp, nil)
+	if comp.StdoutTail != "" && errors.Is(err, wire.ErrBadRequest) {
+		// A leader of an older release (log version 3) does not know
+		// stdout_tail: the completion matters more than the tail.
+		comp.StdoutTail = ""
+		err = c.toLeader(ctx, pathComplete, comp, nil)
+	}
+	return err
 }
 
 // Note implements scheduler.Forwarder.

@@ -131,6 +131,9 @@ func (s *Server) init() {
 		}
 		return s.History.Range(req)
 	})
+	s.routes[pathOutput] = handle(s, func(ctx context.Context, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+		return s.output(req)
+	})
 	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}
