@@ -1013,6 +1013,9 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 			return applyResult{Err: err}
 		}
 	}
+	if version < 4 && a.Kind == jobs.EventClockSkew {
+		return applyResult{Err: fmt.Errorf("audit entry of kind %q in a version %d entry: %w", a.Kind, version, jobs.ErrInvalidConfig)}
+	}
 	detail := a.Detail
 	if len(detail) > maxAuditDetail {
 		detail = strings.ToValidUTF8(detail[:maxAuditDetail], "") + "..."

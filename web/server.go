@@ -108,6 +108,8 @@ type Server struct {
 	// Outputs asks workers for running attempts' output (output.go); nil:
 	// only finished attempts' recorded output is shown.
 	Outputs Outputs
+	// ClockSkew, if set, names the peers whose clocks are off (skew.go).
+	ClockSkew ClockSkew
 
 	// Operator serves the operator endpoints (operator.go); nil: they
 	// answer 404.
