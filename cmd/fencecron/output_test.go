@@ -11,8 +11,10 @@ import (
 
 	"github.com/chromedp/chromedp"
 
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // A running job's output in a real Chromium, from a real `fencecron
@@ -110,5 +112,78 @@ func TestDashboard_LiveOutputChromium(t *testing.T) {
 	})()`, 15*time.Second)
 	if got != "live <one> & co\ndone <two>\n" || strings.Contains(got, "&amp;") {
 		t.Errorf("job page stdout tail = %q", got)
+	}
+}
+
+// TestCluster_LiveOutputAcrossNodes: a job runs on worker w1 (its
+// target tag); the server n1 answers for its output while it runs by
+// asking w1 over the internal API (TLS between real processes), then
+// from the run's record once it has ended.
+func TestCluster_LiveOutputAcrossNodes(t *testing.T) {
+	gate := filepath.Join(t.TempDir(), "go-on")
+	c := startCluster(t, localcluster.Options{Servers: 1, Workers: 1, Profile: "fast",
+		Tags: map[string]map[string]string{"w1": {"zone": "w"}},
+		Jobs: fmt.Sprintf(`  - name: talk
+    schedule: "0 0 1 1 *"
+    shell: 'echo "live one on $FENCECRON_NODE"; i=0; while [ ! -e %s ] && [ $i -lt 1200 ]; do sleep 0.05; i=$((i+1)); done; echo "done two"'
+    target: {zone: w}
+    timeout: 2m
+`, gate)})
+	agree(t, c, 60*time.Second)
+	n1 := c.Node("n1")
+	var run jobs.Run
+	err := localcluster.Until(30*time.Second, func() error {
+		// The worker must be known to gossip (with its HTTP address)
+		// first: until then the trigger is skipped, no worker matching.
+		run = jobs.Run{}
+		if err := n1.Post("/api/v1/jobs/talk/trigger", nil, &run); err != nil {
+			return err
+		}
+		if len(run.Attempts) == 0 {
+			return fmt.Errorf("run %s %s: %s", run.ID, run.State, run.Reason)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(run.Attempts) == 0 || run.Attempts[0].Worker != "w1" {
+		t.Fatalf("triggered run %+v: want an attempt on w1", run)
+	}
+	id := run.Attempts[0].ID
+	var out scheduler.LiveOutput
+	err = localcluster.Until(30*time.Second, func() error {
+		out = scheduler.LiveOutput{}
+		if err := n1.GetJSON("/api/v1/attempts/"+id+"/output", &out); err != nil {
+			return err
+		}
+		if !out.Running || out.Final || out.Node != "w1" || out.Stdout.Text != "live one on w1\n" {
+			return fmt.Errorf("output %+v: want the first line, running on w1", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Asking from where it left off gives nothing new yet.
+	var more scheduler.LiveOutput
+	if err := n1.GetJSON(fmt.Sprintf("/api/v1/attempts/%s/output?stdout_from=%d", id, out.Stdout.Next), &more); err != nil || (more.Running && more.Stdout.Text != "") {
+		t.Errorf("from offset %d: %+v, %v", out.Stdout.Next, more, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = localcluster.Until(30*time.Second, func() error {
+		out = scheduler.LiveOutput{}
+		if err := n1.GetJSON("/api/v1/attempts/"+id+"/output", &out); err != nil {
+			return err
+		}
+		if !out.Final || out.Stdout.Text != "live one on w1\ndone two\n" {
+			return fmt.Errorf("output %+v: want the record's whole stdout", out)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
