@@ -323,11 +323,33 @@ func (m *SkewMonitor) sendLoop(ctx context.Context) {
 			if m.Audit == nil {
 				continue
 			}
-			actx, cancel := context.WithTimeout(ctx, 10*time.Second)
-			if err := m.Audit(actx, jobs.EventClockSkew, m.Self, detail); err != nil && ctx.Err() == nil {
-				m.logger().Warn("clock skew: could not record the audit entry", "err", err, "detail", detail)
-			}
-			cancel()
+			m.record(ctx, detail)
 		}
+	}
+}
+
+// skewAuditTries bounds the tries of one audit entry (a leader may be
+// being elected).
+const skewAuditTries = 3
+
+// record sends one audit entry, trying again a little later if the
+// leader could not be reached.
+func (m *SkewMonitor) record(ctx context.Context, detail string) {
+	backoff := 2 * time.Second
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		err := m.Audit(actx, jobs.EventClockSkew, m.Self, detail)
+		cancel()
+		switch {
+		case err == nil || ctx.Err() != nil:
+			return
+		case try == skewAuditTries:
+			m.logger().Warn("clock skew: could not record the audit entry", "err", err, "detail", detail, "tries", try)
+			return
+		}
+		if !jobs.Sleep(ctx, m.clock(), backoff) {
+			return
+		}
+		backoff *= 2
 	}
 }

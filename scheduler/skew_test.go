@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/clocktest"
 )
 
 // audits records the audit entries a monitor sends.
@@ -196,5 +197,47 @@ func TestFSM_ClockSkewAuditIsVersion4(t *testing.T) {
 	}
 	if res := applyRaw(t, f, 2, 11, b); res.Err == nil {
 		t.Errorf("a version 3 clock_skew entry applied")
+	}
+}
+
+// An entry the leader could not take (no leader yet) is tried again,
+// a bounded number of times.
+func TestSkewMonitor_RetriesItsEntry(t *testing.T) {
+	clock := clocktest.New(time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC))
+	var mu sync.Mutex
+	calls := 0
+	done := make(chan struct{})
+	m := &SkewMonitor{Self: "n1", Clock: clock, Logger: slog.New(slog.DiscardHandler),
+		Audit: func(context.Context, string, string, string) error {
+			mu.Lock()
+			defer mu.Unlock()
+			calls++
+			if calls < skewAuditTries {
+				return fmt.Errorf("no leader known")
+			}
+			close(done)
+			return nil
+		}}
+	if err := m.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer m.Close(context.Background())
+	now := clock.Now()
+	m.Observe("n2", now, now, now.Add(time.Hour))
+	for range skewAuditTries - 1 {
+		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		err := clock.WaitTimers(ctx, 1)
+		cancel()
+		if err != nil {
+			t.Fatalf("no backoff timer: %v", err)
+		}
+		clock.AdvanceNext()
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("the entry was not recorded after %d calls", calls)
 	}
 }
