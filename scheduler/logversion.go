@@ -41,11 +41,14 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  notifications and dependencies: an entry that ends attempts or
-//	   finishes runs records the notifications due (state notices) and
-//	   decides the runs of the jobs that follow them (after:), granting
-//	   them in that entry with the workers its follow field names; op
-//	   "notified" records deliveries (see notify.go, after.go).
+//	4  a completion records the end of stdout when it was not
+//	   published (Attempt.StdoutTail, output.go); an audit entry may
+//	   be of kind clock_skew (skew.go). Notifications and
+//	   dependencies: an entry that ends attempts or finishes runs
+//	   records the notifications due (state notices) and decides the
+//	   runs of the jobs that follow them (after:), granting them in that
+//	   entry with the workers its follow field names; op "notified"
+//	   records deliveries (see notify.go, after.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
