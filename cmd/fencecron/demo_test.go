@@ -298,3 +298,37 @@ func demoTimeline(t *testing.T, base string) {
 		t.Logf("screenshot also at %s", extra)
 	}
 }
+
+// Bad flags are refused with a message that says what is wrong, before
+// any process starts.
+func TestDemo_BadFlags(t *testing.T) {
+	full := t.TempDir()
+	if err := os.WriteFile(filepath.Join(full, "old.txt"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"pause not past the lease", []string{"-pause", "3s"}, "must be longer than the report's lease (3s)"},
+		{"not loopback", []string{"-http", "0.0.0.0:0"}, "loopback only"},
+		{"bad address", []string{"-http", "nowhere"}, "-http"},
+		{"data not empty", []string{"-http", "127.0.0.1:0", "-data", full}, "not empty"},
+		{"arguments", []string{"story"}, "no arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var out, errOut strings.Builder
+			err := run(t.Context(), append([]string{"demo"}, tc.args...), &out, &errOut)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("demo %v: error %v, want one saying %q", tc.args, err, tc.want)
+			}
+			if strings.Contains(out.String(), "starting a cluster") {
+				t.Errorf("demo %v started a cluster:\n%s", tc.args, out.String())
+			}
+		})
+	}
+	if entries, _ := os.ReadDir(full); len(entries) != 1 {
+		t.Errorf("-data %s was changed: %d entries", full, len(entries))
+	}
+}
