@@ -179,6 +179,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	<-served
 	link.close()
 	stopErr := d.stopAll()
+	localcluster.ReleasePorts()
 	removeDir()
 	if ctx.Err() != nil && storyErr != nil {
 		storyErr = nil // Ctrl-C: the way a demo ends

@@ -55,11 +55,11 @@ func (p *demoProc) waitFor(t *testing.T, s string, d time.Duration) {
 }
 
 // startDemo runs the built binary's demo command in its own process
-// group, with TMPDIR in the test's temp dir.
-func startDemo(t *testing.T, tmp string, args ...string) *demoProc {
+// group. It keeps TMPDIR: the nodes' ports are reserved in a registry
+// there that every test process shares (see localcluster.FreePorts).
+func startDemo(t *testing.T, args ...string) *demoProc {
 	t.Helper()
 	cmd := exec.Command(proctest.Binary(t), append([]string{"demo"}, args...)...)
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -98,7 +98,10 @@ func startDemo(t *testing.T, tmp string, args ...string) *demoProc {
 				<-p.exited
 			}
 		}
-		killMarked(demoMarker + "=" + demoDirOf(p.output()))
+		if dir := demoDirOf(p.output()); dir != "" {
+			killMarked(demoMarker + "=" + dir)
+			os.RemoveAll(dir) // kept by a demo whose story failed
+		}
 		if t.Failed() {
 			t.Logf("--- demo output ---\n%s", p.output())
 		}
@@ -124,7 +127,7 @@ func demoDirOf(out string) string {
 	if m := demoDirRE.FindStringSubmatch(out); m != nil {
 		return m[1]
 	}
-	return "(none)"
+	return ""
 }
 
 // One story of `fencecron demo`, from its real processes and its API:
@@ -134,8 +137,7 @@ func demoDirOf(out string) string {
 // names both tokens, the dashboard draws it (Chromium), and Ctrl-C leaves
 // no process and no data behind.
 func TestDemo_Story(t *testing.T) {
-	tmp := t.TempDir()
-	p := startDemo(t, tmp, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)))
+	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)))
 	p.waitFor(t, "story 1 done", 4*time.Minute)
 	out := p.output()
 	if first := strings.SplitN(out, "\n", 2)[0]; !strings.Contains(first, "dashboard http://127.0.0.1:") {
@@ -147,6 +149,9 @@ func TestDemo_Story(t *testing.T) {
 	}
 	base := dash[1]
 	dir := demoDirOf(out)
+	if dir == "" {
+		t.Fatalf("the demo did not say where its cluster lives:\n%s", out)
+	}
 
 	// Read the story back through the dashboard's API.
 	var runs struct{ Runs []jobs.Run }

@@ -664,3 +664,21 @@ func (n *Node) Shutdown(d time.Duration) error {
 	n.Kill()
 	return fmt.Errorf("%s: killed: %w", n.Name, err)
 }
+
+// ReleasePorts drops this process's port reservations (see reserve), for
+// a long-lived process that has stopped its clusters: `fencecron demo`.
+// Reservations of exited processes are taken over anyway; this only
+// leaves nothing behind.
+func ReleasePorts() {
+	entries, err := os.ReadDir(portsDir)
+	if err != nil {
+		return
+	}
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		path := filepath.Join(portsDir, e.Name())
+		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == me {
+			os.Remove(path)
+		}
+	}
+}
