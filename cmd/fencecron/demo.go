@@ -34,7 +34,7 @@ import (
 // a worker reports after a second), and finishes during the pause, so
 // that w1, when continued, goes straight on to publish.
 const (
-	demoLease      = 3 * time.Second
+	demoLease      = 4 * time.Second
 	demoReportRuns = 3 * time.Second
 	// demoEvery is how often -loop tells the story.
 	demoEvery = time.Minute

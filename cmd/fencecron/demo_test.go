@@ -316,7 +316,7 @@ func TestDemo_BadFlags(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"pause not past the lease", []string{"-pause", "3s"}, "must be longer than the report's lease (3s)"},
+		{"pause not past the lease", []string{"-pause", "4s"}, "must be longer than the report's lease (4s)"},
 		{"not loopback", []string{"-http", "0.0.0.0:0"}, "loopback only"},
 		{"bad address", []string{"-http", "nowhere"}, "-http"},
 		{"data not empty", []string{"-http", "127.0.0.1:0", "-data", full}, "not empty"},
@@ -335,5 +335,47 @@ func TestDemo_BadFlags(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(full); len(entries) != 1 {
 		t.Errorf("-data %s was changed: %d entries", full, len(entries))
+	}
+}
+
+// SIGTERM in the middle of the story, while w1 is stopped and its publish
+// held: the demo continues and stops every node, and leaves no process
+// and no data behind.
+func TestDemo_TerminateWhilePaused(t *testing.T) {
+	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "-pause", "5m")
+	p.waitFor(t, "w1 paused right after sending", 3*time.Minute)
+	dir := demoDirOf(p.output())
+	if dir == "" {
+		t.Fatalf("the demo did not say where its cluster lives:\n%s", p.output())
+	}
+	var pids []int
+	for _, m := range demoPidRE.FindAllStringSubmatch(p.output(), -1) {
+		pid, _ := strconv.Atoi(m[1])
+		pids = append(pids, pid)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the demo did not exit within 90s of SIGTERM")
+	}
+	if p.err != nil {
+		t.Errorf("the demo exited with %v after SIGTERM, want 0", p.err)
+	}
+	for _, pid := range pids {
+		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
+			t.Errorf("process group %d is still there after the demo exited (%v)", pid, err)
+		}
+	}
+	if left := markedProcs(demoMarker + "=" + dir); len(left) > 0 {
+		t.Errorf("processes of the demo's cluster left: %v", left)
+	}
+	if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the demo's data %s is still there (%v)", dir, err)
+	}
+	if out := p.output(); !strings.Contains(out, "stopped.") {
+		t.Errorf("the demo did not say it stopped:\n%s", out)
 	}
 }
