@@ -176,6 +176,15 @@ func (d *demo) story(ctx context.Context, n int) error {
 		return err
 	}
 	d.say("w1 tried %s: refused (stale_owner), the store holds %s and keeps w2's v%d: %q", first.Token, refused.Greatest, refused.Version, strings.TrimSpace(body))
+	if run, err = d.waitRun(ctx, run.ID, "w1's attempt was not recorded as fenced", func(r jobs.Run) error {
+		if a := r.Attempts[0]; a.State != jobs.Fenced {
+			return fmt.Errorf("w1's attempt is %s", a.State)
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	d.say("w1 reports the refusal: its attempt ends %s; the run is %s, by w2", run.Attempts[0].State, run.State)
 
 	// The leader dies; the others elect a new one in a new epoch.
 	a, err = d.ready(ctx)

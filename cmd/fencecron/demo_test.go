@@ -154,28 +154,35 @@ func TestDemo_Story(t *testing.T) {
 	}
 
 	// Read the story back through the dashboard's API.
-	var runs struct{ Runs []jobs.Run }
-	if err := proctest.GetJSON(base+"/api/v1/runs?job=report", &runs); err != nil {
-		t.Fatal(err)
-	}
 	var story, later *jobs.Run
-	for i := range runs.Runs {
-		switch r := &runs.Runs[i]; len(r.Attempts) {
-		case 2:
-			story = r
-		case 1:
-			later = r
+	proctest.Eventually(t, 30*time.Second, "the story's runs, ended", func() error {
+		var runs struct{ Runs []jobs.Run }
+		if err := proctest.GetJSON(base+"/api/v1/runs?job=report", &runs); err != nil {
+			return err
 		}
-	}
-	if story == nil || later == nil {
-		t.Fatalf("report runs %+v: want one with a takeover and one after it", runs.Runs)
-	}
+		story, later = nil, nil
+		for i := range runs.Runs {
+			switch r := &runs.Runs[i]; len(r.Attempts) {
+			case 2:
+				story = r
+			case 1:
+				later = r
+			}
+		}
+		if story == nil || later == nil {
+			return fmt.Errorf("report runs %+v: want one with a takeover and one after it", runs.Runs)
+		}
+		if !story.State.Terminal() || !story.Attempts[0].State.Terminal() || !later.State.Terminal() {
+			return fmt.Errorf("runs %s (%s, w1's attempt %s) and %s (%s) not ended yet", story.ID, story.State, story.Attempts[0].State, later.ID, later.State)
+		}
+		return nil
+	})
 	old, newer := story.Attempts[0], story.Attempts[1]
 	if old.Worker != "w1" || newer.Worker != "w2" || !fence(old.Token).Less(fence(newer.Token)) {
 		t.Fatalf("attempts %+v and %+v: want w1 then w2 with a greater token", old, newer)
 	}
-	if old.State != jobs.Fenced || old.StoreOutcome != string(fencedstore.StaleOwner) || newer.State != jobs.Succeeded {
-		t.Errorf("w1's attempt is %s (store %q), w2's %s: want fenced by stale_owner, succeeded", old.State, old.StoreOutcome, newer.State)
+	if old.State != jobs.Fenced || old.StoreOutcome != string(fencedstore.StaleOwner) || newer.State != jobs.Succeeded || story.State != jobs.Succeeded {
+		t.Errorf("w1's attempt is %s (store %q), w2's %s, the run %s: want fenced by stale_owner, succeeded, succeeded", old.State, old.StoreOutcome, newer.State, story.State)
 	}
 	var hist struct{ Decisions []fencedstore.Decision }
 	if err := proctest.GetJSON(base+"/api/v1/history/"+story.Output, &hist); err != nil {
