@@ -172,9 +172,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		keep = true // the node logs say why
 	}
 	fmt.Fprintln(stdout, "stopping every process of the demo…")
-	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	srv.Shutdown(sctx)
-	cancel()
+	// Close, not Shutdown: a dashboard open in a browser holds an event
+	// stream that never goes idle.
 	srv.Close()
 	<-served
 	link.close()

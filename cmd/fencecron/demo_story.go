@@ -24,10 +24,10 @@ type demo struct {
 	out   io.Writer
 	pause time.Duration
 	dash  string
+	start time.Time // of the current story; the story's goroutine only
 
 	mu    sync.Mutex
 	front *localcluster.Node // the server the dashboard proxy uses
-	start time.Time          // of the current story
 }
 
 // Bounds of the story's waits. Each is far above what the step takes on
