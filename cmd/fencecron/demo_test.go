@@ -232,6 +232,7 @@ func TestDemo_Story(t *testing.T) {
 		}
 	}
 
+	t.Logf("the narration:\n%s", out[strings.Index(out, "story 1:"):])
 	t.Run("timeline in Chromium", func(t *testing.T) { demoTimeline(t, base) })
 
 	// Ctrl-C: every process goes, and the data with them.
