@@ -98,6 +98,9 @@ type grantCmd struct {
 	Force       bool      `json:"force,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
+	// Ahead marks a grant proposed before the run's fire time (log
+	// version 4, see pregrant.go).
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 type skipRangeCmd struct {
@@ -507,6 +510,11 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			res.Run = in.Existing.Clone()
 		}
 		return res
+	}
+	if g.Ahead && version >= 4 {
+		if err := DecideAhead(in); err != nil {
+			return applyResult{Err: err}
+		}
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {

@@ -112,7 +112,7 @@ func (l *leader) run() {
 	for {
 		wait := time.Hour
 		if len(q) > 0 {
-			wait = max(q[0].fireAt.Sub(s.Clock.Now()), 0)
+			wait = max(q[0].wakeAt().Sub(s.Clock.Now()), 0)
 		}
 		t := s.Clock.NewTimer(wait)
 		select {
@@ -155,6 +155,19 @@ type fireEntry struct {
 	after  time.Time
 	next   time.Time
 	fireAt time.Time
+	// lead is how long before fireAt the run is granted ahead
+	// (pregrant.go); aheadTried says that was tried for next, which is
+	// then granted at fireAt as without ahead.
+	lead       time.Duration
+	aheadTried bool
+}
+
+// wakeAt is when the firing loop next handles the entry.
+func (e *fireEntry) wakeAt() time.Time {
+	if e.aheadTried {
+		return e.fireAt
+	}
+	return e.fireAt.Add(-e.lead)
 }
 
 // jitterFor is the job's jitter for scheduled time t (jobs.Spec.JitterFor).
@@ -166,13 +179,14 @@ func (e *fireEntry) jitterFor(t time.Time) time.Duration {
 func (e *fireEntry) setNext(t time.Time) {
 	e.next = t
 	e.fireAt = t.Add(e.jitterFor(t))
+	e.aheadTried = false
 }
 
 // fireQueue is a min-heap of next fire times.
 type fireQueue []*fireEntry
 
 func (q fireQueue) Len() int           { return len(q) }
-func (q fireQueue) Less(i, j int) bool { return q[i].fireAt.Before(q[j].fireAt) }
+func (q fireQueue) Less(i, j int) bool { return q[i].wakeAt().Before(q[j].wakeAt()) }
 func (q fireQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *fireQueue) Push(x any)        { *q = append(*q, x.(*fireEntry)) }
 func (q *fireQueue) Pop() any {
@@ -205,11 +219,13 @@ func (l *leader) buildQueue() fireQueue {
 			parsed[key] = sched
 		}
 		after, ok := l.s.FSM.LastScheduled(spec.Name)
-		if !ok || after.After(now) {
+		if !ok || after.After(now.Add(leadFor(spec))) {
+			// A time a little ahead was granted ahead (pregrant.go):
+			// it is handled. One further ahead is not one of ours.
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: leadFor(spec)}
 			e.setNext(next)
 			q = append(q, e)
 		}
@@ -229,9 +245,27 @@ const maxConcurrentFires = 64
 // they decide are collected and proposed together (fireMany).
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
-	var due []*fireEntry
-	for q.Len() > 0 && !(*q)[0].fireAt.After(now) {
-		due = append(due, heap.Pop(q).(*fireEntry))
+	var due, ahead []*fireEntry
+	for q.Len() > 0 && !(*q)[0].wakeAt().After(now) {
+		e := heap.Pop(q).(*fireEntry)
+		if e.fireAt.After(now) {
+			ahead = append(ahead, e)
+		} else {
+			due = append(due, e)
+		}
+	}
+	if len(ahead) > 0 {
+		l.grantAhead(ahead)
+		for _, e := range ahead {
+			if e.after.Before(e.next) {
+				heap.Push(q, e) // granted at its fire time
+				continue
+			}
+			if next := e.sched.Next(e.after); !next.IsZero() {
+				e.setNext(next)
+				heap.Push(q, e)
+			}
+		}
 	}
 	var (
 		wg    sync.WaitGroup

@@ -41,11 +41,15 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
+//	4  a grant may be marked ahead (grantCmd.Ahead: proposed before the
+//	   run's fire time); Apply refuses it (ErrNotAhead, nothing changes)
+//	   while the job has an open run and overlap forbid or replace, see
+//	   pregrant.go.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "3"
+var logVersionText = "4"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
