@@ -408,24 +408,28 @@ func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused 
 		l.log.Error("batch grant failed", "runs", len(gs), "first", jobs.RunID(gs[0].Job, gs[0].ScheduledAt), "err", err)
 		return nil
 	}
+	var granted []Assignment
 	for i, r := range res.Batch {
 		g, spec := gs[i], specs[gs[i].Job]
 		if errors.Is(r.Err, ErrBatchOverlap) {
 			refused = append(refused, dueFire{spec, g.ScheduledAt})
 			continue
 		}
-		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs))
+		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs), &granted)
 	}
+	l.dispatchAll(granted)
 	return refused
 }
 
 // granted logs what the entry that proposed a grant of spec's run at
 // decided (run, or err), and tracks the attempt it granted; batch is the
-// number of grants the entry held. It returns the run, or err if the
+// number of grants the entry held. The attempt's assignment is appended
+// to out, for the caller to dispatch with the others of its entry, or,
+// with out nil, dispatched at once. It returns the run, or err if the
 // grant failed (its outcome may then be unknown: leadership lost
 // mid-apply; the unique (job, scheduled time) makes a later grant of the
 // same time refuse, and a new leader recovers whatever committed).
-func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int) (jobs.Run, error) {
+func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int, out *[]Assignment) (jobs.Run, error) {
 	log := l.log.With("job", spec.Name, "scheduled_at", at)
 	switch {
 	case errors.Is(err, jobs.ErrDuplicateRun):
@@ -444,7 +448,11 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 		fields = append(fields, "batch", batch)
 	}
 	log.Info("granted", fields...)
-	l.track(run, *att, spec)
+	if out != nil {
+		*out = append(*out, l.lease(run, *att, spec))
+	} else {
+		l.track(run, *att, spec)
+	}
 	return run, nil
 }
 
@@ -557,7 +565,7 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 		g.Output, g.Worker = key, worker
 	}
 	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
-	return l.granted(spec, at, res.Run, err, 1)
+	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 
 // trigger starts a run of job now, on an operator's request.
@@ -626,6 +634,11 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 
 // track starts the lease of a new attempt and dispatches it.
 func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
+	l.dispatch(l.lease(run, att, spec))
+}
+
+// lease starts the lease of a new attempt and returns its assignment.
+func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignment {
 	ttl := spec.LeaseTTL.D()
 	if ttl <= 0 {
 		ttl = jobs.DefaultLeaseTTL
@@ -633,7 +646,7 @@ func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
 	l.mu.Lock()
 	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
 	l.mu.Unlock()
-	l.dispatch(Assignment{Run: run, Attempt: att, Spec: spec})
+	return Assignment{Run: run, Attempt: att, Spec: spec}
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id

@@ -138,6 +138,8 @@ func (l *leader) grantAhead(es []*fireEntry) {
 				}
 				results = res.Batch
 			}
+			var granted []Assignment
+			defer func() { l.dispatchAll(granted) }()
 			for i, r := range results {
 				g, e := chunk[i], owners[from+i]
 				if errors.Is(r.Err, ErrNotAhead) || errors.Is(r.Err, ErrBatchOverlap) {
@@ -147,7 +149,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 					l.log.Warn("grant ahead failed; granting at the fire time", "job", g.Job, "scheduled_at", g.ScheduledAt, "err", r.Err)
 					continue
 				}
-				l.granted(specs[g.Job], g.ScheduledAt, r.Run, r.Err, len(chunk))
+				l.granted(specs[g.Job], g.ScheduledAt, r.Run, r.Err, len(chunk), &granted)
 				e.after = e.next
 			}
 		}()

@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"container/heap"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -212,5 +214,49 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the process ran (marker: %v)", err)
+	}
+}
+
+// batchDispatcher records batch dispatches and single ones; failMany
+// makes every batch fail.
+type batchDispatcher struct {
+	recordingDispatcher
+	failMany bool
+	batches  [][]Assignment
+}
+
+func (d *batchDispatcher) DispatchMany(ctx context.Context, worker string, as []Assignment) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failMany {
+		return errors.New("no route")
+	}
+	d.batches = append(d.batches, as)
+	return nil
+}
+
+// The runs granted in one entry reach their worker in one call; a batch
+// that fails is dispatched attempt by attempt.
+func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
+	for _, failMany := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch fails %v", failMany), func(t *testing.T) {
+			a, b, c := spec("a", jobs.MisfireLatest, jobs.OverlapAllow), spec("b", jobs.MisfireLatest, jobs.OverlapAllow), spec("c", jobs.MisfireLatest, jobs.OverlapAllow)
+			l, _ := newTestLeader(t, a, b, c)
+			d := &batchDispatcher{failMany: failMany}
+			l.s.Dispatcher = d
+			l.s.Clock = fixedClock{base.Add(time.Second + 10*time.Millisecond)}
+			q := fireQueue{due(t, a, base), due(t, b, base), due(t, c, base)}
+			heap.Init(&q)
+			l.fireDue(&q)
+			l.wg.Wait()
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			switch {
+			case !failMany && (len(d.batches) != 1 || len(d.batches[0]) != 3 || len(d.sent) != 0):
+				t.Errorf("%d batches (%v), %d single dispatches; want one batch of 3", len(d.batches), d.batches, len(d.sent))
+			case failMany && len(d.sent) != 3:
+				t.Errorf("%d single dispatches after a failed batch, want 3", len(d.sent))
+			}
+		})
 	}
 }

@@ -59,8 +59,9 @@ type Client struct {
 }
 
 var (
-	_ scheduler.Forwarder  = (*Client)(nil)
-	_ scheduler.Dispatcher = (*Client)(nil)
+	_ scheduler.Forwarder       = (*Client)(nil)
+	_ scheduler.Dispatcher      = (*Client)(nil)
+	_ scheduler.BatchDispatcher = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -156,6 +157,35 @@ func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assign
 		}
 		if err := c.post(ctx, addr, pathDispatch, a, nil); err != nil {
 			return err
+		}
+	}
+	return scheduler.DropDispatchReply(c.Faults)
+}
+
+// DispatchMany delivers several assignments to one worker in one call
+// (scheduler.BatchDispatcher), directly when it is this node. It tries
+// once; on an error the leader dispatches each on its own.
+func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler.Assignment) error {
+	if len(as) > maxDispatchMany {
+		return fmt.Errorf("dispatch %d assignments at once: at most %d", len(as), maxDispatchMany)
+	}
+	if worker == c.Self && c.Local != nil {
+		for _, a := range as {
+			if err := c.Local.Accept(a); err != nil {
+				return err
+			}
+		}
+	} else {
+		addr, err := c.NodeHTTP(worker)
+		if err != nil {
+			return err
+		}
+		var reply dispatchManyReply
+		if err := c.post(ctx, addr, pathDispatchMany, as, &reply); err != nil {
+			return err
+		}
+		if len(reply.Accepted) != len(as) {
+			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", worker, len(reply.Accepted), len(as))
 		}
 	}
 	return scheduler.DropDispatchReply(c.Faults)

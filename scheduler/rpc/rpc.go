@@ -42,6 +42,10 @@ const (
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
+	// pathDispatchMany delivers several assignments to one worker
+	// (scheduler.BatchDispatcher); a node without it answers 404, and the
+	// leader then dispatches each on its own.
+	pathDispatchMany = "/dispatch_many"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
 	pathHistoryRange = "/history/range"
@@ -58,8 +62,10 @@ const (
 // (jobs.MaxSetBytes), with room for the envelope, so that whatever a
 // follower accepted reaches the leader.
 const (
-	maxBody        = 8 << 20
-	maxSetJobsBody = jobs.MaxSetBytes + 1<<20
+	// maxDispatchMany bounds the assignments of one dispatch_many call.
+	maxDispatchMany = 64
+	maxBody         = 8 << 20
+	maxSetJobsBody  = jobs.MaxSetBytes + 1<<20
 )
 
 // Request and reply bodies. A call whose reply carries nothing answers
@@ -104,6 +110,9 @@ type (
 	}
 	dispatchReply struct {
 		Accepted string `json:"accepted"`
+	}
+	dispatchManyReply struct {
+		Accepted []string `json:"accepted"`
 	}
 	done struct{}
 )

@@ -125,6 +125,27 @@ func (s *Server) init() {
 			return dispatchReply{Accepted: a.Attempt.ID}, nil
 		}),
 	}
+	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []scheduler.Assignment) (dispatchManyReply, error) {
+		if s.Worker == nil {
+			return dispatchManyReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+		}
+		if len(as) == 0 || len(as) > maxDispatchMany {
+			return dispatchManyReply{}, fmt.Errorf("%w: %d assignments: want 1 to %d", wire.ErrBadRequest, len(as), maxDispatchMany)
+		}
+		for _, a := range as {
+			if err := required("attempt.id", a.Attempt.ID); err != nil {
+				return dispatchManyReply{}, err
+			}
+		}
+		reply := dispatchManyReply{Accepted: make([]string, 0, len(as))}
+		for _, a := range as {
+			if err := s.Worker.Accept(a); err != nil {
+				return dispatchManyReply{}, fmt.Errorf("%w: %s: %v", wire.ErrUnavailable, a.Attempt.ID, err)
+			}
+			reply.Accepted = append(reply.Accepted, a.Attempt.ID)
+		}
+		return reply, nil
+	})
 	s.routes[pathHistoryRange] = handle(s, func(ctx context.Context, req history.RangeRequest) (history.RangePage, error) {
 		if s.History == nil {
 			return history.RangePage{}, fmt.Errorf("%w: this node keeps no run history", history.ErrNotCovered)
