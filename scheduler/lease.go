@@ -63,7 +63,7 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	clock := c.w.clock()
 	sent = clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
-	reply, err := c.w.Leader.Renew(rctx, c.attempt, c.w.ID)
+	reply, err := c.w.renew(rctx, c.attempt)
 	cancel()
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()

@@ -66,6 +66,7 @@ type Worker struct {
 	seen   map[string]bool // attempts accepted here, running or recently finished
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
+	renewQ chan *renewCall // renewals for sendRenewals; nil: one call each
 	ctx    context.Context // runs attempts; cancelled by Close
 	cancel context.CancelFunc
 	report context.Context // reports; outlives ctx until Close gives up
@@ -90,6 +91,13 @@ func (w *Worker) Open() error {
 	w.active = map[string]*leaseClient{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.report, w.stopRp = context.WithCancel(context.Background())
+	if br, ok := w.Leader.(BatchRenewer); ok {
+		w.renewQ = make(chan *renewCall, 4*maxRenewBatch)
+		for range renewSenders {
+			w.wg.Add(1)
+			go w.sendRenewals(br)
+		}
+	}
 	return nil
 }
 

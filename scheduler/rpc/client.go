@@ -62,6 +62,7 @@ var (
 	_ scheduler.Forwarder       = (*Client)(nil)
 	_ scheduler.Dispatcher      = (*Client)(nil)
 	_ scheduler.BatchDispatcher = (*Client)(nil)
+	_ scheduler.BatchRenewer    = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -140,6 +141,27 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.Ren
 	var reply scheduler.RenewReply
 	err := c.callLeader(ctx, pathRenew, renewRequest{Attempt: attempt, Node: node}, &reply)
 	return reply, err
+}
+
+// RenewMany asks the leader once to renew several attempts' leases
+// (scheduler.BatchRenewer). A leader of a version without it answers
+// no_route; the attempts are then renewed one call each.
+func (c *Client) RenewMany(ctx context.Context, node string, attempts []string) ([]scheduler.RenewReply, error) {
+	if len(attempts) > maxRenewMany {
+		return nil, fmt.Errorf("renew %d attempts at once: at most %d", len(attempts), maxRenewMany)
+	}
+	var reply renewManyReply
+	err := c.callLeader(ctx, pathRenewMany, renewManyRequest{Node: node, Attempts: attempts}, &reply)
+	var re *wire.RemoteError
+	switch {
+	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
+		return scheduler.RenewEach(ctx, c, node, attempts)
+	case err != nil:
+		return nil, err
+	case len(reply.Replies) != len(attempts):
+		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(attempts), len(reply.Replies))
+	}
+	return reply.Replies, nil
 }
 
 // Dispatch delivers an assignment to its worker: directly when it is this

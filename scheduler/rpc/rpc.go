@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // Prefix is the path under which the Server answers; web routes every
@@ -41,7 +42,11 @@ const (
 	pathNote     = "/note"
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
-	pathDispatch = "/dispatch"
+	// pathRenewMany renews several attempts of one node
+	// (scheduler.BatchRenewer); a leader without it answers 404, and the
+	// client then renews each on its own.
+	pathRenewMany = "/renew_many"
+	pathDispatch  = "/dispatch"
 	// pathDispatchMany delivers several assignments to one worker
 	// (scheduler.BatchDispatcher); a node without it answers 404, and the
 	// leader then dispatches each on its own.
@@ -64,8 +69,10 @@ const (
 const (
 	// maxDispatchMany bounds the assignments of one dispatch_many call.
 	maxDispatchMany = 64
-	maxBody         = 8 << 20
-	maxSetJobsBody  = jobs.MaxSetBytes + 1<<20
+	// maxRenewMany bounds the attempts of one renew_many call.
+	maxRenewMany   = 256
+	maxBody        = 8 << 20
+	maxSetJobsBody = jobs.MaxSetBytes + 1<<20
 )
 
 // Request and reply bodies. A call whose reply carries nothing answers
@@ -110,6 +117,13 @@ type (
 	}
 	dispatchReply struct {
 		Accepted string `json:"accepted"`
+	}
+	renewManyRequest struct {
+		Node     string   `json:"node"`
+		Attempts []string `json:"attempts"`
+	}
+	renewManyReply struct {
+		Replies []scheduler.RenewReply `json:"replies"`
 	}
 	dispatchManyReply struct {
 		Accepted []string `json:"accepted"`
