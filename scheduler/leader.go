@@ -271,10 +271,16 @@ func (l *leader) fireDue(q *fireQueue) {
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		fires []dueFire
+		skips []jobs.SkipRange
 	)
 	collect := func(spec jobs.Spec, at time.Time) {
 		mu.Lock()
 		fires = append(fires, dueFire{spec, at})
+		mu.Unlock()
+	}
+	collectSkip := func(r jobs.SkipRange) {
+		mu.Lock()
+		skips = append(skips, r)
 		mu.Unlock()
 	}
 	sem := make(chan struct{}, maxConcurrentFires)
@@ -286,10 +292,11 @@ func (l *leader) fireDue(q *fireQueue) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			e.after = l.handleDueInto(e, now, collect)
+			e.after = l.handleDueInto(e, now, collect, collectSkip)
 		}()
 	}
 	wg.Wait()
+	l.skipRanges(skips)
 	l.fireMany(fires)
 	for _, e := range due {
 		if e.after.Before(e.next) {
@@ -460,11 +467,12 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 // (e.after, now], granting each run it decides on at once, and returns
 // the last of them.
 func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
-	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) })
+	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) }, l.skipRange)
 }
 
-// handleDueInto is handleDue, handing each run to grant to fire.
-func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time)) time.Time {
+// handleDueInto is handleDue, handing each run to grant to fire and each
+// range of fire times to skip to skip.
+func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time), skip func(jobs.SkipRange)) time.Time {
 	spec, ok := l.s.FSM.Spec(e.name)
 	if !ok {
 		// Gone from the set (the queue is rebuilt next): its times are
@@ -496,7 +504,7 @@ func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec,
 	}
 	if expired.Count > 0 {
 		expired.Job, expired.Reason = spec.Name, fmt.Sprintf("older than catchup_window %s", window)
-		l.skipRange(expired)
+		skip(expired)
 	}
 	if len(due) == 0 {
 		return last
@@ -513,14 +521,14 @@ func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec,
 			missed = due
 		}
 		if len(missed) > 0 {
-			l.skipRange(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
+			skip(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
 		}
 		if len(missed) < len(due) {
 			fire(spec, latest)
 		}
 	default: // latest
 		if len(due) > 1 {
-			l.skipRange(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
+			skip(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
 		}
 		fire(spec, due[len(due)-1])
 	}

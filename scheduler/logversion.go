@@ -44,7 +44,8 @@ import (
 //	4  a grant may be marked ahead (grantCmd.Ahead: proposed before the
 //	   run's fire time); Apply refuses it (ErrNotAhead, nothing changes)
 //	   while the job has an open run and overlap forbid or replace, see
-//	   pregrant.go.
+//	   pregrant.go; several ranges of skipped fire times in one entry
+//	   (op "skip_ranges", see batch.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
@@ -73,6 +74,7 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
+	opSkipRanges: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -133,6 +135,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opSkipRanges:
+		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
 	}
 	return false
 }
