@@ -260,3 +260,43 @@ func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
 		})
 	}
 }
+
+// A worker that shuts down while a run granted ahead waits for its fire
+// time reports it lost without starting it, so a job with retries gets
+// another attempt elsewhere.
+func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
+	f := newLeaseFixture(t, held, held, held)
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := Assignment{
+		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: leaseT0.Add(20 * time.Second)},
+		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
+		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
+	}
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.w.LeaseStates()[a.Attempt.ID] != LeaseHeld {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease never held: %v", f.w.LeaseStates())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.w.Close(context.Background()) }()
+	var c Completion
+	select {
+	case c = <-f.leader.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion within 30s")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
+		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}

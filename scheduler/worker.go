@@ -247,7 +247,10 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		if lc.isLost() {
 			return done(jobs.Lost, "", "lease lost before the fire time: %s; the process never started", lc.reason())
 		}
-		return done(jobs.Cancelled, "", "cancelled before the fire time: worker shutting down; the process never started")
+		// Nothing ran: lost, as if the worker had died, so a job with
+		// retries gets another attempt elsewhere (a leaving node is
+		// chosen for none).
+		return done(jobs.Lost, "", "worker shutting down before the fire time; the process never started")
 	}
 	started := w.clock().Now().UTC()
 
