@@ -46,6 +46,9 @@ import (
 //	   while the job has an open run and overlap forbid or replace, see
 //	   pregrant.go; several ranges of skipped fire times in one entry
 //	   (op "skip_ranges", see batch.go).
+//	   A completion records the end of stdout when it was not
+//	   published (Attempt.StdoutTail, output.go); an audit entry may
+//	   be of kind clock_skew (skew.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags

@@ -51,6 +51,12 @@ const (
 	// (scheduler.BatchDispatcher); a node without it answers 404, and the
 	// leader then dispatches each on its own.
 	pathDispatchMany = "/dispatch_many"
+	// pathOutput is a running attempt's output, asked of its worker
+	// (scheduler.Worker.Output).
+	pathOutput = "/output"
+	// pathTime asks a node for its wall time, which every answer carries
+	// in TimeHeader (skew.go).
+	pathTime = "/time"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
 	pathHistoryRange = "/history/range"
