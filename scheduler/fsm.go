@@ -42,6 +42,9 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
+	// opSkipRanges records several ranges of skipped fire times in one
+	// entry (log version 4, see batch.go).
+	opSkipRanges = "skip_ranges"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -62,6 +65,8 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
+	// SkipRanges is opSkipRanges' payload.
+	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -98,6 +103,9 @@ type grantCmd struct {
 	Force       bool      `json:"force,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
+	// Ahead marks a grant proposed before the run's fire time (log
+	// version 4, see pregrant.go).
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 type skipRangeCmd struct {
@@ -435,6 +443,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyCompletes(l, c.V, c.Completes)
 	case c.Op == opGrants && c.Grants != nil:
 		return f.applyGrants(l, c.V, c.Grants)
+	case c.Op == opSkipRanges && c.SkipRanges != nil:
+		return f.applySkipRanges(l, c.SkipRanges)
 	case c.Op == opSkipRange && c.SkipRange != nil:
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
@@ -510,6 +520,11 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			res.Run = in.Existing.Clone()
 		}
 		return res
+	}
+	if g.Ahead && version >= 4 {
+		if err := DecideAhead(in); err != nil {
+			return applyResult{Err: err}
+		}
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {
