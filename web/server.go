@@ -355,6 +355,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/status", s.handleStatus)
 		r.Get("/jobs", s.handleJobs)
 		r.Get("/jobs/{name}", s.handleJob)
+		r.Get("/jobs/{name}/explain", s.handleExplain)
 		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
 		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))

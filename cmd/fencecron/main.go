@@ -22,6 +22,7 @@ Usage:
   fencecron agent -config FILE             one node of a real cluster
   fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
+  fencecron explain JOB@TIME               what became of a fire time (TIME: RFC 3339, or a wall time in the job's zone)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
   fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
@@ -70,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runJobs(ctx, args[1:], stdout, stderr)
 	case "runs":
 		return runRuns(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return runExplain(ctx, args[1:], stdout, stderr)
 	case "trigger", "pause", "resume":
 		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
 	case "publish":
