@@ -196,7 +196,17 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
 }
 
+// handleJobSet returns the job set; ?applied=true returns it as applied
+// (paused as the file said) with the jobs an operator paused beside it:
+// what apply -dry-run compares a file with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
+	if a, ok := s.State.(interface {
+		AppliedJobSet() ([]jobs.Spec, []string)
+	}); ok && r.URL.Query().Get("applied") == "true" {
+		specs, paused := a.AppliedJobSet()
+		writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs), OperatorPaused: nonNil(paused)})
+		return
+	}
 	specs, _, _, _ := s.State.JobSet()
 	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }
