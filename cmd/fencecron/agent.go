@@ -185,9 +185,16 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 		}
 		return set.Jobs, nil
 	}
-	f, err := config.Load(path)
+	// Only the jobs are sent, and nothing in them is ${}-expanded: the
+	// node section's variables need not be set here.
+	f, err := config.LoadAllowUnset(path)
 	if err != nil {
 		return nil, err
+	}
+	for _, u := range f.Unset {
+		if u.Path == "node.jobs_dir" {
+			return nil, fmt.Errorf("%s", u)
+		}
 	}
 	if f.Node.JobsDir != "" {
 		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads

@@ -40,11 +40,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var ec exitCode
+	usage := errors.Is(err, flag.ErrHelp) || errors.As(err, &ec) && ec == exitUsage
+	if usage && askedForHelp(os.Args[1:]) {
+		os.Exit(0) // the usage was what was asked for
+	}
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+		os.Exit(exitUsage)
 	}
 	if err != nil {
-		var ec exitCode
 		if errors.As(err, &ec) {
 			os.Exit(int(ec))
 		}
@@ -93,6 +97,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// askedForHelp reports whether args ask for a command's usage (-h,
+// -help, --help before any "--"): the usage is then the answer, exit 0.
+func askedForHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 // exitCode is an error that only carries a process exit status.
