@@ -196,6 +196,9 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 			return nil, fmt.Errorf("%s", u)
 		}
 	}
+	if err := checkNotEmpty(f); err != nil {
+		return nil, err
+	}
 	if f.Node.JobsDir != "" {
 		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads
 		// them.

@@ -90,6 +90,10 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 	for _, u := range f.Unset {
 		fmt.Fprintf(stderr, "warning: %s (checked without it; the node needs it set to start)\n", u)
 	}
+	if err := checkNotEmpty(f); err != nil {
+		fmt.Fprintln(stderr, err)
+		return exitCode(1)
+	}
 	// A node's jobs_dir is checked with its config: the node would
 	// refuse to start without it.
 	set, err := f.NodeJobs()
