@@ -31,11 +31,12 @@ import (
 // Buckets of the histograms, in seconds.
 var (
 	latenessBuckets = []float64{0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300}
-	// catchupBuckets: a catch-up run is seconds to hours late.
-	catchupBuckets = []float64{2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600}
-	renewalBuckets = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
-	holdBuckets    = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
+	renewalBuckets  = []float64{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5}
+	holdBuckets     = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
+
+// catchupBuckets: a catch-up run is seconds to hours late.
+var catchupBuckets = []float64{2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600}
 
 // Outcomes are the store's decisions in the order the Overview shows them.
 var Outcomes = []fencedstore.Outcome{fencedstore.Applied, fencedstore.Established, fencedstore.StaleOwner, fencedstore.Conflict, fencedstore.Expired}
