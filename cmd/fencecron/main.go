@@ -18,13 +18,15 @@ import (
 const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
-  fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron dev [-http ADDR] [-data DIR] [-jobs FILE]
+                                          a complete single-node cluster with example jobs (or FILE's)
   fencecron agent -config FILE             one node of a real cluster
-  fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
+  fencecron status | jobs | runs [JOB] [-since 24h] [-state failed] [-limit N]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron explain JOB@TIME               what became of a fire time (TIME: RFC 3339, or a wall time in the job's zone)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
-  fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
+  fencecron apply [-dry-run] FILE|DIR      replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
+                                          (-dry-run: print what would be added, removed, changed; apply nothing)
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
   fencecron validate FILE|DIR              check a config file or a directory of job files; list each job's next fire times
