@@ -140,7 +140,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "node %s (%s); leader %s; epoch %d\n", st.Node, st.RaftState, orNone(st.Leader), st.Epoch)
-	fmt.Fprintf(stdout, "job set %s: %d jobs from %s at %s\n", orNone(st.Jobs.Hash), st.Jobs.Count, orNone(st.Jobs.Source), ts(st.Jobs.AppliedAt))
+	if st.RaftState == "Worker" {
+		// A worker applies no log: its empty copy is not the cluster's.
+		leaderHTTP := ""
+		for _, m := range st.Members {
+			if m.Name == st.Leader {
+				leaderHTTP = m.Meta.HTTPAddr
+			}
+		}
+		fmt.Fprintf(stdout, "this node is a worker: it holds no replicated state; ask a server (the leader: %s) for the job set and runs\n", orNone(leaderHTTP))
+	} else {
+		fmt.Fprintf(stdout, "job set %s: %d jobs from %s at %s\n", orNone(st.Jobs.Hash), st.Jobs.Count, orNone(st.Jobs.Source), ts(st.Jobs.AppliedAt))
+	}
 	if st.Drifted {
 		fmt.Fprintf(stdout, "this node's config (%s) differs from the applied job set\n", st.ConfigHash)
 	}

@@ -58,7 +58,11 @@ func TestWorker_ReadsOfStateSayWhereToAsk(t *testing.T) {
 			t.Errorf("GET %s on the worker: %d %s; want 421 naming the leader at %s", path, resp.StatusCode, b.String(), leaderHTTP)
 		}
 	}
-	out, err := cli(t, "runs", "-addr", addrOf(worker))
+	out, err := cli(t, "status", "-addr", addrOf(worker))
+	if err != nil || !strings.Contains(out, "this node is a worker: it holds no replicated state; ask a server (the leader: "+leaderHTTP+")") || strings.Contains(out, "job set (none)") {
+		t.Errorf("status against the worker: %v\n%s", err, out)
+	}
+	out, err = cli(t, "runs", "-addr", addrOf(worker))
 	if err == nil || !strings.Contains(err.Error(), "holds no replicated state") {
 		t.Errorf("runs against the worker: err %v, out %s; want it to say where to ask", err, out)
 	}
