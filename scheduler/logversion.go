@@ -41,11 +41,14 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
+//	4  a completion records the end of stdout when it was not
+//	   published (Attempt.StdoutTail, output.go); an audit entry may
+//	   be of kind clock_skew (skew.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "3"
+var logVersionText = "4"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
