@@ -286,6 +286,9 @@ type state struct {
 	// seen, so that epochs and tokens go on growing in a cluster whose
 	// Raft terms started again from 1.
 	EpochBase uint64 `json:"epoch_base,omitempty"`
+	// JobStats are each job's finished runs by state and last success
+	// (jobstats.go); nil until a run of the set finishes.
+	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -415,6 +418,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
 		}
 		f.indexJobs()
+		f.pruneJobStats()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -533,6 +537,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		}
 		r.State, r.Reason = jobs.Skipped, d.Reason
 		f.st.Counters[CounterSkipped]++
+		f.runFinished(jobs.Pending, r)
 		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: d.Reason})
 	} else {
 		// A grant whose token would be out of range grants nothing and
@@ -646,6 +651,7 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 	}
 	f.noteScheduled(c.Job, c.To)
 	f.st.Counters[CounterSkipped] += uint64(c.Count)
+	f.firesSkipped(c.Job, c.Count)
 	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
 		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
 	return applyResult{}
@@ -875,6 +881,7 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 // A replaced run (NoRetry) whose attempt would have been retried is
 // cancelled. It depends only on replicated state, so every replica agrees.
 func (f *FSM) settle(r *jobs.Run) {
+	defer f.runFinished(r.State, r)
 	a, ok := r.Latest()
 	retryable := ok && a.State.Terminal() && Retryable(a.State)
 	switch {

@@ -86,7 +86,7 @@ func (l *leader) run() {
 	}
 	epoch, _ := s.FSM.Epoch()
 	l.log.Info("leading", "node", s.Raft.ID(), "epoch", epoch)
-	if _, _, _, ok := s.FSM.JobSet(); !ok && s.InitialJobs != nil {
+	if _, _, _, has := s.FSM.JobSet(); s.InitialJobs != nil && (!has || s.ReplaceJobs && s.FSM.JobSetInfo().Hash != jobs.HashSpecs(s.InitialJobs)) {
 		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
 			l.log.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
 		} else {

@@ -99,6 +99,9 @@ type Scheduler struct {
 	// has no job set yet; InitialSource says where it came from.
 	InitialJobs   []jobs.Spec
 	InitialSource string
+	// ReplaceJobs applies InitialJobs also over a job set that differs
+	// from it (fencecron dev -jobs: the file as it is now).
+	ReplaceJobs bool
 
 	ctx          context.Context
 	cancel       context.CancelFunc

@@ -257,7 +257,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	started := w.clock().Now().UTC()
 
 	// Reporting the start is for the record; it must not delay the work.
-	w.observer().AttemptStarted(jobOf(a), a.Run.ScheduledAt, started)
+	w.observeStart(a, started)
 	// The start is reported only if the process still runs after
 	// startReportDelay: a short job's completion carries its start time,
 	// so it costs one Raft entry instead of two.
