@@ -42,6 +42,9 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
+	// opSkipRanges records several ranges of skipped fire times in one
+	// entry (log version 4, see batch.go).
+	opSkipRanges = "skip_ranges"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -62,7 +65,9 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
-	Notified  *notifiedCmd  `json:"notified,omitempty"`
+	// SkipRanges is opSkipRanges' payload.
+	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
+	Notified   *notifiedCmd   `json:"notified,omitempty"`
 	// Follow rides on entries that may finish runs (version 4, after.go).
 	Follow *followCmd `json:"follow,omitempty"`
 }
@@ -101,6 +106,9 @@ type grantCmd struct {
 	Force       bool      `json:"force,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
+	// Ahead marks a grant proposed before the run's fire time (log
+	// version 4, see pregrant.go).
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 type skipRangeCmd struct {
@@ -281,6 +289,9 @@ type state struct {
 	// seen, so that epochs and tokens go on growing in a cluster whose
 	// Raft terms started again from 1.
 	EpochBase uint64 `json:"epoch_base,omitempty"`
+	// JobStats are each job's finished runs by state and last success
+	// (jobstats.go); nil until a run of the set finishes.
+	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
 	// Notices are the notifications pending delivery, NoticeSeq the last
 	// notice's id, and LastFinal each job's last finished run's state
 	// (for recovered); see notify.go.
@@ -423,6 +434,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
 		}
 		f.indexJobs()
+		f.pruneJobStats()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -451,6 +463,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyCompletes(l, c.V, c.Completes)
 	case c.Op == opGrants && c.Grants != nil:
 		return f.applyGrants(l, c.V, c.Grants)
+	case c.Op == opSkipRanges && c.SkipRanges != nil:
+		return f.applySkipRanges(l, c.SkipRanges)
 	case c.Op == opSkipRange && c.SkipRange != nil:
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
@@ -529,6 +543,11 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		}
 		return res
 	}
+	if g.Ahead && version >= 4 {
+		if err := DecideAhead(in); err != nil {
+			return applyResult{Err: err}
+		}
+	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {
 		if op == opSkip {
@@ -536,6 +555,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		}
 		r.State, r.Reason = jobs.Skipped, d.Reason
 		f.st.Counters[CounterSkipped]++
+		f.runFinished(jobs.Pending, r)
 		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: d.Reason})
 		f.changed(l, Change{Kind: ChangeEnded, Run: id}) // its followers are skipped too
 	} else {
@@ -650,6 +670,7 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 	}
 	f.noteScheduled(c.Job, c.To)
 	f.st.Counters[CounterSkipped] += uint64(c.Count)
+	f.firesSkipped(c.Job, c.Count)
 	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
 		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
 	return applyResult{}
@@ -879,6 +900,7 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 // A replaced run (NoRetry) whose attempt would have been retried is
 // cancelled. It depends only on replicated state, so every replica agrees.
 func (f *FSM) settle(r *jobs.Run) {
+	defer f.runFinished(r.State, r)
 	a, ok := r.Latest()
 	retryable := ok && a.State.Terminal() && Retryable(a.State)
 	switch {

@@ -41,7 +41,12 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  a completion records the end of stdout when it was not
+//	4  a grant may be marked ahead (grantCmd.Ahead: proposed before the
+//	   run's fire time); Apply refuses it (ErrNotAhead, nothing changes)
+//	   while the job has an open run and overlap forbid or replace, see
+//	   pregrant.go; several ranges of skipped fire times in one entry
+//	   (op "skip_ranges", see batch.go).
+//	   A completion records the end of stdout when it was not
 //	   published (Attempt.StdoutTail, output.go); an audit entry may
 //	   be of kind clock_skew (skew.go). Notifications and
 //	   dependencies: an entry that ends attempts or finishes runs
@@ -77,7 +82,8 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
-	opNotified: 4,
+	opSkipRanges: 4,
+	opNotified:   4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -138,6 +144,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opSkipRanges:
+		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
 	case opNotified:
 		return c.Notified != nil
 	}

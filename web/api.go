@@ -142,7 +142,8 @@ func (s *Server) findJobs(q scheduler.JobQuery) ([]wire.Job, string, scheduler.J
 
 func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time) wire.Job {
 	j := wire.Job{Spec: spec, LastRun: last}
-	if sched, err := spec.Schedule(); err == nil {
+	// A paused job has no next fire time: it fires at none until resumed.
+	if sched, err := spec.Schedule(); err == nil && !spec.Paused {
 		j.NextFire = sched.Next(now)
 	}
 	return j
@@ -193,10 +194,26 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
+	// Nothing for a job the set does not hold: a typo, not "it never
+	// ran" (a removed job's kept runs are still listed).
+	if _, known := s.State.Spec(q.Job); q.Job != "" && q.Cursor == "" && len(page.Runs) == 0 && !known {
+		s.error(w, r, fmt.Errorf("runs of %q: %w", q.Job, jobs.ErrUnknownJob))
+		return
+	}
 	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
 }
 
+// handleJobSet returns the job set; ?applied=true returns it as applied
+// (paused as the file said) with the jobs an operator paused beside it:
+// what apply -dry-run compares a file with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
+	if a, ok := s.State.(interface {
+		AppliedJobSet() ([]jobs.Spec, []string)
+	}); ok && r.URL.Query().Get("applied") == "true" {
+		specs, paused := a.AppliedJobSet()
+		writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs), OperatorPaused: nonNil(paused)})
+		return
+	}
 	specs, _, _, _ := s.State.JobSet()
 	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }

@@ -267,9 +267,11 @@ func (s *Server) jobView(j wire.Job) jobView {
 	for _, e := range j.Schedules {
 		v.Words = append(v.Words, describeSchedule(e))
 	}
-	if sched, err := j.Spec.Schedule(); err == nil {
+	// A paused job fires at none of its fire times: the page says
+	// paused instead of listing them.
+	if sched, err := j.Spec.Schedule(); err == nil && !j.Spec.Paused {
 		v.NextFires = sched.NextN(s.Clock.Now(), 5)
-	} else {
+	} else if err != nil {
 		v.ScheduleErr = err.Error()
 	}
 	return v

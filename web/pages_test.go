@@ -293,3 +293,17 @@ func TestServer_JobPagePages(t *testing.T) {
 		t.Errorf("bad cursor: %d, want 400", code)
 	}
 }
+
+// The Overview's two skipped figures have distinct names: the runs kept
+// in state skipped, and every fire time skipped since the cluster began.
+func TestServer_OverviewSkippedFiguresNamed(t *testing.T) {
+	f := newFixture(t)
+	f.state.counters = map[string]uint64{"skipped": 41}
+	_, _, body := f.get(t, "/")
+	if !strings.Contains(body, `fire times skipped, all time 41</span>`) {
+		t.Errorf("overview does not name the lifetime skipped figure:\n%s", body)
+	}
+	if strings.Count(body, ">skipped <b>")+strings.Count(body, "· skipped ") > 1 {
+		t.Error("two figures called plain skipped")
+	}
+}

@@ -342,14 +342,14 @@ func (s *Server) Handler() http.Handler {
 	// may do (tlsmux.go).
 	r.Use(s.checkHost, s.limitWrites, s.plainPolicy)
 	// The dashboard (pages.go).
-	r.Get("/", s.handleOverview)
-	r.Get("/jobs", s.handleJobsPage)
-	r.Get("/jobs/{name}", s.handleJobPage)
+	r.With(s.holdsState).Get("/", s.handleOverview)
+	r.With(s.holdsState).Get("/jobs", s.handleJobsPage)
+	r.With(s.holdsState).Get("/jobs/{name}", s.handleJobPage)
 	r.Get("/store", s.handleStorePage)
 	r.Get("/store/*", s.handleKeyPage)
-	r.Get("/events", s.handleEventsPage)
-	r.Get("/timeline", s.handleTimelinePage)
-	r.Get("/timeline.svg", s.handleTimelineSVG)
+	r.With(s.holdsState).Get("/events", s.handleEventsPage)
+	r.With(s.holdsState).Get("/timeline", s.handleTimelinePage)
+	r.With(s.holdsState).Get("/timeline.svg", s.handleTimelineSVG)
 	r.Get("/attempts/{id}", s.handleAttemptPage)
 	r.Get("/login", s.handleLoginForm)
 	r.Post("/login", s.handleLogin)
@@ -360,15 +360,16 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/readyz", s.handleReady)
 	r.Route("/api/v1", func(r chi.Router) {
 		r.Get("/status", s.handleStatus)
-		r.Get("/jobs", s.handleJobs)
-		r.Get("/jobs/{name}", s.handleJob)
+		r.With(s.holdsState).Get("/jobs", s.handleJobs)
+		r.With(s.holdsState).Get("/jobs/{name}", s.handleJob)
+		r.With(s.holdsState).Get("/jobs/{name}/explain", s.handleExplain)
 		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
 		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
-		r.Get("/events", s.handleEvents)
-		r.Get("/runs", s.handleRuns)
+		r.With(s.holdsState).Get("/events", s.handleEvents)
+		r.With(s.holdsState).Get("/runs", s.handleRuns)
 		r.Get("/attempts/{id}/output", s.handleAttemptOutput)
-		r.Get("/skips", s.handleSkips)
+		r.With(s.holdsState).Get("/skips", s.handleSkips)
 		store := s.StoreAPI
 		if store == nil {
 			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
@@ -377,7 +378,7 @@ func (s *Server) Handler() http.Handler {
 		r.Handle("/store/*", store)
 		r.Handle("/establish/*", store)
 		r.Handle("/history/*", store)
-		r.Get("/jobset", s.handleJobSet)
+		r.With(s.holdsState).Get("/jobset", s.handleJobSet)
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 		// Operators (operator.go): Raft's servers, backups and restores.
 		r.Get("/operator/raft/peers", s.handlePeers)

@@ -100,8 +100,9 @@ type svgBar struct {
 	Attempt      string
 	Token        string
 	ShowLabel    bool
-	// LabelOutside puts the label after a bar too narrow to hold it.
-	LabelOutside bool
+	// LabelOutside puts the label after a bar too narrow to hold it;
+	// LabelBefore before it, when only that side has room.
+	LabelOutside, LabelBefore bool
 }
 
 type svgLine struct {
@@ -241,10 +242,6 @@ func layoutTimeline(d timelineData) svgTimeline {
 		x1, x2 := x(e.Time), x(end)
 		b := svgBand{X: x1, W: x2 - x1, Epoch: e.Epoch, Class: fmt.Sprintf("band band-%d", e.Epoch%2),
 			Label: fmt.Sprintf("epoch %d · %s leads", e.Epoch, e.Node)}
-		b.ShowLabel = b.W > 110
-		if !b.ShowLabel && b.W > 40 {
-			b.Label, b.ShowLabel = fmt.Sprintf("epoch %d", e.Epoch), true
-		}
 		tl.Bands = append(tl.Bands, b)
 		if e.Time.After(from) {
 			tl.Elections = append(tl.Elections, svgTick{X: x1, Label: e.Node + " elected"})
@@ -275,7 +272,6 @@ func layoutTimeline(d timelineData) svgTimeline {
 			Label: fmt.Sprintf("#%d · %s", a.Number, a.Token),
 		}
 		bar.W = max(x(end)-bar.X, 3)
-		bar.ShowLabel = bar.W >= 70
 		bar.Title = fmt.Sprintf("%s attempt %d on %s: %s\ntoken %s (epoch %d, seq %d)\ngranted %s",
 			p.run.ID, a.Number, a.Worker, a.State, a.Token, a.Token.Epoch, a.Token.Seq, a.GrantedAt.UTC().Format("15:04:05.000"))
 		if !a.StartedAt.IsZero() {
@@ -300,21 +296,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 
 	tl.Links = chainLinks(d.Runs, tl.Bars)
 
-	// Labels of narrow bars go after them when the lane has room.
-	for i := range tl.Bars {
-		b := &tl.Bars[i]
-		if b.ShowLabel {
-			continue
-		}
-		end := b.X + b.W
-		room := tl.PlotX + tl.PlotW - end
-		for j, o := range tl.Bars {
-			if j != i && o.Y == b.Y && o.X >= end {
-				room = min(room, o.WaitX-end)
-			}
-		}
-		b.LabelOutside = room >= 64
-	}
+	// Which labels show, and where: placeLabels, once all is laid out.
 
 	// Store decisions.
 	for _, k := range d.Decisions {
@@ -366,6 +348,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 	if open || (!d.Now.Before(from) && !d.Now.After(to)) {
 		tl.NowX, tl.ShowNow = x(d.Now), !d.Now.Before(from) && !d.Now.After(to)
 	}
+	tl.placeLabels()
 	return tl
 }
 

@@ -104,7 +104,10 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 }
 
 func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	c, rest, err := clientFlags("apply", args, stdout, stderr, 1, "FILE|DIR")
+	var dry bool
+	c, rest, err := clientFlags("apply", args, stdout, stderr, 1, "[-dry-run] FILE|DIR", func(fs *flag.FlagSet) {
+		fs.BoolVar(&dry, "dry-run", false, "print the jobs applying would add, remove and change (with the changed fields, old → new); apply nothing")
+	})
 	if err != nil {
 		return err
 	}
@@ -115,6 +118,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	specs, err := readJobSet(rest[0])
 	if err != nil {
 		return err // every problem, with its position; nothing was sent
+	}
+	if dry {
+		return dryRun(ctx, c, rest[0], specs, stdout)
 	}
 	host, _ := os.Hostname()
 	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
@@ -181,8 +187,18 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 		}
 		return set.Jobs, nil
 	}
-	f, err := config.Load(path)
+	// Only the jobs are sent, and nothing in them is ${}-expanded: the
+	// node section's variables need not be set here.
+	f, err := config.LoadAllowUnset(path)
 	if err != nil {
+		return nil, err
+	}
+	for _, u := range f.Unset {
+		if u.Path == "node.jobs_dir" {
+			return nil, fmt.Errorf("%s", u)
+		}
+	}
+	if err := checkNotEmpty(f); err != nil {
 		return nil, err
 	}
 	if f.Node.JobsDir != "" {

@@ -53,6 +53,11 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-token TOKEN] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
+	// The argument may come before the flags too (trigger JOB -addr X),
+	// as it may for runs.
+	if len(args) > 1 && !strings.HasPrefix(args[0], "-") && strings.HasPrefix(args[1], "-") {
+		args = append(slices.Clone(args[1:]), args[0])
+	}
 	if err := fs.Parse(args); err != nil {
 		return nil, nil, err
 	}
@@ -135,7 +140,18 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "node %s (%s); leader %s; epoch %d\n", st.Node, st.RaftState, orNone(st.Leader), st.Epoch)
-	fmt.Fprintf(stdout, "job set %s: %d jobs from %s at %s\n", orNone(st.Jobs.Hash), st.Jobs.Count, orNone(st.Jobs.Source), ts(st.Jobs.AppliedAt))
+	if st.RaftState == "Worker" {
+		// A worker applies no log: its empty copy is not the cluster's.
+		leaderHTTP := ""
+		for _, m := range st.Members {
+			if m.Name == st.Leader {
+				leaderHTTP = m.Meta.HTTPAddr
+			}
+		}
+		fmt.Fprintf(stdout, "this node is a worker: it holds no replicated state; ask a server (the leader: %s) for the job set and runs\n", orNone(leaderHTTP))
+	} else {
+		fmt.Fprintf(stdout, "job set %s: %d jobs from %s at %s\n", orNone(st.Jobs.Hash), st.Jobs.Count, orNone(st.Jobs.Source), ts(st.Jobs.AppliedAt))
+	}
 	if st.Drifted {
 		fmt.Fprintf(stdout, "this node's config (%s) differs from the applied job set\n", st.ConfigHash)
 	}
@@ -192,7 +208,11 @@ func printJobs(tw io.Writer, list []wire.Job) {
 		if when == "" && len(j.After) > 0 {
 			when = "after " + strings.Join(j.After, ", ")
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, when, j.Timezone, ts(j.NextFire), last, j.Paused)
+		next := inZone(j.NextFire, j.Timezone)
+		if j.Paused {
+			next = "- (paused)"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, when, j.Timezone, next, last, j.Paused)
 	}
 }
 
@@ -240,17 +260,21 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		q.Set("cursor", page.Next)
 	}
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTATE\tATTEMPT\tTOKEN\tWORKER\tEXIT\tSTORE\tNOTE\t")
+	fmt.Fprintln(tw, "RUN\tSCHEDULED\tSTATE\tATTEMPT\tTOKEN\tWORKER\tDURATION\tEXIT\tSTORE\tNOTE\t")
 	for _, r := range runs {
 		if len(r.Attempts) == 0 {
-			fmt.Fprintf(tw, "%s\t%s\t\t\t\t\t\t%s\t\n", r.ID, r.State, r.Reason)
+			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t%s\t\n", r.ID, ts(r.ScheduledAt), r.State, r.Reason)
 		}
 		for _, a := range r.Attempts {
 			exit := ""
 			if a.ExitCode != nil {
 				exit = strconv.Itoa(*a.ExitCode)
 			}
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, a.State, a.Number, a.Token, a.Worker, exit, a.StoreOutcome, a.Error)
+			dur := ""
+			if d := a.Duration(); d > 0 {
+				dur = d.Round(time.Millisecond).String()
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, ts(r.ScheduledAt), a.State, a.Number, a.Token, a.Worker, dur, exit, a.StoreOutcome, a.Error)
 		}
 	}
 	return tw.Flush()
@@ -306,6 +330,18 @@ func orNone(s string) string {
 		return "(none)"
 	}
 	return s
+}
+
+// inZone shows t in the IANA zone tz (a job's), with its offset.
+func inZone(t time.Time, tz string) string {
+	if t.IsZero() {
+		return "-"
+	}
+	loc, err := time.LoadLocation(tz)
+	if err != nil || tz == "" {
+		return ts(t)
+	}
+	return t.In(loc).Format(time.RFC3339)
 }
 
 func ts(t time.Time) string {

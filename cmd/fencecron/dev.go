@@ -24,24 +24,31 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	gossipPort := fs.Int("gossip-port", config.DefaultGossipPort, "gossip port on the -http host")
 	apiToken := fs.String("api-token", os.Getenv("FENCECRON_API_TOKEN"), "token the API and dashboard require to trigger, pause and resume (default $FENCECRON_API_TOKEN; empty: none, and only clients on this host may change things)")
 	readOnly := fs.Bool("read-only", false, "refuse every change through the public API and hide the dashboard's buttons")
+	jobsFile := fs.String("jobs", "", "run this file's jobs (or every job file of this directory) instead of the examples; checked first, and applied at each start over whatever set the data directory holds (default -data: "+filepath.Join(os.TempDir(), "fencecron-dev-jobs")+")")
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if fs.NArg() > 0 {
+		fs.Usage()
+		return fmt.Errorf("dev takes no arguments, got %q (a job file goes after -jobs)", fs.Args())
+	}
+	dataSet := false
+	fs.Visit(func(f *flag.Flag) { dataSet = dataSet || f.Name == "data" })
+	if *jobsFile != "" && !dataSet {
+		// Your jobs' runs apart from the examples'.
+		*dataDir = filepath.Join(os.TempDir(), "fencecron-dev-jobs")
 	}
 	if *apiToken != "" {
 		if err := config.CheckSecret(*apiToken); err != nil {
 			return fmt.Errorf("-api-token: %w", err)
 		}
 	}
+	specs, source, err := devJobs(*jobsFile)
+	if err != nil {
+		return err
+	}
 	log := newLogger(stderr)
-	log.Info("fencecron dev: a single-node cluster with the example jobs", "data", *dataDir)
-	cfg, err := config.Parse("deploy/examples/dev.yaml", examples.Dev)
-	if err != nil {
-		return err
-	}
-	specs, err := cfg.Specs()
-	if err != nil {
-		return err
-	}
+	log.Info("fencecron dev: a single-node cluster", "jobs", source, "count", len(specs), "data", *dataDir)
 	host, port, err := splitHostPort(*httpAddr)
 	if err != nil {
 		return fmt.Errorf("-http: %w", err)
@@ -66,10 +73,33 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		BootstrapExpect: 1,
 		Secret:          secret,
 		InitialJobs:     specs,
-		InitialSource:   "embedded deploy/examples/dev.yaml",
+		InitialSource:   source,
+		ReplaceJobs:     *jobsFile != "",
 		ConfigHash:      jobs.HashSpecs(specs),
 		API:             config.API{Token: *apiToken, ReadOnly: *readOnly},
 	})
+}
+
+// devJobs returns the jobs dev runs: the file's (or directory's), checked
+// as apply checks them, or the embedded examples.
+func devJobs(file string) ([]jobs.Spec, string, error) {
+	if file == "" {
+		cfg, err := config.Parse("deploy/examples/dev.yaml", examples.Dev)
+		if err != nil {
+			return nil, "", err
+		}
+		specs, err := cfg.Specs()
+		return specs, "embedded deploy/examples/dev.yaml", err
+	}
+	specs, err := readJobSet(file)
+	if err != nil {
+		return nil, "", fmt.Errorf("-jobs: %w", err)
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		abs = file
+	}
+	return specs, "fencecron dev -jobs " + abs, nil
 }
 
 func netJoin(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }

@@ -18,12 +18,16 @@ import (
 const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
-  fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron dev [-http ADDR] [-data DIR] [-jobs FILE]
+                                          a complete single-node cluster with example jobs (or FILE's)
+  fencecron demo [-http ADDR] [-loop]      a paused worker's late write refused, live: a real cluster on loopback
   fencecron agent -config FILE             one node of a real cluster
-  fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
+  fencecron status | jobs | runs [JOB] [-since 24h] [-state failed] [-limit N]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
+  fencecron explain JOB@TIME               what became of a fire time (TIME: RFC 3339, or a wall time in the job's zone)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
-  fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
+  fencecron apply [-dry-run] FILE|DIR      replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
+                                          (-dry-run: print what would be added, removed, changed; apply nothing)
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
   fencecron validate FILE|DIR              check a config file or a directory of job files; list each job's next fire times
@@ -39,11 +43,15 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	err := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	var ec exitCode
+	usage := errors.Is(err, flag.ErrHelp) || errors.As(err, &ec) && ec == exitUsage
+	if usage && askedForHelp(os.Args[1:]) {
+		os.Exit(0) // the usage was what was asked for
+	}
 	if errors.Is(err, flag.ErrHelp) {
-		os.Exit(2)
+		os.Exit(exitUsage)
 	}
 	if err != nil {
-		var ec exitCode
 		if errors.As(err, &ec) {
 			os.Exit(int(ec))
 		}
@@ -60,6 +68,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stderr)
 	case "apply":
@@ -70,6 +80,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runJobs(ctx, args[1:], stdout, stderr)
 	case "runs":
 		return runRuns(ctx, args[1:], stdout, stderr)
+	case "explain":
+		return runExplain(ctx, args[1:], stdout, stderr)
 	case "trigger", "pause", "resume":
 		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
 	case "publish":
@@ -90,6 +102,20 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// askedForHelp reports whether args ask for a command's usage (-h,
+// -help, --help before any "--"): the usage is then the answer, exit 0.
+func askedForHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "-help", "--help", "--h":
+			return true
+		}
+	}
+	return false
 }
 
 // exitCode is an error that only carries a process exit status.

@@ -66,6 +66,8 @@ type nodeOptions struct {
 	// InitialJobs is applied if the cluster has no job set yet.
 	InitialJobs   []jobs.Spec
 	InitialSource string
+	// ReplaceJobs applies InitialJobs over a different set too.
+	ReplaceJobs bool
 	// ConfigHash is the hash of this node's own jobs, for drift reports.
 	ConfigHash string
 	// Store selects the fenced store backend; StorePath is the bolt file.
@@ -212,6 +214,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched.Clock = clock
 	skew := newSkewMonitor(o, clock, node, peers, sched, log)
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
+	sched.ReplaceJobs = o.ReplaceJobs
 	// The leader checks job sets sent through the API as the config
 	// parser checks the file (jobs.CheckSet): output keys by the store's
 	// rules, outputs within its body cap.

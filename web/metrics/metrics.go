@@ -35,6 +35,9 @@ var (
 	holdBuckets     = []float64{0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600}
 )
 
+// catchupBuckets: a catch-up run is seconds to hours late.
+var catchupBuckets = []float64{2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 3600}
+
 // Outcomes are the store's decisions in the order the Overview shows them.
 var Outcomes = []fencedstore.Outcome{fencedstore.Applied, fencedstore.Established, fencedstore.StaleOwner, fencedstore.Conflict, fencedstore.Expired}
 
@@ -51,6 +54,7 @@ type Node struct {
 	cancelled     *prometheus.CounterVec   // reason
 	finished      *prometheus.CounterVec   // job_name, state
 	lateness      *prometheus.HistogramVec // job_name
+	catchup       *prometheus.HistogramVec // job_name
 	notesDropped  prometheus.Counter
 
 	mu        sync.Mutex
@@ -96,8 +100,13 @@ func New() *Node {
 	}, []string{"job_name", "state"})
 	n.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Name:    "fencecron_job_lateness_seconds",
-		Help:    "Process start on this worker minus the run's scheduled time, per job.",
+		Help:    "Process start on this worker minus the run's scheduled time, per job, for runs granted on time (catch-up runs are in fencecron_job_catchup_lateness_seconds).",
 		Buckets: latenessBuckets,
+	}, []string{"job_name"})
+	n.catchup = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "fencecron_job_catchup_lateness_seconds",
+		Help:    "Process start on this worker minus the run's scheduled time, per job, for catch-up runs: fire times the leader granted more than 2s late (after a restart, a leader change, a pause).",
+		Buckets: catchupBuckets,
 	}, []string{"job_name"})
 	n.notesDropped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "fencecron_store_refusal_notes_dropped_total",
@@ -116,7 +125,7 @@ func New() *Node {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		n.acquisitions, n.holds, n.renewals, n.renewFailures, n.transitions,
-		n.cancelled, n.finished, n.lateness, n.notesDropped,
+		n.cancelled, n.finished, n.lateness, n.catchup, n.notesDropped,
 		decisionCollector{n},
 	)
 	return n
@@ -131,6 +140,13 @@ func (n *Node) Registry() *prometheus.Registry { return n.reg }
 func (n *Node) AttemptStarted(job string, scheduled, started time.Time) {
 	n.acquisitions.WithLabelValues("held").Inc()
 	n.lateness.WithLabelValues(job).Observe(max(started.Sub(scheduled), 0).Seconds())
+}
+
+// CatchupStarted implements scheduler.CatchupObserver: as AttemptStarted,
+// with the lateness in its own histogram.
+func (n *Node) CatchupStarted(job string, scheduled, started time.Time) {
+	n.acquisitions.WithLabelValues("held").Inc()
+	n.catchup.WithLabelValues(job).Observe(max(started.Sub(scheduled), 0).Seconds())
 }
 
 // AttemptFinished implements scheduler.Observer.

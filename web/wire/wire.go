@@ -108,6 +108,9 @@ type SkipList struct {
 type JobSet struct {
 	Info scheduler.JobSetInfo `json:"info"`
 	Jobs []jobs.Spec          `json:"jobs"`
+	// OperatorPaused, with ?applied=true, are the jobs paused by an
+	// operator, whose specs then show paused as applied.
+	OperatorPaused []string `json:"operator_paused,omitempty"`
 }
 
 // JobSetRequest is the body of PUT /api/v1/jobset.

@@ -118,6 +118,9 @@ type File struct {
 	// such as a literal secret in a file others may read. Parse never
 	// sets them (it knows no file mode).
 	Warnings []Problem
+	// Unset are the ${NAME} references whose variable was not set, where
+	// LoadAllowUnset read the file; their fields are left at defaults.
+	Unset []Problem
 
 	// Name is the file name problems are reported against.
 	Name string
@@ -361,6 +364,9 @@ func (p Problem) String() string {
 // wraps jobs.ErrInvalidConfig.
 type Error struct {
 	Problems []Problem
+	// Unset are, where LoadAllowUnset read the file, its ${NAME}s whose
+	// variable is not set: not problems, and not in Error().
+	Unset []Problem
 }
 
 func (e *Error) Error() string {
@@ -378,7 +384,15 @@ func (e *Error) Unwrap() error { return jobs.ErrInvalidConfig }
 // content come back as *Error; File.Warnings holds what is wrong but
 // allowed, such as a literal secret in a file the group or others may
 // read.
-func Load(path string) (*File, error) {
+func Load(path string) (*File, error) { return load(path, false) }
+
+// LoadAllowUnset is Load, except that a ${NAME} whose variable is not set
+// is listed in File.Unset instead of making the file invalid: what
+// validate (a file checked in CI, without the secrets) and apply (which
+// sends only the jobs, where nothing is expanded) read.
+func LoadAllowUnset(path string) (*File, error) { return load(path, true) }
+
+func load(path string, unsetOK bool) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -392,7 +406,7 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	file, err := Parse(path, data)
+	file, err := parseWith(path, data, os.LookupEnv, os.Hostname, unsetOK)
 	if err != nil {
 		return nil, err
 	}
@@ -415,7 +429,12 @@ func Parse(name string, data []byte) (*File, error) {
 }
 
 func parse(name string, data []byte, lookup func(string) (string, bool), hostname func() (string, error)) (*File, error) {
+	return parseWith(name, data, lookup, hostname, false)
+}
+
+func parseWith(name string, data []byte, lookup func(string) (string, bool), hostname func() (string, error), unsetOK bool) (*File, error) {
 	d := newDecoder(name, lookup)
+	d.unsetOK = unsetOK
 	if len(data) > MaxFileSize {
 		d.errorf(nil, "", "larger than %d bytes", MaxFileSize)
 		return nil, d.result()
@@ -477,6 +496,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 	}
 	f.literals = d.literals
 	f.jobPos = d.jobPos
+	f.Unset = d.unset
 	slices.Sort(f.envUsed)
 	if err := d.result(); err != nil {
 		return nil, err
@@ -607,7 +627,7 @@ func (d *decoder) result() error {
 		}
 		return a.Column - b.Column
 	})
-	return &Error{Problems: d.probs}
+	return &Error{Problems: d.probs, Unset: d.unset}
 }
 
 // defaults returns the sections as a file that leaves everything out

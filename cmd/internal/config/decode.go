@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -56,6 +57,11 @@ type decoder struct {
 	inJobs   bool
 	// jobPos is where each checked job's name is written.
 	jobPos []Pos
+	// unsetOK turns a ${NAME} that is not set into an entry of unset
+	// rather than a problem; the field stays at its default and is not
+	// checked further (see LoadAllowUnset).
+	unsetOK bool
+	unset   []Problem
 }
 
 func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
@@ -360,6 +366,11 @@ func (d *decoder) scalar(n *yaml.Node, path, want string) (string, bool) {
 		return n.Value, true
 	}
 	s, err := expandEnv(n.Value, d.lookup, d.envUsed)
+	if errors.Is(err, errEnvUnset) && d.unsetOK {
+		d.failed[path] = true
+		d.unset = append(d.unset, Problem{Pos: Pos{File: d.file, Line: n.Line, Column: n.Column}, Path: path, Msg: err.Error()})
+		return "", false
+	}
 	if err != nil {
 		d.errorf(n, path, "%v", err)
 		return "", false
@@ -554,6 +565,9 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 	}
 }
 
+// errEnvUnset: a ${NAME} whose variable is not set.
+var errEnvUnset = errors.New("not set")
+
 // envRef matches one ${NAME} reference.
 var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
 
@@ -577,7 +591,7 @@ func expandEnv(s string, lookup func(string) (string, bool), used map[string]boo
 			}
 			v, ok := lookup(m[1])
 			if !ok {
-				return "", fmt.Errorf("environment variable %s is not set", m[1])
+				return "", fmt.Errorf("environment variable %s is %w", m[1], errEnvUnset)
 			}
 			if used != nil {
 				used[m[1]] = true

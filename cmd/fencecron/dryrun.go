@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/wire"
+)
+
+// dryRun prints what `apply path` would change on the cluster c talks
+// to, from the job set as it was applied, and changes nothing.
+func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdout io.Writer) error {
+	// The diff is the answer: -json prints it, not the job set.
+	wantJSON := c.json
+	c.json = false
+	var set wire.JobSet
+	if err := c.do(ctx, http.MethodGet, "/api/v1/jobset?applied=true", nil, &set); err != nil {
+		return err
+	}
+	d := jobs.DiffSets(set.Jobs, specs)
+	if wantJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(d)
+	}
+	printDiff(stdout, d, set.OperatorPaused)
+	fmt.Fprintf(stdout, "dry run: %s against job set %s (%d jobs): %d added, %d removed, %d changed; nothing applied\n",
+		path, orNone(set.Info.Hash), len(set.Jobs), len(d.Added), len(d.Removed), len(d.Changed))
+	return nil
+}
+
+// printDiff writes one line per added or removed job, and per changed
+// field.
+func printDiff(w io.Writer, d jobs.SetDiff, operatorPaused []string) {
+	for _, n := range d.Added {
+		fmt.Fprintf(w, "+ %s\n", n)
+	}
+	for _, n := range d.Removed {
+		fmt.Fprintf(w, "- %s\n", n)
+	}
+	for _, ch := range d.Changed {
+		fmt.Fprintf(w, "~ %s\n", ch.Name)
+		for _, f := range ch.Fields {
+			fmt.Fprintf(w, "    %s: %s → %s\n", f.Field, orAbsent(f.Old), orAbsent(f.New))
+			if f.Field == "paused" && slices.Contains(operatorPaused, ch.Name) {
+				fmt.Fprintf(w, "    (also paused by an operator: it stays paused until resumed)\n")
+			}
+		}
+	}
+}
+
+func orAbsent(s string) string {
+	if s == "" {
+		return "(absent)"
+	}
+	return s
+}

@@ -1,0 +1,105 @@
+package jobs
+
+import (
+	"bytes"
+	"encoding/json"
+	"slices"
+)
+
+// SetDiff is what applying a job set would change: the jobs it adds and
+// removes, by name, and the jobs whose spec differs, field by field.
+type SetDiff struct {
+	Added   []string    `json:"added"`
+	Removed []string    `json:"removed"`
+	Changed []JobChange `json:"changed"`
+}
+
+// JobChange is one job's changed fields.
+type JobChange struct {
+	Name   string        `json:"name"`
+	Fields []FieldChange `json:"fields"`
+}
+
+// FieldChange is one field of a spec, by its config name, with its old
+// and new values as JSON ("" when absent).
+type FieldChange struct {
+	Field string `json:"field"`
+	Old   string `json:"old"`
+	New   string `json:"new"`
+}
+
+// Empty reports whether applying would change nothing.
+func (d SetDiff) Empty() bool { return len(d.Added)+len(d.Removed)+len(d.Changed) == 0 }
+
+// DiffSets compares the job set old (as applied) with new (about to be
+// applied). Both are normalized first, so a default written out and one
+// left implicit compare equal. Names are listed in new's order (removed
+// ones in old's), fields in the order of the spec's JSON names.
+func DiffSets(old, new []Spec) SetDiff {
+	d := SetDiff{Added: []string{}, Removed: []string{}, Changed: []JobChange{}}
+	before := make(map[string]Spec, len(old))
+	for _, s := range old {
+		before[s.Name] = s
+	}
+	inNew := make(map[string]bool, len(new))
+	for _, s := range new {
+		inNew[s.Name] = true
+		o, ok := before[s.Name]
+		if !ok {
+			d.Added = append(d.Added, s.Name)
+			continue
+		}
+		if fs := diffSpec(o, s); len(fs) > 0 {
+			d.Changed = append(d.Changed, JobChange{Name: s.Name, Fields: fs})
+		}
+	}
+	for _, s := range old {
+		if !inNew[s.Name] {
+			d.Removed = append(d.Removed, s.Name)
+		}
+	}
+	return d
+}
+
+// diffSpec compares two specs by their JSON fields.
+func diffSpec(a, b Spec) []FieldChange {
+	a.Normalize()
+	b.Normalize()
+	fa, fb := specFields(a), specFields(b)
+	var keys []string
+	for k := range fa {
+		keys = append(keys, k)
+	}
+	for k := range fb {
+		if _, ok := fa[k]; !ok {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	var out []FieldChange
+	for _, k := range keys {
+		if !bytes.Equal(fa[k], fb[k]) {
+			out = append(out, FieldChange{Field: k, Old: string(fa[k]), New: string(fb[k])})
+		}
+	}
+	return out
+}
+
+// specFields is a spec's JSON, field by field, each value compact.
+func specFields(s Spec) map[string]json.RawMessage {
+	b, err := json.Marshal(s)
+	if err != nil {
+		return nil
+	}
+	var m map[string]json.RawMessage
+	if json.Unmarshal(b, &m) != nil {
+		return nil
+	}
+	for k, v := range m {
+		var c bytes.Buffer
+		if json.Compact(&c, v) == nil {
+			m[k] = c.Bytes()
+		}
+	}
+	return m
+}

@@ -1,0 +1,35 @@
+package scheduler
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Every variable the worker gives a job is in the README's table of the
+// job's environment.
+func TestWorker_EnvDocumented(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "## The job's environment\n")
+	if !ok {
+		t.Fatal("README has no section on the job's environment")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	w := &Worker{ID: "w1", StoreAddr: "https://127.0.0.1:1", StoreCA: "/ca.pem", TokenText: func(Assignment) string { return "t" }}
+	env := w.env(Assignment{Run: jobs.Run{ID: "j@x", Job: "j"}, Attempt: jobs.Attempt{ID: "j@x.1"}})
+	if len(env) < 10 {
+		t.Fatalf("env = %v", env)
+	}
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		if !regexp.MustCompile("`" + regexp.QuoteMeta(name) + "`").MatchString(section) {
+			t.Errorf("%s is not documented in the README's job environment", name)
+		}
+	}
+}
