@@ -87,14 +87,17 @@ type Run struct {
 	Output  string `json:"output,omitempty"`
 	State   State  `json:"state"`
 	Reason  string `json:"reason,omitempty"`
-	Trigger string `json:"trigger,omitempty"` // "schedule", "manual", "catchup"
+	Trigger string `json:"trigger,omitempty"` // "schedule", "manual", "catchup", "after"
 	// NoRetry is set when a newer run replaced this one (overlap: replace)
 	// while it waited for a retry: it gets none, and stays cancelled
 	// whatever its last attempt's worker reports late.
 	NoRetry bool `json:"no_retry,omitempty"`
 	// Forced is set on a manual run granted with trigger -force, over
 	// the job's overlap policy.
-	Forced   bool      `json:"forced,omitempty"`
+	Forced bool `json:"forced,omitempty"`
+	// After names the parents' runs a run of a job with after: followed
+	// (trigger "after"), or the one whose failure skipped it.
+	After    []string  `json:"after,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 

@@ -126,6 +126,9 @@ func CheckSet(specs []Spec, l Limits) error {
 			problems = append(problems, fmt.Sprintf("job %s: %v", name, err))
 		}
 	}
+	for _, p := range CheckAfter(specs) {
+		problems = append(problems, fmt.Sprintf("job %s: after: %s", p.Job, p.Msg))
+	}
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}

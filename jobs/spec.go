@@ -65,6 +65,13 @@ type Spec struct {
 	// History is how much of the job's finished runs the cluster keeps;
 	// a field left at zero takes the cluster's default (cluster.history).
 	History History `json:"history,omitzero" yaml:"history"`
+	// Notify lists who is told when the job's runs and attempts end
+	// (see notify.go).
+	Notify []Notify `json:"notify,omitempty" yaml:"notify"`
+	// After lists the jobs whose runs for the same scheduled time must
+	// all succeed before this job runs (a job with after has no
+	// schedule).
+	After []string `json:"after,omitempty" yaml:"after"`
 }
 
 // History bounds a job's run history: the newest Runs finished runs by

@@ -74,6 +74,9 @@ type Limits struct {
 	// DefaultMaxOutputBytes when the job leaves the field out. Zero checks
 	// no cap.
 	MaxBodyBytes int64
+	// NoSMTP says the cluster has no SMTP server (the top-level notify:
+	// section): a job may not notify by email.
+	NoSMTP bool
 }
 
 // Validate checks every field of s against itself and against l, and
@@ -106,10 +109,12 @@ func (s *Spec) Validate(l Limits) error {
 	if zerr != nil {
 		bad("timezone", -1, "%v", zerr)
 	}
-	if len(s.Schedules) == 0 {
-		bad("schedule", -1, "required: a cron expression, a descriptor such as @daily, or @every 90s")
+	if len(s.Schedules) == 0 && len(s.After) == 0 {
+		bad("schedule", -1, "required: a cron expression, a descriptor such as @daily, or @every 90s (or after: [job, ...] to follow other jobs)")
 	}
 	schedOK := len(s.Schedules) > 0
+	errs = append(errs, checkAfter(s)...)
+	errs = append(errs, checkNotify(s.Notify, l)...)
 	for i, e := range s.Schedules {
 		if _, _, err := ParseExpr(e); err != nil {
 			bad("schedules", i, "%q: %v", e, err)

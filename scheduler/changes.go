@@ -23,6 +23,9 @@ const (
 	// an operator's restore (raft.Restore) does that, and the leader then
 	// starts a new epoch, as a newly elected one would.
 	ChangeRestored
+	// ChangeGranted: a run of a job with after was granted because its
+	// parents succeeded (after.go); the leader dispatches it.
+	ChangeGranted
 )
 
 // Change is a typed notification of something an applied entry changed

@@ -93,14 +93,15 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 
 // CheckJobs normalizes a job set and checks it as the config parser does
 // (jobs.CheckSet: every spec, its output key by the store's key rules,
-// max_output_bytes within MaxBodyBytes). It returns the normalized set,
+// max_output_bytes within MaxBodyBytes, email only with an SMTP server). It returns the normalized set,
 // or an error wrapping jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	if err := jobs.CheckSet(specs, jobs.Limits{MaxBodyBytes: s.MaxBodyBytes}); err != nil {
+	// Email needs an SMTP server on this node (it may come to lead).
+	if err := jobs.CheckSet(specs, jobs.Limits{MaxBodyBytes: s.MaxBodyBytes, NoSMTP: s.Notify.SMTP.Host == ""}); err != nil {
 		return nil, err
 	}
 	return specs, nil

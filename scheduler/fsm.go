@@ -67,6 +67,9 @@ type command struct {
 	Completes *completesCmd `json:"completes,omitempty"`
 	// SkipRanges is opSkipRanges' payload.
 	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
+	Notified   *notifiedCmd   `json:"notified,omitempty"`
+	// Follow rides on entries that may finish runs (version 4, after.go).
+	Follow *followCmd `json:"follow,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -289,6 +292,12 @@ type state struct {
 	// JobStats are each job's finished runs by state and last success
 	// (jobstats.go); nil until a run of the set finishes.
 	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
+	// Notices are the notifications pending delivery, NoticeSeq the last
+	// notice's id, and LastFinal each job's last finished run's state
+	// (for recovered); see notify.go.
+	Notices   []Notice              `json:"notices,omitempty"`
+	NoticeSeq uint64                `json:"notice_seq,omitempty"`
+	LastFinal map[string]jobs.State `json:"last_final,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -318,6 +327,10 @@ type FSM struct {
 	// let go of, for History (f.mu held).
 	trimmedRuns   []jobs.Run
 	trimmedEvents []jobs.Event
+	// deps indexes the jobs that follow each job, for the job set of
+	// depsHash (after.go).
+	deps     map[string][]string
+	depsHash string
 
 	subsMu  sync.Mutex
 	subs    map[chan struct{}]bool
@@ -373,6 +386,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return applyResult{Err: err}
 	}
 	res := f.apply(l, c)
+	if c.V >= 4 {
+		f.afterEntry(l, c)
+	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
 	f.changes = nil
@@ -465,6 +481,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyNote(l, c.V, c.Note)
 	case c.Op == opAudit && c.Audit != nil:
 		return f.applyAudit(l, c.V, c.Audit)
+	case c.Op == opNotified && c.Notified != nil:
+		return f.applyNotified(l, c.Notified)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -539,6 +557,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		f.st.Counters[CounterSkipped]++
 		f.runFinished(jobs.Pending, r)
 		f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventSkipped, Job: g.Job, Run: id, Detail: d.Reason})
+		f.changed(l, Change{Kind: ChangeEnded, Run: id}) // its followers are skipped too
 	} else {
 		// A grant whose token would be out of range grants nothing and
 		// cancels nothing.

@@ -102,6 +102,8 @@ func (l *leader) run() {
 		l.wg.Add(1)
 		go l.commitCompletions()
 	}
+	l.wg.Add(1)
+	go l.notifyLoop()
 	s.term.Store(l)
 	defer s.term.CompareAndSwap(l, nil)
 	l.recover()
@@ -208,6 +210,9 @@ func (l *leader) buildQueue() fireQueue {
 	type schedKey struct{ exprs, tz, spring, fall string }
 	parsed := map[schedKey]*jobs.Schedule{}
 	for _, spec := range specs {
+		if len(spec.Schedules) == 0 {
+			continue // it follows other jobs (after:)
+		}
 		key := schedKey{strings.Join(spec.Schedules, "\x00"), spec.Timezone, spec.DST.Spring, spec.DST.Fall}
 		sched, ok := parsed[key]
 		if !ok {
@@ -815,6 +820,9 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 		case ChangeResync, ChangeRestored:
 			jobsChanged = true
 			l.resync()
+			l.trackFollowers()
+		case ChangeGranted:
+			l.trackFollower(ch)
 		case ChangeEnded:
 			l.mu.Lock()
 			delete(l.leases, ch.Attempt)

@@ -48,7 +48,12 @@ import (
 //	   (op "skip_ranges", see batch.go).
 //	   A completion records the end of stdout when it was not
 //	   published (Attempt.StdoutTail, output.go); an audit entry may
-//	   be of kind clock_skew (skew.go).
+//	   be of kind clock_skew (skew.go). Notifications and
+//	   dependencies: an entry that ends attempts or finishes runs
+//	   records the notifications due (state notices) and decides the
+//	   runs of the jobs that follow them (after:), granting them in that
+//	   entry with the workers its follow field names; op "notified"
+//	   records deliveries (see notify.go, after.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
@@ -78,6 +83,7 @@ var knownOps = map[string]int{
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
 	opSkipRanges: 4,
+	opNotified:   4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -140,6 +146,8 @@ func (c command) hasPayload() bool {
 		return c.Completes != nil && len(c.Completes.Completions) > 0
 	case opSkipRanges:
 		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
+	case opNotified:
+		return c.Notified != nil
 	}
 	return false
 }

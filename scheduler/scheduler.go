@@ -102,6 +102,8 @@ type Scheduler struct {
 	// ReplaceJobs applies InitialJobs also over a job set that differs
 	// from it (fencecron dev -jobs: the file as it is now).
 	ReplaceJobs bool
+	// Notify is how this node sends notifications while it leads.
+	Notify NotifyConfig
 
 	ctx          context.Context
 	cancel       context.CancelFunc

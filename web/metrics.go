@@ -38,6 +38,8 @@ var clusterCounters = []struct{ key, name, help string }{
 	{"skipped", "fencecron_cluster_runs_skipped_total", "Scheduled runs skipped by overlap or misfire policy."},
 	{"suspect", "fencecron_cluster_lease_suspect_total", "SUSPECT lease transitions reported by workers."},
 	{"lost", "fencecron_cluster_lease_lost_total", "LOST lease transitions reported by workers."},
+	{"notified", "fencecron_cluster_notifications_delivered_total", "Notifications (webhook, Slack, email) the leader delivered and recorded."},
+	{"notify_failed", "fencecron_cluster_notifications_failed_total", "Notifications given up on after their tries, or dropped from a full queue."},
 }
 
 // maxPausedSeries bounds the fencecron_cluster_job_paused series of one

@@ -418,6 +418,10 @@ func (s *Server) jobTimeline(ctx context.Context, job string, n int) svgTimeline
 	case 1:
 		title = fmt.Sprintf("job %s: the last run", job)
 	}
+	if chain := s.ancestors(runs); len(chain) > 0 {
+		title += fmt.Sprintf(", with the %d runs they followed", len(chain))
+		runs = append(runs, chain...)
+	}
 	d := timelineData{Title: title, Runs: runs, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
 	seen := map[string]bool{}
 	for _, r := range runs {

@@ -63,7 +63,9 @@ type svgTimeline struct {
 	Marks         []svgMark
 	// Late are dashed lines from an attempt's bar to its own refused
 	// write: the time it spent stalled, believing it still owned the run.
-	Late    []svgLine
+	Late []svgLine
+	// Links join a run that followed others (after:) to their runs.
+	Links   []svgLink
 	Empty   bool
 	NowX    float64
 	ShowNow bool
@@ -175,18 +177,30 @@ func layoutTimeline(d timelineData) svgTimeline {
 		run jobs.Run
 	}
 	var attempts []placed
+	// A chain (runs of several jobs: after:) gets a lane per job, so
+	// that it reads top to bottom; otherwise each worker has one.
+	multiJob := false
+	for _, r := range d.Runs {
+		multiJob = multiJob || r.Job != d.Runs[0].Job
+	}
+	laneKey := func(r jobs.Run, a jobs.Attempt) string {
+		switch {
+		case multiJob:
+			return "job " + r.Job
+		case a.Worker == "":
+			return "(no worker)"
+		}
+		return a.Worker
+	}
 	for _, r := range d.Runs {
 		for _, a := range r.Attempts {
 			attempts = append(attempts, placed{a, r})
-			workerOf[a.ID] = a.Worker
+			workerOf[a.ID] = laneKey(r, a)
 		}
 	}
 	slices.SortStableFunc(attempts, func(p, q placed) int { return p.a.GrantedAt.Compare(q.a.GrantedAt) })
 	for _, p := range attempts {
-		w := p.a.Worker
-		if w == "" {
-			w = "(no worker)"
-		}
+		w := laneKey(p.run, p.a)
 		if _, ok := laneOf[w]; !ok {
 			laneOf[w] = len(workers)
 			workers = append(workers, w)
@@ -238,10 +252,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 	barEnd := map[string]float64{}
 	for _, p := range attempts {
 		a := p.a
-		w := a.Worker
-		if w == "" {
-			w = "(no worker)"
-		}
+		w := laneKey(p.run, a)
 		y := laneY(laneOf[w]) + (tlLaneH-tlBarH)/2
 		start := a.StartedAt
 		if start.IsZero() {
@@ -262,7 +273,7 @@ func layoutTimeline(d timelineData) svgTimeline {
 		}
 		bar.W = max(x(end)-bar.X, 3)
 		bar.Title = fmt.Sprintf("%s attempt %d on %s: %s\ntoken %s (epoch %d, seq %d)\ngranted %s",
-			p.run.ID, a.Number, w, a.State, a.Token, a.Token.Epoch, a.Token.Seq, a.GrantedAt.UTC().Format("15:04:05.000"))
+			p.run.ID, a.Number, a.Worker, a.State, a.Token, a.Token.Epoch, a.Token.Seq, a.GrantedAt.UTC().Format("15:04:05.000"))
 		if !a.StartedAt.IsZero() {
 			bar.Title += ", started " + a.StartedAt.UTC().Format("15:04:05.000")
 		}
@@ -282,6 +293,8 @@ func layoutTimeline(d timelineData) svgTimeline {
 				Title: fmt.Sprintf("the leader expired %s's lease at %s", a.ID, t.UTC().Format("15:04:05.000"))})
 		}
 	}
+
+	tl.Links = chainLinks(d.Runs, tl.Bars)
 
 	// Which labels show, and where: placeLabels, once all is laid out.
 

@@ -71,6 +71,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		DropEnv:         f.EnvUsed(),
 		Faults:          faults,
 		API:             f.API,
+		Notify:          f.Notify,
 	}
 	// A node's own jobs (its config's and its jobs_dir's) seed a cluster
 	// that has none; afterwards they only replace the applied set by an

@@ -204,11 +204,15 @@ func printJobs(tw io.Writer, list []wire.Job) {
 		if j.LastRun != nil {
 			last = fmt.Sprintf("%s %s", j.LastRun.ScheduledAt.UTC().Format(time.RFC3339), j.LastRun.State)
 		}
+		when := strings.Join(j.Schedules, " | ")
+		if when == "" && len(j.After) > 0 {
+			when = "after " + strings.Join(j.After, ", ")
+		}
 		next := inZone(j.NextFire, j.Timezone)
 		if j.Paused {
 			next = "- (paused)"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, strings.Join(j.Schedules, " | "), j.Timezone, next, last, j.Paused)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%v\t\n", j.Name, when, j.Timezone, next, last, j.Paused)
 	}
 }
 

@@ -83,6 +83,8 @@ type nodeOptions struct {
 	Reload func() (specs []jobs.Spec, source string, err error)
 	// API guards the public API and the dashboard (config's api section).
 	API config.API
+	// Notify is the SMTP server and dashboard base of notifications.
+	Notify config.Notify
 }
 
 // runNode wires one node from concrete parts and runs it until ctx ends,
@@ -220,6 +222,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	// The transport answers other nodes' calls too (as the leader,
 	// through Local, which never forwards).
 	sched.Forwarder, sched.Dispatcher = peers, peers
+	sched.Notify = notifyConfig(o, advertise)
 
 	nodeMetrics := metrics.New()
 	stopRetention, err := startRetention(o, store, nodeMetrics, log)

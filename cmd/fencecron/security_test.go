@@ -34,6 +34,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // metric reads one unlabelled gauge from a node's public /metrics, as an
@@ -81,10 +82,16 @@ func TestSecurity_ForgedRaftMessagesRefused(t *testing.T) {
 		}
 	}
 	waitFollowerOf(t, follower, leader.Name)
-	st, err := follower.Status()
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The leader applies the initial job set after its election: wait
+	// for it, or "before the attack" would be no job set at all.
+	var st wire.Status
+	proctest.Eventually(t, 30*time.Second, "the initial job set applied", func() error {
+		var err error
+		if st, err = follower.Status(); err == nil && st.Jobs.Hash == "" {
+			err = fmt.Errorf("%s has no job set yet", follower.Name)
+		}
+		return err
+	})
 	jobSet := st.Jobs.Hash
 	terms := map[string]uint64{}
 	for _, n := range c.Servers() {

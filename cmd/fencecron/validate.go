@@ -230,6 +230,10 @@ func writeJob(b *strings.Builder, spec jobs.Spec, now time.Time) {
 	if spec.Paused {
 		notes = append(notes, "paused")
 	}
+	if len(spec.Schedules) == 0 && len(spec.After) > 0 {
+		fmt.Fprintf(b, "%s: after %s (for each of their scheduled times, once all succeeded)\n", spec.Name, strings.Join(spec.After, ", "))
+		return
+	}
 	fmt.Fprintf(b, "%s: %s in %s", spec.Name, strings.Join(spec.Schedules, " | "), spec.Timezone)
 	if len(notes) > 0 {
 		fmt.Fprintf(b, " (%s)", strings.Join(notes, "; "))

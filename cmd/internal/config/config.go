@@ -99,6 +99,7 @@ const (
 	SectionStore   = "store"
 	SectionJobs    = "jobs"
 	SectionAPI     = "api"
+	SectionNotify  = "notify"
 )
 
 // File is a whole config file, with defaults applied.
@@ -107,6 +108,8 @@ type File struct {
 	Cluster Cluster
 	Store   Store
 	API     API
+	// Notify is the cluster-wide notify: section (notify.go).
+	Notify Notify
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
@@ -139,6 +142,7 @@ type sections struct {
 	Cluster Cluster    `yaml:"cluster"`
 	Store   Store      `yaml:"store"`
 	API     API        `yaml:"api"`
+	Notify  Notify     `yaml:"notify"`
 	Jobs    []jobEntry `yaml:"jobs"`
 }
 
@@ -473,11 +477,19 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	if d.isMapping(SectionAPI) {
 		d.checkAPI(&doc.API, &doc.Cluster)
 	}
-	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Name: name, sections: map[string]bool{}}
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionJobs} {
+	if d.isMapping(SectionNotify) {
+		d.checkNotify(&doc.Notify)
+	}
+	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Name: name, sections: map[string]bool{}}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs} {
 		f.sections[s] = d.has(s)
 	}
-	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes})
+	// A node's file without an SMTP server cannot send email; a file of
+	// jobs alone (apply, jobs_dir) is checked against its node's.
+	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes, NoSMTP: d.has(SectionNode) && doc.Notify.Host == ""})
+	if doc.Node.JobsDir == "" {
+		d.checkAfter(doc.Jobs, f.Jobs)
+	}
 	d.checkTombstoneTTL(doc.Store, doc.Jobs, f.Jobs)
 	for k := range d.envUsed {
 		f.envUsed = append(f.envUsed, k)

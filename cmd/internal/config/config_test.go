@@ -329,7 +329,7 @@ func TestParse_Problems(t *testing.T) {
 		{"two documents", "jobs: []\n---\njobs: []\n", []string{"test.yaml:2:1: a second YAML document"}},
 		{"top level list", "- a\n", []string{"test.yaml:1:1: expected a mapping with sections node, cluster, store, api, jobs; got a list"}},
 		{"unknown section", "job: []\n", []string{`test.yaml:1:1: unknown field "job" (did you mean "jobs"?)`}},
-		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, api, jobs`}},
+		{"unknown section far", "logging: {}\n", []string{`test.yaml:1:1: unknown field "logging"; expected one of node, cluster, store, api, notify, jobs`}},
 		{"api token too short", "api: {token: abc}\n", []string{"test.yaml:1:14: api.token: 3 bytes: want at least 32"}},
 		{"api unknown field", "api: {tokn: abc}\n", []string{`test.yaml:1:7: api: unknown field "tokn" (did you mean "token"?)`}},
 		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},

@@ -76,13 +76,14 @@ func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
 // indexes left out.
 var (
 	// envSections are the sections where ${NAME} is expanded.
-	envSections = map[string]bool{SectionNode: true, SectionCluster: true, SectionStore: true, SectionAPI: true}
+	envSections = map[string]bool{SectionNode: true, SectionCluster: true, SectionStore: true, SectionAPI: true, SectionNotify: true}
 	// secretFields hold secrets: written literally, they earn a warning
 	// suggesting the ${NAME} given here instead.
 	secretFields = map[string]string{
 		"cluster.secret":          "${FENCECRON_SECRET}",
 		"cluster.previous_secret": "${FENCECRON_PREVIOUS_SECRET}",
 		"api.token":               "${FENCECRON_API_TOKEN}",
+		"notify.password":         "${FENCECRON_SMTP_PASSWORD}",
 	}
 	// listHints complete "expected a list of strings" where the form of
 	// the list is worth showing.

@@ -113,7 +113,7 @@ func loadJobFiles(paths []string) ([]*File, error) {
 // jobsOnly reports the sections other than jobs of a file of jobs.
 func jobsOnly(f *File) []Problem {
 	var out []Problem
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI} {
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify} {
 		if f.Has(s) {
 			out = append(out, Problem{Pos: Pos{File: f.Name}, Path: s,
 				Msg: "a file of jobs holds a jobs section only; the node's own settings belong in its config file"})
@@ -150,6 +150,10 @@ func joinJobs(files ...*File) (*JobFiles, error) {
 			first[s.Name] = at
 			set.Jobs = append(set.Jobs, s)
 		}
+	}
+	for _, p := range jobs.CheckAfter(set.Jobs) {
+		at := first[p.Job]
+		probs = append(probs, Problem{Pos: at.pos, Path: strings.TrimSuffix(at.path, ".name") + fmt.Sprintf(".after[%d]", p.Index), Msg: p.Msg})
 	}
 	if len(set.Jobs) > jobs.MaxJobs {
 		probs = append(probs, Problem{Pos: Pos{File: strings.Join(set.Files, ", ")}, Msg: fmt.Sprintf("%d jobs: a job set holds at most %d", len(set.Jobs), jobs.MaxJobs)})

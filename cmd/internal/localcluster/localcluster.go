@@ -46,6 +46,9 @@ type Options struct {
 	Profile string
 	// Jobs is the YAML of the jobs section (a list), given to every node.
 	Jobs string
+	// Sections is YAML of further top-level sections (such as notify:),
+	// given to every node.
+	Sections string
 	// Env adds environment variables to one node's process (by name).
 	Env map[string][]string
 	// Tags are per node.
@@ -146,6 +149,9 @@ func (c *Cluster) config(n *Node) string {
 		b.WriteString("store:\n  backend: bolt\n  serve: true\n")
 	default:
 		fmt.Fprintf(&b, "store:\n  backend: remote\n  url: %q\n", c.storeURL())
+	}
+	if c.Opts.Sections != "" {
+		b.WriteString(strings.TrimSuffix(c.Opts.Sections, "\n") + "\n")
 	}
 	if c.Opts.Jobs != "" {
 		b.WriteString("jobs:\n")

@@ -1,0 +1,254 @@
+package jobs
+
+import (
+	"fmt"
+	"net/mail"
+	"net/url"
+	"slices"
+	"strings"
+)
+
+// Notify is one entry of a job's notify list: the states it is sent on
+// and exactly one target.
+type Notify struct {
+	On      []string `json:"on" yaml:"on"`
+	Webhook string   `json:"webhook,omitempty" yaml:"webhook"`
+	Slack   string   `json:"slack,omitempty" yaml:"slack"`
+	Email   []string `json:"email,omitempty" yaml:"email"`
+}
+
+// Notification target kinds (Notify.Kind).
+const (
+	NotifyWebhook = "webhook"
+	NotifySlack   = "slack"
+	NotifyEmail   = "email"
+)
+
+// NotifyRecovered is the notify state of a run that succeeded after the
+// job's previous finished run did not.
+const NotifyRecovered = "recovered"
+
+// NotifyStates are the states a notify entry may be sent on: the ends of
+// attempts and runs (an attempt that fails with retries left is notified
+// too), a run recorded as skipped, and recovered. A run's start is not
+// notified: only what ends is.
+var NotifyStates = []string{
+	string(Succeeded), string(Failed), string(Fenced), string(TimedOut), string(Lost),
+	string(Cancelled), string(Skipped), NotifyRecovered,
+}
+
+// Events the notifications and dependencies record.
+const (
+	// EventNotified: a notification was delivered.
+	EventNotified = "notified"
+	// EventNotifyFailed: a notification was given up on (its target kept
+	// refusing, or the queue was full).
+	EventNotifyFailed = "notify_failed"
+)
+
+// MaxNotify bounds a job's notify list, and MaxAfter its after list.
+const (
+	MaxNotify = 16
+	MaxAfter  = 32
+)
+
+// Kind returns the entry's target kind, or "" if it has none or more
+// than one.
+func (n Notify) Kind() string {
+	var kinds []string
+	if n.Webhook != "" {
+		kinds = append(kinds, NotifyWebhook)
+	}
+	if n.Slack != "" {
+		kinds = append(kinds, NotifySlack)
+	}
+	if len(n.Email) > 0 {
+		kinds = append(kinds, NotifyEmail)
+	}
+	if len(kinds) != 1 {
+		return ""
+	}
+	return kinds[0]
+}
+
+// Wants reports whether the entry is sent on state st.
+func (n Notify) Wants(st string) bool { return slices.Contains(n.On, st) }
+
+// checkNotify returns the problems of a job's notify list; smtp says
+// whether the cluster has an SMTP server configured (Limits.NoSMTP).
+func checkNotify(list []Notify, l Limits) []FieldError {
+	var errs []FieldError
+	bad := func(i int, format string, args ...any) {
+		errs = append(errs, FieldError{Field: "notify", Index: i, Msg: fmt.Sprintf(format, args...)})
+	}
+	if len(list) > MaxNotify {
+		bad(-1, "%d entries: at most %d", len(list), MaxNotify)
+	}
+	for i, n := range list {
+		if len(n.On) == 0 {
+			bad(i, "on: required: the states to notify, from %s", strings.Join(NotifyStates, ", "))
+		}
+		for _, st := range n.On {
+			if !slices.Contains(NotifyStates, st) {
+				bad(i, "on: %q is not a state that is notified: want one of %s", st, strings.Join(NotifyStates, ", "))
+			}
+		}
+		set := 0
+		for _, ok := range []bool{n.Webhook != "", n.Slack != "", len(n.Email) > 0} {
+			if ok {
+				set++
+			}
+		}
+		switch set {
+		case 0:
+			bad(i, "no target: give one of webhook, slack or email")
+			continue
+		case 1:
+		default:
+			bad(i, "give one target per entry (webhook, slack or email), not %d; write another entry for the next", set)
+			continue
+		}
+		switch {
+		case n.Webhook != "":
+			if err := checkURL(n.Webhook); err != nil {
+				bad(i, "webhook: %v", err)
+			}
+		case n.Slack != "":
+			if err := checkURL(n.Slack); err != nil {
+				bad(i, "slack: %v", err)
+			}
+		default:
+			if l.NoSMTP {
+				bad(i, "email: no SMTP server: set host and from in the top-level notify: section")
+			}
+			for _, a := range n.Email {
+				if _, err := mail.ParseAddress(a); err != nil || strings.ContainsAny(a, "\r\n") {
+					bad(i, "email: %q is not an address", clip(a, 80))
+				}
+			}
+		}
+	}
+	return errs
+}
+
+// checkURL accepts an absolute http or https URL with a host.
+func checkURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil {
+		return fmt.Errorf("%q is not a URL: %v", clip(s, 80), err)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%q: want an http:// or https:// URL with a host", clip(s, 80))
+	}
+	return nil
+}
+
+// checkAfter returns the problems of a job's own after list: a name it
+// lists must be a job name, not its own, at most once; a job with after
+// has no schedule (it runs for its parents' scheduled times).
+func checkAfter(s *Spec) []FieldError {
+	var errs []FieldError
+	if len(s.After) == 0 {
+		return nil
+	}
+	if len(s.After) > MaxAfter {
+		errs = append(errs, FieldError{Field: "after", Index: -1, Msg: fmt.Sprintf("%d jobs: at most %d", len(s.After), MaxAfter)})
+	}
+	if len(s.Schedules) > 0 {
+		errs = append(errs, FieldError{Field: "after", Index: -1,
+			Msg: "a job with after runs for its parents' scheduled times and has no schedule of its own: remove schedule or after"})
+	}
+	for i, p := range s.After {
+		switch {
+		case p == s.Name:
+			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q: a job cannot follow itself", p)})
+		case !nameRE.MatchString(p):
+			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q is not a job name", clip(p, 80))})
+		case slices.Index(s.After, p) < i:
+			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q is listed twice", p)})
+		}
+	}
+	return errs
+}
+
+// AfterProblem is a problem of a job set's dependencies: the job it
+// concerns, the element of its after list (-1 for the list), and what.
+type AfterProblem struct {
+	Job   string
+	Index int
+	Msg   string
+}
+
+// CheckAfter checks the dependencies between the jobs of a set: every
+// name in an after list is a job of the set, and no job follows itself
+// through others (a cycle is named as "a → b → a", once, at the job of
+// the cycle that comes first in the set).
+func CheckAfter(specs []Spec) []AfterProblem {
+	idx := make(map[string]int, len(specs))
+	for i, s := range specs {
+		if _, dup := idx[s.Name]; !dup {
+			idx[s.Name] = i
+		}
+	}
+	var out []AfterProblem
+	for _, s := range specs {
+		for i, p := range s.After {
+			if _, ok := idx[p]; !ok && p != "" {
+				out = append(out, AfterProblem{Job: s.Name, Index: i, Msg: fmt.Sprintf("%q is not a job of this set", p)})
+			}
+		}
+	}
+	// Depth-first search over "follows" edges; a back edge closes a cycle.
+	const (
+		white = iota
+		grey
+		black
+	)
+	color := make([]int, len(specs))
+	var stack []int
+	reported := map[string]bool{}
+	var visit func(i int)
+	visit = func(i int) {
+		color[i] = grey
+		stack = append(stack, i)
+		for k, p := range specs[i].After {
+			j, ok := idx[p]
+			if !ok {
+				continue
+			}
+			switch color[j] {
+			case white:
+				visit(j)
+			case grey:
+				start := slices.Index(stack, j)
+				members := slices.Clone(stack[start:])
+				// Say it in the order jobs run (a parent before the job
+				// that follows it), from the cycle's first job in the set.
+				slices.Reverse(members)
+				first := slices.Index(members, slices.Min(members))
+				members = append(members[first:], members[:first]...)
+				names := make([]string, 0, len(members)+1)
+				for _, n := range members {
+					names = append(names, specs[n].Name)
+				}
+				names = append(names, names[0])
+				sorted := slices.Clone(names[:len(names)-1])
+				slices.Sort(sorted)
+				key := strings.Join(sorted, ",")
+				if !reported[key] {
+					reported[key] = true
+					out = append(out, AfterProblem{Job: specs[i].Name, Index: k,
+						Msg: fmt.Sprintf("cycle: %s (a job cannot wait for itself)", strings.Join(names, " → "))})
+				}
+			}
+		}
+		stack = stack[:len(stack)-1]
+		color[i] = black
+	}
+	for i := range specs {
+		if color[i] == white {
+			visit(i)
+		}
+	}
+	return out
+}

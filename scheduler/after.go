@@ -1,0 +1,307 @@
+package scheduler
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Dependencies (jobs.Spec.After, log version 4). A job with after has no
+// schedule: its run for scheduled time S is decided in the very entry
+// that finishes the last of its parents' runs for S, so its token (that
+// entry's index) is newer than every parent's, and no leader can grant it
+// twice or forget it. The leader that proposes a completion names, in the
+// same entry, a worker for each job that may follow (followCmd): the FSM
+// cannot see gossip, and a grant must name its worker.
+
+// TriggerAfter is the trigger of a run granted because its parents'
+// runs succeeded.
+const TriggerAfter = "after"
+
+// followCmd rides on the entries that may finish runs (complete,
+// completes, expire): the worker the leader chose for each job that may
+// follow one of them, and the time of the proposal.
+type followCmd struct {
+	Workers map[string]string `json:"workers,omitempty"`
+	At      time.Time         `json:"at"`
+}
+
+// FollowVerdict is what DecideFollow decided for a dependent run.
+type FollowVerdict int
+
+// Follow verdicts.
+const (
+	// FollowNone: nothing to do (already decided, or out of the
+	// retained history).
+	FollowNone FollowVerdict = iota
+	// FollowWait: a parent's run has not finished (or not started).
+	FollowWait
+	// FollowGrant: every parent's run succeeded; grant the run.
+	FollowGrant
+	// FollowSkip: a parent's run did not succeed (or the job cannot run):
+	// record the run as skipped with Reason.
+	FollowSkip
+)
+
+// FollowInput is what DecideFollow looks at for the run of Job for
+// ScheduledAt.
+type FollowInput struct {
+	Job         string
+	ScheduledAt time.Time
+	// After is the job's after list; Parents holds each parent's run for
+	// ScheduledAt, if there is one.
+	After   []string
+	Parents map[string]*jobs.Run
+	// Existing is the job's run for ScheduledAt, if any; Horizon its
+	// retained horizon.
+	Existing *jobs.Run
+	Horizon  time.Time
+	Paused   bool
+	// Worker is the worker the leader chose ("" if none matched, or the
+	// entry named none).
+	Worker string
+	// OutputErr is why the job's output key does not render, if it
+	// does not.
+	OutputErr error
+}
+
+// FollowDecision is DecideFollow's answer: the verdict, the reason of a
+// skip, and the parents' run ids it followed (or the one that skipped it).
+type FollowDecision struct {
+	Verdict FollowVerdict
+	Reason  string
+	Parents []string
+}
+
+// DecideFollow decides the run of a job with after for one scheduled
+// time, from its parents' runs for that time. A parent's run that ended
+// in any state but succeeded (failed after its retries, timed out, lost,
+// fenced, cancelled, skipped) skips it, naming that parent; when all
+// succeeded it is granted (unless paused, or no worker was chosen: then
+// skipped, saying so); otherwise it waits.
+func DecideFollow(in FollowInput) FollowDecision {
+	if in.Existing != nil || (!in.Horizon.IsZero() && !in.ScheduledAt.After(in.Horizon)) {
+		return FollowDecision{Verdict: FollowNone}
+	}
+	waiting := false
+	var ids []string
+	for _, p := range in.After {
+		r := in.Parents[p]
+		switch {
+		case r == nil || !r.State.Terminal():
+			waiting = true
+		case r.State != jobs.Succeeded:
+			why := string(r.State)
+			if r.Reason != "" {
+				// A skipped parent says why; a long chain's reasons nest,
+				// so keep the first of them.
+				why += ": " + clip(r.Reason, 300)
+			}
+			return FollowDecision{Verdict: FollowSkip, Parents: []string{r.ID},
+				Reason: fmt.Sprintf("parent %s did not succeed: its run %s ended %s", p, r.ID, why)}
+		default:
+			ids = append(ids, r.ID)
+		}
+	}
+	switch {
+	case waiting:
+		return FollowDecision{Verdict: FollowWait}
+	case in.Paused:
+		return FollowDecision{Verdict: FollowSkip, Parents: ids, Reason: "the job is paused"}
+	case in.OutputErr != nil:
+		return FollowDecision{Verdict: FollowSkip, Parents: ids, Reason: in.OutputErr.Error()}
+	case in.Worker == "":
+		return FollowDecision{Verdict: FollowSkip, Parents: ids, Reason: "no alive worker matches the job's target when its parents succeeded"}
+	}
+	return FollowDecision{Verdict: FollowGrant, Parents: ids}
+}
+
+// followers returns the jobs whose after list names job, in set order;
+// the index is rebuilt when the job set changes (f.mu held).
+func (f *FSM) followers(job string) []string {
+	if f.deps == nil || f.depsHash != f.st.JobsHash {
+		f.deps = map[string][]string{}
+		for _, s := range f.st.Jobs {
+			for _, p := range s.After {
+				f.deps[p] = append(f.deps[p], s.Name)
+			}
+		}
+		f.depsHash = f.st.JobsHash
+	}
+	return f.deps[job]
+}
+
+// Followers returns the jobs that follow job (their after list names it).
+func (f *FSM) Followers(job string) []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.followers(job))
+}
+
+// afterEntry is what a version 4 entry does once its op is applied: for
+// every attempt that ended and run that finished in it, record the
+// notifications due (notify.go) and decide the runs that follow. A run
+// skipped here finishes in this entry too, so chains are followed to
+// their end in the same entry.
+func (f *FSM) afterEntry(l *raft.Log, c command) {
+	follow := c.Follow
+	if follow == nil {
+		follow = &followCmd{}
+	}
+	seen := map[string]bool{}
+	for i := 0; i < len(f.changes); i++ {
+		ch := f.changes[i]
+		if ch.Kind != ChangeEnded || ch.Run == "" {
+			continue
+		}
+		r := f.st.Runs[ch.Run]
+		if r == nil {
+			continue
+		}
+		var att *jobs.Attempt
+		if _, n, ok := jobs.SplitAttemptID(ch.Attempt); ok && n >= 1 && n <= len(r.Attempts) {
+			att = &r.Attempts[n-1]
+		}
+		key := ch.Run + "\x00" + ch.Attempt
+		if att != nil {
+			key += "\x00" + string(att.State)
+		}
+		if seen[key] {
+			continue
+		}
+		seen[key] = true
+		at := follow.At
+		if att != nil && at.IsZero() {
+			at = att.EndedAt
+		}
+		f.noticeEnded(l, r, att, at)
+		if r.State.Terminal() {
+			for _, d := range f.followers(r.Job) {
+				f.follow(l, d, r.ScheduledAt, follow.Workers[d], at)
+			}
+		}
+	}
+}
+
+// follow decides the run of job d for scheduled time t (DecideFollow)
+// and records it.
+func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.Time) {
+	spec, ok := f.spec(d)
+	if !ok {
+		return
+	}
+	id := jobs.RunID(d, t)
+	in := FollowInput{
+		Job: d, ScheduledAt: t, After: spec.After, Parents: map[string]*jobs.Run{},
+		Existing: f.st.Runs[id], Horizon: f.st.Horizon[d], Paused: f.st.Paused[d] || spec.Paused, Worker: worker,
+	}
+	for _, p := range spec.After {
+		if r := f.st.Runs[jobs.RunID(p, t)]; r != nil {
+			in.Parents[p] = r
+		}
+	}
+	key, err := spec.OutputKey(t)
+	in.OutputErr = err
+	dec := DecideFollow(in)
+	if dec.Verdict != FollowGrant && dec.Verdict != FollowSkip {
+		return
+	}
+	r := &jobs.Run{ID: id, Job: d, ScheduledAt: t, Output: key, Trigger: TriggerAfter, After: dec.Parents}
+	if dec.Verdict == FollowSkip {
+		r.State, r.Reason = jobs.Skipped, dec.Reason
+		f.st.Counters[CounterSkipped]++
+		f.event(l, jobs.Event{Time: at, Kind: jobs.EventSkipped, Job: d, Run: id, Detail: dec.Reason})
+	} else {
+		if err := f.newAttempt(l, r, worker, at); err != nil {
+			return // a token out of range grants nothing (newAttempt recorded it)
+		}
+	}
+	f.st.Runs[id] = r
+	f.st.Order = append(f.st.Order, id)
+	f.addRun(r)
+	f.noteScheduled(d, t)
+	if r.State == jobs.Skipped {
+		f.changed(l, Change{Kind: ChangeEnded, Run: id})
+	} else {
+		f.changed(l, Change{Kind: ChangeGranted, Run: id, Attempt: r.Attempts[0].ID})
+	}
+	f.trim()
+}
+
+// followWorkers picks, for each job that follows one of runs' jobs, the
+// worker its run would get if it were granted now: the leader sends them
+// with the entry that may finish those runs (followCmd).
+func (l *leader) followWorkers(runIDs []string) *followCmd {
+	fc := &followCmd{At: l.s.now()}
+	for _, id := range runIDs {
+		run, ok := l.s.FSM.Run(id)
+		if !ok {
+			continue
+		}
+		for _, d := range l.s.FSM.Followers(run.Job) {
+			if _, done := fc.Workers[d]; done {
+				continue
+			}
+			spec, ok := l.s.FSM.Spec(d)
+			if !ok {
+				continue
+			}
+			if w, ok := l.chooseWorker(spec, jobs.RunID(d, run.ScheduledAt), ""); ok {
+				if fc.Workers == nil {
+					fc.Workers = map[string]string{}
+				}
+				fc.Workers[d] = w
+			}
+		}
+	}
+	return fc
+}
+
+// trackFollower dispatches a run the FSM granted because its parents
+// succeeded (ChangeGranted).
+func (l *leader) trackFollower(ch Change) {
+	run, ok := l.s.FSM.Run(ch.Run)
+	if !ok {
+		return
+	}
+	a, ok := run.Latest()
+	if !ok || a.ID != ch.Attempt || a.State.Terminal() || l.leased(a.ID) {
+		return // superseded, ended, or tracked already
+	}
+	spec, ok := l.s.FSM.Spec(run.Job)
+	if !ok {
+		return
+	}
+	l.log.Info("granted", "job", run.Job, "scheduled_at", run.ScheduledAt, "run", run.ID, "attempt", a.ID, "token", a.Token,
+		"worker", a.Worker, "after", strings.Join(run.After, ","))
+	l.track(run, *a, spec)
+}
+
+// runsOf returns the runs of a group of completions.
+func runsOf(group []*pendingCompletion) []string {
+	out := make([]string, 0, len(group))
+	for _, p := range group {
+		if id, _, ok := jobs.SplitAttemptID(p.c.Attempt); ok {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// trackFollowers dispatches every open run granted because its parents
+// succeeded that this term does not track: after a resync, the changes
+// that said so may have been dropped.
+func (l *leader) trackFollowers() {
+	for _, run := range l.s.FSM.OpenRuns("") {
+		a, ok := run.Latest()
+		if run.Trigger != TriggerAfter || !ok || a.State != jobs.Pending || l.leased(a.ID) {
+			continue
+		}
+		l.trackFollower(Change{Kind: ChangeGranted, Run: run.ID, Attempt: a.ID})
+	}
+}

@@ -1,0 +1,430 @@
+package scheduler
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/smtp"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// NotifyConfig is how a leader sends notifications (the config's
+// top-level notify: section). The zero value sends webhooks and Slack
+// messages with the defaults below, and refuses email.
+type NotifyConfig struct {
+	SMTP SMTPConfig
+	// DashboardURL is the base of the links to runs, such as
+	// http://127.0.0.1:8080 ("" leaves the link out).
+	DashboardURL string
+	// MaxTries is how often a notice is tried before it is given up
+	// (default 5); Backoff the wait after the first failure, doubling up
+	// to MaxBackoff (defaults 1s and 30s); Timeout bounds one try
+	// (default 10s).
+	MaxTries   int
+	Backoff    time.Duration
+	MaxBackoff time.Duration
+	Timeout    time.Duration
+	// Client sends webhooks and Slack messages (default: one with
+	// Timeout and no redirects followed).
+	Client *http.Client
+}
+
+// SMTPConfig is the SMTP server email notifications go through.
+type SMTPConfig struct {
+	Host     string
+	Port     int
+	From     string
+	Username string
+	Password string
+	// StartTLS upgrades the connection before anything else is sent,
+	// and refuses a server that cannot.
+	StartTLS bool
+	// RootCAs verify the server's certificate (nil: the system's).
+	RootCAs *x509.CertPool
+}
+
+// Bounds of the sender.
+const (
+	// maxSenders is how many notices are sent at once.
+	maxSenders = 4
+	// notifyTick is how often pending notices are looked at besides
+	// after every applied entry.
+	notifyTick = 250 * time.Millisecond
+	// maxWebhookReply bounds what is read of a target's answer.
+	maxWebhookReply = 4096
+)
+
+func (c NotifyConfig) withDefaults() NotifyConfig {
+	if c.MaxTries <= 0 {
+		c.MaxTries = 5
+	}
+	if c.Backoff <= 0 {
+		c.Backoff = time.Second
+	}
+	if c.MaxBackoff <= 0 {
+		c.MaxBackoff = 30 * time.Second
+	}
+	if c.Timeout <= 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.Client == nil {
+		c.Client = &http.Client{Timeout: c.Timeout, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	}
+	if c.SMTP.Port == 0 {
+		c.SMTP.Port = 25
+	}
+	return c
+}
+
+// notifier is a leader term's sender: it sends the pending notices on
+// goroutines of their own (scheduling never waits for a target), retries
+// each with a bounded backoff, and records each outcome through the log.
+type notifier struct {
+	l   *leader
+	cfg NotifyConfig
+
+	mu       sync.Mutex
+	inflight map[uint64]bool
+	tries    map[uint64]int
+	next     map[uint64]time.Time
+}
+
+// notifyLoop runs the term's notifier until the term ends.
+func (l *leader) notifyLoop() {
+	defer l.wg.Done()
+	n := &notifier{l: l, cfg: l.s.Notify.withDefaults(), inflight: map[uint64]bool{}, tries: map[uint64]int{}, next: map[uint64]time.Time{}}
+	ch, stop := l.s.FSM.Subscribe()
+	defer stop()
+	tick := time.NewTicker(notifyTick)
+	defer tick.Stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	for {
+		n.pump(&wg)
+		select {
+		case <-l.ctx.Done():
+			return
+		case <-ch:
+		case <-tick.C:
+		}
+	}
+}
+
+// pump starts sending every pending notice that is due and not already
+// being sent, up to maxSenders at once.
+func (n *notifier) pump(wg *sync.WaitGroup) {
+	pending := n.l.s.FSM.Notices()
+	now := n.l.s.Clock.Now()
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	live := make(map[uint64]bool, len(pending))
+	for _, no := range pending {
+		live[no.ID] = true
+	}
+	for id := range n.tries {
+		if !live[id] && !n.inflight[id] {
+			delete(n.tries, id)
+			delete(n.next, id)
+		}
+	}
+	for _, no := range pending {
+		if len(n.inflight) >= maxSenders {
+			return
+		}
+		if n.inflight[no.ID] || now.Before(n.next[no.ID]) {
+			continue
+		}
+		n.inflight[no.ID] = true
+		n.tries[no.ID]++
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			n.sendOne(no)
+		}()
+	}
+}
+
+// sendOne tries a notice once, and records its delivery, or that it gave
+// up after MaxTries, through the log.
+func (n *notifier) sendOne(no Notice) {
+	l := n.l
+	ctx, cancel := context.WithTimeout(l.ctx, n.cfg.Timeout)
+	err := n.deliver(ctx, no)
+	cancel()
+	n.mu.Lock()
+	tries := n.tries[no.ID]
+	n.mu.Unlock()
+	log := l.log.With("notice", no.Key(), "target", no.Kind(), "state", no.State, "job", no.Job, "run", no.Run, "tries", tries)
+	var d *Delivery
+	switch {
+	case l.ctx.Err() != nil:
+		// The term ended mid-send: the next leader sends it.
+	case err == nil:
+		log.Info("notification delivered")
+		d = &Delivery{ID: no.ID, Tries: tries}
+	case tries >= n.cfg.MaxTries:
+		log.Error("notification given up", "err", err)
+		d = &Delivery{ID: no.ID, Tries: tries, Error: err.Error()}
+	default:
+		wait := n.cfg.Backoff << min(tries-1, 20)
+		wait = min(wait, n.cfg.MaxBackoff)
+		log.Warn("notification failed; trying again", "err", err, "in", wait)
+		n.mu.Lock()
+		n.next[no.ID] = l.s.Clock.Now().Add(wait)
+		n.mu.Unlock()
+	}
+	if d != nil {
+		if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opNotified, Notified: &notifiedCmd{Deliveries: []Delivery{*d}, At: l.s.now()}}); err != nil {
+			log.Warn("could not record the notification's outcome; the next leader sends it again", "err", err)
+		}
+	}
+	n.mu.Lock()
+	delete(n.inflight, no.ID)
+	n.mu.Unlock()
+}
+
+// deliver sends a notice to its target once.
+func (n *notifier) deliver(ctx context.Context, no Notice) error {
+	switch no.Kind() {
+	case "webhook":
+		b, err := json.Marshal(n.payload(no))
+		if err != nil {
+			return err
+		}
+		return n.post(ctx, no.Target.Webhook, no, b)
+	case "slack":
+		text := n.summary(no)
+		if link := n.link(no); link != "" {
+			text += "\n<" + link + "|" + no.Run + " on the dashboard>"
+		}
+		b, err := json.Marshal(map[string]any{
+			"text":   text,
+			"blocks": []any{map[string]any{"type": "section", "text": map[string]string{"type": "mrkdwn", "text": text}}},
+		})
+		if err != nil {
+			return err
+		}
+		return n.post(ctx, no.Target.Slack, no, b)
+	case "email":
+		return n.mail(ctx, no)
+	}
+	return fmt.Errorf("notice %s has no target", no.Key())
+}
+
+// WebhookPayload is the JSON body a webhook target receives.
+type WebhookPayload struct {
+	// ID is the notice's stable id (also in the Fencecron-Notification-Id
+	// header): a receiver that sees it twice may drop the second.
+	ID            string     `json:"id"`
+	Job           string     `json:"job"`
+	Run           string     `json:"run"`
+	Attempt       string     `json:"attempt,omitempty"`
+	AttemptNumber int        `json:"attempt_number,omitempty"`
+	State         string     `json:"state"`
+	RunState      string     `json:"run_state"`
+	Final         bool       `json:"final"`
+	ExitCode      *int       `json:"exit_code,omitempty"`
+	Error         string     `json:"error,omitempty"`
+	Reason        string     `json:"reason,omitempty"`
+	Token         *TokenJSON `json:"token,omitempty"`
+	ScheduledAt   time.Time  `json:"scheduled_at"`
+	Worker        string     `json:"worker,omitempty"`
+	At            time.Time  `json:"at"`
+	URL           string     `json:"url,omitempty"`
+}
+
+// TokenJSON is a fence token in a webhook payload.
+type TokenJSON struct {
+	Epoch uint64 `json:"epoch"`
+	Seq   uint64 `json:"seq"`
+}
+
+func (n *notifier) payload(no Notice) WebhookPayload {
+	p := WebhookPayload{
+		ID: no.Key(), Job: no.Job, Run: no.Run, Attempt: no.Attempt, AttemptNumber: no.Number,
+		State: no.State, RunState: string(no.RunState), Final: no.Final, ExitCode: no.ExitCode, Error: no.Error,
+		Reason: no.Reason, ScheduledAt: no.ScheduledAt.UTC(), Worker: no.Worker, At: no.At.UTC(), URL: n.link(no),
+	}
+	if no.Token != nil {
+		p.Token = &TokenJSON{Epoch: no.Token.Epoch, Seq: no.Token.Seq}
+	}
+	return p
+}
+
+// link is the dashboard's page of the notice's run.
+func (n *notifier) link(no Notice) string {
+	base := strings.TrimRight(n.cfg.DashboardURL, "/")
+	if base == "" {
+		return ""
+	}
+	return base + "/jobs/" + url.PathEscape(no.Job) + "#run-" + url.PathEscape(no.Run)
+}
+
+// summary is a one-line account of the notice.
+func (n *notifier) summary(no Notice) string {
+	s := fmt.Sprintf("fencecron: job %s %s (run %s", no.Job, no.State, no.Run)
+	if no.Attempt != "" {
+		s += fmt.Sprintf(", attempt %d on %s", no.Number, no.Worker)
+	}
+	s += ")"
+	if no.ExitCode != nil {
+		s += fmt.Sprintf(", exit code %d", *no.ExitCode)
+	}
+	if no.Error != "" {
+		s += ": " + no.Error
+	} else if no.Reason != "" {
+		s += ": " + no.Reason
+	}
+	return s
+}
+
+// post sends body as JSON; any 2xx answer is a delivery.
+func (n *notifier) post(ctx context.Context, target string, no Notice, body []byte) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("User-Agent", "fencecron")
+	req.Header.Set("Fencecron-Notification-Id", no.Key())
+	resp, err := n.cfg.Client.Do(req)
+	if err != nil {
+		// Its text would quote the whole URL: say the host only.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			return fmt.Errorf("%s %s: %w", ue.Op, redact(target), ue.Err)
+		}
+		return err
+	}
+	defer resp.Body.Close()
+	reply, _ := io.ReadAll(io.LimitReader(resp.Body, maxWebhookReply))
+	if resp.StatusCode/100 != 2 {
+		return fmt.Errorf("%s answered %s: %s", redact(target), resp.Status, strings.TrimSpace(string(reply[:min(len(reply), 200)])))
+	}
+	return nil
+}
+
+// redact keeps a target URL's scheme and host: a Slack webhook's path is
+// its secret.
+func redact(target string) string {
+	u, err := url.Parse(target)
+	if err != nil {
+		return "the target"
+	}
+	return u.Scheme + "://" + u.Host
+}
+
+// errNoSMTP: an email notice on a leader without an SMTP server.
+var errNoSMTP = errors.New("no SMTP server configured on the leader (top-level notify: host, from)")
+
+// mail sends an email notice through the SMTP server, with STARTTLS
+// first when asked, and PLAIN authentication when a username is set.
+func (n *notifier) mail(ctx context.Context, no Notice) error {
+	c := n.cfg.SMTP
+	if c.Host == "" || c.From == "" {
+		return errNoSMTP
+	}
+	addr := net.JoinHostPort(c.Host, strconv.Itoa(c.Port))
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		conn.SetDeadline(dl)
+	}
+	// The term's end cuts the conversation short, wherever it is.
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	cl, err := smtp.NewClient(conn, c.Host)
+	if err != nil {
+		conn.Close()
+		return fmt.Errorf("smtp %s: %w", addr, err)
+	}
+	defer cl.Close()
+	if err := cl.Hello("fencecron"); err != nil {
+		return fmt.Errorf("smtp %s: hello: %w", addr, err)
+	}
+	if c.StartTLS {
+		if ok, _ := cl.Extension("STARTTLS"); !ok {
+			return fmt.Errorf("smtp %s: starttls asked for, and the server does not offer it", addr)
+		}
+		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs}); err != nil {
+			return fmt.Errorf("smtp %s: starttls: %w", addr, err)
+		}
+	}
+	if c.Username != "" {
+		if err := cl.Auth(smtp.PlainAuth("", c.Username, c.Password, c.Host)); err != nil {
+			return fmt.Errorf("smtp %s: auth: %w", addr, err)
+		}
+	}
+	if err := cl.Mail(c.From); err != nil {
+		return fmt.Errorf("smtp %s: mail from: %w", addr, err)
+	}
+	for _, to := range no.Target.Email {
+		if err := cl.Rcpt(to); err != nil {
+			return fmt.Errorf("smtp %s: rcpt %s: %w", addr, to, err)
+		}
+	}
+	w, err := cl.Data()
+	if err != nil {
+		return fmt.Errorf("smtp %s: data: %w", addr, err)
+	}
+	if _, err := w.Write(n.message(no)); err != nil {
+		return fmt.Errorf("smtp %s: data: %w", addr, err)
+	}
+	if err := w.Close(); err != nil {
+		return fmt.Errorf("smtp %s: data: %w", addr, err)
+	}
+	return cl.Quit()
+}
+
+// message is an email notice: headers (Message-ID the notice's stable
+// id) and a plain text body.
+func (n *notifier) message(no Notice) []byte {
+	var b bytes.Buffer
+	host := "fencecron"
+	if at := strings.LastIndex(n.cfg.SMTP.From, "@"); at >= 0 {
+		host = strings.Trim(n.cfg.SMTP.From[at+1:], "<> ")
+	}
+	oneLine := func(s string) string { return strings.NewReplacer("\r", " ", "\n", " ").Replace(s) }
+	fmt.Fprintf(&b, "From: %s\r\n", oneLine(n.cfg.SMTP.From))
+	fmt.Fprintf(&b, "To: %s\r\n", oneLine(strings.Join(no.Target.Email, ", ")))
+	fmt.Fprintf(&b, "Subject: [fencecron] %s %s (%s)\r\n", oneLine(no.Job), oneLine(no.State), oneLine(no.ScheduledAt.UTC().Format(time.RFC3339)))
+	fmt.Fprintf(&b, "Date: %s\r\n", no.At.UTC().Format(time.RFC1123Z))
+	// A run id has an "@" of its own, which a Message-ID's left part may not.
+	fmt.Fprintf(&b, "Message-ID: <%s@%s>\r\n", strings.NewReplacer("/", ".", "@", ".").Replace(no.Key()), host)
+	fmt.Fprintf(&b, "Fencecron-Notification-Id: %s\r\n", no.Key())
+	b.WriteString("MIME-Version: 1.0\r\nContent-Type: text/plain; charset=utf-8\r\n\r\n")
+	body := n.summary(no) + "\n\n"
+	p := n.payload(no)
+	body += fmt.Sprintf("job: %s\nrun: %s\nstate: %s (run %s, final %v)\nscheduled: %s\n", p.Job, p.Run, p.State, p.RunState, p.Final, p.ScheduledAt.Format(time.RFC3339))
+	if p.Attempt != "" {
+		body += fmt.Sprintf("attempt: %s on %s\n", p.Attempt, p.Worker)
+	}
+	if p.Token != nil {
+		body += fmt.Sprintf("token: %d.%d\n", p.Token.Epoch, p.Token.Seq)
+	}
+	if p.ExitCode != nil {
+		body += fmt.Sprintf("exit code: %d\n", *p.ExitCode)
+	}
+	if p.Error != "" {
+		body += "error: " + p.Error + "\n"
+	}
+	if p.URL != "" {
+		body += "dashboard: " + p.URL + "\n"
+	}
+	b.WriteString(strings.ReplaceAll(strings.ReplaceAll(body, "\r", ""), "\n", "\r\n"))
+	return b.Bytes()
+}
