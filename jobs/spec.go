@@ -65,6 +65,9 @@ type Spec struct {
 	// History is how much of the job's finished runs the cluster keeps;
 	// a field left at zero takes the cluster's default (cluster.history).
 	History History `json:"history,omitzero" yaml:"history"`
+	// HTTP, if set instead of Command and Shell, is a request the worker
+	// sends (jobs/http.go).
+	HTTP *HTTP `json:"http,omitempty" yaml:"http"`
 }
 
 // History bounds a job's run history: the newest Runs finished runs by

@@ -257,18 +257,23 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			log.Warn("could not report start", "err", err)
 		}
 	}()
-	res := executor.Run(runCtx, executor.Request{
-		Argv:      a.Spec.Argv(),
-		Env:       w.env(a),
-		Dir:       a.Spec.Dir,
-		Timeout:   a.Spec.Timeout.D(),
-		MaxOutput: a.Spec.MaxOutputBytes,
-		Grace:     w.Grace,
-		DropEnv:   w.DropEnv,
-	})
+	var res executor.Result
+	if a.Spec.HTTP != nil {
+		res = executor.RunHTTP(runCtx, w.httpRequest(a))
+	} else {
+		res = executor.Run(runCtx, executor.Request{
+			Argv:      a.Spec.Argv(),
+			Env:       w.env(a),
+			Dir:       a.Spec.Dir,
+			Timeout:   a.Spec.Timeout.D(),
+			MaxOutput: a.Spec.MaxOutputBytes,
+			Grace:     w.Grace,
+			DropEnv:   w.DropEnv,
+		})
+	}
 	close(exited)
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
-	if res.Err == nil && res.Signal == "" {
+	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
 		c.ExitCode = &code
 	}
