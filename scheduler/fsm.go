@@ -42,6 +42,7 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
+	opBackfill  = "backfill"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -62,6 +63,7 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
+	Backfill  *backfillCmd  `json:"backfill,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -227,6 +229,8 @@ type applyResult struct {
 	// Batch is, for a batch grant (opGrants) or a group of completions
 	// (opCompletes), each one's own result in the entry's order.
 	Batch []applyResult
+	// Backfill is what a backfill entry decided (backfill.go).
+	Backfill *BackfillResult
 }
 
 // state is the replicated state; it is what snapshots hold.
@@ -275,6 +279,9 @@ type state struct {
 	// seen, so that epochs and tokens go on growing in a cluster whose
 	// Raft terms started again from 1.
 	EpochBase uint64 `json:"epoch_base,omitempty"`
+	// Backfills are, per job, the fire times a backfill still has to
+	// grant (backfill.go; log version 4).
+	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -404,6 +411,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
 		}
 		f.indexJobs()
+		f.dropBackfills()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -448,6 +456,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyNote(l, c.V, c.Note)
 	case c.Op == opAudit && c.Audit != nil:
 		return f.applyAudit(l, c.V, c.Audit)
+	case c.Op == opBackfill && c.Backfill != nil:
+		return f.applyBackfill(l, c.Backfill)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -487,6 +497,11 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) applyResult {
 	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
+	if g.Trigger == TriggerBackfill && version >= 4 && known {
+		if err := f.admitBackfill(op, g, spec); err != nil {
+			return applyResult{Err: err}
+		}
+	}
 	in := GrantInput{
 		Job: g.Job, ScheduledAt: g.ScheduledAt, Trigger: g.Trigger, Force: g.Force, Version: version,
 		Known: known, Overlap: spec.Overlap, Horizon: f.st.Horizon[g.Job], Existing: f.st.Runs[id],

@@ -41,11 +41,17 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
+//	4  a backfill (op "backfill"): Apply queues a job's fire times that
+//	   have no run and are after its retained horizon (state.Backfills,
+//	   in snapshots too); a grant with trigger "backfill" is admitted
+//	   only for a queued time and, unless it records a skip, while the
+//	   job has room for another backfill run (BackfillRoom, else
+//	   ErrBackfillWait: nothing recorded); see backfill.go.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "3"
+var logVersionText = "4"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
@@ -69,6 +75,7 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
+	opBackfill: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -129,6 +136,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opBackfill:
+		return c.Backfill != nil
 	}
 	return false
 }

@@ -356,6 +356,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/jobs", s.handleJobs)
 		r.Get("/jobs/{name}", s.handleJob)
 		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
+		r.With(s.requireWrite).Post("/jobs/{name}/backfill", s.handleBackfill)
 		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
 		r.Get("/events", s.handleEvents)

@@ -23,6 +23,8 @@ Usage:
   fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
+  fencecron backfill -from TIME -to TIME [-dry-run] [-max-running N] JOB
+                                          one run per fire time in [from, to) that has none
   fencecron apply FILE|DIR                 replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
   fencecron get [-version N] KEY           write a key's body (or a kept earlier one) to stdout
@@ -72,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runRuns(ctx, args[1:], stdout, stderr)
 	case "trigger", "pause", "resume":
 		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
+	case "backfill":
+		return runBackfill(ctx, args[1:], stdout, stderr)
 	case "publish":
 		return runPublish(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "get":

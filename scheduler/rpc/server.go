@@ -131,6 +131,7 @@ func (s *Server) init() {
 		}
 		return s.History.Range(req)
 	})
+	s.routes[pathBackfill] = handle(s, s.backfillRoute())
 	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}

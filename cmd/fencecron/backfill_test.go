@@ -1,0 +1,157 @@
+package main
+
+import (
+	"fmt"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web"
+)
+
+// backfillJobs: a daily job whose process publishes its run id, and a
+// job that fires every second (too many fire times for a long range).
+const backfillJobs = `  - name: daily
+    schedule: "@daily"
+    shell: 'sleep 0.3; echo "ran $FENCECRON_RUN_ID"'
+    output: 'daily/{{ .Scheduled.Format "2006-01-02" }}.txt'
+  - name: often
+    schedule: "@every 1s"
+    shell: 'true'
+    paused: true
+`
+
+// A backfill of three days of a daily job creates exactly three runs with
+// trigger backfill, whose processes ran (each published its run id under
+// its day's key) one at a time (max_running 1); a second backfill creates
+// none and says why; a dry run lists and creates nothing; bad input is
+// refused with a clear error and creates nothing. The client is the real
+// `fencecron backfill` against a real node; the runs are read back
+// through the API.
+func TestCluster_Backfill(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: backfillJobs})
+	a := agree(t, c, 30*time.Second)
+	n := c.Node(a.Leader)
+	bin := proctest.Binary(t)
+	cli := func(args ...string) (string, error) {
+		cmd := exec.Command(bin, append([]string{"backfill", "-addr", addrOf(n)}, args...)...)
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	today := time.Now().UTC().Truncate(24 * time.Hour)
+	from, to := today.Add(-72*time.Hour), today
+	want := []time.Time{from, from.Add(24 * time.Hour), from.Add(48 * time.Hour)}
+	rfc := func(t time.Time) string { return t.Format(time.RFC3339) }
+
+	// A dry run lists the three days and creates nothing.
+	out, err := cli("-dry-run", "-from", from.Format("2006-01-02"), "-to", to.Format("2006-01-02"), "daily")
+	if err != nil {
+		t.Fatalf("backfill -dry-run: %v\n%s", err, out)
+	}
+	for _, d := range want {
+		if !strings.Contains(out, "would-create "+rfc(d)) {
+			t.Errorf("dry run does not list %s:\n%s", rfc(d), out)
+		}
+	}
+	if runs, err := n.Runs("daily", 100); err != nil || len(runs) != 0 {
+		t.Fatalf("after a dry run: runs %v, %v; want none", runs, err)
+	}
+
+	// Bad input: refused, with what was wrong.
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"from after to", []string{"-from", rfc(to), "-to", rfc(from), "daily"}, "is not before to"},
+		{"from equals to", []string{"-from", rfc(to), "-to", rfc(to), "daily"}, "is not before to"},
+		{"unknown job", []string{"-from", rfc(from), "-to", rfc(to), "nightly"}, "unknown job"},
+		{"too many fire times", []string{"-from", rfc(from), "-to", rfc(to), "often"}, "holds more than 10000 fire times"},
+		{"future", []string{"-from", rfc(from), "-to", rfc(today.Add(48 * time.Hour)), "daily"}, "is in the future"},
+		{"bad time", []string{"-from", "last tuesday", "-to", rfc(to), "daily"}, "want an RFC 3339 time"},
+		{"max running", []string{"-max-running", "0", "-from", rfc(from), "-to", rfc(to), "daily"}, "-max-running 0: want 1 to 100"},
+		{"max running", []string{"-max-running", "101", "-from", rfc(from), "-to", rfc(to), "daily"}, "-max-running 101: want 1 to 100"},
+	} {
+		out, err := cli(tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) {
+			t.Errorf("%s: backfill %v = %v\n%s\nwant an error saying %q", tc.name, tc.args, err, out, tc.want)
+		}
+	}
+	for _, job := range []string{"daily", "often"} {
+		if runs, err := n.Runs(job, 100); err != nil || len(runs) != 0 {
+			t.Fatalf("after refused backfills: %s runs %v, %v; want none", job, runs, err)
+		}
+	}
+
+	// The backfill, through the API.
+	var res scheduler.BackfillResult
+	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: rfc(from), To: rfc(to)}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.EqualFunc(res.Create, want, time.Time.Equal) || len(res.Existing) != 0 || res.MaxRunning != 1 {
+		t.Fatalf("backfill = %+v, want create %v, none existing, max running 1", res, want)
+	}
+	var runs []jobs.Run
+	proctest.Eventually(t, 60*time.Second, "three backfill runs succeeded", func() error {
+		var err error
+		if runs, err = n.Runs("daily", 100); err != nil {
+			return err
+		}
+		ok := 0
+		for _, r := range runs {
+			if r.State == jobs.Succeeded {
+				ok++
+			}
+		}
+		if ok != 3 {
+			return fmt.Errorf("%d of %d runs succeeded: %v", ok, len(runs), runs)
+		}
+		return nil
+	})
+	if len(runs) != 3 {
+		t.Fatalf("%d runs, want exactly 3: %v", len(runs), runs)
+	}
+	slices.SortFunc(runs, func(a, b jobs.Run) int { return a.ScheduledAt.Compare(b.ScheduledAt) })
+	for i, r := range runs {
+		if !r.ScheduledAt.Equal(want[i]) || r.Trigger != scheduler.TriggerBackfill {
+			t.Errorf("run %d: %s at %s trigger %q, want %s trigger backfill", i, r.ID, r.ScheduledAt, r.Trigger, want[i])
+		}
+		body, _, err := proctest.Get(n.URL() + "/api/v1/store/" + r.Output)
+		if err != nil || string(body) != "ran "+r.ID+"\n" {
+			t.Errorf("run %s output %s = %q, %v; want %q", r.ID, r.Output, body, err, "ran "+r.ID+"\n")
+		}
+		if i > 0 {
+			prev, _ := runs[i-1].Latest()
+			cur, _ := r.Latest()
+			if cur.StartedAt.Before(prev.EndedAt) {
+				t.Errorf("max running 1: run %s started at %s, before run %s ended at %s", r.ID, cur.StartedAt, runs[i-1].ID, prev.EndedAt)
+			}
+			if pt, ct := prev.Token, cur.Token; pt.Epoch > ct.Epoch || (pt.Epoch == ct.Epoch && pt.Seq >= ct.Seq) {
+				t.Errorf("run %s token %s not newer than %s's %s", r.ID, cur.Token, runs[i-1].ID, prev.Token)
+			}
+		}
+	}
+
+	// Again: nothing new, and each time named with its run.
+	out, err = cli("-from", rfc(from), "-to", rfc(to), "daily")
+	if err != nil {
+		t.Fatalf("second backfill: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "0 queued, 3 already have a run") {
+		t.Errorf("second backfill says:\n%s\nwant 0 queued, 3 already have a run", out)
+	}
+	for _, r := range runs {
+		if !strings.Contains(out, "has-run      "+rfc(r.ScheduledAt)+"  run "+r.ID+" succeeded (backfill)") {
+			t.Errorf("second backfill does not name run %s:\n%s", r.ID, out)
+		}
+	}
+	if got, err := n.Runs("daily", 100); err != nil || len(got) != 3 {
+		t.Errorf("after the second backfill: %d runs, %v; want 3", len(got), err)
+	}
+}
