@@ -69,7 +69,7 @@ func printBackfill(w io.Writer, res scheduler.BackfillResult) {
 		fmt.Fprintf(w, "  %-12s %s  run %s %s (%s)\n", "has-run", e.At.UTC().Format(time.RFC3339), e.Run, e.State, e.Trigger)
 	}
 	for _, t := range res.Queued {
-		fmt.Fprintf(w, "  %-12s %s\n", "queued", t.UTC().Format(time.RFC3339))
+		fmt.Fprintf(w, "  %-12s %s\n", "in-queue", t.UTC().Format(time.RFC3339))
 	}
 	for _, t := range res.BeforeHorizon {
 		fmt.Fprintf(w, "  %-12s %s  its runs were dropped from the state up to %s: whether it ran cannot be told\n", "refused", t.UTC().Format(time.RFC3339), res.Horizon.UTC().Format(time.RFC3339))
