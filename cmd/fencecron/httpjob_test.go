@@ -160,6 +160,14 @@ func TestCluster_HTTPJob(t *testing.T) {
 		}
 	}
 
+	// The dashboard shows what the job sends.
+	for _, page := range []string{"/jobs", "/jobs/ping"} {
+		body, _, err := proctest.Get(n.URL() + page)
+		if want := "POST " + plain.URL + "/hook"; err != nil || !strings.Contains(string(body), want) {
+			t.Errorf("%s does not show %q: %v", page, want, err)
+		}
+	}
+
 	// An unexpected status fails the attempt, naming the status.
 	for _, tc := range []struct{ job, want string }{
 		{"down", "503"},
