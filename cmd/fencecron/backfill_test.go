@@ -155,3 +155,97 @@ func TestCluster_Backfill(t *testing.T) {
 		t.Errorf("after the second backfill: %d runs, %v; want 3", len(got), err)
 	}
 }
+
+// A backfill asked of a follower is forwarded to the leader; killing that
+// leader midway loses nothing and doubles nothing: the queue is
+// replicated, so the new leader grants the rest, each time exactly once,
+// and no backfill run is granted while another is open (max_running 1 is
+// decided in the log, whoever proposes).
+func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
+	const job = `  - name: daily
+    schedule: "@daily"
+    shell: 'sleep 1; echo "ran $FENCECRON_RUN_ID"'
+    output: 'daily/{{ .Scheduled.Format "2006-01-02" }}.txt'
+    lease_ttl: 3s
+`
+	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: job})
+	first := agree(t, c, 30*time.Second)
+	leader := c.Node(first.Leader)
+	waitAlive(t, leader, "n1", "n2", "n3")
+	var follower *localcluster.Node
+	for _, n := range c.Servers() {
+		if n.Name != first.Leader {
+			follower = n
+		}
+	}
+	const days = 6
+	to := time.Now().UTC().Truncate(24 * time.Hour)
+	from := to.Add(-days * 24 * time.Hour)
+	var res scheduler.BackfillResult
+	if err := follower.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339)}, &res); err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Create) != days {
+		t.Fatalf("backfill through %s = %+v, want %d to create", follower.Name, res, days)
+	}
+	proctest.Eventually(t, 60*time.Second, "two backfill runs finished", func() error {
+		runs, err := leader.Runs("daily", 100)
+		if err != nil {
+			return err
+		}
+		done := 0
+		for _, r := range runs {
+			if r.State.Terminal() {
+				done++
+			}
+		}
+		if done < 2 {
+			return fmt.Errorf("%d of %d runs finished", done, len(runs))
+		}
+		return nil
+	})
+	leader.Kill()
+	second := agree(t, c, 30*time.Second)
+	n := c.Node(second.Leader)
+	var runs []jobs.Run
+	proctest.Eventually(t, 90*time.Second, "every backfill run finished under the new leader", func() error {
+		var err error
+		if runs, err = n.Runs("daily", 100); err != nil {
+			return err
+		}
+		done := 0
+		for _, r := range runs {
+			if r.State.Terminal() {
+				done++
+			}
+		}
+		if len(runs) != days || done != days {
+			return fmt.Errorf("%d runs, %d finished", len(runs), done)
+		}
+		return nil
+	})
+	seen := map[time.Time]bool{}
+	for _, r := range runs {
+		if seen[r.ScheduledAt] || r.Trigger != scheduler.TriggerBackfill || r.ScheduledAt.Before(from) || !r.ScheduledAt.Before(to) {
+			t.Errorf("run %s: trigger %q at %s (seen before: %v)", r.ID, r.Trigger, r.ScheduledAt, seen[r.ScheduledAt])
+		}
+		seen[r.ScheduledAt] = true
+	}
+	// Granted one at a time: each run's first grant comes after the
+	// previous run's last attempt ended (ended by the worker, or by the
+	// leader that expired it).
+	slices.SortFunc(runs, func(a, b jobs.Run) int { return a.Attempts[0].GrantedAt.Compare(b.Attempts[0].GrantedAt) })
+	for i := 1; i < len(runs); i++ {
+		prev, _ := runs[i-1].Latest()
+		if g := runs[i].Attempts[0].GrantedAt; g.Before(prev.EndedAt) {
+			t.Errorf("max running 1: run %s granted at %s, before run %s ended at %s", runs[i].ID, g, runs[i-1].ID, prev.EndedAt)
+		}
+	}
+	var again scheduler.BackfillResult
+	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), DryRun: true}, &again); err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Create) != 0 || len(again.Existing) != days || again.Pending != 0 {
+		t.Errorf("dry run after: %+v, want nothing to create, %d existing, nothing pending", again, days)
+	}
+}
