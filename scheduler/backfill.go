@@ -383,11 +383,16 @@ func (l *leader) pumpBackfills() {
 	if !l.pumping.CompareAndSwap(false, true) {
 		return
 	}
+	due := l.s.FSM.BackfillDue()
+	if len(due) == 0 {
+		l.pumping.Store(false)
+		return
+	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
 		defer l.pumping.Store(false)
-		for job, times := range l.s.FSM.BackfillDue() {
+		for job, times := range due {
 			spec, ok := l.s.FSM.Spec(job)
 			if !ok || spec.Paused {
 				continue
@@ -414,6 +419,7 @@ func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 	} else {
 		worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), "")
 		if !ok {
+			l.log.Debug("backfill waits for a worker", "job", spec.Name, "target", spec.Target)
 			return false
 		}
 		g.Output, g.Worker = key, worker
