@@ -16,7 +16,7 @@ import (
 // this is rare).
 func (w *Worker) httpRequest(a Assignment) executor.HTTPRequest {
 	h := a.Spec.HTTP
-	hdr := http.Header{}
+	hdr := http.Header{"User-Agent": {"fencecron"}}
 	for k, v := range h.Headers {
 		hdr.Set(k, v)
 	}
