@@ -249,3 +249,69 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 		t.Errorf("dry run after: %+v, want nothing to create, %d existing, nothing pending", again, days)
 	}
 }
+
+// Runs trimmed from the replicated state (here a hot window of 3 runs)
+// cannot be backfilled again: the times at or before the job's horizon
+// are refused and said to be, the others that ran are named, and nothing
+// is created.
+func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: backfillJobs,
+		Env: map[string][]string{"n1": {"FENCECRON_FAULTS=hot-runs=3"}}})
+	a := agree(t, c, 30*time.Second)
+	n := c.Node(a.Leader)
+	const days = 6
+	to := time.Now().UTC().Truncate(24 * time.Hour)
+	from := to.Add(-days * 24 * time.Hour)
+	body := web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), MaxRunning: 3}
+	var res scheduler.BackfillResult
+	if err := n.Post("/api/v1/jobs/daily/backfill", body, &res); err != nil || len(res.Create) != days {
+		t.Fatalf("backfill = %+v, %v; want %d to create", res, err, days)
+	}
+	proctest.Eventually(t, 60*time.Second, "every backfill run finished", func() error {
+		runs, err := n.Runs("daily", 100)
+		if err != nil {
+			return err
+		}
+		done := 0
+		for _, r := range runs {
+			if r.State == jobs.Succeeded {
+				done++
+			}
+		}
+		if done != days {
+			return fmt.Errorf("%d of %d runs succeeded", done, len(runs))
+		}
+		return nil
+	})
+	var again scheduler.BackfillResult
+	proctest.Eventually(t, 30*time.Second, "runs trimmed from the hot window", func() error {
+		again = scheduler.BackfillResult{}
+		body.DryRun = true
+		if err := n.Post("/api/v1/jobs/daily/backfill", body, &again); err != nil {
+			return err
+		}
+		if len(again.BeforeHorizon) == 0 {
+			return fmt.Errorf("nothing before the horizon yet: %+v", again)
+		}
+		return nil
+	})
+	body.DryRun = false
+	if err := n.Post("/api/v1/jobs/daily/backfill", body, &again); err != nil {
+		t.Fatal(err)
+	}
+	if len(again.Create) != 0 || len(again.BeforeHorizon)+len(again.Existing) != days || again.Horizon.IsZero() {
+		t.Errorf("backfill after trim = %+v, want nothing created, every time refused or named", again)
+	}
+	for _, at := range again.BeforeHorizon {
+		if at.After(again.Horizon) {
+			t.Errorf("%s refused, but it is after the horizon %s", at, again.Horizon)
+		}
+	}
+	if runs, err := n.Runs("daily", 100); err != nil || len(runs) != days {
+		t.Errorf("after: %d runs, %v; want %d", len(runs), err, days)
+	}
+	out, err := exec.Command(proctest.Binary(t), "backfill", "-addr", addrOf(n), "-dry-run", "-from", body.From, "-to", body.To, "daily").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "refused (at or before the retained horizon") {
+		t.Errorf("CLI dry run: %v\n%s", err, out)
+	}
+}
