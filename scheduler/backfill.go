@@ -141,13 +141,18 @@ type BackfillInput struct {
 // create. FSM.Apply calls it for the request's entry; a dry run calls it
 // on the same state.
 func DecideBackfill(in BackfillInput) (create, queued, beforeHorizon []time.Time, existing []BackfillExisting) {
+	// Both lists may hold MaxBackfillTimes: look the queue up by instant.
+	inQueue := make(map[int64]bool, len(in.Queued))
+	for _, t := range in.Queued {
+		inQueue[t.UnixNano()] = true
+	}
 	for _, t := range in.Times {
 		switch r := in.Runs[jobs.RunID(in.Job, t)]; {
 		case r != nil:
 			existing = append(existing, BackfillExisting{At: t, Run: r.ID, State: r.State, Trigger: r.Trigger})
 		case !in.Horizon.IsZero() && !t.After(in.Horizon):
 			beforeHorizon = append(beforeHorizon, t)
-		case slices.ContainsFunc(in.Queued, t.Equal):
+		case inQueue[t.UnixNano()]:
 			queued = append(queued, t)
 		default:
 			create = append(create, t)

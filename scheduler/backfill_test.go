@@ -146,7 +146,12 @@ func TestFSM_BackfillOfUnknownOrRemovedJob(t *testing.T) {
 	if got := f.BackfillPending("b"); got != 1 {
 		t.Fatalf("pending = %d, want 1", got)
 	}
-	applyAt(t, f, 2, 12, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
+	// A second request merges: a time already queued is said to be.
+	res := applyAt(t, f, 2, 12, backfillCmdOf("b", 1, t0, t0.Add(5*time.Second)))
+	if b := res.Backfill; res.Err != nil || len(b.Queued) != 1 || !b.Queued[0].Equal(t0) || len(b.Create) != 1 || b.Pending != 2 {
+		t.Errorf("second backfill = %+v, %v; want t0 already queued, one created, 2 pending", res.Backfill, res.Err)
+	}
+	applyAt(t, f, 2, 13, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
 	if got := f.BackfillPending("b"); got != 0 {
 		t.Errorf("pending after b left the set = %d, want 0", got)
 	}
