@@ -41,12 +41,15 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  a backfill (op "backfill"): Apply queues a job's fire times that
-//	   have no run and are after its retained horizon (state.Backfills,
-//	   in snapshots too); a grant with trigger "backfill" is admitted
-//	   only for a queued time and, unless it records a skip, while the
-//	   job has room for another backfill run (BackfillRoom, else
-//	   ErrBackfillWait: nothing recorded); see backfill.go.
+//	4  a completion records the end of stdout when it was not
+//	   published (Attempt.StdoutTail, output.go); an audit entry may
+//	   be of kind clock_skew (skew.go); a backfill (op "backfill"):
+//	   Apply queues a job's fire times that have no run and are after
+//	   its retained horizon (state.Backfills, in snapshots too); a
+//	   grant with trigger "backfill" is admitted only for a queued time
+//	   and, unless it records a skip, while the job has room for another
+//	   backfill run (BackfillRoom, else ErrBackfillWait: nothing
+//	   recorded); see backfill.go.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags

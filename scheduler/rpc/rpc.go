@@ -42,6 +42,12 @@ const (
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
+	// pathOutput is a running attempt's output, asked of its worker
+	// (scheduler.Worker.Output).
+	pathOutput = "/output"
+	// pathTime asks a node for its wall time, which every answer carries
+	// in TimeHeader (skew.go).
+	pathTime = "/time"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
 	pathHistoryRange = "/history/range"
