@@ -72,6 +72,9 @@ type Spec struct {
 	// all succeed before this job runs (a job with after has no
 	// schedule).
 	After []string `json:"after,omitempty" yaml:"after"`
+	// HTTP, if set instead of Command and Shell, is a request the worker
+	// sends (jobs/http.go).
+	HTTP *HTTP `json:"http,omitempty" yaml:"http"`
 }
 
 // History bounds a job's run history: the newest Runs finished runs by

@@ -129,8 +129,14 @@ func (s *Spec) Validate(l Limits) error {
 	}
 
 	switch {
+	case s.HTTP != nil:
+		hloc := loc
+		if zerr != nil || hloc == nil {
+			hloc = time.UTC
+		}
+		errs = append(errs, s.checkHTTP(hloc)...)
 	case len(s.Command) == 0 && s.Shell == "":
-		bad("command", -1, "required: an argv list, or shell: with a script for /bin/sh -c")
+		bad("command", -1, "required: an argv list, shell: with a script for /bin/sh -c, or http: with a request")
 	case len(s.Command) > 0 && s.Shell != "":
 		bad("shell", -1, "give command or shell, not both")
 	}

@@ -45,6 +45,7 @@ const (
 	// opSkipRanges records several ranges of skipped fire times in one
 	// entry (log version 4, see batch.go).
 	opSkipRanges = "skip_ranges"
+	opBackfill   = "backfill"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -69,7 +70,8 @@ type command struct {
 	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *notifiedCmd   `json:"notified,omitempty"`
 	// Follow rides on entries that may finish runs (version 4, after.go).
-	Follow *followCmd `json:"follow,omitempty"`
+	Follow   *followCmd   `json:"follow,omitempty"`
+	Backfill *backfillCmd `json:"backfill,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -241,6 +243,8 @@ type applyResult struct {
 	// Batch is, for a batch grant (opGrants) or a group of completions
 	// (opCompletes), each one's own result in the entry's order.
 	Batch []applyResult
+	// Backfill is what a backfill entry decided (backfill.go).
+	Backfill *BackfillResult
 }
 
 // state is the replicated state; it is what snapshots hold.
@@ -298,6 +302,9 @@ type state struct {
 	Notices   []Notice              `json:"notices,omitempty"`
 	NoticeSeq uint64                `json:"notice_seq,omitempty"`
 	LastFinal map[string]jobs.State `json:"last_final,omitempty"`
+	// Backfills are, per job, the fire times a backfill still has to
+	// grant (backfill.go; log version 4).
+	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -435,6 +442,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		}
 		f.indexJobs()
 		f.pruneJobStats()
+		f.dropBackfills()
 		for _, s := range c.SetJobs.Jobs {
 			// A job new to the cluster starts from now, not from the epoch.
 			if _, ok := f.st.LastScheduled[s.Name]; !ok {
@@ -483,6 +491,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyAudit(l, c.V, c.Audit)
 	case c.Op == opNotified && c.Notified != nil:
 		return f.applyNotified(l, c.Notified)
+	case c.Op == opBackfill && c.Backfill != nil:
+		return f.applyBackfill(l, c.Backfill)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -522,6 +532,11 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) applyResult {
 	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
+	if g.Trigger == TriggerBackfill && version >= 4 && known {
+		if err := f.admitBackfill(op, g, spec); err != nil {
+			return applyResult{Err: err}
+		}
+	}
 	in := GrantInput{
 		Job: g.Job, ScheduledAt: g.ScheduledAt, Trigger: g.Trigger, Force: g.Force, Version: version,
 		Known: known, Overlap: spec.Overlap, Horizon: f.st.Horizon[g.Job], Existing: f.st.Runs[id],

@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fencecron/fencecron/election"
@@ -42,6 +43,7 @@ type leader struct {
 	leases   map[string]*lease    // attempt id -> lease
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
+	pumping  atomic.Bool          // pumpBackfills is granting (backfill.go)
 
 	// completions wait here for commitCompletions (see completions.go).
 	completions chan *pendingCompletion
@@ -140,6 +142,7 @@ func (l *leader) run() {
 		case <-tick.C:
 			l.checkLeases()
 			l.checkRetries()
+			l.pumpBackfills()
 		}
 		t.Stop()
 	}

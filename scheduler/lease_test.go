@@ -381,6 +381,12 @@ func TestWorker_LostLeaseKillsTheProcessGroup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer unix.Close(pidfd)
+	// Both of the attempt's timers (the keep loop's first check and the
+	// start report) exist before the clock moves: advanced to the start
+	// report's first, the keep loop would count its renewals from there.
+	if err := f.clock.WaitTimers(t.Context(), 2); err != nil {
+		t.Fatal(err)
+	}
 	driven := make(chan struct{})
 	defer close(driven)
 	go drive(t, f.clock, driven)

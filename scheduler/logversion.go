@@ -54,6 +54,13 @@ import (
 //	   runs of the jobs that follow them (after:), granting them in that
 //	   entry with the workers its follow field names; op "notified"
 //	   records deliveries (see notify.go, after.go).
+//	   A backfill (op "backfill"):
+//	   Apply queues a job's fire times that have no run and are after
+//	   its retained horizon (state.Backfills, in snapshots too); a
+//	   grant with trigger "backfill" is admitted only for a queued time
+//	   and, unless it records a skip, while the job has room for another
+//	   backfill run (BackfillRoom, else ErrBackfillWait: nothing
+//	   recorded); see backfill.go.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
@@ -84,6 +91,7 @@ var knownOps = map[string]int{
 	opGrants: 3, opCompletes: 3,
 	opSkipRanges: 4,
 	opNotified:   4,
+	opBackfill:   4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -148,6 +156,8 @@ func (c command) hasPayload() bool {
 		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
 	case opNotified:
 		return c.Notified != nil
+	case opBackfill:
+		return c.Backfill != nil
 	}
 	return false
 }

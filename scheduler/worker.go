@@ -279,21 +279,28 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		}
 	}()
 	out := w.live.start(a.Attempt.ID)
-	res := executor.Run(runCtx, executor.Request{
-		Argv:      a.Spec.Argv(),
-		Env:       w.env(a),
-		Dir:       a.Spec.Dir,
-		Timeout:   a.Spec.Timeout.D(),
-		MaxOutput: a.Spec.MaxOutputBytes,
-		Grace:     w.Grace,
-		DropEnv:   w.DropEnv,
-		Stdout:    out.stdout,
-		Stderr:    out.stderr,
-	})
+	var res executor.Result
+	if a.Spec.HTTP != nil {
+		res = executor.RunHTTP(runCtx, w.httpRequest(a))
+		// The response body, for the live view and the record's tail.
+		out.stdout.Write(res.Stdout)
+	} else {
+		res = executor.Run(runCtx, executor.Request{
+			Argv:      a.Spec.Argv(),
+			Env:       w.env(a),
+			Dir:       a.Spec.Dir,
+			Timeout:   a.Spec.Timeout.D(),
+			MaxOutput: a.Spec.MaxOutputBytes,
+			Grace:     w.Grace,
+			DropEnv:   w.DropEnv,
+			Stdout:    out.stdout,
+			Stderr:    out.stderr,
+		})
+	}
 	close(exited)
 	out.exited()
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
-	if res.Err == nil && res.Signal == "" {
+	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
 		c.ExitCode = &code
 	}

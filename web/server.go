@@ -364,6 +364,7 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.holdsState).Get("/jobs/{name}", s.handleJob)
 		r.With(s.holdsState).Get("/jobs/{name}/explain", s.handleExplain)
 		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
+		r.With(s.requireWrite).Post("/jobs/{name}/backfill", s.handleBackfill)
 		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
 		r.With(s.holdsState).Get("/events", s.handleEvents)

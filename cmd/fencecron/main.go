@@ -26,6 +26,8 @@ Usage:
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron explain JOB@TIME               what became of a fire time (TIME: RFC 3339, or a wall time in the job's zone)
   fencecron trigger | pause | resume JOB   act on a job (trigger -force: whatever its overlap policy says)
+  fencecron backfill -from TIME -to TIME [-dry-run] [-max-running N] JOB
+                                          one run per fire time in [from, to) that has none
   fencecron apply [-dry-run] FILE|DIR      replace the cluster's job set with FILE's jobs, or those of every *.yaml in DIR
                                           (-dry-run: print what would be added, removed, changed; apply nothing)
   fencecron publish KEY [FILE]             publish to the fenced store with $FENCECRON_TOKEN (inside a job)
@@ -84,6 +86,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runExplain(ctx, args[1:], stdout, stderr)
 	case "trigger", "pause", "resume":
 		return runJobAction(args[0])(ctx, args[1:], stdout, stderr)
+	case "backfill":
+		return runBackfill(ctx, args[1:], stdout, stderr)
 	case "publish":
 		return runPublish(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "get":

@@ -72,8 +72,11 @@ type Result struct {
 	// TimedOut is set when the run hit Request.Timeout; Cancelled when ctx
 	// ended it.
 	TimedOut, Cancelled bool
-	// Err is set when the command could not be started.
+	// Err is set when the command could not be started (or an HTTP
+	// request failed: RunHTTP).
 	Err error
+	// Status is the response status of an HTTP job's request.
+	Status int
 }
 
 // Duration returns how long the command ran, or zero if it never started.

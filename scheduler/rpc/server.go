@@ -179,6 +179,7 @@ func (s *Server) init() {
 		}
 		return s.History.Range(req)
 	})
+	s.routes[pathBackfill] = handle(s, s.backfillRoute())
 	s.routes[pathOutput] = handle(s, func(ctx context.Context, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
 		return s.output(req)
 	})

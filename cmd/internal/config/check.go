@@ -409,6 +409,11 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 			names[spec.Name] = e.line
 		}
 		d.checkJob(invalid[i], e.path, failed)
+		if h := spec.HTTP; h != nil && h.CAFile != "" && !failed["http"] {
+			if err := checkCAFile(h.CAFile); err != nil {
+				d.errorf(d.at(e.path+".http.ca_file"), e.path+".http.ca_file", "%v", err)
+			}
+		}
 		spec.Normalize()
 		pos := Pos{File: d.file}
 		if n := d.at(e.path + ".name"); n != nil {

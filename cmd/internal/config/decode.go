@@ -242,6 +242,14 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.size(n, path, v)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		d.strings(n, path, v)
+	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Int:
+		d.ints(n, path, v)
+	case t.Kind() == reflect.Pointer && t.Elem().Kind() == reflect.Struct:
+		// An optional section (a job's http:): set when written, even
+		// empty, so that its checks report what it lacks.
+		p := reflect.New(t.Elem())
+		d.mapping(n, path, p.Elem())
+		v.Set(p)
 	case t.Kind() == reflect.Map && t.Key().Kind() == reflect.String && t.Elem().Kind() == reflect.String:
 		d.stringMap(n, path, v)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Struct:
@@ -470,6 +478,24 @@ func (d *decoder) strings(n *yaml.Node, path string, v reflect.Value) {
 		out[i], _ = d.scalar(e, sub, "a string")
 	}
 	v.Set(reflect.ValueOf(out).Convert(v.Type()))
+}
+
+// ints decodes a list of whole numbers.
+func (d *decoder) ints(n *yaml.Node, path string, v reflect.Value) {
+	if isNull(n) {
+		return
+	}
+	if n.Kind != yaml.SequenceNode {
+		d.errorf(n, path, "expected a list of integers, got %s", describe(n))
+		return
+	}
+	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
+	for i, e := range n.Content {
+		sub := fmt.Sprintf("%s[%d]", path, i)
+		d.record(sub, e, nil)
+		d.integer(e, sub, out.Index(i))
+	}
+	v.Set(out)
 }
 
 // structList decodes a list of mappings, each into one element.

@@ -1,0 +1,109 @@
+package executor_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs/executor"
+)
+
+func twoXX(s int) bool { return s >= 200 && s <= 299 }
+
+func httpReq(url string) executor.HTTPRequest {
+	return executor.HTTPRequest{Method: "POST", URL: url, Header: http.Header{"X-A": {"1"}}, Body: []byte("hi"), Expected: twoXX, ExpectedText: "any 2xx", Timeout: 10 * time.Second}
+}
+
+func TestRunHTTP_SendsAndCapturesTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		w.Write([]byte(r.Method + " " + r.Header.Get("X-A") + " " + string(b)))
+	}))
+	defer srv.Close()
+	res := executor.RunHTTP(context.Background(), httpReq(srv.URL))
+	if !res.Success() || res.Status != 200 || string(res.Stdout) != "POST 1 hi" {
+		t.Errorf("result = %+v (%q), want success with 200 and %q", res, res.Stdout, "POST 1 hi")
+	}
+}
+
+func TestRunHTTP_CapsTheBody(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte(strings.Repeat("x", 100)))
+	}))
+	defer srv.Close()
+	req := httpReq(srv.URL)
+	req.MaxOutput = 10
+	res := executor.RunHTTP(context.Background(), req)
+	if res.Success() || !res.OutputTruncated || len(res.Stdout) != 10 {
+		t.Errorf("result = %+v, want a truncated body of 10 bytes and no success", res)
+	}
+}
+
+func TestRunHTTP_Timeout(t *testing.T) {
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	req := httpReq(srv.URL)
+	req.Timeout = 200 * time.Millisecond
+	if res := executor.RunHTTP(context.Background(), req); !res.TimedOut || res.Success() {
+		t.Errorf("result = %+v, want timed out", res)
+	}
+}
+
+// A redirect on the same host is followed; one to another host is not
+// (the request carries the attempt's token): the redirect is the answer,
+// and it fails the attempt naming where it pointed.
+func TestRunHTTP_Redirects(t *testing.T) {
+	other := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		t.Errorf("the other host got a request with token %q", r.Header.Get("Fencecron-Token"))
+	}))
+	defer other.Close()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/same":
+			http.Redirect(w, r, "/final", http.StatusFound)
+		case "/away":
+			http.Redirect(w, r, other.URL+"/steal", http.StatusFound)
+		default:
+			w.Write([]byte("final " + r.Header.Get("Fencecron-Token")))
+		}
+	}))
+	defer srv.Close()
+	req := httpReq(srv.URL + "/same")
+	req.Method, req.Body = "GET", nil
+	req.Header.Set("Fencecron-Token", "t")
+	if res := executor.RunHTTP(context.Background(), req); !res.Success() || string(res.Stdout) != "final t" {
+		t.Errorf("same-host redirect: %+v (%q), want success with %q", res, res.Stdout, "final t")
+	}
+	req.URL = srv.URL + "/away"
+	res := executor.RunHTTP(context.Background(), req)
+	if res.Success() || res.Status != http.StatusFound || res.Err == nil || !strings.Contains(res.Err.Error(), "302") || !strings.Contains(res.Err.Error(), "not followed") {
+		t.Errorf("off-host redirect: %+v, want a failure naming 302 and the redirect not followed", res)
+	}
+}
+
+func TestRunHTTP_UnexpectedStatusAndBadCA(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "nope", http.StatusTeapot)
+	}))
+	defer srv.Close()
+	res := executor.RunHTTP(context.Background(), httpReq(srv.URL))
+	if res.Success() || res.Err == nil || !strings.Contains(res.Err.Error(), "418") {
+		t.Errorf("result = %+v, want a failure naming 418", res)
+	}
+	req := httpReq(srv.URL)
+	req.CAFile = "/nonexistent/ca.pem"
+	if res := executor.RunHTTP(context.Background(), req); res.Success() || res.Err == nil || !strings.Contains(res.Err.Error(), "ca_file") {
+		t.Errorf("result = %+v, want a failure naming ca_file", res)
+	}
+}
