@@ -170,6 +170,9 @@ const (
 	// the job's overlap policy said (recorded with the grant, even when
 	// nothing was open).
 	EventForced = "forced"
+	// EventReleased: an operator ended an attempt's lease now (fencecron
+	// release); its detail names who asked and why.
+	EventReleased = "released"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends

@@ -42,6 +42,7 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
+	opRelease   = "release"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -62,6 +63,7 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
+	Release   *releaseCmd   `json:"release,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -168,6 +170,7 @@ var fsmKinds = map[string]bool{
 	jobs.EventStarted: true, jobs.EventCompleted: true, jobs.EventFenced: true, jobs.EventExpired: true,
 	jobs.EventCancelled: true, jobs.EventPaused: true, jobs.EventResumed: true, jobs.EventSuspect: true,
 	jobs.EventLost: true, jobs.EventGrantRefused: true, jobs.EventForced: true, jobs.NoteStoreRefused: true,
+	jobs.EventReleased: true,
 }
 
 // Cluster counters: their names are fixed here, never taken from what a
@@ -448,6 +451,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyNote(l, c.V, c.Note)
 	case c.Op == opAudit && c.Audit != nil:
 		return f.applyAudit(l, c.V, c.Audit)
+	case c.Op == opRelease && c.Release != nil:
+		return f.applyRelease(l, c.Release)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -708,7 +713,10 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	a.State = c.State
 	a.ExitCode, a.Signal = c.ExitCode, c.Signal
 	a.StoreOutcome, a.StoreVersion = c.StoreOutcome, c.StoreVersion
-	if c.Error != "" || !a.Expired {
+	switch {
+	case a.Expired && strings.HasPrefix(a.Error, releasedPrefix) && c.Error != "":
+		a.Error += "; the worker reports: " + c.Error // keep who released it, and why
+	case c.Error != "" || !a.Expired:
 		a.Error = c.Error
 	}
 	a.StderrTail = c.StderrTail

@@ -41,11 +41,14 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
+//	4  a forced release (op "release", see release.go): an operator ends
+//	   an open attempt's lease now, with a reason and who asked; the
+//	   attempt ends lost and its run is retried by its policy.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "3"
+var logVersionText = "4"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
@@ -69,6 +72,7 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
+	opRelease: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -129,6 +133,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opRelease:
+		return c.Release != nil
 	}
 	return false
 }

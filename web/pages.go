@@ -571,7 +571,7 @@ type eventsPage struct {
 
 var eventKinds = []string{jobs.EventElected, jobs.EventJobSet, jobs.EventGranted, jobs.EventStarted, jobs.EventCompleted, jobs.EventFenced,
 	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed,
-	jobs.EventGrantRefused, jobs.EventLoginFailed}
+	jobs.EventGrantRefused, jobs.EventLoginFailed, jobs.EventReleased}
 
 func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -358,6 +358,7 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
 		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
+		r.With(s.requireWrite).Post("/attempts/{id}/release", s.handleRelease)
 		r.Get("/events", s.handleEvents)
 		r.Get("/runs", s.handleRuns)
 		r.Get("/skips", s.handleSkips)

@@ -42,6 +42,7 @@ const (
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
+	pathRelease  = "/release"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
 	pathHistoryRange = "/history/range"
@@ -97,6 +98,11 @@ type (
 		Kind   string `json:"kind"`
 		Node   string `json:"node"`
 		Detail string `json:"detail,omitempty"`
+	}
+	releaseRequest struct {
+		Attempt string `json:"attempt"`
+		Reason  string `json:"reason"`
+		Asker   string `json:"asker"`
 	}
 	renewRequest struct {
 		Attempt string `json:"attempt"`
