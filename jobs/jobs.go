@@ -94,7 +94,11 @@ type Run struct {
 	NoRetry bool `json:"no_retry,omitempty"`
 	// Forced is set on a manual run granted with trigger -force, over
 	// the job's overlap policy.
-	Forced   bool      `json:"forced,omitempty"`
+	Forced bool `json:"forced,omitempty"`
+	// Group is the concurrency group of the run's job when it was
+	// granted; while the group is full the run waits, pending with no
+	// attempt (IsWaiting).
+	Group    string    `json:"group,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 
@@ -173,6 +177,10 @@ const (
 	// EventReleased: an operator ended an attempt's lease now (fencecron
 	// release); its detail names who asked and why.
 	EventReleased = "released"
+	// EventWaiting: a run of a concurrency group's job waits for a place
+	// in its group; EventAdmitted: it got one.
+	EventWaiting  = "waiting"
+	EventAdmitted = "admitted"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends

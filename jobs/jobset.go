@@ -126,6 +126,7 @@ func CheckSet(specs []Spec, l Limits) error {
 			problems = append(problems, fmt.Sprintf("job %s: %v", name, err))
 		}
 	}
+	problems = append(problems, checkGroups(specs)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}

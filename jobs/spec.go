@@ -65,6 +65,11 @@ type Spec struct {
 	// History is how much of the job's finished runs the cluster keeps;
 	// a field left at zero takes the cluster's default (cluster.history).
 	History History `json:"history,omitzero" yaml:"history"`
+	// Group names the job's concurrency group (the config's top-level
+	// groups); GroupLimits are that group's, copied from the file that
+	// defines it, so that the job set alone says every limit.
+	Group       string `json:"group,omitempty" yaml:"group"`
+	GroupLimits *Group `json:"group_limits,omitempty" yaml:"-"`
 }
 
 // History bounds a job's run history: the newest Runs finished runs by

@@ -23,6 +23,9 @@ const (
 	// an operator's restore (raft.Restore) does that, and the leader then
 	// starts a new epoch, as a newly elected one would.
 	ChangeRestored
+	// ChangeAdmitted: a run waiting for a place in its concurrency group
+	// was admitted (groups.go); the leader grants its first attempt.
+	ChangeAdmitted
 )
 
 // Change is a typed notification of something an applied entry changed

@@ -64,6 +64,7 @@ type command struct {
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
 	Release   *releaseCmd   `json:"release,omitempty"`
+	Admit     *admitCmd     `json:"admit,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -170,7 +171,7 @@ var fsmKinds = map[string]bool{
 	jobs.EventStarted: true, jobs.EventCompleted: true, jobs.EventFenced: true, jobs.EventExpired: true,
 	jobs.EventCancelled: true, jobs.EventPaused: true, jobs.EventResumed: true, jobs.EventSuspect: true,
 	jobs.EventLost: true, jobs.EventGrantRefused: true, jobs.EventForced: true, jobs.NoteStoreRefused: true,
-	jobs.EventReleased: true,
+	jobs.EventReleased: true, jobs.EventWaiting: true, jobs.EventAdmitted: true,
 }
 
 // Cluster counters: their names are fixed here, never taken from what a
@@ -278,6 +279,9 @@ type state struct {
 	// seen, so that epochs and tokens go on growing in a cluster whose
 	// Raft terms started again from 1.
 	EpochBase uint64 `json:"epoch_base,omitempty"`
+	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
+	// time first (groups.go).
+	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -307,6 +311,10 @@ type FSM struct {
 	// let go of, for History (f.mu held).
 	trimmedRuns   []jobs.Run
 	trimmedEvents []jobs.Event
+	// groups caches the job set's group limits; groupsOf is the hash of
+	// the set it was built from (groups.go).
+	groups   map[string]jobs.Group
+	groupsOf string
 
 	subsMu  sync.Mutex
 	subs    map[chan struct{}]bool
@@ -339,6 +347,7 @@ func emptyState() state {
 		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
 		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
 		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
+		GroupQueue: map[string][]GroupWaiter{},
 	}
 }
 
@@ -362,6 +371,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 		return applyResult{Err: err}
 	}
 	res := f.apply(l, c)
+	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
+		f.promoteWaiters(l, commandTime(c))
+	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
 	f.changes = nil
@@ -453,6 +465,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyAudit(l, c.V, c.Audit)
 	case c.Op == opRelease && c.Release != nil:
 		return f.applyRelease(l, c.Release)
+	case c.Op == opAdmit && c.Admit != nil:
+		return f.applyAdmit(l, c.Admit)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -530,8 +544,12 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			}
 		}
 		r.State = jobs.Pending
-		if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
-			return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+		// A group's job takes a place in its group, or waits, or is
+		// skipped if the queue is full (groups.go).
+		if version < 4 || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
+			if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
+				return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+			}
 		}
 		if g.Force && version >= 2 {
 			r.Forced = true
@@ -569,6 +587,7 @@ func (f *FSM) cancel(l *raft.Log, r *jobs.Run, reason string, at time.Time) {
 	a, ok := r.Latest()
 	switch {
 	case !ok:
+		f.cancelUnstarted(l, r, reason, at) // waiting for its group, or admitted
 		return
 	case AwaitsRetry(*r):
 		r.NoRetry = true
@@ -1147,6 +1166,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if st.LastRuns == nil {
 		st.LastRuns = fresh.LastRuns
+	}
+	if st.GroupQueue == nil {
+		st.GroupQueue = fresh.GroupQueue
 	}
 	if f.History != nil {
 		// Before the state is replaced: a history that cannot record

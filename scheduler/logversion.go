@@ -44,6 +44,11 @@ import (
 //	4  a forced release (op "release", see release.go): an operator ends
 //	   an open attempt's lease now, with a reason and who asked; the
 //	   attempt ends lost and its run is retried by its policy.
+//	   Concurrency groups (see groups.go): a grant of a group's job takes
+//	   a place in its group, waits in the group's queue, or is skipped
+//	   when the queue is full; every entry admits the oldest waiters
+//	   while places are free; op "admit" grants an admitted run's first
+//	   attempt.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
@@ -72,7 +77,7 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
-	opRelease: 4,
+	opRelease: 4, opAdmit: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -135,6 +140,8 @@ func (c command) hasPayload() bool {
 		return c.Completes != nil && len(c.Completes.Completions) > 0
 	case opRelease:
 		return c.Release != nil
+	case opAdmit:
+		return c.Admit != nil
 	}
 	return false
 }

@@ -97,6 +97,7 @@ const (
 	SectionStore   = "store"
 	SectionJobs    = "jobs"
 	SectionAPI     = "api"
+	SectionGroups  = "groups"
 )
 
 // File is a whole config file, with defaults applied.
@@ -108,6 +109,9 @@ type File struct {
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
+	// Groups are the concurrency groups the file defines (groups:); each
+	// of its jobs with a group carries that group's limits.
+	Groups []jobs.Group
 
 	// Warnings are things Load found wrong that do not stop the node,
 	// such as a literal secret in a file others may read. Parse never
@@ -130,11 +134,12 @@ type File struct {
 // everything else; the order of their fields is the order problems list
 // the fields in.
 type sections struct {
-	Node    Node       `yaml:"node"`
-	Cluster Cluster    `yaml:"cluster"`
-	Store   Store      `yaml:"store"`
-	API     API        `yaml:"api"`
-	Jobs    []jobEntry `yaml:"jobs"`
+	Node    Node         `yaml:"node"`
+	Cluster Cluster      `yaml:"cluster"`
+	Store   Store        `yaml:"store"`
+	API     API          `yaml:"api"`
+	Jobs    []jobEntry   `yaml:"jobs"`
+	Groups  []jobs.Group `yaml:"groups"`
 }
 
 // jobEntry is one job as the file writes it: schedule, the shorthand for
@@ -452,6 +457,7 @@ func parse(name string, data []byte, lookup func(string) (string, bool), hostnam
 	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionJobs} {
 		f.sections[s] = d.has(s)
 	}
+	f.Groups = d.checkGroups(doc.Groups, doc.Jobs)
 	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes})
 	d.checkTombstoneTTL(doc.Store, doc.Jobs, f.Jobs)
 	for k := range d.envUsed {
