@@ -46,6 +46,9 @@ type Options struct {
 	Profile string
 	// Jobs is the YAML of the jobs section (a list), given to every node.
 	Jobs string
+	// Groups is the YAML of the groups section (a list), given to every
+	// node with Jobs.
+	Groups string
 	// Env adds environment variables to one node's process (by name).
 	Env map[string][]string
 	// Tags are per node.
@@ -146,6 +149,10 @@ func (c *Cluster) config(n *Node) string {
 		b.WriteString("store:\n  backend: bolt\n  serve: true\n")
 	default:
 		fmt.Fprintf(&b, "store:\n  backend: remote\n  url: %q\n", c.storeURL())
+	}
+	if c.Opts.Groups != "" {
+		b.WriteString("groups:\n")
+		b.WriteString(strings.TrimSuffix(c.Opts.Groups, "\n") + "\n")
 	}
 	if c.Opts.Jobs != "" {
 		b.WriteString("jobs:\n")
