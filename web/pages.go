@@ -72,6 +72,7 @@ var templateFuncs = template.FuncMap{
 	"keyPath": keyPath,
 	"f":       func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"add":     func(a, b float64) float64 { return a + b },
+	"add1":    func(i int) int { return i + 1 },
 	"sub":     func(a, b float64) float64 { return a - b },
 	"refused": func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
 	"deref": func(p *int) string {
@@ -215,6 +216,8 @@ type overviewPage struct {
 	Events         []jobs.Event
 	Jobs           int
 	JobsPaused     int
+	// Groups are the concurrency groups with their queues (groups.go).
+	Groups []groupView
 }
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
@@ -240,6 +243,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p.Runs = all[:min(len(all), 12)]
 	p.Events = newestFirst(s.State.Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
+	p.Groups = s.groups()
 	s.render(w, r, http.StatusOK, "overview.html", p)
 }
 
@@ -571,7 +575,7 @@ type eventsPage struct {
 
 var eventKinds = []string{jobs.EventElected, jobs.EventJobSet, jobs.EventGranted, jobs.EventStarted, jobs.EventCompleted, jobs.EventFenced,
 	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed,
-	jobs.EventGrantRefused, jobs.EventLoginFailed, jobs.EventReleased}
+	jobs.EventGrantRefused, jobs.EventLoginFailed, jobs.EventReleased, jobs.EventWaiting, jobs.EventAdmitted}
 
 func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

@@ -360,6 +360,7 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
 		r.With(s.requireWrite).Post("/attempts/{id}/release", s.handleRelease)
 		r.Get("/events", s.handleEvents)
+		r.Get("/groups", s.handleGroups)
 		r.Get("/runs", s.handleRuns)
 		r.Get("/skips", s.handleSkips)
 		store := s.StoreAPI
