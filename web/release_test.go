@@ -50,3 +50,30 @@ func TestServer_Release(t *testing.T) {
 		}
 	})
 }
+
+// The job page offers a release form for a run's open attempt; posted
+// without script, it releases with the reason typed and goes back.
+func TestServer_ReleaseForm(t *testing.T) {
+	rs := &releasingScheduler{fakeScheduler: &fakeScheduler{}}
+	f := newFixture(t, func(s *Server) { s.Scheduler = rs })
+	open := jobs.Run{ID: "report@20260901T090000Z", Job: "report", ScheduledAt: at(40), State: jobs.Running,
+		Attempts: []jobs.Attempt{{ID: "report@20260901T090000Z.1", Number: 1, Worker: "w2", State: jobs.Running, Token: jobs.Fence{Epoch: 4, Seq: 30}}}}
+	f.state.mu.Lock()
+	f.state.runs = append([]jobs.Run{open}, f.state.runs...)
+	f.state.mu.Unlock()
+	code, _, page := f.get(t, "/jobs/report")
+	if code != http.StatusOK || !strings.Contains(page, `action="/api/v1/attempts/report@20260901T090000Z.1/release"`) {
+		t.Fatalf("job page (%d) has no release form for the open attempt", code)
+	}
+	if strings.Count(page, `data-action="release"`) != 1 {
+		t.Errorf("release forms: %d, want 1 (ended attempts have none)", strings.Count(page, `data-action="release"`))
+	}
+	code, hdr, body := f.do(t, http.MethodPost, "/api/v1/attempts/report@20260901T090000Z.1/release", "reason=hung&back=%2Fjobs%2Freport",
+		"Content-Type", "application/x-www-form-urlencoded", "Accept", "text/html")
+	if code != http.StatusSeeOther || hdr.Get("Location") != "/jobs/report" {
+		t.Errorf("form post: %d to %q: %s", code, hdr.Get("Location"), body)
+	}
+	if rs.reason != "hung" || rs.asker != "loopback 127.0.0.1" {
+		t.Errorf("released for %q by %q", rs.reason, rs.asker)
+	}
+}
