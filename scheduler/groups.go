@@ -274,6 +274,14 @@ func (f *FSM) applyAdmit(l *raft.Log, c *admitCmd) applyResult {
 	if !IsAdmitted(*r) {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("admit %s: the run is %s with %d attempts, not admitted: %w", c.Run, r.State, len(r.Attempts), jobs.ErrStaleAttempt)}
 	}
+	if _, known := f.spec(r.Job); !known {
+		// Its job left the set after it was admitted: it ends, and its
+		// place goes to the next waiter (Apply promotes after this).
+		r.State, r.Reason = jobs.Cancelled, "its job left the job set before its first attempt"
+		f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: r.Reason})
+		f.changed(l, Change{Kind: ChangeEnded, Run: r.ID})
+		return applyResult{Run: r.Clone()}
+	}
 	if err := f.newAttempt(l, r, c.Worker, c.At); err != nil {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("admit %s: %w", c.Run, err)}
 	}
@@ -337,11 +345,11 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		l.retryAt[run.ID] = now.Add(time.Second)
 		l.mu.Unlock()
 	}
-	spec, ok := l.s.FSM.Spec(run.Job)
-	if !ok {
-		return // its job left the set: the FSM cancels it
-	}
+	spec, known := l.s.FSM.Spec(run.Job)
 	worker, ok := l.chooseWorker(spec, run.ID, "")
+	if !known {
+		worker, ok = "", true // its job left the set: the admit entry cancels the run
+	}
 	if !ok {
 		l.log.Warn("no worker for an admitted run; trying again later", "run", run.ID, "group", run.Group)
 		later()
@@ -355,7 +363,11 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		}
 		return
 	}
-	a, _ := res.Run.Latest()
+	a, ok := res.Run.Latest()
+	if !ok {
+		l.log.Info("admitted run ended before its first attempt", "run", run.ID, "reason", res.Run.Reason)
+		return
+	}
 	l.log.Info("granted", "run", run.ID, "attempt", a.ID, "token", a.Token, "worker", a.Worker, "group", run.Group)
 	l.track(res.Run, *a, spec)
 }

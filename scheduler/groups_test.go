@@ -167,3 +167,23 @@ func TestFSM_GroupsInBatchesAndReplace(t *testing.T) {
 		}
 	})
 }
+
+// An admitted run whose job left the set ends at its admit entry, and
+// its place goes to the next waiter in the same entry.
+func TestFSM_AdmitAfterTheJobLeft(t *testing.T) {
+	specs := groupSpecs(1, 5, "a", "b", "c")
+	f := withSpecs(t, specs...)
+	a := applyAt(t, f, 2, 10, grant("a", t0)).Run
+	b := applyAt(t, f, 2, 11, grant("b", t0.Add(time.Second))).Run
+	c := applyAt(t, f, 2, 12, grant("c", t0.Add(2*time.Second))).Run
+	at, _ := a.Latest()
+	applyAt(t, f, 2, 13, completeOK(at.ID, t0.Add(3*time.Second)))
+	applyAt(t, f, 2, 14, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{specs[0], specs[2]}, Source: "test", At: t0.Add(4 * time.Second)}})
+	res := applyAt(t, f, 2, 15, command{Op: opAdmit, Admit: &admitCmd{Run: b.ID, At: t0.Add(5 * time.Second)}})
+	if res.Err != nil || res.Run.State != jobs.Cancelled || len(res.Run.Attempts) != 0 {
+		t.Fatalf("admit of a removed job's run: %v, %s with %d attempts; want cancelled, none", res.Err, res.Run.State, len(res.Run.Attempts))
+	}
+	if got, _ := f.Run(c.ID); !IsAdmitted(got) {
+		t.Errorf("c: %s %q; want admitted in b's place", got.State, got.Reason)
+	}
+}
