@@ -733,7 +733,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	a.ExitCode, a.Signal = c.ExitCode, c.Signal
 	a.StoreOutcome, a.StoreVersion = c.StoreOutcome, c.StoreVersion
 	switch {
-	case a.Expired && strings.HasPrefix(a.Error, releasedPrefix) && c.Error != "":
+	case a.Expired && strings.HasPrefix(a.Error, ReleasedPrefix) && c.Error != "":
 		a.Error += "; the worker reports: " + c.Error // keep who released it, and why
 	case c.Error != "" || !a.Expired:
 		a.Error = c.Error

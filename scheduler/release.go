@@ -29,9 +29,9 @@ const (
 	maxReleaseAsker  = 256
 )
 
-// releasedPrefix starts a released attempt's error; the worker's own
-// account, when it reports, is added after it.
-const releasedPrefix = "released by "
+// ReleasedPrefix starts a released attempt's error ("released by WHO:
+// REASON"); the worker's own account, when it reports, is added after it.
+const ReleasedPrefix = "released by "
 
 // CounterReleases counts forced releases.
 const CounterReleases = "releases"
@@ -102,7 +102,7 @@ func (f *FSM) applyRelease(l *raft.Log, c *releaseCmd) applyResult {
 		asker = "unknown"
 	}
 	a.State, a.EndedAt, a.Expired = jobs.Lost, c.At, true
-	a.Error = fmt.Sprintf("%s%s: %s", releasedPrefix, asker, reason)
+	a.Error = fmt.Sprintf("%s%s: %s", ReleasedPrefix, asker, reason)
 	f.settle(r)
 	next := "no attempts left: the run ends " + string(r.State)
 	if r.State == jobs.Pending {

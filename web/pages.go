@@ -73,8 +73,11 @@ var templateFuncs = template.FuncMap{
 	"f":       func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"add":     func(a, b float64) float64 { return a + b },
 	"add1":    func(i int) int { return i + 1 },
-	"sub":     func(a, b float64) float64 { return a - b },
-	"refused": func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
+	// released reports whether an operator released the attempt
+	// (fencecron release): its error starts with who did.
+	"released": func(a jobs.Attempt) bool { return a.Expired && strings.HasPrefix(a.Error, scheduler.ReleasedPrefix) },
+	"sub":      func(a, b float64) float64 { return a - b },
+	"refused":  func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
 	"deref": func(p *int) string {
 		if p == nil {
 			return ""

@@ -77,3 +77,20 @@ func TestServer_ReleaseForm(t *testing.T) {
 		t.Errorf("released for %q by %q", rs.reason, rs.asker)
 	}
 }
+
+// A released attempt is tagged as such in the runs table, its reason shown.
+func TestServer_ReleasedAttemptShown(t *testing.T) {
+	f := newFixture(t)
+	done := jobs.Run{ID: "report@20260901T090000Z", Job: "report", ScheduledAt: at(40), State: jobs.Lost,
+		Attempts: []jobs.Attempt{{ID: "report@20260901T090000Z.1", Number: 1, Worker: "w2", State: jobs.Lost, Expired: true,
+			Error: "released by api.token (bearer) from 10.0.0.7: hung on NFS", Token: jobs.Fence{Epoch: 4, Seq: 30}}}}
+	f.state.mu.Lock()
+	f.state.runs = append([]jobs.Run{done}, f.state.runs...)
+	f.state.mu.Unlock()
+	_, _, page := f.get(t, "/jobs/report")
+	for _, want := range []string{">released</span>", "released by api.token (bearer) from 10.0.0.7: hung on NFS"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the job page lacks %q", want)
+		}
+	}
+}
