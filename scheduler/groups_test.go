@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"strings"
@@ -186,4 +187,74 @@ func TestFSM_AdmitAfterTheJobLeft(t *testing.T) {
 	if got, _ := f.Run(c.ID); !IsAdmitted(got) {
 		t.Errorf("c: %s %q; want admitted in b's place", got.State, got.Reason)
 	}
+}
+
+// A leader grants the first attempt of a run its group admitted, and so
+// does a new leader that finds an admitted run in the state (its
+// predecessor died between the entry that admitted it and the grant).
+func TestLeader_GrantsAdmittedRuns(t *testing.T) {
+	specs := groupSpecs(1, 5, "a", "b")
+	l, fsm := newTestLeader(t, specs...)
+	specA, _ := fsm.Spec("a")
+	specB, _ := fsm.Spec("b")
+	runA, err := l.fire(specA, base, "schedule", false)
+	if err != nil || len(runA.Attempts) != 1 {
+		t.Fatalf("fire a: %v %+v", err, runA)
+	}
+	runB, err := l.fire(specB, base.Add(time.Second), "schedule", false)
+	if err != nil || !jobs.IsWaiting(runB) {
+		t.Fatalf("fire b: %v, %s %q; want waiting", err, runB.State, runB.Reason)
+	}
+	a, _ := runA.Latest()
+	code := 0
+	if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opComplete, Complete: &Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := fsm.Run(runB.ID); !IsAdmitted(got) {
+		t.Fatalf("b: %s %q; want admitted", got.State, got.Reason)
+	}
+	// A new term recovers: the admitted run gets its retry timer, due now.
+	next := newLeader(l.s, l.ctx)
+	t.Cleanup(next.wg.Wait)
+	next.recover()
+	next.checkRetries()
+	got, _ := fsm.Run(runB.ID)
+	att, ok := got.Latest()
+	if !ok || att.Worker != "n1" || !newerFence(att.Token, a.Token) {
+		t.Fatalf("b after the new leader's recovery: %+v; want its first attempt, a newer token than %s", got, a.Token)
+	}
+	d := l.s.Dispatcher.(*recordingDispatcher)
+	if err := waitFor(5*time.Second, func() bool {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		for _, s := range d.sent {
+			if s.Attempt.ID == att.ID {
+				return true
+			}
+		}
+		return false
+	}); err != nil {
+		t.Errorf("the admitted run's attempt was never dispatched")
+	}
+	// Granted once: a second pass changes nothing.
+	next.scheduleRetry(got)
+	next.checkRetries()
+	if again, _ := fsm.Run(runB.ID); len(again.Attempts) != 1 {
+		t.Errorf("b has %d attempts after a second pass, want 1", len(again.Attempts))
+	}
+}
+
+func newerFence(a, b jobs.Fence) bool {
+	return a.Epoch > b.Epoch || (a.Epoch == b.Epoch && a.Seq > b.Seq)
+}
+
+func waitFor(d time.Duration, cond func() bool) error {
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return context.DeadlineExceeded
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return nil
 }
