@@ -35,10 +35,10 @@ func TestCluster_GroupLimitsAcrossLeaderKill(t *testing.T) {
 	// The jobs run on the worker only: a SIGKILLed agent's job process
 	// would outlive it (its own process group), and this test is about
 	// the group's limit, not about fencing a dead node's leftovers.
-	body := `if (set -C; echo "$FENCECRON_ATTEMPT" > D/lock) 2>/dev/null; then echo "$FENCECRON_JOB" >> D/starts; sleep 5; rm D/lock; ` +
+	body := `if (set -C; echo "$FENCECRON_ATTEMPT" > D/lock) 2>/dev/null; then echo "$FENCECRON_JOB" >> D/starts; sleep 7; rm D/lock; ` +
 		`else echo "$FENCECRON_ATTEMPT ran beside $(cat D/lock)" >> D/overlaps; fi`
 	body = strings.ReplaceAll(body, "D/", dir+"/")
-	at := time.Now().UTC().Truncate(time.Second).Add(8 * time.Second)
+	at := time.Now().UTC().Truncate(time.Second).Add(12 * time.Second)
 	cron := func(d time.Duration) string {
 		t := at.Add(d)
 		return fmt.Sprintf("%d %d %d %d %d *", t.Second(), t.Minute(), t.Hour(), t.Day(), int(t.Month()))
@@ -74,12 +74,12 @@ func TestCluster_GroupLimitsAcrossLeaderKill(t *testing.T) {
 		}
 		return out
 	}
-	proctest.Eventually(t, 30*time.Second, "one running, three waiting, one skipped", func() error {
+	proctest.Eventually(t, 40*time.Second, "one running, three waiting, one skipped", func() error {
 		runs := runsOf(leader)
 		var running, waiting, skipped int
 		for _, r := range runs {
 			switch {
-			case len(r.Attempts) == 1 && r.Attempts[0].State == jobs.Running:
+			case len(r.Attempts) == 1 && !r.Attempts[0].State.Terminal():
 				running++
 			case jobs.IsWaiting(r):
 				waiting++
@@ -104,7 +104,7 @@ func TestCluster_GroupLimitsAcrossLeaderKill(t *testing.T) {
 	leader = c.Node(second.Leader)
 
 	var runs map[string]jobs.Run
-	proctest.Eventually(t, 90*time.Second, "every admitted run finished", func() error {
+	proctest.Eventually(t, 120*time.Second, "every admitted run finished", func() error {
 		runs = runsOf(leader)
 		for _, name := range []string{"g1", "g2", "g3", "g4"} {
 			if r := runs[name]; r.State != jobs.Succeeded {
