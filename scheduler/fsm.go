@@ -551,7 +551,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 				return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
 			}
 		}
-		if g.Force && version >= 2 {
+		if g.Force && version >= 2 && r.State != jobs.Skipped { // skipped: its group's queue was full
 			r.Forced = true
 			detail := fmt.Sprintf("trigger -force: %s granted whatever overlap: %s says", id, spec.Overlap)
 			if len(d.Overrode) > 0 {
