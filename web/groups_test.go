@@ -43,7 +43,7 @@ func TestServer_Groups(t *testing.T) {
 	})
 	t.Run("metrics", func(t *testing.T) {
 		_, _, body := f.do(t, http.MethodGet, "/metrics", "")
-		for _, want := range []string{`fencecron_group_running{group="db"} 1`, `fencecron_group_waiting{group="db"} 2`, `fencecron_group_oldest_waiter_age_seconds{group="db"} 20`} {
+		for _, want := range []string{"fencecron_cluster_attempts_released_total 0", "fencecron_cluster_group_full_total 0", `fencecron_group_running{group="db"} 1`, `fencecron_group_waiting{group="db"} 2`, `fencecron_group_oldest_waiter_age_seconds{group="db"} 20`} {
 			if !strings.Contains(body, want) {
 				t.Errorf("/metrics lacks %s", want)
 			}

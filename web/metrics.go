@@ -38,6 +38,8 @@ var clusterCounters = []struct{ key, name, help string }{
 	{"skipped", "fencecron_cluster_runs_skipped_total", "Scheduled runs skipped by overlap or misfire policy."},
 	{"suspect", "fencecron_cluster_lease_suspect_total", "SUSPECT lease transitions reported by workers."},
 	{"lost", "fencecron_cluster_lease_lost_total", "LOST lease transitions reported by workers."},
+	{"releases", "fencecron_cluster_attempts_released_total", "Attempts whose lease an operator ended (fencecron release)."},
+	{"group_full", "fencecron_cluster_group_full_total", "Fire times skipped because their concurrency group's queue was full (max_waiting)."},
 }
 
 // maxPausedSeries bounds the fencecron_cluster_job_paused series of one
