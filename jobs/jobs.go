@@ -124,6 +124,9 @@ type Attempt struct {
 	StoreVersion uint64 `json:"store_version,omitempty"`
 	Error        string `json:"error,omitempty"`
 	StderrTail   string `json:"stderr_tail,omitempty"`
+	// StdoutTail is the end of the attempt's stdout when it was not
+	// published (the store has it then), at most 16 KiB.
+	StdoutTail string `json:"stdout_tail,omitempty"`
 	// Expired is set when the leader took the attempt's lease away; the
 	// worker may still report what happened afterwards.
 	Expired bool `json:"expired,omitempty"`
@@ -174,6 +177,10 @@ const (
 	// the job's overlap policy said (recorded with the grant, even when
 	// nothing was open).
 	EventForced = "forced"
+	// EventClockSkew: a node found a peer's wall clock beyond
+	// cluster.max_clock_skew from its own, or back within it (log
+	// version 4).
+	EventClockSkew = "clock_skew"
 	// EventReleased: an operator ended an attempt's lease now (fencecron
 	// release); its detail names who asked and why.
 	EventReleased = "released"
@@ -198,7 +205,7 @@ var NoteKinds = []string{EventSuspect, EventLost, NoteStoreRefused}
 
 // AuditKinds are the kinds of audit entry a node may send (Audit);
 // anything else is refused.
-var AuditKinds = []string{EventLoginFailed}
+var AuditKinds = []string{EventLoginFailed, EventClockSkew}
 
 // SkipRange records scheduled times of a job that were deliberately not
 // run: Count fire times from From to To inclusive, and why.

@@ -40,7 +40,9 @@ type pendingCompletion struct {
 	done chan error // buffered: the committer never blocks on it
 }
 
-func (p *pendingCompletion) size() int { return 256 + len(p.c.StderrTail) + len(p.c.Error) }
+func (p *pendingCompletion) size() int {
+	return 256 + len(p.c.StderrTail) + len(p.c.StdoutTail) + len(p.c.Error)
+}
 
 // applyCompletes applies each completion of a group in order.
 func (f *FSM) applyCompletes(l *raft.Log, version int, c *completesCmd) applyResult {

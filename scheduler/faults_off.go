@@ -5,6 +5,8 @@ package scheduler
 import (
 	"errors"
 	"strings"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // FaultsBuilt reports whether this build has fault injection (see
@@ -35,6 +37,10 @@ func DropDispatchReply(*Faults) error { return nil }
 func (*Faults) stopBeforePublish(int) bool { return false }
 
 func (*Faults) dropRenewReply(*int) error { return nil }
+
+// ClockOf returns the system clock: a release build's wall clock cannot
+// be moved.
+func ClockOf(*Faults) jobs.Clock { return jobs.SystemClock{} }
 
 // TuningOf returns the zero Tuning: a release build has the defaults.
 func TuningOf(*Faults) Tuning { return Tuning{} }

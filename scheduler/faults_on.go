@@ -12,6 +12,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // FaultsBuilt reports whether this build has fault injection (see
@@ -37,6 +39,10 @@ type Faults struct {
 	DropRenewReplies int
 	// Tuning shrinks bounds and rhythms for fast tests (see Tuning).
 	Tuning Tuning
+	// ClockOffset moves this node's wall clock (ClockOf) by that much
+	// (clock-offset-ms=N, N may be negative), as a host whose clock is
+	// off would be: to prove that skew is noticed.
+	ClockOffset time.Duration
 
 	mu sync.Mutex
 }
@@ -57,6 +63,14 @@ func ParseFaults(s string) (*Faults, error) {
 			continue
 		}
 		k, v, ok := strings.Cut(item, "=")
+		if k == "clock-offset-ms" {
+			ms, err := strconv.Atoi(v)
+			if err != nil {
+				return nil, fmt.Errorf("fault %q: want clock-offset-ms=milliseconds", item)
+			}
+			f.ClockOffset = time.Duration(ms) * time.Millisecond
+			continue
+		}
 		n, err := strconv.Atoi(v)
 		if !ok || err != nil || n < 0 {
 			return nil, fmt.Errorf("fault %q: want name=count", item)
@@ -82,11 +96,27 @@ func ParseFaults(s string) (*Faults, error) {
 			return nil, fmt.Errorf("unknown fault %q", k)
 		}
 	}
-	if f.StopBeforePublish == 0 && f.DropDispatchReplies == 0 && f.DropRenewReplies == 0 && f.Tuning == (Tuning{}) {
+	if f.StopBeforePublish == 0 && f.DropDispatchReplies == 0 && f.DropRenewReplies == 0 && f.Tuning == (Tuning{}) && f.ClockOffset == 0 {
 		return nil, nil
 	}
 	return f, nil
 }
+
+// ClockOf returns the node's wall clock: the system clock, moved by
+// ClockOffset if set.
+func ClockOf(f *Faults) jobs.Clock {
+	if f == nil || f.ClockOffset == 0 {
+		return jobs.SystemClock{}
+	}
+	return offsetClock{f.ClockOffset}
+}
+
+// offsetClock is the system clock moved by d. Durations between its
+// readings are the system clock's: Add moves the monotonic reading too.
+type offsetClock struct{ d time.Duration }
+
+func (c offsetClock) Now() time.Time                      { return time.Now().Add(c.d) }
+func (c offsetClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
 
 // TuningOf returns the test build's tuning (zero without faults).
 func TuningOf(f *Faults) Tuning {

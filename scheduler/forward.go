@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -172,6 +173,8 @@ func checkCompletion(c Completion) error {
 		return invalid("complete %s: a field is too long (node %d, signal %d, store_outcome %d, error %d, stderr_tail %d bytes; at most %d, %d, %d, %d, %d)",
 			c.Attempt, len(c.Node), len(c.Signal), len(c.StoreOutcome), len(c.Error), len(c.StderrTail),
 			maxNodeLen, maxSignalLen, maxOutcomeLen, maxErrorLen, maxStderrTail)
+	case len(c.StdoutTail) > StdoutTailBytes || !utf8.ValidString(c.StdoutTail):
+		return invalid("complete %s: stdout_tail of %d bytes: at most %d bytes of UTF-8", c.Attempt, len(c.StdoutTail), StdoutTailBytes)
 	}
 	return nil
 }

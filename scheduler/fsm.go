@@ -222,6 +222,9 @@ type Completion struct {
 	EndedAt      time.Time  `json:"ended_at"`
 	// AcceptedAt is when the worker received the dispatch (version 3).
 	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	// StdoutTail is the end of stdout when it was not published (version
+	// 4; see output.go).
+	StdoutTail string `json:"stdout_tail,omitempty"`
 }
 
 // applyResult is what FSM.Apply returns to the proposer.
@@ -739,6 +742,9 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		a.Error = c.Error
 	}
 	a.StderrTail = c.StderrTail
+	if version >= 4 {
+		a.StdoutTail = c.StdoutTail
+	}
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
 	}
@@ -1033,6 +1039,9 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 		if err := CheckAudit(a.Kind); err != nil {
 			return applyResult{Err: err}
 		}
+	}
+	if version < 4 && a.Kind == jobs.EventClockSkew {
+		return applyResult{Err: fmt.Errorf("audit entry of kind %q in a version %d entry: %w", a.Kind, version, jobs.ErrInvalidConfig)}
 	}
 	detail := a.Detail
 	if len(detail) > maxAuditDetail {

@@ -52,7 +52,7 @@ func summarize(r *jobs.Run) RunSummary {
 	if a, ok := r.Latest(); ok {
 		c := *a
 		// The tail and refusals stay with the run; the summary is small.
-		c.StderrTail, c.StoreRefusals, c.ExitCode = "", nil, nil
+		c.StderrTail, c.StdoutTail, c.StoreRefusals, c.ExitCode = "", "", nil, nil
 		s.Attempt = &c
 	}
 	return s

@@ -41,7 +41,10 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  a forced release (op "release", see release.go): an operator ends
+//	4  a completion records the end of stdout when it was not
+//	   published (Attempt.StdoutTail, output.go); an audit entry may
+//	   be of kind clock_skew (skew.go).
+//	   A forced release (op "release", see release.go): an operator ends
 //	   an open attempt's lease now, with a reason and who asked; the
 //	   attempt ends lost and its run is retried by its policy.
 //	   Concurrency groups (see groups.go): a grant of a group's job takes

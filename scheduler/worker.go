@@ -66,6 +66,7 @@ type Worker struct {
 	seen   map[string]bool // attempts accepted here, running or recently finished
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
+	live   liveOutputs     // output of the attempts running here (output.go)
 	ctx    context.Context // runs attempts; cancelled by Close
 	cancel context.CancelFunc
 	report context.Context // reports; outlives ctx until Close gives up
@@ -168,6 +169,7 @@ func (w *Worker) forget(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	delete(w.active, id)
+	w.live.stop(id)
 	w.recent = append(w.recent, id)
 	if len(w.recent) > maxRecent {
 		delete(w.seen, w.recent[0])
@@ -257,6 +259,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			log.Warn("could not report start", "err", err)
 		}
 	}()
+	out := w.live.start(a.Attempt.ID)
 	res := executor.Run(runCtx, executor.Request{
 		Argv:      a.Spec.Argv(),
 		Env:       w.env(a),
@@ -265,8 +268,11 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		MaxOutput: a.Spec.MaxOutputBytes,
 		Grace:     w.Grace,
 		DropEnv:   w.DropEnv,
+		Stdout:    out.stdout,
+		Stderr:    out.stderr,
 	})
 	close(exited)
+	out.exited()
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" {
 		code := res.ExitCode
@@ -288,6 +294,8 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	default:
 		c.State = jobs.Succeeded
 	}
+	// The record keeps stdout's tail unless the store gets all of it.
+	c.StdoutTail = out.stdout.tail(StdoutTailBytes)
 	if c.State != jobs.Succeeded || a.Run.Output == "" {
 		return c
 	}
@@ -312,6 +320,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	case err != nil:
 		c.State, c.Error = jobs.Failed, fmt.Sprintf("publish %s: %v", a.Run.Output, err)
 	default:
+		c.StdoutTail = ""
 		log.Info("published", "key", a.Run.Output, "version", pub.Version)
 	}
 	return c

@@ -8,6 +8,7 @@ import (
 	"html/template"
 	"io/fs"
 	"maps"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -34,7 +35,7 @@ import (
 
 const fragmentHeader = "X-Fencecron-Fragment"
 
-var pageNames = []string{"overview.html", "jobs.html", "job.html", "store.html", "key.html", "events.html", "timeline.html", "login.html", "error.html"}
+var pageNames = []string{"overview.html", "jobs.html", "job.html", "store.html", "key.html", "events.html", "timeline.html", "login.html", "error.html", "attempt.html"}
 
 var templateFuncs = template.FuncMap{
 	"ts": func(t time.Time) string {
@@ -85,6 +86,9 @@ var templateFuncs = template.FuncMap{
 		return strconv.Itoa(*p)
 	},
 	"join": strings.Join,
+	"skew": func(d time.Duration) string {
+		return strconv.FormatFloat(math.Abs(d.Seconds()), 'f', 3, 64) + "s"
+	},
 	"dict": func(kv ...any) (map[string]any, error) {
 		if len(kv)%2 != 0 {
 			return nil, errors.New("dict: odd number of arguments")
@@ -149,6 +153,7 @@ type pageBase struct {
 	Path      string
 	Now       time.Time
 	Live      bool
+	Skew      skewWarning
 }
 
 func (s *Server) base(r *http.Request, title, nav string) pageBase {
@@ -157,6 +162,7 @@ func (s *Server) base(r *http.Request, title, nav string) pageBase {
 	b := pageBase{
 		Title: title, Nav: nav, Node: s.Cluster.ID(), RaftState: s.Cluster.State(), Leader: leader, Epoch: epoch,
 		Auth: s.authOf(r), Path: r.URL.RequestURI(), Now: s.Clock.Now(), Live: nav != "",
+		Skew: s.skewWarning(),
 	}
 	if last := s.State.Events(0, 1); len(last) == 1 {
 		b.EventSeq = last[0].Seq

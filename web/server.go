@@ -105,6 +105,12 @@ type Server struct {
 	Clock     jobs.Clock
 	Logger    *slog.Logger
 
+	// Outputs asks workers for running attempts' output (output.go); nil:
+	// only finished attempts' recorded output is shown.
+	Outputs Outputs
+	// ClockSkew, if set, names the peers whose clocks are off (skew.go).
+	ClockSkew ClockSkew
+
 	// Operator serves the operator endpoints (operator.go); nil: they
 	// answer 404.
 	Operator Operator
@@ -344,6 +350,7 @@ func (s *Server) Handler() http.Handler {
 	r.Get("/events", s.handleEventsPage)
 	r.Get("/timeline", s.handleTimelinePage)
 	r.Get("/timeline.svg", s.handleTimelineSVG)
+	r.Get("/attempts/{id}", s.handleAttemptPage)
 	r.Get("/login", s.handleLoginForm)
 	r.Post("/login", s.handleLogin)
 	r.Post("/logout", s.handleLogout)
@@ -362,6 +369,7 @@ func (s *Server) Handler() http.Handler {
 		r.Get("/events", s.handleEvents)
 		r.Get("/groups", s.handleGroups)
 		r.Get("/runs", s.handleRuns)
+		r.Get("/attempts/{id}/output", s.handleAttemptOutput)
 		r.Get("/skips", s.handleSkips)
 		store := s.StoreAPI
 		if store == nil {

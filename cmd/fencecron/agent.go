@@ -64,6 +64,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		PublicTLS:       f.API.TLS,
 		Profile:         f.Cluster.Profile,
 		ReapAfter:       f.Cluster.ReapAfter,
+		MaxClockSkew:    f.Cluster.MaxClockSkew,
 		History:         f.Cluster.History,
 		Store:           f.Store,
 		StorePath:       f.StorePath(),

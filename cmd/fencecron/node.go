@@ -57,6 +57,8 @@ type nodeOptions struct {
 	PublicTLS config.TLSFiles
 	Profile   string
 	ReapAfter time.Duration
+	// MaxClockSkew is cluster.max_clock_skew; zero: the default.
+	MaxClockSkew time.Duration
 	// History is the cluster's default run history (cluster.history);
 	// zero fields: jobs.DefaultHistory.
 	History jobs.History
@@ -203,6 +205,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	sched := scheduler.New(node, fsm)
 	sched.Logger = log
+	// The node's wall clock (a test build may move it: ClockOf).
+	clock := scheduler.ClockOf(o.Faults)
+	sched.Clock = clock
+	skew := newSkewMonitor(o, clock, node, peers, sched, log)
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource
 	// The leader checks job sets sent through the API as the config
 	// parser checks the file (jobs.CheckSet): output keys by the store's
@@ -227,13 +233,13 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
-		Observer: nodeMetrics, StoreCA: caFile,
+		Observer: nodeMetrics, StoreCA: caFile, Clock: clock,
 	}
 	if signer != nil {
 		worker.TokenText = tokenText(signer, log)
 	}
 	peers.Local = worker
-	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log}
+	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log, Clock: clock}
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Internal: internal,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
@@ -256,6 +262,12 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	closers = append(closers, refusals.Close)
 	storeAPI.OnRefused = refusalsTo(refusals)
 	srv.StoreAPI = storeAPI
+	// Running attempts' output comes from their workers.
+	srv.Outputs = peers
+	srv.Clock, srv.ClockSkew = clock, skew
+	if err := nodeMetrics.WatchClockSkew(skew); err != nil {
+		return err
+	}
 	if hist != nil {
 		internal.History, srv.History = hist, hist
 	}
@@ -278,6 +290,10 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		return err
 	}
 	closers = append(closers, sched.Close)
+	if err := skew.Open(); err != nil {
+		return err
+	}
+	closers = append(closers, skew.Close)
 
 	links := "TLS 1.3, certificates from a CA derived from cluster.secret; gossip encrypted with a key derived from it"
 	if !id.Derived() {

@@ -53,6 +53,10 @@ type Request struct {
 	StderrTail int
 	// Grace is how long the group has between SIGTERM and SIGKILL.
 	Grace time.Duration
+	// Stdout and Stderr, if set, get a copy of everything the command
+	// writes, as it writes it (the worker's live output). They must not
+	// block: a slow one holds the command's pipe.
+	Stdout, Stderr io.Writer
 }
 
 // Result is what happened.
@@ -143,9 +147,16 @@ func Run(ctx context.Context, req Request) Result {
 	var wg sync.WaitGroup
 	stdout := &capBuffer{max: req.MaxOutput}
 	stderr := &tailBuffer{max: req.StderrTail}
+	var outW2, errW2 io.Writer = stdout, stderr
+	if req.Stdout != nil {
+		outW2 = io.MultiWriter(stdout, req.Stdout)
+	}
+	if req.Stderr != nil {
+		errW2 = io.MultiWriter(stderr, req.Stderr)
+	}
 	wg.Add(2)
-	go func() { defer wg.Done(); io.Copy(stdout, outR) }()
-	go func() { defer wg.Done(); io.Copy(stderr, errR) }()
+	go func() { defer wg.Done(); io.Copy(outW2, outR) }()
+	go func() { defer wg.Done(); io.Copy(errW2, errR) }()
 
 	// Terminate the group on timeout or cancel.
 	var timeout <-chan time.Time

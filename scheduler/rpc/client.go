@@ -53,6 +53,11 @@ type Client struct {
 	Servers func() []string
 	// Faults, in a test build, drops dispatch replies (scheduler.Faults).
 	Faults *scheduler.Faults
+	// Clock is this node's wall clock; nil: the system clock. Skew, if
+	// set, is told of every answer that carries the answering node's
+	// time (skew.go).
+	Clock jobs.Clock
+	Skew  SkewObserver
 
 	once sync.Once
 	http *http.Client
@@ -128,7 +133,14 @@ func (c *Client) Started(ctx context.Context, attempt string, at time.Time) erro
 
 // Complete implements scheduler.Forwarder.
 func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error {
-	return c.toLeader(ctx, pathComplete, comp, nil)
+	err := c.toLeader(ctx, pathComplete, comp, nil)
+	if comp.StdoutTail != "" && errors.Is(err, wire.ErrBadRequest) {
+		// A leader of an older release (log version 3) does not know
+		// stdout_tail: the completion matters more than the tail.
+		comp.StdoutTail = ""
+		err = c.toLeader(ctx, pathComplete, comp, nil)
+	}
+	return err
 }
 
 // Note implements scheduler.Forwarder.
@@ -308,11 +320,13 @@ func (c *Client) post(ctx context.Context, addr, path string, in, out any) error
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	sent := c.clock().Now()
 	resp, err := c.client().Do(req)
 	if err != nil {
 		return err
 	}
 	defer drainClose(resp)
+	c.observeTime(addr, sent, resp)
 	if resp.StatusCode != http.StatusOK {
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		return fmt.Errorf("%s%s: %w", addr, Prefix+path, wire.Decode(resp.StatusCode, resp.Header.Get("Content-Type"), b))

@@ -43,6 +43,12 @@ const (
 	pathRenew    = "/renew"
 	pathDispatch = "/dispatch"
 	pathRelease  = "/release"
+	// pathOutput is a running attempt's output, asked of its worker
+	// (scheduler.Worker.Output).
+	pathOutput = "/output"
+	// pathTime asks a node for its wall time, which every answer carries
+	// in TimeHeader (skew.go).
+	pathTime = "/time"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
 	pathHistoryRange = "/history/range"

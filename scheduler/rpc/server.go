@@ -36,6 +36,9 @@ type Server struct {
 		Range(history.RangeRequest) (history.RangePage, error)
 	}
 	Logger *slog.Logger
+	// Clock is this node's wall clock, stamped on every answer
+	// (TimeHeader); nil: the system clock.
+	Clock jobs.Clock
 
 	once   sync.Once
 	routes map[string]http.HandlerFunc
@@ -51,6 +54,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.once.Do(s.init)
+	s.stampTime(w)
 	h, ok := s.routes[strings.TrimPrefix(r.URL.Path, Prefix)]
 	switch {
 	case !ok || !strings.HasPrefix(r.URL.Path, Prefix+"/"):
@@ -141,6 +145,10 @@ func (s *Server) init() {
 		}
 		return s.History.Range(req)
 	})
+	s.routes[pathOutput] = handle(s, func(ctx context.Context, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+		return s.output(req)
+	})
+	s.routes[pathTime] = handle(s, func(context.Context, done) (done, error) { return done{}, nil })
 	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}

@@ -78,6 +78,33 @@
   }
   if (body.dataset.live === "true" && window.EventSource) connect();
 
+  // A running attempt's output (the attempt page): ask the node every
+  // second for what the worker kept from where the page left off, and
+  // append it as text (never as markup). A refresh of <main> renders the
+  // streams anew with their offsets, and this goes on from there.
+  var maxShown = 256 * 1024;
+  function pollOutput() {
+    var out = document.getElementById("stdout"), err = document.getElementById("stderr");
+    if (!out || !err || out.dataset.final === "true" || !window.fetch) { setTimeout(pollOutput, 1000); return; }
+    var q = "stdout_from=" + encodeURIComponent(out.dataset.next || "0") + "&stderr_from=" + encodeURIComponent(err.dataset.next || "0");
+    fetch("/api/v1/attempts/" + encodeURIComponent(out.dataset.attempt) + "/output?" + q, { credentials: "same-origin" })
+      .then(function (r) { if (!r.ok) throw new Error(r.status + " " + r.statusText); return r.json(); })
+      .then(function (o) {
+        if (document.getElementById("stdout") !== out) return; // the page was refreshed meanwhile
+        [[out, o.stdout], [err, o.stderr]].forEach(function (p) {
+          var el = p[0], c = p[1];
+          if (o.final || c.skipped || String(c.from) !== el.dataset.next) el.textContent = c.text;
+          else if (c.text) el.textContent += c.text;
+          if (el.textContent.length > maxShown) el.textContent = el.textContent.slice(-maxShown);
+          el.dataset.next = String(c.next);
+        });
+        if (o.final) { out.dataset.final = err.dataset.final = "true"; schedule(); }
+      })
+      .catch(function () { /* try again on the next tick */ })
+      .finally(function () { setTimeout(pollOutput, 1000); });
+  }
+  if (document.getElementById("stdout")) pollOutput();
+
   // Job buttons: POST through fetch, say what happened, refresh.
   document.addEventListener("submit", function (ev) {
     var form = ev.target;

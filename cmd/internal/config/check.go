@@ -136,6 +136,9 @@ func (d *decoder) checkCluster(c *Cluster) {
 	if c.Profile != ProfileDefault && c.Profile != ProfileFast && !d.failed["cluster.profile"] {
 		d.errorf(d.at("cluster.profile"), "cluster.profile", "%q: want default or fast", c.Profile)
 	}
+	if c.MaxClockSkew <= 0 && !d.failed["cluster.max_clock_skew"] {
+		d.errorf(d.at("cluster.max_clock_skew"), "cluster.max_clock_skew", "%s: want a duration above zero, such as 500ms", c.MaxClockSkew)
+	}
 	// A job's zero means "the cluster's"; the cluster's has no one to
 	// defer to.
 	for _, p := range c.History.Check(false) {

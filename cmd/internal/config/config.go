@@ -37,6 +37,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // Defaults for what the file leaves out. Each is the owning package's:
@@ -51,6 +52,7 @@ const (
 	DefaultRaftPort         = 7947
 	DefaultProfile          = ProfileDefault
 	DefaultReapAfter        = election.DefaultReapAfter
+	DefaultMaxClockSkew     = scheduler.DefaultMaxClockSkew
 	DefaultBackend          = BackendBolt
 	DefaultStorePath        = "store.db"
 	DefaultMaxBodyBytes     = fencedstore.DefaultMaxBodyBytes
@@ -212,6 +214,10 @@ type Cluster struct {
 	// nothing of its own (jobs.Spec.History); the same on every server.
 	// Default: jobs.DefaultHistory.
 	History jobs.History `yaml:"history"`
+	// MaxClockSkew is how far another node's wall clock may be from this
+	// one's before it is flagged (metric, audit entry, dashboard
+	// warning); it decides nothing. Default: scheduler.DefaultMaxClockSkew.
+	MaxClockSkew time.Duration `yaml:"max_clock_skew"`
 }
 
 // Store is the store section.
@@ -611,7 +617,7 @@ func defaults(hostname func() (string, error)) sections {
 			Bind:    DefaultBind,
 			Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 		},
-		Cluster: Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory},
+		Cluster: Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory, MaxClockSkew: DefaultMaxClockSkew},
 		Store: Store{
 			Backend:          DefaultBackend,
 			Path:             DefaultStorePath,

@@ -113,7 +113,7 @@ func TestParse_FullFile(t *testing.T) {
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
 	}
-	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory}); got != want {
+	if got, want := f.Cluster, (Cluster{Secret: "fencecron-test-secret-0123456789abcdef", Profile: "fast", ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory, MaxClockSkew: DefaultMaxClockSkew}); got != want {
 		t.Errorf("cluster = %+v, want %+v", got, want)
 	}
 	wantStore := Store{Backend: "postgres", URL: "postgres://fencecron:s3cret@db:5432/fencecron", Path: "store.db", Serve: true, MaxBodyBytes: 32 << 20, HistoryRetention: 50,
@@ -366,6 +366,8 @@ cluster:
 			"test.yaml:10:11: cluster.secret: 5 bytes: want at least 32",
 			`test.yaml:11:12: cluster.profile: "quick": want default or fast`,
 		}},
+		{"clock skew threshold", "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789, max_clock_skew: -1s}\n", []string{
+			"test.yaml:2:76: cluster.max_clock_skew: -1s: want a duration above zero, such as 500ms"}},
 		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
 			"test.yaml:1:41: node.bootstrap_expect: only a server bootstraps"}},
 		{"a lone server must bootstrap", "node: {name: n1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
