@@ -49,10 +49,26 @@ func TestCluster_ForcedRelease(t *testing.T) {
 		}
 	}
 
+	// A loaded machine may move leadership under the trigger: ask again
+	// (overlap: forbid skips a second run while the first is open), then
+	// take the run that was granted.
+	proctest.Eventually(t, 30*time.Second, "a trigger answered", func() error {
+		return follower.Post("/api/v1/jobs/stuck/trigger", nil, nil)
+	})
 	var run jobs.Run
-	if err := leader.Post("/api/v1/jobs/stuck/trigger", nil, &run); err != nil {
-		t.Fatal(err)
-	}
+	proctest.Eventually(t, 30*time.Second, "the granted run", func() error {
+		runs, err := follower.Runs("stuck", 10)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if len(r.Attempts) > 0 {
+				run = r
+				return nil
+			}
+		}
+		return fmt.Errorf("no granted run among %d", len(runs))
+	})
 	first := jobs.AttemptID(run.ID, 1)
 	var pid int
 	proctest.Eventually(t, 30*time.Second, "the first attempt running", func() error {
