@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -119,4 +120,51 @@ func batchRuns(gs []grantCmd) []string {
 		out[i] = jobs.RunID(g.Job, g.ScheduledAt)
 	}
 	return out
+}
+
+// Skips under overload. A leader that falls behind (a busy machine, a
+// failover) finds several fire times of many jobs due at once, and their
+// misfire policy records the missed ones as a range per job: one entry
+// each was a burst of entries exactly when the leader could least afford
+// it. opSkipRanges (log version 4) records the ranges found together in
+// one entry, each applied as opSkipRange applies one.
+
+// maxSkipBatch bounds the ranges in one entry.
+const maxSkipBatch = 1024
+
+// skipRangesCmd records several skip ranges (opSkipRanges).
+type skipRangesCmd struct {
+	Ranges []jobs.SkipRange `json:"ranges"`
+	At     time.Time        `json:"at"`
+}
+
+func (f *FSM) applySkipRanges(l *raft.Log, c *skipRangesCmd) applyResult {
+	for _, r := range c.Ranges {
+		f.applySkipRange(l, &skipRangeCmd{SkipRange: r, At: c.At})
+	}
+	return applyResult{}
+}
+
+// skipRanges records ranges of skipped fire times: a lone one in an
+// entry of its own, more in entries of up to maxSkipBatch.
+func (l *leader) skipRanges(rs []jobs.SkipRange) {
+	if len(rs) == 1 {
+		l.skipRange(rs[0])
+		return
+	}
+	for len(rs) > 0 {
+		n := min(len(rs), maxSkipBatch)
+		chunk := rs[:n]
+		rs = rs[n:]
+		count := 0
+		for i := range chunk {
+			chunk[i].From, chunk[i].To = chunk[i].From.UTC(), chunk[i].To.UTC()
+			count += chunk[i].Count
+		}
+		if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opSkipRanges, SkipRanges: &skipRangesCmd{Ranges: chunk, At: l.s.now()}}); err != nil {
+			l.log.Error("could not record skipped fire times", "jobs", len(chunk), "count", count, "err", err)
+			continue
+		}
+		l.log.Info("skipped fire times", "jobs", len(chunk), "count", count, "first_job", chunk[0].Job, "reason", chunk[0].Reason)
+	}
 }

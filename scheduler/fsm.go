@@ -42,7 +42,10 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
-	opRelease   = "release"
+	// opSkipRanges records several ranges of skipped fire times in one
+	// entry (log version 4, see batch.go).
+	opSkipRanges = "skip_ranges"
+	opRelease    = "release"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -63,8 +66,10 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
-	Release   *releaseCmd   `json:"release,omitempty"`
-	Admit     *admitCmd     `json:"admit,omitempty"`
+	// SkipRanges is opSkipRanges' payload.
+	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
+	Release    *releaseCmd    `json:"release,omitempty"`
+	Admit      *admitCmd      `json:"admit,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -101,6 +106,9 @@ type grantCmd struct {
 	Force       bool      `json:"force,omitempty"`
 	Reason      string    `json:"reason,omitempty"`
 	At          time.Time `json:"at"`
+	// Ahead marks a grant proposed before the run's fire time (log
+	// version 4, see pregrant.go).
+	Ahead bool `json:"ahead,omitempty"`
 }
 
 type skipRangeCmd struct {
@@ -450,6 +458,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyCompletes(l, c.V, c.Completes)
 	case c.Op == opGrants && c.Grants != nil:
 		return f.applyGrants(l, c.V, c.Grants)
+	case c.Op == opSkipRanges && c.SkipRanges != nil:
+		return f.applySkipRanges(l, c.SkipRanges)
 	case c.Op == opSkipRange && c.SkipRange != nil:
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
@@ -529,6 +539,11 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			res.Run = in.Existing.Clone()
 		}
 		return res
+	}
+	if g.Ahead && version >= 4 {
+		if err := DecideAhead(in); err != nil {
+			return applyResult{Err: err}
+		}
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {

@@ -112,7 +112,7 @@ func (l *leader) run() {
 	for {
 		wait := time.Hour
 		if len(q) > 0 {
-			wait = max(q[0].fireAt.Sub(s.Clock.Now()), 0)
+			wait = max(q[0].wakeAt().Sub(s.Clock.Now()), 0)
 		}
 		t := s.Clock.NewTimer(wait)
 		select {
@@ -155,6 +155,19 @@ type fireEntry struct {
 	after  time.Time
 	next   time.Time
 	fireAt time.Time
+	// lead is how long before fireAt the run is granted ahead
+	// (pregrant.go); aheadTried says that was tried for next, which is
+	// then granted at fireAt as without ahead.
+	lead       time.Duration
+	aheadTried bool
+}
+
+// wakeAt is when the firing loop next handles the entry.
+func (e *fireEntry) wakeAt() time.Time {
+	if e.aheadTried {
+		return e.fireAt
+	}
+	return e.fireAt.Add(-e.lead)
 }
 
 // jitterFor is the job's jitter for scheduled time t (jobs.Spec.JitterFor).
@@ -166,13 +179,14 @@ func (e *fireEntry) jitterFor(t time.Time) time.Duration {
 func (e *fireEntry) setNext(t time.Time) {
 	e.next = t
 	e.fireAt = t.Add(e.jitterFor(t))
+	e.aheadTried = false
 }
 
 // fireQueue is a min-heap of next fire times.
 type fireQueue []*fireEntry
 
 func (q fireQueue) Len() int           { return len(q) }
-func (q fireQueue) Less(i, j int) bool { return q[i].fireAt.Before(q[j].fireAt) }
+func (q fireQueue) Less(i, j int) bool { return q[i].wakeAt().Before(q[j].wakeAt()) }
 func (q fireQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
 func (q *fireQueue) Push(x any)        { *q = append(*q, x.(*fireEntry)) }
 func (q *fireQueue) Pop() any {
@@ -205,11 +219,13 @@ func (l *leader) buildQueue() fireQueue {
 			parsed[key] = sched
 		}
 		after, ok := l.s.FSM.LastScheduled(spec.Name)
-		if !ok || after.After(now) {
+		if !ok || after.After(now.Add(leadFor(spec))) {
+			// A time a little ahead was granted ahead (pregrant.go):
+			// it is handled. One further ahead is not one of ours.
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: leadFor(spec)}
 			e.setNext(next)
 			q = append(q, e)
 		}
@@ -229,18 +245,42 @@ const maxConcurrentFires = 64
 // they decide are collected and proposed together (fireMany).
 func (l *leader) fireDue(q *fireQueue) {
 	now := l.s.Clock.Now()
-	var due []*fireEntry
-	for q.Len() > 0 && !(*q)[0].fireAt.After(now) {
-		due = append(due, heap.Pop(q).(*fireEntry))
+	var due, ahead []*fireEntry
+	for q.Len() > 0 && !(*q)[0].wakeAt().After(now) {
+		e := heap.Pop(q).(*fireEntry)
+		if e.fireAt.After(now) {
+			ahead = append(ahead, e)
+		} else {
+			due = append(due, e)
+		}
+	}
+	if len(ahead) > 0 {
+		l.grantAhead(ahead)
+		for _, e := range ahead {
+			if e.after.Before(e.next) {
+				heap.Push(q, e) // granted at its fire time
+				continue
+			}
+			if next := e.sched.Next(e.after); !next.IsZero() {
+				e.setNext(next)
+				heap.Push(q, e)
+			}
+		}
 	}
 	var (
 		wg    sync.WaitGroup
 		mu    sync.Mutex
 		fires []dueFire
+		skips []jobs.SkipRange
 	)
 	collect := func(spec jobs.Spec, at time.Time) {
 		mu.Lock()
 		fires = append(fires, dueFire{spec, at})
+		mu.Unlock()
+	}
+	collectSkip := func(r jobs.SkipRange) {
+		mu.Lock()
+		skips = append(skips, r)
 		mu.Unlock()
 	}
 	sem := make(chan struct{}, maxConcurrentFires)
@@ -252,10 +292,11 @@ func (l *leader) fireDue(q *fireQueue) {
 		wg.Add(1)
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			e.after = l.handleDueInto(e, now, collect)
+			e.after = l.handleDueInto(e, now, collect, collectSkip)
 		}()
 	}
 	wg.Wait()
+	l.skipRanges(skips)
 	l.fireMany(fires)
 	for _, e := range due {
 		if e.after.Before(e.next) {
@@ -374,24 +415,28 @@ func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused 
 		l.log.Error("batch grant failed", "runs", len(gs), "first", jobs.RunID(gs[0].Job, gs[0].ScheduledAt), "err", err)
 		return nil
 	}
+	var granted []Assignment
 	for i, r := range res.Batch {
 		g, spec := gs[i], specs[gs[i].Job]
 		if errors.Is(r.Err, ErrBatchOverlap) {
 			refused = append(refused, dueFire{spec, g.ScheduledAt})
 			continue
 		}
-		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs))
+		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs), &granted)
 	}
+	l.dispatchAll(granted)
 	return refused
 }
 
 // granted logs what the entry that proposed a grant of spec's run at
 // decided (run, or err), and tracks the attempt it granted; batch is the
-// number of grants the entry held. It returns the run, or err if the
+// number of grants the entry held. The attempt's assignment is appended
+// to out, for the caller to dispatch with the others of its entry, or,
+// with out nil, dispatched at once. It returns the run, or err if the
 // grant failed (its outcome may then be unknown: leadership lost
 // mid-apply; the unique (job, scheduled time) makes a later grant of the
 // same time refuse, and a new leader recovers whatever committed).
-func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int) (jobs.Run, error) {
+func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int, out *[]Assignment) (jobs.Run, error) {
 	log := l.log.With("job", spec.Name, "scheduled_at", at)
 	switch {
 	case errors.Is(err, jobs.ErrDuplicateRun):
@@ -413,7 +458,11 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 		fields = append(fields, "batch", batch)
 	}
 	log.Info("granted", fields...)
-	l.track(run, *att, spec)
+	if out != nil {
+		*out = append(*out, l.lease(run, *att, spec))
+	} else {
+		l.track(run, *att, spec)
+	}
 	return run, nil
 }
 
@@ -421,11 +470,12 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 // (e.after, now], granting each run it decides on at once, and returns
 // the last of them.
 func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
-	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) })
+	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) }, l.skipRange)
 }
 
-// handleDueInto is handleDue, handing each run to grant to fire.
-func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time)) time.Time {
+// handleDueInto is handleDue, handing each run to grant to fire and each
+// range of fire times to skip to skip.
+func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time), skip func(jobs.SkipRange)) time.Time {
 	spec, ok := l.s.FSM.Spec(e.name)
 	if !ok {
 		// Gone from the set (the queue is rebuilt next): its times are
@@ -457,7 +507,7 @@ func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec,
 	}
 	if expired.Count > 0 {
 		expired.Job, expired.Reason = spec.Name, fmt.Sprintf("older than catchup_window %s", window)
-		l.skipRange(expired)
+		skip(expired)
 	}
 	if len(due) == 0 {
 		return last
@@ -474,14 +524,14 @@ func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec,
 			missed = due
 		}
 		if len(missed) > 0 {
-			l.skipRange(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
+			skip(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
 		}
 		if len(missed) < len(due) {
 			fire(spec, latest)
 		}
 	default: // latest
 		if len(due) > 1 {
-			l.skipRange(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
+			skip(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
 		}
 		fire(spec, due[len(due)-1])
 	}
@@ -526,7 +576,7 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 		g.Output, g.Worker = key, worker
 	}
 	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
-	return l.granted(spec, at, res.Run, err, 1)
+	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 
 // trigger starts a run of job now, on an operator's request.
@@ -595,6 +645,11 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 
 // track starts the lease of a new attempt and dispatches it.
 func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
+	l.dispatch(l.lease(run, att, spec))
+}
+
+// lease starts the lease of a new attempt and returns its assignment.
+func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignment {
 	ttl := spec.LeaseTTL.D()
 	if ttl <= 0 {
 		ttl = jobs.DefaultLeaseTTL
@@ -602,7 +657,7 @@ func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
 	l.mu.Lock()
 	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
 	l.mu.Unlock()
-	l.dispatch(Assignment{Run: run, Attempt: att, Spec: spec})
+	return Assignment{Run: run, Attempt: att, Spec: spec}
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id

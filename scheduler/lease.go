@@ -63,7 +63,7 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	clock := c.w.clock()
 	sent = clock.Now()
 	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
-	reply, err := c.w.Leader.Renew(rctx, c.attempt, c.w.ID)
+	reply, err := c.w.renew(rctx, c.attempt)
 	cancel()
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
@@ -120,22 +120,38 @@ func (c *leaseClient) acquire(ctx context.Context) bool {
 // calls stop when the lease is lost, which kills the attempt's process
 // group.
 func (c *leaseClient) keep(ctx context.Context, stop context.CancelFunc) {
+	c.startKeep()(ctx, stop)
+}
+
+// startKeep starts keep's clock now: its first check and renewal count
+// from this call, not from when a goroutine gets to run the loop it
+// returns (on a busy worker, or a test's fake clock, that can be later).
+func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelFunc) {
 	clock := c.w.clock()
 	every := max(c.ttl/3, 30*time.Millisecond)
 	checkEvery := max(c.ttl/20, 10*time.Millisecond)
 	nextRenew := clock.Now().Add(every)
-	for {
-		if c.isLost() {
-			stop()
-			return
+	t := clock.NewTimer(checkEvery)
+	return func(ctx context.Context, stop context.CancelFunc) {
+		defer func() { t.Stop() }()
+		for armed := true; ; armed = false {
+			if c.isLost() {
+				stop()
+				return
+			}
+			if !armed {
+				t = clock.NewTimer(checkEvery)
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C():
+			}
+			if !clock.Now().Before(nextRenew) {
+				nextRenew = c.renewOnce(ctx).Add(every)
+			}
+			c.evaluate(clock.Now())
 		}
-		if !jobs.Sleep(ctx, clock, checkEvery) {
-			return
-		}
-		if !clock.Now().Before(nextRenew) {
-			nextRenew = c.renewOnce(ctx).Add(every)
-		}
-		c.evaluate(clock.Now())
 	}
 }
 

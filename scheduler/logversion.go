@@ -41,7 +41,12 @@ import (
 //	   cannot meet, see batch.go); a group of completions in one entry
 //	   (op "completes", see completions.go); a completion records when
 //	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  a completion records the end of stdout when it was not
+//	4  a grant may be marked ahead (grantCmd.Ahead: proposed before the
+//	   run's fire time); Apply refuses it (ErrNotAhead, nothing changes)
+//	   while the job has an open run and overlap forbid or replace, see
+//	   pregrant.go; several ranges of skipped fire times in one entry
+//	   (op "skip_ranges", see batch.go).
+//	   A completion records the end of stdout when it was not
 //	   published (Attempt.StdoutTail, output.go); an audit entry may
 //	   be of kind clock_skew (skew.go).
 //	   A forced release (op "release", see release.go): an operator ends
@@ -80,7 +85,8 @@ var knownOps = map[string]int{
 	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
 	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
 	opGrants: 3, opCompletes: 3,
-	opRelease: 4, opAdmit: 4,
+	opSkipRanges: 4,
+	opRelease:    4, opAdmit: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -141,6 +147,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opSkipRanges:
+		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
 	case opRelease:
 		return c.Release != nil
 	case opAdmit:

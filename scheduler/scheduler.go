@@ -54,9 +54,17 @@ type Assignment struct {
 }
 
 // TokenExpires returns when the attempt's fence token stops being good:
-// jobs.Spec.TokenExpiry of its replicated grant time. The job's signed
+// jobs.Spec.TokenExpiry of its replicated grant time, or of its fire time
+// if it was granted ahead of it (StartAt), so the wait before the fire
+// time takes nothing from the job's timeout. The job's signed
 // FENCECRON_TOKEN and the worker's own establish and publish carry it.
-func (a Assignment) TokenExpires() time.Time { return a.Spec.TokenExpiry(a.Attempt.GrantedAt) }
+func (a Assignment) TokenExpires() time.Time {
+	from := a.Attempt.GrantedAt
+	if start := a.StartAt(); start.After(from) {
+		from = start
+	}
+	return a.Spec.TokenExpiry(from)
+}
 
 // Dispatcher delivers an assignment to the named worker. Delivering the
 // same attempt twice must start it at most once.

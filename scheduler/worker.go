@@ -66,6 +66,7 @@ type Worker struct {
 	seen   map[string]bool // attempts accepted here, running or recently finished
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
+	renewQ chan *renewCall // renewals for sendRenewals; nil: one call each
 	live   liveOutputs     // output of the attempts running here (output.go)
 	ctx    context.Context // runs attempts; cancelled by Close
 	cancel context.CancelFunc
@@ -91,6 +92,13 @@ func (w *Worker) Open() error {
 	w.active = map[string]*leaseClient{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.report, w.stopRp = context.WithCancel(context.Background())
+	if br, ok := w.Leader.(BatchRenewer); ok {
+		w.renewQ = make(chan *renewCall, 4*maxRenewBatch)
+		for range renewSenders {
+			w.wg.Add(1)
+			go w.sendRenewals(br)
+		}
+	}
 	return nil
 }
 
@@ -226,16 +234,27 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	}
 
 	// HELD: run the command while the lease is renewed; LOST cancels it.
-	started := w.clock().Now().UTC()
 	runCtx, cancelRun := context.WithCancel(w.ctx)
 	defer cancelRun()
 	renewDone := make(chan struct{})
+	keep := lc.startKeep()
 	go func() {
 		defer close(renewDone)
-		lc.keep(runCtx, cancelRun)
+		keep(runCtx, cancelRun)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
+	// A run granted ahead starts at its fire time, not before.
+	if err := w.awaitStart(runCtx, a.StartAt(), lc); err != nil {
+		if lc.isLost() {
+			return done(jobs.Lost, "", "lease lost before the fire time: %s; the process never started", lc.reason())
+		}
+		// Nothing ran: lost, as if the worker had died, so a job with
+		// retries gets another attempt elsewhere (a leaving node is
+		// chosen for none).
+		return done(jobs.Lost, "", "worker shutting down before the fire time; the process never started")
+	}
+	started := w.clock().Now().UTC()
 
 	// Reporting the start is for the record; it must not delay the work.
 	w.observer().AttemptStarted(jobOf(a), a.Run.ScheduledAt, started)
@@ -243,10 +262,10 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	// startReportDelay: a short job's completion carries its start time,
 	// so it costs one Raft entry instead of two.
 	exited := make(chan struct{})
+	t := w.clock().NewTimer(min(startReportDelay, ttl/3))
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		t := w.clock().NewTimer(min(startReportDelay, ttl/3))
 		defer t.Stop()
 		select {
 		case <-exited:
@@ -325,6 +344,46 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	}
 	return c
 }
+
+// awaitStart returns when the attempt may start: at `at` (zero: now), with
+// its lease HELD. A lease that ran down meanwhile (the worker was paused,
+// or no leader confirmed a renewal) is LOST and the attempt never starts;
+// a SUSPECT one waits for a renewal or its loss, as it would to start any
+// other unit of work. It returns ctx's error, or errLeaseLost.
+func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) error {
+	clock := w.clock()
+	if d := at.Sub(clock.Now()); d > 0 {
+		t := clock.NewTimer(d)
+		select {
+		case <-ctx.Done():
+		case <-lc.lost:
+		case <-t.C():
+		}
+		t.Stop()
+	}
+	checkEvery := max(lc.ttl/20, 10*time.Millisecond)
+	for {
+		lc.evaluate(clock.Now())
+		switch lc.State() {
+		case LeaseLost:
+			return errLeaseLost
+		case LeaseHeld:
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return nil
+		}
+		if !jobs.Sleep(ctx, clock, checkEvery) {
+			if lc.isLost() {
+				return errLeaseLost
+			}
+			return ctx.Err()
+		}
+	}
+}
+
+// errLeaseLost is awaitStart's answer when the lease was lost first.
+var errLeaseLost = errors.New("lease lost")
 
 // establish calls the store, retrying failures that are not decisions
 // while the lease may still be valid.

@@ -91,7 +91,8 @@ var stages = []string{"fired", "granted", "accepted", "started", "ended", "compl
 type runTrace map[string]time.Duration
 
 func printTrace(w io.Writer, results []rateResult, labelled bool) error {
-	fmt.Fprintln(w, "where the time goes: each stage's time after the scheduled time (at), and since the stage before it (step), over the runs that recorded both")
+	fmt.Fprintln(w, "where the time goes: each stage's time after the scheduled time (at), and since the stage before it (step), over the runs that recorded both;")
+	fmt.Fprintln(w, "a run granted ahead of its fire time has negative times up to accepted, and its started step includes the wait for the fire time")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "fires/s\tstage\truns\tat p50\tat p99\tstep p50\tstep p99\t"
 	if labelled {

@@ -38,7 +38,7 @@ var checkOrder = []string{
 	CheckStaleWrite, CheckStoreReplay, CheckPorcupine, CheckStoreFencing,
 	CheckClientModel, CheckClientRecord, CheckStoreMonotonic,
 	CheckStoreVsRuns, CheckUniqueGrant, CheckTokenOrder, CheckEpochMonotonic,
-	CheckAccounted, CheckTerminal, CheckRunState,
+	CheckAccounted, CheckTerminal, CheckRunState, CheckNotEarly,
 }
 
 // maxDetails bounds the violations a check lists; it still counts all.
@@ -127,6 +127,7 @@ func Check(o *Observation, opt CheckOptions) []CheckResult {
 	checkEpochs(o, r)
 	checkAccounted(o, r)
 	checkRuns(o, r)
+	checkNotEarly(o, r)
 	return r.list()
 }
 

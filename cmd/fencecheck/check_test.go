@@ -98,6 +98,11 @@ func TestCheck_Schedule(t *testing.T) {
 			r := mkRun(1, jobs.Running, jobs.Fence{Epoch: 2, Seq: 5})
 			o.Runs[r.ID] = r
 		}},
+		{"started before its fire time", CheckNotEarly, "before the fire time", func(o *Observation) {
+			r := o.Runs[jobs.RunID("tick", t0.Add(time.Second))]
+			r.Attempts[0].StartedAt = r.ScheduledAt.Add(-20 * time.Millisecond)
+			o.Runs[r.ID] = r
+		}},
 		{"run state", CheckRunState, "its newest attempt", func(o *Observation) {
 			r := o.Runs[jobs.RunID("tick", t0.Add(time.Second))]
 			r.State = jobs.Failed

@@ -37,11 +37,14 @@ type Report struct {
 
 // Counts are what happened during the run.
 type Counts struct {
-	Runs                  int                `json:"runs"`
-	SkippedRuns           int                `json:"skipped_runs"`
-	SkippedTimes          int                `json:"skipped_times"`
-	Attempts              int                `json:"attempts"`
-	Takeovers             int                `json:"takeovers"`
+	Runs         int `json:"runs"`
+	SkippedRuns  int `json:"skipped_runs"`
+	SkippedTimes int `json:"skipped_times"`
+	Attempts     int `json:"attempts"`
+	Takeovers    int `json:"takeovers"`
+	// GrantedAhead counts attempts granted before their run's scheduled
+	// time (scheduler/pregrant.go).
+	GrantedAhead          int                `json:"granted_ahead"`
 	Retries               int                `json:"retries"`
 	AttemptStates         map[jobs.State]int `json:"attempt_states"`
 	FencedAttempts        int                `json:"fenced_attempts"`
@@ -103,6 +106,9 @@ func countObservation(o *Observation) Counts {
 		for i, a := range r.Attempts {
 			c.Attempts++
 			c.AttemptStates[a.State]++
+			if r.Trigger == "schedule" && a.GrantedAt.Before(r.ScheduledAt) {
+				c.GrantedAhead++
+			}
 			if i > 0 {
 				if r.Attempts[i-1].Expired && r.Attempts[i-1].State != jobs.Cancelled {
 					c.Takeovers++
@@ -199,7 +205,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintln(tw, "COUNT\tVALUE")
 	rows := [][2]string{
 		{"runs", fmt.Sprintf("%d (%d skipped as runs, %d fire times in skip ranges)", c.Runs, c.SkippedRuns, c.SkippedTimes)},
-		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d retries)", c.Attempts, c.Takeovers, c.Retries)},
+		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d retries; %d granted ahead of the scheduled time)", c.Attempts, c.Takeovers, c.Retries, c.GrantedAhead)},
 		{"attempt states", tally(c.AttemptStates)},
 		{"fenced attempts", fmt.Sprintf("%d (%d before starting, at establish)", c.FencedAttempts, c.FencedAtEstablish)},
 		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes; %d writes with an expired token", c.StalePublishRefused, c.StaleEstablishRefused, c.ExpiredRefused)},

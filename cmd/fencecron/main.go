@@ -19,6 +19,7 @@ const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
   fencecron dev [-http ADDR] [-data DIR]   a complete single-node cluster with example jobs
+  fencecron demo [-http ADDR] [-loop]      a paused worker's late write refused, live: a real cluster on loopback
   fencecron agent -config FILE             one node of a real cluster
   fencecron status | jobs | runs [JOB] [-since 24h] [-state failed]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
@@ -61,6 +62,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "dev":
 		return runDev(ctx, args[1:], stderr)
+	case "demo":
+		return runDemo(ctx, args[1:], stdout, stderr)
 	case "agent":
 		return runAgent(ctx, args[1:], stderr)
 	case "apply":

@@ -64,9 +64,11 @@ type Client struct {
 }
 
 var (
-	_ scheduler.Releaser   = (*Client)(nil)
-	_ scheduler.Forwarder  = (*Client)(nil)
-	_ scheduler.Dispatcher = (*Client)(nil)
+	_ scheduler.Releaser        = (*Client)(nil)
+	_ scheduler.Forwarder       = (*Client)(nil)
+	_ scheduler.Dispatcher      = (*Client)(nil)
+	_ scheduler.BatchDispatcher = (*Client)(nil)
+	_ scheduler.BatchRenewer    = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -161,6 +163,27 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.Ren
 	return reply, err
 }
 
+// RenewMany asks the leader once to renew several attempts' leases
+// (scheduler.BatchRenewer). A leader of a version without it answers
+// no_route; the attempts are then renewed one call each.
+func (c *Client) RenewMany(ctx context.Context, node string, attempts []string) ([]scheduler.RenewReply, error) {
+	if len(attempts) > maxRenewMany {
+		return nil, fmt.Errorf("renew %d attempts at once: at most %d", len(attempts), maxRenewMany)
+	}
+	var reply renewManyReply
+	err := c.callLeader(ctx, pathRenewMany, renewManyRequest{Node: node, Attempts: attempts}, &reply)
+	var re *wire.RemoteError
+	switch {
+	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
+		return scheduler.RenewEach(ctx, c, node, attempts)
+	case err != nil:
+		return nil, err
+	case len(reply.Replies) != len(attempts):
+		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(attempts), len(reply.Replies))
+	}
+	return reply.Replies, nil
+}
+
 // Dispatch delivers an assignment to its worker: directly when it is this
 // node, over the network otherwise. It tries once; the leader decides
 // what a failure means.
@@ -176,6 +199,35 @@ func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assign
 		}
 		if err := c.post(ctx, addr, pathDispatch, a, nil); err != nil {
 			return err
+		}
+	}
+	return scheduler.DropDispatchReply(c.Faults)
+}
+
+// DispatchMany delivers several assignments to one worker in one call
+// (scheduler.BatchDispatcher), directly when it is this node. It tries
+// once; on an error the leader dispatches each on its own.
+func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler.Assignment) error {
+	if len(as) > maxDispatchMany {
+		return fmt.Errorf("dispatch %d assignments at once: at most %d", len(as), maxDispatchMany)
+	}
+	if worker == c.Self && c.Local != nil {
+		for _, a := range as {
+			if err := c.Local.Accept(a); err != nil {
+				return err
+			}
+		}
+	} else {
+		addr, err := c.NodeHTTP(worker)
+		if err != nil {
+			return err
+		}
+		var reply dispatchManyReply
+		if err := c.post(ctx, addr, pathDispatchMany, as, &reply); err != nil {
+			return err
+		}
+		if len(reply.Accepted) != len(as) {
+			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", worker, len(reply.Accepted), len(as))
 		}
 	}
 	return scheduler.DropDispatchReply(c.Faults)

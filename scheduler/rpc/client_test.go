@@ -408,3 +408,33 @@ func TestClient_ReusesConnections(t *testing.T) {
 		t.Errorf("30 sequential calls opened %d connections, want 1", n)
 	}
 }
+
+// RenewMany renews several attempts in one call; a leader of a version
+// without the call (it answers no_route) gets one renewal each instead.
+func TestClient_RenewMany(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
+			leader := &fakeLeader{}
+			srv := &Server{Leader: leader}
+			h := http.Handler(srv)
+			if old {
+				h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == Prefix+pathRenewMany {
+						srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
+						return
+					}
+					srv.ServeHTTP(w, r)
+				})
+			}
+			addr := stub(t, h)
+			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+			replies, err := c.RenewMany(t.Context(), "w1", []string{"a@1.1", "b@1.1"})
+			if err != nil || len(replies) != 2 || !replies[0].Held || !replies[1].Held {
+				t.Fatalf("RenewMany = %+v, %v; want two held", replies, err)
+			}
+			if got := leader.Calls(); len(got) != 2 {
+				t.Errorf("the leader saw %q, want a renewal of each attempt", got)
+			}
+		})
+	}
+}

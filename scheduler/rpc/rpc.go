@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // Prefix is the path under which the Server answers; web routes every
@@ -41,8 +42,16 @@ const (
 	pathNote     = "/note"
 	pathAudit    = "/audit"
 	pathRenew    = "/renew"
-	pathDispatch = "/dispatch"
-	pathRelease  = "/release"
+	// pathRenewMany renews several attempts of one node
+	// (scheduler.BatchRenewer); a leader without it answers 404, and the
+	// client then renews each on its own.
+	pathRenewMany = "/renew_many"
+	pathDispatch  = "/dispatch"
+	// pathDispatchMany delivers several assignments to one worker
+	// (scheduler.BatchDispatcher); a node without it answers 404, and the
+	// leader then dispatches each on its own.
+	pathDispatchMany = "/dispatch_many"
+	pathRelease      = "/release"
 	// pathOutput is a running attempt's output, asked of its worker
 	// (scheduler.Worker.Output).
 	pathOutput = "/output"
@@ -65,6 +74,10 @@ const (
 // (jobs.MaxSetBytes), with room for the envelope, so that whatever a
 // follower accepted reaches the leader.
 const (
+	// maxDispatchMany bounds the assignments of one dispatch_many call.
+	maxDispatchMany = 64
+	// maxRenewMany bounds the attempts of one renew_many call.
+	maxRenewMany   = 256
 	maxBody        = 8 << 20
 	maxSetJobsBody = jobs.MaxSetBytes + 1<<20
 )
@@ -116,6 +129,16 @@ type (
 	}
 	dispatchReply struct {
 		Accepted string `json:"accepted"`
+	}
+	renewManyRequest struct {
+		Node     string   `json:"node"`
+		Attempts []string `json:"attempts"`
+	}
+	renewManyReply struct {
+		Replies []scheduler.RenewReply `json:"replies"`
+	}
+	dispatchManyReply struct {
+		Accepted []string `json:"accepted"`
 	}
 	done struct{}
 )

@@ -139,6 +139,50 @@ func (s *Server) init() {
 		}
 		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
 	})
+	s.routes[pathRenewMany] = handle(s, func(ctx context.Context, req renewManyRequest) (renewManyReply, error) {
+		if err := required("node", req.Node); err != nil {
+			return renewManyReply{}, err
+		}
+		if len(req.Attempts) == 0 || len(req.Attempts) > maxRenewMany {
+			return renewManyReply{}, fmt.Errorf("%w: %d attempts: want 1 to %d", wire.ErrBadRequest, len(req.Attempts), maxRenewMany)
+		}
+		for _, a := range req.Attempts {
+			if err := required("attempt", a); err != nil {
+				return renewManyReply{}, err
+			}
+		}
+		var (
+			replies []scheduler.RenewReply
+			err     error
+		)
+		if br, ok := l().(scheduler.BatchRenewer); ok {
+			replies, err = br.RenewMany(ctx, req.Node, req.Attempts)
+		} else {
+			replies, err = scheduler.RenewEach(ctx, l(), req.Node, req.Attempts)
+		}
+		return renewManyReply{Replies: replies}, err
+	})
+	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []scheduler.Assignment) (dispatchManyReply, error) {
+		if s.Worker == nil {
+			return dispatchManyReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+		}
+		if len(as) == 0 || len(as) > maxDispatchMany {
+			return dispatchManyReply{}, fmt.Errorf("%w: %d assignments: want 1 to %d", wire.ErrBadRequest, len(as), maxDispatchMany)
+		}
+		for _, a := range as {
+			if err := required("attempt.id", a.Attempt.ID); err != nil {
+				return dispatchManyReply{}, err
+			}
+		}
+		reply := dispatchManyReply{Accepted: make([]string, 0, len(as))}
+		for _, a := range as {
+			if err := s.Worker.Accept(a); err != nil {
+				return dispatchManyReply{}, fmt.Errorf("%w: %s: %v", wire.ErrUnavailable, a.Attempt.ID, err)
+			}
+			reply.Accepted = append(reply.Accepted, a.Attempt.ID)
+		}
+		return reply, nil
+	})
 	s.routes[pathHistoryRange] = handle(s, func(ctx context.Context, req history.RangeRequest) (history.RangePage, error) {
 		if s.History == nil {
 			return history.RangePage{}, fmt.Errorf("%w: this node keeps no run history", history.ErrNotCovered)
@@ -153,7 +197,7 @@ func (s *Server) init() {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}
 	if s.Leader == nil {
-		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathNote, pathAudit, pathRenew} {
+		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathNote, pathAudit, pathRenew, pathRenewMany} {
 			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 			}

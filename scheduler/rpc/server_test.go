@@ -162,3 +162,37 @@ func TestClient_Dispatch(t *testing.T) {
 		t.Errorf("dispatch to a closed worker: %v, want unavailable saying why", err)
 	}
 }
+
+// DispatchMany hands several assignments to another node's worker in one
+// call, and to this node's without the network; a worker's refusal is
+// "unavailable", which makes the leader dispatch each on its own.
+func TestClient_DispatchMany(t *testing.T) {
+	var local, remote atomic.Int32
+	as := []scheduler.Assignment{
+		{Run: jobs.Run{ID: "a@1"}, Attempt: jobs.Attempt{ID: "a@1.1", Number: 1}},
+		{Run: jobs.Run{ID: "b@1"}, Attempt: jobs.Attempt{ID: "b@1.1", Number: 1}},
+	}
+	w2 := node(t, &fakeLeader{}, func(scheduler.Assignment) error { remote.Add(1); return nil })
+	busy := node(t, &fakeLeader{}, func(scheduler.Assignment) error { return errors.New("worker closed") })
+	c := &Client{
+		Self: "n1", TLS: clientID,
+		Local: acceptFunc(func(scheduler.Assignment) error { local.Add(1); return nil }),
+		NodeHTTP: func(n string) (string, error) {
+			return map[string]string{"w2": w2, "w3": busy}[n], nil
+		},
+	}
+	if err := c.DispatchMany(t.Context(), "n1", as); err != nil || local.Load() != 2 || remote.Load() != 0 {
+		t.Fatalf("dispatch to self: %v (local %d, remote %d)", err, local.Load(), remote.Load())
+	}
+	if err := c.DispatchMany(t.Context(), "w2", as); err != nil || remote.Load() != 2 {
+		t.Fatalf("dispatch to w2: %v (remote %d)", err, remote.Load())
+	}
+	err := c.DispatchMany(t.Context(), "w3", as)
+	var re *wire.RemoteError
+	if !errors.As(err, &re) || re.Code != "unavailable" || !strings.Contains(err.Error(), "worker closed") {
+		t.Errorf("dispatch to a closed worker: %v, want unavailable saying why", err)
+	}
+	if err := c.DispatchMany(t.Context(), "w2", make([]scheduler.Assignment, maxDispatchMany+1)); err == nil {
+		t.Errorf("a batch over %d: no error", maxDispatchMany)
+	}
+}

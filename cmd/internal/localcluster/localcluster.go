@@ -624,3 +624,68 @@ func reserve(p int) bool {
 	}
 	return false
 }
+
+// PauseGroup stops the node's whole process group (SIGSTOP), as a long
+// GC pause or a frozen VM would, and waits until every thread of the node
+// has stopped. A job the node runs has its own group and goes on.
+func (n *Node) PauseGroup() error {
+	pid := n.Pid()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.Name)
+	}
+	if err := syscall.Kill(-pid, syscall.SIGSTOP); err != nil {
+		return fmt.Errorf("SIGSTOP %s: %w", n.Name, err)
+	}
+	return UntilEvery(5*time.Second, time.Millisecond, func() error {
+		if !n.Stopped() {
+			return fmt.Errorf("%s is not stopped yet", n.Name)
+		}
+		return nil
+	})
+}
+
+// ResumeGroup continues the node's process group (SIGCONT).
+func (n *Node) ResumeGroup() error {
+	pid := n.Pid()
+	if pid == 0 {
+		return fmt.Errorf("%s is not running", n.Name)
+	}
+	return syscall.Kill(-pid, syscall.SIGCONT)
+}
+
+// Shutdown stops the node as an operator would: its group continued (it
+// may be paused), SIGTERM (a planned stop: it cancels its attempts, whose
+// process groups it terminates), up to d for it to exit, then SIGKILL of
+// its group. It returns an error if the node had to be killed.
+func (n *Node) Shutdown(d time.Duration) error {
+	pid := n.Pid()
+	if pid == 0 {
+		return nil
+	}
+	syscall.Kill(-pid, syscall.SIGCONT)
+	syscall.Kill(pid, syscall.SIGTERM)
+	err := n.WaitExit(d)
+	if err == nil || errors.As(err, new(*exec.ExitError)) {
+		return nil
+	}
+	n.Kill()
+	return fmt.Errorf("%s: killed: %w", n.Name, err)
+}
+
+// ReleasePorts drops this process's port reservations (see reserve), for
+// a long-lived process that has stopped its clusters: `fencecron demo`.
+// Reservations of exited processes are taken over anyway; this only
+// leaves nothing behind.
+func ReleasePorts() {
+	entries, err := os.ReadDir(portsDir)
+	if err != nil {
+		return
+	}
+	me := strconv.Itoa(os.Getpid())
+	for _, e := range entries {
+		path := filepath.Join(portsDir, e.Name())
+		if b, err := os.ReadFile(path); err == nil && strings.TrimSpace(string(b)) == me {
+			os.Remove(path)
+		}
+	}
+}

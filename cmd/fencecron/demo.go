@@ -1,0 +1,325 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+)
+
+// `fencecron demo` tells the story fencecron exists for, on a real
+// cluster of this very binary: a worker holding the report stalls past
+// its lease, another takes over with a newer token and publishes, the
+// first wakes up and its write is refused by the store. Then the leader
+// is killed once, so the dashboard shows a second epoch. Every node is a
+// separate process started from os.Executable: the production code paths,
+// not a simulation. The story's steps live in demo_story.go, the
+// dashboard's front door in demo_proxy.go.
+
+// Demo job timings. The report's command runs long enough that w1 is
+// paused while it runs (the pause waits for the run to be started, which
+// a worker reports after a second), and finishes during the pause, so
+// that w1, when continued, goes straight on to publish.
+const (
+	demoLease      = 4 * time.Second
+	demoReportRuns = 3 * time.Second
+	// demoEvery is how often -loop tells the story.
+	demoEvery = time.Minute
+	// demoStopWait bounds each node's clean exit when the demo stops.
+	demoStopWait = 15 * time.Second
+	// demoMarker is set in every node's environment (and so in every job
+	// process's) to the demo's directory: how the demo finds, when it
+	// stops, any process of its cluster that outlived its node.
+	demoMarker = "FENCECRON_DEMO"
+)
+
+// demoJobs is the cluster's job set. report is triggered by the demo
+// (its schedule fires once a year); only the workers match its target.
+// backup runs on w2 only: while it runs, w2 has one open attempt and w1
+// none, and the leader gives a new run to the least loaded worker.
+var demoJobs = fmt.Sprintf(`  - name: report
+    schedule: "0 0 1 1 *"
+    target: {role: worker}
+    shell: 'sleep %d; echo "report written by $FENCECRON_NODE with token $FENCECRON_EPOCH.$FENCECRON_SEQ"'
+    output: 'reports/{{ .Scheduled.Format "2006-01-02-150405" }}.csv'
+    lease_ttl: %s
+    retries: 1
+    backoff: 1s
+    timeout: 2m
+  - name: backup
+    schedule: "0 0 1 1 *"
+    target: {backup: "yes"}
+    shell: 'sleep 8; echo "backup done on $FENCECRON_NODE"'
+    lease_ttl: %s
+    timeout: 2m
+`, int(demoReportRuns/time.Second), demoLease, demoLease)
+
+var demoTags = map[string]map[string]string{
+	"w1": {"role": "worker"},
+	"w2": {"role": "worker", "backup": "yes"},
+}
+
+func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	httpAddr := fs.String("http", config.DefaultAddr, "loopback address of the dashboard (port 0: any free port)")
+	dataDir := fs.String("data", "", "keep the cluster's configs, data and logs in this new or empty directory (default: a temporary directory, removed on exit)")
+	pause := fs.Duration("pause", 12*time.Second, fmt.Sprintf("how long w1 stays stopped; more than the report's lease (%s)", demoLease))
+	loop := fs.Bool("loop", false, "tell the story again every minute until Ctrl-C")
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: fencecron demo [-http ADDR] [-data DIR] [-pause 12s] [-loop]\n\n"+
+			"Starts a cluster of this binary on loopback (three servers, two workers, a store node) and\n"+
+			"shows, with real fence tokens, a paused worker's late write refused by the store.\n\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("demo takes no arguments, got %q", fs.Args())
+	}
+	if *pause <= demoLease {
+		return fmt.Errorf("-pause %s: must be longer than the report's lease (%s), or w1's lease never expires", *pause, demoLease)
+	}
+	host, _, err := splitHostPort(*httpAddr)
+	if err != nil {
+		return fmt.Errorf("-http: %w", err)
+	}
+	if !isLoopbackHost(host) {
+		// Behind the demo's proxy every visitor looks local to the nodes,
+		// which let local clients trigger and pause jobs.
+		return fmt.Errorf("-http %s: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", *httpAddr)
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary to start the nodes: %w", err)
+	}
+
+	// The dashboard's address comes first: bind it before anything else,
+	// so a taken port fails at once.
+	ln, err := net.Listen("tcp", *httpAddr)
+	if err != nil {
+		return fmt.Errorf("-http %s: %w (pass -http 127.0.0.1:0 for any free port)", *httpAddr, err)
+	}
+	defer ln.Close()
+	dash := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "fencecron demo: dashboard %s/  (the story's timeline: %s/timeline?job=report); open it in a browser, nothing opens by itself\n", dash, dash)
+
+	dir, keep, err := demoDir(*dataDir)
+	if err != nil {
+		return err
+	}
+	removeDir := func() {
+		if keep {
+			fmt.Fprintf(stdout, "configs, data and node logs kept in %s\n", dir)
+			return
+		}
+		if err := os.RemoveAll(dir); err != nil {
+			fmt.Fprintf(stderr, "fencecron demo: remove %s: %v\n", dir, err)
+		}
+	}
+	env := map[string][]string{}
+	for _, name := range []string{"n1", "n2", "n3", "w1", "w2", "store"} {
+		env[name] = []string{demoMarker + "=" + dir}
+	}
+	fmt.Fprintf(stdout, "starting a cluster of %s on loopback, in %s:\n", binary, dir)
+	c, link, err := startDemoCluster(binary, dir, env)
+	if err != nil {
+		removeDir()
+		return fmt.Errorf("start the cluster: %w", err)
+	}
+	defer link.close()
+	d := &demo{c: c, link: link, out: stdout, pause: *pause, dash: dash}
+	for _, n := range c.Nodes {
+		role := "server (votes in Raft)"
+		switch {
+		case n.Store:
+			role = "store  (serves the fenced store, runs no jobs)"
+		case !n.Server:
+			role = "worker (runs jobs, never votes)"
+		}
+		fmt.Fprintf(stdout, "  %-5s %s  http 127.0.0.1:%d  gossip %d  raft %d  pid %d  log %s\n",
+			n.Name, role, n.HTTP, n.Gossip, n.Raft, n.Pid(), n.LogPath)
+	}
+	fmt.Fprintf(stdout, "  w1 reaches the store through the demo's link %s, which can hold its writes in flight\n", link.URL())
+
+	srv := &http.Server{Handler: d.proxy(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln)
+	}()
+
+	storyErr := d.tell(ctx, *loop)
+
+	// Stop: the dashboard first, then every node, then whatever of theirs
+	// outlived them.
+	if storyErr != nil && ctx.Err() == nil {
+		fmt.Fprintf(stdout, "the story stopped: %v\n", storyErr)
+		keep = true // the node logs say why
+	}
+	fmt.Fprintln(stdout, "stopping every process of the demo…")
+	// Close, not Shutdown: a dashboard open in a browser holds an event
+	// stream that never goes idle.
+	srv.Close()
+	<-served
+	link.close()
+	stopErr := d.stopAll()
+	localcluster.ReleasePorts()
+	removeDir()
+	if ctx.Err() != nil && storyErr != nil {
+		storyErr = nil // Ctrl-C: the way a demo ends
+	}
+	if err := errors.Join(storyErr, stopErr); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "stopped.")
+	return nil
+}
+
+// startDemoCluster lays out the cluster, points w1 at the store through a
+// storeLink, and starts every node.
+func startDemoCluster(binary, dir string, env map[string][]string) (*localcluster.Cluster, *storeLink, error) {
+	c, err := localcluster.Prepare(localcluster.Options{
+		Binary: binary, Dir: dir, Servers: 3, Workers: 2, StoreNode: true, Profile: "default",
+		Jobs: demoJobs, Tags: demoTags, Env: env,
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	store := c.Node("store")
+	link, err := listenStoreLink(fmt.Sprintf("https://127.0.0.1:%d", store.HTTP), c.Secret)
+	if err != nil {
+		return nil, nil, fmt.Errorf("store link: %w", err)
+	}
+	for _, n := range c.Nodes {
+		cfg := c.Config(n)
+		if n.Name == "w1" {
+			cfg = strings.ReplaceAll(cfg, strconv.Quote(store.URL()), strconv.Quote(link.URL()))
+		}
+		if err := os.WriteFile(n.ConfigPath, []byte(cfg), 0o600); err != nil {
+			link.close()
+			return nil, nil, err
+		}
+	}
+	if err := c.StartAll(); err != nil {
+		link.close()
+		return nil, nil, err
+	}
+	return c, link, nil
+}
+
+// demoDir returns the directory the cluster lives in and whether it is
+// kept on exit (-data).
+func demoDir(data string) (string, bool, error) {
+	if data == "" {
+		dir, err := os.MkdirTemp("", "fencecron-demo-")
+		return dir, false, err
+	}
+	abs, err := filepath.Abs(data)
+	if err != nil {
+		return "", false, fmt.Errorf("-data: %w", err)
+	}
+	entries, err := os.ReadDir(abs)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return abs, true, os.MkdirAll(abs, 0o700)
+	case err != nil:
+		return "", false, fmt.Errorf("-data: %w", err)
+	case len(entries) > 0:
+		return "", false, fmt.Errorf("-data %s: not empty; give a new or empty directory (each demo lays out a fresh cluster with its own ports and secret)", abs)
+	}
+	return abs, true, nil
+}
+
+func isLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// stopAll stops every node (continued if paused, SIGTERM, then SIGKILL
+// of its process group after demoStopWait), all at once, and waits for
+// them; then it kills any process that still carries the demo's marker
+// (a job a killed node left behind).
+func (d *demo) stopAll() error {
+	var (
+		wg   sync.WaitGroup
+		mu   sync.Mutex
+		errs []error
+	)
+	for _, n := range d.c.Nodes {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := n.Shutdown(demoStopWait); err != nil {
+				mu.Lock()
+				errs = append(errs, err)
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if left := killMarked(demoMarker + "=" + d.c.Opts.Dir); len(left) > 0 {
+		fmt.Fprintf(d.out, "killed %d leftover process(es) of the cluster: %v\n", len(left), left)
+	}
+	return errors.Join(errs...)
+}
+
+// killMarked SIGKILLs every process (and its group) of this user whose
+// environment holds marker, and returns their pids. It reads /proc: on a
+// system without one it finds nothing.
+func killMarked(marker string) []int {
+	pids := markedProcs(marker)
+	for _, pid := range pids {
+		killGroupAndProc(pid)
+	}
+	return pids
+}
+
+// markedProcs returns the pids whose environment holds marker exactly.
+func markedProcs(marker string) []int {
+	entries, _ := os.ReadDir("/proc")
+	var out []int
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		if err != nil {
+			continue
+		}
+		for _, kv := range strings.Split(string(b), "\x00") {
+			if kv == marker {
+				out = append(out, pid)
+				break
+			}
+		}
+	}
+	return out
+}
+
+// killGroupAndProc SIGKILLs pid's process group, unless it is the demo's
+// own, and pid itself.
+func killGroupAndProc(pid int) {
+	if pgid, err := syscall.Getpgid(pid); err == nil && pgid != syscall.Getpgrp() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+	}
+	syscall.Kill(pid, syscall.SIGKILL)
+}

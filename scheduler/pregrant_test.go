@@ -1,0 +1,302 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+func TestDecideAhead(t *testing.T) {
+	open := []jobs.Run{{ID: "a@1"}}
+	for _, tc := range []struct {
+		name string
+		in   GrantInput
+		ok   bool
+	}{
+		{"no open run, forbid", GrantInput{Job: "a", Overlap: jobs.OverlapForbid}, true},
+		{"open run, allow", GrantInput{Job: "a", Overlap: jobs.OverlapAllow, Open: open}, true},
+		{"open run, forbid", GrantInput{Job: "a", Overlap: jobs.OverlapForbid, Open: open}, false},
+		{"open run, replace", GrantInput{Job: "a", Overlap: jobs.OverlapReplace, Open: open}, false},
+		{"open run, forced", GrantInput{Job: "a", Overlap: jobs.OverlapForbid, Open: open, Force: true}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := DecideAhead(tc.in)
+			if got := err == nil; got != tc.ok {
+				t.Errorf("DecideAhead = %v, want ok %v", err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrNotAhead) {
+				t.Errorf("error %v does not wrap ErrNotAhead", err)
+			}
+		})
+	}
+}
+
+// A grant ahead of the fire time is refused, changing nothing, while the
+// job has an open run under forbid: at the fire time that run may have
+// ended. Once it has, the grant ahead is granted, with a token of its
+// entry; a second grant of the same time (a new leader's) is a duplicate.
+func TestFSM_GrantAhead(t *testing.T) {
+	f := withJobs(t, "report") // overlap defaults to forbid
+	t0 := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	if res := applyAt(t, f, 2, 2, grant("report", t0)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	ahead := func(at time.Time) command {
+		c := grant("report", at)
+		c.Grant.Ahead = true
+		return c
+	}
+	next := t0.Add(5 * time.Second)
+	res := applyAt(t, f, 2, 3, ahead(next))
+	if !errors.Is(res.Err, ErrNotAhead) {
+		t.Fatalf("grant ahead beside an open run: %v, want ErrNotAhead", res.Err)
+	}
+	if _, ok := f.Run(jobs.RunID("report", next)); ok {
+		t.Errorf("a refused grant ahead recorded its run")
+	}
+	if got, _ := f.LastScheduled("report"); !got.Equal(t0) {
+		t.Errorf("last scheduled %s after a refused grant ahead, want %s", got, t0)
+	}
+	if res := applyAt(t, f, 2, 4, command{Op: opComplete, Complete: &Completion{Attempt: jobs.AttemptID(jobs.RunID("report", t0), 1), Node: "w1", State: jobs.Succeeded, EndedAt: t0}}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	res = applyAt(t, f, 2, 5, ahead(next))
+	if res.Err != nil {
+		t.Fatalf("grant ahead with no open run: %v", res.Err)
+	}
+	if a, ok := res.Run.Latest(); !ok || a.Token != (jobs.Fence{Epoch: 2, Seq: 5}) || a.State != jobs.Pending {
+		t.Errorf("granted ahead: attempt %+v, want pending with token 2/5", a)
+	}
+	if res := applyAt(t, f, 3, 6, grant("report", next)); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
+		t.Errorf("a new leader's grant of a time granted ahead: %v, want ErrDuplicateRun", res.Err)
+	}
+}
+
+// The leader grants a run ahead of its fire time and moves the job to its
+// next time; a job whose run may not be granted ahead (an open run under
+// forbid) keeps its time, to be granted when it comes. A new leader's
+// queue starts after the time granted ahead.
+func TestLeader_GrantsAhead(t *testing.T) {
+	allow, forbid := spec("allow", jobs.MisfireLatest, jobs.OverlapAllow), spec("forbid", jobs.MisfireLatest, jobs.OverlapForbid)
+	l, fsm := newTestLeader(t, allow, forbid)
+	// forbid has a run still open.
+	l.s.Clock = fixedClock{base}
+	if _, err := l.fire(forbid, base, "schedule", false); err != nil {
+		t.Fatal(err)
+	}
+	fireAt := base.Add(time.Second)
+	l.s.Clock = fixedClock{fireAt.Add(-preGrantLead / 2)}
+	q := fireQueue{due(t, allow, base), due(t, forbid, base)}
+	for _, e := range q {
+		e.lead = preGrantLead
+	}
+	heap.Init(&q)
+	l.fireDue(&q)
+
+	r, ok := fsm.Run(jobs.RunID("allow", fireAt))
+	if !ok || len(r.Attempts) != 1 || r.Attempts[0].State != jobs.Pending {
+		t.Fatalf("allow at %s: run %+v, %v; want granted ahead, one pending attempt", fireAt, r, ok)
+	}
+	if _, ok := fsm.Run(jobs.RunID("forbid", fireAt)); ok {
+		t.Errorf("forbid was granted ahead beside its open run")
+	}
+	next := map[string]*fireEntry{}
+	for _, e := range q {
+		next[e.name] = e
+	}
+	if e := next["allow"]; !e.next.Equal(fireAt.Add(time.Second)) {
+		t.Errorf("allow's next time %s, want %s", e.next, fireAt.Add(time.Second))
+	}
+	if e := next["forbid"]; !e.next.Equal(fireAt) || !e.wakeAt().Equal(fireAt) {
+		t.Errorf("forbid: next %s, wakes at %s; want %s, granted at its fire time", e.next, e.wakeAt(), fireAt)
+	}
+	l.wg.Wait()
+	d := l.s.Dispatcher.(*recordingDispatcher)
+	d.mu.Lock()
+	var sent []Assignment
+	sent = append(sent, d.sent...)
+	d.mu.Unlock()
+	found := false
+	for _, a := range sent {
+		if a.Run.ID == r.ID {
+			found = true
+			if !a.StartAt().Equal(fireAt) {
+				t.Errorf("dispatched %s to start at %s, want %s", a.Run.ID, a.StartAt(), fireAt)
+			}
+			if want := allow.TokenExpiry(fireAt); !a.TokenExpires().Equal(want) {
+				t.Errorf("token of %s expires %s, want %s (counted from the fire time)", a.Run.ID, a.TokenExpires(), want)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("the run granted ahead was not dispatched")
+	}
+	for _, e := range l.buildQueue() {
+		if e.name == "allow" && !e.next.Equal(fireAt.Add(time.Second)) {
+			t.Errorf("a new leader's queue: allow next at %s, want %s (after the time granted ahead)", e.next, fireAt.Add(time.Second))
+		}
+	}
+}
+
+// A worker given a run granted ahead confirms the lease at once and
+// starts the process at the fire time, not before.
+func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
+	// The fake clock runs on while the real process runs: every renewal
+	// is confirmed.
+	script := make([]*renewAnswer, 1000)
+	for i := range script {
+		script[i] = held
+	}
+	f := newLeaseFixture(t, script...)
+	fireAt := leaseT0.Add(12 * time.Second)
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := Assignment{
+		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
+		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
+		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
+	}
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	driven := make(chan struct{})
+	defer close(driven)
+	go drive(t, f.clock, driven)
+	var c Completion
+	select {
+	case c = <-f.leader.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end within 30s")
+	}
+	if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
+		t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
+	}
+	if sends := f.leader.sends(); len(sends) == 0 || sends[0] != 0 {
+		t.Errorf("renewals sent at %v: want the lease confirmed at once, not at the fire time", sends)
+	}
+	if _, err := os.Stat(marker); err != nil {
+		t.Errorf("the process did not run: %v", err)
+	}
+}
+
+// A run granted ahead whose lease is lost before its fire time (taken over
+// by a newer attempt) never starts its process.
+func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
+	f := newLeaseFixture(t, held, notYours)
+	fireAt := leaseT0.Add(25 * time.Second)
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := Assignment{
+		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
+		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
+		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
+	}
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	driven := make(chan struct{})
+	defer close(driven)
+	go drive(t, f.clock, driven)
+	var c Completion
+	select {
+	case c = <-f.leader.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end within 30s")
+	}
+	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
+		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}
+
+// batchDispatcher records batch dispatches and single ones; failMany
+// makes every batch fail.
+type batchDispatcher struct {
+	recordingDispatcher
+	failMany bool
+	batches  [][]Assignment
+}
+
+func (d *batchDispatcher) DispatchMany(ctx context.Context, worker string, as []Assignment) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.failMany {
+		return errors.New("no route")
+	}
+	d.batches = append(d.batches, as)
+	return nil
+}
+
+// The runs granted in one entry reach their worker in one call; a batch
+// that fails is dispatched attempt by attempt.
+func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
+	for _, failMany := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch fails %v", failMany), func(t *testing.T) {
+			a, b, c := spec("a", jobs.MisfireLatest, jobs.OverlapAllow), spec("b", jobs.MisfireLatest, jobs.OverlapAllow), spec("c", jobs.MisfireLatest, jobs.OverlapAllow)
+			l, _ := newTestLeader(t, a, b, c)
+			d := &batchDispatcher{failMany: failMany}
+			l.s.Dispatcher = d
+			l.s.Clock = fixedClock{base.Add(time.Second + 10*time.Millisecond)}
+			q := fireQueue{due(t, a, base), due(t, b, base), due(t, c, base)}
+			heap.Init(&q)
+			l.fireDue(&q)
+			l.wg.Wait()
+			d.mu.Lock()
+			defer d.mu.Unlock()
+			switch {
+			case !failMany && (len(d.batches) != 1 || len(d.batches[0]) != 3 || len(d.sent) != 0):
+				t.Errorf("%d batches (%v), %d single dispatches; want one batch of 3", len(d.batches), d.batches, len(d.sent))
+			case failMany && len(d.sent) != 3:
+				t.Errorf("%d single dispatches after a failed batch, want 3", len(d.sent))
+			}
+		})
+	}
+}
+
+// A worker that shuts down while a run granted ahead waits for its fire
+// time reports it lost without starting it, so a job with retries gets
+// another attempt elsewhere.
+func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
+	f := newLeaseFixture(t, held, held, held)
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := Assignment{
+		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: leaseT0.Add(20 * time.Second)},
+		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
+		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
+	}
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for f.w.LeaseStates()[a.Attempt.ID] != LeaseHeld {
+		if time.Now().After(deadline) {
+			t.Fatalf("lease never held: %v", f.w.LeaseStates())
+		}
+		time.Sleep(time.Millisecond)
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- f.w.Close(context.Background()) }()
+	var c Completion
+	select {
+	case c = <-f.leader.done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no completion within 30s")
+	}
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
+		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}

@@ -1,0 +1,151 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// BatchRenewer renews the leases of several attempts of one node in one
+// call, answering for each as Renew would, in order. A worker whose
+// Leader implements it sends its lease confirmations and renewals in
+// batches: at hundreds of fires a second, one call per attempt to the
+// leader is most of what a run costs it, and the attempts granted for one
+// instant all confirm their leases at once. The lease is still counted
+// from when each attempt asked (leaseClient.renewOnce), which is no later
+// than the batch was sent: batching can only shorten it on the worker.
+type BatchRenewer interface {
+	RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error)
+}
+
+// maxRenewBatch bounds the attempts of one RenewMany.
+const maxRenewBatch = 256
+
+// renewSenders is how many batches a worker has in flight at once, and
+// renewBatchTimeout how long one may take: each attempt waits for its
+// own answer only as long as its renewal's own timeout.
+const (
+	renewSenders      = 2
+	renewBatchTimeout = 10 * time.Second
+)
+
+var (
+	_ BatchRenewer = (*Scheduler)(nil)
+	_ BatchRenewer = local{}
+)
+
+// RenewMany renews attempts of node: as the leader, or through the
+// Forwarder (in one call if it can, one per attempt if not).
+func (s *Scheduler) RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error) {
+	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+		return local{s}.RenewMany(ctx, node, attempts)
+	}
+	if br, ok := s.Forwarder.(BatchRenewer); ok {
+		return br.RenewMany(ctx, node, attempts)
+	}
+	return RenewEach(ctx, s.Forwarder, node, attempts)
+}
+
+// RenewMany answers as the leader, each attempt as Renew does.
+func (l local) RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error) {
+	if len(attempts) > maxRenewBatch {
+		return nil, invalid("renew %d attempts at once: at most %d", len(attempts), maxRenewBatch)
+	}
+	t := l.s.term.Load()
+	if t == nil {
+		return nil, fmt.Errorf("renew %d attempts: %w", len(attempts), jobs.ErrNotLeader)
+	}
+	out := make([]RenewReply, len(attempts))
+	for i, a := range attempts {
+		out[i] = t.renew(a, node)
+	}
+	return out, nil
+}
+
+// RenewEach renews attempts one call each through r: what a batch falls
+// back to when the leader does not take batches (an older version).
+func RenewEach(ctx context.Context, r interface {
+	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
+}, node string, attempts []string) ([]RenewReply, error) {
+	out := make([]RenewReply, len(attempts))
+	for i, a := range attempts {
+		reply, err := r.Renew(ctx, a, node)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
+	}
+	return out, nil
+}
+
+// renewCall is one attempt's renewal waiting in its worker's batch.
+type renewCall struct {
+	attempt string
+	reply   RenewReply
+	err     error
+	done    chan struct{}
+}
+
+// renew asks the leader to renew attempt's lease: in a batch with the
+// worker's other attempts if its Leader takes batches.
+func (w *Worker) renew(ctx context.Context, attempt string) (RenewReply, error) {
+	if w.renewQ == nil {
+		return w.Leader.Renew(ctx, attempt, w.ID)
+	}
+	call := &renewCall{attempt: attempt, done: make(chan struct{})}
+	select {
+	case w.renewQ <- call:
+	case <-ctx.Done():
+		return RenewReply{}, ctx.Err()
+	}
+	select {
+	case <-call.done:
+		return call.reply, call.err
+	case <-ctx.Done():
+		return RenewReply{}, ctx.Err()
+	}
+}
+
+// sendRenewals sends the renewals waiting in the queue, as many as have
+// come (up to maxRenewBatch) in each call, until the worker closes.
+func (w *Worker) sendRenewals(br BatchRenewer) {
+	defer w.wg.Done()
+	for {
+		var batch []*renewCall
+		select {
+		case <-w.ctx.Done():
+			return
+		case c := <-w.renewQ:
+			batch = append(batch, c)
+		}
+	more:
+		for len(batch) < maxRenewBatch {
+			select {
+			case c := <-w.renewQ:
+				batch = append(batch, c)
+			default:
+				break more
+			}
+		}
+		ids := make([]string, len(batch))
+		for i, c := range batch {
+			ids[i] = c.attempt
+		}
+		ctx, cancel := context.WithTimeout(w.ctx, renewBatchTimeout)
+		replies, err := br.RenewMany(ctx, w.ID, ids)
+		cancel()
+		if err == nil && len(replies) != len(batch) {
+			err = fmt.Errorf("renewed %d attempts, answered for %d", len(batch), len(replies))
+		}
+		for i, c := range batch {
+			if err != nil {
+				c.err = err
+			} else {
+				c.reply = replies[i]
+			}
+			close(c.done)
+		}
+	}
+}

@@ -1,0 +1,74 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// batchLeader confirms every lease, counting single renewals and the
+// attempts renewed in batches.
+type batchLeader struct {
+	holdingLeader
+	mu      sync.Mutex
+	singles int
+	batched int
+}
+
+func (l *batchLeader) Renew(context.Context, string, string) (RenewReply, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.singles++
+	return RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}, nil
+}
+
+func (l *batchLeader) RenewMany(_ context.Context, _ string, attempts []string) ([]RenewReply, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.batched += len(attempts)
+	out := make([]RenewReply, len(attempts))
+	for i := range out {
+		out[i] = RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}
+	}
+	return out, nil
+}
+
+// A worker whose leader takes batches confirms its attempts' leases
+// through them, never one call each, and runs every attempt.
+func TestWorker_RenewsInBatches(t *testing.T) {
+	l := &batchLeader{holdingLeader: holdingLeader{done: make(chan Completion, 8)}}
+	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	const n = 8
+	for i := range n {
+		run := jobs.Run{ID: fmt.Sprintf("j%d@x", i), Job: fmt.Sprintf("j%d", i)}
+		a := Assignment{Run: run, Spec: jobs.Spec{Name: run.Job, Command: []string{"true"}, Timeout: jobs.Duration(10 * time.Second), LeaseTTL: jobs.Duration(5 * time.Second)},
+			Attempt: jobs.Attempt{ID: run.ID + ".1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: uint64(i + 1)}, GrantedAt: time.Now()}}
+		if err := w.Accept(a); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range n {
+		select {
+		case c := <-l.done:
+			if c.State != jobs.Succeeded {
+				t.Errorf("completion %+v: want succeeded", c)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the attempts did not finish in 30s")
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.singles != 0 || l.batched < n {
+		t.Errorf("%d single renewals, %d renewed in batches; want none single, at least %d in batches", l.singles, l.batched, n)
+	}
+}
