@@ -97,7 +97,11 @@ type Run struct {
 	Forced bool `json:"forced,omitempty"`
 	// After names the parents' runs a run of a job with after: followed
 	// (trigger "after"), or the one whose failure skipped it.
-	After    []string  `json:"after,omitempty"`
+	After []string `json:"after,omitempty"`
+	// Group is the concurrency group of the run's job when it was
+	// granted; while the group is full the run waits, pending with no
+	// attempt (IsWaiting).
+	Group    string    `json:"group,omitempty"`
 	Attempts []Attempt `json:"attempts"`
 }
 
@@ -180,6 +184,13 @@ const (
 	// cluster.max_clock_skew from its own, or back within it (log
 	// version 4).
 	EventClockSkew = "clock_skew"
+	// EventReleased: an operator ended an attempt's lease now (fencecron
+	// release); its detail names who asked and why.
+	EventReleased = "released"
+	// EventWaiting: a run of a concurrency group's job waits for a place
+	// in its group; EventAdmitted: it got one.
+	EventWaiting  = "waiting"
+	EventAdmitted = "admitted"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends

@@ -129,6 +129,7 @@ func CheckSet(specs []Spec, l Limits) error {
 	for _, p := range CheckAfter(specs) {
 		problems = append(problems, fmt.Sprintf("job %s: after: %s", p.Job, p.Msg))
 	}
+	problems = append(problems, checkGroups(specs)...)
 	if len(problems) > 0 {
 		return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.Join(problems, "; "))
 	}

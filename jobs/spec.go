@@ -75,6 +75,11 @@ type Spec struct {
 	// HTTP, if set instead of Command and Shell, is a request the worker
 	// sends (jobs/http.go).
 	HTTP *HTTP `json:"http,omitempty" yaml:"http"`
+	// Group names the job's concurrency group (the config's top-level
+	// groups); GroupLimits are that group's, copied from the file that
+	// defines it, so that the job set alone says every limit.
+	Group       string `json:"group,omitempty" yaml:"group"`
+	GroupLimits *Group `json:"group_limits,omitempty" yaml:"-"`
 }
 
 // History bounds a job's run history: the newest Runs finished runs by

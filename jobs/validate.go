@@ -230,6 +230,7 @@ func (s *Spec) Validate(l Limits) error {
 			}
 		}
 	}
+	errs = append(errs, s.checkGroup()...)
 
 	if len(errs) == 0 {
 		return nil

@@ -26,6 +26,9 @@ const (
 	// ChangeGranted: a run of a job with after was granted because its
 	// parents succeeded (after.go); the leader dispatches it.
 	ChangeGranted
+	// ChangeAdmitted: a run waiting for a place in its concurrency group
+	// was admitted (groups.go); the leader grants its first attempt.
+	ChangeAdmitted
 )
 
 // Change is a typed notification of something an applied entry changed

@@ -46,6 +46,7 @@ const (
 	// entry (log version 4, see batch.go).
 	opSkipRanges = "skip_ranges"
 	opBackfill   = "backfill"
+	opRelease    = "release"
 )
 
 // command is one entry of the replicated log: its format version (see
@@ -72,6 +73,8 @@ type command struct {
 	// Follow rides on entries that may finish runs (version 4, after.go).
 	Follow   *followCmd   `json:"follow,omitempty"`
 	Backfill *backfillCmd `json:"backfill,omitempty"`
+	Release  *releaseCmd  `json:"release,omitempty"`
+	Admit    *admitCmd    `json:"admit,omitempty"`
 }
 
 // electedCmd is the first entry a new leader commits; applying it is how
@@ -181,6 +184,7 @@ var fsmKinds = map[string]bool{
 	jobs.EventStarted: true, jobs.EventCompleted: true, jobs.EventFenced: true, jobs.EventExpired: true,
 	jobs.EventCancelled: true, jobs.EventPaused: true, jobs.EventResumed: true, jobs.EventSuspect: true,
 	jobs.EventLost: true, jobs.EventGrantRefused: true, jobs.EventForced: true, jobs.NoteStoreRefused: true,
+	jobs.EventReleased: true, jobs.EventWaiting: true, jobs.EventAdmitted: true,
 }
 
 // Cluster counters: their names are fixed here, never taken from what a
@@ -305,6 +309,9 @@ type state struct {
 	// Backfills are, per job, the fire times a backfill still has to
 	// grant (backfill.go; log version 4).
 	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
+	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
+	// time first (groups.go).
+	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -338,6 +345,10 @@ type FSM struct {
 	// depsHash (after.go).
 	deps     map[string][]string
 	depsHash string
+	// groups caches the job set's group limits; groupsOf is the hash of
+	// the set it was built from (groups.go).
+	groups   map[string]jobs.Group
+	groupsOf string
 
 	subsMu  sync.Mutex
 	subs    map[chan struct{}]bool
@@ -370,6 +381,7 @@ func emptyState() state {
 		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
 		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
 		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
+		GroupQueue: map[string][]GroupWaiter{},
 	}
 }
 
@@ -395,6 +407,9 @@ func (f *FSM) Apply(l *raft.Log) any {
 	res := f.apply(l, c)
 	if c.V >= 4 {
 		f.afterEntry(l, c)
+	}
+	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
+		f.promoteWaiters(l, commandTime(c))
 	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
@@ -493,6 +508,10 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applyNotified(l, c.Notified)
 	case c.Op == opBackfill && c.Backfill != nil:
 		return f.applyBackfill(l, c.Backfill)
+	case c.Op == opRelease && c.Release != nil:
+		return f.applyRelease(l, c.Release)
+	case c.Op == opAdmit && c.Admit != nil:
+		return f.applyAdmit(l, c.Admit)
 	}
 	// decodeEntry let through only ops with their payload.
 	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
@@ -582,10 +601,14 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			}
 		}
 		r.State = jobs.Pending
-		if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
-			return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+		// A group's job takes a place in its group, or waits, or is
+		// skipped if the queue is full (groups.go).
+		if version < 4 || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
+			if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
+				return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
+			}
 		}
-		if g.Force && version >= 2 {
+		if g.Force && version >= 2 && r.State != jobs.Skipped { // skipped: its group's queue was full
 			r.Forced = true
 			detail := fmt.Sprintf("trigger -force: %s granted whatever overlap: %s says", id, spec.Overlap)
 			if len(d.Overrode) > 0 {
@@ -621,6 +644,7 @@ func (f *FSM) cancel(l *raft.Log, r *jobs.Run, reason string, at time.Time) {
 	a, ok := r.Latest()
 	switch {
 	case !ok:
+		f.cancelUnstarted(l, r, reason, at) // waiting for its group, or admitted
 		return
 	case AwaitsRetry(*r):
 		r.NoRetry = true
@@ -766,7 +790,10 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	a.State = c.State
 	a.ExitCode, a.Signal = c.ExitCode, c.Signal
 	a.StoreOutcome, a.StoreVersion = c.StoreOutcome, c.StoreVersion
-	if c.Error != "" || !a.Expired {
+	switch {
+	case a.Expired && strings.HasPrefix(a.Error, ReleasedPrefix) && c.Error != "":
+		a.Error += "; the worker reports: " + c.Error // keep who released it, and why
+	case c.Error != "" || !a.Expired:
 		a.Error = c.Error
 	}
 	a.StderrTail = c.StderrTail
@@ -1204,6 +1231,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	if st.LastRuns == nil {
 		st.LastRuns = fresh.LastRuns
+	}
+	if st.GroupQueue == nil {
+		st.GroupQueue = fresh.GroupQueue
 	}
 	if f.History != nil {
 		// Before the state is replaced: a history that cannot record

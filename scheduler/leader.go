@@ -456,6 +456,9 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 	case run.State == jobs.Skipped:
 		log.Info("run skipped", "run", run.ID, "reason", run.Reason)
 		return run, nil
+	case len(run.Attempts) == 0:
+		log.Info("run waits for its group", "run", run.ID, "reason", run.Reason) // groups.go
+		return run, nil
 	}
 	att, _ := run.Latest()
 	fields := []any{"run", run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", run.Forced}
@@ -826,6 +829,10 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 			l.trackFollowers()
 		case ChangeGranted:
 			l.trackFollower(ch)
+		case ChangeAdmitted:
+			if run, ok := l.s.FSM.Run(ch.Run); ok {
+				l.scheduleRetry(run) // grants its first attempt (groups.go)
+			}
 		case ChangeEnded:
 			l.mu.Lock()
 			delete(l.leases, ch.Attempt)
@@ -870,6 +877,12 @@ func (l *leader) resync() {
 // scheduleRetry sets the retry timer of a run whose latest attempt failed
 // and which has attempts left: the backoff doubles with each attempt.
 func (l *leader) scheduleRetry(run jobs.Run) {
+	if IsAdmitted(run) {
+		l.mu.Lock()
+		l.retryAt[run.ID] = l.s.Clock.Now()
+		l.mu.Unlock()
+		return
+	}
 	a, _ := run.Latest()
 	if !AwaitsRetry(run) {
 		return
@@ -908,6 +921,10 @@ func (l *leader) checkRetries() {
 	for _, id := range sortedKeys(due) {
 		run, ok := l.s.FSM.Run(id)
 		if !ok {
+			continue
+		}
+		if IsAdmitted(run) {
+			l.grantAdmitted(run, now)
 			continue
 		}
 		a, _ := run.Latest()

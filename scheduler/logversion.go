@@ -61,6 +61,14 @@ import (
 //	   and, unless it records a skip, while the job has room for another
 //	   backfill run (BackfillRoom, else ErrBackfillWait: nothing
 //	   recorded); see backfill.go.
+//	   A forced release (op "release", see release.go): an operator ends
+//	   an open attempt's lease now, with a reason and who asked; the
+//	   attempt ends lost and its run is retried by its policy.
+//	   Concurrency groups (see groups.go): a grant of a group's job takes
+//	   a place in its group, waits in the group's queue, or is skipped
+//	   when the queue is full; every entry admits the oldest waiters
+//	   while places are free; op "admit" grants an admitted run's first
+//	   attempt.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
@@ -92,6 +100,7 @@ var knownOps = map[string]int{
 	opSkipRanges: 4,
 	opNotified:   4,
 	opBackfill:   4,
+	opRelease:    4, opAdmit: 4,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -158,6 +167,10 @@ func (c command) hasPayload() bool {
 		return c.Notified != nil
 	case opBackfill:
 		return c.Backfill != nil
+	case opRelease:
+		return c.Release != nil
+	case opAdmit:
+		return c.Admit != nil
 	}
 	return false
 }

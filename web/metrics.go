@@ -40,6 +40,8 @@ var clusterCounters = []struct{ key, name, help string }{
 	{"lost", "fencecron_cluster_lease_lost_total", "LOST lease transitions reported by workers."},
 	{"notified", "fencecron_cluster_notifications_delivered_total", "Notifications (webhook, Slack, email) the leader delivered and recorded."},
 	{"notify_failed", "fencecron_cluster_notifications_failed_total", "Notifications given up on after their tries, or dropped from a full queue."},
+	{"releases", "fencecron_cluster_attempts_released_total", "Attempts whose lease an operator ended (fencecron release)."},
+	{"group_full", "fencecron_cluster_group_full_total", "Fire times skipped because their concurrency group's queue was full (max_waiting)."},
 }
 
 // maxPausedSeries bounds the fencecron_cluster_job_paused series of one
@@ -205,7 +207,7 @@ func (s *Server) initMetrics() error {
 		return nil
 	}
 	m, reg := newHTTPMetrics(), s.Metrics.Registry()
-	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, m.sseClients, m.sseRefused, m.logins} {
+	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, m.sseClients, m.sseRefused, m.logins} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}

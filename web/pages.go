@@ -73,8 +73,12 @@ var templateFuncs = template.FuncMap{
 	"keyPath": keyPath,
 	"f":       func(v float64) string { return strconv.FormatFloat(v, 'f', 1, 64) },
 	"add":     func(a, b float64) float64 { return a + b },
-	"sub":     func(a, b float64) float64 { return a - b },
-	"refused": func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
+	"add1":    func(i int) int { return i + 1 },
+	// released reports whether an operator released the attempt
+	// (fencecron release): its error starts with who did.
+	"released": func(a jobs.Attempt) bool { return a.Expired && strings.HasPrefix(a.Error, scheduler.ReleasedPrefix) },
+	"sub":      func(a, b float64) float64 { return a - b },
+	"refused":  func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
 	"deref": func(p *int) string {
 		if p == nil {
 			return ""
@@ -221,6 +225,8 @@ type overviewPage struct {
 	Events         []jobs.Event
 	Jobs           int
 	JobsPaused     int
+	// Groups are the concurrency groups with their queues (groups.go).
+	Groups []groupView
 }
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
@@ -246,6 +252,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p.Runs = all[:min(len(all), 12)]
 	p.Events = newestFirst(s.State.Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
+	p.Groups = s.groups()
 	s.render(w, r, http.StatusOK, "overview.html", p)
 }
 
@@ -583,7 +590,7 @@ type eventsPage struct {
 
 var eventKinds = []string{jobs.EventElected, jobs.EventJobSet, jobs.EventGranted, jobs.EventStarted, jobs.EventCompleted, jobs.EventFenced,
 	jobs.EventExpired, jobs.EventSuspect, jobs.EventLost, jobs.EventSkipped, jobs.EventCancelled, jobs.EventPaused, jobs.EventResumed,
-	jobs.EventGrantRefused, jobs.EventLoginFailed}
+	jobs.EventGrantRefused, jobs.EventLoginFailed, jobs.EventReleased, jobs.EventWaiting, jobs.EventAdmitted}
 
 func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()

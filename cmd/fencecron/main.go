@@ -37,6 +37,7 @@ Usage:
   fencecron operator raft list-peers       the Raft configuration with each server's gossip state
   fencecron operator raft remove-peer NAME remove a server that is gone for good from Raft
   fencecron snapshot save|restore FILE     back up or restore the replicated state (leader; api.token)
+  fencecron release -reason TEXT ATTEMPT   end a stuck attempt's lease now; its run is retried with a newer token
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -100,6 +101,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runOperator(ctx, args[1:], stdout, stderr)
 	case "snapshot":
 		return runSnapshot(ctx, args[1:], stdout, stderr)
+	case "release":
+		return runRelease(ctx, args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil

@@ -64,6 +64,7 @@ type Client struct {
 }
 
 var (
+	_ scheduler.Releaser        = (*Client)(nil)
 	_ scheduler.Forwarder       = (*Client)(nil)
 	_ scheduler.Dispatcher      = (*Client)(nil)
 	_ scheduler.BatchDispatcher = (*Client)(nil)
@@ -118,6 +119,13 @@ func (c *Client) Trigger(ctx context.Context, job string, force bool) (jobs.Run,
 // Pause implements scheduler.Forwarder.
 func (c *Client) Pause(ctx context.Context, job string, paused bool) error {
 	return c.toLeader(ctx, pathPause, pauseRequest{Job: job, Paused: paused}, nil)
+}
+
+// Release implements scheduler.Releaser.
+func (c *Client) Release(ctx context.Context, attempt, reason, asker string) (jobs.Run, error) {
+	var run jobs.Run
+	err := c.toLeader(ctx, pathRelease, releaseRequest{Attempt: attempt, Reason: reason, Asker: asker}, &run)
+	return run, err
 }
 
 // Started implements scheduler.Forwarder.

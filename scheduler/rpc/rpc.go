@@ -51,6 +51,7 @@ const (
 	// (scheduler.BatchDispatcher); a node without it answers 404, and the
 	// leader then dispatches each on its own.
 	pathDispatchMany = "/dispatch_many"
+	pathRelease      = "/release"
 	// pathOutput is a running attempt's output, asked of its worker
 	// (scheduler.Worker.Output).
 	pathOutput = "/output"
@@ -116,6 +117,11 @@ type (
 		Kind   string `json:"kind"`
 		Node   string `json:"node"`
 		Detail string `json:"detail,omitempty"`
+	}
+	releaseRequest struct {
+		Attempt string `json:"attempt"`
+		Reason  string `json:"reason"`
+		Asker   string `json:"asker"`
 	}
 	renewRequest struct {
 		Attempt string `json:"attempt"`

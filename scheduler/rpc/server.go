@@ -129,6 +129,16 @@ func (s *Server) init() {
 			return dispatchReply{Accepted: a.Attempt.ID}, nil
 		}),
 	}
+	s.routes[pathRelease] = handle(s, func(ctx context.Context, req releaseRequest) (jobs.Run, error) {
+		if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
+			return jobs.Run{}, err
+		}
+		rl, ok := s.Leader.(scheduler.Releaser)
+		if !ok {
+			return jobs.Run{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
+		}
+		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
+	})
 	s.routes[pathRenewMany] = handle(s, func(ctx context.Context, req renewManyRequest) (renewManyReply, error) {
 		if err := required("node", req.Node); err != nil {
 			return renewManyReply{}, err

@@ -100,6 +100,7 @@ const (
 	SectionJobs    = "jobs"
 	SectionAPI     = "api"
 	SectionNotify  = "notify"
+	SectionGroups  = "groups"
 )
 
 // File is a whole config file, with defaults applied.
@@ -113,6 +114,9 @@ type File struct {
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
+	// Groups are the concurrency groups the file defines (groups:); each
+	// of its jobs with a group carries that group's limits.
+	Groups []jobs.Group
 
 	// Warnings are things Load found wrong that do not stop the node,
 	// such as a literal secret in a file others may read. Parse never
@@ -138,12 +142,13 @@ type File struct {
 // everything else; the order of their fields is the order problems list
 // the fields in.
 type sections struct {
-	Node    Node       `yaml:"node"`
-	Cluster Cluster    `yaml:"cluster"`
-	Store   Store      `yaml:"store"`
-	API     API        `yaml:"api"`
-	Notify  Notify     `yaml:"notify"`
-	Jobs    []jobEntry `yaml:"jobs"`
+	Node    Node         `yaml:"node"`
+	Cluster Cluster      `yaml:"cluster"`
+	Store   Store        `yaml:"store"`
+	API     API          `yaml:"api"`
+	Notify  Notify       `yaml:"notify"`
+	Jobs    []jobEntry   `yaml:"jobs"`
+	Groups  []jobs.Group `yaml:"groups"`
 }
 
 // jobEntry is one job as the file writes it: schedule, the shorthand for
@@ -484,6 +489,7 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs} {
 		f.sections[s] = d.has(s)
 	}
+	f.Groups = d.checkGroups(doc.Groups, doc.Jobs)
 	// A node's file without an SMTP server cannot send email; a file of
 	// jobs alone (apply, jobs_dir) is checked against its node's.
 	f.Jobs = d.checkJobs(doc.Jobs, jobs.Limits{MaxBodyBytes: doc.Store.MaxBodyBytes, NoSMTP: d.has(SectionNode) && doc.Notify.Host == ""})

@@ -49,6 +49,9 @@ type Options struct {
 	// Sections is YAML of further top-level sections (such as notify:),
 	// given to every node.
 	Sections string
+	// Groups is the YAML of the groups section (a list), given to every
+	// node with Jobs.
+	Groups string
 	// Env adds environment variables to one node's process (by name).
 	Env map[string][]string
 	// Tags are per node.
@@ -152,6 +155,10 @@ func (c *Cluster) config(n *Node) string {
 	}
 	if c.Opts.Sections != "" {
 		b.WriteString(strings.TrimSuffix(c.Opts.Sections, "\n") + "\n")
+	}
+	if c.Opts.Groups != "" {
+		b.WriteString("groups:\n")
+		b.WriteString(strings.TrimSuffix(c.Opts.Groups, "\n") + "\n")
 	}
 	if c.Opts.Jobs != "" {
 		b.WriteString("jobs:\n")
