@@ -49,6 +49,8 @@ import (
 //	   A completion records the end of stdout when it was not
 //	   published (Attempt.StdoutTail, output.go); an audit entry may
 //	   be of kind clock_skew (skew.go).
+//	   An entry that mints a token in an epoch whose election entry is
+//	   not yet applied is refused whole (ErrTermNotStarted, termstart.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
