@@ -61,6 +61,7 @@ func TestFSM_HistoryKeepsTrimmedRunsAcrossSnapshots(t *testing.T) {
 		idx++
 		return res
 	}
+	apply(map[string]any{"op": "elected", "elected": map[string]any{"node": "n1", "at": t0}})
 	apply(map[string]any{"op": "set_jobs", "set_jobs": map[string]any{"jobs": []jobs.Spec{{Name: "a", Schedules: []string{"@every 1s"}, Shell: "true"}}, "source": "t", "at": t0}})
 	for i := range 30 {
 		at := t0.Add(time.Duration(i) * time.Second)

@@ -429,7 +429,7 @@ func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 		}
 		g.Output, g.Worker = key, worker
 	}
-	res, err := s.applyLocalCmd(l.ctx, command{Op: op, Grant: g})
+	res, err := l.propose(command{Op: op, Grant: g})
 	if errors.Is(err, ErrBackfillWait) {
 		return false
 	}

@@ -107,7 +107,7 @@ func (l *leader) commitCompletions() {
 func (l *leader) commitGroup(group []*pendingCompletion) {
 	if len(group) == 1 {
 		c := group[0].c
-		_, err := l.s.applyLocalCmd(l.ctx, command{Op: opComplete, Complete: &c, Follow: l.followWorkers(runsOf(group))})
+		_, err := l.propose(command{Op: opComplete, Complete: &c, Follow: l.followWorkers(runsOf(group))})
 		group[0].done <- err
 		return
 	}
@@ -115,7 +115,7 @@ func (l *leader) commitGroup(group []*pendingCompletion) {
 	for i, p := range group {
 		cmd.Completions[i] = p.c
 	}
-	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opCompletes, Completes: cmd, Follow: l.followWorkers(runsOf(group))})
+	res, err := l.propose(command{Op: opCompletes, Completes: cmd, Follow: l.followWorkers(runsOf(group))})
 	if err == nil && len(res.Batch) != len(group) {
 		err = fmt.Errorf("group of %d completions answered with %d results", len(group), len(res.Batch))
 	}

@@ -90,8 +90,8 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if c := fsm.Counters(); c["grants"] != 1 || len(c) != 1 {
-		t.Errorf("counters after refused calls: %v, want only grants", c)
+	if c := fsm.Counters(); c["grants"] != 1 || c[CounterElections] != 1 || len(c) != 2 {
+		t.Errorf("counters after refused calls: %v, want only the grant and its term's election", c)
 	}
 	if r, _ := fsm.Run(run.ID); r.State != jobs.Pending {
 		t.Errorf("run after refused completions: %s, want pending", r.State)

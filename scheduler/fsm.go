@@ -441,6 +441,9 @@ func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
 
 // apply applies a decoded entry; c.V says by which version's rules.
 func (f *FSM) apply(l *raft.Log, c command) applyResult {
+	if err := DecideTermStarted(c.V, mintsToken(c), f.epochOf(l), f.st.Epoch); err != nil {
+		return applyResult{Err: err} // termstart.go: nothing changes
+	}
 	switch {
 	case c.Op == opElected && c.Elected != nil:
 		epoch := f.epochOf(l)

@@ -19,9 +19,21 @@ import (
 var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
 
 // applyAt feeds one command to the FSM as the log entry (term, index), of
-// this binary's log version.
+// this binary's log version. As a real leader loop does, it first commits
+// the term's election entry (at the same index, by "test-leader") when c
+// mints a token in a term that has none yet (termstart.go); tests of that
+// rule itself use applyRaw.
 func applyAt(t *testing.T, f *FSM, term, index uint64, c command) applyResult {
 	t.Helper()
+	if e, _ := f.Epoch(); mintsToken(c) && e != term+f.st.EpochBase {
+		b, err := encodeEntry(command{Op: opElected, Elected: &electedCmd{Node: "test-leader", At: t0}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res := applyRaw(t, f, term, index, b); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
 	b, err := encodeEntry(c)
 	if err != nil {
 		t.Fatal(err)

@@ -355,7 +355,7 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		later()
 		return
 	}
-	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opAdmit, Admit: &admitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
+	res, err := l.propose(command{Op: opAdmit, Admit: &admitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("grant of an admitted run failed; trying again later", "run", run.ID, "err", err)

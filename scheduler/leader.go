@@ -48,6 +48,11 @@ type leader struct {
 	// completions wait here for commitCompletions (see completions.go).
 	completions chan *pendingCompletion
 
+	// endTerm ends the loop (set by run before anything proposes); see
+	// propose.
+	endTerm func()
+	ended   atomic.Bool
+
 	wg sync.WaitGroup
 }
 
@@ -76,7 +81,7 @@ func (l *leader) run() {
 	// the scheduler cancels it: cancel runs before the Wait above.
 	termCtx, cancel := context.WithCancel(l.ctx)
 	defer cancel()
-	l.ctx = termCtx
+	l.ctx, l.endTerm = termCtx, cancel
 	ctx, s := l.ctx, l.s
 	if err := s.Raft.Barrier(ctx); err != nil {
 		l.log.Warn("barrier failed; not leading", "err", err)
@@ -415,7 +420,7 @@ func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused 
 	if len(gs) == 1 {
 		return []dueFire{{specs[gs[0].Job], gs[0].ScheduledAt}}
 	}
-	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opGrants, Grants: &grantsCmd{Grants: gs}})
+	res, err := l.propose(command{Op: opGrants, Grants: &grantsCmd{Grants: gs}})
 	if err == nil && len(res.Batch) != len(gs) {
 		err = fmt.Errorf("batch of %d grants answered with %d results", len(gs), len(res.Batch))
 	}
@@ -571,7 +576,7 @@ func (l *leader) paused(job string) bool {
 // propose at once, and only the log orders them. force overrides the
 // overlap policy.
 func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
-	ctx, s := l.ctx, l.s
+	s := l.s
 	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := opGrant
 	key, err := spec.OutputKey(at)
@@ -583,7 +588,7 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 	default:
 		g.Output, g.Worker = key, worker
 	}
-	res, err := s.applyLocalCmd(ctx, command{Op: op, Grant: g})
+	res, err := l.propose(command{Op: op, Grant: g})
 	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 
@@ -799,7 +804,7 @@ func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason st
 			cmd.Worker = w
 		}
 	}
-	res, err := l.s.applyLocalCmd(l.ctx, command{Op: opExpire, Expire: cmd})
+	res, err := l.propose(command{Op: opExpire, Expire: cmd})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("expire failed", "attempt", att.ID, "err", err)
@@ -940,7 +945,7 @@ func (l *leader) checkRetries() {
 			l.mu.Unlock()
 			continue
 		}
-		res, err := l.s.applyLocalCmd(l.ctx, command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
+		res, err := l.propose(command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
@@ -1001,4 +1006,30 @@ func (l *leader) recover() {
 		}
 	}
 	l.scheduleRetries()
+}
+
+// propose proposes c, an entry that may mint a token, in this loop's
+// context. The FSM refuses it (ErrTermNotStarted) when this node leads a
+// term whose election entry is not in the log: the node lost and
+// regained leadership while this loop ran, so the loop belongs to a term
+// it did not start. The loop then ends, and the scheduler starts a fresh
+// one if the node still leads (as after a restore), which commits the
+// term's election entry before it grants. The error then also says
+// jobs.ErrNotLeader, so an operator's trigger is answered "retry".
+func (l *leader) propose(c command) (applyResult, error) {
+	return l.proposeWith(l.ctx, c)
+}
+
+// proposeWith is propose for a proposal made on behalf of a caller whose
+// ctx bounds it (an operator's release).
+func (l *leader) proposeWith(ctx context.Context, c command) (applyResult, error) {
+	res, err := l.s.applyLocalCmd(ctx, c)
+	if !errors.Is(err, ErrTermNotStarted) {
+		return res, err
+	}
+	if l.ended.CompareAndSwap(false, true) {
+		l.log.Warn("this leader loop's proposal was refused: it leads a term it did not start; ending the loop so a new one starts the term", "op", c.Op, "err", err)
+		l.endTerm()
+	}
+	return res, fmt.Errorf("%w: this node's leader loop is starting its term again; retry: %w", jobs.ErrNotLeader, err)
 }

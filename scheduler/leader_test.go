@@ -63,7 +63,12 @@ func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
 	s.Logger = slogDiscard()
 	ctx, cancel := context.WithCancel(context.Background())
 	l := newLeader(s, ctx)
+	l.endTerm = cancel
 	t.Cleanup(func() { cancel(); l.wg.Wait() })
+	// As run does: the term's election entry precedes its grants.
+	if _, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: base}}); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := s.SetJobs(ctx, specs, "test"); err != nil {
 		t.Fatal(err)
 	}

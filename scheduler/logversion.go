@@ -69,6 +69,8 @@ import (
 //	   when the queue is full; every entry admits the oldest waiters
 //	   while places are free; op "admit" grants an admitted run's first
 //	   attempt.
+//	   An entry that mints a token in an epoch whose election entry is
+//	   not yet applied is refused whole (ErrTermNotStarted, termstart.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags

@@ -122,8 +122,8 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 		if e := f.Events(0, 1)[0]; e.Kind != jobs.EventLost || len(e.Detail) > maxAuditDetail+3 {
 			t.Errorf("long note recorded as %s of %d bytes", e.Kind, len(e.Detail))
 		}
-		if c := f.Counters(); c["grants"] != 1 || c[CounterSuspect] != 1 || c[CounterLost] != 1 || len(c) != 3 {
-			t.Errorf("counters = %v, want only grants, suspect and lost, 1 each", c)
+		if c := f.Counters(); c["grants"] != 1 || c[CounterSuspect] != 1 || c[CounterLost] != 1 || c[CounterElections] != 1 || len(c) != 4 {
+			t.Errorf("counters = %v, want only grants, suspect, lost and the term's election, 1 each", c)
 		}
 		// A version 1 note counted any kind under its own name; its
 		// entries still do.

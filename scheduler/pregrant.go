@@ -130,11 +130,11 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			chunk := gs[from:to]
 			results := make([]applyResult, len(chunk))
 			if len(chunk) == 1 {
-				res, err := s.applyLocalCmd(l.ctx, command{Op: opGrant, Grant: &chunk[0]})
+				res, err := l.propose(command{Op: opGrant, Grant: &chunk[0]})
 				res.Err = err
 				results[0] = res
 			} else {
-				res, err := s.applyLocalCmd(l.ctx, command{Op: opGrants, Grants: &grantsCmd{Grants: chunk}})
+				res, err := l.propose(command{Op: opGrants, Grants: &grantsCmd{Grants: chunk}})
 				if err == nil && len(res.Batch) != len(chunk) {
 					err = fmt.Errorf("batch of %d grants answered with %d results", len(chunk), len(res.Batch))
 				}

@@ -139,7 +139,11 @@ func (l local) Release(ctx context.Context, attempt, reason, asker string) (jobs
 	if len(asker) > maxReleaseAsker {
 		asker = clip(asker, maxReleaseAsker)
 	}
-	res, err := l.s.applyLocalCmd(ctx, command{Op: opRelease, Release: &releaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
+	t := l.s.term.Load()
+	if t == nil {
+		return jobs.Run{}, fmt.Errorf("release %s: %w", attempt, jobs.ErrNotLeader)
+	}
+	res, err := t.proposeWith(ctx, command{Op: opRelease, Release: &releaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
 	if err != nil {
 		return res.Run, err
 	}

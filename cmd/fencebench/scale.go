@@ -287,6 +287,10 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 		return nil
 	}
 	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
+	// The term's election entry precedes its grants, as a leader writes it.
+	if err := apply(map[string]any{"v": scheduler.LogVersion, "op": "elected", "elected": map[string]any{"node": "fencebench", "at": at}}); err != nil {
+		return r, err
+	}
 	if err := apply(map[string]any{"v": scheduler.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
 		return r, err
 	}
