@@ -23,8 +23,10 @@ import (
 // historyTuning shrinks the replicated state's hot window (a few seconds
 // of runs) and Raft's snapshot rhythm, so that within the test's minute
 // almost every run leaves the replicated state for the history, and the
-// log is compacted past what a wiped server would need.
-const historyTuning = "hot-runs=120,hot-events=300,raft-snapshot-threshold=400,raft-trailing-logs=100,raft-snapshot-interval-ms=1000"
+// log is compacted past what a wiped server would need. The threshold is
+// in entries, not runs: a second's runs share one grant entry and their
+// completions a few more, so the test's minute writes only some hundreds.
+const historyTuning = "hot-runs=120,hot-events=300,raft-snapshot-threshold=64,raft-trailing-logs=32,raft-snapshot-interval-ms=1000"
 
 // historyJobs are n jobs firing every second (h000...), plus keep3 (its
 // history keeps 3 runs) and young (its history keeps 20s).
