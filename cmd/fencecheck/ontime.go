@@ -1,7 +1,8 @@
 package main
 
 import (
-	"sort"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -21,12 +22,7 @@ func checkNotEarly(o *Observation, r *results) {
 	for _, s := range o.Jobs {
 		specs[s.Name] = s
 	}
-	ids := make([]string, 0, len(o.Runs))
-	for id := range o.Runs {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(o.Runs)) {
 		run := o.Runs[id]
 		spec, ok := specs[run.Job]
 		if run.Trigger != "schedule" || !ok {
