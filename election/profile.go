@@ -45,8 +45,16 @@ func profileNamed(name string) (profile, error) {
 		// heartbeat timeouts. 500ms puts the median failover under a
 		// second (600ms gave 1.07 s) and still tolerates GC pauses and
 		// loaded hosts of a few hundred milliseconds.
+		//
+		// The leader lease is as long as Raft allows (the heartbeat
+		// timeout): a leader that has not heard from a quorum for that
+		// long steps down. At 300ms, a leader of a saturated host (500
+		// runs a second on two cores) stepped down every few seconds on
+		// its own stalls, and each election cost the cluster a second of
+		// work. Nothing depends on a shorter lease for safety: every
+		// token is minted in the log, and fenced at the store.
 		return profile{
-			heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, leaderLease: 300 * time.Millisecond,
+			heartbeat: 500 * time.Millisecond, election: 500 * time.Millisecond, leaderLease: 500 * time.Millisecond,
 			commit: 50 * time.Millisecond, logStoreTimeout: 5 * time.Second,
 			reconcileEvery: 2 * time.Second, pushPull: 5 * time.Second,
 		}, nil

@@ -533,7 +533,11 @@ func (f *FSM) event(l *raft.Log, e jobs.Event) {
 		if f.History != nil {
 			f.trimmedEvents = append(f.trimmedEvents, f.st.Events[:over]...)
 		}
-		f.st.Events = slices.Delete(f.st.Events, 0, over)
+		// Dropping from the front by reslicing is O(1) per event: append
+		// copies the live events into a new array once the old one is
+		// full, which frees the dropped ones. slices.Delete moved all
+		// 2000 on every event, a leader's hottest copy at 500 runs/s.
+		f.st.Events = f.st.Events[over:]
 	}
 }
 

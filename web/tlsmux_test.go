@@ -7,13 +7,16 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
+	"fmt"
 	"io"
 	"math/big"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -214,5 +217,69 @@ func TestMuxListener_SurvivesFailedAccepts(t *testing.T) {
 	code, body, err := call(t, clientWith(nil), "GET", "http://"+raw.Addr().String()+"/healthz")
 	if err != nil || code != 200 {
 		t.Fatalf("after three failed accepts: %d %v %s", code, err, body)
+	}
+}
+
+// Nodes speak HTTP/2 to each other's HTTP port, so a worker with hundreds
+// of calls in flight to the leader holds one connection, not one (and a
+// TLS handshake) per call, and stays under the per-client cap. Clients
+// that do not offer it (a job's, an older node's) keep HTTP/1.1.
+func TestServer_NodesShareOneHTTP2Connection(t *testing.T) {
+	srv, _ := openServer(t)
+	url := "https://" + strings.TrimPrefix(srv.URL(), "http://") + "/api/v1/status"
+	node := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{
+		TLSClientConfig: stubID.HTTP2ClientConfig("w1"), ForceAttemptHTTP2: true}}
+	var mu sync.Mutex
+	conns := map[string]bool{}
+	get := func(c *http.Client) (string, error) {
+		trace := &httptrace.ClientTrace{GotConn: func(info httptrace.GotConnInfo) {
+			mu.Lock()
+			conns[info.Conn.LocalAddr().String()] = true
+			mu.Unlock()
+		}}
+		req, _ := http.NewRequestWithContext(httptrace.WithClientTrace(t.Context(), trace), "GET", url, nil)
+		resp, err := c.Do(req)
+		if err != nil {
+			return "", err
+		}
+		defer resp.Body.Close()
+		io.Copy(io.Discard, resp.Body)
+		if resp.StatusCode != 200 {
+			return "", fmt.Errorf("status %d", resp.StatusCode)
+		}
+		return resp.Proto, nil
+	}
+	if proto, err := get(node); err != nil || proto != "HTTP/2.0" {
+		t.Fatalf("a node's first call: %q, %v; want HTTP/2.0", proto, err)
+	}
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() {
+			if _, err := get(node); err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(conns) != 1 {
+		t.Errorf("51 calls of one node, 50 at once, used %d connections; want 1", len(conns))
+	}
+
+	jobCfg, err := clustertls.TrustConfig(testPeerID.CAPEM())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cfg := range map[string]*tls.Config{
+		"a job's client":          jobCfg,
+		"an HTTP/1.1 node client": stubID.ClientConfig(clustertls.ProtoHTTP, "w1"),
+	} {
+		if proto, err := get(clientWith(cfg)); err != nil || proto != "HTTP/1.1" {
+			t.Errorf("%s: %q, %v; want HTTP/1.1", name, proto, err)
+		}
 	}
 }

@@ -496,8 +496,11 @@ func clusterHTTPClient(id *clustertls.Identity) *http.Client {
 	return &http.Client{
 		Timeout: 60 * time.Second,
 		Transport: &http.Transport{
-			TLSClientConfig:     id.ClientConfig(clustertls.ProtoHTTP, ""),
+			TLSClientConfig:     id.HTTP2ClientConfig(""),
 			TLSHandshakeTimeout: 10 * time.Second,
+			// One connection per peer carries every call (HTTP2ClientConfig).
+			ForceAttemptHTTP2:   true,
+			HTTP2:               clustertls.HTTP2Health(),
 			MaxIdleConnsPerHost: 64,
 			IdleConnTimeout:     90 * time.Second,
 		},

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -44,13 +45,21 @@ import (
 // ALPN protocol names. A connection says which service it wants inside the
 // handshake, so a Raft connection can never be mistaken for an API call.
 // Raft negotiates ProtoRaft. A node's HTTP client offers ProtoHTTP and
-// then http/1.1: the first tells the HTTP port to present the cluster's
+// then HTTP itself: the first tells the HTTP port to present the cluster's
 // certificate (not api.tls's), and the second is what is negotiated,
-// because net/http serves HTTP/1 only under that name.
+// because net/http serves HTTP only under its own names (h2, http/1.1).
 const (
 	ProtoRaft = "fencecron-raft/1"
 	ProtoHTTP = "fencecron/1"
 )
+
+// protoHTTP2 is HTTP/2's ALPN name. Nodes speak it to each other's HTTP
+// port (HTTP2ClientConfig): one connection per peer carries every call in
+// flight, where HTTP/1.1 needs a connection, and so a TLS handshake, per
+// concurrent call. At hundreds of runs a second the handshakes cost both
+// ends more CPU than the calls, and a worker's calls to the leader exceed
+// the port's per-client connection cap.
+const protoHTTP2 = "h2"
 
 // offered is what a client of proto offers in ALPN.
 func offered(proto string) []string {
@@ -60,12 +69,12 @@ func offered(proto string) []string {
 	return []string{proto}
 }
 
-// negotiated is what a connection for proto ends up speaking.
-func negotiated(proto string) string {
+// negotiable is what a connection for proto may end up speaking.
+func negotiable(proto string) []string {
 	if proto == ProtoHTTP {
-		return "http/1.1"
+		return []string{protoHTTP2, "http/1.1"}
 	}
-	return proto
+	return []string{proto}
 }
 
 // Config says where a node's identity comes from.
@@ -356,7 +365,7 @@ func (id *Identity) ServerConfig(proto string, requireClient bool) *tls.Config {
 		Certificates: []tls.Certificate{id.cert},
 		ClientAuth:   auth,
 		ClientCAs:    id.roots,
-		NextProtos:   []string{negotiated(proto)},
+		NextProtos:   negotiable(proto),
 		Time:         id.now,
 	}
 	if proto == ProtoRaft {
@@ -384,7 +393,7 @@ func (id *Identity) ClientConfig(proto, peer string) *tls.Config {
 		// CAs and node name rather than a host name.
 		InsecureSkipVerify: true,
 		VerifyConnection: func(cs tls.ConnectionState) error {
-			if cs.NegotiatedProtocol != negotiated(proto) {
+			if !slices.Contains(negotiable(proto), cs.NegotiatedProtocol) {
 				return fmt.Errorf("the peer does not speak %s", proto)
 			}
 			var raw [][]byte
@@ -395,6 +404,24 @@ func (id *Identity) ClientConfig(proto, peer string) *tls.Config {
 		},
 		Time: id.now,
 	}
+}
+
+// HTTP2ClientConfig is ClientConfig(ProtoHTTP, peer) offering HTTP/2 as
+// well, for an http.Transport that speaks it (ForceAttemptHTTP2): a
+// transport that does not would read HTTP/2 frames as HTTP/1.1.
+func (id *Identity) HTTP2ClientConfig(peer string) *tls.Config {
+	cfg := id.ClientConfig(ProtoHTTP, peer)
+	cfg.NextProtos = []string{ProtoHTTP, protoHTTP2, "http/1.1"}
+	return cfg
+}
+
+// HTTP2Health is the HTTP/2 setting of a transport to other nodes. Every
+// call to a peer shares one connection, so a connection that went dead
+// without a FIN (a partition, a host that vanished) would hold every later
+// call until TCP gives up, minutes on: ping a connection silent for a
+// second, and drop it if the ping is not answered in two.
+func HTTP2Health() *http.HTTP2Config {
+	return &http.HTTP2Config{SendPingTimeout: time.Second, PingTimeout: 2 * time.Second}
 }
 
 // TrustConfig is the client configuration of a process that holds no

@@ -86,14 +86,18 @@ func (c *Client) client() *http.Client {
 				if c.NameAt != nil {
 					name = c.NameAt(addr)
 				}
-				d := &tls.Dialer{NetDialer: dialer, Config: c.TLS.ClientConfig(clustertls.ProtoHTTP, name)}
+				d := &tls.Dialer{NetDialer: dialer, Config: c.TLS.HTTP2ClientConfig(name)}
 				return d.DialContext(ctx, network, addr)
 			},
 			TLSHandshakeTimeout: 5 * time.Second,
-			// A busy second dispatches hundreds of attempts at once, and
-			// every worker renews and reports to the leader: keep enough
-			// connections that a burst does not pay a TLS handshake per
-			// call (each costs both ends far more CPU than the call).
+			// HTTP/2: every call to a peer shares one connection. A busy
+			// second dispatches hundreds of attempts at once, and every
+			// worker renews and reports to the leader; over HTTP/1.1 each
+			// call in flight took a connection of its own and a TLS
+			// handshake, which cost both ends more CPU than the call.
+			ForceAttemptHTTP2: true,
+			HTTP2:             clustertls.HTTP2Health(),
+			// An older node speaks only HTTP/1.1: keep its connections.
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 		}
