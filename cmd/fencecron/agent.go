@@ -41,6 +41,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	log := newLogger(stderr)
 	log.Info("fencecron agent", "config", *path, "node", f.Node.Name, "data", f.Node.DataDir)
+	raiseProcs(log)
 	for _, w := range f.Warnings {
 		log.Warn("config: "+w.Msg, "at", w.Pos.String(), "field", w.Path)
 	}

@@ -48,6 +48,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		return err
 	}
 	log := newLogger(stderr)
+	raiseProcs(log)
 	log.Info("fencecron dev: a single-node cluster", "jobs", source, "count", len(specs), "data", *dataDir)
 	host, port, err := splitHostPort(*httpAddr)
 	if err != nil {
