@@ -136,13 +136,6 @@ func (f *FSM) followers(job string) []string {
 	return f.deps[job]
 }
 
-// Followers returns the jobs that follow job (their after list names it).
-func (f *FSM) Followers(job string) []string {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return slices.Clone(f.followers(job))
-}
-
 // afterEntry is what a version 4 entry does once its op is applied: for
 // every attempt that ended and run that finished in it, record the
 // notifications due (notify.go) and decide the runs that follow. A run
@@ -233,17 +226,40 @@ func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.
 	f.trim()
 }
 
+// RunFollowing is a run whose job other jobs follow, and those jobs.
+type RunFollowing struct {
+	ScheduledAt time.Time
+	Followers   []string
+}
+
+// RunFollowers returns, for those of the runs ids whose job other jobs
+// follow, the run's scheduled time and the followers. It takes the lock
+// once for them all: the leader asks for every group of completions it
+// proposes (up to 128 runs), and a lock taken per run queued the
+// completions behind every reader of the state at 1,000 runs a second.
+func (f *FSM) RunFollowers(ids []string) []RunFollowing {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []RunFollowing
+	for _, id := range ids {
+		r, ok := f.st.Runs[id]
+		if !ok {
+			continue
+		}
+		if ds := f.followers(r.Job); len(ds) > 0 {
+			out = append(out, RunFollowing{ScheduledAt: r.ScheduledAt, Followers: slices.Clone(ds)})
+		}
+	}
+	return out
+}
+
 // followWorkers picks, for each job that follows one of runs' jobs, the
 // worker its run would get if it were granted now: the leader sends them
 // with the entry that may finish those runs (followCmd).
 func (l *leader) followWorkers(runIDs []string) *followCmd {
 	fc := &followCmd{At: l.s.now()}
-	for _, id := range runIDs {
-		run, ok := l.s.FSM.Run(id)
-		if !ok {
-			continue
-		}
-		for _, d := range l.s.FSM.Followers(run.Job) {
+	for _, run := range l.s.FSM.RunFollowers(runIDs) {
+		for _, d := range run.Followers {
 			if _, done := fc.Workers[d]; done {
 				continue
 			}

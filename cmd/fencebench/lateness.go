@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -32,7 +35,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 
 	var results []rateResult
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	header := "fires/s\truns started\tlateness p50\tp99\tmax\tcompleted runs/s\traft entries/run\t"
+	header := "fires/s\truns started\tlateness p50\tp99\tmax\tsucceeded runs/s\tfire times succeeded\traft entries/run\t"
 	if len(bins) > 1 {
 		header = "binary\t" + header
 	}
@@ -49,21 +52,19 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			r.rate, r.label = rate, labels[i]
 			results = append(results, r)
-			if r.missedPolls > 0 {
-				fmt.Fprintf(stderr, "fencebench: %s, %d fires/s: %d reads of the runs failed; some runs may be missing from the figures\n", b, rate, r.missedPolls)
-			}
 			s := summarize(r.lateness)
 			if len(bins) > 1 {
 				fmt.Fprintf(tw, "%s\t", labels[i])
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t%s\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.completedPerSec, r.entriesPerRun())
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f%%\t%s\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max),
+				float64(r.succeeded)/float64(r.due/rate), 100*float64(r.succeeded)/float64(r.due), r.entriesPerRun())
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
 	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time;")
-	fmt.Fprintln(stdout, "raft entries/run = the leader's last log index over the window / the runs granted in it")
+	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it\n", settle)
 	fmt.Fprintln(stdout)
 	return printTrace(stdout, results, len(bins) > 1)
 }
@@ -132,17 +133,16 @@ func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 }
 
 type rateResult struct {
-	rate            int
-	label           string
-	lateness        []time.Duration
-	completedPerSec float64
-	traces          []runTrace
-	// entries is how far the leader's Raft log grew over the window, and
-	// granted how many runs were granted in it.
-	entries, granted uint64
-	// missedPolls counts reads of the runs that failed (a leader too
-	// busy to answer); runs they would have seen may be missing.
-	missedPolls int
+	rate     int
+	label    string
+	lateness []time.Duration
+	traces   []runTrace
+	// due is how many fire times the window held, granted how many of
+	// them were granted (the rest were skipped), succeeded how many ended
+	// succeeded within the settle time after the window.
+	due, granted, succeeded int
+	// entries is how far the leader's Raft log grew over the window.
+	entries uint64
 }
 
 func (r rateResult) entriesPerRun() string {
@@ -152,11 +152,12 @@ func (r rateResult) entriesPerRun() string {
 	return fmt.Sprintf("%.2f", float64(r.entries)/float64(r.granted))
 }
 
-// measureRate runs `rate` jobs that each fire every second and reads the
-// finished runs: an attempt's start time is when the worker started the
-// process. It follows the leader's event stream meanwhile, for when each
-// grant and completion was applied, and reads the leader's last Raft log
-// index at both ends of the window.
+// measureRate runs `rate` jobs that each fire every second and, once the
+// window's runs had time to finish, reads every run due in the window: an
+// attempt's start time is when the worker started the process. It follows
+// the leader's event stream meanwhile, for when each grant and completion
+// was applied, and reads the leader's last Raft log index at both ends of
+// the window.
 func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
 	var b strings.Builder
 	for i := range rate {
@@ -197,69 +198,57 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	seenAt := followEvents(streamCtx, watch.URL(), stderr)
 
 	var res rateResult
-	start := time.Now()
+	// The window is whole seconds of fire times: every job fires once in
+	// each, so rate*seconds runs are due in it.
+	start := time.Now().Truncate(time.Second).Add(time.Second)
+	seconds := int(window / time.Second)
+	end := start.Add(time.Duration(seconds) * time.Second)
+	if !sleepUntil(ctx, start) {
+		return res, ctx.Err()
+	}
 	index0, err := lastLogIndex(watch.URL())
 	if err != nil {
 		return res, err
 	}
-	// Every finished attempt records when its process started. Runs are
-	// kept in the replicated state for a while (2000 of them, pending ones
-	// included), so polling every half second sees each one even at
-	// 1,000 fires a second.
-	seen := map[string]bool{}
-	completed := 0
-	var finished []jobs.Run
-	poll := func() error {
-		var out struct{ Runs []jobs.Run }
-		if err := reader.GetJSON("/api/v1/runs?limit=2000", &out); err != nil {
-			return err
-		}
-		for _, r := range out.Runs {
-			a, ok := r.Latest()
-			if !ok || !r.State.Terminal() || seen[r.ID] || a.GrantedAt.Before(start) {
-				continue
-			}
-			seen[r.ID] = true
-			completed++
-			finished = append(finished, r)
-			if !a.StartedAt.IsZero() {
-				res.lateness = append(res.lateness, a.StartedAt.Sub(r.ScheduledAt))
-			}
-		}
-		return nil
+	if !sleepUntil(ctx, end) {
+		return res, ctx.Err()
 	}
-	for time.Since(start) < window && ctx.Err() == nil {
-		time.Sleep(pollEvery)
-		// A leader too busy to answer within the client's timeout is a
-		// finding, not the end of the measurement: the next poll reads
-		// the runs this one missed while the hot window still holds them.
-		if err := poll(); err != nil {
-			res.missedPolls++
-			fmt.Fprintf(stderr, "fencebench: %d fires/s: reading the runs: %v\n", rate, err)
-		}
-	}
-	elapsed := time.Since(start)
 	index1, err := lastLogIndex(watch.URL())
 	if err != nil {
 		return res, err
 	}
-	res.completedPerSec = float64(completed) / elapsed.Seconds()
-	// Runs granted in the window that end just after it still have
-	// their traces: one more look, after the stream caught up.
-	time.Sleep(time.Second)
-	if err := poll(); err != nil {
-		res.missedPolls++
+	// Runs due in the window that end within settle after it still
+	// count, and their completions reach the stream.
+	if !sleepUntil(ctx, end.Add(settle)) {
+		return res, ctx.Err()
 	}
 	stopStream()
 	events := seenAt()
 	res.entries = index1 - index0
-	for _, ev := range events {
-		if ev.kind == jobs.EventGranted && !ev.at.Before(start) && ev.at.Before(start.Add(elapsed)) {
-			res.granted++
-		}
+	res.due = rate * seconds
+	// Every run due in the window, read once at the end (from a follower,
+	// which applies the same log, so the reads do not load the leader
+	// measured), page by page: the state keeps only the newest runs,
+	// and the history the rest.
+	runs, err := runsBetween(reader, start, end)
+	if err != nil {
+		return res, err
 	}
-	for _, r := range finished {
-		a, _ := r.Latest()
+	for _, r := range runs {
+		a, ok := r.Latest()
+		if !ok {
+			continue // skipped: never granted
+		}
+		res.granted++
+		if r.State == jobs.Succeeded {
+			res.succeeded++
+		}
+		if !a.StartedAt.IsZero() {
+			res.lateness = append(res.lateness, a.StartedAt.Sub(r.ScheduledAt))
+		}
+		if !r.State.Terminal() {
+			continue
+		}
 		tr := runTrace{}
 		rel := func(stage string, t time.Time) {
 			if !t.IsZero() {
@@ -277,8 +266,39 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	return res, nil
 }
 
-// pollEvery is how often the harness reads the runs.
-const pollEvery = 500 * time.Millisecond
+// settle is how long after the window its runs may still finish and count.
+const settle = 10 * time.Second
+
+// sleepUntil waits until t or ctx's end; false if ctx ended.
+func sleepUntil(ctx context.Context, t time.Time) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(time.Until(t)):
+		return true
+	}
+}
+
+// runsBetween reads every run scheduled in [since, until) from n. The
+// cluster is still running its jobs, perhaps more than it can, so a page
+// may take a while.
+func runsBetween(n *localcluster.Node, since, until time.Time) ([]jobs.Run, error) {
+	q := url.Values{"since": {since.UTC().Format(time.RFC3339)}, "until": {until.UTC().Format(time.RFC3339)}, "limit": {"1000"}}
+	client := &http.Client{Timeout: time.Minute}
+	var out []jobs.Run
+	for range 10_000 {
+		var page wire.RunList
+		if err := getJSON(client, n.URL()+"/api/v1/runs?"+q.Encode(), &page); err != nil {
+			return out, fmt.Errorf("reading the runs due in the window: %w", err)
+		}
+		out = append(out, page.Runs...)
+		if page.Next == "" {
+			return out, nil
+		}
+		q.Set("cursor", page.Next)
+	}
+	return out, errors.New("reading the runs due in the window: too many pages")
+}
 
 // seenEvent is when this harness received an audit event of kind.
 type seenEvent struct {
@@ -335,6 +355,20 @@ func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[
 		<-done
 		return seen
 	}
+}
+
+// getJSON decodes the answer to a GET of u into out.
+func getJSON(c *http.Client, u string, out any) error {
+	resp, err := c.Get(u)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.

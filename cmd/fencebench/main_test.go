@@ -56,7 +56,11 @@ func TestLateness_Smoke(t *testing.T) {
 	}
 	lines := strings.Split(out.String(), "\n")
 	if len(lines) < 2 || !strings.HasPrefix(lines[1], "5 ") {
-		t.Errorf("output:\n%s", out.String())
+		t.Fatalf("output:\n%s", out.String())
+	}
+	// fires/s, runs started, p50, p99, max, succeeded/s, % succeeded, ...
+	if f := strings.Fields(lines[1]); len(f) < 10 || f[1] == "0" || f[8] == "0.0%" {
+		t.Errorf("no run of the window started or succeeded:\n%s", out.String())
 	}
 }
 

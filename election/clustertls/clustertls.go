@@ -418,10 +418,12 @@ func (id *Identity) HTTP2ClientConfig(peer string) *tls.Config {
 // HTTP2Health is the HTTP/2 setting of a transport to other nodes. Every
 // call to a peer shares one connection, so a connection that went dead
 // without a FIN (a partition, a host that vanished) would hold every later
-// call until TCP gives up, minutes on: ping a connection silent for a
-// second, and drop it if the ping is not answered in two.
+// call until TCP gives up, minutes on: ping a connection silent for two
+// seconds, and drop it if the ping is not answered in five. Not sooner: a
+// saturated peer answers late, and dropping its connection fails every
+// call on it and costs a new handshake just when it can least afford one.
 func HTTP2Health() *http.HTTP2Config {
-	return &http.HTTP2Config{SendPingTimeout: time.Second, PingTimeout: 2 * time.Second}
+	return &http.HTTP2Config{SendPingTimeout: 2 * time.Second, PingTimeout: 5 * time.Second}
 }
 
 // TrustConfig is the client configuration of a process that holds no
