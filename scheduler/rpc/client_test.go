@@ -409,6 +409,63 @@ func TestClient_ReusesConnections(t *testing.T) {
 	}
 }
 
+// Calls in flight at once share one connection (HTTP/2): a worker
+// reporting hundreds of completions to a busy leader must not open a
+// connection, and pay a TLS handshake, for each.
+func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
+	const calls = 40
+	var conns, arrived atomic.Int32
+	all := make(chan struct{})
+	leader := &fakeLeader{complete: func(scheduler.Completion) error {
+		if arrived.Add(1) == calls {
+			close(all)
+		}
+		// Every call stays in flight until all have arrived, so over
+		// HTTP/1.1 each would need a connection of its own.
+		select {
+		case <-all:
+			return nil
+		case <-time.After(5 * time.Second):
+			return errors.New("not every call arrived while this one was in flight")
+		}
+	}}
+	s := httptest.NewUnstartedServer(&Server{Leader: leader, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
+	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
+	s.StartTLS()
+	t.Cleanup(s.Close)
+	addr := strings.TrimPrefix(s.URL, "https://")
+	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
+	// One call first, so the rest find the connection made.
+	if err := c.Started(t.Context(), "report@1.1", time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	var wg sync.WaitGroup
+	errs := make(chan error, calls)
+	exit := 0
+	for i := range calls {
+		wg.Go(func() {
+			errs <- c.Complete(ctx, scheduler.Completion{Attempt: fmt.Sprintf("report@1.%d", i+1), Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if n := conns.Load(); n != 1 {
+		t.Errorf("%d calls in flight at once opened %d connections, want 1", calls+1, n)
+	}
+}
+
 // RenewMany renews several attempts in one call; a leader of a version
 // without the call (it answers no_route) gets one renewal each instead.
 func TestClient_RenewMany(t *testing.T) {
