@@ -42,9 +42,11 @@ func profileNamed(name string) (profile, error) {
 		// has a leader, and the first candidate then waits a whole
 		// election timeout; so a three-server cluster elects when the
 		// later of the two followers notices, whose median is about 1.7
-		// heartbeat timeouts. 500ms puts the median failover under a
-		// second (600ms gave 1.07 s) and still tolerates GC pauses and
-		// loaded hosts of a few hundred milliseconds.
+		// heartbeat timeouts. With 500ms the median from a SIGKILL of the
+		// leader to the new epoch was 1.07 s on an idle 2-core machine
+		// (1.15 s with 600ms, fencebench failover), and the timeout still
+		// tolerates GC pauses and loaded hosts of a few hundred
+		// milliseconds.
 		//
 		// The leader lease is as long as Raft allows (the heartbeat
 		// timeout): a leader that has not heard from a quorum for that
