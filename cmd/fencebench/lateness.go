@@ -203,14 +203,14 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	start := time.Now().Truncate(time.Second).Add(time.Second)
 	seconds := int(window / time.Second)
 	end := start.Add(time.Duration(seconds) * time.Second)
-	if !sleepUntil(ctx, start) {
+	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(start)) {
 		return res, ctx.Err()
 	}
 	index0, err := lastLogIndex(watch.URL())
 	if err != nil {
 		return res, err
 	}
-	if !sleepUntil(ctx, end) {
+	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end)) {
 		return res, ctx.Err()
 	}
 	index1, err := lastLogIndex(watch.URL())
@@ -219,7 +219,7 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	}
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
-	if !sleepUntil(ctx, end.Add(settle)) {
+	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
 		return res, ctx.Err()
 	}
 	stopStream()
@@ -269,26 +269,15 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 // settle is how long after the window its runs may still finish and count.
 const settle = 10 * time.Second
 
-// sleepUntil waits until t or ctx's end; false if ctx ended.
-func sleepUntil(ctx context.Context, t time.Time) bool {
-	select {
-	case <-ctx.Done():
-		return false
-	case <-time.After(time.Until(t)):
-		return true
-	}
-}
-
 // runsBetween reads every run scheduled in [since, until) from n. The
 // cluster is still running its jobs, perhaps more than it can, so a page
 // may take a while.
 func runsBetween(n *localcluster.Node, since, until time.Time) ([]jobs.Run, error) {
 	q := url.Values{"since": {since.UTC().Format(time.RFC3339)}, "until": {until.UTC().Format(time.RFC3339)}, "limit": {"1000"}}
-	client := &http.Client{Timeout: time.Minute}
 	var out []jobs.Run
 	for range 10_000 {
 		var page wire.RunList
-		if err := getJSON(client, n.URL()+"/api/v1/runs?"+q.Encode(), &page); err != nil {
+		if err := n.GetJSONWithin("/api/v1/runs?"+q.Encode(), time.Minute, &page); err != nil {
 			return out, fmt.Errorf("reading the runs due in the window: %w", err)
 		}
 		out = append(out, page.Runs...)
@@ -355,20 +344,6 @@ func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[
 		<-done
 		return seen
 	}
-}
-
-// getJSON decodes the answer to a GET of u into out.
-func getJSON(c *http.Client, u string, out any) error {
-	resp, err := c.Get(u)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("GET %s: %s: %s", u, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.

@@ -2,10 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"sync"
 	"time"
 
@@ -14,27 +11,10 @@ import (
 	"github.com/fencecron/fencecron/web/wire"
 )
 
-var apiClient = &http.Client{}
-
 // getJSON reads path from a node within timeout: a stopped node must not
 // hold the collector up.
 func getJSON(n *localcluster.Node, path string, timeout time.Duration, v any) error {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := apiClient.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-		return fmt.Errorf("GET %s%s: %s: %s", n.Name, path, resp.Status, b)
-	}
-	return json.NewDecoder(resp.Body).Decode(v)
+	return n.GetJSONWithin(path, timeout, v)
 }
 
 func getStatus(n *localcluster.Node, timeout time.Duration) (wire.Status, error) {

@@ -7,6 +7,7 @@ package localcluster
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -430,7 +431,20 @@ var httpClient = &http.Client{Timeout: 3 * time.Second}
 
 // GetJSON fetches path from the node and decodes its JSON answer.
 func (n *Node) GetJSON(path string, v any) error {
-	resp, err := httpClient.Get(n.URL() + path)
+	return n.GetJSONWithin(path, httpClient.Timeout, v)
+}
+
+// GetJSONWithin is GetJSON with its own time limit: shorter, so that a
+// stopped node does not hold a caller up, or longer, for a node busy
+// enough to take seconds over a big answer.
+func (n *Node) GetJSONWithin(path string, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, n.URL()+path, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return err
 	}
