@@ -192,20 +192,9 @@ func (c *Client) RenewMany(ctx context.Context, node string, attempts []string) 
 // node, over the network otherwise. It tries once; the leader decides
 // what a failure means.
 func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assignment) error {
-	if worker == c.Self && c.Local != nil {
-		if err := c.Local.Accept(a); err != nil {
-			return err
-		}
-	} else {
-		addr, err := c.NodeHTTP(worker)
-		if err != nil {
-			return err
-		}
-		if err := c.post(ctx, addr, pathDispatch, a, nil); err != nil {
-			return err
-		}
-	}
-	return scheduler.DropDispatchReply(c.Faults)
+	return c.toWorker(worker, func() error { return c.Local.Accept(a) }, func(addr string) error {
+		return c.post(ctx, addr, pathDispatch, a, nil)
+	})
 }
 
 // DispatchMany delivers several assignments to one worker in one call
@@ -215,17 +204,15 @@ func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler
 	if len(as) > maxDispatchMany {
 		return fmt.Errorf("dispatch %d assignments at once: at most %d", len(as), maxDispatchMany)
 	}
-	if worker == c.Self && c.Local != nil {
+	local := func() error {
 		for _, a := range as {
 			if err := c.Local.Accept(a); err != nil {
 				return err
 			}
 		}
-	} else {
-		addr, err := c.NodeHTTP(worker)
-		if err != nil {
-			return err
-		}
+		return nil
+	}
+	return c.toWorker(worker, local, func(addr string) error {
 		var reply dispatchManyReply
 		if err := c.post(ctx, addr, pathDispatchMany, as, &reply); err != nil {
 			return err
@@ -233,6 +220,25 @@ func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler
 		if len(reply.Accepted) != len(as) {
 			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", worker, len(reply.Accepted), len(as))
 		}
+		return nil
+	})
+}
+
+// toWorker delivers to worker with local when it is this node, else with
+// remote at its HTTP address; a delivery that succeeded then passes the
+// fault hook that may drop its reply.
+func (c *Client) toWorker(worker string, local func() error, remote func(addr string) error) error {
+	var err error
+	if worker == c.Self && c.Local != nil {
+		err = local()
+	} else {
+		var addr string
+		if addr, err = c.NodeHTTP(worker); err == nil {
+			err = remote(addr)
+		}
+	}
+	if err != nil {
+		return err
 	}
 	return scheduler.DropDispatchReply(c.Faults)
 }
