@@ -244,6 +244,22 @@ func TestLeaseClient_States(t *testing.T) {
 // drive fires the fake clock's timers as soon as the code under test
 // waits on one, until done is closed: time moves only as fast as the code
 // waits on it.
+// completion drives the fixture's clock until its attempt reports its
+// completion, for at most 30s of real time.
+func (f *leaseFixture) completion(t *testing.T) Completion {
+	t.Helper()
+	driven := make(chan struct{})
+	defer close(driven)
+	go drive(t, f.clock, driven)
+	select {
+	case c := <-f.leader.done:
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not end within 30s")
+		return Completion{}
+	}
+}
+
 func drive(t *testing.T, clock *clocktest.Clock, done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-done; cancel() }()
@@ -387,15 +403,7 @@ func TestWorker_LostLeaseKillsTheProcessGroup(t *testing.T) {
 	if err := f.clock.WaitTimers(t.Context(), 2); err != nil {
 		t.Fatal(err)
 	}
-	driven := make(chan struct{})
-	defer close(driven)
-	go drive(t, f.clock, driven)
-	var c Completion
-	select {
-	case c = <-f.leader.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not end within 30s")
-	}
+	c := f.completion(t)
 	if c.State != jobs.Lost || !strings.Contains(c.Error, "process group was killed") || c.Signal == "" {
 		t.Errorf("completion %+v: want lost, the process killed by a signal", c)
 	}

@@ -157,24 +157,7 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 	}
 	f := newLeaseFixture(t, script...)
 	fireAt := leaseT0.Add(12 * time.Second)
-	marker := filepath.Join(t.TempDir(), "ran")
-	a := Assignment{
-		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
-		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
-		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
-	}
-	if err := f.w.Accept(a); err != nil {
-		t.Fatal(err)
-	}
-	driven := make(chan struct{})
-	defer close(driven)
-	go drive(t, f.clock, driven)
-	var c Completion
-	select {
-	case c = <-f.leader.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not end within 30s")
-	}
+	c, marker := runAhead(t, f, fireAt)
 	if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
 		t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
 	}
@@ -191,6 +174,20 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	f := newLeaseFixture(t, held, notYours)
 	fireAt := leaseT0.Add(25 * time.Second)
+	c, marker := runAhead(t, f, fireAt)
+	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
+		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}
+
+// runAhead has f's worker run a scheduled attempt granted at leaseT0 for
+// fireAt, whose process touches a marker file, and returns its completion
+// and the marker's path.
+func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (Completion, string) {
+	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
 	a := Assignment{
 		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
@@ -200,21 +197,7 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}
-	driven := make(chan struct{})
-	defer close(driven)
-	go drive(t, f.clock, driven)
-	var c Completion
-	select {
-	case c = <-f.leader.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not end within 30s")
-	}
-	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
-		t.Errorf("completion %+v: want lost before the fire time, never started", c)
-	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("the process ran (marker: %v)", err)
-	}
+	return f.completion(t), marker
 }
 
 // batchDispatcher records batch dispatches and single ones; failMany
