@@ -37,6 +37,32 @@ func (p *demoProc) output() string {
 	return p.out.String()
 }
 
+// pids are the processes the demo said it started.
+func (p *demoProc) pids() []int {
+	var pids []int
+	for _, m := range demoPidRE.FindAllStringSubmatch(p.output(), -1) {
+		pid, _ := strconv.Atoi(m[1])
+		pids = append(pids, pid)
+	}
+	return pids
+}
+
+// stop sends sig (called name) to the demo and wants it to exit 0 within 90s.
+func (p *demoProc) stop(t *testing.T, sig syscall.Signal, name string) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-p.exited:
+	case <-time.After(90 * time.Second):
+		t.Fatalf("the demo did not exit within 90s of %s", name)
+	}
+	if p.err != nil {
+		t.Errorf("the demo exited with %v after %s, want 0", p.err, name)
+	}
+}
+
 // waitFor waits until the output holds s, the demo exits, or d passes.
 func (p *demoProc) waitFor(t *testing.T, s string, d time.Duration) {
 	t.Helper()
@@ -236,25 +262,11 @@ func TestDemo_Story(t *testing.T) {
 	t.Run("timeline in Chromium", func(t *testing.T) { demoTimeline(t, base) })
 
 	// Ctrl-C: every process goes, and the data with them.
-	var pids []int
-	for _, m := range demoPidRE.FindAllStringSubmatch(p.output(), -1) {
-		pid, _ := strconv.Atoi(m[1])
-		pids = append(pids, pid)
-	}
+	pids := p.pids()
 	if len(pids) < 7 {
 		t.Fatalf("pids %v: want the six nodes' and the restarted leader's", pids)
 	}
-	if err := p.cmd.Process.Signal(syscall.SIGINT); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the demo did not exit within 90s of SIGINT")
-	}
-	if p.err != nil {
-		t.Errorf("the demo exited with %v after SIGINT, want 0", p.err)
-	}
+	p.stop(t, syscall.SIGINT, "SIGINT")
 	for _, pid := range pids {
 		if err := syscall.Kill(pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process %d is still there after the demo exited (%v)", pid, err)
@@ -356,22 +368,8 @@ func TestDemo_TerminateWhilePaused(t *testing.T) {
 	if dir == "" {
 		t.Fatalf("the demo did not say where its cluster lives:\n%s", p.output())
 	}
-	var pids []int
-	for _, m := range demoPidRE.FindAllStringSubmatch(p.output(), -1) {
-		pid, _ := strconv.Atoi(m[1])
-		pids = append(pids, pid)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	select {
-	case <-p.exited:
-	case <-time.After(90 * time.Second):
-		t.Fatalf("the demo did not exit within 90s of SIGTERM")
-	}
-	if p.err != nil {
-		t.Errorf("the demo exited with %v after SIGTERM, want 0", p.err)
-	}
+	pids := p.pids()
+	p.stop(t, syscall.SIGTERM, "SIGTERM")
 	for _, pid := range pids {
 		if err := syscall.Kill(-pid, 0); !errors.Is(err, syscall.ESRCH) {
 			t.Errorf("process group %d is still there after the demo exited (%v)", pid, err)
