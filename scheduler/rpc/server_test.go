@@ -129,27 +129,35 @@ func TestServer_Refusals(t *testing.T) {
 	}
 }
 
+// dispatchClient is the client of node n1, whose own worker counts what it
+// accepts (local), for a cluster where w2's worker accepts with remote and
+// w3's is closed.
+func dispatchClient(t *testing.T, remote func(scheduler.Assignment) error) (*Client, *atomic.Int32) {
+	var local atomic.Int32
+	w2 := node(t, &fakeLeader{}, remote)
+	busy := node(t, &fakeLeader{}, func(scheduler.Assignment) error { return errors.New("worker closed") })
+	return &Client{
+		Self: "n1", TLS: clientID,
+		Local: acceptFunc(func(scheduler.Assignment) error { local.Add(1); return nil }),
+		NodeHTTP: func(n string) (string, error) {
+			return map[string]string{"w2": w2, "w3": busy}[n], nil
+		},
+	}, &local
+}
+
 // Dispatch hands an assignment to this node's worker without the network,
 // another's over it; a worker's refusal is "unavailable", which the
 // leader retries elsewhere.
 func TestClient_Dispatch(t *testing.T) {
-	var local, remote atomic.Int32
+	var remote atomic.Int32
 	a := scheduler.Assignment{Run: jobs.Run{ID: "report@1"}, Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}
-	w2 := node(t, &fakeLeader{}, func(got scheduler.Assignment) error {
+	c, local := dispatchClient(t, func(got scheduler.Assignment) error {
 		remote.Add(1)
 		if got.Attempt.ID != a.Attempt.ID {
 			t.Errorf("w2 got %+v", got)
 		}
 		return nil
 	})
-	busy := node(t, &fakeLeader{}, func(scheduler.Assignment) error { return errors.New("worker closed") })
-	c := &Client{
-		Self: "n1", TLS: clientID,
-		Local: acceptFunc(func(scheduler.Assignment) error { local.Add(1); return nil }),
-		NodeHTTP: func(n string) (string, error) {
-			return map[string]string{"w2": w2, "w3": busy}[n], nil
-		},
-	}
 	if err := c.Dispatch(t.Context(), "n1", a); err != nil || local.Load() != 1 || remote.Load() != 0 {
 		t.Fatalf("dispatch to self: %v (local %d, remote %d)", err, local.Load(), remote.Load())
 	}
@@ -167,20 +175,12 @@ func TestClient_Dispatch(t *testing.T) {
 // call, and to this node's without the network; a worker's refusal is
 // "unavailable", which makes the leader dispatch each on its own.
 func TestClient_DispatchMany(t *testing.T) {
-	var local, remote atomic.Int32
+	var remote atomic.Int32
 	as := []scheduler.Assignment{
 		{Run: jobs.Run{ID: "a@1"}, Attempt: jobs.Attempt{ID: "a@1.1", Number: 1}},
 		{Run: jobs.Run{ID: "b@1"}, Attempt: jobs.Attempt{ID: "b@1.1", Number: 1}},
 	}
-	w2 := node(t, &fakeLeader{}, func(scheduler.Assignment) error { remote.Add(1); return nil })
-	busy := node(t, &fakeLeader{}, func(scheduler.Assignment) error { return errors.New("worker closed") })
-	c := &Client{
-		Self: "n1", TLS: clientID,
-		Local: acceptFunc(func(scheduler.Assignment) error { local.Add(1); return nil }),
-		NodeHTTP: func(n string) (string, error) {
-			return map[string]string{"w2": w2, "w3": busy}[n], nil
-		},
-	}
+	c, local := dispatchClient(t, func(scheduler.Assignment) error { remote.Add(1); return nil })
 	if err := c.DispatchMany(t.Context(), "n1", as); err != nil || local.Load() != 2 || remote.Load() != 0 {
 		t.Fatalf("dispatch to self: %v (local %d, remote %d)", err, local.Load(), remote.Load())
 	}
