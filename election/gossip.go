@@ -44,6 +44,10 @@ type Meta struct {
 	// secrets this node accepts: during a roll, nodes switch to the new
 	// secret once every member accepts it.
 	Secrets []string `json:"secrets,omitempty"`
+	// ConfirmsStarts is set by a node whose worker asks the leader to
+	// confirm every process start before it (scheduler/startconfirm.go):
+	// the leader may take its silence for a start that did not happen.
+	ConfirmsStarts bool `json:"confirms_starts,omitempty"`
 }
 
 // Member is one node as gossip sees it.

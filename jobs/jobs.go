@@ -133,6 +133,11 @@ type Attempt struct {
 	// Expired is set when the leader took the attempt's lease away; the
 	// worker may still report what happened afterwards.
 	Expired bool `json:"expired,omitempty"`
+	// NeverStarted is set on an expired attempt whose process the leader
+	// knows never started: its worker announced that it confirms a start
+	// before starting, and never asked. Such an attempt does not count
+	// against the job's retries (scheduler/startconfirm.go).
+	NeverStarted bool `json:"never_started,omitempty"`
 	// StoreRefusals are the store's refusals of this attempt's writes
 	// that the node serving the store reported (NoteStoreRefused), as
 	// "<outcome> <key> greatest=<epoch.seq>": the first few, oldest first.

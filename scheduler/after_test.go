@@ -151,7 +151,7 @@ func TestFSM_OlderEntriesNeitherFollowNorNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	// encodeEntry writes this binary's version: write version 3 by hand.
-	b = []byte(strings.Replace(string(b), `"v":4`, `"v":3`, 1))
+	b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), `"v":3`, 1))
 	applyRaw(t, f, 2, 11, b)
 	if _, ok := f.Run(jobs.RunID("b", t0)); ok {
 		t.Error("a version 3 entry decided a dependent run")

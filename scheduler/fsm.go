@@ -135,6 +135,10 @@ type expireCmd struct {
 	Reason  string     `json:"reason"`
 	Worker  string     `json:"worker,omitempty"`
 	At      time.Time  `json:"at"`
+	// NeverStarted is the leader's word that the attempt's process never
+	// started (log version 5, startconfirm.go); Apply decides whether
+	// the attempt then counts against the job's retries.
+	NeverStarted bool `json:"never_started,omitempty"`
 }
 
 // retryCmd grants the next attempt of a run whose attempt number After
@@ -256,6 +260,10 @@ type state struct {
 	Epoch     uint64    `json:"epoch"`
 	Leader    string    `json:"leader"`
 	ElectedAt time.Time `json:"elected_at"`
+	// ElectedIndex is the log index of the last election entry: an
+	// attempt granted after it was granted by the leader loop that
+	// committed it (startconfirm.go).
+	ElectedIndex uint64 `json:"elected_index,omitempty"`
 	// Jobs is replaced whole by a new set, never changed in place: a
 	// snapshot encodes it after letting go of the lock.
 	Jobs     []jobs.Spec `json:"jobs,omitempty"`
@@ -447,7 +455,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	switch {
 	case c.Op == opElected && c.Elected != nil:
 		epoch := f.epochOf(l)
-		f.st.Epoch, f.st.Leader, f.st.ElectedAt = epoch, c.Elected.Node, c.Elected.At
+		f.st.Epoch, f.st.Leader, f.st.ElectedAt, f.st.ElectedIndex = epoch, c.Elected.Node, c.Elected.At, l.Index
 		f.st.Counters[CounterElections]++
 		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: epoch,
 			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, epoch)})
@@ -498,7 +506,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 	case c.Op == opComplete && c.Complete != nil:
 		return f.applyComplete(l, c.V, c.Complete)
 	case c.Op == opExpire && c.Expire != nil:
-		return f.applyExpire(l, c.Expire)
+		return f.applyExpire(l, c.V, c.Expire)
 	case c.Op == opRetry && c.Retry != nil:
 		return f.applyRetry(l, c.Retry)
 	case c.Op == opPause && c.Pause != nil:
@@ -888,7 +896,7 @@ func (f *FSM) maxAttempts(job string) int {
 	return s.Retries + 1
 }
 
-func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
+func (f *FSM) applyExpire(l *raft.Log, version int, e *expireCmd) applyResult {
 	r, a, err := f.attempt(e.Attempt)
 	if err != nil {
 		return applyResult{Err: err}
@@ -908,6 +916,9 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 		st = jobs.Lost
 	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
+	if st == jobs.Lost && e.NeverStarted && version >= 5 {
+		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)
+	}
 	f.settle(r)
 	kind := jobs.EventExpired
 	if st == jobs.Cancelled {
@@ -917,7 +928,7 @@ func (f *FSM) applyExpire(l *raft.Log, e *expireCmd) applyResult {
 	}
 	f.event(l, jobs.Event{Time: e.At, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: e.Reason})
 	f.ended(l, r, a)
-	if e.Worker != "" && len(r.Attempts) < f.maxAttempts(r.Job) {
+	if e.Worker != "" && CountedAttempts(*r) < f.maxAttempts(r.Job) {
 		// A takeover refused for its token's range leaves the run
 		// waiting for a retry; the expiry itself stands.
 		_ = f.newAttempt(l, r, e.Worker, e.At)
@@ -934,7 +945,7 @@ func (f *FSM) applyRetry(l *raft.Log, c *retryCmd) applyResult {
 	if !ok || latest.Number != c.After || !Retryable(latest.State) || r.NoRetry {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s after attempt %d: %w", c.Run, c.After, jobs.ErrStaleAttempt)}
 	}
-	if len(r.Attempts) >= f.maxAttempts(r.Job) {
+	if CountedAttempts(*r) >= f.maxAttempts(r.Job) {
 		return applyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: no attempts left: %w", c.Run, jobs.ErrRunFinished)}
 	}
 	if err := f.newAttempt(l, r, c.Worker, c.At); err != nil {
@@ -956,7 +967,7 @@ func (f *FSM) settle(r *jobs.Run) {
 	case !ok:
 	case retryable && r.NoRetry:
 		r.State = jobs.Cancelled
-	case retryable && len(r.Attempts) < f.maxAttempts(r.Job):
+	case retryable && CountedAttempts(*r) < f.maxAttempts(r.Job):
 		r.State = jobs.Pending
 	default:
 		r.State = a.State

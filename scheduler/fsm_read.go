@@ -16,6 +16,14 @@ func (f *FSM) Epoch() (uint64, string) {
 	return f.st.Epoch, f.st.Leader
 }
 
+// Elected returns the epoch and log index of the last applied election
+// entry.
+func (f *FSM) Elected() (epoch, index uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.st.Epoch, f.st.ElectedIndex
+}
+
 // LastIndex returns the index of the last applied entry.
 func (f *FSM) LastIndex() uint64 {
 	f.mu.RLock()

@@ -43,7 +43,10 @@ type leader struct {
 	leases   map[string]*lease    // attempt id -> lease
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
-	pumping  atomic.Bool          // pumpBackfills is granting (backfill.go)
+	// unstarted are the attempts being expired as never started: their
+	// start is no longer confirmed (startconfirm.go).
+	unstarted map[string]bool
+	pumping   atomic.Bool // pumpBackfills is granting (backfill.go)
 
 	// completions wait here for commitCompletions (see completions.go).
 	completions chan *pendingCompletion
@@ -59,14 +62,18 @@ type leader struct {
 // lease is the leader's in-memory view of an attempt's ownership.
 type lease struct {
 	attempt, run, job, worker string
+	token                     jobs.Fence
 	ttl                       time.Duration
 	deadline                  time.Time
+	// confirming: the worker confirms starts before starting; started:
+	// this term confirmed the attempt's start (startconfirm.go).
+	confirming, started bool
 }
 
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	return &leader{
 		s: s, ctx: ctx, log: s.Logger,
-		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{},
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, unstarted: map[string]bool{},
 		completions: make(chan *pendingCompletion, 4*maxGroupCompletions),
 	}
 }
@@ -668,7 +675,7 @@ func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignmen
 		ttl = jobs.DefaultLeaseTTL
 	}
 	l.mu.Lock()
-	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
+	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
 	l.mu.Unlock()
 	return Assignment{Run: run, Attempt: att, Spec: spec}
 }
@@ -724,9 +731,11 @@ func (l *leader) leased(attempt string) bool {
 	return ok
 }
 
-// renew extends an attempt's lease if it is still the node's; any other
-// answer is a definite "not yours".
-func (l *leader) renew(attemptID, node string) RenewReply {
+// renew extends an attempt's lease if it is still the node's, and
+// confirms its start if asked; any other answer is a definite "not
+// yours".
+func (l *leader) renew(r Renewal, node string) RenewReply {
+	attemptID := r.Attempt
 	run, att, ok := l.current(attemptID)
 	switch {
 	case !ok:
@@ -737,15 +746,20 @@ func (l *leader) renew(attemptID, node string) RenewReply {
 	now := l.s.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if r.Start && l.unstarted[attemptID] {
+		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}
+	}
 	le := l.leases[attemptID]
 	if le == nil {
 		// Granted before this term (recovery gave it a lease) or expired
 		// here a moment ago but not yet applied: recreate it.
-		le = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, ttl: l.ttlOf(run.Job)}
+		le = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: l.ttlOf(run.Job)}
 		l.leases[attemptID] = le
 	}
 	le.deadline = now.Add(le.ttl)
-	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl)}
+	le.confirming = le.confirming || r.Confirming
+	le.started = le.started || r.Start
+	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}
 }
 
 // current returns the attempt if it is its run's latest and still open.
@@ -773,12 +787,26 @@ func (l *leader) ttlOf(job string) time.Duration {
 // next attempt to another worker in the same Raft entry when allowed.
 func (l *leader) checkLeases() {
 	now := l.s.Clock.Now()
+	// A worker confirms its starts if it said so in a renewal or its
+	// node says so in gossip (one that died before its first renewal).
+	// Only this term's own grants can be known never to have started.
+	confirms := map[string]bool{}
+	for _, m := range l.s.Raft.Members() {
+		confirms[m.Name] = m.Meta.ConfirmsStarts
+	}
+	epoch, electedIndex := l.s.FSM.Elected()
 	var due []*lease
+	unstarted := map[string]bool{}
 	l.mu.Lock()
 	for id, le := range l.leases {
 		if now.After(le.deadline) {
 			due = append(due, le)
 			delete(l.leases, id)
+			if (le.confirming || confirms[le.worker]) && !le.started && grantedSinceElection(le.token, epoch, epoch, electedIndex) {
+				// From here on its start is refused (renew), so the
+				// word given with the expiry stays true.
+				l.unstarted[id], unstarted[id] = true, true
+			}
 		}
 	}
 	l.mu.Unlock()
@@ -787,19 +815,32 @@ func (l *leader) checkLeases() {
 		if !ok {
 			continue
 		}
-		l.expire(run, att, jobs.Lost, fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, le.ttl), true)
+		reason := fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, le.ttl)
+		never := unstarted[le.attempt] && att.StartedAt.IsZero()
+		if never {
+			reason += "; its start was never confirmed, so the process never started"
+		}
+		l.expireWith(run, att, jobs.Lost, reason, true, never)
 	}
 }
 
 // expire takes an attempt's lease away through Raft; with takeover, the
 // next attempt goes to another worker in the same entry.
 func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover bool) {
+	l.expireWith(run, att, st, reason, takeover, false)
+}
+
+// expireWith is expire, with the leader's word that the attempt never
+// started (startconfirm.go): the FSM decides whether it then counts
+// against the job's retries, so a takeover worker is named whenever the
+// run might get another attempt.
+func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover, neverStarted bool) {
 	l.mu.Lock()
 	delete(l.leases, att.ID)
 	l.mu.Unlock()
-	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now()}
+	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
 	spec, ok := l.s.FSM.Spec(run.Job)
-	if takeover && ok && len(run.Attempts) < spec.Retries+1 {
+	if takeover && ok && (neverStarted || CountedAttempts(run) < spec.Retries+1) {
 		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
 			cmd.Worker = w
 		}
@@ -841,6 +882,7 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 		case ChangeEnded:
 			l.mu.Lock()
 			delete(l.leases, ch.Attempt)
+			delete(l.unstarted, ch.Attempt)
 			l.mu.Unlock()
 			if run, ok := l.s.FSM.Run(ch.Run); ok {
 				l.scheduleRetry(run)
@@ -868,11 +910,15 @@ func (l *leader) resync() {
 	for id := range l.leases {
 		ids = append(ids, id)
 	}
+	for id := range l.unstarted {
+		ids = append(ids, id)
+	}
 	l.mu.Unlock()
 	for _, id := range ids {
 		if _, _, ok := l.current(id); !ok {
 			l.mu.Lock()
 			delete(l.leases, id)
+			delete(l.unstarted, id)
 			l.mu.Unlock()
 		}
 	}
@@ -999,7 +1045,7 @@ func (l *leader) recover() {
 		}
 		l.mu.Lock()
 		ttl := l.ttlOf(run.Job)
-		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, ttl: ttl, deadline: now.Add(ttl)}
+		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, token: a.Token, ttl: ttl, deadline: now.Add(ttl)}
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
 			l.dispatch(Assignment{Run: run, Attempt: *a, Spec: spec})

@@ -21,6 +21,7 @@ import (
 type fakeRaft struct {
 	fsm      *FSM
 	follower bool // IsLeader says no (Apply still applies)
+	confirms bool // n1's gossip says it confirms starts
 	mu       sync.Mutex
 	index    uint64
 }
@@ -30,7 +31,7 @@ func (r *fakeRaft) IsLeader() bool                     { return !r.follower }
 func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
 func (r *fakeRaft) Barrier(context.Context) error      { return nil }
 func (r *fakeRaft) Members() []election.Member {
-	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1"}}}
+	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1", ConfirmsStarts: r.confirms}}}
 }
 func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()
@@ -225,13 +226,13 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	}
 	// A renewal for the expired attempt is a definite no; for the new one,
 	// yes.
-	if r := l.renew(got.Attempts[0].ID, "n1"); r.Held {
+	if r := l.renew(Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
 		t.Error("the expired attempt's lease was renewed")
 	}
-	if r := l.renew(got.Attempts[1].ID, "n1"); !r.Held {
+	if r := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
 		t.Errorf("the takeover attempt's lease was not renewed: %s", r.Reason)
 	}
-	if r := l.renew(got.Attempts[1].ID, "n2"); r.Held {
+	if r := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
 		t.Error("another node renewed the takeover attempt's lease")
 	}
 }

@@ -31,6 +31,10 @@ type leaseClient struct {
 	lost       chan struct{}
 	confirmed  bool
 	dropped    int
+	// start: renewals ask the leader to confirm the start, from when the
+	// process is about to start; startOK: a leader did
+	// (startconfirm.go).
+	start, startOK bool
 }
 
 func (c *leaseClient) State() string {
@@ -62,8 +66,11 @@ func (c *leaseClient) reason() string {
 func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	clock := c.w.clock()
 	sent = clock.Now()
+	c.mu.Lock()
+	start := c.start
+	c.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
-	reply, err := c.w.renew(rctx, c.attempt)
+	reply, err := c.w.renew(rctx, c.attempt, start)
 	cancel()
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
@@ -82,6 +89,9 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 			c.validUntil = until
 		}
 		c.confirmed = true
+		// A leader that confirms starts answers Started; an older one
+		// answers Held alone, and the worker starts as it did with it.
+		c.startOK = c.startOK || start
 		if c.state != LeaseLost && c.state != LeaseHeld {
 			if c.state == LeaseSuspect {
 				c.log.Info("lease held again")
@@ -91,6 +101,26 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 		c.mu.Unlock()
 	}
 	return sent
+}
+
+// askStart makes every renewal from now on ask for the start's
+// confirmation, and sends one now unless a leader already confirmed it.
+// It reports whether a leader has.
+func (c *leaseClient) askStart(ctx context.Context) bool {
+	c.mu.Lock()
+	c.start = true
+	ok := c.startOK
+	c.mu.Unlock()
+	if !ok && !c.isLost() {
+		c.renewOnce(ctx)
+	}
+	return c.startConfirmed()
+}
+
+func (c *leaseClient) startConfirmed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.startOK
 }
 
 // acquire confirms the lease before work starts: ACQUIRING until the

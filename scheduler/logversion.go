@@ -71,11 +71,17 @@ import (
 //	   attempt.
 //	   An entry that mints a token in an epoch whose election entry is
 //	   not yet applied is refused whole (ErrTermNotStarted, termstart.go).
+//	5  an expiry may carry the leader's word that the attempt never
+//	   started (expireCmd.NeverStarted); Apply marks it so only for an
+//	   attempt granted in the entry's epoch after its election entry,
+//	   and such an attempt does not count against the job's retries
+//	   (see startconfirm.go). The state records the index of the last
+//	   election entry.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "4"
+var logVersionText = "5"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

@@ -17,7 +17,7 @@ import (
 // from when each attempt asked (leaseClient.renewOnce), which is no later
 // than the batch was sent: batching can only shorten it on the worker.
 type BatchRenewer interface {
-	RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error)
+	RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error)
 }
 
 // maxRenewBatch bounds the attempts of one RenewMany.
@@ -38,40 +38,41 @@ var (
 
 // RenewMany renews attempts of node: as the leader, or through the
 // Forwarder (in one call if it can, one per attempt if not).
-func (s *Scheduler) RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error) {
+func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
 	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
-		return local{s}.RenewMany(ctx, node, attempts)
+		return local{s}.RenewMany(ctx, node, rs)
 	}
 	if br, ok := s.Forwarder.(BatchRenewer); ok {
-		return br.RenewMany(ctx, node, attempts)
+		return br.RenewMany(ctx, node, rs)
 	}
-	return RenewEach(ctx, s.Forwarder, node, attempts)
+	return RenewEach(ctx, s.Forwarder, node, rs)
 }
 
 // RenewMany answers as the leader, each attempt as Renew does.
-func (l local) RenewMany(ctx context.Context, node string, attempts []string) ([]RenewReply, error) {
-	if len(attempts) > maxRenewBatch {
-		return nil, invalid("renew %d attempts at once: at most %d", len(attempts), maxRenewBatch)
+func (l local) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
+	if len(rs) > maxRenewBatch {
+		return nil, invalid("renew %d attempts at once: at most %d", len(rs), maxRenewBatch)
 	}
 	t := l.s.term.Load()
 	if t == nil {
-		return nil, fmt.Errorf("renew %d attempts: %w", len(attempts), jobs.ErrNotLeader)
+		return nil, fmt.Errorf("renew %d attempts: %w", len(rs), jobs.ErrNotLeader)
 	}
-	out := make([]RenewReply, len(attempts))
-	for i, a := range attempts {
-		out[i] = t.renew(a, node)
+	out := make([]RenewReply, len(rs))
+	for i, r := range rs {
+		out[i] = t.renew(r, node)
 	}
 	return out, nil
 }
 
 // RenewEach renews attempts one call each through r: what a batch falls
-// back to when the leader does not take batches (an older version).
+// back to when the leader does not take batches (an older version). Such
+// a leader confirms no start: its answers have no Started.
 func RenewEach(ctx context.Context, r interface {
 	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
-}, node string, attempts []string) ([]RenewReply, error) {
-	out := make([]RenewReply, len(attempts))
-	for i, a := range attempts {
-		reply, err := r.Renew(ctx, a, node)
+}, node string, rs []Renewal) ([]RenewReply, error) {
+	out := make([]RenewReply, len(rs))
+	for i, a := range rs {
+		reply, err := r.Renew(ctx, a.Attempt, node)
 		if err != nil {
 			return nil, err
 		}
@@ -83,18 +84,21 @@ func RenewEach(ctx context.Context, r interface {
 // renewCall is one attempt's renewal waiting in its worker's batch.
 type renewCall struct {
 	attempt string
+	start   bool
 	reply   RenewReply
 	err     error
 	done    chan struct{}
 }
 
-// renew asks the leader to renew attempt's lease: in a batch with the
-// worker's other attempts if its Leader takes batches.
-func (w *Worker) renew(ctx context.Context, attempt string) (RenewReply, error) {
+// renew asks the leader to renew attempt's lease, and with start to
+// confirm its start: in a batch with the worker's other attempts if its
+// Leader takes batches. A Leader that does not confirms no start (the
+// reply has no Started), as an older leader.
+func (w *Worker) renew(ctx context.Context, attempt string, start bool) (RenewReply, error) {
 	if w.renewQ == nil {
 		return w.Leader.Renew(ctx, attempt, w.ID)
 	}
-	call := &renewCall{attempt: attempt, done: make(chan struct{})}
+	call := &renewCall{attempt: attempt, start: start, done: make(chan struct{})}
 	select {
 	case w.renewQ <- call:
 	case <-ctx.Done():
@@ -129,12 +133,12 @@ func (w *Worker) sendRenewals(br BatchRenewer) {
 				break more
 			}
 		}
-		ids := make([]string, len(batch))
+		rs := make([]Renewal, len(batch))
 		for i, c := range batch {
-			ids[i] = c.attempt
+			rs[i] = Renewal{Attempt: c.attempt, Start: c.start, Confirming: true}
 		}
 		ctx, cancel := context.WithTimeout(w.ctx, renewBatchTimeout)
-		replies, err := br.RenewMany(ctx, w.ID, ids)
+		replies, err := br.RenewMany(ctx, w.ID, rs)
 		cancel()
 		if err == nil && len(replies) != len(batch) {
 			err = fmt.Errorf("renewed %d attempts, answered for %d", len(batch), len(replies))

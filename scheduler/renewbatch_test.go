@@ -18,6 +18,9 @@ type batchLeader struct {
 	mu      sync.Mutex
 	singles int
 	batched int
+	// starts counts renewals that asked for a start's confirmation,
+	// unconfirming those that did not say the worker confirms starts.
+	starts, unconfirming int
 }
 
 func (l *batchLeader) Renew(context.Context, string, string) (RenewReply, error) {
@@ -27,13 +30,19 @@ func (l *batchLeader) Renew(context.Context, string, string) (RenewReply, error)
 	return RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}, nil
 }
 
-func (l *batchLeader) RenewMany(_ context.Context, _ string, attempts []string) ([]RenewReply, error) {
+func (l *batchLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.batched += len(attempts)
-	out := make([]RenewReply, len(attempts))
-	for i := range out {
-		out[i] = RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}
+	l.batched += len(rs)
+	out := make([]RenewReply, len(rs))
+	for i, r := range rs {
+		if !r.Confirming {
+			l.unconfirming++
+		}
+		if r.Start {
+			l.starts++
+		}
+		out[i] = RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second), Started: r.Start}
 	}
 	return out, nil
 }
@@ -70,5 +79,9 @@ func TestWorker_RenewsInBatches(t *testing.T) {
 	defer l.mu.Unlock()
 	if l.singles != 0 || l.batched < n {
 		t.Errorf("%d single renewals, %d renewed in batches; want none single, at least %d in batches", l.singles, l.batched, n)
+	}
+	// Each attempt starts at once: its first renewal asks for the start.
+	if l.starts < n || l.unconfirming != 0 {
+		t.Errorf("%d renewals asked for a start, %d did not say the worker confirms starts; want at least %d, and 0", l.starts, l.unconfirming, n)
 	}
 }

@@ -79,6 +79,9 @@ type RenewReply struct {
 	Held   bool          `json:"held"`
 	TTL    jobs.Duration `json:"ttl"`
 	Reason string        `json:"reason,omitempty"`
+	// Started confirms the start the renewal asked for (Renewal.Start):
+	// the worker may start the attempt's process (startconfirm.go).
+	Started bool `json:"started,omitempty"`
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running

@@ -202,6 +202,9 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		ttl = jobs.DefaultLeaseTTL
 	}
 	lc := &leaseClient{w: w, attempt: a.Attempt.ID, ttl: ttl, state: LeaseAcquiring, lost: make(chan struct{}), log: log}
+	// An attempt that starts at once has its start confirmed with its
+	// lease; one granted ahead asks again just before its fire time.
+	lc.start = !a.StartAt().After(w.clock().Now().Add(startConfirmLead))
 	w.mu.Lock()
 	w.active[a.Attempt.ID] = lc
 	w.mu.Unlock()
@@ -352,23 +355,41 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	return c
 }
 
-// awaitStart returns when the attempt may start: at `at` (zero: now), with
-// its lease HELD. A lease that ran down meanwhile (the worker was paused,
-// or no leader confirmed a renewal) is LOST and the attempt never starts;
-// a SUSPECT one waits for a renewal or its loss, as it would to start any
-// other unit of work. It returns ctx's error, or errLeaseLost.
+// awaitStart returns when the attempt may start: at `at` (zero: now),
+// with its start confirmed by a leader (asked for startConfirmLead
+// before `at`, and again until one answers) and its lease HELD. A lease
+// that ran down meanwhile (the worker was paused, or no leader confirmed
+// a renewal) is LOST and the attempt never starts; a SUSPECT one waits
+// for a renewal or its loss, as it would to start any other unit of
+// work. It returns ctx's error, or errLeaseLost.
 func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) error {
 	clock := w.clock()
-	if d := at.Sub(clock.Now()); d > 0 {
-		t := clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-		case <-lc.lost:
-		case <-t.C():
+	waitUntil := func(t time.Time) {
+		if d := t.Sub(clock.Now()); d > 0 {
+			t := clock.NewTimer(d)
+			select {
+			case <-ctx.Done():
+			case <-lc.lost:
+			case <-t.C():
+			}
+			t.Stop()
 		}
-		t.Stop()
 	}
+	waitUntil(at.Add(-startConfirmLead))
 	checkEvery := max(lc.ttl/20, 10*time.Millisecond)
+	for !lc.askStart(ctx) {
+		lc.evaluate(clock.Now())
+		if lc.isLost() {
+			return errLeaseLost
+		}
+		if !jobs.Sleep(ctx, clock, checkEvery) {
+			if lc.isLost() {
+				return errLeaseLost
+			}
+			return ctx.Err()
+		}
+	}
+	waitUntil(at)
 	for {
 		lc.evaluate(clock.Now())
 		switch lc.State() {

@@ -756,6 +756,13 @@ func checkRuns(o *Observation, r *results) {
 			if i < len(run.Attempts)-1 && !at.State.Terminal() {
 				r.fail(CheckRunState, "run %s: attempt %d is %s though attempt %d was granted after it", id, at.Number, at.State, i+2)
 			}
+			// Not counted against the retries because it never started
+			// (scheduler/startconfirm.go): its worker must agree.
+			// A refusal at establish comes before any start.
+			published := at.StoreOutcome != "" && !strings.HasPrefix(at.Error, "establish")
+			if at.NeverStarted && (!at.StartedAt.IsZero() || published) {
+				r.fail(CheckRunState, "run %s: attempt %d was taken as never started, but its worker reports a start at %s (store outcome %q)", id, at.Number, at.StartedAt.Format(timeFmt), at.StoreOutcome)
+			}
 		}
 	}
 }

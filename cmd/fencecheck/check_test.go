@@ -103,6 +103,11 @@ func TestCheck_Schedule(t *testing.T) {
 			r.Attempts[0].StartedAt = r.ScheduledAt.Add(-20 * time.Millisecond)
 			o.Runs[r.ID] = r
 		}},
+		{"never started, but started", CheckRunState, "taken as never started", func(o *Observation) {
+			r := o.Runs[jobs.RunID("tick", t0.Add(time.Second))]
+			r.Attempts[0].NeverStarted, r.Attempts[0].StartedAt = true, r.ScheduledAt
+			o.Runs[r.ID] = r
+		}},
 		{"run state", CheckRunState, "its newest attempt", func(o *Observation) {
 			r := o.Runs[jobs.RunID("tick", t0.Add(time.Second))]
 			r.State = jobs.Failed

@@ -42,6 +42,9 @@ type Counts struct {
 	SkippedTimes int `json:"skipped_times"`
 	Attempts     int `json:"attempts"`
 	Takeovers    int `json:"takeovers"`
+	// NeverStarted counts the takeovers of attempts that never started,
+	// which no retry paid for (scheduler/startconfirm.go).
+	NeverStarted int `json:"never_started"`
 	// GrantedAhead counts attempts granted before their run's scheduled
 	// time (scheduler/pregrant.go).
 	GrantedAhead          int                `json:"granted_ahead"`
@@ -112,6 +115,9 @@ func countObservation(o *Observation) Counts {
 			if i > 0 {
 				if r.Attempts[i-1].Expired && r.Attempts[i-1].State != jobs.Cancelled {
 					c.Takeovers++
+					if r.Attempts[i-1].NeverStarted {
+						c.NeverStarted++
+					}
 				} else {
 					c.Retries++
 				}
@@ -205,7 +211,7 @@ func (r *Report) Print(w io.Writer) {
 	fmt.Fprintln(tw, "COUNT\tVALUE")
 	rows := [][2]string{
 		{"runs", fmt.Sprintf("%d (%d skipped as runs, %d fire times in skip ranges)", c.Runs, c.SkippedRuns, c.SkippedTimes)},
-		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d retries; %d granted ahead of the scheduled time)", c.Attempts, c.Takeovers, c.Retries, c.GrantedAhead)},
+		{"attempts", fmt.Sprintf("%d (%d takeovers after lease expiry, %d of them of attempts that never started; %d retries; %d granted ahead of the scheduled time)", c.Attempts, c.Takeovers, c.NeverStarted, c.Retries, c.GrantedAhead)},
 		{"attempt states", tally(c.AttemptStates)},
 		{"fenced attempts", fmt.Sprintf("%d (%d before starting, at establish)", c.FencedAttempts, c.FencedAtEstablish)},
 		{"stale writes refused", fmt.Sprintf("%d publishes, %d establishes; %d writes with an expired token", c.StalePublishRefused, c.StaleEstablishRefused, c.ExpiredRefused)},

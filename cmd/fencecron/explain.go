@@ -75,6 +75,9 @@ func printExplanation(w io.Writer, ex scheduler.Explanation) {
 			if a.Expired {
 				note = strings.TrimPrefix(note+"; lease expired", "; ")
 			}
+			if a.NeverStarted {
+				note += "; never started, not counted against retries"
+			}
 			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", a.Number, a.Token, a.Worker, a.State, ts(a.StartedAt), ts(a.EndedAt), exit, a.StoreOutcome, note)
 		}
 		tw.Flush()

@@ -185,7 +185,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		TLS:             id,
 		Profile:         o.Profile,
 		ReapAfter:       o.ReapAfter,
-		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs},
+		Meta:            election.Meta{Tags: o.Tags, ConfigHash: o.ConfigHash, NoJobs: !o.RunJobs, ConfirmsStarts: true},
 		// Release builds: Raft's defaults (the tuning is zero).
 		SnapshotThreshold: tuning.SnapshotThreshold,
 		TrailingLogs:      tuning.TrailingLogs,

@@ -17,7 +17,8 @@ import (
 // preJobs fire every three seconds on the two workers; each process
 // appends its attempt and start time to $STARTS, so the test counts the
 // processes that really started, whatever the cluster recorded. The lease
-// TTL of 4s makes the lead 500 ms (pregrant.go).
+// TTL of 4s makes the lead 500 ms (pregrant.go). No retries: a takeover
+// of a run that never started must not need one (startconfirm.go).
 func preJobs(starts string) string {
 	return fmt.Sprintf(`  - name: pre
     schedule: "*/3 * * * * *"
@@ -27,7 +28,7 @@ func preJobs(starts string) string {
     output: 'pre/{{ .Scheduled.Format "150405" }}.txt'
     overlap: forbid
     lease_ttl: 4s
-    retries: 2
+    retries: 0
     timeout: 20s
 `, starts)
 }
@@ -35,7 +36,8 @@ func preJobs(starts string) string {
 // A run granted ahead of its fire time runs exactly once when, before its
 // fire time, (1) the worker it was granted to is SIGKILLed: the lease
 // runs out and another worker takes it over with a newer token, late by
-// the lease; (2) the leader is SIGKILLed: the worker keeps it, starts it
+// the lease, though the job has no retries (the leader never confirmed
+// the dead worker's start, so its attempt never started); (2) the leader is SIGKILLed: the worker keeps it, starts it
 // on time, and the new leader grants that time to nobody else. "Once" is
 // counted three ways: the processes that started (a file each appends
 // to), the run's attempts, and the store's history of the run's key.
@@ -62,8 +64,8 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 			t.Fatalf("run %s: %s with attempts %+v; want succeeded by a takeover (2 attempts)", run.ID, run.State, run.Attempts)
 		}
 		first, second := run.Attempts[0], run.Attempts[1]
-		if first.Worker != victim.Name || first.State != jobs.Lost || second.Worker == victim.Name || !fence(first.Token).Less(fence(second.Token)) {
-			t.Errorf("attempts %+v: want the killed %s's lost, then another worker's with a newer token", run.Attempts, victim.Name)
+		if first.Worker != victim.Name || first.State != jobs.Lost || !first.NeverStarted || second.Worker == victim.Name || !fence(first.Token).Less(fence(second.Token)) {
+			t.Errorf("attempts %+v: want the killed %s's lost and never started, then another worker's with a newer token", run.Attempts, victim.Name)
 		}
 		started := onlyStart(t, starts, run, second.ID)
 		// Late by the takeover: the lease (4s) running out, a lease

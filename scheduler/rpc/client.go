@@ -170,20 +170,30 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.Ren
 // RenewMany asks the leader once to renew several attempts' leases
 // (scheduler.BatchRenewer). A leader of a version without it answers
 // no_route; the attempts are then renewed one call each.
-func (c *Client) RenewMany(ctx context.Context, node string, attempts []string) ([]scheduler.RenewReply, error) {
-	if len(attempts) > maxRenewMany {
-		return nil, fmt.Errorf("renew %d attempts at once: at most %d", len(attempts), maxRenewMany)
+func (c *Client) RenewMany(ctx context.Context, node string, rs []scheduler.Renewal) ([]scheduler.RenewReply, error) {
+	if len(rs) > maxRenewMany {
+		return nil, fmt.Errorf("renew %d attempts at once: at most %d", len(rs), maxRenewMany)
+	}
+	req := renewManyRequest{Node: node, Attempts: make([]string, len(rs))}
+	for i, r := range rs {
+		req.Attempts[i] = r.Attempt
+		if r.Confirming {
+			if req.Starts == nil {
+				req.Starts = make([]bool, len(rs))
+			}
+			req.Starts[i] = r.Start
+		}
 	}
 	var reply renewManyReply
-	err := c.callLeader(ctx, pathRenewMany, renewManyRequest{Node: node, Attempts: attempts}, &reply)
+	err := c.callLeader(ctx, pathRenewMany, req, &reply)
 	var re *wire.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
-		return scheduler.RenewEach(ctx, c, node, attempts)
+		return scheduler.RenewEach(ctx, c, node, rs)
 	case err != nil:
 		return nil, err
-	case len(reply.Replies) != len(attempts):
-		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(attempts), len(reply.Replies))
+	case len(reply.Replies) != len(rs):
+		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(rs), len(reply.Replies))
 	}
 	return reply.Replies, nil
 }

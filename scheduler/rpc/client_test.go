@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -485,7 +486,7 @@ func TestClient_RenewMany(t *testing.T) {
 			}
 			addr := stub(t, h)
 			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
-			replies, err := c.RenewMany(t.Context(), "w1", []string{"a@1.1", "b@1.1"})
+			replies, err := c.RenewMany(t.Context(), "w1", []scheduler.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}})
 			if err != nil || len(replies) != 2 || !replies[0].Held || !replies[1].Held {
 				t.Fatalf("RenewMany = %+v, %v; want two held", replies, err)
 			}
@@ -493,5 +494,48 @@ func TestClient_RenewMany(t *testing.T) {
 				t.Errorf("the leader saw %q, want a renewal of each attempt", got)
 			}
 		})
+	}
+}
+
+// batchingLeader takes renewals in batches and confirms the starts asked.
+type batchingLeader struct {
+	fakeLeader
+	got []scheduler.Renewal
+}
+
+func (b *batchingLeader) RenewMany(_ context.Context, _ string, rs []scheduler.Renewal) ([]scheduler.RenewReply, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.got = append(b.got, rs...)
+	out := make([]scheduler.RenewReply, len(rs))
+	for i, r := range rs {
+		out[i] = scheduler.RenewReply{Held: true, Started: r.Start}
+	}
+	return out, nil
+}
+
+// A batch's start confirmations cross the wire both ways: which attempts
+// ask, that their worker confirms starts, and the leader's Started. A
+// worker that does not confirm starts (an older one) sends no starts.
+func TestClient_RenewManyCarriesStarts(t *testing.T) {
+	leader := &batchingLeader{}
+	addr := stub(t, &Server{Leader: leader})
+	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+	sent := []scheduler.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}, {Attempt: "c@1.1"}}
+	for _, batch := range [][]scheduler.Renewal{sent[:2], sent[2:]} {
+		replies, err := c.RenewMany(t.Context(), "w1", batch)
+		if err != nil || len(replies) != len(batch) {
+			t.Fatalf("RenewMany(%+v) = %+v, %v", batch, replies, err)
+		}
+		for i, r := range replies {
+			if !r.Held || r.Started != batch[i].Start {
+				t.Errorf("reply to %+v: %+v; want held, started %v", batch[i], r, batch[i].Start)
+			}
+		}
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	if !slices.Equal(leader.got, sent) {
+		t.Errorf("the leader got %+v, want %+v", leader.got, sent)
 	}
 }

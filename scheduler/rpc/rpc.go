@@ -133,6 +133,10 @@ type (
 	renewManyRequest struct {
 		Node     string   `json:"node"`
 		Attempts []string `json:"attempts"`
+		// Starts, one per attempt, ask for start confirmations; a
+		// worker that sends them confirms its starts
+		// (scheduler.Renewal). An older worker sends none.
+		Starts []bool `json:"starts,omitempty"`
 	}
 	renewManyReply struct {
 		Replies []scheduler.RenewReply `json:"replies"`

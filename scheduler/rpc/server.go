@@ -146,9 +146,17 @@ func (s *Server) init() {
 		if len(req.Attempts) == 0 || len(req.Attempts) > maxRenewMany {
 			return renewManyReply{}, fmt.Errorf("%w: %d attempts: want 1 to %d", wire.ErrBadRequest, len(req.Attempts), maxRenewMany)
 		}
-		for _, a := range req.Attempts {
+		if req.Starts != nil && len(req.Starts) != len(req.Attempts) {
+			return renewManyReply{}, fmt.Errorf("%w: %d starts for %d attempts", wire.ErrBadRequest, len(req.Starts), len(req.Attempts))
+		}
+		rs := make([]scheduler.Renewal, len(req.Attempts))
+		for i, a := range req.Attempts {
 			if err := required("attempt", a); err != nil {
 				return renewManyReply{}, err
+			}
+			rs[i] = scheduler.Renewal{Attempt: a, Confirming: req.Starts != nil}
+			if req.Starts != nil {
+				rs[i].Start = req.Starts[i]
 			}
 		}
 		var (
@@ -156,9 +164,9 @@ func (s *Server) init() {
 			err     error
 		)
 		if br, ok := l().(scheduler.BatchRenewer); ok {
-			replies, err = br.RenewMany(ctx, req.Node, req.Attempts)
+			replies, err = br.RenewMany(ctx, req.Node, rs)
 		} else {
-			replies, err = scheduler.RenewEach(ctx, l(), req.Node, req.Attempts)
+			replies, err = scheduler.RenewEach(ctx, l(), req.Node, rs)
 		}
 		return renewManyReply{Replies: replies}, err
 	})
