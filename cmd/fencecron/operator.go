@@ -13,9 +13,11 @@ import (
 	"path/filepath"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/wire"
 )
@@ -205,21 +207,38 @@ func (c *client) authorize(req *http.Request) {
 // atLeader returns a client of the leader's HTTP API, for what only the
 // leader does (remove a peer, save or restore a snapshot): c itself if its
 // node leads, else one at the address the node's status gives for the
-// leader, with c's scheme, token and CA.
+// leader, with c's scheme, token and CA. While the node knows no leader
+// (an election takes a second or two) it asks again, for up to
+// leaderWait.
+// leaderWait bounds how long an operator's command waits for a leader.
+const leaderWait = 10 * time.Second
+
 func (c *client) atLeader(ctx context.Context) (*client, error) {
 	var st wire.Status
 	q := *c
 	q.json = false
-	if err := q.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
-		return nil, err
-	}
-	if st.RaftState == "Leader" {
-		return c, nil
+	deadline := time.Now().Add(leaderWait)
+	for said := false; ; said = true {
+		if err := q.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err != nil {
+			return nil, err
+		}
+		if st.RaftState == "Leader" {
+			return c, nil
+		}
+		if st.LeaderHTTP() != "" {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%s knows no leader (waited %s): %w", c.base, leaderWait, election.ErrNoLeader)
+		}
+		if !said {
+			fmt.Fprintf(c.errOut, "fencecron: %s knows no leader yet; waiting up to %s for an election\n", c.base, leaderWait)
+		}
+		if !jobs.Sleep(ctx, jobs.SystemClock{}, 250*time.Millisecond) {
+			return nil, ctx.Err()
+		}
 	}
 	addr := st.LeaderHTTP()
-	if addr == "" {
-		return nil, fmt.Errorf("%s knows no leader yet: %w", c.base, election.ErrNoLeader)
-	}
 	scheme, _, _ := strings.Cut(c.base, "://")
 	l := *c
 	l.base = scheme + "://" + addr
