@@ -34,17 +34,16 @@ import (
 // Failures before the fire time: a worker that dies stops renewing, the
 // lease expires and the run is taken over by a new attempt with a newer
 // token (leader.expire), which the new worker also starts no earlier than
-// the fire time; the dead worker never started anything. The takeover
-// counts against the job's retries like any other: the lease is created
-// at the grant and runs its whole TTL (at least 4 times the lead), so it
-// always expires after the fire time, and nothing the leader sees (no
-// renewals; a short job's start is recorded only with its completion)
-// tells a worker that died just before the fire time from one that
-// started the process at it and died just after. A leader that
-// dies leaves the attempt open in the replicated state: the worker keeps
-// it (its lease is renewed with the new leader, which gives every open
-// lease a fresh grace), starts it at the fire time, and the new leader's
-// own grant of that time is refused as a duplicate.
+// the fire time; the dead worker never started anything. The lease is
+// created at the grant and runs its whole TTL (at least 4 times the
+// lead), so it always expires after the fire time; what tells the leader
+// that the dead worker never started the process is that it never
+// confirmed the start (startconfirm.go), so the takeover costs no retry.
+// A leader that dies leaves the attempt open in the replicated state: the
+// worker keeps it (its lease is renewed with the new leader, which gives
+// every open lease a fresh grace), has its start confirmed by the new
+// leader, starts it at the fire time, and the new leader's own grant of
+// that time is refused as a duplicate.
 
 // preGrantLead is how long before a run's fire time the leader grants it.
 // It covers the grant's commit, the dispatch, the establish and the lease
