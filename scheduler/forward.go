@@ -217,5 +217,5 @@ func (l local) Renew(ctx context.Context, attempt, node string) (RenewReply, err
 	if t == nil {
 		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
 	}
-	return t.renew(Renewal{Attempt: attempt}, node), nil
+	return t.renew(Renewal{Attempt: attempt}, node)
 }

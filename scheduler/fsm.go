@@ -253,6 +253,8 @@ type applyResult struct {
 	Batch []applyResult
 	// Backfill is what a backfill entry decided (backfill.go).
 	Backfill *BackfillResult
+	// Epoch and Index are an election entry's (startconfirm.go).
+	Epoch, Index uint64
 }
 
 // state is the replicated state; it is what snapshots hold.
@@ -459,7 +461,7 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		f.st.Counters[CounterElections]++
 		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: epoch,
 			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, epoch)})
-		return applyResult{}
+		return applyResult{Epoch: epoch, Index: l.Index}
 	case c.Op == opSetJobs && c.SetJobs != nil:
 		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
 		f.st.JobsHash = c.SetJobs.Hash

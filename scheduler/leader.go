@@ -46,7 +46,10 @@ type leader struct {
 	// unstarted are the attempts being expired as never started: their
 	// start is no longer confirmed (startconfirm.go).
 	unstarted map[string]bool
-	pumping   atomic.Bool // pumpBackfills is granting (backfill.go)
+	// electedEpoch and electedIndex are this loop's election entry's: it
+	// confirms starts only while that entry is the last one applied.
+	electedEpoch, electedIndex uint64
+	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
 
 	// completions wait here for commitCompletions (see completions.go).
 	completions chan *pendingCompletion
@@ -94,10 +97,12 @@ func (l *leader) run() {
 		l.log.Warn("barrier failed; not leading", "err", err)
 		return
 	}
-	if _, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: s.Raft.ID(), At: s.now()}}); err != nil {
+	res, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: s.Raft.ID(), At: s.now()}})
+	if err != nil {
 		l.log.Warn("could not commit election entry; not leading", "err", err)
 		return
 	}
+	l.electedEpoch, l.electedIndex = res.Epoch, res.Index
 	epoch, _ := s.FSM.Epoch()
 	l.log.Info("leading", "node", s.Raft.ID(), "epoch", epoch)
 	if _, _, _, has := s.FSM.JobSet(); s.InitialJobs != nil && (!has || s.ReplaceJobs && s.FSM.JobSetInfo().Hash != jobs.HashSpecs(s.InitialJobs)) {
@@ -733,21 +738,30 @@ func (l *leader) leased(attempt string) bool {
 
 // renew extends an attempt's lease if it is still the node's, and
 // confirms its start if asked; any other answer is a definite "not
-// yours".
-func (l *leader) renew(r Renewal, node string) RenewReply {
+// yours". A start is confirmed only while this loop's election entry is
+// the last one applied: a loop that outlived its term may answer for an
+// attempt a newer leader granted and will expire (errStaleLoop).
+func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	attemptID := r.Attempt
 	run, att, ok := l.current(attemptID)
 	switch {
 	case !ok:
-		return RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}
+		return RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, nil
 	case att.Worker != node:
-		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}
+		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
+	}
+	if r.Start {
+		// After current: an attempt granted since another election
+		// entry is seen only with that entry applied.
+		if epoch, index := l.s.FSM.Elected(); epoch != l.electedEpoch || index != l.electedIndex || !l.s.Raft.IsLeader() {
+			return RenewReply{}, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
+		}
 	}
 	now := l.s.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if r.Start && l.unstarted[attemptID] {
-		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}
+		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
 	}
 	le := l.leases[attemptID]
 	if le == nil {
@@ -758,8 +772,11 @@ func (l *leader) renew(r Renewal, node string) RenewReply {
 	}
 	le.deadline = now.Add(le.ttl)
 	le.confirming = le.confirming || r.Confirming
-	le.started = le.started || r.Start
-	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}
+	// A worker that does not say it confirms starts may start on any
+	// renewal answered Held (an older one, or one whose leader took no
+	// batches a moment ago): its silence proves nothing.
+	le.started = le.started || r.Start || !r.Confirming
+	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
 }
 
 // current returns the attempt if it is its run's latest and still open.

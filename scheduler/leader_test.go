@@ -67,9 +67,11 @@ func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
 	l.endTerm = cancel
 	t.Cleanup(func() { cancel(); l.wg.Wait() })
 	// As run does: the term's election entry precedes its grants.
-	if _, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: base}}); err != nil {
+	res, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: base}})
+	if err != nil {
 		t.Fatal(err)
 	}
+	l.electedEpoch, l.electedIndex = res.Epoch, res.Index
 	if _, err := s.SetJobs(ctx, specs, "test"); err != nil {
 		t.Fatal(err)
 	}
@@ -226,13 +228,13 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	}
 	// A renewal for the expired attempt is a definite no; for the new one,
 	// yes.
-	if r := l.renew(Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
+	if r, _ := l.renew(Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
 		t.Error("the expired attempt's lease was renewed")
 	}
-	if r := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
+	if r, _ := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
 		t.Errorf("the takeover attempt's lease was not renewed: %s", r.Reason)
 	}
-	if r := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
+	if r, _ := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
 		t.Error("another node renewed the takeover attempt's lease")
 	}
 }

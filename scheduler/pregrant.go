@@ -41,9 +41,10 @@ import (
 // confirmed the start (startconfirm.go), so the takeover costs no retry.
 // A leader that dies leaves the attempt open in the replicated state: the
 // worker keeps it (its lease is renewed with the new leader, which gives
-// every open lease a fresh grace), has its start confirmed by the new
-// leader, starts it at the fire time, and the new leader's own grant of
-// that time is refused as a duplicate.
+// every open lease a fresh grace), starts it at the fire time once a
+// leader has confirmed the start (the new one, late by the failover, if
+// the old died before the worker asked), and the new leader's own grant
+// of that time is refused as a duplicate.
 
 // preGrantLead is how long before a run's fire time the leader grants it.
 // It covers the grant's commit, the dispatch, the establish and the lease

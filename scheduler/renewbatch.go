@@ -59,7 +59,11 @@ func (l local) RenewMany(ctx context.Context, node string, rs []Renewal) ([]Rene
 	}
 	out := make([]RenewReply, len(rs))
 	for i, r := range rs {
-		out[i] = t.renew(r, node)
+		reply, err := t.renew(r, node)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
 	}
 	return out, nil
 }

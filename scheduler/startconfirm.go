@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -39,9 +40,24 @@ import (
 // and the start costs a counted retry, as every expiry did before. A
 // worker that cannot get a confirmation (no leader) waits and asks again
 // until its lease runs out; it never starts without one, so a takeover
-// granted for free never runs beside it. A leader of an older version
-// answers Held without Started; the worker then starts, as it did with
-// that leader before.
+// granted for free never runs beside it. The price: a leader that dies
+// just before a fire time makes that run late by the failover.
+//
+// A leader loop confirms a start only while its election entry is the
+// last one applied (errStaleLoop): a loop that outlived its term could
+// otherwise confirm the start of an attempt a newer leader granted, and
+// that leader, not knowing, would take it over for free.
+//
+// A leader of an older version refuses a renewal with starts (an unknown
+// field) and gets it again without them; it answers Held without
+// Started, and the worker starts, as it did with that leader before. A
+// leader of this version that gets a renewal without Confirming counts
+// the attempt as started: such a worker may start on any Held.
+
+// errStaleLoop refuses a start confirmation from a leader loop whose
+// election entry is no longer the last one applied, or whose node no
+// longer leads: the worker asks again, and reaches the leader.
+var errStaleLoop = fmt.Errorf("this leader loop's term is over: %w", jobs.ErrNotLeader)
 
 // startConfirmLead is how long before an attempt's fire time its worker
 // asks the leader to confirm the start: about a renewal's round trip on

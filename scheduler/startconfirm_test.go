@@ -141,7 +141,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 		l.checkLeases()
 	}
 	// The worker confirmed its lease, waiting for the fire time, and died.
-	if r := l.renew(Renewal{Attempt: run.Attempts[0].ID, Confirming: true}, "n1"); !r.Held || r.Started {
+	if r, _ := l.renew(Renewal{Attempt: run.Attempts[0].ID, Confirming: true}, "n1"); !r.Held || r.Started {
 		t.Fatalf("renewal without a start: %+v; want held, not started", r)
 	}
 	runOut()
@@ -149,11 +149,11 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
 		t.Fatalf("after the lease ran out unstarted: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
-	if r := l.renew(Renewal{Attempt: got.Attempts[0].ID, Start: true, Confirming: true}, "n1"); r.Held || r.Started {
+	if r, _ := l.renew(Renewal{Attempt: got.Attempts[0].ID, Start: true, Confirming: true}, "n1"); r.Held || r.Started {
 		t.Errorf("the expired attempt's start was confirmed: %+v", r)
 	}
 	// The takeover's worker starts it, then dies: that expiry counts.
-	if r := l.renew(Renewal{Attempt: got.Attempts[1].ID, Start: true, Confirming: true}, "n1"); !r.Held || !r.Started {
+	if r, _ := l.renew(Renewal{Attempt: got.Attempts[1].ID, Start: true, Confirming: true}, "n1"); !r.Held || !r.Started {
 		t.Fatalf("the takeover's start: %+v; want held and started", r)
 	}
 	runOut()
@@ -281,5 +281,60 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 				t.Errorf("completion %+v, marker %v: want never started", c, err)
 			}
 		})
+	}
+}
+
+// The leader confirms a start only while nothing can have taken the run
+// from the worker: not while the attempt's expiry as never started is on
+// its way to the log, and not from a loop whose election entry is no
+// longer the last one (a newer leader's grants may be the ones asked
+// about). A renewal from a worker that does not confirm starts counts as
+// a start: such a worker may start on any renewal answered Held.
+func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
+	s.LeaseTTL = jobs.Duration(time.Second)
+	l, fsm := newTestLeader(t, s)
+	l.s.Raft.(*fakeRaft).confirms = true
+	fire := func(at time.Duration) jobs.Attempt {
+		t.Helper()
+		run, err := l.fire(s, base.Add(at), "schedule", false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return run.Attempts[0]
+	}
+
+	a := fire(time.Second)
+	l.mu.Lock()
+	l.unstarted[a.ID] = true // checkLeases took it; its expiry is not yet applied
+	l.mu.Unlock()
+	if r, err := l.renew(Renewal{Attempt: a.ID, Start: true, Confirming: true}, "n1"); err != nil || r.Held || r.Started {
+		t.Errorf("a start asked while the expiry is pending: %+v, %v; want a definite no", r, err)
+	}
+	if r, err := l.renew(Renewal{Attempt: a.ID, Confirming: true}, "n1"); err != nil || !r.Held {
+		t.Errorf("a plain renewal while the expiry is pending: %+v, %v; want held, as before", r, err)
+	}
+
+	// An older worker's renewal, without Confirming: its lease running
+	// out proves nothing about a start.
+	b := fire(2 * time.Second)
+	if r, err := l.renew(Renewal{Attempt: b.ID}, "n1"); err != nil || !r.Held {
+		t.Fatalf("an older worker's renewal: %+v, %v", r, err)
+	}
+	l.mu.Lock()
+	l.leases[b.ID].deadline = base.Add(-time.Millisecond)
+	l.mu.Unlock()
+	l.checkLeases()
+	if got, _ := fsm.Run(jobs.RunID("j", base.Add(2*time.Second))); len(got.Attempts) != 1 || got.Attempts[0].NeverStarted || got.State != jobs.Lost {
+		t.Errorf("the older worker's lease ran out: run %s, attempts %+v; want lost, counted", got.State, got.Attempts)
+	}
+
+	// A newer election entry: this loop's term is over.
+	c := fire(3 * time.Second)
+	if _, err := l.s.applyLocalCmd(t.Context(), command{Op: opElected, Elected: &electedCmd{Node: "n2", At: base}}); err != nil {
+		t.Fatal(err)
+	}
+	if r, err := l.renew(Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {
+		t.Errorf("a start asked of a loop whose term is over: %+v, %v; want %v", r, err, jobs.ErrNotLeader)
 	}
 }

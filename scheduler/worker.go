@@ -376,20 +376,24 @@ func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) 
 		}
 	}
 	waitUntil(at.Add(-startConfirmLead))
-	checkEvery := max(lc.ttl/20, 10*time.Millisecond)
+	// Asked again soon after a failure: a leader that died is replaced
+	// within a second or two, and the run waits for the new one.
+	backoff := 50 * time.Millisecond
 	for !lc.askStart(ctx) {
 		lc.evaluate(clock.Now())
 		if lc.isLost() {
 			return errLeaseLost
 		}
-		if !jobs.Sleep(ctx, clock, checkEvery) {
+		if !jobs.Sleep(ctx, clock, backoff) {
 			if lc.isLost() {
 				return errLeaseLost
 			}
 			return ctx.Err()
 		}
+		backoff = min(2*backoff, 400*time.Millisecond)
 	}
 	waitUntil(at)
+	checkEvery := max(lc.ttl/20, 10*time.Millisecond)
 	for {
 		lc.evaluate(clock.Now())
 		switch lc.State() {

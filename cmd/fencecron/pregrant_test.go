@@ -37,8 +37,10 @@ func preJobs(starts string) string {
 // fire time, (1) the worker it was granted to is SIGKILLed: the lease
 // runs out and another worker takes it over with a newer token, late by
 // the lease, though the job has no retries (the leader never confirmed
-// the dead worker's start, so its attempt never started); (2) the leader is SIGKILLed: the worker keeps it, starts it
-// on time, and the new leader grants that time to nobody else. "Once" is
+// the dead worker's start, so its attempt never started); (2) the leader
+// is SIGKILLed: the worker keeps it, starts it once the new leader
+// confirms the start (late by the failover at most), and the new leader
+// grants that time to nobody else. "Once" is
 // counted three ways: the processes that started (a file each appends
 // to), the run's attempts, and the store's history of the run's key.
 func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
@@ -94,11 +96,13 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 			t.Fatalf("run %s: %s with attempts %+v; want succeeded by its one attempt", run.ID, run.State, run.Attempts)
 		}
 		started := onlyStart(t, starts, run, run.Attempts[0].ID)
-		// The worker starts it from its own timer: the leader's death
-		// does not make it late (a second of slack for a busy machine).
-		if late := started.Sub(run.ScheduledAt); late < 0 || late > time.Second {
-			t.Errorf("started %s after the scheduled time; want on time, the leader's death notwithstanding", late)
+		// The worker starts it once a leader confirmed the start: the new
+		// one, if the old died before the worker asked, so late by the
+		// failover at most (an election, with room for a busy machine).
+		if late := started.Sub(run.ScheduledAt); late < 0 || late > 5*time.Second {
+			t.Errorf("started %s after the scheduled time; want late by the failover at most", late)
 		}
+		t.Logf("started %s after its scheduled time", started.Sub(run.ScheduledAt).Round(time.Millisecond))
 		onlyApplied(t, leader, run, run.Attempts[0])
 		if err := old.Start(); err != nil {
 			t.Fatal(err)

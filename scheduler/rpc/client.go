@@ -186,6 +186,15 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []scheduler.Rene
 	}
 	var reply renewManyReply
 	err := c.callLeader(ctx, pathRenewMany, req, &reply)
+	if req.Starts != nil && errors.Is(err, wire.ErrBadRequest) {
+		// A leader of an older release (log version 4) does not know
+		// starts: it confirms no start, and answers the renewals
+		// without them. It never takes a lease that ran out for a start
+		// that did not happen, nor does a newer leader that gets them
+		// without Confirming (scheduler.Renewal).
+		req.Starts = nil
+		err = c.callLeader(ctx, pathRenewMany, req, &reply)
+	}
 	var re *wire.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":

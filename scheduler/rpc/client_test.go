@@ -1,6 +1,7 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -537,5 +538,35 @@ func TestClient_RenewManyCarriesStarts(t *testing.T) {
 	defer leader.mu.Unlock()
 	if !slices.Equal(leader.got, sent) {
 		t.Errorf("the leader got %+v, want %+v", leader.got, sent)
+	}
+}
+
+// A leader of log version 4 knows renew_many but not its starts, and
+// refuses the unknown field: the renewals are sent again without them,
+// and arrive as an older worker's (no Confirming), which a leader never
+// takes for a start that did not happen.
+func TestClient_RenewManyToAnOlderLeader(t *testing.T) {
+	leader := &batchingLeader{}
+	srv := &Server{Leader: leader}
+	refused := 0
+	addr := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == Prefix+pathRenewMany && bytes.Contains(body, []byte(`"starts"`)) {
+			refused++
+			srv.fail(w, r, fmt.Errorf(`%w: json: unknown field "starts"`, wire.ErrBadRequest))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		srv.ServeHTTP(w, r)
+	}))
+	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+	replies, err := c.RenewMany(t.Context(), "w1", []scheduler.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true}})
+	if err != nil || len(replies) != 1 || !replies[0].Held || replies[0].Started {
+		t.Fatalf("RenewMany = %+v, %v; want held, without a start confirmation", replies, err)
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	if want := []scheduler.Renewal{{Attempt: "a@1.1"}}; refused != 1 || !slices.Equal(leader.got, want) {
+		t.Errorf("refused %d, then the leader got %+v; want 1 refusal, then %+v", refused, leader.got, want)
 	}
 }
