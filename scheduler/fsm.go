@@ -242,6 +242,9 @@ type Completion struct {
 	// StdoutTail is the end of stdout when it was not published (version
 	// 4; see output.go).
 	StdoutTail string `json:"stdout_tail,omitempty"`
+	// NeverStarted is the worker's word that it gave the attempt up
+	// before starting its process (version 5; see startconfirm.go).
+	NeverStarted bool `json:"never_started,omitempty"`
 }
 
 // applyResult is what FSM.Apply returns to the proposer.
@@ -831,6 +834,9 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	if a.State == jobs.Failed && len(a.StoreRefusals) > 0 {
 		f.fenceByRefusal(a)
 		errText = a.Error
+	}
+	if version >= 5 && c.NeverStarted && a.State == jobs.Lost && c.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
+		a.NeverStarted = neverStarted(*r) < maxNeverStarted
 	}
 	if isLatest(r, a) {
 		f.settle(r)

@@ -960,8 +960,8 @@ func (l *leader) scheduleRetry(run jobs.Run) {
 		return
 	}
 	backoff := spec.RetryDelay(a.Number)
-	if a.Expired && a.State == jobs.Lost {
-		backoff = 0 // a takeover does not wait
+	if a.Expired && a.State == jobs.Lost || a.NeverStarted {
+		backoff = 0 // a takeover, or a run that never started, does not wait
 	}
 	l.mu.Lock()
 	l.retryAt[run.ID] = a.EndedAt.Add(backoff)

@@ -75,8 +75,9 @@ import (
 //	   started (expireCmd.NeverStarted); Apply marks it so only for an
 //	   attempt granted in the entry's epoch after its election entry,
 //	   and such an attempt does not count against the job's retries
-//	   (see startconfirm.go). The state records the index of the last
-//	   election entry.
+//	   (see startconfirm.go); so may a completion, on the word of the
+//	   attempt's worker, which gave it up before starting it. The state
+//	   records the index of the last election entry.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags

@@ -276,7 +276,7 @@ func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	if err := <-closed; err != nil {
 		t.Fatal(err)
 	}
-	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
+	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "before the fire time") {
 		t.Errorf("completion %+v: want lost before the fire time, never started", c)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {

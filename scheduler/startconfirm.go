@@ -21,6 +21,11 @@ import (
 // that a leader never takes an older worker's silence for a start that
 // did not happen.
 //
+// A worker that gives an attempt up before starting it (it shuts down
+// before the fire time) says so in its completion (Completion.
+// NeverStarted); the FSM takes the word of the attempt's own worker, while
+// the lease is still its own, in the same way.
+//
 // When a lease runs out and the leader never confirmed its start, though
 // the worker confirms starts, the leader says so in the expiry
 // (expireCmd.NeverStarted), and the FSM marks the attempt never started:

@@ -338,3 +338,49 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 		t.Errorf("a start asked of a loop whose term is over: %+v, %v; want %v", r, err, jobs.ErrNotLeader)
 	}
 }
+
+// A worker that gives an attempt up before starting it (it shuts down
+// before the fire time) says so in its completion: the attempt does not
+// count against the job's retries. Only the attempt's own worker's word
+// counts, only from log version 5, and not once the lease was taken.
+func TestFSM_WorkersWordThatItNeverStarted(t *testing.T) {
+	setup := func(t *testing.T) (*FSM, jobs.Run) {
+		f := NewFSM()
+		spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true"} // retries: 0
+		applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+		return f, applyAt(t, f, 2, 10, grant("report", t0)).Run
+	}
+	gaveUp := func(id, node string) command {
+		return command{Op: opComplete, Complete: &Completion{Attempt: id, Node: node, State: jobs.Lost, Error: "worker shutting down before the fire time", EndedAt: t0, NeverStarted: true}}
+	}
+	for _, tc := range []struct {
+		name    string
+		node    string
+		expired bool
+		version int
+		free    bool
+	}{
+		{"its own worker", "w1", false, LogVersion, true},
+		{"another node", "w2", false, LogVersion, false},
+		{"after the lease was taken", "w1", true, LogVersion, false},
+		{"a version 4 entry", "w1", false, 4, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, run := setup(t)
+			id := run.Attempts[0].ID
+			if tc.expired {
+				applyAt(t, f, 2, 11, command{Op: opExpire, Expire: &expireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", At: t0}})
+			}
+			b, err := encodeEntry(gaveUp(id, tc.node))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
+			res := applyRaw(t, f, 2, 12, b)
+			a := res.Run.Attempts[0]
+			if res.Err != nil || a.NeverStarted != tc.free || AwaitsRetry(res.Run) != tc.free {
+				t.Errorf("%v, run %s, attempt never started %v; want never started and awaiting its retry: %v", res.Err, res.Run.State, a.NeverStarted, tc.free)
+			}
+		})
+	}
+}

@@ -252,10 +252,13 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		if lc.isLost() {
 			return done(jobs.Lost, "", "lease lost before the fire time: %s; the process never started", lc.reason())
 		}
-		// Nothing ran: lost, as if the worker had died, so a job with
-		// retries gets another attempt elsewhere (a leaving node is
-		// chosen for none).
-		return done(jobs.Lost, "", "worker shutting down before the fire time; the process never started")
+		// Nothing ran: lost, as if the worker had died, and on the
+		// worker's word never started, so the run gets another attempt
+		// elsewhere without using a retry (a leaving node is chosen for
+		// none).
+		c := done(jobs.Lost, "", "worker shutting down before the fire time; the process never started")
+		c.NeverStarted = true
+		return c
 	}
 	started := w.clock().Now().UTC()
 

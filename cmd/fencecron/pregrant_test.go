@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -37,12 +38,14 @@ func preJobs(starts string) string {
 // fire time, (1) the worker it was granted to is SIGKILLed: the lease
 // runs out and another worker takes it over with a newer token, late by
 // the lease, though the job has no retries (the leader never confirmed
-// the dead worker's start, so its attempt never started); (2) the leader
-// is SIGKILLed: the worker keeps it, starts it once the new leader
+// the dead worker's start, so its attempt never started); (2) the worker
+// is stopped (SIGTERM): it gives the run up and says it never started
+// it, and another worker runs it at once, without a retry; (3) the
+// leader is SIGKILLed: the worker keeps it, starts it once the new leader
 // confirms the start (late by the failover at most), and the new leader
-// grants that time to nobody else. "Once" is
-// counted three ways: the processes that started (a file each appends
-// to), the run's attempts, and the store's history of the run's key.
+// grants that time to nobody else. "Once" is counted three ways: the
+// processes that started (a file each appends to), the run's attempts,
+// and the store's history of the run's key.
 func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 	starts := filepath.Join(t.TempDir(), "starts")
 	c := startCluster(t, localcluster.Options{
@@ -54,44 +57,22 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 	waitAlive(t, c.Node(a.Leader), "w1", "w2")
 
 	t.Run("worker killed before the fire time", func(t *testing.T) {
-		leader := c.Node(agree(t, c, 20*time.Second).Leader)
-		run, victim := killBeforeFire(t, c, leader, func(r jobs.Run) *localcluster.Node { return c.Node(r.Attempts[0].Worker) })
-		run = waitRun(t, leader, run.ID, 30*time.Second, func(r jobs.Run) error {
-			if !r.State.Terminal() {
-				return fmt.Errorf("state %s", r.State)
-			}
-			return nil
-		})
-		if run.State != jobs.Succeeded || len(run.Attempts) != 2 {
-			t.Fatalf("run %s: %s with attempts %+v; want succeeded by a takeover (2 attempts)", run.ID, run.State, run.Attempts)
-		}
-		first, second := run.Attempts[0], run.Attempts[1]
-		if first.Worker != victim.Name || first.State != jobs.Lost || !first.NeverStarted || second.Worker == victim.Name || !fence(first.Token).Less(fence(second.Token)) {
-			t.Errorf("attempts %+v: want the killed %s's lost and never started, then another worker's with a newer token", run.Attempts, victim.Name)
-		}
-		started := onlyStart(t, starts, run, second.ID)
 		// Late by the takeover: the lease (4s) running out, a lease
 		// tick, the new grant and its start, with room for a busy machine.
-		if late := started.Sub(run.ScheduledAt); late < 0 || late > 12*time.Second {
-			t.Errorf("the takeover started %s after the scheduled time; want after it, within the lease and some slack", late)
-		}
-		onlyApplied(t, leader, run, second)
-		if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitAlive(t, leader, victim.Name)
+		workerGoneBeforeFire(t, c, starts, sigkill, 12*time.Second)
+	})
+	t.Run("worker stopped before the fire time", func(t *testing.T) {
+		// A planned stop (SIGTERM, as systemd sends): no lease to wait
+		// out, the retry is granted as soon as the worker's word is
+		// applied (a few seconds' slack for a busy machine).
+		workerGoneBeforeFire(t, c, starts, syscall.SIGTERM, 4*time.Second)
 	})
 
 	t.Run("leader killed before the fire time", func(t *testing.T) {
 		old := c.Node(agree(t, c, 20*time.Second).Leader)
-		run, _ := killBeforeFire(t, c, old, func(jobs.Run) *localcluster.Node { return old })
+		run, _ := killBeforeFire(t, c, old, func(jobs.Run) *localcluster.Node { return old }, sigkill)
 		leader := c.Node(agree(t, c, 20*time.Second).Leader)
-		run = waitRun(t, leader, run.ID, 30*time.Second, func(r jobs.Run) error {
-			if !r.State.Terminal() {
-				return fmt.Errorf("state %s", r.State)
-			}
-			return nil
-		})
+		run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
 		if run.State != jobs.Succeeded || len(run.Attempts) != 1 {
 			t.Fatalf("run %s: %s with attempts %+v; want succeeded by its one attempt", run.ID, run.State, run.Attempts)
 		}
@@ -110,12 +91,53 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 	})
 }
 
+// workerGoneBeforeFire sends sig to the worker of a run of pre granted
+// ahead before its fire time, and checks that the run succeeded once, on
+// the other worker, started no later than within after its scheduled
+// time, with the gone worker's attempt never started: by the leader's
+// word when it was killed (its lease expired), by its own when it was
+// stopped. The worker is started again.
+func workerGoneBeforeFire(t *testing.T, c *localcluster.Cluster, starts string, sig syscall.Signal, within time.Duration) {
+	t.Helper()
+	leader := c.Node(agree(t, c, 20*time.Second).Leader)
+	run, victim := killBeforeFire(t, c, leader, func(r jobs.Run) *localcluster.Node { return c.Node(r.Attempts[0].Worker) }, sig)
+	run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
+	if run.State != jobs.Succeeded || len(run.Attempts) != 2 {
+		t.Fatalf("run %s: %s with attempts %+v; want succeeded by a second attempt", run.ID, run.State, run.Attempts)
+	}
+	first, second := run.Attempts[0], run.Attempts[1]
+	if first.Worker != victim.Name || first.State != jobs.Lost || !first.NeverStarted || first.Expired != (sig == sigkill) || second.Worker == victim.Name || !fence(first.Token).Less(fence(second.Token)) {
+		t.Errorf("attempts %+v: want %s's lost and never started (expired: %v), then another worker's with a newer token", run.Attempts, victim.Name, sig == sigkill)
+	}
+	started := onlyStart(t, starts, run, second.ID)
+	if late := started.Sub(run.ScheduledAt); late < 0 || late > within {
+		t.Errorf("the second attempt started %s after the scheduled time; want after it, within %s", late, within)
+	}
+	onlyApplied(t, leader, run, second)
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waitAlive(t, leader, victim.Name)
+}
+
+// runEnded is nil once r is in a terminal state (for waitRun).
+func runEnded(r jobs.Run) error {
+	if !r.State.Terminal() {
+		return fmt.Errorf("state %s", r.State)
+	}
+	return nil
+}
+
+// sigkill is SIGKILL: killBeforeFire kills the node's process group.
+const sigkill = syscall.SIGKILL
+
 // killBeforeFire waits for a run of pre granted ahead (pending, its fire
-// time still to come), kills the node victimOf names, and returns the
-// run and the node once the kill came before the fire time. A kill that
-// came too late (a busy machine) proves nothing: the node is started
-// again and the next run is tried, a few times at most.
-func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, victimOf func(jobs.Run) *localcluster.Node) (jobs.Run, *localcluster.Node) {
+// time still to come), sends sig to the node victimOf names (SIGKILL
+// kills its process group), waits for it to exit, and returns the run
+// and the node once the signal came before the fire time. One that came
+// too late (a busy machine) proves nothing: the node is started again
+// and the next run is tried, a few times at most.
+func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, victimOf func(jobs.Run) *localcluster.Node, sig syscall.Signal) (jobs.Run, *localcluster.Node) {
 	t.Helper()
 	for try := 1; try <= 4; try++ {
 		var run jobs.Run
@@ -135,13 +157,21 @@ func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.
 			t.Fatal(err)
 		}
 		victim := victimOf(run)
-		victim.Kill()
+		if sig == sigkill {
+			victim.Kill()
+		} else if err := victim.Signal(sig); err != nil {
+			t.Fatal(err)
+		}
 		killed := time.Now()
+		// A planned stop takes its time; the node is gone when it ends.
+		if err := victim.WaitExit(30 * time.Second); err != nil && sig != sigkill {
+			t.Fatalf("%s after %v: %v", victim.Name, sig, err)
+		}
 		if killed.Before(run.ScheduledAt) {
-			t.Logf("try %d: killed %s %s before %s's fire time", try, victim.Name, run.ScheduledAt.Sub(killed).Round(time.Millisecond), run.ID)
+			t.Logf("try %d: sent %v to %s %s before %s's fire time", try, sig, victim.Name, run.ScheduledAt.Sub(killed).Round(time.Millisecond), run.ID)
 			return run, victim
 		}
-		t.Logf("try %d: killed %s %s after %s's fire time; again", try, victim.Name, killed.Sub(run.ScheduledAt).Round(time.Millisecond), run.ID)
+		t.Logf("try %d: sent %v to %s %s after %s's fire time; again", try, sig, victim.Name, killed.Sub(run.ScheduledAt).Round(time.Millisecond), run.ID)
 		if err := victim.Start(); err != nil {
 			t.Fatal(err)
 		}

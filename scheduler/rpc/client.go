@@ -140,10 +140,11 @@ func (c *Client) Started(ctx context.Context, attempt string, at time.Time) erro
 // Complete implements scheduler.Forwarder.
 func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error {
 	err := c.toLeader(ctx, pathComplete, comp, nil)
-	if comp.StdoutTail != "" && errors.Is(err, wire.ErrBadRequest) {
+	if (comp.StdoutTail != "" || comp.NeverStarted) && errors.Is(err, wire.ErrBadRequest) {
 		// A leader of an older release (log version 3) does not know
-		// stdout_tail: the completion matters more than the tail.
-		comp.StdoutTail = ""
+		// stdout_tail, nor one of version 4 never_started: the
+		// completion matters more than either.
+		comp.StdoutTail, comp.NeverStarted = "", false
 		err = c.toLeader(ctx, pathComplete, comp, nil)
 	}
 	return err

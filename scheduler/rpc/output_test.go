@@ -63,27 +63,34 @@ func TestClient_AttemptOutput(t *testing.T) {
 }
 
 // A leader of an older release decodes completions strictly and refuses
-// stdout_tail, a field it does not know: the worker reports again
-// without it rather than lose the completion.
+// stdout_tail (log version 3) or never_started (version 4), fields it
+// does not know: the worker reports again without them rather than lose
+// the completion.
 func TestClient_CompleteToAnOlderLeader(t *testing.T) {
-	var mu sync.Mutex
-	var bodies []string
-	addr := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b, _ := io.ReadAll(r.Body)
-		mu.Lock()
-		bodies = append(bodies, string(b))
-		mu.Unlock()
-		if strings.Contains(string(b), "stdout_tail") {
-			writeJSON(w, http.StatusBadRequest, wire.Body(fmt.Errorf("%w: decode /complete body: json: unknown field \"stdout_tail\"", wire.ErrBadRequest)))
-			return
+	for _, field := range []string{"stdout_tail", "never_started"} {
+		var mu sync.Mutex
+		var bodies []string
+		addr := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			b, _ := io.ReadAll(r.Body)
+			mu.Lock()
+			bodies = append(bodies, string(b))
+			mu.Unlock()
+			if strings.Contains(string(b), field) {
+				writeJSON(w, http.StatusBadRequest, wire.Body(fmt.Errorf("%w: decode /complete body: json: unknown field %q", wire.ErrBadRequest, field)))
+				return
+			}
+			writeJSON(w, http.StatusOK, done{})
+		}))
+		c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
+		comp := scheduler.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"}
+		if field == "never_started" {
+			comp = scheduler.Completion{Attempt: "a@x.1", State: jobs.Lost, NeverStarted: true}
 		}
-		writeJSON(w, http.StatusOK, done{})
-	}))
-	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
-	err := c.Complete(t.Context(), scheduler.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"})
-	mu.Lock()
-	defer mu.Unlock()
-	if err != nil || len(bodies) != 2 || strings.Contains(bodies[1], "stdout_tail") {
-		t.Errorf("complete to an older leader: %v after %d calls %q; want a second call without the tail", err, len(bodies), bodies)
+		err := c.Complete(t.Context(), comp)
+		mu.Lock()
+		if err != nil || len(bodies) != 2 || strings.Contains(bodies[1], field) {
+			t.Errorf("complete to a leader that does not know %s: %v after %d calls %q; want a second call without it", field, err, len(bodies), bodies)
+		}
+		mu.Unlock()
 	}
 }
