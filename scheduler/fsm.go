@@ -835,7 +835,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		f.fenceByRefusal(a)
 		errText = a.Error
 	}
-	if version >= 5 && c.NeverStarted && a.State == jobs.Lost && c.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
+	if version >= 5 && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
 		a.NeverStarted = neverStarted(*r) < maxNeverStarted
 	}
 	if isLatest(r, a) {

@@ -750,7 +750,12 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	case att.Worker != node:
 		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
 	}
-	if r.Start {
+	// A worker that does not say it confirms starts may start on any
+	// renewal answered Held (an older one, or one whose renewal was sent
+	// again without starts to a leader that refused them): every such
+	// renewal is a start.
+	start := r.Start || !r.Confirming
+	if start {
 		// After current: an attempt granted since another election
 		// entry is seen only with that entry applied.
 		if epoch, index := l.s.FSM.Elected(); epoch != l.electedEpoch || index != l.electedIndex || !l.s.Raft.IsLeader() {
@@ -760,7 +765,7 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	now := l.s.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if r.Start && l.unstarted[attemptID] {
+	if start && l.unstarted[attemptID] {
 		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
 	}
 	le := l.leases[attemptID]
@@ -772,10 +777,7 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	}
 	le.deadline = now.Add(le.ttl)
 	le.confirming = le.confirming || r.Confirming
-	// A worker that does not say it confirms starts may start on any
-	// renewal answered Held (an older one, or one whose leader took no
-	// batches a moment ago): its silence proves nothing.
-	le.started = le.started || r.Start || !r.Confirming
+	le.started = le.started || start
 	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
 }
 

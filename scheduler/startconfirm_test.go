@@ -314,6 +314,10 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	if r, err := l.renew(Renewal{Attempt: a.ID, Confirming: true}, "n1"); err != nil || !r.Held {
 		t.Errorf("a plain renewal while the expiry is pending: %+v, %v; want held, as before", r, err)
 	}
+	// A renewal without Confirming may be followed by a start: refused.
+	if r, err := l.renew(Renewal{Attempt: a.ID}, "n1"); err != nil || r.Held {
+		t.Errorf("an older worker's renewal while the expiry is pending: %+v, %v; want a definite no", r, err)
+	}
 
 	// An older worker's renewal, without Confirming: its lease running
 	// out proves nothing about a start.
@@ -350,26 +354,32 @@ func TestFSM_WorkersWordThatItNeverStarted(t *testing.T) {
 		applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 		return f, applyAt(t, f, 2, 10, grant("report", t0)).Run
 	}
+	started := func(id string) command {
+		return command{Op: opStart, Start: &startCmd{Attempt: id, At: t0}}
+	}
 	gaveUp := func(id, node string) command {
 		return command{Op: opComplete, Complete: &Completion{Attempt: id, Node: node, State: jobs.Lost, Error: "worker shutting down before the fire time", EndedAt: t0, NeverStarted: true}}
 	}
 	for _, tc := range []struct {
 		name    string
 		node    string
-		expired bool
+		before  func(id string) command // applied before the completion
 		version int
 		free    bool
 	}{
-		{"its own worker", "w1", false, LogVersion, true},
-		{"another node", "w2", false, LogVersion, false},
-		{"after the lease was taken", "w1", true, LogVersion, false},
-		{"a version 4 entry", "w1", false, 4, false},
+		{"its own worker", "w1", nil, LogVersion, true},
+		{"another node", "w2", nil, LogVersion, false},
+		{"after the lease was taken", "w1", func(id string) command {
+			return command{Op: opExpire, Expire: &expireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", At: t0}}
+		}, LogVersion, false},
+		{"after its start was recorded", "w1", started, LogVersion, false},
+		{"a version 4 entry", "w1", nil, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, run := setup(t)
 			id := run.Attempts[0].ID
-			if tc.expired {
-				applyAt(t, f, 2, 11, command{Op: opExpire, Expire: &expireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", At: t0}})
+			if tc.before != nil {
+				applyAt(t, f, 2, 11, tc.before(id))
 			}
 			b, err := encodeEntry(gaveUp(id, tc.node))
 			if err != nil {
