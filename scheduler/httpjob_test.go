@@ -46,13 +46,7 @@ func TestWorker_HTTPJobEstablishesBeforeSending(t *testing.T) {
 		if err := w.Accept(a); err != nil {
 			t.Fatal(err)
 		}
-		select {
-		case c := <-l.done:
-			return c
-		case <-time.After(30 * time.Second):
-			t.Fatal("the attempt did not finish in 30s")
-		}
-		return Completion{}
+		return l.completion(t)
 	}
 
 	fenced := &funcStore{

@@ -124,12 +124,7 @@ func TestWorker_LiveOutput(t *testing.T) {
 	if err := os.WriteFile(gate, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var c Completion
-	select {
-	case c = <-l.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not finish")
-	}
+	c := l.completion(t)
 	if c.State != jobs.Succeeded || c.StdoutTail != "line <one>\nline two\n" || c.StderrTail != "err one\n" {
 		t.Errorf("completion %+v: want succeeded with stdout tail %q", c, "line <one>\nline two\n")
 	}
@@ -174,12 +169,7 @@ func TestWorker_StdoutTail(t *testing.T) {
 	if err := w.Accept(a); err != nil {
 		t.Fatal(err)
 	}
-	var c Completion
-	select {
-	case c = <-l.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not finish")
-	}
+	c := l.completion(t)
 	if c.State != jobs.Failed || len(c.StdoutTail) != StdoutTailBytes || !strings.HasSuffix(c.StdoutTail, "line 03999 ..\n") {
 		t.Errorf("failed loud job: state %s, tail of %d bytes ending %q; want failed, %d bytes ending with the last line",
 			c.State, len(c.StdoutTail), c.StdoutTail[max(0, len(c.StdoutTail)-20):], StdoutTailBytes)

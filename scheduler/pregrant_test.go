@@ -189,15 +189,20 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
-	a := Assignment{
-		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
-		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
-		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
-	}
-	if err := f.w.Accept(a); err != nil {
+	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
 		t.Fatal(err)
 	}
 	return f.completion(t), marker
+}
+
+// tickAhead is a scheduled attempt for fireAt, granted at granted with a
+// lease of ttl, whose process touches marker.
+func tickAhead(marker string, fireAt, granted time.Time, ttl time.Duration) Assignment {
+	return Assignment{
+		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
+		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(ttl)},
+		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: granted},
+	}
 }
 
 // batchDispatcher records batch dispatches and single ones; failMany
@@ -250,11 +255,7 @@ func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
 func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	f := newLeaseFixture(t, held, held, held)
 	marker := filepath.Join(t.TempDir(), "ran")
-	a := Assignment{
-		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: leaseT0.Add(20 * time.Second)},
-		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
-		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: leaseT0},
-	}
+	a := tickAhead(marker, leaseT0.Add(20*time.Second), leaseT0, testTTL)
 	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}

@@ -66,13 +66,8 @@ func TestWorker_RenewsInBatches(t *testing.T) {
 		}
 	}
 	for range n {
-		select {
-		case c := <-l.done:
-			if c.State != jobs.Succeeded {
-				t.Errorf("completion %+v: want succeeded", c)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("the attempts did not finish in 30s")
+		if c := l.completion(t); c.State != jobs.Succeeded {
+			t.Errorf("completion %+v: want succeeded", c)
 		}
 	}
 	l.mu.Lock()

@@ -252,20 +252,10 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 			defer w.Close(context.Background())
 			marker := filepath.Join(t.TempDir(), "ran")
 			fireAt := time.Now().Add(300 * time.Millisecond)
-			a := Assignment{
-				Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
-				Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(time.Second)},
-				Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: time.Now()},
-			}
-			if err := w.Accept(a); err != nil {
+			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), time.Second)); err != nil {
 				t.Fatal(err)
 			}
-			var c Completion
-			select {
-			case c = <-l.done:
-			case <-time.After(30 * time.Second):
-				t.Fatal("no completion within 30s")
-			}
+			c := l.completion(t)
 			l.mu.Lock()
 			defer l.mu.Unlock()
 			if len(l.asked) == 0 || l.asked[0].Before(fireAt.Add(-startConfirmLead)) {

@@ -52,6 +52,18 @@ func (holdingLeader) Renew(context.Context, string, string) (RenewReply, error) 
 }
 func (holdingLeader) Note(context.Context, string, string, string, string) error { return nil }
 
+// completion waits up to 30s for the next completion a worker reports.
+func (l holdingLeader) completion(t *testing.T) Completion {
+	t.Helper()
+	select {
+	case c := <-l.done:
+		return c
+	case <-time.After(30 * time.Second):
+		t.Fatal("the attempt did not finish in 30s")
+		return Completion{}
+	}
+}
+
 // runOne runs one attempt of a job that prints "report" on a worker with
 // store s and returns what the worker reported.
 func runOne(t *testing.T, s fencedstore.Store, granted time.Time) (Assignment, Completion) {
@@ -69,13 +81,7 @@ func runOne(t *testing.T, s fencedstore.Store, granted time.Time) (Assignment, C
 	if err := w.Accept(a); err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case c := <-l.done:
-		return a, c
-	case <-time.After(30 * time.Second):
-		t.Fatal("the attempt did not finish in 30s")
-	}
-	return a, Completion{}
+	return a, l.completion(t)
 }
 
 func expiredAnswer(key string) (fencedstore.Result, error) {
