@@ -47,12 +47,25 @@ func closedAddr(t *testing.T) string {
 // returns its host:port.
 func stub(t *testing.T, h http.Handler) string {
 	t.Helper()
+	addr, _ := countingStub(t, h)
+	return addr
+}
+
+// countingStub is stub, also counting the connections clients open.
+func countingStub(t *testing.T, h http.Handler) (string, *atomic.Int32) {
+	t.Helper()
+	var conns atomic.Int32
 	s := httptest.NewUnstartedServer(h)
 	s.Config.ErrorLog = log.New(io.Discard, "", 0) // refused handshakes are expected
+	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			conns.Add(1)
+		}
+	}
 	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
 	s.StartTLS()
 	t.Cleanup(s.Close)
-	return strings.TrimPrefix(s.URL, "https://")
+	return strings.TrimPrefix(s.URL, "https://"), &conns
 }
 
 // node serves a real Server over leader (and worker, if not nil).
@@ -383,17 +396,7 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 // decode too: a connection whose answer is left unread is closed, and
 // every call would pay a new handshake.
 func TestClient_ReusesConnections(t *testing.T) {
-	var conns atomic.Int32
-	s := httptest.NewUnstartedServer(&Server{Leader: &fakeLeader{}, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	addr := strings.TrimPrefix(s.URL, "https://")
+	addr, conns := countingStub(t, &Server{Leader: &fakeLeader{}, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
 	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }, NodeHTTP: func(string) (string, error) { return addr, nil }}
 	for i := range 10 {
 		if err := c.Started(t.Context(), fmt.Sprintf("report@1.%d", i+1), time.Now()); err != nil {
@@ -416,7 +419,7 @@ func TestClient_ReusesConnections(t *testing.T) {
 // connection, and pay a TLS handshake, for each.
 func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 	const calls = 40
-	var conns, arrived atomic.Int32
+	var arrived atomic.Int32
 	all := make(chan struct{})
 	leader := &fakeLeader{complete: func(scheduler.Completion) error {
 		if arrived.Add(1) == calls {
@@ -431,16 +434,7 @@ func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 			return errors.New("not every call arrived while this one was in flight")
 		}
 	}}
-	s := httptest.NewUnstartedServer(&Server{Leader: leader, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
-	s.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			conns.Add(1)
-		}
-	}
-	s.TLS = stubID.ServerConfig(clustertls.ProtoHTTP, false)
-	s.StartTLS()
-	t.Cleanup(s.Close)
-	addr := strings.TrimPrefix(s.URL, "https://")
+	addr, conns := countingStub(t, &Server{Leader: leader, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
 	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
 	// One call first, so the rest find the connection made.
 	if err := c.Started(t.Context(), "report@1.1", time.Now()); err != nil {
