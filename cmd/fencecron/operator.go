@@ -204,15 +204,15 @@ func (c *client) authorize(req *http.Request) {
 	}
 }
 
+// leaderWait bounds how long an operator's command waits for a leader.
+const leaderWait = 10 * time.Second
+
 // atLeader returns a client of the leader's HTTP API, for what only the
 // leader does (remove a peer, save or restore a snapshot): c itself if its
 // node leads, else one at the address the node's status gives for the
 // leader, with c's scheme, token and CA. While the node knows no leader
 // (an election takes a second or two) it asks again, for up to
 // leaderWait.
-// leaderWait bounds how long an operator's command waits for a leader.
-const leaderWait = 10 * time.Second
-
 func (c *client) atLeader(ctx context.Context) (*client, error) {
 	var st wire.Status
 	q := *c
