@@ -715,6 +715,10 @@ func checkAccounted(o *Observation, r *results) {
 	}
 }
 
+// refusedAtEstablish reports whether the worker's account of a says the
+// store refused it at establish, before anything started.
+func refusedAtEstablish(a jobs.Attempt) bool { return strings.HasPrefix(a.Error, "establish") }
+
 // checkRuns: at the end, every run in the window finished, and a run's
 // state is its newest attempt's, except that a run waiting for its retry
 // is pending and one whose retry a replacing run cancelled is cancelled.
@@ -757,9 +761,9 @@ func checkRuns(o *Observation, r *results) {
 				r.fail(CheckRunState, "run %s: attempt %d is %s though attempt %d was granted after it", id, at.Number, at.State, i+2)
 			}
 			// Not counted against the retries because it never started
-			// (scheduler/startconfirm.go): its worker must agree.
-			// A refusal at establish comes before any start.
-			published := at.StoreOutcome != "" && !strings.HasPrefix(at.Error, "establish")
+			// (scheduler/startconfirm.go): its worker must agree. A
+			// refusal at establish comes before any start.
+			published := at.StoreOutcome != "" && !refusedAtEstablish(at)
 			if at.NeverStarted && (!at.StartedAt.IsZero() || published) {
 				r.fail(CheckRunState, "run %s: attempt %d was taken as never started, but its worker reports a start at %s (store outcome %q)", id, at.Number, at.StartedAt.Format(timeFmt), at.StoreOutcome)
 			}

@@ -124,7 +124,7 @@ func countObservation(o *Observation) Counts {
 			}
 			if a.State == jobs.Fenced {
 				c.FencedAttempts++
-				if strings.HasPrefix(a.Error, "establish") {
+				if refusedAtEstablish(a) {
 					c.FencedAtEstablish++
 				}
 			}
