@@ -836,7 +836,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		errText = a.Error
 	}
 	if version >= 5 && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
-		a.NeverStarted = neverStarted(*r) < maxNeverStarted
+		a.NeverStarted = mayGoUncounted(*r)
 	}
 	if isLatest(r, a) {
 		f.settle(r)

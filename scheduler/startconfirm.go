@@ -93,8 +93,12 @@ type Renewal struct {
 // than maxNeverStarted such attempts already. It is pure, so every
 // replica decides the same.
 func DecideNeverStarted(r jobs.Run, a jobs.Attempt, entry, elected, electedIndex uint64) bool {
-	return grantedSinceElection(a.Token, entry, elected, electedIndex) && neverStarted(r) < maxNeverStarted
+	return grantedSinceElection(a.Token, entry, elected, electedIndex) && mayGoUncounted(r)
 }
+
+// mayGoUncounted reports whether another of r's attempts may be marked
+// never started: fewer than maxNeverStarted are.
+func mayGoUncounted(r jobs.Run) bool { return neverStarted(r) < maxNeverStarted }
 
 // grantedSinceElection reports whether the attempt of token tok was
 // granted in epoch entry after its election entry (of epoch elected, at
