@@ -73,6 +73,11 @@ type lease struct {
 	confirming, started bool
 }
 
+// newLease is att's lease of ttl, running from now.
+func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) *lease {
+	return &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: ttl, deadline: now.Add(ttl)}
+}
+
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	return &leader{
 		s: s, ctx: ctx, log: s.Logger,
@@ -103,8 +108,7 @@ func (l *leader) run() {
 		return
 	}
 	l.electedEpoch, l.electedIndex = res.Epoch, res.Index
-	epoch, _ := s.FSM.Epoch()
-	l.log.Info("leading", "node", s.Raft.ID(), "epoch", epoch)
+	l.log.Info("leading", "node", s.Raft.ID(), "epoch", l.electedEpoch)
 	if _, _, _, has := s.FSM.JobSet(); s.InitialJobs != nil && (!has || s.ReplaceJobs && s.FSM.JobSetInfo().Hash != jobs.HashSpecs(s.InitialJobs)) {
 		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource); err != nil {
 			l.log.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
@@ -680,7 +684,7 @@ func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignmen
 		ttl = jobs.DefaultLeaseTTL
 	}
 	l.mu.Lock()
-	l.leases[att.ID] = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: ttl, deadline: l.s.Clock.Now().Add(ttl)}
+	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
 	l.mu.Unlock()
 	return Assignment{Run: run, Attempt: att, Spec: spec}
 }
@@ -772,7 +776,7 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	if le == nil {
 		// Granted before this term (recovery gave it a lease) or expired
 		// here a moment ago but not yet applied: recreate it.
-		le = &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: l.ttlOf(run.Job)}
+		le = newLease(run, att, l.ttlOf(run.Job), now)
 		l.leases[attemptID] = le
 	}
 	le.deadline = now.Add(le.ttl)
@@ -1063,8 +1067,7 @@ func (l *leader) recover() {
 			continue
 		}
 		l.mu.Lock()
-		ttl := l.ttlOf(run.Job)
-		l.leases[a.ID] = &lease{attempt: a.ID, run: run.ID, job: run.Job, worker: a.Worker, token: a.Token, ttl: ttl, deadline: now.Add(ttl)}
+		l.leases[a.ID] = newLease(run, *a, l.ttlOf(run.Job), now)
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
 			l.dispatch(Assignment{Run: run, Attempt: *a, Spec: spec})
