@@ -63,8 +63,26 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	fmt.Fprintln(stdout)
+	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	header = "fires/s\tanonymous RSS of the nodes: start\tmax\tend\tCPU per run: nodes\tjobs\telections\t"
+	if len(bins) > 1 {
+		header = "binary\t" + header
+	}
+	fmt.Fprintln(tw, header)
+	for _, r := range results {
+		if len(bins) > 1 {
+			fmt.Fprintf(tw, "%s\t", r.label)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.rate, mib(r.rssFirst), mib(r.rssMax), mib(r.rssLast),
+			r.perRun(r.nodesCPU), r.perRun(r.jobsCPU), r.elections)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
 	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time;")
-	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it\n", settle)
+	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it;\n", settle)
+	fmt.Fprintln(stdout, "RSS: RssAnon (the nodes' own memory, without the bolt files they map) summed over the four nodes, read every 10 s of the window; CPU: user+system time over the window of the node processes, and of the jobs they reaped, per run granted; elections: how far the Raft term grew")
 	fmt.Fprintln(stdout)
 	return printTrace(stdout, results, len(bins) > 1)
 }
@@ -141,8 +159,51 @@ type rateResult struct {
 	// them were granted (the rest were skipped), succeeded how many ended
 	// succeeded within the settle time after the window.
 	due, granted, succeeded int
-	// entries is how far the leader's Raft log grew over the window.
-	entries uint64
+	// entries is how far the leader's Raft log grew over the window,
+	// elections how far the Raft term did.
+	entries, elections uint64
+	// The nodes' own resident memory (RssAnon), summed over them, at the window's
+	// start, at its end and the most seen in between (read every 10 s).
+	rssFirst, rssLast, rssMax int64
+	// The CPU time the nodes used over the window, and their jobs'.
+	nodesCPU, jobsCPU time.Duration
+}
+
+// perRun is d spread over the runs granted.
+func (r rateResult) perRun(d time.Duration) string {
+	if r.granted == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(r.granted))
+}
+
+// nodeUsage is what a cluster's node processes have used so far, summed.
+type nodeUsage struct {
+	rss           int64
+	own, children time.Duration
+}
+
+// clusterUsage sums every running node's resident memory and CPU time;
+// a node's children are the jobs it ran and reaped.
+func clusterUsage(cl *localcluster.Cluster) (nodeUsage, error) {
+	var u nodeUsage
+	for _, n := range cl.Nodes {
+		if !n.Running() {
+			continue
+		}
+		rss, err := rssAnon(n.Pid())
+		if err != nil {
+			return u, err
+		}
+		own, children, err := cpuTimes(n.Pid())
+		if err != nil {
+			return u, err
+		}
+		u.rss += rss
+		u.own += own
+		u.children += children
+	}
+	return u, nil
 }
 
 func (r rateResult) entriesPerRun() string {
@@ -159,9 +220,12 @@ func (r rateResult) entriesPerRun() string {
 // was applied, and reads the leader's last Raft log index at both ends of
 // the window.
 func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
+	// Each job keeps every run of the window in its history (100 by
+	// default), so that all of them can be read back at the end.
+	keep := int((warmup+window+settle)/time.Second) + 60
 	var b strings.Builder
 	for i := range rate {
-		fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n", i)
+		fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n    history: {runs: %d}\n", i, keep)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return rateResult{}, err
@@ -210,13 +274,39 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if err != nil {
 		return res, err
 	}
-	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end)) {
-		return res, ctx.Err()
+	term0, err := raftTerm(watch.URL())
+	if err != nil {
+		return res, err
+	}
+	use0, err := clusterUsage(cl)
+	if err != nil {
+		return res, err
+	}
+	res.rssFirst, res.rssMax = use0.rss, use0.rss
+	// The nodes' memory every 10 s, to tell a flat line from a slope.
+	for range int(window/(10*time.Second)) + 1 {
+		if !jobs.Sleep(ctx, jobs.SystemClock{}, min(10*time.Second, time.Until(end))) {
+			return res, ctx.Err()
+		}
+		u, err := clusterUsage(cl)
+		if err != nil {
+			return res, err
+		}
+		res.rssMax, res.rssLast = max(res.rssMax, u.rss), u.rss
+		if !time.Now().Before(end) {
+			res.nodesCPU, res.jobsCPU = u.own-use0.own, u.children-use0.children
+			break
+		}
 	}
 	index1, err := lastLogIndex(watch.URL())
 	if err != nil {
 		return res, err
 	}
+	term1, err := raftTerm(watch.URL())
+	if err != nil {
+		return res, err
+	}
+	res.elections = term1 - term0
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
@@ -347,7 +437,13 @@ func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[
 }
 
 // lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.
-func lastLogIndex(url string) (uint64, error) {
+func lastLogIndex(url string) (uint64, error) { return gauge(url, "fencecron_raft_last_log_index") }
+
+// raftTerm reads fencecron_raft_term from a node's /metrics.
+func raftTerm(url string) (uint64, error) { return gauge(url, "fencecron_raft_term") }
+
+// gauge reads one unlabelled metric from a node's /metrics.
+func gauge(url, name string) (uint64, error) {
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
 		return 0, err
@@ -356,10 +452,10 @@ func lastLogIndex(url string) (uint64, error) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "fencecron_raft_last_log_index "); ok {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
 			return uint64(f), err
 		}
 	}
-	return 0, fmt.Errorf("%s/metrics has no fencecron_raft_last_log_index", url)
+	return 0, fmt.Errorf("%s/metrics has no %s", url, name)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -61,6 +62,20 @@ func TestLateness_Smoke(t *testing.T) {
 	// fires/s, runs started, p50, p99, max, succeeded/s, % succeeded, ...
 	if f := strings.Fields(lines[1]); len(f) < 10 || f[1] == "0" || f[8] == "0.0%" {
 		t.Errorf("no run of the window started or succeeded:\n%s", out.String())
+	}
+	// The resources table: the nodes' memory at the window's start, most
+	// and end, their CPU and their jobs' per run, and the elections:
+	// 5, N, MiB, N, MiB, N, MiB, X, ms, Y, ms, E.
+	var res []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "fires/s  anonymous RSS") && i+1 < len(lines) {
+			res = strings.Fields(lines[i+1])
+		}
+	}
+	if len(res) != 12 || res[0] != "5" || res[1] == "0" || res[2] != "MiB" || res[7] == "0.00" || res[8] != "ms" {
+		t.Errorf("resources row = %q, want the nodes' memory and CPU:\n%s", res, out.String())
+	} else if _, err := strconv.Atoi(res[11]); err != nil {
+		t.Errorf("elections = %q, want a count", res[11])
 	}
 }
 

@@ -368,40 +368,56 @@ func timedGet(url string) (int, time.Duration, error) {
 	return int(n), d, err
 }
 
-// cpuTime is the user and system time a process has used so far
-// (/proc/PID/stat, in clock ticks of 1/100 s).
+// cpuTime is the user and system time a process has used so far.
 func cpuTime(pid int) (time.Duration, error) {
+	own, _, err := cpuTimes(pid)
+	return own, err
+}
+
+// cpuTimes is the user and system time a process has used so far, and
+// that of the children it has reaped (/proc/PID/stat, in clock ticks of
+// 1/100 s).
+func cpuTimes(pid int) (own, children time.Duration, err error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	// The fields after the command name, which is in parentheses.
 	_, rest, ok := strings.Cut(string(b), ") ")
 	f := strings.Fields(rest)
-	if !ok || len(f) < 13 {
-		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	if !ok || len(f) < 15 {
+		return 0, 0, fmt.Errorf("pid %d: unreadable stat", pid)
 	}
-	utime, err1 := strconv.ParseInt(f[11], 10, 64)
-	stime, err2 := strconv.ParseInt(f[12], 10, 64)
-	if err1 != nil || err2 != nil {
-		return 0, fmt.Errorf("pid %d: unreadable stat", pid)
+	var ticks [4]int64 // utime, stime, cutime, cstime
+	for i := range ticks {
+		if ticks[i], err = strconv.ParseInt(f[11+i], 10, 64); err != nil {
+			return 0, 0, fmt.Errorf("pid %d: unreadable stat", pid)
+		}
 	}
-	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+	const tick = 10 * time.Millisecond
+	return time.Duration(ticks[0]+ticks[1]) * tick, time.Duration(ticks[2]+ticks[3]) * tick, nil
 }
 
 // vmRSS is a process's resident set, in bytes.
-func vmRSS(pid int) (int64, error) {
+func vmRSS(pid int) (int64, error) { return statusBytes(pid, "VmRSS") }
+
+// rssAnon is the part of a process's resident set that is its own memory
+// (heap, stacks), without the pages of files it maps, such as bolt's.
+func rssAnon(pid int) (int64, error) { return statusBytes(pid, "RssAnon") }
+
+// statusBytes reads one "NAME: N kB" line of /proc/PID/status.
+func statusBytes(pid int, name string) (int64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, err
 	}
 	for line := range strings.Lines(string(b)) {
-		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if rest, ok := strings.CutPrefix(line, name+":"); ok {
 			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 10, 64)
 			return kb << 10, err
 		}
 	}
-	return 0, fmt.Errorf("pid %d: no VmRSS", pid)
+	return 0, fmt.Errorf("pid %d: no %s", pid, name)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2f s", d.Seconds()) }
