@@ -54,6 +54,9 @@ type Worker struct {
 	// DropEnv names variables of the worker's environment that jobs must
 	// not inherit (the config's secrets).
 	DropEnv []string
+	// JobNice is how many nice levels below the worker its commands run
+	// (node.job_nice; executor.Spawner says why); 0: at its own.
+	JobNice int
 	Faults  *Faults
 	Logger  *slog.Logger
 	// Observer, if set, sees this worker's attempts (see observe.go).
@@ -68,6 +71,7 @@ type Worker struct {
 	active map[string]*leaseClient
 	renewQ chan *renewCall // renewals for sendRenewals; nil: one call each
 	live   liveOutputs     // output of the attempts running here (output.go)
+	spawn  *executor.Spawner
 	ctx    context.Context // runs attempts; cancelled by Close
 	cancel context.CancelFunc
 	report context.Context // reports; outlives ctx until Close gives up
@@ -85,6 +89,13 @@ func (w *Worker) Open() error {
 	}
 	if w.Clock == nil {
 		w.Clock = jobs.SystemClock{}
+	}
+	if w.JobNice > 0 {
+		s, err := executor.NewSpawner(w.JobNice)
+		if err != nil {
+			return fmt.Errorf("worker: %w", err)
+		}
+		w.spawn = s
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -110,7 +121,13 @@ func (w *Worker) Close(ctx context.Context) error {
 	}
 	w.cancel()
 	done := make(chan struct{})
-	go func() { w.wg.Wait(); close(done) }()
+	go func() {
+		w.wg.Wait()
+		if w.spawn != nil {
+			w.spawn.Close()
+		}
+		close(done)
+	}()
 	select {
 	case <-done:
 		w.stopRp()
@@ -301,6 +318,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			DropEnv:   w.DropEnv,
 			Stdout:    out.stdout,
 			Stderr:    out.stderr,
+			Spawner:   w.spawn,
 		})
 	}
 	close(exited)

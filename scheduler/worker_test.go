@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
+	"syscall"
 	"sync"
 	"testing"
 	"time"
@@ -130,5 +132,38 @@ func TestWorker_EstablishRefusedAsExpired(t *testing.T) {
 	defer s.mu.Unlock()
 	if len(s.establishs) != 1 || len(s.publishes) != 0 {
 		t.Errorf("%d establishes and %d publishes, want 1 and 0", len(s.establishs), len(s.publishes))
+	}
+}
+
+// A worker with JobNice starts its jobs that many levels below its own
+// priority; it stops its spawner's thread on Close (goleak checks).
+func TestWorker_RunsJobsBelowItsPriority(t *testing.T) {
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := 20 - prio // the raw system call answers 20 - nice
+	l := holdingLeader{done: make(chan Completion, 1)}
+	s := &funcStore{establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+		return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil
+	}}
+	w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, JobNice: 3, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	spec := jobs.Spec{Name: "nice", Command: []string{"/bin/sh", "-c", `read -r line < /proc/$$/stat; set -- $line; shift 18; echo "$1"`},
+		Timeout: jobs.Duration(10 * time.Second), LeaseTTL: jobs.Duration(5 * time.Second), MaxOutputBytes: 1 << 20}
+	a := Assignment{Run: jobs.Run{ID: "nice@x", Job: "nice"}, Spec: spec,
+		Attempt: jobs.Attempt{ID: "nice@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 3, Seq: 9}, GrantedAt: time.Now()}}
+	if err := w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	c := l.completion(t)
+	if c.State != jobs.Succeeded {
+		t.Fatalf("completion %+v: want succeeded", c)
+	}
+	if got, want := strings.TrimSpace(c.StdoutTail), strconv.Itoa(min(own+3, 19)); got != want {
+		t.Errorf("the job ran at nice %s, want %s (the worker's %d + 3)", got, want, own)
 	}
 }

@@ -70,6 +70,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		Store:           f.Store,
 		StorePath:       f.StorePath(),
 		DropEnv:         f.EnvUsed(),
+		JobNice:         f.Node.JobNice,
 		Faults:          faults,
 		API:             f.API,
 		Notify:          f.Notify,

@@ -66,6 +66,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 		DataDir:         *dataDir,
 		Server:          true,
 		RunJobs:         true,
+		JobNice:         config.DefaultJobNice,
 		Store:           config.Store{Backend: config.BackendBolt, Serve: true, Retention: devRetention},
 		Bind:            host,
 		HTTPPort:        port,

@@ -76,6 +76,8 @@ type nodeOptions struct {
 	// DropEnv names environment variables (the config's secrets) that
 	// jobs must not inherit.
 	DropEnv []string
+	// JobNice is node.job_nice: how far below the node its jobs run.
+	JobNice int
 	// Faults injects failures for tests (FENCECRON_FAULTS; only a test
 	// build has them); nil: none.
 	Faults *scheduler.Faults
@@ -238,7 +240,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
-		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, Logger: log,
+		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, JobNice: o.JobNice, Logger: log,
 		Observer: nodeMetrics, StoreCA: caFile, Clock: clock,
 	}
 	if signer != nil {

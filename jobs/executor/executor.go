@@ -57,6 +57,9 @@ type Request struct {
 	// writes, as it writes it (the worker's live output). They must not
 	// block: a slow one holds the command's pipe.
 	Stdout, Stderr io.Writer
+	// Spawner, if set, starts the command at its lower priority; nil
+	// starts it at the caller's.
+	Spawner *Spawner
 }
 
 // Result is what happened.
@@ -135,7 +138,7 @@ func Run(ctx context.Context, req Request) Result {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	res.Started = time.Now()
-	err = cmd.Start()
+	err = req.Spawner.Start(cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/executor"
 )
 
 // The checks below run after decoding, on what the types cannot say:
@@ -75,6 +76,9 @@ func (d *decoder) checkNode(node *Node) {
 		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "only a server bootstraps; a worker (server: false) joins")
 	case node.Server && node.BootstrapExpect == 0 && len(node.Join) == 0:
 		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "a server with no join addresses must bootstrap: set bootstrap_expect (1 for a single node), or join peers")
+	}
+	if node.JobNice < 0 || node.JobNice > executor.MaxNice {
+		d.errorf(at("job_nice"), "node.job_nice", "%d: must be 0 (the node's own priority) to %d (the lowest)", node.JobNice, executor.MaxNice)
 	}
 	for k := range node.Tags {
 		if k == "" {

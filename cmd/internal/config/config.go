@@ -61,6 +61,7 @@ const (
 	DefaultQuotaBytes       = fencedstore.DefaultQuotaBytes
 	DefaultKeepVersions     = fencedstore.DefaultKeepVersions
 	DefaultTombstoneTTL     = fencedstore.DefaultTombstoneTTL
+	DefaultJobNice          = 10
 )
 
 // DefaultAddr is the HTTP address of a node left at its defaults: where
@@ -191,6 +192,11 @@ type Node struct {
 	// path is relative to the directory of this config file. Names are
 	// unique across all of them.
 	JobsDir string `yaml:"jobs_dir"`
+	// JobNice is how many nice levels below this node its jobs' processes
+	// run (0 to 19; 0: at the node's own priority). A burst of job starts
+	// then cannot starve the node's Raft and lease traffic: its threads
+	// run first when they wake, and the jobs get everything else.
+	JobNice int `yaml:"job_nice"`
 }
 
 // Ports are a node's listening ports.
@@ -646,6 +652,7 @@ func defaults(hostname func() (string, error)) sections {
 			DataDir: DefaultDataDir,
 			Server:  true,
 			RunJobs: true,
+			JobNice: DefaultJobNice,
 			Bind:    DefaultBind,
 			Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 		},

@@ -67,6 +67,7 @@ node:
   join: ["127.0.0.1:7966", "127.0.0.1:7976"]
   bootstrap_expect: 3
   tags: {zone: a}
+  job_nice: 5
 cluster:
   secret: ${FENCECRON_SECRET}
   profile: fast
@@ -108,7 +109,7 @@ func TestParse_FullFile(t *testing.T) {
 		Name: "n1", DataDir: "/var/lib/fencecron", Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
 		Ports: Ports{HTTP: 8081, Gossip: 7956, Raft: 7957},
 		Join:  []string{"127.0.0.1:7966", "127.0.0.1:7976"}, BootstrapExpect: 3,
-		Tags: map[string]string{"zone": "a"},
+		Tags: map[string]string{"zone": "a"}, JobNice: 5,
 	}
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
@@ -168,7 +169,7 @@ func TestParse_FullFile(t *testing.T) {
 func TestParse_Defaults(t *testing.T) {
 	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n")
 	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
-		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1}
+		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1, JobNice: DefaultJobNice}
 	if !reflect.DeepEqual(f.Node, want) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, want)
 	}
@@ -335,7 +336,7 @@ func TestParse_Problems(t *testing.T) {
 		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
-		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, jobs_dir, got "n1"`}},
+		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, jobs_dir, job_nice, got "n1"`}},
 		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
 			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
 		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{
@@ -368,6 +369,8 @@ cluster:
 		}},
 		{"clock skew threshold", "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789, max_clock_skew: -1s}\n", []string{
 			"test.yaml:2:76: cluster.max_clock_skew: -1s: want a duration above zero, such as 500ms"}},
+		{"job priority out of range", "node: {bootstrap_expect: 1, job_nice: 20}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
+			"test.yaml:1:39: node.job_nice: 20: must be 0 (the node's own priority) to 19 (the lowest)"}},
 		{"a worker does not bootstrap", "node: {server: false, bootstrap_expect: 1, join: ['a:1']}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{
 			"test.yaml:1:41: node.bootstrap_expect: only a server bootstraps"}},
 		{"a lone server must bootstrap", "node: {name: n1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{

@@ -1,0 +1,114 @@
+package executor
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"runtime"
+	"sync"
+	"syscall"
+)
+
+// MaxNice is the largest nice value Linux has: the lowest CPU priority.
+const MaxNice = 19
+
+// Spawner starts commands from one OS thread whose nice value it raised,
+// so that every process started there inherits that lower CPU priority
+// from its first instruction.
+//
+// Why: a node's jobs share its CPUs with its own Raft and lease traffic.
+// When hundreds of jobs fire in the same second, hundreds of new
+// processes are runnable at once; at equal priority each gets as large a
+// share as one of the node's threads, and a leader that cannot answer
+// its followers for half a second loses its term. At a higher nice
+// value the jobs still get every cycle the node does not want, but the
+// node's threads run first when they wake.
+//
+// Linux gives a new process the nice value of the thread that forked it.
+// Raising a thread's nice value needs no privilege, lowering it again
+// does, so the thread is locked to the spawner's goroutine for its whole
+// life and dies with it (a goroutine that exits while locked takes its
+// thread with it) instead of going back to the runtime's pool.
+type Spawner struct {
+	nice  int
+	reqs  chan spawnRequest
+	quit  chan struct{}
+	done  sync.WaitGroup
+	close sync.Once
+}
+
+type spawnRequest struct {
+	cmd   *exec.Cmd
+	reply chan error
+}
+
+// NewSpawner starts the spawner's thread at `nice` levels below the
+// calling process's priority (capped at MaxNice). It fails if Linux
+// refuses to change the thread's priority.
+func NewSpawner(nice int) (*Spawner, error) {
+	if nice < 0 {
+		return nil, fmt.Errorf("nice %d: a job cannot run above the node's priority", nice)
+	}
+	s := &Spawner{nice: nice, reqs: make(chan spawnRequest), quit: make(chan struct{})}
+	ready := make(chan error, 1)
+	s.done.Add(1)
+	go s.loop(ready)
+	if err := <-ready; err != nil {
+		s.done.Wait()
+		return nil, err
+	}
+	return s, nil
+}
+
+func (s *Spawner) loop(ready chan<- error) {
+	defer s.done.Done()
+	// Never unlocked: the thread must not serve other goroutines at this
+	// priority, and cannot be given its old priority back.
+	runtime.LockOSThread()
+	// The raw getpriority system call answers 20 - nice.
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	if err == nil {
+		err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), min(20-prio+s.nice, MaxNice))
+	}
+	if err != nil {
+		ready <- fmt.Errorf("lowering the job spawner's priority: %w", err)
+		return
+	}
+	ready <- nil
+	for {
+		select {
+		case r := <-s.reqs:
+			r.reply <- r.cmd.Start()
+		case <-s.quit:
+			return
+		}
+	}
+}
+
+// errSpawnerClosed is returned for a start asked of a closed spawner.
+var errSpawnerClosed = errors.New("the job spawner is closed")
+
+// Start starts cmd from the spawner's thread. A nil Spawner starts it
+// from the caller's.
+func (s *Spawner) Start(cmd *exec.Cmd) error {
+	if s == nil {
+		return cmd.Start()
+	}
+	reply := make(chan error, 1)
+	select {
+	case s.reqs <- spawnRequest{cmd: cmd, reply: reply}:
+		return <-reply
+	case <-s.quit:
+		return errSpawnerClosed
+	}
+}
+
+// Nice is how many levels below the node the spawner starts processes.
+func (s *Spawner) Nice() int { return s.nice }
+
+// Close ends the spawner's thread once the start it is making, if any,
+// is done. Starts asked after it fail.
+func (s *Spawner) Close() {
+	s.close.Do(func() { close(s.quit) })
+	s.done.Wait()
+}
