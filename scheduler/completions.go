@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -14,11 +15,20 @@ import (
 // commits a second on every server. The leader now commits them in
 // groups (opCompletes, log version 3): a completion that arrives while
 // others are being committed waits for the next group instead of for a
-// commit slot of its own. Nothing waits on purpose: a lone completion is
-// proposed at once. Each completion in a group is applied exactly as a
-// single one (applyComplete) and answered on its own; they are
+// commit slot of its own. Each completion in a group is applied exactly
+// as a single one (applyComplete) and answered on its own; they are
 // idempotent, so a worker that retries one after a lost answer changes
 // nothing.
+//
+// A group also waits completionLinger after its first completion for
+// others. Runs that fire together used to end together, and committing
+// whatever was waiting made large groups; but when their processes run
+// at a lower priority than the node (node.job_nice) they end spread over
+// the next second, and groups of one or two made a Raft entry for almost
+// every run (0.65 entries a run at 500 runs a second, 1.2 ms more CPU a
+// run across the cluster). A run's end is recorded a few milliseconds
+// later; nothing a user sees waits on it but the next run of a job that
+// forbids overlap.
 
 // completesCmd records the completions of several attempts (opCompletes).
 type completesCmd struct {
@@ -32,6 +42,10 @@ const (
 	maxGroupBytes       = 1 << 20
 	// completers is how many groups may be in flight at once.
 	completers = 2
+	// completionLinger is how long a group waits for more completions
+	// after its first. It is wall time, not the scheduler's clock: a
+	// bound on batching, not a point in a schedule.
+	completionLinger = 10 * time.Millisecond
 )
 
 // pendingCompletion is a completion waiting for its group's commit.
@@ -89,16 +103,20 @@ func (l *leader) commitCompletions() {
 			group = append(group, p)
 		}
 		size := group[0].size()
+		linger := time.NewTimer(completionLinger)
 	more:
 		for len(group) < maxGroupCompletions && size < maxGroupBytes {
 			select {
 			case p := <-l.completions:
 				group = append(group, p)
 				size += p.size()
-			default:
+			case <-linger.C:
+				break more
+			case <-l.ctx.Done():
 				break more
 			}
 		}
+		linger.Stop()
 		l.commitGroup(group)
 	}
 }
