@@ -125,6 +125,7 @@ func (w *Worker) Close(ctx context.Context) error {
 		w.wg.Wait()
 		if w.spawn != nil {
 			w.spawn.Close()
+			w.spawn = nil
 		}
 		close(done)
 	}()

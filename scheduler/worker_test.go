@@ -6,8 +6,8 @@ import (
 	"log/slog"
 	"strconv"
 	"strings"
-	"syscall"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 

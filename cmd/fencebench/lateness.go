@@ -82,7 +82,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	}
 	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time;")
 	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it;\n", settle)
-	fmt.Fprintln(stdout, "RSS: RssAnon (the nodes' own memory, without the bolt files they map) summed over the four nodes, read every 10 s of the window; CPU: user+system time over the window of the node processes, and of the jobs they reaped, per run granted; elections: how far the Raft term grew")
+	fmt.Fprintln(stdout, "RSS: RssAnon (the nodes' own memory, without the bolt files they map) summed over the four nodes, read every 10 s of the window; CPU: user+system time over the window of the node processes, and of the jobs they reaped, per run granted; elections: leaders elected in the window (fencecron_cluster_elections_total)")
 	fmt.Fprintln(stdout)
 	return printTrace(stdout, results, len(bins) > 1)
 }
@@ -160,7 +160,7 @@ type rateResult struct {
 	// succeeded within the settle time after the window.
 	due, granted, succeeded int
 	// entries is how far the leader's Raft log grew over the window,
-	// elections how far the Raft term did.
+	// elections how many leaders were elected in it.
 	entries, elections uint64
 	// The nodes' own resident memory (RssAnon), summed over them, at the window's
 	// start, at its end and the most seen in between (read every 10 s).
@@ -274,7 +274,7 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if err != nil {
 		return res, err
 	}
-	term0, err := raftTerm(watch.URL())
+	elected0, err := elections(watch.URL())
 	if err != nil {
 		return res, err
 	}
@@ -302,11 +302,11 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if err != nil {
 		return res, err
 	}
-	term1, err := raftTerm(watch.URL())
+	elected1, err := elections(watch.URL())
 	if err != nil {
 		return res, err
 	}
-	res.elections = term1 - term0
+	res.elections = elected1 - elected0
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
@@ -439,10 +439,12 @@ func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[
 // lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.
 func lastLogIndex(url string) (uint64, error) { return gauge(url, "fencecron_raft_last_log_index") }
 
-// raftTerm reads fencecron_raft_term from a node's /metrics.
-func raftTerm(url string) (uint64, error) { return gauge(url, "fencecron_raft_term") }
+// elections reads fencecron_cluster_elections_total from a node's
+// /metrics: the leaders elected so far, from the replicated state.
+func elections(url string) (uint64, error) { return gauge(url, "fencecron_cluster_elections_total") }
 
-// gauge reads one unlabelled metric from a node's /metrics.
+// gauge reads one unlabelled metric (a gauge or a counter) from a node's
+// /metrics.
 func gauge(url, name string) (uint64, error) {
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {

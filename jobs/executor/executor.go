@@ -138,13 +138,14 @@ func Run(ctx context.Context, req Request) Result {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	res.Started = time.Now()
-	err = req.Spawner.Start(cmd)
+	err = req.Spawner.Start(ctx, cmd)
 	outW.Close()
 	errW.Close()
 	if err != nil {
 		outR.Close()
 		errR.Close()
 		res.Err = fmt.Errorf("start %s: %w", req.Argv[0], err)
+		res.Cancelled = ctx.Err() != nil // while it waited for the spawner
 		res.Ended = time.Now()
 		return res
 	}

@@ -1,6 +1,7 @@
 package executor
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os/exec"
@@ -29,6 +30,11 @@ const MaxNice = 19
 // does, so the thread is locked to the spawner's goroutine for its whole
 // life and dies with it (a goroutine that exits while locked takes its
 // thread with it) instead of going back to the runtime's pool.
+//
+// One thread is enough: Go holds a process-wide lock (syscall.ForkLock)
+// from the fork until the child has called exec, so starts never
+// overlapped anyway. The fork's own part runs at the jobs' priority too;
+// it is short.
 type Spawner struct {
 	nice  int
 	reqs  chan spawnRequest
@@ -43,8 +49,8 @@ type spawnRequest struct {
 }
 
 // NewSpawner starts the spawner's thread at `nice` levels below the
-// calling process's priority (capped at MaxNice). It fails if Linux
-// refuses to change the thread's priority.
+// calling process's priority, but no lower than MaxNice. It fails if
+// Linux refuses to change the thread's priority.
 func NewSpawner(nice int) (*Spawner, error) {
 	if nice < 0 {
 		return nil, fmt.Errorf("nice %d: a job cannot run above the node's priority", nice)
@@ -65,6 +71,19 @@ func (s *Spawner) loop(ready chan<- error) {
 	// Never unlocked: the thread must not serve other goroutines at this
 	// priority, and cannot be given its old priority back.
 	runtime.LockOSThread()
+	if syscall.Gettid() == syscall.Getpid() {
+		// The process's main thread outlives any goroutine locked to it,
+		// and ps shows a process at its main thread's priority. Hold it
+		// while another goroutine takes a thread of its own (it cannot
+		// get this one while it is locked here), then give it back.
+		locked := make(chan error, 1)
+		s.done.Add(1)
+		go s.loop(locked)
+		err := <-locked
+		runtime.UnlockOSThread()
+		ready <- err
+		return
+	}
 	// The raw getpriority system call answers 20 - nice.
 	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
 	if err == nil {
@@ -88,11 +107,14 @@ func (s *Spawner) loop(ready chan<- error) {
 // errSpawnerClosed is returned for a start asked of a closed spawner.
 var errSpawnerClosed = errors.New("the job spawner is closed")
 
-// Start starts cmd from the spawner's thread. A nil Spawner starts it
-// from the caller's.
-func (s *Spawner) Start(cmd *exec.Cmd) error {
+// Start starts cmd from the spawner's thread, or gives up if ctx ends
+// before the thread took it. A nil Spawner starts it from the caller's.
+func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("not started: %w", err)
 	}
 	reply := make(chan error, 1)
 	select {
@@ -100,6 +122,8 @@ func (s *Spawner) Start(cmd *exec.Cmd) error {
 		return <-reply
 	case <-s.quit:
 		return errSpawnerClosed
+	case <-ctx.Done():
+		return fmt.Errorf("not started: %w", ctx.Err())
 	}
 }
 

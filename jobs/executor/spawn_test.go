@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -71,13 +72,35 @@ func TestSpawner_ClosedRefusesToStart(t *testing.T) {
 	s.Close()
 	s.Close() // twice is harmless
 	cmd := exec.Command("/bin/true")
-	if err := s.Start(cmd); err == nil {
+	if err := s.Start(context.Background(), cmd); err == nil {
 		cmd.Wait()
 		t.Fatal("a closed spawner started a command")
 	}
 	res := executor.Run(context.Background(), executor.Request{Argv: []string{"/bin/true"}, Spawner: s})
 	if res.Err == nil || res.Success() {
 		t.Fatalf("Run through a closed spawner = %+v, want a start error", res)
+	}
+}
+
+// A start whose context ended before the spawner took it does not
+// happen.
+func TestSpawner_StartGivesUpWithItsContext(t *testing.T) {
+	s, err := executor.NewSpawner(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cmd := exec.Command("/bin/true")
+	if err := s.Start(ctx, cmd); !errors.Is(err, context.Canceled) {
+		if err == nil {
+			cmd.Wait()
+		}
+		t.Fatalf("Start with an ended context = %v, want context.Canceled", err)
+	}
+	if cmd.Process != nil {
+		t.Fatal("the command was started")
 	}
 }
 
