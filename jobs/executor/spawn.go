@@ -68,8 +68,9 @@ func NewSpawner(nice int) (*Spawner, error) {
 
 func (s *Spawner) loop(ready chan<- error) {
 	defer s.done.Done()
-	// Never unlocked: the thread must not serve other goroutines at this
-	// priority, and cannot be given its old priority back.
+	// Never unlocked once lowered: the thread must not serve other
+	// goroutines at this priority, and cannot be given its old priority
+	// back. (The main thread, below, is given back before it is lowered.)
 	runtime.LockOSThread()
 	if syscall.Gettid() == syscall.Getpid() {
 		// The process's main thread outlives any goroutine locked to it,
