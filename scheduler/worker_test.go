@@ -7,12 +7,12 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/executor"
 )
 
 // funcStore is a fencedstore.Store whose writes are function fields; it
@@ -138,11 +138,10 @@ func TestWorker_EstablishRefusedAsExpired(t *testing.T) {
 // A worker with JobNice starts its jobs that many levels below its own
 // priority; it stops its spawner's thread on Close (goleak checks).
 func TestWorker_RunsJobsBelowItsPriority(t *testing.T) {
-	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	own, err := executor.ThreadNice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	own := 20 - prio // the raw system call answers 20 - nice
 	l := holdingLeader{done: make(chan Completion, 1)}
 	s := &funcStore{establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
 		return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil

@@ -85,10 +85,9 @@ func (s *Spawner) loop(ready chan<- error) {
 		ready <- err
 		return
 	}
-	// The raw getpriority system call answers 20 - nice.
-	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	nice, err := ThreadNice()
 	if err == nil {
-		err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), min(20-prio+s.nice, MaxNice))
+		err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), min(nice+s.nice, MaxNice))
 	}
 	if err != nil {
 		ready <- fmt.Errorf("lowering the job spawner's priority: %w", err)
@@ -103,6 +102,13 @@ func (s *Spawner) loop(ready chan<- error) {
 			return
 		}
 	}
+}
+
+// ThreadNice is the calling thread's nice value: the priority a process
+// it starts would have.
+func ThreadNice() (int, error) {
+	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	return 20 - prio, err // the raw system call answers 20 - nice
 }
 
 // errSpawnerClosed is returned for a start asked of a closed spawner.
@@ -127,9 +133,6 @@ func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 		return fmt.Errorf("not started: %w", ctx.Err())
 	}
 }
-
-// Nice is how many levels below the node the spawner starts processes.
-func (s *Spawner) Nice() int { return s.nice }
 
 // Close ends the spawner's thread once the start it is making, if any,
 // is done. Starts asked after it fail.

@@ -6,7 +6,6 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs/executor"
@@ -32,11 +31,11 @@ func niceOf(t *testing.T, s *executor.Spawner) int {
 
 func ownNice(t *testing.T) int {
 	t.Helper()
-	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+	n, err := executor.ThreadNice()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return 20 - prio // the raw system call's answer
+	return n
 }
 
 func TestSpawner_ProcessesRunBelowTheCaller(t *testing.T) {
