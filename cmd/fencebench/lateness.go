@@ -270,11 +270,7 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(start)) {
 		return res, ctx.Err()
 	}
-	index0, err := lastLogIndex(watch.URL())
-	if err != nil {
-		return res, err
-	}
-	elected0, err := elections(watch.URL())
+	log0, err := readLog(watch.URL())
 	if err != nil {
 		return res, err
 	}
@@ -282,31 +278,28 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if err != nil {
 		return res, err
 	}
-	res.rssFirst, res.rssMax = use0.rss, use0.rss
 	// The nodes' memory every 10 s, to tell a flat line from a slope.
+	res.rssMax = use0.rss
+	use := use0
 	for range int(window/(10*time.Second)) + 1 {
+		if !time.Now().Before(end) {
+			break
+		}
 		if !jobs.Sleep(ctx, jobs.SystemClock{}, min(10*time.Second, time.Until(end))) {
 			return res, ctx.Err()
 		}
-		u, err := clusterUsage(cl)
-		if err != nil {
+		if use, err = clusterUsage(cl); err != nil {
 			return res, err
 		}
-		res.rssMax, res.rssLast = max(res.rssMax, u.rss), u.rss
-		if !time.Now().Before(end) {
-			res.nodesCPU, res.jobsCPU = u.own-use0.own, u.children-use0.children
-			break
-		}
+		res.rssMax = max(res.rssMax, use.rss)
 	}
-	index1, err := lastLogIndex(watch.URL())
+	res.rssFirst, res.rssLast = use0.rss, use.rss
+	res.nodesCPU, res.jobsCPU = use.own-use0.own, use.children-use0.children
+	log1, err := readLog(watch.URL())
 	if err != nil {
 		return res, err
 	}
-	elected1, err := elections(watch.URL())
-	if err != nil {
-		return res, err
-	}
-	res.elections = elected1 - elected0
+	res.elections = log1.elections - log0.elections
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
@@ -314,7 +307,7 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	}
 	stopStream()
 	events := seenAt()
-	res.entries = index1 - index0
+	res.entries = log1.index - log0.index
 	res.due = rate * seconds
 	// Every run due in the window, read once at the end (from a follower,
 	// which applies the same log, so the reads do not load the leader
@@ -436,28 +429,35 @@ func followEvents(ctx context.Context, url string, stderr io.Writer) func() map[
 	}
 }
 
-// lastLogIndex reads fencecron_raft_last_log_index from a node's /metrics.
-func lastLogIndex(url string) (uint64, error) { return gauge(url, "fencecron_raft_last_log_index") }
+// logState is where a node's Raft log stood: its last index
+// (fencecron_raft_last_log_index) and the leaders elected so far, from
+// the replicated state (fencecron_cluster_elections_total).
+type logState struct{ index, elections uint64 }
 
-// elections reads fencecron_cluster_elections_total from a node's
-// /metrics: the leaders elected so far, from the replicated state.
-func elections(url string) (uint64, error) { return gauge(url, "fencecron_cluster_elections_total") }
-
-// gauge reads one unlabelled metric (a gauge or a counter) from a node's
-// /metrics.
-func gauge(url, name string) (uint64, error) {
+// readLog reads a logState from one scrape of a node's /metrics.
+func readLog(url string) (logState, error) {
+	var st logState
+	want := map[string]*uint64{"fencecron_raft_last_log_index": &st.index, "fencecron_cluster_elections_total": &st.elections}
 	resp, err := http.Get(url + "/metrics")
 	if err != nil {
-		return 0, err
+		return st, err
 	}
 	defer resp.Body.Close()
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+	for sc.Scan() && len(want) > 0 {
+		name, v, ok := strings.Cut(sc.Text(), " ")
+		if dst := want[name]; ok && dst != nil {
 			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			return uint64(f), err
+			if err != nil {
+				return st, fmt.Errorf("%s/metrics: %s: %w", url, name, err)
+			}
+			*dst = uint64(f)
+			delete(want, name)
 		}
 	}
-	return 0, fmt.Errorf("%s/metrics has no %s", url, name)
+	for name := range want {
+		return st, fmt.Errorf("%s/metrics has no %s", url, name)
+	}
+	return st, sc.Err()
 }
