@@ -193,9 +193,10 @@ type Node struct {
 	// unique across all of them.
 	JobsDir string `yaml:"jobs_dir"`
 	// JobNice is how many nice levels below this node its jobs' processes
-	// run (0 to 19; 0: at the node's own priority; never below nice 19). A burst of job starts
-	// then cannot starve the node's Raft and lease traffic: its threads
-	// run first when they wake, and the jobs get everything else.
+	// run (0 to 19; 0: at the node's own priority; never below nice 19).
+	// A burst of job starts then cannot starve the node's Raft and lease
+	// traffic: its threads run first when they wake, and the jobs get
+	// everything else.
 	JobNice int `yaml:"job_nice"`
 }
 
