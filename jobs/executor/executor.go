@@ -162,8 +162,8 @@ func Run(ctx context.Context, req Request) Result {
 		errW2 = io.MultiWriter(stderr, req.Stderr)
 	}
 	wg.Add(2)
-	go func() { defer wg.Done(); io.Copy(outW2, outR) }()
-	go func() { defer wg.Done(); io.Copy(errW2, errR) }()
+	go func() { defer wg.Done(); copyPipe(outW2, outR) }()
+	go func() { defer wg.Done(); copyPipe(errW2, errR) }()
 
 	// Terminate the group on timeout or cancel.
 	var timeout <-chan time.Time
@@ -267,6 +267,31 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	}
 	b.buf = append(b.buf, p...)
 	return len(p), nil
+}
+
+// pipeBufs holds copyPipe's buffers. 4 KiB is what a C program's stdio
+// writes to a pipe at a time, so a larger buffer would rarely fill.
+var pipeBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
+
+// copyPipe copies r to w until r ends, ignoring w's errors so that the
+// command never blocks on a full pipe. It exists because io.Copy from an
+// *os.File allocates 32 KiB per call (the file's WriteTo hides its reads
+// from io.Copy's buffer reuse): two per run, held for as long as the
+// command runs, which at hundreds of runs a second was a third of all the
+// node allocated, and under overload, with thousands of commands waiting
+// for a CPU, most of its memory.
+func copyPipe(w io.Writer, r io.Reader) {
+	bp := pipeBufs.Get().(*[]byte)
+	defer pipeBufs.Put(bp)
+	for {
+		n, err := r.Read(*bp)
+		if n > 0 {
+			w.Write((*bp)[:n])
+		}
+		if err != nil {
+			return
+		}
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.

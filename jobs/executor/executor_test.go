@@ -2,6 +2,7 @@ package executor_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,6 +63,37 @@ func TestRun_OutputOverCapIsTruncatedAndNotSuccess(t *testing.T) {
 	}
 	if res.ExitCode != 0 {
 		t.Errorf("exit code = %d: the command must be able to write all its output", res.ExitCode)
+	}
+}
+
+type brokenWriter struct{}
+
+func (brokenWriter) Write([]byte) (int, error) { return 0, errors.New("the dashboard went away") }
+
+// A live output writer that fails must not stop the capture: the command
+// would block on its full pipe until its timeout.
+func TestRun_FailingLiveOutputStillDrainsThePipe(t *testing.T) {
+	res := executor.Run(context.Background(), executor.Request{
+		Argv:    []string{"seq", "1", "100000"}, // about 590 kB
+		Stdout:  brokenWriter{},
+		Timeout: 20 * time.Second,
+	})
+	if res.TimedOut || res.ExitCode != 0 {
+		t.Fatalf("timed out = %v, exit code = %d: the command could not write all its output", res.TimedOut, res.ExitCode)
+	}
+	if !strings.HasSuffix(string(res.Stdout), "\n100000\n") {
+		t.Errorf("captured output ends %q, want it to end with 100000", res.Stdout[max(len(res.Stdout)-20, 0):])
+	}
+}
+
+// BenchmarkRun_True is the worker's cost of one short command: its
+// allocations are what the node's garbage collector pays per run.
+func BenchmarkRun_True(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if res := executor.Run(context.Background(), executor.Request{Argv: []string{"true"}}); !res.Success() {
+			b.Fatal(res.Err, res.ExitCode)
+		}
 	}
 }
 
