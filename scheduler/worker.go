@@ -70,13 +70,18 @@ type Worker struct {
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
 	renewQ chan *renewCall // renewals for sendRenewals; nil: one call each
-	live   liveOutputs     // output of the attempts running here (output.go)
-	spawn  *executor.Spawner
-	ctx    context.Context // runs attempts; cancelled by Close
-	cancel context.CancelFunc
-	report context.Context // reports; outlives ctx until Close gives up
-	stopRp context.CancelFunc
-	wg     sync.WaitGroup
+	// completeQ holds completions for sendCompletions (nil: one call
+	// each), whose goroutines senders counts: they run until reporting
+	// ends, after the attempts are done.
+	completeQ chan *completeCall
+	senders   sync.WaitGroup
+	live      liveOutputs // output of the attempts running here (output.go)
+	spawn     *executor.Spawner
+	ctx       context.Context // runs attempts; cancelled by Close
+	cancel    context.CancelFunc
+	report    context.Context // reports; outlives ctx until Close gives up
+	stopRp    context.CancelFunc
+	wg        sync.WaitGroup
 }
 
 // Open starts accepting assignments.
@@ -110,6 +115,13 @@ func (w *Worker) Open() error {
 			go w.sendRenewals(br)
 		}
 	}
+	if bc, ok := w.Leader.(BatchCompleter); ok {
+		w.completeQ = make(chan *completeCall, 4*maxCompleteBatch)
+		for range completeSenders {
+			w.senders.Add(1)
+			go w.sendCompletions(bc)
+		}
+	}
 	return nil
 }
 
@@ -132,10 +144,12 @@ func (w *Worker) Close(ctx context.Context) error {
 	select {
 	case <-done:
 		w.stopRp()
+		w.senders.Wait()
 		return nil
 	case <-ctx.Done():
 		w.stopRp()
 		<-done
+		w.senders.Wait()
 		return fmt.Errorf("worker close: %w", ctx.Err())
 	}
 }
@@ -520,7 +534,7 @@ func (w *Worker) env(a Assignment) []string {
 func (w *Worker) reportCompletion(c Completion) {
 	backoff := 100 * time.Millisecond
 	for {
-		err := w.Leader.Complete(w.report, c)
+		err := w.complete(c)
 		if err == nil {
 			w.Logger.Info("attempt finished", "attempt", c.Attempt, "state", c.State, "store", c.StoreOutcome, "error", c.Error)
 			return

@@ -150,6 +150,34 @@ func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error 
 	return err
 }
 
+// CompleteMany reports several completions to the leader in one call
+// (scheduler.BatchCompleter), once: the worker retries what failed. A
+// leader of a version without it answers no_route; each completion is
+// then reported on its own.
+func (c *Client) CompleteMany(ctx context.Context, cs []scheduler.Completion) ([]error, error) {
+	if len(cs) > maxCompleteMany {
+		return nil, fmt.Errorf("complete %d attempts at once: at most %d", len(cs), maxCompleteMany)
+	}
+	var reply completeManyReply
+	err := c.callLeader(ctx, pathCompleteMany, completeManyRequest{Completions: cs}, &reply)
+	var re *wire.RemoteError
+	switch {
+	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
+		return scheduler.CompleteEach(ctx, c, cs), nil
+	case err != nil:
+		return nil, err
+	case len(reply.Errors) != len(cs):
+		return nil, fmt.Errorf("completed %d attempts, the leader answered for %d", len(cs), len(reply.Errors))
+	}
+	errs := make([]error, len(cs))
+	for i, b := range reply.Errors {
+		if b != nil {
+			errs[i] = b.Err()
+		}
+	}
+	return errs, nil
+}
+
 // Note implements scheduler.Forwarder.
 func (c *Client) Note(ctx context.Context, attempt, kind, node, detail string) error {
 	return c.toLeader(ctx, pathNote, noteRequest{Attempt: attempt, Kind: kind, Node: node, Detail: detail}, nil)

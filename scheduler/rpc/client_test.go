@@ -564,3 +564,68 @@ func TestClient_RenewManyToAnOlderLeader(t *testing.T) {
 		t.Errorf("refused %d, then the leader got %+v; want 1 refusal, then %+v", refused, leader.got, want)
 	}
 }
+
+// CompleteMany reports several completions in one call and brings back
+// each one's own answer, so that a worker gives up on an attempt the
+// leader does not know and retries one it could not record; a leader of
+// a version without the call (it answers no_route) gets one call each.
+func TestClient_CompleteMany(t *testing.T) {
+	for _, old := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
+			leader := &fakeLeader{complete: func(c scheduler.Completion) error {
+				switch c.Attempt {
+				case "gone@1.1":
+					return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotFound)
+				case "busy@1.1":
+					return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotLeader)
+				}
+				return nil
+			}}
+			srv := &Server{Leader: leader}
+			var batches atomic.Int32
+			h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path == Prefix+pathCompleteMany {
+					batches.Add(1)
+					if old {
+						srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
+						return
+					}
+				}
+				srv.ServeHTTP(w, r)
+			})
+			addr := stub(t, h)
+			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+			exit := 0
+			var cs []scheduler.Completion
+			for _, id := range []string{"ok@1.1", "gone@1.1", "busy@1.1"} {
+				cs = append(cs, scheduler.Completion{Attempt: id, Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
+			}
+			ctx := t.Context()
+			if old {
+				// An older leader's "not leader" is retried until ctx ends.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 500*time.Millisecond)
+				defer cancel()
+			}
+			errs, err := c.CompleteMany(ctx, cs)
+			if err != nil || len(errs) != 3 {
+				t.Fatalf("CompleteMany = %v, %v; want three answers", errs, err)
+			}
+			if errs[0] != nil {
+				t.Errorf("ok@1.1: %v, want recorded", errs[0])
+			}
+			if !errors.Is(errs[1], jobs.ErrNotFound) {
+				t.Errorf("gone@1.1: %v, want not found", errs[1])
+			}
+			if !errors.Is(errs[2], jobs.ErrNotLeader) || errors.Is(errs[2], jobs.ErrNotFound) {
+				t.Errorf("busy@1.1: %v, want not leader", errs[2])
+			}
+			if n := batches.Load(); n != 1 {
+				t.Errorf("%d complete_many calls, want 1", n)
+			}
+			if got := leader.Calls(); !old && len(got) != 3 {
+				t.Errorf("the leader saw %q, want each completion once", got)
+			}
+		})
+	}
+}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/wire"
 )
 
 // Prefix is the path under which the Server answers; web routes every
@@ -39,9 +40,13 @@ const (
 	pathPause    = "/pause"
 	pathStarted  = "/started"
 	pathComplete = "/complete"
-	pathNote     = "/note"
-	pathAudit    = "/audit"
-	pathRenew    = "/renew"
+	// pathCompleteMany reports several completions
+	// (scheduler.BatchCompleter); a leader without it answers 404, and
+	// the client then reports each on its own.
+	pathCompleteMany = "/complete_many"
+	pathNote         = "/note"
+	pathAudit        = "/audit"
+	pathRenew        = "/renew"
 	// pathRenewMany renews several attempts of one node
 	// (scheduler.BatchRenewer); a leader without it answers 404, and the
 	// client then renews each on its own.
@@ -76,6 +81,8 @@ const (
 const (
 	// maxDispatchMany bounds the assignments of one dispatch_many call.
 	maxDispatchMany = 64
+	// maxCompleteMany bounds the completions of one complete_many call.
+	maxCompleteMany = 128
 	// maxRenewMany bounds the attempts of one renew_many call.
 	maxRenewMany   = 256
 	maxBody        = 8 << 20
@@ -137,6 +144,14 @@ type (
 		// worker that sends them confirms its starts
 		// (scheduler.Renewal). An older worker sends none.
 		Starts []bool `json:"starts,omitempty"`
+	}
+	completeManyRequest struct {
+		Completions []scheduler.Completion `json:"completions"`
+	}
+	// completeManyReply has each completion's error, in order: null
+	// where it was recorded.
+	completeManyReply struct {
+		Errors []*wire.ErrorBody `json:"errors"`
 	}
 	renewManyReply struct {
 		Replies []scheduler.RenewReply `json:"replies"`

@@ -139,6 +139,36 @@ func (s *Server) init() {
 		}
 		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
 	})
+	s.routes[pathCompleteMany] = handle(s, func(ctx context.Context, req completeManyRequest) (completeManyReply, error) {
+		if len(req.Completions) == 0 || len(req.Completions) > maxCompleteMany {
+			return completeManyReply{}, fmt.Errorf("%w: %d completions: want 1 to %d", wire.ErrBadRequest, len(req.Completions), maxCompleteMany)
+		}
+		for _, c := range req.Completions {
+			if err := required("attempt", c.Attempt); err != nil {
+				return completeManyReply{}, err
+			}
+		}
+		var (
+			errs []error
+			err  error
+		)
+		if bc, ok := l().(scheduler.BatchCompleter); ok {
+			errs, err = bc.CompleteMany(ctx, req.Completions)
+		} else {
+			errs = scheduler.CompleteEach(ctx, l(), req.Completions)
+		}
+		if err != nil {
+			return completeManyReply{}, err
+		}
+		reply := completeManyReply{Errors: make([]*wire.ErrorBody, len(errs))}
+		for i, e := range errs {
+			if e != nil {
+				b := wire.Body(e)
+				reply.Errors[i] = &b
+			}
+		}
+		return reply, nil
+	})
 	s.routes[pathRenewMany] = handle(s, func(ctx context.Context, req renewManyRequest) (renewManyReply, error) {
 		if err := required("node", req.Node); err != nil {
 			return renewManyReply{}, err
@@ -206,7 +236,7 @@ func (s *Server) init() {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}
 	if s.Leader == nil {
-		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathNote, pathAudit, pathRenew, pathRenewMany} {
+		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany} {
 			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 			}

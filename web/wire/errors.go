@@ -193,6 +193,20 @@ func Decode(status int, contentType string, body []byte) error {
 	return re
 }
 
+// Err is the error b stands for when it is one item of an answer that
+// succeeded as a whole (a batch's): as Decode would make of it, with the
+// status its code has in the table (500 for a code it does not name).
+func (b ErrorBody) Err() error {
+	re := &RemoteError{Status: http.StatusInternalServerError, Code: b.Code, Message: b.Error}
+	if re.Message == "" {
+		re.Message = b.Code
+	}
+	if r, ok := lookup(b.Code); ok {
+		re.Status, re.err = r.status, r.errs[0]
+	}
+	return re
+}
+
 // snippet is the start of an answer's body, for error messages.
 func snippet(b []byte) string {
 	const limit = 200

@@ -1,0 +1,155 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// gatedCompleter takes completions in batches. Its first calls wait for
+// gate; answer, if set, is each completion's answer (nil: recorded).
+type gatedCompleter struct {
+	holdingLeader
+	gate    chan struct{}
+	arrived chan int // the size of each batch, as it arrives
+	answer  func(c Completion, tries int) error
+
+	mu      sync.Mutex
+	singles int
+	batches [][]string
+	tries   map[string]int
+}
+
+func (l *gatedCompleter) Complete(context.Context, Completion) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.singles++
+	return nil
+}
+
+func (l *gatedCompleter) CompleteMany(_ context.Context, cs []Completion) ([]error, error) {
+	l.arrived <- len(cs)
+	<-l.gate
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var ids []string
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		ids = append(ids, c.Attempt)
+		l.tries[c.Attempt]++
+		if l.answer != nil {
+			errs[i] = l.answer(c, l.tries[c.Attempt])
+		}
+		if errs[i] == nil {
+			l.done <- c
+		}
+	}
+	l.batches = append(l.batches, ids)
+	return errs, nil
+}
+
+func newGatedCompleter(n int) *gatedCompleter {
+	return &gatedCompleter{holdingLeader: holdingLeader{done: make(chan Completion, n)}, gate: make(chan struct{}),
+		arrived: make(chan int, 4*n), tries: map[string]int{}}
+}
+
+func acceptTrue(t *testing.T, w *Worker, i int) string {
+	t.Helper()
+	run := jobs.Run{ID: fmt.Sprintf("j%d@x", i), Job: fmt.Sprintf("j%d", i)}
+	a := Assignment{Run: run, Spec: jobs.Spec{Name: run.Job, Command: []string{"true"}, Timeout: jobs.Duration(10 * time.Second), LeaseTTL: jobs.Duration(5 * time.Second)},
+		Attempt: jobs.Attempt{ID: run.ID + ".1", Number: 1, Worker: w.ID, Token: jobs.Fence{Epoch: 1, Seq: uint64(i + 1)}, GrantedAt: time.Now()}}
+	if err := w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	return a.Attempt.ID
+}
+
+// A worker whose leader takes batches reports its completions through
+// them, never one call each: what ends while a batch is in flight goes
+// in the next one, together.
+func TestWorker_CompletesInBatches(t *testing.T) {
+	const n = 8
+	l := newGatedCompleter(n)
+	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	var want []string
+	for i := range n {
+		want = append(want, acceptTrue(t, w, i))
+	}
+	// Both senders hold a batch at the gate; the rest queue behind them.
+	inFlight := 0
+	for range completeSenders {
+		select {
+		case k := <-l.arrived:
+			inFlight += k
+		case <-time.After(30 * time.Second):
+			t.Fatal("no batch of completions in 30s")
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(w.completeQ) < n-inFlight {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d completions queued after 30s, want %d", len(w.completeQ), n-inFlight)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	close(l.gate)
+	var got []string
+	for range n {
+		got = append(got, l.completion(t).Attempt)
+	}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("completed %q, want %q", got, want)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	largest := 0
+	for _, b := range l.batches {
+		largest = max(largest, len(b))
+	}
+	if l.singles != 0 || largest != n-inFlight {
+		t.Errorf("%d single calls, batches %q; want none single, and the %d queued in one batch", l.singles, l.batches, n-inFlight)
+	}
+}
+
+// Each completion of a batch gets its own answer: one the leader no
+// longer knows is given up, one it could not record now is sent again.
+func TestWorker_BatchAnswersEachCompletion(t *testing.T) {
+	l := newGatedCompleter(2)
+	close(l.gate)
+	l.answer = func(c Completion, tries int) error {
+		switch {
+		case c.Attempt == "j0@x.1":
+			return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotFound)
+		case tries == 1:
+			return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotLeader)
+		}
+		return nil
+	}
+	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	gone, busy := acceptTrue(t, w, 0), acceptTrue(t, w, 1)
+	if c := l.completion(t); c.Attempt != busy {
+		t.Errorf("recorded %s, want %s", c.Attempt, busy)
+	}
+	if err := w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.tries[gone] != 1 || l.tries[busy] != 2 {
+		t.Errorf("sent %s %d times and %s %d times; want 1 (not found is final) and 2 (not leader is retried)", gone, l.tries[gone], busy, l.tries[busy])
+	}
+}
