@@ -299,10 +299,10 @@ func (l *leader) trackFollower(ch Change) {
 }
 
 // runsOf returns the runs of a group of completions.
-func runsOf(group []*pendingCompletion) []string {
+func runsOf(group []Completion) []string {
 	out := make([]string, 0, len(group))
-	for _, p := range group {
-		if id, _, ok := jobs.SplitAttemptID(p.c.Attempt); ok {
+	for _, c := range group {
+		if id, _, ok := jobs.SplitAttemptID(c.Attempt); ok {
 			out = append(out, id)
 		}
 	}

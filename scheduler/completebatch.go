@@ -41,8 +41,8 @@ var (
 	_ BatchCompleter = local{}
 )
 
-// completionBytes estimates c's size in a request.
-func completionBytes(c Completion) int {
+// completionRequestBytes estimates c's size in a request.
+func completionRequestBytes(c Completion) int {
 	return 512 + 6*(len(c.StderrTail)+len(c.StdoutTail)+len(c.Error))
 }
 
@@ -128,13 +128,13 @@ func (w *Worker) sendCompletions(bc BatchCompleter) {
 			}
 		}
 		batch := []*completeCall{next}
-		size := completionBytes(next.c)
+		size := completionRequestBytes(next.c)
 		next = nil
 	more:
 		for len(batch) < maxCompleteBatch {
 			select {
 			case c := <-w.completeQ:
-				if size += completionBytes(c.c); size > maxCompleteBatchBytes {
+				if size += completionRequestBytes(c.c); size > maxCompleteBatchBytes {
 					next = c
 					break more
 				}

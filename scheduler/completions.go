@@ -2,12 +2,8 @@ package scheduler
 
 import (
 	"context"
-	"fmt"
-	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/fencecron/fencecron/jobs"
 )
 
 // Completions reach the leader one by one, from every worker, and each
@@ -20,7 +16,7 @@ import (
 // idempotent, so a worker that retries one after a lost answer changes
 // nothing.
 //
-// A group also waits completionLinger after its first completion for
+// A group also waits groupLinger after its first completion for
 // others. Runs that fire together used to end together, and committing
 // whatever was waiting made large groups; but when their processes run
 // at a lower priority than the node (node.job_nice) they end spread over
@@ -37,27 +33,9 @@ type completesCmd struct {
 	Completions []Completion `json:"completions"`
 }
 
-// Bounds on one group: how many completions, and about how many bytes
-// (a completion carries up to 64 KiB of stderr).
-const (
-	maxGroupCompletions = 128
-	maxGroupBytes       = 1 << 20
-	// completers is how many groups may be in flight at once.
-	completers = 2
-	// completionLinger is how long a group waits for more completions
-	// after its first. It is wall time, not the scheduler's clock: a
-	// bound on batching, not a point in a schedule.
-	completionLinger = 50 * time.Millisecond
-)
-
-// pendingCompletion is a completion waiting for its group's commit.
-type pendingCompletion struct {
-	c    Completion
-	done chan error // buffered: the committer never blocks on it
-}
-
-func (p *pendingCompletion) size() int {
-	return 256 + len(p.c.StderrTail) + len(p.c.StdoutTail) + len(p.c.Error)
+// completionBytes estimates c's size in an entry.
+func completionBytes(c Completion) int {
+	return 256 + len(c.StderrTail) + len(c.StdoutTail) + len(c.Error)
 }
 
 // applyCompletes applies each completion of a group in order.
@@ -72,78 +50,15 @@ func (f *FSM) applyCompletes(l *raft.Log, version int, c *completesCmd) applyRes
 // complete hands a checked completion to the term's committers and waits
 // for its own result.
 func (l *leader) complete(ctx context.Context, c Completion) error {
-	p := &pendingCompletion{c: c, done: make(chan error, 1)}
-	select {
-	case l.completions <- p:
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.ctx.Done():
-		return fmt.Errorf("complete %s: leadership ended: %w", c.Attempt, jobs.ErrNotLeader)
-	}
-	select {
-	case err := <-p.done:
-		return err
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-l.ctx.Done():
-		// Its group may still commit; a worker reports again, which is
-		// harmless.
-		return fmt.Errorf("complete %s: leadership ended: %w", c.Attempt, jobs.ErrNotLeader)
-	}
+	return l.completions.submit(ctx, l.ctx, "complete "+c.Attempt, c)
 }
 
-// commitCompletions takes whatever completions are waiting, up to the
-// bounds, and commits them as one entry, until the term ends.
-func (l *leader) commitCompletions() {
-	defer l.wg.Done()
-	for {
-		var group []*pendingCompletion
-		select {
-		case <-l.ctx.Done():
-			return
-		case p := <-l.completions:
-			group = append(group, p)
-		}
-		size := group[0].size()
-		linger := time.NewTimer(completionLinger)
-	more:
-		for len(group) < maxGroupCompletions && size < maxGroupBytes {
-			select {
-			case p := <-l.completions:
-				group = append(group, p)
-				size += p.size()
-			case <-linger.C:
-				break more
-			case <-l.ctx.Done():
-				break more
-			}
-		}
-		linger.Stop()
-		l.commitGroup(group)
-	}
-}
-
-// commitGroup commits one group and answers each of its completions.
-func (l *leader) commitGroup(group []*pendingCompletion) {
+// commitCompletions commits one group of completions.
+func (l *leader) commitCompletions(group []Completion) []error {
 	if len(group) == 1 {
-		c := group[0].c
-		_, err := l.propose(command{Op: opComplete, Complete: &c, Follow: l.followWorkers(runsOf(group))})
-		group[0].done <- err
-		return
+		_, err := l.propose(command{Op: opComplete, Complete: &group[0], Follow: l.followWorkers(runsOf(group))})
+		return []error{err}
 	}
-	cmd := &completesCmd{Completions: make([]Completion, len(group))}
-	for i, p := range group {
-		cmd.Completions[i] = p.c
-	}
-	res, err := l.propose(command{Op: opCompletes, Completes: cmd, Follow: l.followWorkers(runsOf(group))})
-	if err == nil && len(res.Batch) != len(group) {
-		err = fmt.Errorf("group of %d completions answered with %d results", len(group), len(res.Batch))
-	}
-	for i, p := range group {
-		if err != nil {
-			p.done <- err
-			continue
-		}
-		p.done <- res.Batch[i].Err
-	}
+	res, err := l.propose(command{Op: opCompletes, Completes: &completesCmd{Completions: group}, Follow: l.followWorkers(runsOf(group))})
+	return groupErrs(len(group), res, err)
 }

@@ -143,7 +143,11 @@ func (l local) Started(ctx context.Context, attempt string, at time.Time) error 
 	if err := checkAttempt(attempt); err != nil {
 		return err
 	}
-	_, err := l.s.applyLocalCmd(ctx, command{Op: opStart, Start: &startCmd{Attempt: attempt, At: at.UTC()}})
+	s := startCmd{Attempt: attempt, At: at.UTC()}
+	if lead := l.s.term.Load(); lead != nil {
+		return lead.start(ctx, s) // committed in a group
+	}
+	_, err := l.s.applyLocalCmd(ctx, command{Op: opStart, Start: &s})
 	return err
 }
 

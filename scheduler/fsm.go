@@ -42,6 +42,9 @@ const (
 	opAudit     = "audit"
 	opGrants    = "grants"
 	opCompletes = "completes"
+	// opStarts records several start reports in one entry (log version
+	// 6, see starts.go).
+	opStarts = "starts"
 	// opSkipRanges records several ranges of skipped fire times in one
 	// entry (log version 4, see batch.go).
 	opSkipRanges = "skip_ranges"
@@ -67,6 +70,7 @@ type command struct {
 	Audit     *auditCmd     `json:"audit,omitempty"`
 	Grants    *grantsCmd    `json:"grants,omitempty"`
 	Completes *completesCmd `json:"completes,omitempty"`
+	Starts    *startsCmd    `json:"starts,omitempty"`
 	// SkipRanges is opSkipRanges' payload.
 	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *notifiedCmd   `json:"notified,omitempty"`
@@ -508,6 +512,8 @@ func (f *FSM) apply(l *raft.Log, c command) applyResult {
 		return f.applySkipRange(l, c.SkipRange)
 	case c.Op == opStart && c.Start != nil:
 		return f.applyStart(l, c.Start)
+	case c.Op == opStarts && c.Starts != nil:
+		return f.applyStarts(l, c.Starts)
 	case c.Op == opComplete && c.Complete != nil:
 		return f.applyComplete(l, c.V, c.Complete)
 	case c.Op == opExpire && c.Expire != nil:

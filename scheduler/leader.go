@@ -51,8 +51,10 @@ type leader struct {
 	electedEpoch, electedIndex uint64
 	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
 
-	// completions wait here for commitCompletions (see completions.go).
-	completions chan *pendingCompletion
+	// completions and starts wait here for their groups' entries
+	// (groupcommit.go).
+	completions *grouper[Completion]
+	starts      *grouper[startCmd]
 
 	// endTerm ends the loop (set by run before anything proposes); see
 	// propose.
@@ -79,11 +81,13 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 }
 
 func newLeader(s *Scheduler, ctx context.Context) *leader {
-	return &leader{
+	l := &leader{
 		s: s, ctx: ctx, log: s.Logger,
 		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, unstarted: map[string]bool{},
-		completions: make(chan *pendingCompletion, 4*maxGroupCompletions),
 	}
+	l.completions = newGrouper(completionBytes, l.commitCompletions)
+	l.starts = newGrouper(startBytes, l.commitStarts)
+	return l
 }
 
 // run is the leader loop: commit the election entry, recover open
@@ -91,7 +95,7 @@ func newLeader(s *Scheduler, ctx context.Context) *leader {
 // next fire times and keep leases until ctx ends.
 func (l *leader) run() {
 	defer l.wg.Wait()
-	// The term's goroutines (commitCompletions) end with it, also when
+	// The term's goroutines (the groupers' committers) end with it, also when
 	// the loop ends on its own (an operator's restore), not only when
 	// the scheduler cancels it: cancel runs before the Wait above.
 	termCtx, cancel := context.WithCancel(l.ctx)
@@ -121,9 +125,9 @@ func (l *leader) run() {
 	// again, which is harmless.
 	feed := s.FSM.Changes()
 	defer feed.Close()
-	for range completers {
-		l.wg.Add(1)
-		go l.commitCompletions()
+	for range committers {
+		l.wg.Go(func() { l.completions.run(l.ctx) })
+		l.wg.Go(func() { l.starts.run(l.ctx) })
 	}
 	l.wg.Add(1)
 	go l.notifyLoop()

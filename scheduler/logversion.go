@@ -78,11 +78,12 @@ import (
 //	   (see startconfirm.go); so may a completion, on the word of the
 //	   attempt's worker, which gave it up before starting it. The state
 //	   records the index of the last election entry.
+//	6  several start reports in one entry (op "starts", see starts.go).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "5"
+var logVersionText = "6"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
@@ -110,6 +111,7 @@ var knownOps = map[string]int{
 	opNotified:   4,
 	opBackfill:   4,
 	opRelease:    4, opAdmit: 4,
+	opStarts: 6,
 }
 
 // encodeEntry encodes c as an entry of this binary's version.
@@ -170,6 +172,8 @@ func (c command) hasPayload() bool {
 		return c.Grants != nil && len(c.Grants.Grants) > 0
 	case opCompletes:
 		return c.Completes != nil && len(c.Completes.Completions) > 0
+	case opStarts:
+		return c.Starts != nil && len(c.Starts.Starts) > 0
 	case opSkipRanges:
 		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
 	case opNotified:

@@ -30,6 +30,7 @@ func TestFSM_HaltsAtAnEntryItCannotRead(t *testing.T) {
 	}{
 		{"newer version", newer, fmt.Sprintf("log format version %d; this binary reads up to version %d", LogVersion+1, LogVersion)},
 		{"unknown op", []byte(`{"v":2,"op":"backfill","backfill":{}}`), `op "backfill", unknown`},
+		{"an op newer than its entry", []byte(`{"v":5,"op":"starts","starts":{"starts":[{"attempt":"report@x.1","at":"2026-07-01T09:00:00Z"}]}}`), `op "starts", unknown in log format version 5`},
 		{"op without its payload", []byte(`{"v":2,"op":"grant"}`), "no payload"},
 		{"not JSON", []byte("\x02garbage"), "cannot be decoded"},
 	}

@@ -1,0 +1,108 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// A group of starts applies each as a start of its own would: one that
+// names no attempt fails alone, a repeated one changes nothing.
+func TestFSM_StartsGroup(t *testing.T) {
+	f := withJobs(t, "a", "b")
+	ga := applyAt(t, f, 2, 10, grant("a", t0))
+	gb := applyAt(t, f, 2, 11, grant("b", t0))
+	aa, _ := ga.Run.Latest()
+	ab, _ := gb.Run.Latest()
+	at := t0.Add(time.Second)
+	group := &startsCmd{Starts: []startCmd{{Attempt: aa.ID, At: at}, {Attempt: "nope@20260701T090005Z.1", At: at}, {Attempt: ab.ID, At: at}, {Attempt: aa.ID, At: at.Add(time.Second)}}}
+	res := applyAt(t, f, 2, 12, command{Op: opStarts, Starts: group})
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got, want := len(res.Batch), 4; got != want {
+		t.Fatalf("results = %d, want %d", got, want)
+	}
+	if res.Batch[0].Err != nil || res.Batch[2].Err != nil || res.Batch[3].Err != nil {
+		t.Errorf("results: %v, %v, %v; want no errors", res.Batch[0].Err, res.Batch[2].Err, res.Batch[3].Err)
+	}
+	if !errors.Is(res.Batch[1].Err, jobs.ErrNotFound) {
+		t.Errorf("unknown attempt: err = %v, want ErrNotFound", res.Batch[1].Err)
+	}
+	for _, id := range []string{ga.Run.ID, gb.Run.ID} {
+		if r, _ := f.Run(id); r.State != jobs.Running || !r.Attempts[0].StartedAt.Equal(at) {
+			t.Errorf("%s: state %s, started %v; want running, started at %v (the first report)", id, r.State, r.Attempts[0].StartedAt, at)
+		}
+	}
+}
+
+// Start reports that reach the leader together are committed in one
+// entry, each answered on its own.
+func TestLeader_StartsCommitInGroups(t *testing.T) {
+	const n = 20
+	var specs []jobs.Spec
+	for i := range n {
+		specs = append(specs, spec(fmt.Sprintf("j%02d", i), jobs.MisfireLatest, jobs.OverlapAllow))
+	}
+	l, fsm := newTestLeader(t, specs...)
+	var attempts []string
+	for i := range n {
+		res, err := l.s.applyLocalCmd(l.ctx, grant(fmt.Sprintf("j%02d", i), base))
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, _ := res.Run.Latest()
+		attempts = append(attempts, a.ID)
+	}
+	l.s.term.Store(l)
+	r := l.s.Raft.(*fakeRaft)
+	r.mu.Lock()
+	before := r.index
+	r.mu.Unlock()
+
+	errs := make(chan error, n+1)
+	for _, id := range append(attempts, "nope@20260701T090005Z.1") {
+		go func() { errs <- l.s.Local().Started(l.ctx, id, base.Add(time.Second)) }()
+	}
+	// The committer starts once every report waits for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for len(l.starts.ch) < n+1 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d start reports queued after 30s, want %d", len(l.starts.ch), n+1)
+		}
+		time.Sleep(time.Millisecond)
+	}
+	l.wg.Go(func() { l.starts.run(l.ctx) })
+	notFound := 0
+	for range n + 1 {
+		select {
+		case err := <-errs:
+			switch {
+			case errors.Is(err, jobs.ErrNotFound):
+				notFound++
+			case err != nil:
+				t.Error(err)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("a start report was not answered in 30s")
+		}
+	}
+	if notFound != 1 {
+		t.Errorf("%d reports refused as not found, want 1 (the unknown attempt)", notFound)
+	}
+	r.mu.Lock()
+	entries := r.index - before
+	r.mu.Unlock()
+	if entries != 1 {
+		t.Errorf("%d start reports made %d entries, want 1", n+1, entries)
+	}
+	for _, id := range attempts {
+		runID, _, _ := jobs.SplitAttemptID(id)
+		if run, _ := fsm.Run(runID); run.State != jobs.Running {
+			t.Errorf("%s: %s, want running", runID, run.State)
+		}
+	}
+}
