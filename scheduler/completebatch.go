@@ -20,12 +20,12 @@ type BatchCompleter interface {
 	CompleteMany(ctx context.Context, cs []Completion) ([]error, error)
 }
 
-// Bounds on one batch: how many completions, and about how many bytes of
-// request (a completion carries up to 64 KiB of stderr, and JSON may
-// escape a byte in six).
+// Bounds on one batch: how many completions (the leader refuses more),
+// and about how many bytes of request (a completion carries up to 64 KiB
+// of stderr, and JSON may escape a byte in six).
 const (
-	maxCompleteBatch      = 128
-	maxCompleteBatchBytes = 4 << 20
+	MaxCompleteBatch      = 128
+	MaxCompleteBatchBytes = 4 << 20
 )
 
 // completeSenders is how many batches a worker has in flight at once,
@@ -61,8 +61,8 @@ func (s *Scheduler) CompleteMany(ctx context.Context, cs []Completion) ([]error,
 // CompleteMany answers as the leader: every completion at once, so that
 // they share the committer's groups, each answered as Complete answers.
 func (l local) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
-	if len(cs) > maxCompleteBatch {
-		return nil, invalid("complete %d attempts at once: at most %d", len(cs), maxCompleteBatch)
+	if len(cs) > MaxCompleteBatch {
+		return nil, invalid("complete %d attempts at once: at most %d", len(cs), MaxCompleteBatch)
 	}
 	if err := l.leads(fmt.Sprintf("complete %d attempts", len(cs))); err != nil {
 		return nil, err
@@ -131,10 +131,10 @@ func (w *Worker) sendCompletions(bc BatchCompleter) {
 		size := completionRequestBytes(next.c)
 		next = nil
 	more:
-		for len(batch) < maxCompleteBatch {
+		for len(batch) < MaxCompleteBatch {
 			select {
 			case c := <-w.completeQ:
-				if size += completionRequestBytes(c.c); size > maxCompleteBatchBytes {
+				if size += completionRequestBytes(c.c); size > MaxCompleteBatchBytes {
 					next = c
 					break more
 				}

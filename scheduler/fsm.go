@@ -256,7 +256,8 @@ type applyResult struct {
 	Run jobs.Run
 	Err error
 	// Batch is, for a batch grant (opGrants) or a group of completions
-	// (opCompletes), each one's own result in the entry's order.
+	// (opCompletes) or starts (opStarts), each one's own result in the
+	// entry's order.
 	Batch []applyResult
 	// Backfill is what a backfill entry decided (backfill.go).
 	Backfill *BackfillResult

@@ -30,7 +30,7 @@ import (
 // only where it buys something: a job whose stdout was published has it
 // in the store already and sends no tail; a job that prints nothing
 // sends nothing; the rest at most 16 KiB per attempt, within the
-// completion groups' 1 MiB (completions.go).
+// completion groups' 1 MiB (maxGroupBytes, groupcommit.go).
 
 // Bounds of the captured output.
 const (

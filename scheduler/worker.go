@@ -116,7 +116,7 @@ func (w *Worker) Open() error {
 		}
 	}
 	if bc, ok := w.Leader.(BatchCompleter); ok {
-		w.completeQ = make(chan *completeCall, 4*maxCompleteBatch)
+		w.completeQ = make(chan *completeCall, 4*MaxCompleteBatch)
 		for range completeSenders {
 			w.senders.Add(1)
 			go w.sendCompletions(bc)

@@ -82,7 +82,7 @@ const (
 	// maxDispatchMany bounds the assignments of one dispatch_many call.
 	maxDispatchMany = 64
 	// maxCompleteMany bounds the completions of one complete_many call.
-	maxCompleteMany = 128
+	maxCompleteMany = scheduler.MaxCompleteBatch
 	// maxRenewMany bounds the attempts of one renew_many call.
 	maxRenewMany   = 256
 	maxBody        = 8 << 20

@@ -143,11 +143,8 @@ func (s *Server) init() {
 		if len(req.Completions) == 0 || len(req.Completions) > maxCompleteMany {
 			return completeManyReply{}, fmt.Errorf("%w: %d completions: want 1 to %d", wire.ErrBadRequest, len(req.Completions), maxCompleteMany)
 		}
-		for _, c := range req.Completions {
-			if err := required("attempt", c.Attempt); err != nil {
-				return completeManyReply{}, err
-			}
-		}
+		// An item without an attempt is refused alone, by the leader's
+		// checkCompletion: the rest of the batch is recorded.
 		var (
 			errs []error
 			err  error
