@@ -25,7 +25,7 @@ type BatchCompleter interface {
 // of stderr, and JSON may escape a byte in six).
 const (
 	MaxCompleteBatch      = 128
-	MaxCompleteBatchBytes = 4 << 20
+	maxCompleteBatchBytes = 4 << 20
 )
 
 // completeSenders is how many batches a worker has in flight at once,
@@ -85,81 +85,15 @@ func CompleteEach(ctx context.Context, c interface {
 	return errs
 }
 
-// completeCall is one completion waiting in its worker's batch.
-type completeCall struct {
-	c    Completion
-	err  error
-	done chan struct{}
-}
-
 // complete reports c to the leader, in a batch with the worker's other
 // completions if its Leader takes batches.
 func (w *Worker) complete(c Completion) error {
 	if w.completeQ == nil {
 		return w.Leader.Complete(w.report, c)
 	}
-	call := &completeCall{c: c, done: make(chan struct{})}
-	select {
-	case w.completeQ <- call:
-	case <-w.report.Done():
-		return w.report.Err()
+	err, qerr := w.completeQ.call(w.report, c)
+	if qerr != nil {
+		return qerr
 	}
-	select {
-	case <-call.done:
-		return call.err
-	case <-w.report.Done():
-		return w.report.Err()
-	}
-}
-
-// sendCompletions sends the completions waiting in the queue, as many as
-// have come (within the bounds) in each call, until the worker gives up
-// reporting. No batch waits to fill: while one call is answered, the
-// next gathers what ended meanwhile.
-func (w *Worker) sendCompletions(bc BatchCompleter) {
-	defer w.senders.Done()
-	var next *completeCall // the one that did not fit the last batch
-	for {
-		if next == nil {
-			select {
-			case <-w.report.Done():
-				return
-			case next = <-w.completeQ:
-			}
-		}
-		batch := []*completeCall{next}
-		size := completionRequestBytes(next.c)
-		next = nil
-	more:
-		for len(batch) < MaxCompleteBatch {
-			select {
-			case c := <-w.completeQ:
-				if size += completionRequestBytes(c.c); size > MaxCompleteBatchBytes {
-					next = c
-					break more
-				}
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
-		cs := make([]Completion, len(batch))
-		for i, c := range batch {
-			cs[i] = c.c
-		}
-		ctx, cancel := context.WithTimeout(w.report, completeBatchTimeout)
-		errs, err := bc.CompleteMany(ctx, cs)
-		cancel()
-		if err == nil && len(errs) != len(batch) {
-			err = fmt.Errorf("completed %d attempts, answered for %d", len(batch), len(errs))
-		}
-		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.err = errs[i]
-			}
-			close(c.done)
-		}
-	}
+	return err
 }

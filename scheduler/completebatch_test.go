@@ -96,9 +96,9 @@ func TestWorker_CompletesInBatches(t *testing.T) {
 		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
-	for len(w.completeQ) < n-inFlight {
+	for len(w.completeQ.q) < n-inFlight {
 		if time.Now().After(deadline) {
-			t.Fatalf("%d completions queued after 30s, want %d", len(w.completeQ), n-inFlight)
+			t.Fatalf("%d completions queued after 30s, want %d", len(w.completeQ.q), n-inFlight)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}

@@ -85,15 +85,6 @@ func RenewEach(ctx context.Context, r interface {
 	return out, nil
 }
 
-// renewCall is one attempt's renewal waiting in its worker's batch.
-type renewCall struct {
-	attempt string
-	start   bool
-	reply   RenewReply
-	err     error
-	done    chan struct{}
-}
-
 // renew asks the leader to renew attempt's lease, and with start to
 // confirm its start: in a batch with the worker's other attempts if its
 // Leader takes batches. A Leader that does not confirms no start (the
@@ -102,58 +93,5 @@ func (w *Worker) renew(ctx context.Context, attempt string, start bool) (RenewRe
 	if w.renewQ == nil {
 		return w.Leader.Renew(ctx, attempt, w.ID)
 	}
-	call := &renewCall{attempt: attempt, start: start, done: make(chan struct{})}
-	select {
-	case w.renewQ <- call:
-	case <-ctx.Done():
-		return RenewReply{}, ctx.Err()
-	}
-	select {
-	case <-call.done:
-		return call.reply, call.err
-	case <-ctx.Done():
-		return RenewReply{}, ctx.Err()
-	}
-}
-
-// sendRenewals sends the renewals waiting in the queue, as many as have
-// come (up to maxRenewBatch) in each call, until the worker closes.
-func (w *Worker) sendRenewals(br BatchRenewer) {
-	defer w.wg.Done()
-	for {
-		var batch []*renewCall
-		select {
-		case <-w.ctx.Done():
-			return
-		case c := <-w.renewQ:
-			batch = append(batch, c)
-		}
-	more:
-		for len(batch) < maxRenewBatch {
-			select {
-			case c := <-w.renewQ:
-				batch = append(batch, c)
-			default:
-				break more
-			}
-		}
-		rs := make([]Renewal, len(batch))
-		for i, c := range batch {
-			rs[i] = Renewal{Attempt: c.attempt, Start: c.start, Confirming: true}
-		}
-		ctx, cancel := context.WithTimeout(w.ctx, renewBatchTimeout)
-		replies, err := br.RenewMany(ctx, w.ID, rs)
-		cancel()
-		if err == nil && len(replies) != len(batch) {
-			err = fmt.Errorf("renewed %d attempts, answered for %d", len(batch), len(replies))
-		}
-		for i, c := range batch {
-			if err != nil {
-				c.err = err
-			} else {
-				c.reply = replies[i]
-			}
-			close(c.done)
-		}
-	}
+	return w.renewQ.call(ctx, Renewal{Attempt: attempt, Start: start, Confirming: true})
 }

@@ -69,11 +69,12 @@ type Worker struct {
 	seen   map[string]bool // attempts accepted here, running or recently finished
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
-	renewQ chan *renewCall // renewals for sendRenewals; nil: one call each
-	// completeQ holds completions for sendCompletions (nil: one call
-	// each), whose goroutines senders counts: they run until reporting
-	// ends, after the attempts are done.
-	completeQ chan *completeCall
+	// renewQ and completeQ carry renewals and completions to a leader
+	// that takes batches (nil: one call each). The renewals' sender runs
+	// with ctx; the completions' run until reporting ends, after the
+	// attempts are done, and senders counts them.
+	renewQ    *batchQueue[Renewal, RenewReply]
+	completeQ *batchQueue[Completion, error]
 	senders   sync.WaitGroup
 	live      liveOutputs // output of the attempts running here (output.go)
 	spawn     *executor.Spawner
@@ -109,17 +110,18 @@ func (w *Worker) Open() error {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.report, w.stopRp = context.WithCancel(context.Background())
 	if br, ok := w.Leader.(BatchRenewer); ok {
-		w.renewQ = make(chan *renewCall, 4*maxRenewBatch)
+		w.renewQ = newBatchQueue(maxRenewBatch, renewBatchTimeout, func(ctx context.Context, rs []Renewal) ([]RenewReply, error) {
+			return br.RenewMany(ctx, w.ID, rs)
+		})
 		for range renewSenders {
-			w.wg.Add(1)
-			go w.sendRenewals(br)
+			w.wg.Go(func() { w.renewQ.run(w.ctx) })
 		}
 	}
 	if bc, ok := w.Leader.(BatchCompleter); ok {
-		w.completeQ = make(chan *completeCall, 4*MaxCompleteBatch)
+		w.completeQ = newBatchQueue(MaxCompleteBatch, completeBatchTimeout, bc.CompleteMany)
+		w.completeQ.maxBytes, w.completeQ.size = maxCompleteBatchBytes, completionRequestBytes
 		for range completeSenders {
-			w.senders.Add(1)
-			go w.sendCompletions(bc)
+			w.senders.Go(func() { w.completeQ.run(w.report) })
 		}
 	}
 	return nil
