@@ -327,7 +327,7 @@ type Backfiller interface {
 // Backfill queues runs of a job for the fire times in [req.From, req.To)
 // that have none (or, with DryRun, says which it would), on the leader.
 func (s *Scheduler) Backfill(ctx context.Context, req BackfillRequest) (BackfillResult, error) {
-	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+	if s.answersHere() {
 		return local{s}.Backfill(ctx, req)
 	}
 	b, ok := s.Forwarder.(Backfiller)

@@ -49,7 +49,7 @@ func completionRequestBytes(c Completion) int {
 // CompleteMany reports completions: as the leader, or through the
 // Forwarder (in one call if it can, one per completion if not).
 func (s *Scheduler) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
-	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+	if s.answersHere() {
 		return local{s}.CompleteMany(ctx, cs)
 	}
 	if bc, ok := s.Forwarder.(BatchCompleter); ok {

@@ -39,7 +39,7 @@ var (
 // RenewMany renews attempts of node: as the leader, or through the
 // Forwarder (in one call if it can, one per attempt if not).
 func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
-	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+	if s.answersHere() {
 		return local{s}.RenewMany(ctx, node, rs)
 	}
 	if br, ok := s.Forwarder.(BatchRenewer); ok {

@@ -262,6 +262,13 @@ func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, 
 // toLeader returns who answers a call: this node when it leads (or has no
 // Forwarder, and so fails with ErrNotLeader if it does not), the leader
 // through Forwarder otherwise.
+// answersHere reports whether this node answers a leader's call itself:
+// its own leader loop runs (term), Raft says it leads, or it has no one
+// to forward to.
+func (s *Scheduler) answersHere() bool {
+	return s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader()
+}
+
 func (s *Scheduler) toLeader() Forwarder {
 	if s.Raft.IsLeader() || s.Forwarder == nil {
 		return s.Local()
@@ -308,7 +315,7 @@ func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
 // Trigger starts a run of job now, on the leader, under the job's overlap
 // policy; force overrides it (and is recorded in the audit trail).
 func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
-	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+	if s.answersHere() {
 		return s.Local().Trigger(ctx, job, force)
 	}
 	return s.Forwarder.Trigger(ctx, job, force)
@@ -316,7 +323,7 @@ func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.R
 
 // Renew renews the lease of an attempt for the worker node, on the leader.
 func (s *Scheduler) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
-	if s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader() {
+	if s.answersHere() {
 		return s.Local().Renew(ctx, attempt, node)
 	}
 	return s.Forwarder.Renew(ctx, attempt, node)
