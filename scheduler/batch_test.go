@@ -143,6 +143,24 @@ func TestFSM_CompleteRecordsAcceptedAt(t *testing.T) {
 	}
 }
 
+// checkGroupOfFour checks the results of a group entry of four items of
+// which the second names no attempt: it fails alone, with ErrNotFound.
+func checkGroupOfFour(t *testing.T, res applyResult) {
+	t.Helper()
+	if res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if got, want := len(res.Batch), 4; got != want {
+		t.Fatalf("results = %d, want %d", got, want)
+	}
+	if res.Batch[0].Err != nil || res.Batch[2].Err != nil || res.Batch[3].Err != nil {
+		t.Errorf("results: %v, %v, %v; want no errors", res.Batch[0].Err, res.Batch[2].Err, res.Batch[3].Err)
+	}
+	if !errors.Is(res.Batch[1].Err, jobs.ErrNotFound) {
+		t.Errorf("unknown attempt: err = %v, want ErrNotFound", res.Batch[1].Err)
+	}
+}
+
 // A group of completions applies each as a completion of its own would:
 // one that names no attempt fails alone, a repeated one changes nothing.
 func TestFSM_CompletesGroup(t *testing.T) {
@@ -158,18 +176,7 @@ func TestFSM_CompletesGroup(t *testing.T) {
 		done(aa.ID, jobs.Succeeded), done("nope@20260701T090005Z.1", jobs.Succeeded), done(ab.ID, jobs.Failed), done(aa.ID, jobs.Failed),
 	}}
 	res := applyAt(t, f, 2, 12, command{Op: opCompletes, Completes: group})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	if got, want := len(res.Batch), 4; got != want {
-		t.Fatalf("results = %d, want %d", got, want)
-	}
-	if res.Batch[0].Err != nil || res.Batch[2].Err != nil || res.Batch[3].Err != nil {
-		t.Errorf("results: %v, %v, %v; want no errors", res.Batch[0].Err, res.Batch[2].Err, res.Batch[3].Err)
-	}
-	if !errors.Is(res.Batch[1].Err, jobs.ErrNotFound) {
-		t.Errorf("unknown attempt: err = %v, want ErrNotFound", res.Batch[1].Err)
-	}
+	checkGroupOfFour(t, res)
 	for id, want := range map[string]jobs.State{ga.Run.ID: jobs.Succeeded, gb.Run.ID: jobs.Failed} {
 		if r, _ := f.Run(id); r.State != want || !r.Attempts[0].StartedAt.Equal(t0.Add(time.Millisecond)) {
 			t.Errorf("%s: state %s, started %v; want %s, started from the completion", id, r.State, r.Attempts[0].StartedAt, want)

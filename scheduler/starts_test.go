@@ -20,18 +20,7 @@ func TestFSM_StartsGroup(t *testing.T) {
 	at := t0.Add(time.Second)
 	group := &startsCmd{Starts: []startCmd{{Attempt: aa.ID, At: at}, {Attempt: "nope@20260701T090005Z.1", At: at}, {Attempt: ab.ID, At: at}, {Attempt: aa.ID, At: at.Add(time.Second)}}}
 	res := applyAt(t, f, 2, 12, command{Op: opStarts, Starts: group})
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	if got, want := len(res.Batch), 4; got != want {
-		t.Fatalf("results = %d, want %d", got, want)
-	}
-	if res.Batch[0].Err != nil || res.Batch[2].Err != nil || res.Batch[3].Err != nil {
-		t.Errorf("results: %v, %v, %v; want no errors", res.Batch[0].Err, res.Batch[2].Err, res.Batch[3].Err)
-	}
-	if !errors.Is(res.Batch[1].Err, jobs.ErrNotFound) {
-		t.Errorf("unknown attempt: err = %v, want ErrNotFound", res.Batch[1].Err)
-	}
+	checkGroupOfFour(t, res)
 	for _, id := range []string{ga.Run.ID, gb.Run.ID} {
 		if r, _ := f.Run(id); r.State != jobs.Running || !r.Attempts[0].StartedAt.Equal(at) {
 			t.Errorf("%s: state %s, started %v; want running, started at %v (the first report)", id, r.State, r.Attempts[0].StartedAt, at)
