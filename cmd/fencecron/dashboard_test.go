@@ -96,6 +96,26 @@ func TestDashboard_Chromium(t *testing.T) {
 		chromedp.WaitVisible(chromedp.CSS(`button[data-action="trigger"][data-job="heartbeat"]`)),
 	)
 	poll("live on the job page", `document.getElementById("live").textContent === "live" && "yes"`, 15*time.Second)
+	// The job forbids overlap, and its scheduled run is granted half a
+	// second ahead of its fire time: a trigger while that run is open is
+	// skipped, rightly. Click when no run is open and the next fire is
+	// seconds away.
+	proctest.Eventually(t, 60*time.Second, "the heartbeat job idle, its next fire 3s away or more", func() error {
+		var j struct {
+			NextFire time.Time `json:"next_fire"`
+			LastRun  *jobs.Run `json:"last_run"`
+		}
+		if err := proctest.GetJSON(base+"/api/v1/jobs/heartbeat", &j); err != nil {
+			return err
+		}
+		if j.LastRun != nil && !j.LastRun.State.Terminal() {
+			return fmt.Errorf("run %s is %s", j.LastRun.ID, j.LastRun.State)
+		}
+		if d := time.Until(j.NextFire); d < 3*time.Second {
+			return fmt.Errorf("next fire in %v", d)
+		}
+		return nil
+	})
 	step("click Trigger", chromedp.Click(chromedp.CSS(`button[data-action="trigger"][data-job="heartbeat"]`)))
 	toast := poll("the trigger's answer", `(() => { const d = document.querySelector("#toast div"); return d && d.textContent.startsWith("run ") ? d.textContent : ""; })()`, 15*time.Second)
 	runID, _, _ := strings.Cut(strings.TrimPrefix(toast, "run "), ":")
