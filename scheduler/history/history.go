@@ -430,12 +430,12 @@ func deleteRun(tx *bbolt.Tx, k []byte) error {
 	if v == nil {
 		return nil
 	}
-	var rec runRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
+	index, err := recordIndex(v)
+	if err != nil {
 		return err
 	}
 	job, at, _ := splitRunKey(k)
-	if err := tx.Bucket(bucketArchived).Delete(archivedKey(rec.Index, kindRun, k)); err != nil {
+	if err := tx.Bucket(bucketArchived).Delete(archivedKey(index, kindRun, k)); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketByTime).Delete(timeKey(job, at)); err != nil {
@@ -444,7 +444,7 @@ func deleteRun(tx *bbolt.Tx, k []byte) error {
 	if err := runs.Delete(k); err != nil {
 		return err
 	}
-	_, err := addCount(tx, job, -1)
+	_, err = addCount(tx, job, -1)
 	return err
 }
 
@@ -490,11 +490,11 @@ func deleteEvent(tx *bbolt.Tx, k []byte) error {
 	if v == nil {
 		return nil
 	}
-	var rec eventRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
+	index, err := recordIndex(v)
+	if err != nil {
 		return err
 	}
-	if err := tx.Bucket(bucketArchived).Delete(archivedKey(rec.Index, kindEvent, k)); err != nil {
+	if err := tx.Bucket(bucketArchived).Delete(archivedKey(index, kindEvent, k)); err != nil {
 		return err
 	}
 	return evs.Delete(k)

@@ -402,3 +402,30 @@ func TestStore_SweepIsBoundedAndConverges(t *testing.T) {
 		t.Errorf("sweeps deleted %d past max_age, want %d", got, want)
 	}
 }
+
+// A record's index is read the same way whether or not it takes the fast
+// path, and a record that is not one is an error, not index 0.
+func TestRecordIndex(t *testing.T) {
+	r := run("nightly", 3, jobs.Succeeded)
+	r.Reason = `a "quoted", comma`
+	for _, tc := range []struct {
+		v    []byte
+		want uint64
+	}{
+		{marshal(runRecord{Index: 18446744073709551615, Run: r}), 18446744073709551615},
+		{marshal(eventRecord{Index: 42, Event: jobs.Event{Seq: 7, Kind: jobs.EventGranted, Detail: "x,y"}}), 42},
+		{[]byte(`{"run":{"id":"a"},"index":9}`), 9},
+		{[]byte(`{"index":12}`), 12},
+		{[]byte(`{ "index": 13, "run": {} }`), 13},
+	} {
+		got, err := recordIndex(tc.v)
+		if err != nil || got != tc.want {
+			t.Errorf("recordIndex(%s) = %d, %v; want %d", tc.v, got, err, tc.want)
+		}
+	}
+	for _, bad := range []string{``, `{"index":`, `{"index":-1,"run":{}}`, `not json`} {
+		if got, err := recordIndex([]byte(bad)); err == nil {
+			t.Errorf("recordIndex(%q) = %d, want an error", bad, got)
+		}
+	}
+}

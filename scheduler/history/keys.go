@@ -265,3 +265,27 @@ func marshal(v any) []byte {
 	}
 	return b
 }
+
+// recordIndex returns the log index a stored run or event record was
+// archived at. Deleting a record needs only that (for its archived key),
+// and retention deletes one record for every one it stores, so the index
+// is read without decoding the rest: json.Marshal writes a record's
+// fields in order, so every record starts {"index":N,. Anything else is
+// decoded in full.
+func recordIndex(v []byte) (uint64, error) {
+	const head = `{"index":`
+	if rest, ok := bytes.CutPrefix(v, []byte(head)); ok {
+		if end := bytes.IndexByte(rest, ','); end > 0 {
+			if n, err := strconv.ParseUint(string(rest[:end]), 10, 64); err == nil {
+				return n, nil
+			}
+		}
+	}
+	var rec struct {
+		Index uint64 `json:"index"`
+	}
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return 0, err
+	}
+	return rec.Index, nil
+}
