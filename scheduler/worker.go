@@ -522,7 +522,7 @@ func (w *Worker) env(a Assignment) []string {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
 	}
 	// A job can run `fencecron publish` without fencecron on its PATH.
-	if exe, err := os.Executable(); err == nil {
+	if exe, err := executable(); err == nil {
 		env = append(env, "FENCECRON_BIN="+exe, "PATH="+filepath.Dir(exe)+string(os.PathListSeparator)+os.Getenv("PATH"))
 	}
 	for k, v := range a.Spec.Env {
@@ -530,6 +530,10 @@ func (w *Worker) env(a Assignment) []string {
 	}
 	return env
 }
+
+// executable is os.Executable, read once rather than with a readlink for
+// every run: the node's binary path does not change while it runs.
+var executable = sync.OnceValues(os.Executable)
 
 // reportCompletion reports c until the leader has it or the worker gives
 // up at Close.

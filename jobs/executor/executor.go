@@ -135,6 +135,9 @@ func Run(ctx context.Context, req Request) Result {
 	cmd.Env = environ(os.Environ(), req.DropEnv, req.Env)
 	cmd.Dir = req.Dir
 	cmd.Stdout, cmd.Stderr = outW, errW
+	if null, err := devNull(); err == nil {
+		cmd.Stdin = null
+	} // else exec opens it itself, and says why it could not
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
 	res.Started = time.Now()
@@ -236,6 +239,11 @@ func Run(ctx context.Context, req Request) Result {
 	}
 	return res
 }
+
+// devNull is the commands' standard input, opened once: exec would open
+// and close /dev/null for every command it starts. Starts only hand the
+// descriptor to the child, so one file serves them all at once.
+var devNull = sync.OnceValues(func() (*os.File, error) { return os.Open(os.DevNull) })
 
 // environ returns the command's environment: base without the fence
 // variables and the names in drop, then add (later entries win).

@@ -355,3 +355,16 @@ func TestRun_NotStartedWhenAlreadyCancelled(t *testing.T) {
 		t.Error("the command ran after its context ended")
 	}
 }
+
+// A command's standard input is /dev/null, for every command: the file
+// is shared, so a run must not close it under the next one.
+func TestRun_StdinIsDevNull(t *testing.T) {
+	for i := range 3 {
+		res := executor.Run(context.Background(), executor.Request{
+			Argv: []string{"/bin/sh", "-c", `readlink /proc/self/fd/0; cat`},
+		})
+		if !res.Success() || string(res.Stdout) != "/dev/null\n" {
+			t.Fatalf("run %d: stdout %q, result %+v; want /dev/null and nothing read", i, res.Stdout, res)
+		}
+	}
+}
