@@ -156,12 +156,19 @@ func (c *leaseClient) keep(ctx context.Context, stop context.CancelFunc) {
 // startKeep starts keep's clock now: its first check and renewal count
 // from this call, not from when a goroutine gets to run the loop it
 // returns (on a busy worker, or a test's fake clock, that can be later).
+//
+// The loop sleeps until the next thing that can happen: the next renewal,
+// or the instant the lease would turn SUSPECT or run out if no renewal is
+// confirmed before then. It does not poll: a loaded worker holds an open
+// lease for every process waiting for a CPU, and a wake-up per lease every
+// twentieth of a TTL grew with that backlog, taking more of the CPU the
+// processes were waiting for. A LOST from elsewhere (a renewal sent to
+// confirm a start) wakes it at once.
 func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelFunc) {
 	clock := c.w.clock()
 	every := max(c.ttl/3, 30*time.Millisecond)
-	checkEvery := max(c.ttl/20, 10*time.Millisecond)
 	nextRenew := clock.Now().Add(every)
-	t := clock.NewTimer(checkEvery)
+	t := clock.NewTimer(c.untilNextCheck(clock.Now(), nextRenew))
 	return func(ctx context.Context, stop context.CancelFunc) {
 		defer func() { t.Stop() }()
 		for armed := true; ; armed = false {
@@ -170,19 +177,52 @@ func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelF
 				return
 			}
 			if !armed {
-				t = clock.NewTimer(checkEvery)
+				t = clock.NewTimer(c.untilNextCheck(clock.Now(), nextRenew))
 			}
 			select {
 			case <-ctx.Done():
 				return
+			case <-c.lost:
+				continue
 			case <-t.C():
+			}
+			// A lease that ran out is LOST before anything else: a
+			// renewal sent now must not keep the work going while it
+			// waits for an answer.
+			if c.evaluate(clock.Now()); c.isLost() {
+				continue
 			}
 			if !clock.Now().Before(nextRenew) {
 				nextRenew = c.renewOnce(ctx).Add(every)
+				c.evaluate(clock.Now())
 			}
-			c.evaluate(clock.Now())
 		}
 	}
+}
+
+// minCheck is the least keep sleeps between checks, so that a deadline
+// it has just reached cannot make it spin.
+const minCheck = time.Millisecond
+
+// untilNextCheck is how long keep may sleep at now: until the next
+// renewal is due, or until evaluate would move the lease on (HELD to
+// SUSPECT once less than a third of the TTL is left, anything to LOST when
+// none is), whichever comes first. validUntil only ever grows, so a
+// renewal confirmed meanwhile can only make keep wake early, never late.
+func (c *leaseClient) untilNextCheck(now, nextRenew time.Time) time.Duration {
+	c.mu.Lock()
+	until, st := c.validUntil, c.state
+	c.mu.Unlock()
+	next := nextRenew
+	if st == LeaseHeld {
+		if suspect := until.Add(-c.ttl / 3).Add(time.Nanosecond); suspect.Before(next) {
+			next = suspect
+		}
+	}
+	if until.Before(next) {
+		next = until
+	}
+	return max(next.Sub(now), minCheck)
 }
 
 // evaluate moves HELD to SUSPECT and SUSPECT to LOST as the lease runs

@@ -318,21 +318,20 @@ func TestLeaseClient_KeepStopsTheWorkWhenLost(t *testing.T) {
 		lostAt      time.Duration
 		transitions []string
 	}{{
-		// The loop checks every TTL/20 = 1.5s, so a renewal due at 10s
-		// goes at 10.5s. The one sent at 21s is answered at 23s; the next
-		// is due 10s after its send (31s, so 32s), not after its reply
-		// (33s, so 33.5s).
+		// The one sent at 20s is answered at 22s; the next is due 10s
+		// after its send (30s), not after its reply (32s).
 		name:        "a definite no",
 		script:      []*renewAnswer{held, held, slowHeld(2 * time.Second), notYours},
-		sends:       []time.Duration{0, 10500 * time.Millisecond, 21 * time.Second, 32 * time.Second},
-		lostAt:      32 * time.Second,
+		sends:       []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second},
+		lostAt:      30 * time.Second,
 		transitions: []string{jobs.EventLost},
 	}, {
-		// Every renewal after the first fails at once: SUSPECT at the
-		// first check after 20s (21s), LOST at 30s.
+		// Every renewal after the first fails at once: SUSPECT just
+		// after 20s, LOST at 30s, the instant the lease runs out, and
+		// without sending the renewal due then.
 		name:        "a silent leader",
 		script:      []*renewAnswer{held},
-		sends:       []time.Duration{0, 10500 * time.Millisecond, 21 * time.Second},
+		sends:       []time.Duration{0, 10 * time.Second, 20 * time.Second},
 		lostAt:      30 * time.Second,
 		transitions: []string{jobs.EventSuspect, jobs.EventLost},
 	}} {
@@ -362,6 +361,51 @@ func TestLeaseClient_KeepStopsTheWorkWhenLost(t *testing.T) {
 				t.Errorf("transitions %v, want %v", got, tc.transitions)
 			}
 		})
+	}
+}
+
+// A lease whose renewals are answered wakes its loop only to renew. A
+// loaded worker holds a lease for every process it runs or has waiting
+// for a CPU, so a wake-up per lease that does nothing grows with the
+// backlog; polling every TTL/20 woke it 66 times in 100s, not 10.
+func TestLeaseClient_KeepWakesOnlyToRenew(t *testing.T) {
+	script := make([]*renewAnswer, 12)
+	for i := range script {
+		script[i] = held
+	}
+	f := newLeaseFixture(t, script...)
+	if !f.lc.acquire(t.Context()) {
+		t.Fatalf("not acquired: %s", f.lc.reason())
+	}
+	work, stop := context.WithCancel(t.Context())
+	kept := make(chan struct{})
+	go func() { defer close(kept); f.lc.keep(work, stop) }()
+	wakes := 0
+	for f.clock.Now().Sub(leaseT0) < 95*time.Second && wakes < 100 {
+		if err := f.clock.WaitTimers(t.Context(), 1); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.AdvanceNext()
+		wakes++
+	}
+	stop()
+	<-kept
+	if wakes != 10 {
+		t.Errorf("the loop woke %d times in %s, want 10: once per renewal", wakes, f.clock.Now().Sub(leaseT0))
+	}
+	var sends []time.Duration
+	for _, at := range f.leader.sends() {
+		if at < 95*time.Second {
+			sends = append(sends, at)
+		}
+	}
+	want := []time.Duration{0, 10 * time.Second, 20 * time.Second, 30 * time.Second, 40 * time.Second,
+		50 * time.Second, 60 * time.Second, 70 * time.Second, 80 * time.Second, 90 * time.Second}
+	if !slices.Equal(sends, want) {
+		t.Errorf("renewals sent at %v, want every third of the TTL: %v", sends, want)
+	}
+	if f.lc.State() != LeaseHeld || len(f.obs.seen()) != 0 {
+		t.Errorf("state %s, transitions %v; want HELD throughout", f.lc.State(), f.obs.seen())
 	}
 }
 
@@ -407,7 +451,7 @@ func TestWorker_LostLeaseKillsTheProcessGroup(t *testing.T) {
 	if c.State != jobs.Lost || !strings.Contains(c.Error, "process group was killed") || c.Signal == "" {
 		t.Errorf("completion %+v: want lost, the process killed by a signal", c)
 	}
-	if got, want := f.leader.sends(), []time.Duration{0, 10500 * time.Millisecond, 21 * time.Second}; !slices.Equal(got, want) {
+	if got, want := f.leader.sends(), []time.Duration{0, 10 * time.Second, 20 * time.Second}; !slices.Equal(got, want) {
 		t.Errorf("renewals sent at %v, want %v", got, want)
 	}
 	// The executor waits for the shell; its child dies of the same
