@@ -241,9 +241,6 @@ func TestLeaseClient_States(t *testing.T) {
 	}
 }
 
-// drive fires the fake clock's timers as soon as the code under test
-// waits on one, until done is closed: time moves only as fast as the code
-// waits on it.
 // completion drives the fixture's clock until its attempt reports its
 // completion, for at most 30s of real time.
 func (f *leaseFixture) completion(t *testing.T) Completion {
@@ -260,6 +257,9 @@ func (f *leaseFixture) completion(t *testing.T) Completion {
 	}
 }
 
+// drive fires the fake clock's timers as soon as the code under test
+// waits on one, until done is closed: time moves only as fast as the code
+// waits on it.
 func drive(t *testing.T, clock *clocktest.Clock, done <-chan struct{}) {
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-done; cancel() }()
