@@ -367,7 +367,7 @@ func TestLeaseClient_KeepStopsTheWorkWhenLost(t *testing.T) {
 // A lease whose renewals are answered wakes its loop only to renew. A
 // loaded worker holds a lease for every process it runs or has waiting
 // for a CPU, so a wake-up per lease that does nothing grows with the
-// backlog; polling every TTL/20 woke it 66 times in 100s, not 10.
+// backlog; polling every TTL/20 woke it 64 times in 96s, not 10.
 func TestLeaseClient_KeepWakesOnlyToRenew(t *testing.T) {
 	script := make([]*renewAnswer, 12)
 	for i := range script {
