@@ -215,7 +215,8 @@ func (c *leaseClient) untilNextCheck(now, nextRenew time.Time) time.Duration {
 	c.mu.Unlock()
 	next := nextRenew
 	if st == LeaseHeld {
-		if suspect := until.Add(-c.ttl / 3).Add(time.Nanosecond); suspect.Before(next) {
+		// evaluate turns SUSPECT strictly after suspectAt.
+		if suspect := c.suspectAt(until).Add(time.Nanosecond); suspect.Before(next) {
 			next = suspect
 		}
 	}
@@ -225,18 +226,23 @@ func (c *leaseClient) untilNextCheck(now, nextRenew time.Time) time.Duration {
 	return max(next.Sub(now), minCheck)
 }
 
+// suspectAt is the instant after which a lease valid until until has
+// less than a third of its TTL left: too little to start more work. Both
+// evaluate and keep's sleep (untilNextCheck) take it from here.
+func (c *leaseClient) suspectAt(until time.Time) time.Time { return until.Add(-c.ttl / 3) }
+
 // evaluate moves HELD to SUSPECT and SUSPECT to LOST as the lease runs
 // down without a confirmed renewal.
 func (c *leaseClient) evaluate(now time.Time) {
 	c.mu.Lock()
-	left := c.validUntil.Sub(now)
-	st := c.state
+	until, st := c.validUntil, c.state
 	c.mu.Unlock()
+	left := until.Sub(now)
 	switch {
 	case st == LeaseLost:
 	case left <= 0:
 		c.lose(fmt.Sprintf("no renewal confirmed for %s: the lease ran out", c.ttl))
-	case left < c.ttl/3 && st == LeaseHeld:
+	case now.After(c.suspectAt(until)) && st == LeaseHeld:
 		c.mu.Lock()
 		c.state = LeaseSuspect
 		c.mu.Unlock()
