@@ -521,19 +521,25 @@ func (w *Worker) env(a Assignment) []string {
 	if w.TokenText != nil {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
 	}
-	// A job can run `fencecron publish` without fencecron on its PATH.
-	if exe, err := executable(); err == nil {
-		env = append(env, "FENCECRON_BIN="+exe, "PATH="+filepath.Dir(exe)+string(os.PathListSeparator)+os.Getenv("PATH"))
-	}
+	env = append(env, binEnv()...)
 	for k, v := range a.Spec.Env {
 		env = append(env, k+"="+v)
 	}
 	return env
 }
 
-// executable is os.Executable, read once rather than with a readlink for
-// every run: the node's binary path does not change while it runs.
-var executable = sync.OnceValues(os.Executable)
+// binEnv lets a job run `fencecron publish` without fencecron on its
+// PATH: FENCECRON_BIN, and PATH with the binary's directory first. They
+// are the same for every run (the node's binary and PATH do not change
+// while it runs), so they are built once, not with a readlink and a PATH
+// lookup per run; nothing if the binary's path cannot be read.
+var binEnv = sync.OnceValue(func() []string {
+	exe, err := os.Executable()
+	if err != nil {
+		return nil
+	}
+	return []string{"FENCECRON_BIN=" + exe, "PATH=" + filepath.Dir(exe) + string(os.PathListSeparator) + os.Getenv("PATH")}
+})
 
 // reportCompletion reports c until the leader has it or the worker gives
 // up at Close.
