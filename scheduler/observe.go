@@ -10,8 +10,9 @@ import (
 // Metrics implement it. Every method is called from the worker's own
 // goroutines, concurrently, and must return quickly without blocking.
 type Observer interface {
-	// AttemptStarted is called when an attempt's lease was confirmed and
-	// its process is about to start; scheduled is the run's scheduled time.
+	// AttemptStarted is called once an attempt's lease was confirmed and
+	// its process started (its exec succeeded, or failed: started is then
+	// when it failed); scheduled is the run's scheduled time.
 	AttemptStarted(job string, scheduled, started time.Time)
 	// AttemptFinished is called once per attempt this worker accepted, with
 	// what it will report: a Completion whose StartedAt is zero never got

@@ -294,10 +294,18 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		c.NeverStarted = true
 		return c
 	}
-	started := w.clock().Now().UTC()
-
-	// Reporting the start is for the record; it must not delay the work.
-	w.observeStart(a, started)
+	// The start time is taken once the process runs, not when it was
+	// asked for: a start waits its turn to fork, and a lateness measured
+	// before that wait would hide it. An exec that fails has the time it
+	// failed.
+	var started time.Time
+	began := make(chan struct{})
+	markStarted := func(int) {
+		started = w.clock().Now().UTC()
+		// Reporting the start is for the record; it must not delay the work.
+		w.observeStart(a, started)
+		close(began)
+	}
 	// The start is reported only if the process still runs after
 	// startReportDelay: a short job's completion carries its start time,
 	// so it costs one Raft entry instead of two.
@@ -314,6 +322,14 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			return
 		case <-t.C():
 		}
+		// Under load the process may start after the delay ran out.
+		select {
+		case <-exited:
+			return
+		case <-runCtx.Done():
+			return
+		case <-began: // started was written before began closed
+		}
 		if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
 			log.Warn("could not report start", "err", err)
 		}
@@ -321,6 +337,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	out := w.live.start(a.Attempt.ID)
 	var res executor.Result
 	if a.Spec.HTTP != nil {
+		markStarted(0)
 		res = executor.RunHTTP(runCtx, w.httpRequest(a))
 		// The response body, for the live view and the record's tail.
 		out.stdout.Write(res.Stdout)
@@ -336,7 +353,11 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			Stdout:    out.stdout,
 			Stderr:    out.stderr,
 			Spawner:   w.spawn,
+			OnStart:   markStarted,
 		})
+	}
+	if started.IsZero() { // the exec failed
+		markStarted(0)
 	}
 	close(exited)
 	out.exited()

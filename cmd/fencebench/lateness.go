@@ -96,8 +96,10 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 //	           leader's event stream (a little after the apply)
 //	accepted   the worker received the dispatch (Attempt.AcceptedAt; log
 //	           version 3 binaries only)
-//	started    the worker started the process, after establishing at the
-//	           store and having its lease confirmed (Attempt.StartedAt)
+//	started    the process's exec succeeded, after the worker established
+//	           at the store, had its lease confirmed and waited its turn
+//	           to fork (Attempt.StartedAt; binaries before the turn was
+//	           counted took the time before it)
 //	ended      the process exited (Attempt.EndedAt)
 //	completed  the completion's entry committed and applied on the leader
 //	           (the "completed" event reached this harness)

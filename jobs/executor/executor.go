@@ -60,10 +60,18 @@ type Request struct {
 	// Spawner, if set, starts the command at its lower priority; nil
 	// starts it at the caller's.
 	Spawner *Spawner
+	// OnStart, if set, is called with the process's id once the
+	// command's exec succeeded, before Run waits for it: the instant a
+	// job's lateness is measured to. Starts in one process take turns
+	// to fork, so when many commands are due at once this can be well
+	// after Run was called. It must not block.
+	OnStart func(pid int)
 }
 
 // Result is what happened.
 type Result struct {
+	// Started is when the process started (its exec succeeded) or failed
+	// to; Ended when it exited.
 	Started, Ended time.Time
 	// ExitCode is the exit status, or -1 if the process was killed by a
 	// signal or never started.
@@ -140,8 +148,8 @@ func Run(ctx context.Context, req Request) Result {
 	} // else exec opens it itself, and says why it could not
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 
-	res.Started = time.Now()
 	err = req.Spawner.Start(ctx, cmd)
+	res.Started = time.Now()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -167,6 +175,9 @@ func Run(ctx context.Context, req Request) Result {
 	wg.Add(2)
 	go func() { defer wg.Done(); copyPipe(outW2, outR) }()
 	go func() { defer wg.Done(); copyPipe(errW2, errR) }()
+	if req.OnStart != nil {
+		req.OnStart(pgid)
+	}
 
 	// Terminate the group on timeout or cancel.
 	var timeout <-chan time.Time

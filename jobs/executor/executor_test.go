@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -366,5 +367,50 @@ func TestRun_StdinIsDevNull(t *testing.T) {
 		if !res.Success() || string(res.Stdout) != "/dev/null\n" {
 			t.Fatalf("run %d: stdout %q, result %+v; want /dev/null and nothing read", i, res.Stdout, res)
 		}
+	}
+}
+
+// OnStart comes once the job's own program runs, not when the start was
+// asked for, and only for a start that happened: a job's lateness is
+// measured to it.
+func TestRun_OnStartOnceTheProgramRuns(t *testing.T) {
+	sleep, err := exec.LookPath("sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := filepath.EvalSymlinks(sleep)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var calls int
+	var exe string
+	var started time.Time
+	res := executor.Run(ctx, executor.Request{
+		Argv: []string{sleep, "30"},
+		OnStart: func(pid int) {
+			calls++
+			started = time.Now()
+			// The forked child has become the job: its executable is
+			// sleep, no longer this test's binary.
+			exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+			cancel()
+		},
+	})
+	if calls != 1 || err != nil || exe != want {
+		t.Fatalf("OnStart called %d times, saw the process run %q (%v); want once, running %q", calls, exe, err, want)
+	}
+	if !res.Cancelled || res.Started.After(started) {
+		t.Fatalf("result %+v: want cancelled, started by %s", res, started)
+	}
+
+	calls = 0
+	res = executor.Run(context.Background(), executor.Request{
+		Argv:    []string{filepath.Join(t.TempDir(), "missing")},
+		OnStart: func(int) { calls++ },
+	})
+	if res.Err == nil || calls != 0 {
+		t.Fatalf("a command that cannot exec: err %v, OnStart called %d times; want an error and no call", res.Err, calls)
 	}
 }

@@ -136,7 +136,7 @@ func New() *Node {
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
 // AttemptStarted implements scheduler.Observer: the lease is held and the
-// process starts; lateness is its start minus the scheduled time.
+// process started; lateness is its start minus the scheduled time.
 func (n *Node) AttemptStarted(job string, scheduled, started time.Time) {
 	n.acquisitions.WithLabelValues("held").Inc()
 	n.lateness.WithLabelValues(job).Observe(max(started.Sub(scheduled), 0).Seconds())
