@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os/exec"
-	"runtime"
 	"sync"
 	"syscall"
 )
@@ -13,95 +12,47 @@ import (
 // MaxNice is the largest nice value Linux has: the lowest CPU priority.
 const MaxNice = 19
 
-// Spawner starts commands from one OS thread whose nice value it raised,
-// so that every process started there inherits that lower CPU priority
-// from its first instruction.
+// Spawner starts commands at the node's own priority and lowers each new
+// process, with its whole process group, the moment its exec succeeded.
 //
-// Why: a node's jobs share its CPUs with its own Raft and lease traffic.
-// When hundreds of jobs fire in the same second, hundreds of new
-// processes are runnable at once; at equal priority each gets as large a
-// share as one of the node's threads, and a leader that cannot answer
-// its followers for half a second loses its term. At a higher nice
-// value the jobs still get every cycle the node does not want, but the
-// node's threads run first when they wake.
+// Why lower the jobs: a node's jobs share its CPUs with its own Raft and
+// lease traffic. When hundreds of jobs fire in the same second, hundreds
+// of new processes are runnable at once; at equal priority each gets as
+// large a share as one of the node's threads, and a leader that cannot
+// answer its followers for half a second loses its term. At a higher
+// nice value the jobs still get every cycle the node does not want, but
+// the node's threads run first when they wake.
 //
-// Linux gives a new process the nice value of the thread that forked it.
-// Raising a thread's nice value needs no privilege, lowering it again
-// does, so the thread is locked to the spawner's goroutine for its whole
-// life and dies with it (a goroutine that exits while locked takes its
-// thread with it) instead of going back to the runtime's pool.
-//
-// One thread is enough: Go holds a process-wide lock (syscall.ForkLock)
-// from the fork until the child has called exec, so starts never
-// overlapped anyway. The fork's own part runs at the jobs' priority too;
-// it is short.
+// Why not fork from a lowered thread, which would give a process the
+// lower priority from its first instruction: then the fork and exec
+// themselves, the node's own work of starting a job on time, wait behind
+// every thread of the node. Starts queued for up to a second at 500
+// fires a second, and past capacity for minutes: each queued start holds
+// a lease, pipes and goroutines, so the node slowed further. Forks in one
+// process never overlap (Go holds syscall.ForkLock until the child has
+// exec'd), so at most one process a node starts runs at the node's
+// priority at a time, and only from its exec until the goroutine that
+// started it lowers it, a few microseconds later.
 type Spawner struct {
-	nice  int
-	reqs  chan spawnRequest
-	quit  chan struct{}
-	done  sync.WaitGroup
-	close sync.Once
+	nice int // the jobs' nice value, not an offset
+
+	// Starts hold mu for reading, Close for writing: a start under way
+	// when Close is called is finished (and its process lowered) first.
+	mu     sync.RWMutex
+	closed bool
 }
 
-type spawnRequest struct {
-	cmd   *exec.Cmd
-	reply chan error
-}
-
-// NewSpawner starts the spawner's thread at `nice` levels below the
-// calling process's priority, but no lower than MaxNice. It fails if
-// Linux refuses to change the thread's priority.
+// NewSpawner returns a spawner whose processes run `nice` levels below the
+// calling thread's priority, but no lower than MaxNice.
 func NewSpawner(nice int) (*Spawner, error) {
 	if nice < 0 {
 		return nil, fmt.Errorf("nice %d: a job cannot run above the node's priority", nice)
 	}
-	s := &Spawner{nice: nice, reqs: make(chan spawnRequest), quit: make(chan struct{})}
-	ready := make(chan error, 1)
-	s.done.Add(1)
-	go s.loop(ready)
-	if err := <-ready; err != nil {
-		s.done.Wait()
-		return nil, err
-	}
-	return s, nil
-}
-
-func (s *Spawner) loop(ready chan<- error) {
-	defer s.done.Done()
-	// Never unlocked once lowered: the thread must not serve other
-	// goroutines at this priority, and cannot be given its old priority
-	// back. (The main thread, below, is given back before it is lowered.)
-	runtime.LockOSThread()
-	if syscall.Gettid() == syscall.Getpid() {
-		// The process's main thread outlives any goroutine locked to it,
-		// and ps shows a process at its main thread's priority. Hold it
-		// while another goroutine takes a thread of its own (it cannot
-		// get this one while it is locked here), then give it back.
-		locked := make(chan error, 1)
-		s.done.Add(1)
-		go s.loop(locked)
-		err := <-locked
-		runtime.UnlockOSThread()
-		ready <- err
-		return
-	}
-	nice, err := ThreadNice()
-	if err == nil {
-		err = syscall.Setpriority(syscall.PRIO_PROCESS, syscall.Gettid(), min(nice+s.nice, MaxNice))
-	}
+	base, err := ThreadNice()
 	if err != nil {
-		ready <- fmt.Errorf("lowering the job spawner's priority: %w", err)
-		return
+		return nil, fmt.Errorf("reading the node's priority: %w", err)
 	}
-	ready <- nil
-	for {
-		select {
-		case r := <-s.reqs:
-			r.reply <- r.cmd.Start()
-		case <-s.quit:
-			return
-		}
-	}
+	return &Spawner{nice: min(base+nice, MaxNice)}, nil
 }
 
 // ThreadNice is the calling thread's nice value: the priority a process
@@ -114,8 +65,12 @@ func ThreadNice() (int, error) {
 // errSpawnerClosed is returned for a start asked of a closed spawner.
 var errSpawnerClosed = errors.New("the job spawner is closed")
 
-// Start starts cmd from the spawner's thread, or gives up if ctx ends
-// before the thread took it. A nil Spawner starts it from the caller's.
+// Start starts cmd and lowers it, or does not start it if ctx ended. A
+// command with SysProcAttr.Setpgid (and no Pgid) leads a group of its
+// own, and the whole group is lowered, so a child it forked at once is
+// too. A process that cannot be lowered is killed and reaped, and Start
+// says why: a job must not run at the node's priority. A nil Spawner
+// starts cmd at the caller's priority.
 func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
@@ -123,20 +78,34 @@ func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("not started: %w", err)
 	}
-	reply := make(chan error, 1)
-	select {
-	case s.reqs <- spawnRequest{cmd: cmd, reply: reply}:
-		return <-reply
-	case <-s.quit:
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if s.closed {
 		return errSpawnerClosed
-	case <-ctx.Done():
-		return fmt.Errorf("not started: %w", ctx.Err())
 	}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	which, who := syscall.PRIO_PROCESS, cmd.Process.Pid
+	if a := cmd.SysProcAttr; a != nil && a.Setpgid && a.Pgid == 0 {
+		which = syscall.PRIO_PGRP
+	}
+	// Unreaped, the process (a zombie at worst) keeps its id, so the call
+	// cannot reach another; ESRCH would mean nothing is left to lower.
+	if err := syscall.Setpriority(which, who, s.nice); err != nil && err != syscall.ESRCH {
+		if which == syscall.PRIO_PGRP {
+			syscall.Kill(-who, syscall.SIGKILL)
+		}
+		cmd.Process.Kill()
+		cmd.Wait()
+		return fmt.Errorf("lowering the job to nice %d: %w", s.nice, err)
+	}
+	return nil
 }
 
-// Close ends the spawner's thread once the start it is making, if any,
-// is done. Starts asked after it fail.
+// Close makes every later start fail, once the starts under way are done.
 func (s *Spawner) Close() {
-	s.close.Do(func() { close(s.quit) })
-	s.done.Wait()
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
 }

@@ -1,8 +1,11 @@
 package executor_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -11,22 +14,43 @@ import (
 	"github.com/fencecron/fencecron/jobs/executor"
 )
 
-// niceOf runs a shell that prints its own nice value (field 19 of
-// /proc/PID/stat) and returns it.
+// niceOf starts a shell that waits to be killed and returns the nice
+// value its process had once the start returned (field 19 of
+// /proc/PID/stat).
 func niceOf(t *testing.T, s *executor.Spawner) int {
 	t.Helper()
-	res := executor.Run(context.Background(), executor.Request{
-		Argv:    []string{"/bin/sh", "-c", `read -r line < /proc/$$/stat; set -- $line; shift 18; echo "$1"`},
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	nice, err := -1, error(nil)
+	res := executor.Run(ctx, executor.Request{
+		Argv:    []string{"/bin/sh", "-c", "sleep 30"},
 		Spawner: s,
+		OnStart: func(pid int) {
+			nice, err = procNice(pid)
+			cancel()
+		},
 	})
-	if !res.Success() {
-		t.Fatalf("reading the nice value: %+v", res)
+	if err != nil || nice < 0 {
+		t.Fatalf("reading the nice value: %v (result %+v)", err, res)
 	}
-	n, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	return nice
+}
+
+func procNice(pid int) (int, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
-		t.Fatalf("nice value %q: %v", res.Stdout, err)
+		return 0, err
 	}
-	return n
+	// The command name, field 2, is in parentheses and may hold spaces.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	f := strings.Fields(string(b[i+1:])) // from field 3 on
+	if len(f) < 17 {
+		return 0, fmt.Errorf("/proc/%d/stat: %q", pid, b)
+	}
+	return strconv.Atoi(f[16])
 }
 
 func ownNice(t *testing.T) int {
@@ -49,9 +73,9 @@ func TestSpawner_ProcessesRunBelowTheCaller(t *testing.T) {
 	}
 	defer s.Close()
 	want := min(base+5, executor.MaxNice)
-	for range 3 { // every start, not only the first, is from the lowered thread
+	for range 3 { // every start, not only the first, is lowered
 		if got := niceOf(t, s); got != want {
-			t.Fatalf("through the spawner the command runs at nice %d, want %d", got, want)
+			t.Fatalf("through the spawner the command runs at nice %d once started, want %d", got, want)
 		}
 	}
 	// The caller's own threads are untouched.
