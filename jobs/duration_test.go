@@ -31,3 +31,25 @@ func TestParseDuration(t *testing.T) {
 		}
 	}
 }
+
+// A run's duration as the dashboard and `fencecron runs` show it: a
+// process that ended within half a millisecond of its exec still shows
+// a time, not "0s".
+func TestShowDuration(t *testing.T) {
+	for _, c := range []struct {
+		in   time.Duration
+		want string
+	}{
+		{0, ""},
+		{-time.Second, ""},
+		{412345 * time.Nanosecond, "412µs"},
+		{1499 * time.Microsecond, "1ms"},
+		{999400 * time.Microsecond, "999ms"},
+		{1234567 * time.Microsecond, "1.23s"},
+		{90 * time.Second, "1m30s"},
+	} {
+		if got := jobs.ShowDuration(c.in); got != c.want {
+			t.Errorf("ShowDuration(%s) = %q, want %q", c.in, got, c.want)
+		}
+	}
+}

@@ -233,6 +233,22 @@ func (a Attempt) Duration() time.Duration {
 	return a.EndedAt.Sub(a.StartedAt)
 }
 
+// ShowDuration writes a run's duration for people: "" for none, to the
+// microsecond under a millisecond (a short command's process can end
+// within half a millisecond of its exec, and "0s" would say it did not
+// run), to the millisecond under a second, and to 10 ms above.
+func ShowDuration(d time.Duration) string {
+	switch {
+	case d <= 0:
+		return ""
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(10 * time.Millisecond).String()
+}
+
 // Latest returns the run's newest attempt, or false if it has none.
 func (r *Run) Latest() (*Attempt, bool) {
 	if len(r.Attempts) == 0 {

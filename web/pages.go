@@ -56,15 +56,7 @@ var templateFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
-	"dur": func(d time.Duration) string {
-		switch {
-		case d <= 0:
-			return ""
-		case d < time.Second:
-			return d.Round(time.Millisecond).String()
-		}
-		return d.Round(10 * time.Millisecond).String()
-	},
+	"dur": jobs.ShowDuration,
 	"latest": func(r jobs.Run) *jobs.Attempt {
 		a, _ := r.Latest()
 		return a

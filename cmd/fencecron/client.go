@@ -270,10 +270,7 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			if a.ExitCode != nil {
 				exit = strconv.Itoa(*a.ExitCode)
 			}
-			dur := ""
-			if d := a.Duration(); d > 0 {
-				dur = d.Round(time.Millisecond).String()
-			}
+			dur := jobs.ShowDuration(a.Duration())
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, ts(r.ScheduledAt), a.State, a.Number, a.Token, a.Worker, dur, exit, a.StoreOutcome, a.Error)
 		}
 	}
