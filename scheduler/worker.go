@@ -295,40 +295,45 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		return c
 	}
 	// The start time is taken once the process runs, not when it was
-	// asked for: a start waits its turn to fork, and a lateness measured
-	// before that wait would hide it. An exec that fails has the time it
-	// failed.
-	var started time.Time
-	began := make(chan struct{})
-	markStarted := func(int) {
-		started = w.clock().Now().UTC()
-		// Reporting the start is for the record; it must not delay the work.
-		w.observeStart(a, started)
-		close(began)
-	}
-	// The start is reported only if the process still runs after
-	// startReportDelay: a short job's completion carries its start time,
-	// so it costs one Raft entry instead of two.
+	// asked for: a start can wait for a CPU to fork on, and a lateness
+	// measured before that wait would hide it. An exec that fails has the
+	// time the start was asked for.
+	var (
+		started   time.Time
+		reportAt  jobs.Timer
+		marked    bool
+		asked     = w.clock().Now().UTC()
+		began     = make(chan struct{})
+		markStart = func(at time.Time) {
+			started, marked = at, true
+			// Reporting the start is for the record; it must not delay the work.
+			w.observeStart(a, started)
+			// The start is reported only if the process still runs
+			// startReportDelay after it started: a short job's completion
+			// carries its start time, so it costs one Raft entry instead
+			// of two.
+			reportAt = w.clock().NewTimer(min(startReportDelay, ttl/3))
+			close(began)
+		}
+	)
 	exited := make(chan struct{})
-	t := w.clock().NewTimer(min(startReportDelay, ttl/3))
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		defer t.Stop()
 		select {
+		case <-began: // started and reportAt were written before began closed
 		case <-exited:
 			return
 		case <-runCtx.Done():
 			return
-		case <-t.C():
 		}
-		// Under load the process may start after the delay ran out.
+		defer reportAt.Stop()
 		select {
 		case <-exited:
 			return
 		case <-runCtx.Done():
 			return
-		case <-began: // started was written before began closed
+		case <-reportAt.C():
 		}
 		if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
 			log.Warn("could not report start", "err", err)
@@ -337,7 +342,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	out := w.live.start(a.Attempt.ID)
 	var res executor.Result
 	if a.Spec.HTTP != nil {
-		markStarted(0)
+		markStart(asked)
 		res = executor.RunHTTP(runCtx, w.httpRequest(a))
 		// The response body, for the live view and the record's tail.
 		out.stdout.Write(res.Stdout)
@@ -353,13 +358,16 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			Stdout:    out.stdout,
 			Stderr:    out.stderr,
 			Spawner:   w.spawn,
-			OnStart:   markStarted,
+			OnStart:   func(int) { markStart(w.clock().Now().UTC()) },
 		})
 	}
-	if started.IsZero() { // the exec failed
-		markStarted(0)
+	if !marked { // the exec failed
+		markStart(asked)
 	}
 	close(exited)
+	if reportAt != nil { // the goroutine may have returned before it took it
+		reportAt.Stop()
+	}
 	out.exited()
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {

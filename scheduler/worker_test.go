@@ -4,9 +4,12 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -135,6 +138,21 @@ func TestWorker_EstablishRefusedAsExpired(t *testing.T) {
 	}
 }
 
+// startGate opens a FIFO when a start is observed, which lets a job that
+// waits on it go on.
+type startGate struct {
+	NopObserver
+	fifo string
+}
+
+func (g startGate) AttemptStarted(string, time.Time, time.Time) {
+	go func() { // blocks until the job opens it to read
+		if f, err := os.OpenFile(g.fifo, os.O_WRONLY, 0); err == nil {
+			f.Close()
+		}
+	}()
+}
+
 // A worker with JobNice runs its jobs that many levels below its own
 // priority.
 func TestWorker_RunsJobsBelowItsPriority(t *testing.T) {
@@ -146,15 +164,19 @@ func TestWorker_RunsJobsBelowItsPriority(t *testing.T) {
 	s := &funcStore{establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
 		return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil
 	}}
-	w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, JobNice: 3, Logger: slog.New(slog.DiscardHandler)}
+	// The worker lowers the job just after its exec, so the shell reads
+	// its nice value only once the worker has seen the start (after the
+	// lowering): the observer opens a FIFO the job waits on.
+	fifo := filepath.Join(t.TempDir(), "started")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, JobNice: 3, Logger: slog.New(slog.DiscardHandler), Observer: startGate{fifo: fifo}}
 	if err := w.Open(); err != nil {
 		t.Fatal(err)
 	}
 	defer w.Close(context.Background())
-	// The worker lowers the job just after its exec, so the shell may
-	// read its nice value first: it reads until the value moved from the
-	// worker's own, at most 1,000 times.
-	read := fmt.Sprintf(`i=0; while :; do read -r line < /proc/$$/stat; set -- $line; shift 18; { [ "$1" != %d ] || [ $i -ge 1000 ]; } && break; i=$((i+1)); done; echo "$1"`, own)
+	read := fmt.Sprintf(`: < %s; read -r line < /proc/$$/stat; set -- $line; shift 18; echo "$1"`, fifo)
 	spec := jobs.Spec{Name: "nice", Command: []string{"/bin/sh", "-c", read},
 		Timeout: jobs.Duration(10 * time.Second), LeaseTTL: jobs.Duration(5 * time.Second), MaxOutputBytes: 1 << 20}
 	a := Assignment{Run: jobs.Run{ID: "nice@x", Job: "nice"}, Spec: spec,

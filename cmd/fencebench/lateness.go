@@ -97,9 +97,8 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 //	accepted   the worker received the dispatch (Attempt.AcceptedAt; log
 //	           version 3 binaries only)
 //	started    the process's exec succeeded, after the worker established
-//	           at the store, had its lease confirmed and waited its turn
-//	           to fork (Attempt.StartedAt; binaries before the turn was
-//	           counted took the time before it)
+//	           at the store and had its lease confirmed (Attempt.StartedAt;
+//	           builds before commit bcd8d24 took the time before the fork)
 //	ended      the process exited (Attempt.EndedAt)
 //	completed  the completion's entry committed and applied on the leader
 //	           (the "completed" event reached this harness)

@@ -57,14 +57,14 @@ type Request struct {
 	// writes, as it writes it (the worker's live output). They must not
 	// block: a slow one holds the command's pipe.
 	Stdout, Stderr io.Writer
-	// Spawner, if set, starts the command at its lower priority; nil
-	// starts it at the caller's.
+	// Spawner, if set, lowers the command to the jobs' priority as soon
+	// as it runs; nil leaves it at the caller's.
 	Spawner *Spawner
 	// OnStart, if set, is called with the process's id once the
 	// command's exec succeeded, before Run waits for it: the instant a
-	// job's lateness is measured to. Starts in one process take turns
-	// to fork, so when many commands are due at once this can be well
-	// after Run was called. It must not block.
+	// job's lateness is measured to. When many commands are due at once
+	// their forks and execs share the CPUs, so this can be well after
+	// Run was called. It must not block.
 	OnStart func(pid int)
 }
 
@@ -156,7 +156,7 @@ func Run(ctx context.Context, req Request) Result {
 		outR.Close()
 		errR.Close()
 		res.Err = fmt.Errorf("start %s: %w", req.Argv[0], err)
-		res.Cancelled = ctx.Err() != nil // while it waited for the spawner
+		res.Cancelled = ctx.Err() != nil // it ended before or during the start
 		res.Ended = time.Now()
 		return res
 	}

@@ -28,11 +28,12 @@ const MaxNice = 19
 // themselves, the node's own work of starting a job on time, wait behind
 // every thread of the node. Starts queued for up to a second at 500
 // fires a second, and past capacity for minutes: each queued start holds
-// a lease, pipes and goroutines, so the node slowed further. Forks in one
-// process never overlap (Go holds syscall.ForkLock until the child has
-// exec'd), so at most one process a node starts runs at the node's
-// priority at a time, and only from its exec until the goroutine that
-// started it lowers it, a few microseconds later.
+// a lease, pipes and goroutines, so the node slowed further. The price
+// of lowering after the exec: a process runs at the node's priority from
+// its exec until the goroutine that started it runs again, usually
+// microseconds, longer when the node is short of CPU. Starts in one node
+// can overlap, so in a burst a few processes can be in that window at
+// once.
 type Spawner struct {
 	nice int // the jobs' nice value, not an offset
 
@@ -43,14 +44,21 @@ type Spawner struct {
 }
 
 // NewSpawner returns a spawner whose processes run `nice` levels below the
-// calling thread's priority, but no lower than MaxNice.
+// calling thread's priority, but no lower than MaxNice. It fails if Linux
+// refuses to let this process set a priority at all.
 func NewSpawner(nice int) (*Spawner, error) {
 	if nice < 0 {
 		return nil, fmt.Errorf("nice %d: a job cannot run above the node's priority", nice)
 	}
 	base, err := ThreadNice()
+	if err == nil {
+		// Setting the value it has is always allowed, unless setting
+		// any is not (a seccomp filter, say): better to know at once
+		// than at every job.
+		err = syscall.Setpriority(syscall.PRIO_PROCESS, 0, base)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("reading the node's priority: %w", err)
+		return nil, fmt.Errorf("job priority: %w", err)
 	}
 	return &Spawner{nice: min(base+nice, MaxNice)}, nil
 }
@@ -68,9 +76,11 @@ var errSpawnerClosed = errors.New("the job spawner is closed")
 // Start starts cmd and lowers it, or does not start it if ctx ended. A
 // command with SysProcAttr.Setpgid (and no Pgid) leads a group of its
 // own, and the whole group is lowered, so a child it forked at once is
-// too. A process that cannot be lowered is killed and reaped, and Start
-// says why: a job must not run at the node's priority. A nil Spawner
-// starts cmd at the caller's priority.
+// too. A process already at the jobs' priority or lower (the node was
+// lowered after the spawner was made) is left alone: raising it could
+// need a privilege. A process that cannot be lowered is killed and
+// reaped, and Start says why: a job must not run at the node's priority.
+// A nil Spawner starts cmd at the caller's priority.
 func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if s == nil {
 		return cmd.Start()
@@ -90,9 +100,18 @@ func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	if a := cmd.SysProcAttr; a != nil && a.Setpgid && a.Pgid == 0 {
 		which = syscall.PRIO_PGRP
 	}
-	// Unreaped, the process (a zombie at worst) keeps its id, so the call
-	// cannot reach another; ESRCH would mean nothing is left to lower.
-	if err := syscall.Setpriority(which, who, s.nice); err != nil && err != syscall.ESRCH {
+	// Unreaped, the process (a zombie at worst) keeps its id, so these
+	// calls cannot reach another; ESRCH would mean nothing is left to
+	// lower. For a group, Linux answers the priority of its highest
+	// member.
+	prio, err := syscall.Getpriority(which, who)
+	if err == nil && 20-prio >= s.nice { // the raw system call answers 20 - nice
+		return nil
+	}
+	if err == nil {
+		err = syscall.Setpriority(which, who, s.nice)
+	}
+	if err != nil && err != syscall.ESRCH {
 		if which == syscall.PRIO_PGRP {
 			syscall.Kill(-who, syscall.SIGKILL)
 		}

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs/executor"
@@ -19,6 +21,14 @@ import (
 // /proc/PID/stat).
 func niceOf(t *testing.T, s *executor.Spawner) int {
 	t.Helper()
+	n, err := startedNice(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func startedNice(s *executor.Spawner) (int, error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	nice, err := -1, error(nil)
@@ -30,10 +40,10 @@ func niceOf(t *testing.T, s *executor.Spawner) int {
 			cancel()
 		},
 	})
-	if err != nil || nice < 0 {
-		t.Fatalf("reading the nice value: %v (result %+v)", err, res)
+	if err == nil && nice < 0 {
+		err = fmt.Errorf("the command did not start: %+v", res)
 	}
-	return nice
+	return nice, err
 }
 
 func procNice(pid int) (int, error) {
@@ -105,8 +115,7 @@ func TestSpawner_ClosedRefusesToStart(t *testing.T) {
 	}
 }
 
-// A start whose context ended before the spawner took it does not
-// happen.
+// A start whose context has ended does not happen.
 func TestSpawner_StartGivesUpWithItsContext(t *testing.T) {
 	s, err := executor.NewSpawner(1)
 	if err != nil {
@@ -124,6 +133,38 @@ func TestSpawner_StartGivesUpWithItsContext(t *testing.T) {
 	}
 	if cmd.Process != nil {
 		t.Fatal("the command was started")
+	}
+}
+
+// A node lowered after its spawner was made (renice -g, say) forks its
+// jobs already below the jobs' priority: they stay there, and are not
+// raised, which without privilege would fail and kill every job.
+func TestSpawner_NeverRaisesAJob(t *testing.T) {
+	base := ownNice(t)
+	if base+3 > executor.MaxNice {
+		t.Fatalf("this test needs to run at nice %d or less, not %d", executor.MaxNice-3, base)
+	}
+	s, err := executor.NewSpawner(1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got := make(chan int, 1)
+	go func() {
+		// A lowered thread cannot be raised again without privilege:
+		// locked and never unlocked, it ends with this goroutine.
+		runtime.LockOSThread()
+		n, err := -1, syscall.Setpriority(syscall.PRIO_PROCESS, 0, base+3)
+		if err == nil {
+			n, err = startedNice(s)
+		}
+		if err != nil {
+			t.Error(err)
+		}
+		got <- n
+	}()
+	if n := <-got; n != base+3 {
+		t.Fatalf("a job forked at nice %d runs at %d once started, want it left at %d", base+3, n, base+3)
 	}
 }
 
