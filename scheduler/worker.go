@@ -299,46 +299,35 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	// measured before that wait would hide it. An exec that fails has the
 	// time the start was asked for.
 	var (
-		started   time.Time
-		reportAt  jobs.Timer
-		marked    bool
-		asked     = w.clock().Now().UTC()
-		began     = make(chan struct{})
-		markStart = func(at time.Time) {
-			started, marked = at, true
-			// Reporting the start is for the record; it must not delay the work.
-			w.observeStart(a, started)
-			// The start is reported only if the process still runs
-			// startReportDelay after it started: a short job's completion
-			// carries its start time, so it costs one Raft entry instead
-			// of two.
-			reportAt = w.clock().NewTimer(min(startReportDelay, ttl/3))
-			close(began)
-		}
+		started  time.Time
+		reportAt jobs.Timer // set once the start is marked
+		asked    = w.clock().Now().UTC()
+		exited   = make(chan struct{})
 	)
-	exited := make(chan struct{})
-	w.wg.Add(1)
-	go func() {
-		defer w.wg.Done()
-		select {
-		case <-began: // started and reportAt were written before began closed
-		case <-exited:
-			return
-		case <-runCtx.Done():
-			return
-		}
-		defer reportAt.Stop()
-		select {
-		case <-exited:
-			return
-		case <-runCtx.Done():
-			return
-		case <-reportAt.C():
-		}
-		if err := w.Leader.Started(w.ctx, a.Attempt.ID, started); err != nil {
-			log.Warn("could not report start", "err", err)
-		}
-	}()
+	markStart := func(at time.Time) {
+		started = at
+		// Reporting the start is for the record; it must not delay the work.
+		w.observeStart(a, at)
+		// The start is reported only if the process still runs
+		// startReportDelay after it started: a short job's completion
+		// carries its start time, so it costs one Raft entry instead of two.
+		t := w.clock().NewTimer(min(startReportDelay, ttl/3))
+		reportAt = t
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			select {
+			case <-exited:
+				return
+			case <-runCtx.Done():
+				return
+			case <-t.C():
+			}
+			if err := w.Leader.Started(w.ctx, a.Attempt.ID, at); err != nil {
+				log.Warn("could not report start", "err", err)
+			}
+		}()
+	}
 	out := w.live.start(a.Attempt.ID)
 	var res executor.Result
 	if a.Spec.HTTP != nil {
@@ -361,13 +350,11 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 			OnStart:   func(int) { markStart(w.clock().Now().UTC()) },
 		})
 	}
-	if !marked { // the exec failed
+	if reportAt == nil { // the exec failed
 		markStart(asked)
 	}
 	close(exited)
-	if reportAt != nil { // the goroutine may have returned before it took it
-		reportAt.Stop()
-	}
+	reportAt.Stop()
 	out.exited()
 	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
