@@ -65,8 +65,12 @@ func NewSpawner(nice int) (*Spawner, error) {
 
 // ThreadNice is the calling thread's nice value: the priority a process
 // it starts would have.
-func ThreadNice() (int, error) {
-	prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0)
+func ThreadNice() (int, error) { return niceOf(syscall.PRIO_PROCESS, 0) }
+
+// niceOf is getpriority as nice(1) counts: for a group, the nice value of
+// its highest-priority member.
+func niceOf(which, who int) (int, error) {
+	prio, err := syscall.Getpriority(which, who)
 	return 20 - prio, err // the raw system call answers 20 - nice
 }
 
@@ -102,10 +106,9 @@ func (s *Spawner) Start(ctx context.Context, cmd *exec.Cmd) error {
 	}
 	// Unreaped, the process (a zombie at worst) keeps its id, so these
 	// calls cannot reach another; ESRCH would mean nothing is left to
-	// lower. For a group, Linux answers the priority of its highest
-	// member.
-	prio, err := syscall.Getpriority(which, who)
-	if err == nil && 20-prio >= s.nice { // the raw system call answers 20 - nice
+	// lower.
+	nice, err := niceOf(which, who)
+	if err == nil && nice >= s.nice {
 		return nil
 	}
 	if err == nil {
