@@ -43,6 +43,14 @@ func (c *leaseClient) State() string {
 	return c.state
 }
 
+// standing is the instant the lease runs out without another confirmed
+// renewal, and its state, read together.
+func (c *leaseClient) standing() (until time.Time, state string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.validUntil, c.state
+}
+
 func (c *leaseClient) isLost() bool {
 	select {
 	case <-c.lost:
@@ -210,9 +218,7 @@ const minCheck = time.Millisecond
 // none is), whichever comes first. validUntil only ever grows, so a
 // renewal confirmed meanwhile can only make keep wake early, never late.
 func (c *leaseClient) untilNextCheck(now, nextRenew time.Time) time.Duration {
-	c.mu.Lock()
-	until, st := c.validUntil, c.state
-	c.mu.Unlock()
+	until, st := c.standing()
 	next := nextRenew
 	if st == LeaseHeld {
 		// evaluate turns SUSPECT strictly after suspectAt.
@@ -234,9 +240,7 @@ func (c *leaseClient) suspectAt(until time.Time) time.Time { return until.Add(-c
 // evaluate moves HELD to SUSPECT and SUSPECT to LOST as the lease runs
 // down without a confirmed renewal.
 func (c *leaseClient) evaluate(now time.Time) {
-	c.mu.Lock()
-	until, st := c.validUntil, c.state
-	c.mu.Unlock()
+	until, st := c.standing()
 	left := until.Sub(now)
 	switch {
 	case st == LeaseLost:
