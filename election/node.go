@@ -104,6 +104,8 @@ type Config struct {
 
 	// wrapLogStore lets tests put a faulty disk under Raft.
 	wrapLogStore func(raft.LogStore) raft.LogStore
+	// timeouts, if set, replaces Profile's (tests).
+	timeouts *profile
 }
 
 // Node is one member of the cluster.
@@ -115,6 +117,7 @@ type Node struct {
 
 	raft       *raft.Raft
 	transport  *raft.NetworkTransport
+	stream     *tlsStream
 	boltStore  *raftboltdb.BoltStore
 	ml         *memberlist.Memberlist
 	keyring    *memberlist.Keyring
@@ -168,6 +171,9 @@ func (n *Node) Open() (err error) {
 	if err != nil {
 		return err
 	}
+	if n.cfg.timeouts != nil {
+		p = *n.cfg.timeouts
+	}
 	n.profile = p
 	n.done = make(chan struct{})
 	n.changed = make(chan struct{}, 1)
@@ -205,10 +211,11 @@ func (n *Node) Open() (err error) {
 	go n.metaLoop()
 	go n.secretLoop()
 	if n.cfg.Server {
-		n.wg.Add(3)
+		n.wg.Add(4)
 		go n.watchLeadership()
 		go n.bootstrapLoop()
 		go n.reconcileLoop()
+		go n.watchCrashedLeader()
 	}
 	return nil
 }
@@ -277,7 +284,7 @@ func (n *Node) openRaft() error {
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hclogTo(n.log, "raft-net"),
 	})
-	n.transport = trans
+	n.transport, n.stream = trans, stream
 	n.meta.RaftAddr = string(trans.LocalAddr())
 
 	has, err := raft.HasExistingState(logs, store, snaps)

@@ -348,3 +348,86 @@ func TestNode_LeaderOnHungDiskStepsDown(t *testing.T) {
 		t.Error("the node on the hung disk still leads")
 	}
 }
+
+// A leader whose process is gone, on a host that is up, is replaced
+// without waiting out the heartbeat timeout: its port refuses the
+// followers' dial. The timeout here is long, so that raft's own timers
+// could not have elected the new leader in the time allowed.
+func TestNode_CrashedLeaderReplacedBeforeTheHeartbeatTimeout(t *testing.T) {
+	const heartbeatTimeout = 3 * time.Second
+	var nodes []*testNode
+	for i := 1; i <= 3; i++ {
+		cfg := election.Config{NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: 3}
+		if i > 1 {
+			cfg.Join = []string{nodes[0].GossipAddr()}
+		}
+		cfg.SetSlowTimeouts(heartbeatTimeout)
+		nodes = append(nodes, startNode(t, cfg))
+	}
+	old := leaderOf(t, nodes)
+	st, _ := old.RaftStats()
+	if err := old.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	// Raft heard the old leader until Close shut it down, so from here
+	// raft's timers alone would take a heartbeat timeout at least.
+	closed := time.Now()
+	var next *testNode
+	eventually(t, 20*time.Second, "a new leader the other survivor follows", func() error {
+		next = nil
+		for _, n := range nodes {
+			if n != old && n.IsLeader() {
+				next = n
+			}
+		}
+		if next == nil {
+			return fmt.Errorf("no leader among the survivors")
+		}
+		for _, n := range nodes {
+			if id, _ := n.Leader(); n != old && id != next.ID() {
+				return fmt.Errorf("%s follows %q, not %s", n.ID(), id, next.ID())
+			}
+		}
+		return nil
+	})
+	took := time.Since(closed)
+	if took >= heartbeatTimeout {
+		t.Errorf("the new leader took %s, no less than the heartbeat timeout %s: the refused port did not start the election", took, heartbeatTimeout)
+	}
+	if now, _ := next.RaftStats(); now.Term <= st.Term {
+		t.Errorf("new leader's term %d, not past the old %d", now.Term, st.Term)
+	}
+	if _, err := next.Apply(context.Background(), []byte("after")); err != nil {
+		t.Errorf("the new leader cannot commit: %v", err)
+	}
+	t.Logf("new leader %s after %s", next.ID(), took.Round(time.Millisecond))
+}
+
+func TestTurnOf_OneFollowerGoesFirst(t *testing.T) {
+	servers := []raft.Server{
+		{ID: "s3", Suffrage: raft.Voter}, {ID: "s1", Suffrage: raft.Voter},
+		{ID: "s2", Suffrage: raft.Voter}, {ID: "s0", Suffrage: raft.Nonvoter},
+	}
+	for _, c := range []struct {
+		self, leader raft.ServerID
+		turn         int
+		ok           bool
+	}{
+		{"s1", "s2", 0, true}, {"s3", "s2", 1, true},
+		{"s2", "s1", 0, true}, {"s3", "s1", 1, true},
+		{"s2", "s2", 0, false}, // the leader itself
+		{"s0", "s2", 0, false}, // not a voter
+		{"s9", "s2", 0, false}, // not in the configuration
+	} {
+		turn, ok := election.TurnOf(servers, c.self, c.leader)
+		if turn != c.turn || ok != c.ok {
+			t.Errorf("turnOf(%s, leader %s) = %d, %v; want %d, %v", c.self, c.leader, turn, ok, c.turn, c.ok)
+		}
+	}
+	// The second in turn dials only once the first has had its turn
+	// and its election time to reach it, and both before raft's timeout.
+	first, second := election.DialAfter(election.ProfileDefault, 0), election.DialAfter(election.ProfileDefault, 1)
+	if !(first < second && second < 500*time.Millisecond) {
+		t.Errorf("dial after %s then %s: want increasing and under the default 500ms heartbeat timeout", first, second)
+	}
+}

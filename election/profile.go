@@ -42,11 +42,12 @@ func profileNamed(name string) (profile, error) {
 		// has a leader, and the first candidate then waits a whole
 		// election timeout; so a three-server cluster elects when the
 		// later of the two followers notices, whose median is about 1.7
-		// heartbeat timeouts. With 500ms the median from a SIGKILL of the
-		// leader to the new epoch was 1.07 s on an idle 2-core machine
-		// (1.15 s with 600ms, fencebench failover), and the timeout still
-		// tolerates GC pauses and loaded hosts of a few hundred
-		// milliseconds.
+		// heartbeat timeouts. With 500ms the median from a SIGSTOP of the
+		// leader (a host gone silent) to the new epoch was about 0.8–1.1 s
+		// on an idle 2-core machine (fencebench failover -signal stop),
+		// and the timeout still tolerates GC pauses and loaded hosts of a
+		// few hundred milliseconds. A leader whose process died on a host
+		// that is up is replaced sooner (crashwatch.go).
 		//
 		// The leader lease is as long as Raft allows (the heartbeat
 		// timeout): a leader that has not heard from a quorum for that

@@ -30,15 +30,15 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs, c := benchFlags("failover", stderr)
 	rounds := fs.Int("rounds", 20, "how many times to stop the leader")
 	profile := fs.String("profile", "default", "timeout profile: default or fast")
-	signal := fs.String("signal", "kill", "how the leader is stopped: kill (SIGKILL, a crash) or term (SIGTERM, a planned stop that hands leadership over)")
+	signal := fs.String("signal", "kill", "how the leader is stopped: kill (SIGKILL, a crash), stop (SIGSTOP, a hung leader, or a host gone silent; killed after the round) or term (SIGTERM, a planned stop that hands leadership over)")
 	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	sig, ok := map[string]syscall.Signal{"kill": syscall.SIGKILL, "term": syscall.SIGTERM}[*signal]
+	sig, ok := map[string]syscall.Signal{"kill": syscall.SIGKILL, "stop": syscall.SIGSTOP, "term": syscall.SIGTERM}[*signal]
 	if !ok {
-		return fmt.Errorf("-signal %q: want kill or term", *signal)
+		return fmt.Errorf("-signal %q: want kill, stop or term", *signal)
 	}
 	type result struct {
 		label            string
@@ -70,10 +70,13 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	return tw.Flush()
 }
 
-// sigName is SIGKILL or SIGTERM.
+// sigName is SIGKILL, SIGSTOP or SIGTERM.
 func sigName(sig syscall.Signal) string {
-	if sig == syscall.SIGTERM {
+	switch sig {
+	case syscall.SIGTERM:
 		return "SIGTERM"
+	case syscall.SIGSTOP:
+		return "SIGSTOP"
 	}
 	return "SIGKILL"
 }
@@ -118,7 +121,10 @@ func measureFailover(ctx context.Context, bin, dir, profile string, sig syscall.
 // server has applied a grant of a later epoch; then it restarts the old
 // leader on its data directory and waits for it to rejoin. Under SIGTERM
 // the leader hands leadership over before it exits, so the clock runs from
-// the signal, not from the exit.
+// the signal, not from the exit. A leader stopped with SIGSTOP is killed
+// once measured: its port still accepts (the kernel answers for it), so
+// the followers must wait out their heartbeat timeout, as for a host that
+// went silent.
 func failoverOnce(cl *localcluster.Cluster, sig syscall.Signal) (elected, granted time.Duration, err error) {
 	before, err := waitAgreed(cl, 60*time.Second)
 	if err != nil {
@@ -167,7 +173,10 @@ func failoverOnce(cl *localcluster.Cluster, sig syscall.Signal) (elected, grante
 	if err != nil {
 		return 0, 0, err
 	}
-	if sig != syscall.SIGKILL {
+	switch sig {
+	case syscall.SIGSTOP:
+		old.Kill()
+	case syscall.SIGTERM:
 		if err := old.WaitExit(30 * time.Second); err != nil {
 			return 0, 0, fmt.Errorf("%s after %s: %w", old.Name, sigName(sig), err)
 		}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -245,6 +246,15 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 	t.Logf("leader %s epoch %d, then after SIGKILL %s epoch %d", first.Leader, first.Epoch, second.Leader, second.Epoch)
 	if second.Leader == first.Leader || second.Epoch <= first.Epoch {
 		t.Fatalf("after killing %s: leader %s epoch %d, want another leader with an epoch above %d", first.Leader, second.Leader, second.Epoch, first.Epoch)
+	}
+	// Its host is up, so its port refused the followers' dial, and one of
+	// them started the election without waiting out the heartbeat timeout.
+	started := slices.ContainsFunc(c.Servers(), func(n *localcluster.Node) bool {
+		b, err := os.ReadFile(n.LogPath)
+		return err == nil && n != old && bytes.Contains(b, []byte("Raft port refuses connections, so its process is gone"))
+	})
+	if !started {
+		t.Errorf("no survivor says the killed leader's port refused it and it started an election")
 	}
 
 	if err := old.Start(); err != nil {
