@@ -175,7 +175,7 @@ func (f *FSM) afterEntry(l *raft.Log, c command) {
 		f.noticeEnded(l, r, att, at)
 		if r.State.Terminal() {
 			for _, d := range f.followers(r.Job) {
-				f.follow(l, d, r.ScheduledAt, follow.Workers[d], at)
+				f.follow(l, c.V, d, r.ScheduledAt, follow.Workers[d], at)
 			}
 		}
 	}
@@ -183,7 +183,7 @@ func (f *FSM) afterEntry(l *raft.Log, c command) {
 
 // follow decides the run of job d for scheduled time t (DecideFollow)
 // and records it.
-func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.Time) {
+func (f *FSM) follow(l *raft.Log, version int, d string, t time.Time, worker string, at time.Time) {
 	spec, ok := f.spec(d)
 	if !ok {
 		return
@@ -214,16 +214,12 @@ func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.
 			return // a token out of range grants nothing (newAttempt recorded it)
 		}
 	}
-	f.st.Runs[id] = r
-	f.st.Order = append(f.st.Order, id)
-	f.addRun(r)
-	f.noteScheduled(d, t)
 	if r.State == jobs.Skipped {
 		f.changed(l, Change{Kind: ChangeEnded, Run: id})
 	} else {
 		f.changed(l, Change{Kind: ChangeGranted, Run: id, Attempt: r.Attempts[0].ID})
 	}
-	f.trim()
+	f.recordRun(r, version)
 }
 
 // RunFollowing is a run whose job other jobs follow, and those jobs.

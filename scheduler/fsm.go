@@ -429,6 +429,11 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
 		f.promoteWaiters(l, commandTime(c))
 	}
+	if c.V >= 7 {
+		// Once the entry's runs have all been decided, followed and
+		// admitted: none is dropped before that.
+		f.trim(c.V)
+	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
 	f.changes = nil
@@ -644,11 +649,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventForced, Job: g.Job, Run: id, Detail: detail})
 		}
 	}
-	f.st.Runs[id] = r
-	f.st.Order = append(f.st.Order, id)
-	f.addRun(r)
-	f.noteScheduled(g.Job, g.ScheduledAt)
-	f.trim()
+	f.recordRun(r, version)
 	return applyResult{Run: r.Clone()}
 }
 
@@ -742,18 +743,42 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 	return applyResult{}
 }
 
+// recordRun adds a run just decided to the state. Up to log version 6 the
+// state was trimmed after each one; from 7, once per entry (Apply).
+func (f *FSM) recordRun(r *jobs.Run, version int) {
+	f.st.Runs[r.ID] = r
+	f.st.Order = append(f.st.Order, r.ID)
+	f.addRun(r)
+	f.noteScheduled(r.Job, r.ScheduledAt)
+	if version < 7 {
+		f.trim(version)
+	}
+}
+
 // trim drops the oldest finished runs beyond MaxRuns, moving each job's
 // horizon forward so a dropped (job, scheduled time) stays ungrantable.
-func (f *FSM) trim() {
+//
+// Up to log version 6 it stopped at the oldest run still open, so one run
+// that stayed open (a job that runs for hours) kept every run granted
+// after it in the state, and in every snapshot, until it ended: a hundred
+// fires a second behind a ten-minute job is sixty thousand runs. From
+// version 7 it passes over open runs, which keep their place.
+func (f *FSM) trim(version int) {
 	limit := f.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
-	drop := 0
-	for len(f.st.Order)-drop > limit {
-		r := f.st.Runs[f.st.Order[drop]]
+	excess := len(f.st.Order) - limit
+	n, kept := 0, 0 // runs looked at; open ones among them, moved to the front
+	for ; n < len(f.st.Order) && excess > 0; n++ {
+		r := f.st.Runs[f.st.Order[n]]
 		if !r.State.Terminal() {
-			break
+			if version < 7 {
+				break
+			}
+			f.st.Order[kept] = r.ID
+			kept++
+			continue
 		}
 		if r.ScheduledAt.After(f.st.Horizon[r.Job]) {
 			f.st.Horizon[r.Job] = r.ScheduledAt
@@ -763,9 +788,13 @@ func (f *FSM) trim() {
 		}
 		f.dropRun(r)
 		delete(f.st.Runs, r.ID)
-		drop++
+		excess--
 	}
-	f.st.Order = f.st.Order[drop:]
+	// The open runs passed over stay, oldest first, just before the runs
+	// not looked at.
+	start := n - kept
+	copy(f.st.Order[start:n], f.st.Order[:kept])
+	f.st.Order = f.st.Order[start:]
 }
 
 // attempt finds an attempt by id; it must be called with f.mu held.

@@ -79,11 +79,14 @@ import (
 //	   attempt's worker, which gave it up before starting it. The state
 //	   records the index of the last election entry.
 //	6  several start reports in one entry (op "starts", see starts.go).
+//	7  the oldest finished runs beyond MaxRuns are dropped once per
+//	   entry, after its runs are all decided, passing over open runs
+//	   (before, after each new run, stopping at the oldest open run).
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "6"
+var logVersionText = "7"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
