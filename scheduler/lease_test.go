@@ -245,9 +245,20 @@ func TestLeaseClient_States(t *testing.T) {
 // completion, for at most 30s of real time.
 func (f *leaseFixture) completion(t *testing.T) Completion {
 	t.Helper()
+	return f.completionBy(t, time.Time{})
+}
+
+// completionBy is completion with the clock stopped at limit (driveUntil);
+// zero: never stopped.
+func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) Completion {
+	t.Helper()
 	driven := make(chan struct{})
 	defer close(driven)
-	go drive(t, f.clock, driven)
+	if limit.IsZero() {
+		go drive(t, f.clock, driven)
+	} else {
+		go driveUntil(t, f.clock, limit, driven)
+	}
 	select {
 	case c := <-f.leader.done:
 		return c
@@ -266,6 +277,25 @@ func drive(t *testing.T, clock *clocktest.Clock, done <-chan struct{}) {
 	for ctx.Err() == nil {
 		if clock.WaitTimers(ctx, 1) == nil {
 			clock.AdvanceNext()
+		}
+	}
+}
+
+// driveUntil is drive with the clock stopped at limit: the timers due
+// later never fire. While the code under test does real work (runs a
+// process), drive would move the clock through every timer it has
+// pending, as fast as the goroutines that answer them are scheduled; on a
+// loaded machine a lease then runs out in fake time before its renewal's
+// goroutine got to run.
+func driveUntil(t *testing.T, clock *clocktest.Clock, limit time.Time, done <-chan struct{}) {
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-done; cancel() }()
+	for ctx.Err() == nil {
+		if fired, changed := clock.AdvanceNextBy(limit); !fired {
+			select {
+			case <-changed:
+			case <-ctx.Done():
+			}
 		}
 	}
 }

@@ -149,8 +149,7 @@ func TestLeader_GrantsAhead(t *testing.T) {
 // A worker given a run granted ahead confirms the lease at once and
 // starts the process at the fire time, not before.
 func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
-	// The fake clock runs on while the real process runs: every renewal
-	// is confirmed.
+	// Every renewal is confirmed.
 	script := make([]*renewAnswer, 1000)
 	for i := range script {
 		script[i] = held
@@ -185,14 +184,15 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 
 // runAhead has f's worker run a scheduled attempt granted at leaseT0 for
 // fireAt, whose process touches a marker file, and returns its completion
-// and the marker's path.
+// and the marker's path. The clock stops at the fire time: the process
+// runs in real time, and nothing after its start needs the clock to move.
 func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
 		t.Fatal(err)
 	}
-	return f.completion(t), marker
+	return f.completionBy(t, fireAt), marker
 }
 
 // tickAhead is a scheduled attempt for fireAt, granted at granted with a

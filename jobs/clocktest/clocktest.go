@@ -96,6 +96,27 @@ func (c *Clock) AdvanceNext() (time.Duration, bool) {
 	return d, true
 }
 
+// AdvanceNextBy is AdvanceNext for a timer due no later than limit: it
+// reports whether it fired one. If it did not, changed is closed once a
+// timer is added, so a caller can wait for one without polling.
+func (c *Clock) AdvanceNextBy(limit time.Time) (fired bool, changed <-chan struct{}) {
+	c.mu.Lock()
+	i := -1
+	for j, t := range c.timers {
+		if !t.at.After(limit) && (i < 0 || t.at.Before(c.timers[i].at)) {
+			i = j
+		}
+	}
+	if i < 0 {
+		defer c.mu.Unlock()
+		return false, c.changed
+	}
+	d := c.timers[i].at.Sub(c.now)
+	c.mu.Unlock()
+	c.Advance(d)
+	return true, nil
+}
+
 // Timers returns how many timers are waiting to fire.
 func (c *Clock) Timers() int {
 	c.mu.Lock()

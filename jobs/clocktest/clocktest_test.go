@@ -69,3 +69,37 @@ func TestClock_WaitTimersAndAdvanceNext(t *testing.T) {
 		t.Error("AdvanceNext with no timer waiting moved the clock")
 	}
 }
+
+// AdvanceNextBy fires only timers due by its limit, earliest first, and
+// otherwise hands back a channel closed when a timer is added.
+func TestClock_AdvanceNextBy(t *testing.T) {
+	c := New(start)
+	limit := start.Add(2 * time.Second)
+	late, early := c.NewTimer(5*time.Second), c.NewTimer(time.Second)
+	if fired, _ := c.AdvanceNextBy(limit); !fired {
+		t.Fatal("the timer due before the limit did not fire")
+	}
+	if at := <-early.C(); !at.Equal(start.Add(time.Second)) || !c.Now().Equal(at) {
+		t.Errorf("fired at %s, clock at %s; want both at %s", at, c.Now(), start.Add(time.Second))
+	}
+	fired, changed := c.AdvanceNextBy(limit)
+	if fired || changed == nil {
+		t.Fatalf("fired %v, changed %v: want nothing fired past the limit, and a channel to wait on", fired, changed)
+	}
+	select {
+	case <-late.C():
+		t.Fatal("the timer past the limit fired")
+	case <-changed:
+		t.Fatal("changed closed before any timer was added")
+	default:
+	}
+	c.NewTimer(500 * time.Millisecond)
+	select {
+	case <-changed:
+	default:
+		t.Error("adding a timer did not close changed")
+	}
+	if fired, _ := c.AdvanceNextBy(limit); !fired {
+		t.Error("the timer added before the limit did not fire")
+	}
+}
