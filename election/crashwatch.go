@@ -2,7 +2,9 @@ package election
 
 import (
 	"errors"
+	"net"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -18,8 +20,10 @@ import (
 // connection to a port no process listens on is refused at once. A slow
 // leader still accepts.
 //
-// So a follower whose leader has missed a few heartbeats dials the
-// leader's Raft port. If the host refuses the connection, the follower
+// So a follower whose leader has been silent for a few heartbeat
+// intervals (150 ms with the default profile; raft sends a heartbeat
+// every tenth to fifth of its heartbeat timeout) dials the leader's Raft
+// port. If the host refuses the connection, the follower
 // does not wait out the timeout: it sends itself the message a leader
 // sends when it hands leadership over (TimeoutNow). That starts an
 // election the other voters take part in at once, though they have not
@@ -28,6 +32,15 @@ import (
 // lead changes, only when the election starts. A host that is down, or
 // cut off, refuses nothing, and the cluster waits out the timeout as
 // before.
+//
+// What it costs when it is wrong: an election. A leader that is up but
+// whose host refuses this follower (a firewall that rejects, rather than
+// drops, while the leader's heartbeats do not reach it either) is
+// deposed, where raft's pre-vote would have kept it; and a new leader
+// whose first heartbeat arrives between the last check and the
+// TimeoutNow is deposed too (raft's handler asks nothing). Either way the
+// next leader is elected by raft's own rules, and every token is still
+// minted in the log.
 //
 // Only one follower may start it: two candidates at once would split the
 // vote, and the cluster would wait an election timeout for a retry. The
@@ -41,7 +54,7 @@ type crashWatchTiming struct {
 	// raft's heartbeat interval (a tenth of the heartbeat timeout).
 	every time.Duration
 	// silent is how long the leader must have been silent before the
-	// first follower in turn dials it: three missed heartbeats. It is
+	// first follower in turn dials it: three heartbeat intervals. It is
 	// also the least time between two dials of a leader that accepted.
 	silent time.Duration
 }
@@ -131,11 +144,30 @@ func (n *Node) refusedBy(addr raft.ServerAddress, timeout time.Duration) bool {
 
 // startElection makes this follower a candidate now, the way a leader
 // handing over does: a TimeoutNow to itself, over its own authenticated
-// transport (raft has no other way in).
+// transport (raft has no other way in). It dials the address it listens
+// on, not the one it advertises: behind a NAT that does not loop back, a
+// node cannot reach its own advertised address.
 func (n *Node) startElection() error {
 	id, addr := raft.ServerID(n.cfg.NodeID), n.transport.LocalAddr()
 	req := &raft.TimeoutNowRequest{RPCHeader: raft.RPCHeader{
 		ProtocolVersion: raft.ProtocolVersionMax, ID: []byte(id), Addr: n.transport.EncodePeer(id, addr),
 	}}
-	return n.transport.TimeoutNow(id, addr, req, &raft.TimeoutNowResponse{})
+	return n.transport.TimeoutNow(id, n.listenAddr(), req, &raft.TimeoutNowResponse{})
+}
+
+// listenAddr is an address this node's Raft listener can be dialled at
+// from this host: its bound address, loopback if it listens on all.
+func (n *Node) listenAddr() raft.ServerAddress {
+	a, ok := n.stream.ln.Addr().(*net.TCPAddr)
+	if !ok {
+		return n.transport.LocalAddr()
+	}
+	ip := a.IP
+	switch {
+	case ip == nil || ip.IsUnspecified() && ip.To4() != nil:
+		ip = net.IPv4(127, 0, 0, 1)
+	case ip.IsUnspecified():
+		ip = net.IPv6loopback
+	}
+	return raft.ServerAddress(net.JoinHostPort(ip.String(), strconv.Itoa(a.Port)))
 }

@@ -121,19 +121,61 @@ func DecideFollow(in FollowInput) FollowDecision {
 	return FollowDecision{Verdict: FollowGrant, Parents: ids}
 }
 
-// followers returns the jobs whose after list names job, in set order;
-// the index is rebuilt when the job set changes (f.mu held).
+// followers returns the jobs whose after list names job, in set order
+// (f.mu held).
 func (f *FSM) followers(job string) []string {
-	if f.deps == nil || f.depsHash != f.st.JobsHash {
-		f.deps = map[string][]string{}
-		for _, s := range f.st.Jobs {
-			for _, p := range s.After {
-				f.deps[p] = append(f.deps[p], s.Name)
+	f.indexDeps()
+	return f.deps[job]
+}
+
+// dependencyComponents numbers the jobs linked by after, directly or
+// through other jobs: two jobs have the same number if and only if they
+// are linked. A job with no after and no follower has none (f.mu held).
+func (f *FSM) dependencyComponents() map[string]int {
+	f.indexDeps()
+	return f.depComp
+}
+
+// indexDeps rebuilds deps and depComp when the job set has changed.
+func (f *FSM) indexDeps() {
+	if f.deps != nil && f.depsHash == f.st.JobsHash {
+		return
+	}
+	f.deps = map[string][]string{}
+	for _, s := range f.st.Jobs {
+		for _, p := range s.After {
+			f.deps[p] = append(f.deps[p], s.Name)
+		}
+	}
+	// Each job is linked to its parents; a walk from each job not yet
+	// numbered numbers all it is linked to.
+	links := map[string][]string{}
+	for p, fs := range f.deps {
+		for _, d := range fs {
+			links[p] = append(links[p], d)
+			links[d] = append(links[d], p)
+		}
+	}
+	f.depComp = map[string]int{}
+	for _, s := range f.st.Jobs {
+		if _, done := f.depComp[s.Name]; done || len(links[s.Name]) == 0 {
+			continue
+		}
+		c := len(f.depComp)
+		stack := []string{s.Name}
+		f.depComp[s.Name] = c
+		for len(stack) > 0 {
+			j := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, k := range links[j] {
+				if _, done := f.depComp[k]; !done {
+					f.depComp[k] = c
+					stack = append(stack, k)
+				}
 			}
 		}
-		f.depsHash = f.st.JobsHash
 	}
-	return f.deps[job]
+	f.depsHash = f.st.JobsHash
 }
 
 // afterEntry is what a version 4 entry does once its op is applied: for

@@ -359,9 +359,10 @@ type FSM struct {
 	// let go of, for History (f.mu held).
 	trimmedRuns   []jobs.Run
 	trimmedEvents []jobs.Event
-	// deps indexes the jobs that follow each job, for the job set of
-	// depsHash (after.go).
+	// deps indexes the jobs that follow each job, and depComp the jobs
+	// linked by after, for the job set of depsHash (after.go).
 	deps     map[string][]string
+	depComp  map[string]int
 	depsHash string
 	// groups caches the job set's group limits; groupsOf is the hash of
 	// the set it was built from (groups.go).
@@ -762,23 +763,32 @@ func (f *FSM) recordRun(r *jobs.Run, version int) {
 // that stayed open (a job that runs for hours) kept every run granted
 // after it in the state, and in every snapshot, until it ended: a hundred
 // fires a second behind a ten-minute job is sixty thousand runs. From
-// version 7 it passes over open runs, which keep their place.
+// version 7 it passes over the runs that must stay (pinned), which keep
+// their place, and drops the finished runs after them.
 func (f *FSM) trim(version int) {
 	limit := f.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
 	excess := len(f.st.Order) - limit
-	n, kept := 0, 0 // runs looked at; open ones among them, moved to the front
+	if excess <= 0 {
+		return
+	}
+	var pin func(*jobs.Run) bool
+	if version >= 7 {
+		pin = f.pinned()
+	}
+	var gone []*jobs.Run
+	n, kept := 0, 0 // runs looked at; those kept among them, moved to the front
 	for ; n < len(f.st.Order) && excess > 0; n++ {
 		r := f.st.Runs[f.st.Order[n]]
-		if !r.State.Terminal() {
-			if version < 7 {
-				break
-			}
+		if pin != nil && pin(r) {
 			f.st.Order[kept] = r.ID
 			kept++
 			continue
+		}
+		if !r.State.Terminal() {
+			break // version 6 and before
 		}
 		if r.ScheduledAt.After(f.st.Horizon[r.Job]) {
 			f.st.Horizon[r.Job] = r.ScheduledAt
@@ -786,15 +796,74 @@ func (f *FSM) trim(version int) {
 		if f.History != nil {
 			f.trimmedRuns = append(f.trimmedRuns, r.Clone())
 		}
-		f.dropRun(r)
+		gone = append(gone, r)
 		delete(f.st.Runs, r.ID)
 		excess--
 	}
-	// The open runs passed over stay, oldest first, just before the runs
-	// not looked at.
+	f.dropRuns(gone)
+	// The runs kept stay, oldest first, just before the runs not looked at.
 	start := n - kept
 	copy(f.st.Order[start:n], f.st.Order[:kept])
 	f.st.Order = f.st.Order[start:]
+}
+
+// pinned returns which runs trim must keep, from log version 7, however
+// old. Dropping a run moves its job's horizon up to its time, and every
+// time at or before the horizon is refused for good, so a run stays while
+// a run of its job for that time or an earlier one may still be decided:
+//   - a run still open;
+//   - a run of a job linked to others by after (directly or through
+//     others) no older than the oldest open run of any of them: a parent's
+//     run that ends decides its followers' runs for its time (earlier
+//     than runs they already have, when it ran long), and a follower of
+//     several parents looks up each parent's run for that time;
+//   - a run no older than the earliest fire time queued by a backfill of
+//     its job, or of a job linked to it.
+//
+// So what stays is bounded by what the linked jobs fire while their
+// oldest open run lasts, not by everything the cluster runs meanwhile.
+// f.mu held.
+func (f *FSM) pinned() func(*jobs.Run) bool {
+	comp := f.dependencyComponents()
+	// floor is, per job or linked group of jobs, the earliest time whose
+	// runs must stay.
+	type group struct {
+		linked int    // the jobs' number in comp, or -1 for one job alone
+		job    string // that job
+	}
+	key := func(job string) group {
+		if c, ok := comp[job]; ok {
+			return group{linked: c}
+		}
+		return group{linked: -1, job: job}
+	}
+	floor := map[group]time.Time{}
+	lower := func(k group, t time.Time) {
+		if cur, ok := floor[k]; !ok || t.Before(cur) {
+			floor[k] = t
+		}
+	}
+	if len(comp) > 0 {
+		for _, id := range f.st.Order {
+			if r := f.st.Runs[id]; !r.State.Terminal() {
+				if _, linked := comp[r.Job]; linked {
+					lower(key(r.Job), r.ScheduledAt)
+				}
+			}
+		}
+	}
+	for job, q := range f.st.Backfills {
+		if len(q.Times) > 0 {
+			lower(key(job), q.Times[0])
+		}
+	}
+	return func(r *jobs.Run) bool {
+		if !r.State.Terminal() {
+			return true
+		}
+		at, ok := floor[key(r.Job)]
+		return ok && !r.ScheduledAt.Before(at)
+	}
 }
 
 // attempt finds an attempt by id; it must be called with f.mu held.

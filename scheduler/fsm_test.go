@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"math"
 	"strings"
@@ -208,72 +207,6 @@ func (s *memSink) Close() error  { return nil }
 // A run whose attempt failed with retries left has not finished: it is
 // pending until its retry is granted, and finishes with the last attempt's
 // state. Removing its job, or a replacing run, finishes it without a retry.
-// A run that stays open (a long job) does not keep the runs granted after
-// it: the state stays within MaxRuns, the open run is kept, and a dropped
-// run stays ungrantable. Entries of log version 6 and before still trim
-// as they did, stopping at the open run, so servers of both releases
-// reach the same state from the same log.
-func TestFSM_OpenRunDoesNotKeepLaterRuns(t *testing.T) {
-	for _, v := range []int{6, LogVersion} {
-		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
-			f := withJobs(t, "long", "busy")
-			f.MaxRuns = 3
-			apply := func(index uint64, c command) applyResult {
-				t.Helper()
-				if index == 2 { // the term's election entry first, as applyAt does
-					applyRaw(t, f, 1, index, rawEntry(t, v, command{Op: opElected, Elected: &electedCmd{Node: "test-leader", At: t0}}))
-				}
-				res := applyRaw(t, f, 1, index, rawEntry(t, v, c))
-				if res.Err != nil {
-					t.Fatalf("entry %d: %v", index, res.Err)
-				}
-				return res
-			}
-			long := apply(2, grant("long", t0)).Run.ID
-			idx := uint64(3)
-			var first string
-			for i := range 100 {
-				at := t0.Add(time.Duration(i+1) * time.Minute)
-				id := apply(idx, grant("busy", at)).Run.ID
-				if i == 0 {
-					first = id
-				}
-				c := Completion{Attempt: jobs.AttemptID(id, 1), State: jobs.Failed, EndedAt: at}
-				apply(idx+1, command{Op: opComplete, Complete: &c})
-				idx += 2
-			}
-			kept := len(f.Runs(RunFilter{}))
-			if _, ok := f.Run(long); !ok {
-				t.Fatalf("the open run was dropped")
-			}
-			if v < 7 {
-				if kept != 101 {
-					t.Errorf("version %d kept %d runs, want all 101 (it stops at the open run)", v, kept)
-				}
-				return
-			}
-			if kept > f.MaxRuns {
-				t.Errorf("kept %d runs, want at most MaxRuns (%d)", kept, f.MaxRuns)
-			}
-			if got := len(f.Runs(RunFilter{Job: "busy"})); got != f.MaxRuns-1 {
-				t.Errorf("busy has %d runs kept, want the newest %d", got, f.MaxRuns-1)
-			}
-			if res := applyRaw(t, f, 1, idx, rawEntry(t, v, grant("busy", t0.Add(time.Minute)))); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
-				t.Errorf("re-grant of the dropped run %s: err = %v, want ErrDuplicateRun", first, res.Err)
-			}
-			// Newest first, and the open run still the oldest.
-			runs := f.Runs(RunFilter{})
-			if runs[len(runs)-1].ID != long {
-				t.Errorf("oldest run kept = %s, want the open %s", runs[len(runs)-1].ID, long)
-			}
-			g := snapshotRestored(t, f)
-			if got := len(g.Runs(RunFilter{})); got != kept {
-				t.Errorf("restored state has %d runs, want %d", got, kept)
-			}
-		})
-	}
-}
-
 func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	f := NewFSM()
 	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 1}

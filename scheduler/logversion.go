@@ -80,8 +80,10 @@ import (
 //	   records the index of the last election entry.
 //	6  several start reports in one entry (op "starts", see starts.go).
 //	7  the oldest finished runs beyond MaxRuns are dropped once per
-//	   entry, after its runs are all decided, passing over open runs
-//	   (before, after each new run, stopping at the oldest open run).
+//	   entry, after its runs are all decided, passing over the runs that
+//	   must stay (open ones, and those a later decision may need; see
+//	   pinned in fsm.go); before, after each new run, stopping at the
+//	   oldest open run.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags

@@ -1,6 +1,6 @@
 // Command fencebench measures a whole local cluster of fencecron processes:
 //
-//	fencebench failover [-rounds 20] [-profile default|fast] [-compare BIN]
+//	fencebench failover [-rounds 20] [-profile default|fast] [-signal kill|stop|term] [-compare BIN]
 //	    SIGKILL the leader again and again; time from the kill to the new
 //	    leader's first committed grant. -compare measures another binary
 //	    first, in the same run, and prints both side by side.
@@ -47,7 +47,7 @@ func main() {
 }
 
 const usage = `usage:
-  fencebench failover [-rounds N] [-profile default|fast] [-compare PATH] [-bin PATH] [-keep DIR]
+  fencebench failover [-rounds N] [-profile default|fast] [-signal kill|stop|term] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench lateness [-rates 10,100] [-duration D] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench scale [-jobs 10000,100000] [-settle D] [-cluster=false] [-compare PATH] [-bin PATH] [-keep DIR]
 `
