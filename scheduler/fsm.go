@@ -759,30 +759,37 @@ func (f *FSM) recordRun(r *jobs.Run, version int) {
 // trim drops the oldest finished runs beyond MaxRuns, moving each job's
 // horizon forward so a dropped (job, scheduled time) stays ungrantable.
 //
-// Up to log version 6 it stopped at the oldest run still open, so one run
-// that stayed open (a job that runs for hours) kept every run granted
-// after it in the state, and in every snapshot, until it ended: a hundred
-// fires a second behind a ten-minute job is sixty thousand runs. From
-// version 7 it passes over the runs that must stay (pinned), which keep
-// their place, and drops the finished runs after them.
+// Up to log version 6 it trimmed the state to MaxRuns runs and stopped at
+// the oldest run still open, so one run that stayed open (a job that runs
+// for hours) kept every run granted after it in the state, and in every
+// snapshot, until it ended: a hundred fires a second behind a ten-minute
+// job is sixty thousand runs. From version 7 it keeps the newest MaxRuns
+// finished runs, every open run, and the runs tied to an open one (see
+// tied); the rest go, wherever they are.
 func (f *FSM) trim(version int) {
 	limit := f.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
 	excess := len(f.st.Order) - limit
+	var tied func(job string) bool
+	if version >= 7 {
+		excess = -limit
+		for _, id := range f.st.Order {
+			if f.st.Runs[id].State.Terminal() {
+				excess++
+			}
+		}
+		tied = f.tied()
+	}
 	if excess <= 0 {
 		return
-	}
-	var pin func(*jobs.Run) bool
-	if version >= 7 {
-		pin = f.pinned()
 	}
 	var gone []*jobs.Run
 	n, kept := 0, 0 // runs looked at; those kept among them, moved to the front
 	for ; n < len(f.st.Order) && excess > 0; n++ {
 		r := f.st.Runs[f.st.Order[n]]
-		if pin != nil && pin(r) {
+		if tied != nil && (!r.State.Terminal() || kept > 0 && tied(r.Job)) {
 			f.st.Order[kept] = r.ID
 			kept++
 			continue
@@ -807,62 +814,25 @@ func (f *FSM) trim(version int) {
 	f.st.Order = f.st.Order[start:]
 }
 
-// pinned returns which runs trim must keep, from log version 7, however
-// old. Dropping a run moves its job's horizon up to its time, and every
-// time at or before the horizon is refused for good, so a run stays while
-// a run of its job for that time or an earlier one may still be decided:
-//   - a run still open;
-//   - a run of a job linked to others by after (directly or through
-//     others) no older than the oldest open run of any of them: a parent's
-//     run that ends decides its followers' runs for its time (earlier
-//     than runs they already have, when it ran long), and a follower of
-//     several parents looks up each parent's run for that time;
-//   - a run no older than the earliest fire time queued by a backfill of
-//     its job, or of a job linked to it.
-//
-// So what stays is bounded by what the linked jobs fire while their
-// oldest open run lasts, not by everything the cluster runs meanwhile.
-// f.mu held.
-func (f *FSM) pinned() func(*jobs.Run) bool {
-	comp := f.dependencyComponents()
-	// floor is, per job or linked group of jobs, the earliest time whose
-	// runs must stay.
-	type group struct {
-		linked int    // the jobs' number in comp, or -1 for one job alone
-		job    string // that job
-	}
-	key := func(job string) group {
-		if c, ok := comp[job]; ok {
-			return group{linked: c}
-		}
-		return group{linked: -1, job: job}
-	}
-	floor := map[group]time.Time{}
-	lower := func(k group, t time.Time) {
-		if cur, ok := floor[k]; !ok || t.Before(cur) {
-			floor[k] = t
-		}
-	}
-	if len(comp) > 0 {
-		for _, id := range f.st.Order {
-			if r := f.st.Runs[id]; !r.State.Terminal() {
-				if _, linked := comp[r.Job]; linked {
-					lower(key(r.Job), r.ScheduledAt)
-				}
-			}
-		}
-	}
-	for job, q := range f.st.Backfills {
-		if len(q.Times) > 0 {
-			lower(key(job), q.Times[0])
-		}
-	}
-	return func(r *jobs.Run) bool {
-		if !r.State.Terminal() {
+// tied reports, from log version 7, which jobs' finished runs trim keeps
+// once it has passed an open run, as every version did for every job:
+// those whose runs a later decision may need. Dropping a run moves its
+// job's horizon up to its time, and a time at or before the horizon is
+// refused for good. A job linked to others by after (directly or through
+// others) is tied: a parent's run that ends decides its followers' runs
+// for its time, which may be earlier than runs they already have, and a
+// follower of several parents looks up each parent's run for that time.
+// So is a job with fire times queued by a backfill, which are earlier
+// than its runs. Any other job's runs are decided on their own: its
+// finished runs go past open ones. f.mu held.
+func (f *FSM) tied() func(job string) bool {
+	linked := f.dependencyComponents()
+	return func(job string) bool {
+		if _, ok := linked[job]; ok {
 			return true
 		}
-		at, ok := floor[key(r.Job)]
-		return ok && !r.ScheduledAt.Before(at)
+		q := f.st.Backfills[job]
+		return q != nil && len(q.Times) > 0
 	}
 }
 

@@ -9,11 +9,11 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// A run that stays open (a long job) does not keep the runs granted after
-// it: the state stays within MaxRuns, the open run is kept, and a dropped
-// run stays ungrantable. Entries of log version 6 and before still trim
-// as they did, stopping at the open run, so servers of both releases
-// reach the same state from the same log.
+// A run that stays open (a long job) does not keep the runs of other jobs
+// granted after it: the state keeps the newest MaxRuns finished runs and
+// the open one, and a dropped run stays ungrantable. Entries of log
+// version 6 and before still trim as they did, stopping at the open run,
+// so servers of both releases reach the same state from the same log.
 func TestFSM_OpenRunDoesNotKeepLaterRuns(t *testing.T) {
 	for _, v := range []int{6, LogVersion} {
 		t.Run(fmt.Sprintf("version %d", v), func(t *testing.T) {
@@ -53,11 +53,11 @@ func TestFSM_OpenRunDoesNotKeepLaterRuns(t *testing.T) {
 				}
 				return
 			}
-			if kept > f.MaxRuns {
-				t.Errorf("kept %d runs, want at most MaxRuns (%d)", kept, f.MaxRuns)
+			if kept != f.MaxRuns+1 {
+				t.Errorf("kept %d runs, want MaxRuns (%d) finished ones and the open one", kept, f.MaxRuns)
 			}
-			if got := len(f.Runs(RunFilter{Job: "busy"})); got != f.MaxRuns-1 {
-				t.Errorf("busy has %d runs kept, want the newest %d", got, f.MaxRuns-1)
+			if got := len(f.Runs(RunFilter{Job: "busy"})); got != f.MaxRuns {
+				t.Errorf("busy has %d runs kept, want the newest %d", got, f.MaxRuns)
 			}
 			if res := applyRaw(t, f, 1, idx, rawEntry(t, v, grant("busy", t0.Add(time.Minute)))); !errors.Is(res.Err, jobs.ErrDuplicateRun) {
 				t.Errorf("re-grant of the dropped run %s: err = %v, want ErrDuplicateRun", first, res.Err)
@@ -136,6 +136,25 @@ func TestFSM_TrimKeepsWhatAFollowerStillNeeds(t *testing.T) {
 			t.Errorf("kept %d runs once nothing was open, want at most %d", got, f.MaxRuns)
 		}
 	})
+	t.Run("a parent's finished run, before the other parent's run is granted", func(t *testing.T) {
+		f := trimFSM(t, 3,
+			jobs.Spec{Name: "long", Schedules: []string{"@every 5s"}, Shell: "true", Overlap: jobs.OverlapAllow},
+			jobs.Spec{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"},
+			jobs.Spec{Name: "b", Schedules: []string{"@every 5s"}, Shell: "true"},
+			jobs.Spec{Name: "d", After: []string{"a", "b"}, Shell: "true"})
+		// As many open runs as the state keeps finished ones.
+		for i := range 3 {
+			applyAt(t, f, 2, uint64(10+i), grant("long", t0.Add(-time.Duration(i+1)*5*time.Second)))
+		}
+		ra := applyAt(t, f, 2, 20, grant("a", t0))
+		applyAt(t, f, 2, 21, complete(ra.Run.Attempts[0].ID, jobs.Succeeded, 0, map[string]string{"d": "w1"}))
+		idx := passBusy(t, f, 22, 5)
+		rb := applyAt(t, f, 2, idx, grant("b", t0))
+		applyAt(t, f, 2, idx+1, complete(rb.Run.Attempts[0].ID, jobs.Succeeded, 0, map[string]string{"d": "w1"}))
+		if r, ok := f.Run(jobs.RunID("d", t0)); !ok || r.State != jobs.Pending || len(r.Attempts) != 1 {
+			t.Errorf("d's run once both parents succeeded: %+v, %v; want granted", r, ok)
+		}
+	})
 	t.Run("a parent's finished run, while the other parent's is open", func(t *testing.T) {
 		f := trimFSM(t, 3,
 			jobs.Spec{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"},
@@ -152,8 +171,8 @@ func TestFSM_TrimKeepsWhatAFollowerStillNeeds(t *testing.T) {
 	})
 }
 
-// What a linked group of jobs keeps is bounded by its oldest open run: its
-// finished runs from before that run go like any others.
+// Runs of linked jobs that finished before the oldest open run go like any
+// others.
 func TestFSM_TrimDropsLinkedRunsOlderThanTheirOldestOpenRun(t *testing.T) {
 	f := trimFSM(t, 3,
 		jobs.Spec{Name: "etl", Schedules: []string{"@every 5s"}, Shell: "true", Overlap: jobs.OverlapAllow},
@@ -177,11 +196,14 @@ func TestFSM_TrimDropsLinkedRunsOlderThanTheirOldestOpenRun(t *testing.T) {
 	}
 }
 
-// A job's runs later than the earliest fire time its backfill queue holds
-// stay: dropping one would put the queued times behind the horizon, and
-// the backfill would lose them.
-func TestFSM_TrimKeepsRunsAfterAQueuedBackfill(t *testing.T) {
-	f := trimFSM(t, 3, jobs.Spec{Name: "j", Schedules: []string{"@every 5s"}, Shell: "true", Overlap: jobs.OverlapAllow})
+// A job with fire times queued by a backfill keeps its runs behind an open
+// run, as every job did before version 7: dropping one would put the
+// queued times behind the horizon, and the backfill would lose them.
+func TestFSM_TrimKeepsABackfillingJobsRunsBehindAnOpenRun(t *testing.T) {
+	f := trimFSM(t, 3,
+		jobs.Spec{Name: "long", Schedules: []string{"@every 5s"}, Shell: "true"},
+		jobs.Spec{Name: "j", Schedules: []string{"@every 5s"}, Shell: "true", Overlap: jobs.OverlapAllow})
+	applyAt(t, f, 2, 9, grant("long", t0))
 	past := []time.Time{t0.Add(-time.Hour), t0.Add(-time.Hour + 5*time.Second)}
 	if res := applyAt(t, f, 2, 10, backfillCmdOf("j", 1, past...)); res.Err != nil || len(res.Backfill.Create) != 2 {
 		t.Fatalf("backfill: %v, %+v", res.Err, res.Backfill)
@@ -201,7 +223,8 @@ func TestFSM_TrimKeepsRunsAfterAQueuedBackfill(t *testing.T) {
 	if got := f.BackfillPending("j"); got != 0 {
 		t.Errorf("%d fire times still queued, want 0", got)
 	}
-	// Queue drained: j's runs may go now, and a dropped one stays taken.
+	// Queue drained: j's runs go like any others now, and a dropped one
+	// stays taken.
 	passBusy(t, f, idx+4, 5)
 	if _, ok := f.Run(now.Run.ID); ok {
 		t.Errorf("j's run %s kept after the backfill drained", now.Run.ID)
