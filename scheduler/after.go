@@ -121,61 +121,19 @@ func DecideFollow(in FollowInput) FollowDecision {
 	return FollowDecision{Verdict: FollowGrant, Parents: ids}
 }
 
-// followers returns the jobs whose after list names job, in set order
-// (f.mu held).
+// followers returns the jobs whose after list names job, in set order;
+// the index is rebuilt when the job set changes (f.mu held).
 func (f *FSM) followers(job string) []string {
-	f.indexDeps()
-	return f.deps[job]
-}
-
-// dependencyComponents numbers the jobs linked by after, directly or
-// through other jobs: two jobs have the same number if and only if they
-// are linked. A job with no after and no follower has none (f.mu held).
-func (f *FSM) dependencyComponents() map[string]int {
-	f.indexDeps()
-	return f.depComp
-}
-
-// indexDeps rebuilds deps and depComp when the job set has changed.
-func (f *FSM) indexDeps() {
-	if f.deps != nil && f.depsHash == f.st.JobsHash {
-		return
-	}
-	f.deps = map[string][]string{}
-	for _, s := range f.st.Jobs {
-		for _, p := range s.After {
-			f.deps[p] = append(f.deps[p], s.Name)
-		}
-	}
-	// Each job is linked to its parents; a walk from each job not yet
-	// numbered numbers all it is linked to.
-	links := map[string][]string{}
-	for p, fs := range f.deps {
-		for _, d := range fs {
-			links[p] = append(links[p], d)
-			links[d] = append(links[d], p)
-		}
-	}
-	f.depComp = map[string]int{}
-	for _, s := range f.st.Jobs {
-		if _, done := f.depComp[s.Name]; done || len(links[s.Name]) == 0 {
-			continue
-		}
-		c := len(f.depComp)
-		stack := []string{s.Name}
-		f.depComp[s.Name] = c
-		for len(stack) > 0 {
-			j := stack[len(stack)-1]
-			stack = stack[:len(stack)-1]
-			for _, k := range links[j] {
-				if _, done := f.depComp[k]; !done {
-					f.depComp[k] = c
-					stack = append(stack, k)
-				}
+	if f.deps == nil || f.depsHash != f.st.JobsHash {
+		f.deps = map[string][]string{}
+		for _, s := range f.st.Jobs {
+			for _, p := range s.After {
+				f.deps[p] = append(f.deps[p], s.Name)
 			}
 		}
+		f.depsHash = f.st.JobsHash
 	}
-	f.depsHash = f.st.JobsHash
+	return f.deps[job]
 }
 
 // afterEntry is what a version 4 entry does once its op is applied: for
@@ -217,7 +175,7 @@ func (f *FSM) afterEntry(l *raft.Log, c command) {
 		f.noticeEnded(l, r, att, at)
 		if r.State.Terminal() {
 			for _, d := range f.followers(r.Job) {
-				f.follow(l, c.V, d, r.ScheduledAt, follow.Workers[d], at)
+				f.follow(l, d, r.ScheduledAt, follow.Workers[d], at)
 			}
 		}
 	}
@@ -225,7 +183,7 @@ func (f *FSM) afterEntry(l *raft.Log, c command) {
 
 // follow decides the run of job d for scheduled time t (DecideFollow)
 // and records it.
-func (f *FSM) follow(l *raft.Log, version int, d string, t time.Time, worker string, at time.Time) {
+func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.Time) {
 	spec, ok := f.spec(d)
 	if !ok {
 		return
@@ -256,12 +214,16 @@ func (f *FSM) follow(l *raft.Log, version int, d string, t time.Time, worker str
 			return // a token out of range grants nothing (newAttempt recorded it)
 		}
 	}
+	f.st.Runs[id] = r
+	f.st.Order = append(f.st.Order, id)
+	f.addRun(r)
+	f.noteScheduled(d, t)
 	if r.State == jobs.Skipped {
 		f.changed(l, Change{Kind: ChangeEnded, Run: id})
 	} else {
 		f.changed(l, Change{Kind: ChangeGranted, Run: id, Attempt: r.Attempts[0].ID})
 	}
-	f.recordRun(r, version)
+	f.trim()
 }
 
 // RunFollowing is a run whose job other jobs follow, and those jobs.

@@ -359,10 +359,9 @@ type FSM struct {
 	// let go of, for History (f.mu held).
 	trimmedRuns   []jobs.Run
 	trimmedEvents []jobs.Event
-	// deps indexes the jobs that follow each job, and depComp the jobs
-	// linked by after, for the job set of depsHash (after.go).
+	// deps indexes the jobs that follow each job, for the job set of
+	// depsHash (after.go).
 	deps     map[string][]string
-	depComp  map[string]int
 	depsHash string
 	// groups caches the job set's group limits; groupsOf is the hash of
 	// the set it was built from (groups.go).
@@ -429,11 +428,6 @@ func (f *FSM) Apply(l *raft.Log) any {
 	}
 	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
 		f.promoteWaiters(l, commandTime(c))
-	}
-	if c.V >= 7 {
-		// Once the entry's runs have all been decided, followed and
-		// admitted: none is dropped before that.
-		f.trim(c.V)
 	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
@@ -650,7 +644,11 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventForced, Job: g.Job, Run: id, Detail: detail})
 		}
 	}
-	f.recordRun(r, version)
+	f.st.Runs[id] = r
+	f.st.Order = append(f.st.Order, id)
+	f.addRun(r)
+	f.noteScheduled(g.Job, g.ScheduledAt)
+	f.trim()
 	return applyResult{Run: r.Clone()}
 }
 
@@ -744,58 +742,18 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 	return applyResult{}
 }
 
-// recordRun adds a run just decided to the state. Up to log version 6 the
-// state was trimmed after each one; from 7, once per entry (Apply).
-func (f *FSM) recordRun(r *jobs.Run, version int) {
-	f.st.Runs[r.ID] = r
-	f.st.Order = append(f.st.Order, r.ID)
-	f.addRun(r)
-	f.noteScheduled(r.Job, r.ScheduledAt)
-	if version < 7 {
-		f.trim(version)
-	}
-}
-
 // trim drops the oldest finished runs beyond MaxRuns, moving each job's
 // horizon forward so a dropped (job, scheduled time) stays ungrantable.
-//
-// Up to log version 6 it trimmed the state to MaxRuns runs and stopped at
-// the oldest run still open, so one run that stayed open (a job that runs
-// for hours) kept every run granted after it in the state, and in every
-// snapshot, until it ended: a hundred fires a second behind a ten-minute
-// job is sixty thousand runs. From version 7 it keeps the newest MaxRuns
-// finished runs, every open run, and the runs tied to an open one (see
-// tied); the rest go, wherever they are.
-func (f *FSM) trim(version int) {
+func (f *FSM) trim() {
 	limit := f.MaxRuns
 	if limit <= 0 {
 		limit = DefaultMaxRuns
 	}
-	excess := len(f.st.Order) - limit
-	var tied func(job string) bool
-	if version >= 7 {
-		excess = -limit
-		for _, id := range f.st.Order {
-			if f.st.Runs[id].State.Terminal() {
-				excess++
-			}
-		}
-		tied = f.tied()
-	}
-	if excess <= 0 {
-		return
-	}
-	var gone []*jobs.Run
-	n, kept := 0, 0 // runs looked at; those kept among them, moved to the front
-	for ; n < len(f.st.Order) && excess > 0; n++ {
-		r := f.st.Runs[f.st.Order[n]]
-		if tied != nil && (!r.State.Terminal() || kept > 0 && tied(r.Job)) {
-			f.st.Order[kept] = r.ID
-			kept++
-			continue
-		}
+	drop := 0
+	for len(f.st.Order)-drop > limit {
+		r := f.st.Runs[f.st.Order[drop]]
 		if !r.State.Terminal() {
-			break // version 6 and before
+			break
 		}
 		if r.ScheduledAt.After(f.st.Horizon[r.Job]) {
 			f.st.Horizon[r.Job] = r.ScheduledAt
@@ -803,37 +761,11 @@ func (f *FSM) trim(version int) {
 		if f.History != nil {
 			f.trimmedRuns = append(f.trimmedRuns, r.Clone())
 		}
-		gone = append(gone, r)
+		f.dropRun(r)
 		delete(f.st.Runs, r.ID)
-		excess--
+		drop++
 	}
-	f.dropRuns(gone)
-	// The runs kept stay, oldest first, just before the runs not looked at.
-	start := n - kept
-	copy(f.st.Order[start:n], f.st.Order[:kept])
-	f.st.Order = f.st.Order[start:]
-}
-
-// tied reports, from log version 7, which jobs' finished runs trim keeps
-// once it has passed an open run, as every version did for every job:
-// those whose runs a later decision may need. Dropping a run moves its
-// job's horizon up to its time, and a time at or before the horizon is
-// refused for good. A job linked to others by after (directly or through
-// others) is tied: a parent's run that ends decides its followers' runs
-// for its time, which may be earlier than runs they already have, and a
-// follower of several parents looks up each parent's run for that time.
-// So is a job with fire times queued by a backfill, which are earlier
-// than its runs. Any other job's runs are decided on their own: its
-// finished runs go past open ones. f.mu held.
-func (f *FSM) tied() func(job string) bool {
-	linked := f.dependencyComponents()
-	return func(job string) bool {
-		if _, ok := linked[job]; ok {
-			return true
-		}
-		q := f.st.Backfills[job]
-		return q != nil && len(q.Times) > 0
-	}
+	f.st.Order = f.st.Order[drop:]
 }
 
 // attempt finds an attempt by id; it must be called with f.mu held.

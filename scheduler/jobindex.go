@@ -108,29 +108,20 @@ func (f *FSM) addRun(r *jobs.Run) {
 	f.st.LastRuns[r.Job] = summarize(r)
 }
 
-// dropRuns forgets runs about to be removed from st.Runs; a job whose
-// newest run is among them keeps that run's final state as its summary.
-// Each job's index is filtered once, however many of its runs go.
-func (f *FSM) dropRuns(rs []*jobs.Run) {
-	gone := make(map[string]bool, len(rs))
-	for _, r := range rs {
-		gone[r.ID] = true
-		if s, ok := f.st.LastRuns[r.Job]; ok && s.ID == r.ID {
-			f.st.LastRuns[r.Job] = summarize(r)
-		}
+// dropRun forgets a run about to be removed from st.Runs; if it was its
+// job's newest, the job's summary takes its final state.
+func (f *FSM) dropRun(r *jobs.Run) {
+	ids := f.idx.runs[r.Job]
+	if i := slices.Index(ids, r.ID); i >= 0 {
+		ids = slices.Delete(ids, i, i+1)
 	}
-	filtered := map[string]bool{}
-	for _, r := range rs {
-		if filtered[r.Job] {
-			continue
-		}
-		filtered[r.Job] = true
-		ids := slices.DeleteFunc(f.idx.runs[r.Job], func(id string) bool { return gone[id] })
-		if len(ids) == 0 {
-			delete(f.idx.runs, r.Job)
-		} else {
-			f.idx.runs[r.Job] = ids
-		}
+	if len(ids) == 0 {
+		delete(f.idx.runs, r.Job)
+	} else {
+		f.idx.runs[r.Job] = ids
+	}
+	if s, ok := f.st.LastRuns[r.Job]; ok && s.ID == r.ID {
+		f.st.LastRuns[r.Job] = summarize(r)
 	}
 }
 

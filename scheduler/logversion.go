@@ -79,16 +79,11 @@ import (
 //	   attempt's worker, which gave it up before starting it. The state
 //	   records the index of the last election entry.
 //	6  several start reports in one entry (op "starts", see starts.go).
-//	7  the state keeps the newest MaxRuns finished runs, and drops the
-//	   others once per entry, after its runs are all decided, passing
-//	   over open runs and the runs of tied jobs after them (see trim and
-//	   tied in fsm.go); before, it was trimmed to MaxRuns runs after each
-//	   new run, stopping at the oldest open run.
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "7"
+var logVersionText = "6"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
