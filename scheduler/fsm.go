@@ -1281,9 +1281,15 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.indexJobs()
 	f.indexRuns()
 	// A snapshot written before runs waited for their retries as pending
-	// holds them as failed or lost; settling again gives them their retry.
-	for _, r := range f.st.Runs {
-		f.settle(r)
+	// (before snapshots carried a version) holds them as failed or lost;
+	// settling again gives them their retry. A newer one holds every run
+	// as the replicas that applied the log have it: settled again by the
+	// job set of now, a run that failed for good before its job was given
+	// more retries would become pending here alone.
+	if st.Version <= 1 {
+		for _, r := range f.st.Runs {
+			f.settle(r)
+		}
 	}
 	f.mu.Unlock()
 	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})

@@ -274,9 +274,37 @@ func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
 	applyAt(t, f, 2, 11, command{Op: opComplete, Complete: &c})
 	f.st.Runs[run.ID].State = jobs.Failed // as the old rule left it
-	g := snapshotRestored(t, f)
+	var top map[string]any
+	if err := json.Unmarshal(snapshotBytes(t, f), &top); err != nil {
+		t.Fatal(err)
+	}
+	delete(top, "log_version") // and a snapshot of then had no version
+	old, _ := json.Marshal(top)
+	g := NewFSM()
+	if err := g.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+		t.Fatal(err)
+	}
 	if got, _ := g.Run(run.ID); !AwaitsRetry(got) {
 		t.Errorf("restored run awaiting retry: %s, want pending", got.State)
+	}
+}
+
+// A snapshot restores every run as the replicas that applied the log have
+// it: a run that failed for good stays failed, though its job was given
+// retries since (a job set re-settles only runs that wait for a retry).
+func TestFSM_RestoreKeepsAFinishedRunFinished(t *testing.T) {
+	f := NewFSM()
+	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false"}
+	applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	run := applyAt(t, f, 2, 10, grant("report", t0)).Run
+	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
+	applyAt(t, f, 2, 11, command{Op: opComplete, Complete: &c})
+	spec.Retries = 2
+	applyAt(t, f, 2, 12, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	live, _ := f.Run(run.ID)
+	restored, _ := snapshotRestored(t, f).Run(run.ID)
+	if live.State != jobs.Failed || restored.State != live.State {
+		t.Errorf("run %s: %s on the replica that applied the log, %s restored from its snapshot; want failed on both", run.ID, live.State, restored.State)
 	}
 }
 
