@@ -122,16 +122,16 @@ func DecideFollow(in FollowInput) FollowDecision {
 }
 
 // followers returns the jobs whose after list names job, in set order;
-// the index is rebuilt when the job set changes (f.mu held).
+// the index is rebuilt after the job set changes (indexJobs drops it).
+// f.mu held.
 func (f *FSM) followers(job string) []string {
-	if f.deps == nil || f.depsHash != f.st.JobsHash {
+	if f.deps == nil {
 		f.deps = map[string][]string{}
 		for _, s := range f.st.Jobs {
 			for _, p := range s.After {
 				f.deps[p] = append(f.deps[p], s.Name)
 			}
 		}
-		f.depsHash = f.st.JobsHash
 	}
 	return f.deps[job]
 }

@@ -255,3 +255,44 @@ func TestLeader_DispatchesFollowers(t *testing.T) {
 		})
 	}
 }
+
+// A job set applied again in another order has the same hash; the
+// followers of a run are still decided in the set's order now, on the
+// replica that applied both sets as on one that restored the second from
+// a snapshot, so both record the same runs in the same order.
+func TestFSM_FollowersInTheOrderOfTheSetNow(t *testing.T) {
+	a := jobs.Spec{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}
+	b := jobs.Spec{Name: "b", After: []string{"a"}, Shell: "true"}
+	c := jobs.Spec{Name: "c", After: []string{"a"}, Shell: "true"}
+	f := NewFSM()
+	setJobs := func(index uint64, specs ...jobs.Spec) {
+		t.Helper()
+		if res := applyAt(t, f, 1, index, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	setJobs(1, a, b, c)
+	ra := applyAt(t, f, 2, 10, grant("a", t0))
+	// A follow-up decided before the reordering fills the index.
+	applyAt(t, f, 2, 11, complete(ra.Run.Attempts[0].ID, jobs.Failed, 1, nil))
+	setJobs(12, a, c, b)
+	g := snapshotRestored(t, f)
+	next := applyAt(t, f, 2, 13, grant("a", t0.Add(5*time.Second)))
+	applyAt(t, g, 2, 13, grant("a", t0.Add(5*time.Second)))
+	done := complete(next.Run.Attempts[0].ID, jobs.Succeeded, 0, map[string]string{"b": "w1", "c": "w1"})
+	applyAt(t, f, 2, 14, done)
+	applyAt(t, g, 2, 14, done)
+	ids := func(fsm *FSM) string {
+		var out []string
+		for _, r := range fsm.Runs(RunFilter{}) {
+			out = append(out, r.ID)
+		}
+		return strings.Join(out, " ")
+	}
+	if live, restored := ids(f), ids(g); live != restored {
+		t.Errorf("runs, newest first:\n applied: %s\nrestored: %s\nwant the same", live, restored)
+	}
+	if r := f.Runs(RunFilter{Limit: 1}); len(r) != 1 || r[0].Job != "b" {
+		t.Errorf("newest run %+v: want b's, granted after c's as the set now lists them", r)
+	}
+}

@@ -359,10 +359,9 @@ type FSM struct {
 	// let go of, for History (f.mu held).
 	trimmedRuns   []jobs.Run
 	trimmedEvents []jobs.Event
-	// deps indexes the jobs that follow each job, for the job set of
-	// depsHash (after.go).
-	deps     map[string][]string
-	depsHash string
+	// deps indexes the jobs that follow each job, in set order (after.go);
+	// nil until needed after the job set changes.
+	deps map[string][]string
 	// groups caches the job set's group limits; groupsOf is the hash of
 	// the set it was built from (groups.go).
 	groups   map[string]jobs.Group

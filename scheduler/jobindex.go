@@ -69,6 +69,10 @@ func (s RunSummary) run(job string) jobs.Run {
 
 // indexJobs rebuilds the job half of the index after st.Jobs changed.
 func (f *FSM) indexJobs() {
+	// Rebuilt from the set as it is now, in its order: a set applied again
+	// in another order has the same hash, and a replica that restored it
+	// from a snapshot lists followers in the new order.
+	f.deps = nil
 	ix := &f.idx
 	ix.byName = make(map[string]int, len(f.st.Jobs))
 	ix.sorted = make([]int, len(f.st.Jobs))
