@@ -23,11 +23,11 @@ import (
 // So a follower whose leader has been silent for a few heartbeat
 // intervals (150 ms with the default profile; raft sends a heartbeat
 // every tenth to fifth of its heartbeat timeout) dials the leader's Raft
-// port. If the host refuses the connection, the follower
-// does not wait out the timeout: it sends itself the message a leader
-// sends when it hands leadership over (TimeoutNow). That starts an
-// election the other voters take part in at once, though they have not
-// timed their leader out yet (raft's leadership transfer). The election
+// port. If the host refuses the connection, the follower does not wait
+// out the timeout: it sends itself the message a leader sends when it
+// hands leadership over (TimeoutNow). That starts an election the other
+// voters take part in at once, though they have not timed their leader
+// out yet (raft's leadership transfer). The election
 // is raft's own, with its own votes and log checks: nothing about who may
 // lead changes, only when the election starts. A host that is down, or
 // cut off, refuses nothing, and the cluster waits out the timeout as
