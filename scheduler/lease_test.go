@@ -254,11 +254,7 @@ func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) Completion {
 	t.Helper()
 	driven := make(chan struct{})
 	defer close(driven)
-	if limit.IsZero() {
-		go drive(t, f.clock, driven)
-	} else {
-		go driveUntil(t, f.clock, limit, driven)
-	}
+	go driveUntil(t, f.clock, limit, driven)
 	select {
 	case c := <-f.leader.done:
 		return c
@@ -272,22 +268,19 @@ func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) Completion {
 // waits on one, until done is closed: time moves only as fast as the code
 // waits on it.
 func drive(t *testing.T, clock *clocktest.Clock, done <-chan struct{}) {
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { <-done; cancel() }()
-	for ctx.Err() == nil {
-		if clock.WaitTimers(ctx, 1) == nil {
-			clock.AdvanceNext()
-		}
-	}
+	driveUntil(t, clock, time.Time{}, done)
 }
 
-// driveUntil is drive with the clock stopped at limit: the timers due
-// later never fire. While the code under test does real work (runs a
+// driveUntil is drive with the clock stopped at limit (zero: never): the
+// timers due later never fire. While the code under test does real work (runs a
 // process), drive would move the clock through every timer it has
 // pending, as fast as the goroutines that answer them are scheduled; on a
 // loaded machine a lease then runs out in fake time before its renewal's
 // goroutine got to run.
 func driveUntil(t *testing.T, clock *clocktest.Clock, limit time.Time, done <-chan struct{}) {
+	if limit.IsZero() {
+		limit = time.Unix(1<<62, 0)
+	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-done; cancel() }()
 	for ctx.Err() == nil {

@@ -57,16 +57,7 @@ func (c *Clock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	end := c.now.Add(d)
-	for {
-		i := slices.IndexFunc(c.timers, func(t *timer) bool { return !t.at.After(end) })
-		if i < 0 {
-			break
-		}
-		for j, t := range c.timers {
-			if t.at.Before(c.timers[i].at) {
-				i = j
-			}
-		}
+	for i := c.earliest(end); i >= 0; i = c.earliest(end) {
 		t := c.timers[i]
 		c.timers = slices.Delete(c.timers, i, i+1)
 		c.now = t.at
@@ -75,46 +66,54 @@ func (c *Clock) Advance(d time.Duration) {
 	c.now = end
 }
 
-// AdvanceNext moves the clock to the deadline of the earliest waiting
-// timer and fires it (and any other due then); it returns how far the
-// clock moved, or false if no timer waits.
-func (c *Clock) AdvanceNext() (time.Duration, bool) {
-	c.mu.Lock()
-	if len(c.timers) == 0 {
-		c.mu.Unlock()
-		return 0, false
-	}
-	next := c.timers[0].at
-	for _, t := range c.timers[1:] {
-		if t.at.Before(next) {
-			next = t.at
-		}
-	}
-	d := next.Sub(c.now)
-	c.mu.Unlock()
-	c.Advance(d)
-	return d, true
-}
-
-// AdvanceNextBy is AdvanceNext for a timer due no later than limit: it
-// reports whether it fired one. If it did not, changed is closed once a
-// timer is added, so a caller can wait for one without polling.
-func (c *Clock) AdvanceNextBy(limit time.Time) (fired bool, changed <-chan struct{}) {
-	c.mu.Lock()
+// earliest is the index of the waiting timer due first, and no later
+// than limit; -1 if none is. c.mu held.
+func (c *Clock) earliest(limit time.Time) int {
 	i := -1
 	for j, t := range c.timers {
 		if !t.at.After(limit) && (i < 0 || t.at.Before(c.timers[i].at)) {
 			i = j
 		}
 	}
+	return i
+}
+
+// AdvanceNext moves the clock to the deadline of the earliest waiting
+// timer and fires it (and any other due then); it returns how far the
+// clock moved, or false if no timer waits.
+func (c *Clock) AdvanceNext() (time.Duration, bool) {
+	return c.advanceToEarliest(never)
+}
+
+// never is later than any timer a test sets.
+var never = time.Unix(1<<62, 0)
+
+// AdvanceNextBy is AdvanceNext for a timer due no later than limit: it
+// reports whether it fired one. If it did not, changed is closed once a
+// timer is added, so a caller can wait for one without polling.
+func (c *Clock) AdvanceNextBy(limit time.Time) (fired bool, changed <-chan struct{}) {
+	c.mu.Lock()
+	changed = c.changed
+	c.mu.Unlock()
+	if _, fired = c.advanceToEarliest(limit); fired {
+		return true, nil
+	}
+	return false, changed
+}
+
+// advanceToEarliest moves the clock to the earliest timer due by limit
+// and fires it (and any other due then).
+func (c *Clock) advanceToEarliest(limit time.Time) (time.Duration, bool) {
+	c.mu.Lock()
+	i := c.earliest(limit)
 	if i < 0 {
-		defer c.mu.Unlock()
-		return false, c.changed
+		c.mu.Unlock()
+		return 0, false
 	}
 	d := c.timers[i].at.Sub(c.now)
 	c.mu.Unlock()
 	c.Advance(d)
-	return true, nil
+	return d, true
 }
 
 // Timers returns how many timers are waiting to fire.
