@@ -372,24 +372,7 @@ func TestNode_CrashedLeaderReplacedBeforeTheHeartbeatTimeout(t *testing.T) {
 	// Raft heard the old leader until Close shut it down, so from here
 	// raft's timers alone would take a heartbeat timeout at least.
 	closed := time.Now()
-	var next *testNode
-	eventually(t, 20*time.Second, "a new leader the other survivor follows", func() error {
-		next = nil
-		for _, n := range nodes {
-			if n != old && n.IsLeader() {
-				next = n
-			}
-		}
-		if next == nil {
-			return fmt.Errorf("no leader among the survivors")
-		}
-		for _, n := range nodes {
-			if id, _ := n.Leader(); n != old && id != next.ID() {
-				return fmt.Errorf("%s follows %q, not %s", n.ID(), id, next.ID())
-			}
-		}
-		return nil
-	})
+	next := leaderOf(t, slices.DeleteFunc(slices.Clone(nodes), func(n *testNode) bool { return n == old }))
 	took := time.Since(closed)
 	if took >= heartbeatTimeout {
 		t.Errorf("the new leader took %s, no less than the heartbeat timeout %s: the refused port did not start the election", took, heartbeatTimeout)
