@@ -169,6 +169,22 @@ func snapshotBytes(t *testing.T, f *FSM) []byte {
 	return sink.Bytes()
 }
 
+// unversionedSnapshot is a snapshot of f as written before snapshots
+// carried their log version.
+func unversionedSnapshot(t *testing.T, f *FSM) []byte {
+	t.Helper()
+	var top map[string]any
+	if err := json.Unmarshal(snapshotBytes(t, f), &top); err != nil {
+		t.Fatal(err)
+	}
+	delete(top, "log_version")
+	b, err := json.Marshal(top)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 func TestFSM_SnapshotRestoreKeepsUniqueness(t *testing.T) {
 	f := withJobs(t, "report")
 	applyAt(t, f, 2, 10, grant("report", t0))
@@ -274,14 +290,8 @@ func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
 	applyAt(t, f, 2, 11, command{Op: opComplete, Complete: &c})
 	f.st.Runs[run.ID].State = jobs.Failed // as the old rule left it
-	var top map[string]any
-	if err := json.Unmarshal(snapshotBytes(t, f), &top); err != nil {
-		t.Fatal(err)
-	}
-	delete(top, "log_version") // and a snapshot of then had no version
-	old, _ := json.Marshal(top)
 	g := NewFSM()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+	if err := g.Restore(io.NopCloser(bytes.NewReader(unversionedSnapshot(t, f)))); err != nil { // as snapshots of then were
 		t.Fatal(err)
 	}
 	if got, _ := g.Run(run.ID); !AwaitsRetry(got) {

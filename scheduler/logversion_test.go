@@ -103,10 +103,8 @@ func TestFSM_SnapshotVersions(t *testing.T) {
 		t.Errorf("snapshot log_version = %v, want %d", got, LogVersion)
 	}
 
-	delete(top, "log_version")
-	old, _ := json.Marshal(top)
 	g := NewFSM()
-	if err := g.Restore(io.NopCloser(bytes.NewReader(old))); err != nil {
+	if err := g.Restore(io.NopCloser(bytes.NewReader(unversionedSnapshot(t, f)))); err != nil {
 		t.Fatalf("restore an unversioned snapshot: %v", err)
 	}
 	if _, ok := g.Run(jobs.RunID("report", t0)); !ok || g.Halted() != nil {
