@@ -26,6 +26,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rates := fs.String("rates", "10,100", "fires per second to measure, comma separated")
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
+	bare := fs.Duration("bare", 10*time.Second, "before each rate's clusters, start the same processes from the harness alone for this long, for the machine's floor (0: not)")
 	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err
@@ -33,7 +34,10 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	defer cleanup()
 	bins, labels := c.binaries(bin)
 
-	var results []rateResult
+	var (
+		results []rateResult
+		floors  []bareResult
+	)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	header := "fires/s\truns started\tlateness p50\tp99\tmax\tsucceeded runs/s\tfire times succeeded\traft entries/run\t"
 	if len(bins) > 1 {
@@ -44,6 +48,13 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		rate, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || rate < 1 {
 			return fmt.Errorf("-rates: bad rate %q", field)
+		}
+		if *bare >= time.Second {
+			f, err := bareStarts(ctx, rate, *bare)
+			if err != nil {
+				return fmt.Errorf("bare starts, %d fires/s: %w", rate, err)
+			}
+			floors = append(floors, f)
 		}
 		for i, b := range bins {
 			r, err := measureRate(ctx, b, filepath.Join(dir, fmt.Sprintf("rate-%d-%d", rate, i)), rate, *warmup, *duration, stderr)
@@ -84,6 +95,12 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it;\n", settle)
 	fmt.Fprintln(stdout, "RSS: RssAnon (the nodes' own memory, without the bolt files they map) summed over the four nodes, read every 10 s of the window; CPU: user+system time over the window of the node processes, and of the jobs they reaped, per run granted; elections: leaders elected in the window (fencecron_cluster_elections_total)")
 	fmt.Fprintln(stdout)
+	if len(floors) > 0 {
+		if err := printBare(stdout, floors); err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout)
+	}
 	return printTrace(stdout, results, len(bins) > 1)
 }
 

@@ -4,9 +4,12 @@
 //	    SIGKILL the leader again and again; time from the kill to the new
 //	    leader's first committed grant. -compare measures another binary
 //	    first, in the same run, and prints both side by side.
-//	fencebench lateness [-rates 10,100] [-duration 30s]
+//	fencebench lateness [-rates 10,100] [-duration 30s] [-bare 10s]
 //	    jobs firing N times a second; lateness (process start minus
-//	    scheduled time) and sustained runs per second.
+//	    scheduled time) and sustained runs per second; and, for
+//	    reference, the same starts made with no cluster running.
+//	fencebench starts -rate N -at UNIXNANO -seconds S
+//	    one of the processes that make lateness's reference starts.
 //	fencebench scale [-jobs 10000,100000] [-settle 10s] [-cluster=false] [-compare BIN]
 //	    N jobs applied to a dev node and to three servers: apply time,
 //	    RSS per node, the Jobs page; snapshot size, restore time and the
@@ -48,7 +51,7 @@ func main() {
 
 const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-signal kill|stop|term] [-compare PATH] [-bin PATH] [-keep DIR]
-  fencebench lateness [-rates 10,100] [-duration D] [-compare PATH] [-bin PATH] [-keep DIR]
+  fencebench lateness [-rates 10,100] [-duration D] [-bare D] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench scale [-jobs 10000,100000] [-settle D] [-cluster=false] [-compare PATH] [-bin PATH] [-keep DIR]
 `
 
@@ -64,6 +67,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runLateness(ctx, args[1:], stdout, stderr)
 	case "scale":
 		return runScale(ctx, args[1:], stdout, stderr)
+	case "starts":
+		return runStarts(ctx, args[1:], stdout, stderr)
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown benchmark %q", args[0])

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -13,6 +15,15 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// lateness runs its bare starts in processes of its own executable:
+	// here, this test binary.
+	if os.Getenv(childEnv) == "starts" {
+		if err := run(context.Background(), os.Args[1:], os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	code := m.Run()
 	proctest.Cleanup()
 	os.Exit(code)
@@ -51,7 +62,7 @@ func TestLateness_Smoke(t *testing.T) {
 	var out, errOut bytes.Buffer
 	keep := t.TempDir()
 	defer logsOnFailure(t, keep)
-	err := run(t.Context(), []string{"lateness", "-rates", "5", "-duration", "3s", "-warmup", "2s", "-bin", proctest.Binary(t), "-keep", keep}, &out, &errOut)
+	err := run(t.Context(), []string{"lateness", "-rates", "5", "-duration", "3s", "-warmup", "2s", "-bare", "2s", "-bin", proctest.Binary(t), "-keep", keep}, &out, &errOut)
 	if err != nil {
 		t.Fatalf("lateness: %v\n%s", err, errOut.String())
 	}
@@ -76,6 +87,17 @@ func TestLateness_Smoke(t *testing.T) {
 		t.Errorf("resources row = %q, want the nodes' memory and CPU:\n%s", res, out.String())
 	} else if _, err := strconv.Atoi(res[11]); err != nil {
 		t.Errorf("elections = %q, want a count", res[11])
+	}
+	// The reference: 5 starts in each of 2 seconds, none failed:
+	// 5, 10, p50 ms, p99 ms, max ms, 0, CPU ms.
+	var ref []string
+	for i, l := range lines {
+		if strings.HasPrefix(l, "fires/s  runs started") && strings.Contains(l, "starters and jobs") && i+1 < len(lines) {
+			ref = strings.Fields(lines[i+1])
+		}
+	}
+	if len(ref) != 11 || ref[0] != "5" || ref[1] != "10" || ref[8] != "0" || ref[9] == "0.00" {
+		t.Errorf("reference row = %q, want 10 starts, none failed:\n%s", ref, out.String())
 	}
 }
 
