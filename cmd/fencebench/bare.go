@@ -132,7 +132,7 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	fs := flag.NewFlagSet("starts", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rate := fs.Int("rate", 0, "processes to start each second")
-	at := fs.Int64("at", 0, "the first second, in Unix nanoseconds")
+	firstNS := fs.Int64("at", 0, "the first second, in Unix nanoseconds")
 	seconds := fs.Int("seconds", 0, "how many seconds")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -151,7 +151,7 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		late   []time.Duration
 		failed int
 	)
-	first := time.Unix(0, *at)
+	first := time.Unix(0, *firstNS)
 	for s := range *seconds {
 		at := first.Add(time.Duration(s) * time.Second)
 		if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(at.Add(-time.Second/2))) {
