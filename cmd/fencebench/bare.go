@@ -39,7 +39,8 @@ type bareResult struct {
 	rate     int
 	lateness []time.Duration
 	failed   int
-	jobsCPU  time.Duration
+	// jobsCPU is the CPU time of the starting processes and their jobs.
+	jobsCPU time.Duration
 }
 
 // bareProcs is how many processes make the bare starts: as many as the
@@ -54,21 +55,21 @@ const childEnv = "FENCEBENCH_CHILD"
 // bareStarts has bareProcs processes of this executable start `rate`
 // /bin/true processes between them at each whole second of a window of
 // `window`, and gathers when each start's exec ended after its second.
-func bareStarts(ctx context.Context, rate int, window time.Duration) (bareResult, error) {
+func bareStarts(parent context.Context, rate int, window time.Duration) (bareResult, error) {
 	res := bareResult{rate: rate}
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
 	}
-	_, cpu0, err := cpuTimes(os.Getpid())
-	if err != nil {
-		return res, err
-	}
+	// One failed process ends the others: the reference is all three.
+	ctx, cancel := context.WithCancel(parent)
+	defer cancel()
 	// The first second leaves the processes time to start.
 	first := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	seconds := int(window / time.Second)
 	type answer struct {
 		out []byte
+		cpu time.Duration
 		err error
 	}
 	answers := make(chan answer, bareProcs)
@@ -85,14 +86,22 @@ func bareStarts(ctx context.Context, rate int, window time.Duration) (bareResult
 		go func() {
 			out, err := cmd.Output()
 			if err != nil {
+				cancel()
 				err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(stderr.Bytes()))
 			}
-			answers <- answer{out, err}
+			var cpu time.Duration
+			if st := cmd.ProcessState; st != nil {
+				// A process's times include those of the children it
+				// reaped: here, its jobs.
+				cpu = st.UserTime() + st.SystemTime()
+			}
+			answers <- answer{out, cpu, err}
 		}()
 	}
 	var errs []error
 	for range bareProcs {
 		a := <-answers
+		res.jobsCPU += a.cpu
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
@@ -105,21 +114,17 @@ func bareStarts(ctx context.Context, rate int, window time.Duration) (bareResult
 			}
 			ns, err := strconv.ParseInt(line, 10, 64)
 			if err != nil {
-				return res, fmt.Errorf("bare starts: bad line %q", line)
+				cancel()
+				errs = append(errs, fmt.Errorf("bad line %q", line))
+				break
 			}
 			res.lateness = append(res.lateness, time.Duration(ns))
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
-		return res, err
+	if err := parent.Err(); err != nil {
+		return res, err // the children were killed for it: say why
 	}
-	_, cpu1, err := cpuTimes(os.Getpid())
-	if err != nil {
-		return res, err
-	}
-	// The jobs were the children of the processes this one reaped.
-	res.jobsCPU = cpu1 - cpu0
-	return res, nil
+	return res, errors.Join(errs...)
 }
 
 // runStarts is one of bareStarts' processes: it starts -rate /bin/true
@@ -137,7 +142,7 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if *rate < 0 || *seconds < 0 || *rate**seconds > 1_000_000 {
+	if *rate < 0 || *seconds < 0 || *rate > 100_000 || *seconds > 3600 {
 		return fmt.Errorf("starts: -rate %d for -seconds %d: out of bounds", *rate, *seconds)
 	}
 	spawn, err := executor.NewSpawner(config.DefaultJobNice)

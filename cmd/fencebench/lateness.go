@@ -26,7 +26,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	rates := fs.String("rates", "10,100", "fires per second to measure, comma separated")
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
-	bare := fs.Duration("bare", 10*time.Second, "before each rate's clusters, start the same processes from the harness alone for this long, for the machine's floor (0: not)")
+	bare := fs.Duration("bare", 10*time.Second, "before each rate's clusters, start the same processes from the harness alone for this long, as the machine's reference (under 1s: not)")
 	bin, dir, cleanup, err := c.parse(fs, args)
 	if err != nil {
 		return err

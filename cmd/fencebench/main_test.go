@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
@@ -98,6 +100,44 @@ func TestLateness_Smoke(t *testing.T) {
 	}
 	if len(ref) != 11 || ref[0] != "5" || ref[1] != "10" || ref[8] != "0" || ref[9] == "0.00" {
 		t.Errorf("reference row = %q, want 10 starts, none failed:\n%s", ref, out.String())
+	} else {
+		for _, f := range []string{ref[2], ref[4], ref[6]} { // p50, p99, max
+			if ms, err := strconv.Atoi(f); err != nil || ms < 0 || ms >= 1000 {
+				t.Errorf("reference lateness %q ms, want under a second:\n%s", f, out.String())
+			}
+		}
+	}
+}
+
+// The reference's starts: every one after its second, by less than a
+// second, none failed, and their CPU counted.
+func TestBareStarts_EachAfterItsSecond(t *testing.T) {
+	res, err := bareStarts(t.Context(), 4, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.lateness) != 8 || res.failed != 0 {
+		t.Fatalf("%d started, %d failed; want 8 started", len(res.lateness), res.failed)
+	}
+	for _, d := range res.lateness {
+		if d <= 0 || d >= time.Second {
+			t.Errorf("a start %v after its second, want within the second after it", d)
+		}
+	}
+	if res.jobsCPU <= 0 {
+		t.Errorf("CPU of the starts = %v, want some", res.jobsCPU)
+	}
+}
+
+// A reference cancelled (Ctrl-C) while its processes run says that it
+// was, not how its processes died. Whether the deadline comes before
+// they started or while they wait for their first second, the answer
+// is the same.
+func TestBareStarts_Cancelled(t *testing.T) {
+	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
+	defer cancel()
+	if _, err := bareStarts(ctx, 4, 3*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("err = %v, want the deadline", err)
 	}
 }
 
