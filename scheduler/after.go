@@ -214,16 +214,12 @@ func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.
 			return // a token out of range grants nothing (newAttempt recorded it)
 		}
 	}
-	f.st.Runs[id] = r
-	f.st.Order = append(f.st.Order, id)
-	f.addRun(r)
-	f.noteScheduled(d, t)
+	f.recordRun(r)
 	if r.State == jobs.Skipped {
 		f.changed(l, Change{Kind: ChangeEnded, Run: id})
 	} else {
 		f.changed(l, Change{Kind: ChangeGranted, Run: id, Attempt: r.Attempts[0].ID})
 	}
-	f.trim()
 }
 
 // RunFollowing is a run whose job other jobs follow, and those jobs.

@@ -643,11 +643,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			f.event(l, jobs.Event{Time: g.At, Kind: jobs.EventForced, Job: g.Job, Run: id, Detail: detail})
 		}
 	}
-	f.st.Runs[id] = r
-	f.st.Order = append(f.st.Order, id)
-	f.addRun(r)
-	f.noteScheduled(g.Job, g.ScheduledAt)
-	f.trim()
+	f.recordRun(r)
 	return applyResult{Run: r.Clone()}
 }
 
@@ -739,6 +735,15 @@ func (f *FSM) applySkipRange(l *raft.Log, c *skipRangeCmd) applyResult {
 	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
 		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
 	return applyResult{}
+}
+
+// recordRun adds a run just decided to the state, and trims the state.
+func (f *FSM) recordRun(r *jobs.Run) {
+	f.st.Runs[r.ID] = r
+	f.st.Order = append(f.st.Order, r.ID)
+	f.addRun(r)
+	f.noteScheduled(r.Job, r.ScheduledAt)
+	f.trim()
 }
 
 // trim drops the oldest finished runs beyond MaxRuns, moving each job's
