@@ -278,9 +278,6 @@ func drive(t *testing.T, clock *clocktest.Clock, done <-chan struct{}) {
 // loaded machine a lease then runs out in fake time before its renewal's
 // goroutine got to run.
 func driveUntil(t *testing.T, clock *clocktest.Clock, limit time.Time, done <-chan struct{}) {
-	if limit.IsZero() {
-		limit = time.Unix(1<<62, 0)
-	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() { <-done; cancel() }()
 	for ctx.Err() == nil {

@@ -88,10 +88,14 @@ func (c *Clock) AdvanceNext() (time.Duration, bool) {
 // never is later than any timer a test sets.
 var never = time.Unix(1<<62, 0)
 
-// AdvanceNextBy is AdvanceNext for a timer due no later than limit: it
-// reports whether it fired one. If it did not, changed is closed once a
-// timer is added, so a caller can wait for one without polling.
+// AdvanceNextBy is AdvanceNext for a timer due no later than limit (zero:
+// any timer): it reports whether it fired one. If it did not, changed is
+// closed once a timer is added, so a caller can wait for one without
+// polling.
 func (c *Clock) AdvanceNextBy(limit time.Time) (fired bool, changed <-chan struct{}) {
+	if limit.IsZero() {
+		limit = never
+	}
 	c.mu.Lock()
 	changed = c.changed
 	c.mu.Unlock()
