@@ -39,8 +39,8 @@ type bareResult struct {
 	rate     int
 	lateness []time.Duration
 	failed   int
-	// jobsCPU is the CPU time of the starting processes and their jobs.
-	jobsCPU time.Duration
+	// cpu is the CPU time of the starting processes and their jobs.
+	cpu time.Duration
 }
 
 // bareProcs is how many processes make the bare starts: as many as the
@@ -101,7 +101,7 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 	var errs []error
 	for range bareProcs {
 		a := <-answers
-		res.jobsCPU += a.cpu
+		res.cpu += a.cpu
 		if a.err != nil {
 			errs = append(errs, a.err)
 			continue
@@ -212,11 +212,8 @@ func printBare(w io.Writer, results []bareResult) error {
 	fmt.Fprintln(tw, "fires/s\truns started\tlateness p50\tp99\tmax\tfailed\tCPU per run: starters and jobs\t")
 	for _, r := range results {
 		s := summarize(r.lateness)
-		perRun := "-"
-		if n := len(r.lateness) + r.failed; n > 0 {
-			perRun = fmt.Sprintf("%.2f ms", float64(r.jobsCPU)/float64(time.Millisecond)/float64(n))
-		}
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.failed, perRun)
+		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.failed,
+			msEach(r.cpu, len(r.lateness)+r.failed))
 	}
 	return tw.Flush()
 }

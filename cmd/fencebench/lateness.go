@@ -188,11 +188,14 @@ type rateResult struct {
 }
 
 // perRun is d spread over the runs granted.
-func (r rateResult) perRun(d time.Duration) string {
-	if r.granted == 0 {
+func (r rateResult) perRun(d time.Duration) string { return msEach(d, r.granted) }
+
+// msEach is d spread over n, in milliseconds; "-" for none.
+func msEach(d time.Duration, n int) string {
+	if n == 0 {
 		return "-"
 	}
-	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(r.granted))
+	return fmt.Sprintf("%.2f ms", float64(d)/float64(time.Millisecond)/float64(n))
 }
 
 // nodeUsage is what a cluster's node processes have used so far, summed.

@@ -124,8 +124,8 @@ func TestBareStarts_EachAfterItsSecond(t *testing.T) {
 			t.Errorf("a start %v after its second, want within the second after it", d)
 		}
 	}
-	if res.jobsCPU <= 0 {
-		t.Errorf("CPU of the starts = %v, want some", res.jobsCPU)
+	if res.cpu <= 0 {
+		t.Errorf("CPU of the starts = %v, want some", res.cpu)
 	}
 }
 
