@@ -106,12 +106,14 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 
 // CheckSet checks a job set as a whole before it is replicated: every
 // spec valid against l (Spec.Validate) and names unique. It returns every
-// problem, wrapping ErrInvalidConfig.
+// problem, wrapping ErrInvalidConfig; a set of more than MaxJobs is
+// refused for that alone.
 func CheckSet(specs []Spec, l Limits) error {
-	var problems []string
 	if len(specs) > MaxJobs {
-		problems = append(problems, fmt.Sprintf("%d jobs: a job set holds at most %d", len(specs), MaxJobs))
+		// Not worth checking each of them.
+		return fmt.Errorf("%w: %d jobs: a job set holds at most %d", ErrInvalidConfig, len(specs), MaxJobs)
 	}
+	var problems []string
 	invalid := ValidateEach(specs, l)
 	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {

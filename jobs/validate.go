@@ -22,6 +22,10 @@ var (
 	envKeyRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 )
 
+// ValidName says whether name can name a job: a DNS label of at most
+// MaxNameLen bytes.
+func ValidName(name string) bool { return len(name) <= MaxNameLen && nameRE.MatchString(name) }
+
 // FenceEnvPrefix starts the names of the variables the worker sets for a
 // job's process; a job's own env may not use it.
 const FenceEnvPrefix = "FENCECRON_"
@@ -101,7 +105,7 @@ func (s *Spec) Validate(l Limits) error {
 	switch {
 	case s.Name == "":
 		bad("name", -1, "required")
-	case len(s.Name) > MaxNameLen || !nameRE.MatchString(s.Name):
+	case !ValidName(s.Name):
 		bad("name", -1, "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s.Name, MaxNameLen)
 	}
 

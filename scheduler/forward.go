@@ -100,11 +100,17 @@ func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	// Email needs an SMTP server on this node (it may come to lead).
-	if err := jobs.CheckSet(specs, jobs.Limits{MaxBodyBytes: s.MaxBodyBytes, NoSMTP: s.Notify.SMTP.Host == ""}); err != nil {
+	if err := jobs.CheckSet(specs, s.JobLimits()); err != nil {
 		return nil, err
 	}
 	return specs, nil
+}
+
+// JobLimits are what this node checks a job set against: the store's body
+// cap, and email only with an SMTP server on this node (it may come to
+// lead).
+func (s *Scheduler) JobLimits() jobs.Limits {
+	return jobs.Limits{MaxBodyBytes: s.MaxBodyBytes, NoSMTP: s.Notify.SMTP.Host == ""}
 }
 
 // Trigger starts a run of job now, under the job's overlap policy unless

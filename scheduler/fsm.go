@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -1231,8 +1232,10 @@ func (s *stateSnapshot) Release() {}
 
 // Restore implements raft.FSM. It refuses a snapshot of a newer format
 // than LogVersion (and halts: the node cannot follow this cluster); a
-// snapshot without a version is version 1. A snapshot it restores
-// replaces the state whole, halted or not.
+// snapshot without a version is version 1. It refuses, with an error and
+// the state unchanged, one it cannot index (checkIndexable), and never
+// panics: a panic while taking the state in is returned as an error. A
+// snapshot it restores replaces the state whole, halted or not.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	st := emptyState()
@@ -1249,6 +1252,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		err = f.halted
 		f.mu.Unlock()
 		return err
+	}
+	if err := checkIndexable(&st); err != nil {
+		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	fresh := emptyState()
 	if st.Runs == nil {
@@ -1279,7 +1285,28 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			return fmt.Errorf("restore snapshot: %w", err)
 		}
 	}
+	if err := f.takeIn(st); err != nil {
+		return fmt.Errorf("restore snapshot (up to index %d): %w", st.LastIndex, err)
+	}
+	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
+	f.notifySubscribers()
+	return nil
+}
+
+// takeIn replaces the state with st and indexes it. If that panics, the
+// state before it is put back and the panic returned as an error
+// (errRestorePanic), logged with its stack.
+func (f *FSM) takeIn(st state) (err error) {
 	f.mu.Lock()
+	defer f.mu.Unlock()
+	before, idx, halted := f.st, f.idx, f.halted
+	defer func() {
+		if p := recover(); p != nil {
+			f.st, f.idx, f.halted, f.deps, f.groupsOf = before, idx, halted, nil, ""
+			f.logger().Error("restore snapshot: panic while taking the state in; the state before it is kept", "index", st.LastIndex, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			err = fmt.Errorf("%w: %v", errRestorePanic, p)
+		}
+	}()
 	f.st = st
 	f.halted = nil
 	f.indexJobs()
@@ -1295,9 +1322,6 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			f.settle(r)
 		}
 	}
-	f.mu.Unlock()
-	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
-	f.notifySubscribers()
 	return nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -60,14 +61,24 @@ type RestoreFloor struct {
 	// two have been granted (and may have run), and the snapshot does not
 	// know. Without this they would be granted a second time.
 	Granted map[string]time.Time
+	// Limits are what the cluster checks a job set against (PUT
+	// /api/v1/jobset: Scheduler.CheckJobs); the snapshot's set must pass
+	// them too.
+	Limits jobs.Limits
 }
 
 // PrepareRestore readies a saved snapshot for raft.Restore into a
-// cluster. Raft terms of a cluster started again from empty data begin
-// at 1, and epochs are terms: restored as it is, a snapshot of a cluster
-// that had reached epoch 40 would let the new cluster mint tokens of
-// epoch 2, which every store key written before refuses (stale_owner).
-// So the restored state gets an epoch base at least the greatest of the
+// cluster. Raft keeps what it restores and every server takes it in, so
+// the snapshot is checked whole first: the state itself (checkState:
+// every run and reference, every bound), its job set as PUT
+// /api/v1/jobset checks one (jobs.CheckSet against floor.Limits,
+// jobs.MaxSetBytes), and its size (MaxSnapshotBytes).
+//
+// Raft terms of a cluster started again from empty data begin at 1, and
+// epochs are terms: restored as it is, a snapshot of a cluster that had
+// reached epoch 40 would let the new cluster mint tokens of epoch 2,
+// which every store key written before refuses (stale_owner). So the
+// restored state gets an epoch base at least the greatest of the
 // snapshot's epochs, its own base and floor.Epoch, and every epoch after
 // the restore is the Raft term plus that base: greater than any seen
 // before. Each job's horizon and last scheduled time are raised to
@@ -75,10 +86,17 @@ type RestoreFloor struct {
 // restore; the times after it go through the job's misfire policy.
 //
 // It returns the snapshot to restore and what it holds. It refuses a
-// snapshot it cannot read or of a newer log format (jobs.ErrInvalidConfig).
+// snapshot it cannot read, of a newer log format, or that fails a check,
+// with an error wrapping jobs.ErrInvalidConfig that names the problems.
 func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, error) {
+	if len(data) > MaxSnapshotBytes {
+		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot of %d bytes: a snapshot is at most %d MiB", jobs.ErrInvalidConfig, len(data), MaxSnapshotBytes>>20)
+	}
 	st, info, err := decodeSnapshot(data)
 	if err != nil {
+		return nil, SnapshotInfo{}, err
+	}
+	if err := checkRestoredJobs(&st, floor.Limits); err != nil {
 		return nil, SnapshotInfo{}, err
 	}
 	base := max(info.Epoch, st.EpochBase, floor.Epoch)
@@ -108,18 +126,53 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 	return out, info, nil
 }
 
-// decodeSnapshot decodes a snapshot's state once and says what it holds.
+// checkRestoredJobs checks a snapshot's job set as PUT /api/v1/jobset
+// checks one (Scheduler.CheckJobs), and stores it normalized: a spec that
+// left out a field the snapshot's writer filled in gets its default here,
+// not a zero (a max_output_bytes of 0 would be no cap at all).
+func checkRestoredJobs(st *state, l jobs.Limits) error {
+	specs := slices.Clone(st.Jobs)
+	for i := range specs {
+		specs[i].Normalize()
+	}
+	if err := jobs.CheckSet(specs, l); err != nil {
+		return fmt.Errorf("snapshot: its job set: %w", err)
+	}
+	var size countingWriter
+	if err := jobs.EncodeSpecs(&size, specs); err != nil {
+		return fmt.Errorf("%w: snapshot: its job set: %v", jobs.ErrInvalidConfig, err)
+	}
+	if size > jobs.MaxSetBytes {
+		return fmt.Errorf("%w: snapshot: its job set is %d MiB of JSON; a job set is at most %d MiB (jobs.MaxSetBytes)", jobs.ErrInvalidConfig, size>>20, jobs.MaxSetBytes>>20)
+	}
+	if hash := jobs.HashSpecs(specs); hash != st.JobsHash && len(specs) > 0 {
+		st.JobsHash = hash
+	}
+	st.Jobs = specs
+	st.HasJobs = st.HasJobs || len(specs) > 0
+	return nil
+}
+
+// countingWriter counts what is written to it.
+type countingWriter int64
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	*c += countingWriter(len(p))
+	return len(p), nil
+}
+
+// decodeSnapshot decodes a snapshot's state once, checks it
+// (checkState) and says what it holds.
 func decodeSnapshot(data []byte) (state, SnapshotInfo, error) {
 	var st state
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&st); err != nil {
 		return state{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
-	info := infoOf(&st)
-	if err := info.check(); err != nil {
+	if err := checkState(&st); err != nil {
 		return state{}, SnapshotInfo{}, err
 	}
-	return st, info, nil
+	return st, infoOf(&st), nil
 }
 
 // infoOf says what state st holds: the greatest epoch is its leader's,

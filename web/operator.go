@@ -12,6 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/wire"
 )
 
@@ -32,8 +33,9 @@ type Operator interface {
 	RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Restored, error)
 }
 
-// maxSnapshotBytes bounds a snapshot sent for restore.
-const maxSnapshotBytes = 1 << 30
+// maxSnapshotBytes bounds a snapshot sent for restore: what every server
+// can take in (scheduler.MaxSnapshotBytes).
+const maxSnapshotBytes = scheduler.MaxSnapshotBytes
 
 // snapshotTimeout bounds saving and restoring a snapshot; it replaces the
 // server's write timeout for these two requests.
@@ -96,6 +98,12 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	_ = http.NewResponseController(w).SetReadDeadline(time.Now().Add(snapshotTimeout))
 	ctx, cancel := context.WithTimeout(r.Context(), snapshotTimeout)
 	defer cancel()
+	if !s.restoring.TryLock() {
+		w.Header().Set("Retry-After", "10")
+		s.error(w, r, fmt.Errorf("%w: a restore is in progress on this node; try again once it has finished", wire.ErrTooMany))
+		return
+	}
+	defer s.restoring.Unlock()
 	body := http.MaxBytesReader(w, r.Body, maxSnapshotBytes)
 	res, err := s.operator().RestoreSnapshot(ctx, body)
 	if err != nil {

@@ -160,6 +160,9 @@ type Server struct {
 	// auditWriting says it runs (both under bgMu).
 	auditQueue   []pendingAudit
 	auditWriting bool
+	// restoring is held by the one restore in progress: each holds a
+	// snapshot of up to maxSnapshotBytes, decoded, in memory.
+	restoring sync.Mutex
 }
 
 // maxSniff bounds how long a new connection may stay silent.
@@ -336,11 +339,12 @@ func (s *Server) listener(ln net.Listener) net.Listener {
 // Handler returns the router. Call it after Open (or init, in tests).
 func (s *Server) Handler() http.Handler {
 	r := chi.NewRouter()
-	// Before any handler: refuse hosts this node does not answer to
-	// (host.go; first, since plainPolicy may redirect to r.Host), bound
-	// how long a response may take to write, and limit what plain HTTP
-	// may do (tlsmux.go).
-	r.Use(s.checkHost, s.limitWrites, s.plainPolicy)
+	// Before any handler: log and answer a handler's panic (recover.go),
+	// refuse hosts this node does not answer to (host.go; before
+	// plainPolicy, which may redirect to r.Host), bound how long a
+	// response may take to write, and limit what plain HTTP may do
+	// (tlsmux.go).
+	r.Use(s.recoverPanics, s.checkHost, s.limitWrites, s.plainPolicy)
 	// The dashboard (pages.go).
 	r.With(s.holdsState).Get("/", s.handleOverview)
 	r.With(s.holdsState).Get("/jobs", s.handleJobsPage)

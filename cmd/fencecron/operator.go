@@ -27,6 +27,7 @@ import (
 type operator struct {
 	node  *election.Node
 	fsm   *scheduler.FSM
+	sched *scheduler.Scheduler
 	store fencedstore.Store
 	log   *slog.Logger
 }
@@ -68,7 +69,7 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	for _, k := range keys {
 		floor = max(floor, k.Greatest.Epoch)
 	}
-	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough()})
+	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough(), Limits: o.sched.JobLimits()})
 	if err != nil {
 		return wire.Restored{}, err
 	}
@@ -166,6 +167,9 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return err
+	}
+	if len(data) > scheduler.MaxSnapshotBytes {
+		return fmt.Errorf("%s is %d MiB: a snapshot is at most %d MiB, and no node takes a larger one", path, len(data)>>20, scheduler.MaxSnapshotBytes>>20)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/api/v1/snapshot", bytes.NewReader(data))
 	if err != nil {

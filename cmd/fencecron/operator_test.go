@@ -3,7 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"math"
+	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -266,5 +270,101 @@ func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
 		return fmt.Errorf("no run of epoch %d succeeded yet", a.Epoch)
 	}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestOperator_CraftedSnapshotsRefused: snapshots changed by hand so that
+// the cluster could not live with them are refused whole by a real node,
+// with a 400 that names the problem; the node keeps serving, its state
+// unchanged, and comes back after a restart on its data directory (a
+// restore that Raft had kept would have stopped it on every start).
+func TestOperator_CraftedSnapshotsRefused(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: lastKeyJob})
+	before := agree(t, c, 30*time.Second)
+	n := c.Servers()[0]
+	dir := t.TempDir()
+	saved := filepath.Join(dir, "backup.json")
+	if out, err := cli(t, "snapshot", "save", "-addr", addrOf(n), saved); err != nil {
+		t.Fatalf("snapshot save: %v\n%s", err, out)
+	}
+	raw, err := os.ReadFile(saved)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, tc := range []struct {
+		name   string
+		change func(m map[string]any)
+		want   string
+	}{
+		{"a ghost in the order", func(m map[string]any) {
+			order, _ := m["order"].([]any)
+			m["order"] = append(order, "ghost@20260101T000000Z")
+		}, `run "ghost@20260101T000000Z" is not in runs`},
+		{"a null run", func(m map[string]any) { m["runs"] = map[string]any{"x": nil} }, "runs[x]: null"},
+		{"last_index 2^63-1", func(m map[string]any) { m["last_index"] = uint64(math.MaxInt64) }, "no room left for new tokens"},
+		{"epoch_base 2^62-1", func(m map[string]any) { m["epoch_base"] = uint64(1<<62 - 1) }, "no room left for new epochs"},
+		{"a schedule of garbage", func(m map[string]any) {
+			m["jobs"].([]any)[0].(map[string]any)["schedules"] = []any{"garbage !!"}
+		}, `"garbage !!"`},
+		{"no output cap", func(m map[string]any) { m["jobs"].([]any)[0].(map[string]any)["max_output_bytes"] = -1 }, "max_output_bytes"},
+	} {
+		var m map[string]any
+		if err := json.Unmarshal(raw, &m); err != nil {
+			t.Fatal(err)
+		}
+		tc.change(m)
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req, err := http.NewRequest(http.MethodPut, n.URL()+"/api/v1/snapshot", bytes.NewReader(b))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.name, err)
+		}
+		var answer struct{ Error string }
+		err = json.NewDecoder(resp.Body).Decode(&answer)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusBadRequest || !strings.Contains(answer.Error, tc.want) {
+			t.Errorf("%s: restore answered %s %q (%v); want a 400 naming %q", tc.name, resp.Status, answer.Error, err, tc.want)
+		}
+		// The command line says the same.
+		bad := filepath.Join(dir, fmt.Sprintf("bad-%d.json", i))
+		if err := os.WriteFile(bad, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := cli(t, "snapshot", "restore", "-addr", addrOf(n), bad); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: fencecron snapshot restore: %v\n%s\nwant an error naming %q", tc.name, err, out, tc.want)
+		}
+		if st, err := n.Status(); err != nil || st.Epoch != before.Epoch {
+			t.Fatalf("%s: after the refused restore the node answers %+v, %v; want it serving epoch %d", tc.name, st, err, before.Epoch)
+		}
+	}
+	if err := n.Terminate(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := localcluster.Until(30*time.Second, func() error {
+		a, err := localcluster.Agreed([]*localcluster.Node{n})
+		if err != nil {
+			return err
+		}
+		runs, err := n.Runs("last", 5)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			if at, ok := r.Latest(); ok && at.Token.Epoch == a.Epoch && r.State == jobs.Succeeded {
+				return nil
+			}
+		}
+		return fmt.Errorf("no run of epoch %d succeeded yet after the restart", a.Epoch)
+	}); err != nil {
+		t.Fatalf("%v\n%s", err, n.LogTail(4000))
 	}
 }
