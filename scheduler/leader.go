@@ -50,6 +50,8 @@ type leader struct {
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
 	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
+	// sender is the term's notifier, once notifyLoop made it.
+	sender atomic.Pointer[notifier]
 
 	// completions and starts wait here for their groups' entries
 	// (groupcommit.go).

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/smtp"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -28,9 +29,11 @@ type NotifyConfig struct {
 	// http://127.0.0.1:8080 ("" leaves the link out).
 	DashboardURL string
 	// MaxTries is how often a notice is tried before it is given up
-	// (default 5); Backoff the wait after the first failure, doubling up
-	// to MaxBackoff (defaults 1s and 30s); Timeout bounds one try
-	// (default 10s).
+	// (default 5), and how many tries in a row a target may leave
+	// unanswered before the notices waiting for it are given up (see
+	// notifytarget.go); Backoff the wait after the first failure,
+	// doubling up to MaxBackoff (defaults 1s and 30s); Timeout bounds one
+	// try (default 10s).
 	MaxTries   int
 	Backoff    time.Duration
 	MaxBackoff time.Duration
@@ -56,13 +59,22 @@ type SMTPConfig struct {
 
 // Bounds of the sender.
 const (
-	// maxSenders is how many notices are sent at once.
-	maxSenders = 4
+	// maxSenders is how many notices are sent at once, over all targets.
+	maxSenders = 8
+	// maxPerTarget is how many notices one target is sent at once while
+	// it answers; a target backing off is sent one at a time.
+	maxPerTarget = 2
+	// maxBackingOffSenders is how many senders the targets backing off
+	// hold at most together: the others stay free for those that answer.
+	maxBackingOffSenders = maxSenders / 2
 	// notifyTick is how often pending notices are looked at besides
 	// after every applied entry.
 	notifyTick = 250 * time.Millisecond
 	// maxWebhookReply bounds what is read of a target's answer.
 	maxWebhookReply = 4096
+	// maxGivenUpPerEntry bounds the deliveries one entry records when a
+	// target's waiting notices are given up together.
+	maxGivenUpPerEntry = 100
 )
 
 func (c NotifyConfig) withDefaults() NotifyConfig {
@@ -87,9 +99,23 @@ func (c NotifyConfig) withDefaults() NotifyConfig {
 	return c
 }
 
+// backoff is the wait after the nth failure in a row: Backoff, doubling
+// up to MaxBackoff.
+func (c NotifyConfig) backoff(n int) time.Duration {
+	d := c.Backoff
+	for i := 1; i < n && d < c.MaxBackoff; i++ {
+		d *= 2
+	}
+	return min(d, c.MaxBackoff)
+}
+
 // notifier is a leader term's sender: it sends the pending notices on
 // goroutines of their own (scheduling never waits for a target), retries
 // each with a bounded backoff, and records each outcome through the log.
+//
+// Targets are kept apart (notifytarget.go): each has at most maxPerTarget
+// notices in flight, and one that stops answering backs off and holds at
+// most one sender, so a target that hangs delays only its own notices.
 type notifier struct {
 	l   *leader
 	cfg NotifyConfig
@@ -98,12 +124,19 @@ type notifier struct {
 	inflight map[uint64]bool
 	tries    map[uint64]int
 	next     map[uint64]time.Time
+	targets  map[string]*targetState // by targetKey
+}
+
+func newNotifier(l *leader) *notifier {
+	return &notifier{l: l, cfg: l.s.Notify.withDefaults(), inflight: map[uint64]bool{}, tries: map[uint64]int{},
+		next: map[uint64]time.Time{}, targets: map[string]*targetState{}}
 }
 
 // notifyLoop runs the term's notifier until the term ends.
 func (l *leader) notifyLoop() {
 	defer l.wg.Done()
-	n := &notifier{l: l, cfg: l.s.Notify.withDefaults(), inflight: map[uint64]bool{}, tries: map[uint64]int{}, next: map[uint64]time.Time{}}
+	n := newNotifier(l)
+	l.sender.Store(n)
 	ch, stop := l.s.FSM.Subscribe()
 	defer stop()
 	tick := time.NewTicker(notifyTick)
@@ -122,7 +155,7 @@ func (l *leader) notifyLoop() {
 }
 
 // pump starts sending every pending notice that is due and not already
-// being sent, up to maxSenders at once.
+// being sent, oldest first, as far as its target and the senders admit.
 func (n *notifier) pump(wg *sync.WaitGroup) {
 	pending := n.l.s.FSM.Notices()
 	now := n.l.s.Clock.Now()
@@ -138,59 +171,112 @@ func (n *notifier) pump(wg *sync.WaitGroup) {
 			delete(n.next, id)
 		}
 	}
+	busy, backingOff := n.busy()
+	seen := n.countPending(pending)
 	for _, no := range pending {
-		if len(n.inflight) >= maxSenders {
-			return
+		key := n.targetKey(no)
+		t := n.targets[key]
+		if busy >= maxSenders {
+			break
 		}
-		if n.inflight[no.ID] || now.Before(n.next[no.ID]) {
+		if n.inflight[no.ID] || now.Before(n.next[no.ID]) || !t.admits(now, backingOff) {
 			continue
 		}
+		if t.backingOff() {
+			backingOff++
+		}
+		busy++
 		n.inflight[no.ID] = true
 		n.tries[no.ID]++
+		t.inflight++
+		t.lastTry = now
+		gen := t.gen
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			n.sendOne(no)
+			n.sendOne(no, key, gen)
 		}()
 	}
+	n.forgetTargets(seen, now)
 }
 
 // sendOne tries a notice once, and records its delivery, or that it gave
-// up after MaxTries, through the log.
-func (n *notifier) sendOne(no Notice) {
+// up, through the log: after MaxTries tries, or when its target has not
+// answered MaxTries tries in a row, together with every notice waiting
+// for that target.
+func (n *notifier) sendOne(no Notice, key string, gen uint64) {
 	l := n.l
 	ctx, cancel := context.WithTimeout(l.ctx, n.cfg.Timeout)
 	err := n.deliver(ctx, no)
 	cancel()
+	now := l.s.Clock.Now()
+	var msg string
+	if err != nil {
+		msg = n.scrub(err, no)
+	}
 	n.mu.Lock()
+	t := n.targets[key]
+	t.inflight--
 	tries := n.tries[no.ID]
-	n.mu.Unlock()
-	log := l.log.With("notice", no.Key(), "target", no.Kind(), "state", no.State, "job", no.Job, "run", no.Run, "tries", tries)
-	var d *Delivery
+	var out []Delivery
+	var down bool
+	var downMsg string
 	switch {
 	case l.ctx.Err() != nil:
 		// The term ended mid-send: the next leader sends it.
 	case err == nil:
-		log.Info("notification delivered")
-		d = &Delivery{ID: no.ID, Tries: tries}
-	case tries >= n.cfg.MaxTries:
-		log.Error("notification given up", "err", err)
-		d = &Delivery{ID: no.ID, Tries: tries, Error: err.Error()}
+		t.answered()
+		t.lastDelivery = now
+		out = append(out, Delivery{ID: no.ID, Tries: tries})
 	default:
-		wait := n.cfg.Backoff << min(tries-1, 20)
-		wait = min(wait, n.cfg.MaxBackoff)
-		log.Warn("notification failed; trying again", "err", err, "in", wait)
-		n.mu.Lock()
-		n.next[no.ID] = l.s.Clock.Now().Add(wait)
-		n.mu.Unlock()
+		if refusedNotice(err) {
+			t.answered()
+		} else {
+			t.failed(now, gen, n.cfg.backoff)
+		}
+		t.lastError, t.lastFailure = clip(msg, maxTargetError), now
+		if t.fails >= n.cfg.MaxTries {
+			down, downMsg = true, t.downError(msg)
+		}
+		switch {
+		case tries >= n.cfg.MaxTries:
+			out = append(out, Delivery{ID: no.ID, Tries: tries, Error: msg})
+		case down:
+			out = append(out, Delivery{ID: no.ID, Tries: tries, Error: downMsg})
+		default:
+			n.next[no.ID] = now.Add(n.cfg.backoff(tries))
+		}
 	}
-	if d != nil {
-		if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opNotified, Notified: &notifiedCmd{Deliveries: []Delivery{*d}, At: l.s.now()}}); err != nil {
-			log.Warn("could not record the notification's outcome; the next leader sends it again", "err", err)
+	fails, name := t.fails, t.name
+	n.mu.Unlock()
+
+	log := l.log.With("notice", no.Key(), "target", no.Kind(), "to", name, "state", no.State, "job", no.Job, "run", no.Run, "tries", tries)
+	switch {
+	case l.ctx.Err() != nil:
+	case err == nil:
+		log.Info("notification delivered")
+	case len(out) > 0:
+		log.Error("notification given up", "err", msg, "failed_in_a_row", fails)
+	default:
+		log.Warn("notification failed; trying again", "err", msg, "in", n.cfg.backoff(tries), "failed_in_a_row", fails)
+	}
+	if down {
+		waiting := n.takeWaiting(key, no.ID, downMsg)
+		if len(waiting) > 0 {
+			log.Error("notification target not answering: its waiting notices given up", "notices", len(waiting), "failed_in_a_row", fails)
+		}
+		out = append(out, waiting...)
+	}
+	for chunk := range slices.Chunk(out, maxGivenUpPerEntry) {
+		if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opNotified, Notified: &notifiedCmd{Deliveries: chunk, At: l.s.now()}}); err != nil {
+			log.Warn("could not record the notifications' outcome; the next leader sends them again", "notices", len(chunk), "err", err)
 		}
 	}
 	n.mu.Lock()
 	delete(n.inflight, no.ID)
+	for _, d := range out {
+		delete(n.inflight, d.ID)
+	}
 	n.mu.Unlock()
 }
 
@@ -310,9 +396,19 @@ func (n *notifier) post(ctx context.Context, target string, no Notice, body []by
 	defer resp.Body.Close()
 	reply, _ := io.ReadAll(io.LimitReader(resp.Body, maxWebhookReply))
 	if resp.StatusCode/100 != 2 {
-		return fmt.Errorf("%s answered %s: %s", redact(target), resp.Status, strings.TrimSpace(string(reply[:min(len(reply), 200)])))
+		return &answerError{target: redact(target), code: resp.StatusCode, status: resp.Status, reply: strings.TrimSpace(string(reply[:min(len(reply), 200)]))}
 	}
 	return nil
+}
+
+// answerError is a target's answer other than 2xx.
+type answerError struct {
+	target, status, reply string
+	code                  int
+}
+
+func (e *answerError) Error() string {
+	return fmt.Sprintf("%s answered %s: %s", e.target, e.status, e.reply)
 }
 
 // redact keeps a target URL's scheme and host: a Slack webhook's path is

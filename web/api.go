@@ -32,6 +32,7 @@ func (s *Server) status() wire.Status {
 		Members: []wire.MemberStatus{}, Voters: []election.Voter{},
 	}
 	st.Drifted = drifted(st.ConfigHash)
+	st.Notify = s.notifyStatus()
 	for _, m := range s.Cluster.Members() {
 		st.Members = append(st.Members, wire.MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
 	}

@@ -207,7 +207,7 @@ func (s *Server) initMetrics() error {
 		return nil
 	}
 	m, reg := newHTTPMetrics(), s.Metrics.Registry()
-	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, m.sseClients, m.sseRefused, m.logins} {
+	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.logins} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}

@@ -219,6 +219,9 @@ type overviewPage struct {
 	JobsPaused     int
 	// Groups are the concurrency groups with their queues (groups.go).
 	Groups []groupView
+	// NoticesPending counts the notifications pending, on a node that
+	// does not lead (the leader shows their targets instead).
+	NoticesPending int
 }
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
@@ -245,6 +248,9 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p.Events = newestFirst(s.State.Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
 	p.Groups = s.groups()
+	if p.Status.Notify == nil {
+		p.NoticesPending = s.pendingNotices()
+	}
 	s.render(w, r, http.StatusOK, "overview.html", p)
 }
 

@@ -110,6 +110,10 @@ type Server struct {
 	Outputs Outputs
 	// ClockSkew, if set, names the peers whose clocks are off (skew.go).
 	ClockSkew ClockSkew
+	// Notifications, if set, is this node's notification sender: while
+	// the node leads, the status, the Overview and /metrics show its
+	// targets (notify.go).
+	Notifications NotifyTargets
 
 	// Operator serves the operator endpoints (operator.go); nil: they
 	// answer 404.

@@ -273,6 +273,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	// Running attempts' output comes from their workers.
 	srv.Outputs = peers
 	srv.Clock, srv.ClockSkew = clock, skew
+	srv.Notifications = sched
 	if err := nodeMetrics.WatchClockSkew(skew); err != nil {
 		return err
 	}

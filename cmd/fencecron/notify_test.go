@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -362,5 +363,168 @@ func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
 	}
 	if others != 0 {
 		t.Errorf("%d emails for runs not triggered here", others)
+	}
+}
+
+// stuckReceiver is a webhook target on loopback that never answers: it
+// holds each request until its client gives up or the test ends, and
+// counts them.
+type stuckReceiver struct {
+	stop  chan struct{}
+	mu    sync.Mutex
+	got   int // requests received
+	ended int // requests whose client gave up
+}
+
+func (h *stuckReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	h.mu.Lock()
+	h.got++
+	h.mu.Unlock()
+	select {
+	case <-r.Context().Done():
+		h.mu.Lock()
+		h.ended++
+		h.mu.Unlock()
+	case <-h.stop:
+	}
+}
+
+func (h *stuckReceiver) counts() (got, ended int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got, h.ended
+}
+
+// A webhook that never answers delays no other target on a real
+// cluster: with more of its notices pending than the leader once had
+// senders, another webhook's notice is delivered before any try of the
+// stuck one has ended. The stuck target is then shown backing off on
+// the leader's Overview, status and metrics, by scheme and host only,
+// and the other servers' Overviews point to the leader.
+func TestNotify_StuckWebhookDelaysOnlyItsOwn(t *testing.T) {
+	stuck := &stuckReceiver{stop: make(chan struct{})}
+	stuckSrv := httptest.NewServer(stuck)
+	defer stuckSrv.Close()
+	defer close(stuck.stop) // before Close, which waits for the handlers
+	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]scheduler.WebhookPayload{}}
+	okSrv := httptest.NewServer(hooks)
+	defer okSrv.Close()
+
+	const stuckJobs = 5 // more than the 4 senders the leader had for all targets
+	var js strings.Builder
+	for i := range stuckJobs {
+		fmt.Fprintf(&js, `  - name: stuck%d
+    schedule: "@yearly"
+    shell: 'exit 3'
+    notify: [{on: [failed], webhook: %q}]
+`, i, stuckSrv.URL+"/hook/SECRET-PATH?token=SECRET-QUERY")
+	}
+	fmt.Fprintf(&js, `  - name: ok
+    schedule: "@yearly"
+    shell: 'exit 3'
+    notify: [{on: [failed], webhook: %q}]
+`, okSrv.URL+"/hook")
+	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: js.String()})
+	leader := c.Node(agree(t, c, 60*time.Second).Leader)
+
+	// failed waits until run failed.
+	failed := func(run jobs.Run) {
+		t.Helper()
+		proctest.Eventually(t, 30*time.Second, run.ID+" fails", func() error {
+			runs, err := leader.Runs(run.Job, 5)
+			if err != nil {
+				return err
+			}
+			for _, r := range runs {
+				if r.ID == run.ID && r.State == jobs.Failed {
+					return nil
+				}
+			}
+			return fmt.Errorf("not failed yet")
+		})
+	}
+	trigger := func(job string) jobs.Run {
+		t.Helper()
+		var run jobs.Run
+		proctest.Eventually(t, 30*time.Second, "trigger "+job, func() error { return leader.Post("/api/v1/jobs/"+job+"/trigger", nil, &run) })
+		return run
+	}
+	var stuckRuns []jobs.Run
+	for i := range stuckJobs {
+		stuckRuns = append(stuckRuns, trigger(fmt.Sprintf("stuck%d", i)))
+	}
+	for _, run := range stuckRuns {
+		failed(run)
+	}
+	proctest.Eventually(t, 30*time.Second, "the stuck webhook is tried", func() error {
+		if got, _ := stuck.counts(); got == 0 {
+			return fmt.Errorf("no try yet")
+		}
+		return nil
+	})
+	okRun := trigger("ok")
+	proctest.Eventually(t, 30*time.Second, "the other webhook gets its notice", func() error {
+		if got, _ := hooks.counts(okRun.ID); len(got) == 0 {
+			return fmt.Errorf("not yet")
+		}
+		return nil
+	})
+	// Every try of the stuck webhook was still open (a try lasts 10 s):
+	// the other one did not wait for them.
+	if got, ended := stuck.counts(); ended != 0 || got > 2 {
+		t.Errorf("when the other webhook got its notice, the stuck one had %d tries, %d of them ended; want at most 2, none ended", got, ended)
+	}
+
+	// The stuck webhook's tries time out: it is shown backing off.
+	name := stuckSrv.URL // scheme://host:port, without the path
+	proctest.Eventually(t, 60*time.Second, "the leader shows the stuck webhook backing off", func() error {
+		st, err := leader.Status()
+		if err != nil {
+			return err
+		}
+		if st.Notify == nil {
+			return fmt.Errorf("%s's status has no notify", leader.Name)
+		}
+		for _, tg := range st.Notify.Targets {
+			if tg.Target == name && tg.BackingOff && tg.Failures >= 1 {
+				return nil
+			}
+		}
+		return fmt.Errorf("targets %+v", st.Notify.Targets)
+	})
+	page, err := httpGet(leader.URL() + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`data-target="%s" data-backing-off="true"`, name); !bytes.Contains(page, []byte(want)) {
+		t.Errorf("the leader's Overview lacks %s", want)
+	}
+	metrics, err := httpGet(leader.URL() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := fmt.Sprintf(`fencecron_notify_target_backing_off{target=%q} 1`, name); !bytes.Contains(metrics, []byte(want)) {
+		t.Errorf("the leader's /metrics lacks %s", want)
+	}
+	status, err := httpGet(leader.URL() + "/api/v1/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for what, body := range map[string][]byte{"Overview": page, "metrics": metrics, "status": status} {
+		if bytes.Contains(body, []byte("SECRET")) {
+			t.Errorf("the leader's %s shows the stuck webhook's path or query", what)
+		}
+	}
+	for _, n := range c.Servers() {
+		if n.Name == leader.Name {
+			continue
+		}
+		page, err := httpGet(n.URL() + "/")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(page, []byte("notifications pending: the leader sends them and shows their targets")) {
+			t.Errorf("%s's Overview does not point to the leader for the pending notifications", n.Name)
+		}
 	}
 }

@@ -38,6 +38,15 @@ type Status struct {
 	Drifted    bool                 `json:"drifted"`
 	Members    []MemberStatus       `json:"members"`
 	Voters     []election.Voter     `json:"voters"`
+	// Notify is the leader's notification sender; only the leader, which
+	// sends, answers with it.
+	Notify *NotifyStatus `json:"notify,omitempty"`
+}
+
+// NotifyStatus is the leader's notification sender: its targets, those
+// backing off first.
+type NotifyStatus struct {
+	Targets []scheduler.NotifyTarget `json:"targets"`
 }
 
 // LeaderHTTP returns the HTTP address of the leader st names, from its

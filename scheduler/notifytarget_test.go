@@ -1,0 +1,269 @@
+package scheduler
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// hangingTarget is a loopback HTTP target that holds every request
+// open until released (or the client gives up), then answers 503.
+type hangingTarget struct {
+	release chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	got     int // requests received
+	open    int // requests not answered yet
+}
+
+func newHangingTarget() *hangingTarget { return &hangingTarget{release: make(chan struct{})} }
+
+func (h *hangingTarget) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	io.Copy(io.Discard, r.Body)
+	h.mu.Lock()
+	h.got++
+	h.open++
+	h.mu.Unlock()
+	defer func() { h.mu.Lock(); h.open--; h.mu.Unlock() }()
+	select {
+	case <-h.release:
+		w.WriteHeader(http.StatusServiceUnavailable)
+	case <-r.Context().Done():
+	}
+}
+
+func (h *hangingTarget) counts() (got, open int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.got, h.open
+}
+
+func (h *hangingTarget) unblock() { h.once.Do(func() { close(h.release) }) }
+
+// failRuns records n failed runs of job through the leader's log, one
+// after another: each leaves one notice per notify entry.
+func failRuns(t *testing.T, l *leader, job string, n int) {
+	t.Helper()
+	for range n {
+		at := t0
+		if last, ok := l.s.FSM.LastRun(job); ok {
+			at = last.ScheduledAt.Add(time.Hour)
+		}
+		res, err := l.s.applyLocalCmd(t.Context(), grant(job, at))
+		if err == nil {
+			err = res.Err
+		}
+		if err != nil {
+			t.Fatalf("grant %s at %s: %v", job, at, err)
+		}
+		if _, err := l.s.applyLocalCmd(t.Context(), complete(res.Run.Attempts[0].ID, jobs.Failed, 1, nil)); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pendingOf counts the notices of job still pending.
+func pendingOf(fsm *FSM, job string) int {
+	n := 0
+	for _, no := range fsm.Notices() {
+		if no.Job == job {
+			n++
+		}
+	}
+	return n
+}
+
+// targetNamed returns what the leader shows of the target named name.
+func targetNamed(l *leader, name string) (NotifyTarget, error) {
+	ts, ok := l.s.NotifyTargets()
+	if !ok {
+		return NotifyTarget{}, fmt.Errorf("the leader shows no targets")
+	}
+	for _, tg := range ts {
+		if tg.Target == name {
+			return tg, nil
+		}
+	}
+	return NotifyTarget{}, fmt.Errorf("no target %s in %+v", name, ts)
+}
+
+// A webhook that hangs holds its own notices only: another target's
+// notices, decided after more of the hung one's than there are senders,
+// are delivered while the hung target's tries are still open; when those
+// fail the hung target is shown backing off, by scheme and host only,
+// and the other target still gets its notices.
+func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
+	hung := newHangingTarget()
+	srvA := httptest.NewServer(hung)
+	defer srvA.Close()
+	defer hung.unblock() // before srvA.Close, which waits for its handlers
+	b := &target{status: http.StatusOK}
+	srvB := httptest.NewServer(b)
+	defer srvB.Close()
+	l, fsm := newTestLeader(t,
+		jobs.Spec{Name: "a", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srvA.URL + "/hook/SECRET-A"}}},
+		jobs.Spec{Name: "b", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srvB.URL + "/services/T/B/X"}}})
+	l.s.Clock = jobs.SystemClock{}
+	// A try lasts until the test ends, and a failed target waits a minute.
+	l.s.Notify = NotifyConfig{Timeout: time.Minute, Backoff: time.Minute, MaxBackoff: time.Minute}
+	l.s.term.Store(l)
+	// More of a's notices than there are senders, then b's.
+	failRuns(t, l, "a", 2*maxSenders)
+	failRuns(t, l, "b", 2)
+	l.wg.Add(1)
+	go l.notifyLoop()
+
+	waitFor(t, "a's target holds tries open", func() error {
+		if got, _ := hung.counts(); got == 0 {
+			return fmt.Errorf("no try yet")
+		}
+		return nil
+	})
+	waitFor(t, "b's notices delivered", func() error {
+		if n := pendingOf(fsm, "b"); n != 0 {
+			return fmt.Errorf("%d of b's notices pending", n)
+		}
+		return nil
+	})
+	if n := len(b.got()); n != 2 {
+		t.Errorf("b's target got %d messages, want 2", n)
+	}
+	// b went through while a's tries were still held open (a answers
+	// nothing before it is released).
+	got, open := hung.counts()
+	if open != got || got > maxPerTarget {
+		t.Errorf("a's target: %d tries, %d still open; want all open and at most %d", got, open, maxPerTarget)
+	}
+	if tg, err := targetNamed(l, srvA.URL); err != nil {
+		t.Fatal(err)
+	} else if tg.BackingOff || tg.InFlight != got || tg.Pending != 2*maxSenders || tg.Kind != jobs.NotifyWebhook {
+		t.Errorf("a's target while hung = %+v", tg)
+	}
+
+	// a's tries fail: it backs off, and holds no sender meanwhile.
+	hung.unblock()
+	var shown NotifyTarget
+	waitFor(t, "a's target shown backing off", func() error {
+		tg, err := targetNamed(l, srvA.URL)
+		if err != nil {
+			return err
+		}
+		if !tg.BackingOff || tg.InFlight != 0 {
+			return fmt.Errorf("a's target = %+v", tg)
+		}
+		shown = tg
+		return nil
+	})
+	// Its tries failed together: one failure in a row, not one per try.
+	if shown.Failures != 1 || !shown.RetryAt.After(time.Now()) || shown.Pending != 2*maxSenders {
+		t.Errorf("a's target = %+v; want 1 failure, a retry ahead, every notice still pending", shown)
+	}
+	if !strings.Contains(shown.LastError, "503") || strings.Contains(shown.LastError, "SECRET") {
+		t.Errorf("a's last error %q: want the 503, and not the path", shown.LastError)
+	}
+	if tg, err := targetNamed(l, srvB.URL); err == nil && tg.BackingOff {
+		t.Errorf("b's target backing off: %+v", tg)
+	}
+
+	// b is still served while a backs off.
+	failRuns(t, l, "b", 1)
+	waitFor(t, "b's next notice delivered", func() error {
+		if n := pendingOf(fsm, "b"); n != 0 {
+			return fmt.Errorf("%d of b's notices pending", n)
+		}
+		return nil
+	})
+	if got, _ := hung.counts(); got > maxPerTarget {
+		t.Errorf("a's target tried %d times while backing off a minute", got)
+	}
+}
+
+// A target that keeps failing is given up with everything waiting for
+// it once it failed MaxTries tries in a row: its backlog does not wait
+// for MaxTries tries of each notice.
+func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
+	h := &target{status: http.StatusServiceUnavailable}
+	srv := httptest.NewServer(h)
+	defer srv.Close()
+	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}})
+	l.s.Clock = jobs.SystemClock{}
+	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	const backlog = 6
+	failRuns(t, l, "j", backlog)
+	l.wg.Add(1)
+	go l.notifyLoop()
+	waitFor(t, "every notice given up", func() error {
+		if n := fsm.Counters()[CounterNotifyFailed]; n != backlog {
+			return fmt.Errorf("notify_failed = %d", n)
+		}
+		return nil
+	})
+	if n := len(fsm.Notices()); n != 0 {
+		t.Errorf("%d notices still pending", n)
+	}
+	// Two tries at first (they fail together: one failure), then one at
+	// a time: the third failure in a row ends it.
+	if got, want := len(h.got()), 3+1; got != want {
+		t.Errorf("target tried %d times, want %d (not 3 tries of each of the %d notices)", got, want, backlog)
+	}
+	var why int
+	for _, e := range fsm.Events(0, 0) {
+		if e.Kind == jobs.EventNotifyFailed && strings.Contains(e.Detail, srv.URL+" did not answer 3 tries in a row") {
+			why++
+		}
+	}
+	if why < backlog-1 {
+		t.Errorf("%d events say the target did not answer 3 tries in a row, want at least %d", why, backlog-1)
+	}
+}
+
+// A target that answers, refusing some notices (a 4xx), is not backed
+// off: each refused notice is tried MaxTries times on its own, and the
+// target's other notices are delivered.
+func TestNotifier_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
+	var mu sync.Mutex
+	refused := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		if strings.Contains(string(b), `"job":"bad"`) {
+			mu.Lock()
+			refused++
+			mu.Unlock()
+			http.Error(w, "no such channel", http.StatusNotFound)
+		}
+	}))
+	defer srv.Close()
+	notify := []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}
+	l, fsm := newTestLeader(t,
+		jobs.Spec{Name: "bad", Schedules: []string{"@daily"}, Shell: "false", Notify: notify},
+		jobs.Spec{Name: "good", Schedules: []string{"@daily"}, Shell: "false", Notify: notify})
+	l.s.Clock = jobs.SystemClock{}
+	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	failRuns(t, l, "bad", 3)
+	failRuns(t, l, "good", 3)
+	l.wg.Add(1)
+	go l.notifyLoop()
+	waitFor(t, "every notice settled", func() error {
+		if n := len(fsm.Notices()); n != 0 {
+			return fmt.Errorf("%d pending", n)
+		}
+		return nil
+	})
+	c := fsm.Counters()
+	if c[CounterNotified] != 3 || c[CounterNotifyFailed] != 3 {
+		t.Errorf("notified %d, failed %d; want 3 and 3", c[CounterNotified], c[CounterNotifyFailed])
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if refused != 3*3 {
+		t.Errorf("refused %d tries, want 3 of each refused notice", refused)
+	}
+}
