@@ -1,7 +1,6 @@
 package jobs
 
 import (
-	"bytes"
 	"fmt"
 	"maps"
 	"net/url"
@@ -9,7 +8,6 @@ import (
 	"regexp"
 	"slices"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -85,17 +83,11 @@ func (s *Spec) HTTPBody(scheduled time.Time) ([]byte, error) {
 	return s.renderBody(scheduled, loc)
 }
 
+// renderBody renders the body template within the bounds of template.go:
+// a body is at most MaxHTTPBodyBytes.
 func (s *Spec) renderBody(scheduled time.Time, loc *time.Location) ([]byte, error) {
-	t, err := template.New("body").Option("missingkey=error").Parse(s.HTTP.Body)
-	if err != nil {
-		return nil, fmt.Errorf("body template: %w", err)
-	}
-	var b bytes.Buffer
 	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
-	if err := t.Execute(&b, data); err != nil {
-		return nil, fmt.Errorf("body template: %w", err)
-	}
-	return b.Bytes(), nil
+	return renderTemplate("body", s.HTTP.Body, data, MaxHTTPBodyBytes)
 }
 
 // checkHTTP returns what is wrong with the http: field of s, as problems

@@ -7,7 +7,6 @@ import (
 	"math"
 	"strconv"
 	"strings"
-	"text/template"
 	"time"
 )
 
@@ -179,13 +178,6 @@ func (s *Spec) Argv() []string {
 	return s.Command
 }
 
-// OutputData is what an output key template sees.
-type OutputData struct {
-	Job       string
-	RunID     string
-	Scheduled time.Time // in the job's time zone
-}
-
 // OutputKey renders the job's output key for one scheduled time. It returns
 // "" when the job publishes no output.
 func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
@@ -200,18 +192,12 @@ func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
 }
 
 // renderOutput renders the output key template for a scheduled time seen
-// in loc.
+// in loc, within the bounds of template.go: a key is at most MaxKeyLen
+// bytes.
 func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
-	t, err := template.New("output").Option("missingkey=error").Parse(s.Output)
-	if err != nil {
-		return "", fmt.Errorf("output template: %w", err)
-	}
-	var b bytes.Buffer
 	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
-	if err := t.Execute(&b, data); err != nil {
-		return "", fmt.Errorf("output template: %w", err)
-	}
-	return b.String(), nil
+	b, err := renderTemplate("output", s.Output, data, MaxKeyLen)
+	return string(b), err
 }
 
 // Duration is a time.Duration that reads and writes as "90s" in JSON.

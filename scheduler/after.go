@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -25,10 +26,50 @@ const TriggerAfter = "after"
 
 // followCmd rides on the entries that may finish runs (complete,
 // completes, expire): the worker the leader chose for each job that may
-// follow one of them, and the time of the proposal.
+// follow one of them, the output key it rendered for each run that may
+// follow (version 7: a template is never executed inside Apply), and the
+// time of the proposal.
 type followCmd struct {
 	Workers map[string]string `json:"workers,omitempty"`
-	At      time.Time         `json:"at"`
+	// Outputs are by the id of the run that may follow; a job without an
+	// output template has none.
+	Outputs map[string]followOutput `json:"outputs,omitempty"`
+	At      time.Time               `json:"at"`
+}
+
+// followOutput is the output key the leader rendered for a run that may
+// follow, or why it did not render.
+type followOutput struct {
+	Key string `json:"key,omitempty"`
+	Err string `json:"err,omitempty"`
+}
+
+// maxFollowErr bounds the reason a follower's key did not render, kept as
+// its skip's reason on every server.
+const maxFollowErr = 512
+
+// followKey is the output key of job spec's run id for t, as the entry
+// decides it: a version 7 entry takes the key its leader rendered
+// (checked by the store's key rule) and skips the run if there is none; an
+// older one renders the template here, as the servers that wrote it did.
+func followKey(version int, follow *followCmd, spec jobs.Spec, id string, t time.Time) (string, error) {
+	if spec.Output == "" {
+		return "", nil
+	}
+	if version < vLeaderRendersKeys {
+		return spec.OutputKey(t)
+	}
+	o, ok := follow.Outputs[id]
+	switch {
+	case !ok:
+		return "", errors.New("the leader proposed no output key for it")
+	case o.Err != "":
+		return "", errors.New(clip(o.Err, maxFollowErr))
+	}
+	if err := jobs.CheckKey(o.Key); err != nil {
+		return "", fmt.Errorf("its output key is not a store key: %v", err)
+	}
+	return o.Key, nil
 }
 
 // FollowVerdict is what DecideFollow decided for a dependent run.
@@ -175,15 +216,15 @@ func (f *FSM) afterEntry(l *raft.Log, c command) {
 		f.noticeEnded(l, r, att, at)
 		if r.State.Terminal() {
 			for _, d := range f.followers(r.Job) {
-				f.follow(l, d, r.ScheduledAt, follow.Workers[d], at)
+				f.follow(l, c.V, follow, d, r.ScheduledAt, at)
 			}
 		}
 	}
 }
 
-// follow decides the run of job d for scheduled time t (DecideFollow)
-// and records it.
-func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.Time) {
+// follow decides the run of job d for scheduled time t (DecideFollow),
+// with the worker and key the entry's follow field names, and records it.
+func (f *FSM) follow(l *raft.Log, version int, follow *followCmd, d string, t time.Time, at time.Time) {
 	spec, ok := f.spec(d)
 	if !ok {
 		return
@@ -191,15 +232,16 @@ func (f *FSM) follow(l *raft.Log, d string, t time.Time, worker string, at time.
 	id := jobs.RunID(d, t)
 	in := FollowInput{
 		Job: d, ScheduledAt: t, After: spec.After, Parents: map[string]*jobs.Run{},
-		Existing: f.st.Runs[id], Horizon: f.st.Horizon[d], Paused: f.st.Paused[d] || spec.Paused, Worker: worker,
+		Existing: f.st.Runs[id], Horizon: f.st.Horizon[d], Paused: f.st.Paused[d] || spec.Paused, Worker: follow.Workers[d],
 	}
 	for _, p := range spec.After {
 		if r := f.st.Runs[jobs.RunID(p, t)]; r != nil {
 			in.Parents[p] = r
 		}
 	}
-	key, err := spec.OutputKey(t)
+	key, err := followKey(version, follow, spec, id, t)
 	in.OutputErr = err
+	worker := in.Worker
 	dec := DecideFollow(in)
 	if dec.Verdict != FollowGrant && dec.Verdict != FollowSkip {
 		return
@@ -250,20 +292,34 @@ func (f *FSM) RunFollowers(ids []string) []RunFollowing {
 }
 
 // followWorkers picks, for each job that follows one of runs' jobs, the
-// worker its run would get if it were granted now: the leader sends them
-// with the entry that may finish those runs (followCmd).
+// worker its run would get if it were granted now, and renders the output
+// key of each run that may follow: the leader sends them with the entry
+// that may finish those runs (followCmd).
 func (l *leader) followWorkers(runIDs []string) *followCmd {
 	fc := &followCmd{At: l.s.now()}
 	for _, run := range l.s.FSM.RunFollowers(runIDs) {
 		for _, d := range run.Followers {
-			if _, done := fc.Workers[d]; done {
-				continue
-			}
 			spec, ok := l.s.FSM.Spec(d)
 			if !ok {
 				continue
 			}
-			if w, ok := l.chooseWorker(spec, jobs.RunID(d, run.ScheduledAt), ""); ok {
+			id := jobs.RunID(d, run.ScheduledAt)
+			if _, done := fc.Outputs[id]; !done && spec.Output != "" {
+				var o followOutput
+				if key, err := spec.OutputKey(run.ScheduledAt); err != nil {
+					o.Err = clip(err.Error(), maxFollowErr)
+				} else {
+					o.Key = key
+				}
+				if fc.Outputs == nil {
+					fc.Outputs = map[string]followOutput{}
+				}
+				fc.Outputs[id] = o
+			}
+			if _, done := fc.Workers[d]; done {
+				continue
+			}
+			if w, ok := l.chooseWorker(spec, id, ""); ok {
 				if fc.Workers == nil {
 					fc.Workers = map[string]string{}
 				}

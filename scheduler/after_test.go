@@ -296,3 +296,63 @@ func TestFSM_FollowersInTheOrderOfTheSetNow(t *testing.T) {
 		t.Errorf("newest run %+v: want b's, granted after c's as the set now lists them", r)
 	}
 }
+
+// TestFSM_AfterTakesTheKeyItsLeaderRendered: a run that follows its
+// parents gets the output key the entry carries, rendered by the leader;
+// Apply executes no template, so a template that would take a server's
+// time (here one that the entry says did not render) costs the replicas
+// nothing. Without a key in the entry the run is skipped, saying why. An
+// entry of version 6 still renders the key, as its servers did.
+func TestFSM_AfterTakesTheKeyItsLeaderRendered(t *testing.T) {
+	keyed := func(t *testing.T) (*FSM, string) {
+		f := NewFSM()
+		specs := []jobs.Spec{
+			{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"},
+			{Name: "b", After: []string{"a"}, Shell: "true", Output: `b/{{ .Scheduled.Format "2006" }}.txt`},
+		}
+		if res := applyAt(t, f, 1, 1, command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		ra := applyAt(t, f, 2, 10, grant("a", t0))
+		if ra.Err != nil {
+			t.Fatal(ra.Err)
+		}
+		return f, ra.Run.Attempts[0].ID
+	}
+	bID := jobs.RunID("b", t0)
+	for _, tc := range []struct {
+		name    string
+		outputs map[string]followOutput
+		version int
+		state   jobs.State
+		output  string
+		reason  string
+	}{
+		{"the leader's key", map[string]followOutput{bID: {Key: "b/from-the-leader.txt"}}, LogVersion, jobs.Pending, "b/from-the-leader.txt", ""},
+		{"the leader could not render it", map[string]followOutput{bID: {Err: "output template: over its bound"}}, LogVersion, jobs.Skipped, "", "output template: over its bound"},
+		{"no key in the entry", nil, LogVersion, jobs.Skipped, "", "the leader proposed no output key for it"},
+		{"a key the store would refuse", map[string]followOutput{bID: {Key: "../evil"}}, LogVersion, jobs.Skipped, "", "not a store key"},
+		{"an entry of version 6 renders it", nil, 6, jobs.Pending, "b/" + t0.Format("2006") + ".txt", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f, attempt := keyed(t)
+			c := complete(attempt, jobs.Succeeded, 0, map[string]string{"b": "w2"})
+			c.Follow.Outputs = tc.outputs
+			b, err := encodeEntry(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
+			if res := applyRaw(t, f, 2, 11, b); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			r, ok := f.Run(bID)
+			if !ok {
+				t.Fatal("b has no run after a succeeded")
+			}
+			if r.State != tc.state || r.Output != tc.output || !strings.Contains(r.Reason, tc.reason) {
+				t.Errorf("b's run: %s, output %q, reason %q; want %s, %q, a reason naming %q", r.State, r.Output, r.Reason, tc.state, tc.output, tc.reason)
+			}
+		})
+	}
+}

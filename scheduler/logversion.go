@@ -79,11 +79,20 @@ import (
 //	   attempt's worker, which gave it up before starting it. The state
 //	   records the index of the last election entry.
 //	6  several start reports in one entry (op "starts", see starts.go).
+//	7  a run that follows its parents (after:) takes the output key its
+//	   leader rendered, sent in the entry's follow field, and is skipped
+//	   if there is none; Apply executes no template (after.go).
+
+// Versions that changed a rule, by name.
+const (
+	// vLeaderRendersKeys: a follower's output key comes in the entry.
+	vLeaderRendersKeys = 7
+)
 
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "6"
+var logVersionText = "7"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
