@@ -12,6 +12,8 @@
 //	PUT  /api/v1/store/{key}        publish the request body
 //	POST /api/v1/establish/{key}    establish the token
 //	GET  /api/v1/history/{key}      every retained decision on the key
+//	POST /api/v1/floor              raise a job's floor: {"job": J, "token": {"epoch": E, "seq": S}}
+//	                                -> {"job": J, "floor": {...}}; nodes only (the store credential)
 //
 // Writes: who presents what.
 //
@@ -29,6 +31,10 @@
 //     A request with a wrong credential is refused whatever its token. A
 //     Handler with RequireCredential refuses writes without the credential,
 //     for clusters whose jobs publish only through their stdout.
+//   - Raising a job's floor (fencedstore.Store.RaiseFloor: a forced
+//     release revokes the job's tokens up to the released one) takes the
+//     store credential and no token: a job's own token, which only
+//     bounds its writes, must never let it revoke another job's tokens.
 //
 // Reads are not authenticated, like the rest of the node's API and the
 // dashboard.
@@ -94,6 +100,7 @@ const (
 	storeKeyPath   = PathPrefix + "store/"
 	establishPath  = PathPrefix + "establish/"
 	historyPath    = PathPrefix + "history/"
+	floorPath      = PathPrefix + "floor"
 	tokenHeader    = "Fencecron-Token"
 	authScheme     = "Bearer "
 	contentTypeRaw = "application/octet-stream"
@@ -205,6 +212,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, establishPath):
 		key := p[len(establishPath):]
 		h.route(w, r, map[string]func(){http.MethodPost: func() { h.establish(w, r, key) }})
+	case p == floorPath:
+		h.route(w, r, map[string]func(){http.MethodPost: func() { h.raiseFloor(w, r) }})
 	case strings.HasPrefix(p, historyPath):
 		key := p[len(historyPath):]
 		h.route(w, r, map[string]func(){http.MethodGet: func() { h.history(w, r, key) }})
@@ -313,13 +322,21 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request, key string) {
 	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": hist})
 }
 
+// writable returns why the handler takes no writes at all, or nil.
+func (h *Handler) writable() error {
+	if h.Signer == nil {
+		return errWritesDisabled
+	}
+	return nil
+}
+
 // authorize checks a write's credentials and returns its verified token.
 func (h *Handler) authorize(r *http.Request, key string) (fencedstore.SignedToken, error) {
 	if err := fencedstore.ValidateKey(key); err != nil {
 		return fencedstore.SignedToken{}, err
 	}
-	if h.Signer == nil {
-		return fencedstore.SignedToken{}, errWritesDisabled
+	if err := h.writable(); err != nil {
+		return fencedstore.SignedToken{}, err
 	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		cred, ok := strings.CutPrefix(auth, authScheme)
@@ -349,7 +366,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 		h.error(w, r, err)
 		return
 	}
-	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires}
+	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires}
 	if im := r.Header.Get("If-Match"); im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil || strings.HasPrefix(im, "W/") {
@@ -451,9 +468,51 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		return
 	}
 	defer unlock()
-	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires})
+	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires})
 	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
+}
+
+// maxFloorBody bounds a floor request's body: a job name and a token.
+const maxFloorBody = 8 << 10
+
+// floorRequest is the body of POST /api/v1/floor.
+type floorRequest struct {
+	Job   string            `json:"job"`
+	Token fencedstore.Token `json:"token"`
+}
+
+// floorAnswer is its answer: the job's floor after the call.
+type floorAnswer struct {
+	Job   string            `json:"job"`
+	Floor fencedstore.Token `json:"floor"`
+}
+
+// raiseFloor raises a job's floor for a node (the store credential).
+func (h *Handler) raiseFloor(w http.ResponseWriter, r *http.Request) {
+	if err := h.writable(); err != nil {
+		h.error(w, r, err)
+		return
+	}
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), authScheme)
+	if !ok || !h.Signer.CheckCredential(cred) {
+		h.error(w, r, fmt.Errorf("%w: raising a job's floor takes this cluster's store credential (Authorization: Bearer), which only nodes hold", fencedstore.ErrUnauthorized))
+		return
+	}
+	var req floorRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxFloorBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		h.error(w, r, fmt.Errorf("%w: the body must be {\"job\": NAME, \"token\": {\"epoch\": E, \"seq\": S}}: %v", errBadRequest, err))
+		return
+	}
+	floor, err := h.Store.RaiseFloor(r.Context(), req.Job, req.Token)
+	if err != nil {
+		h.error(w, r, err)
+		return
+	}
+	h.logger().Warn("store floor raised: the job's tokens up to it are refused", "job", req.Job, "floor", floor, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, floorAnswer{Job: req.Job, Floor: floor})
 }
 
 // refused calls OnRefused for a job's own write the store refused.
@@ -528,6 +587,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusConflict, string(fencedstore.Expired)
 	case errors.Is(err, fencedstore.ErrInvalidKey):
 		return http.StatusBadRequest, codeInvalidKey
+	case errors.Is(err, fencedstore.ErrInvalidJob):
+		return http.StatusBadRequest, codeInvalidJob
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest, codeBadRequest
 	case errors.Is(err, fencedstore.ErrUnauthorized):
@@ -557,6 +618,7 @@ func StatusOf(err error) (status int, code string) {
 // Error codes in JSON error answers.
 const (
 	codeInvalidKey     = "invalid_key"
+	codeInvalidJob     = "invalid_job"
 	codeBadRequest     = "bad_request"
 	codeUnauthorized   = "unauthorized"
 	codeBadToken       = "bad_token"
