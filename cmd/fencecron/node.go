@@ -238,6 +238,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		// Count this node's store's decisions, whoever asks for them.
 		store = nodeMetrics.CountDecisions(store)
 	}
+	// A forced release raises its job's floor in this node's store (the
+	// one the worker writes to, so the same for every node).
+	sched.Store = store
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, JobNice: o.JobNice, Logger: log,
