@@ -115,6 +115,10 @@ type Handler struct {
 	// Signer verifies tokens and the store credential. Without one, every
 	// write is refused (403).
 	Signer *fencedstore.Signer
+	// WritesOff, if set, refuses every write (403 writes_disabled) with
+	// this reason, which should name the setting that would allow them
+	// (a node that does not serve its store); reads stay open.
+	WritesOff string
 	// RequireCredential refuses writes that do not carry the store
 	// credential, i.e. writes from job processes.
 	RequireCredential bool
@@ -192,7 +196,7 @@ func (h *Handler) quotaBytes() int64 {
 // Errors of the HTTP layer itself.
 var (
 	errBadRequest     = errors.New("bad request")
-	errWritesDisabled = errors.New("writes disabled: this node has no cluster secret")
+	errWritesDisabled = errors.New("writes disabled")
 	errMethod         = errors.New("method not allowed")
 	errBusy           = errors.New("busy: too many bodies in flight; nothing was written, try again")
 )
@@ -324,8 +328,11 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request, key string) {
 
 // writable returns why the handler takes no writes at all, or nil.
 func (h *Handler) writable() error {
-	if h.Signer == nil {
-		return errWritesDisabled
+	switch {
+	case h.WritesOff != "":
+		return fmt.Errorf("%w: %s", errWritesDisabled, h.WritesOff)
+	case h.Signer == nil:
+		return fmt.Errorf("%w: this store has no cluster secret to verify tokens with", errWritesDisabled)
 	}
 	return nil
 }

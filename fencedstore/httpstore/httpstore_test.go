@@ -313,6 +313,26 @@ func TestHandler_ReadOnlyWithoutSigner(t *testing.T) {
 	}
 }
 
+// A handler whose writes are off says why, naming the setting, to a job's
+// write and to a node's floor alike; reads stay open.
+func TestHandler_WritesOffSaysWhy(t *testing.T) {
+	const why = "this node does not serve its store (store.serve is false)"
+	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.WritesOff = why })
+	sg := mustSigner(t, secret)
+	for _, c := range []call{
+		{method: "PUT", path: "/api/v1/store/k", token: sign(t, sg, 1, 1, "a", "k"), body: "x"},
+		{method: "POST", path: "/api/v1/floor", auth: "Bearer " + sg.Credential(), body: `{"job": "report", "token": {"epoch": 1, "seq": 1}}`},
+	} {
+		a := do(t, srv, c)
+		if msg, _ := a.body["error"].(string); a.status != 403 || a.body["code"] != "writes_disabled" || msg != "writes disabled: "+why {
+			t.Errorf("%s %s with writes off: %d %v, want 403 naming the setting", c.method, c.path, a.status, a.body)
+		}
+	}
+	if a := do(t, srv, call{method: "GET", path: "/api/v1/store?prefix="}); a.status != 200 {
+		t.Errorf("list with writes off: %d", a.status)
+	}
+}
+
 // unavailableStore fails every call as a database that is down would.
 type unavailableStore struct{ fencedstore.Store }
 
