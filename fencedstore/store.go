@@ -99,6 +99,12 @@ type PublishRequest struct {
 	// ExpectedVersion, if set, must equal the key's current version (0 for
 	// a key never written) or the publish is refused as a conflict.
 	ExpectedVersion *uint64
+	// Quota, if set, bounds the keys under its prefix, which must cover
+	// Key: a publish that would take them beyond it fails with ErrQuota,
+	// checked in the same atomic step as the write, before the rules, and
+	// nothing is written or recorded. The HTTP client does not send it:
+	// the store it talks to applies its own to jobs' tokens.
+	Quota *Quota
 	// Expires, if set, is when the token stops being good: a call the
 	// store decides after it is refused as expired (by the store's own
 	// clock), changes nothing, and is recorded. Zero means no expiry.
@@ -112,6 +118,8 @@ type EstablishRequest struct {
 	Attempt string
 	// Job is as in PublishRequest.
 	Job string
+	// Quota is as in PublishRequest (an establish adds a key, no bytes).
+	Quota *Quota
 	// Expires is as in PublishRequest.
 	Expires time.Time
 }
@@ -175,8 +183,8 @@ type Decision struct {
 // Every method returns ErrInvalidKey for a bad key and ErrUnavailable when
 // the backend cannot be reached; Publish and Establish return ErrBadToken for
 // a token that was never minted (see Token.Validate) or an expiry out of
-// range (see ValidateCall), and ErrExpired with a Result for a call whose
-// expiry has passed.
+// range (see ValidateCall), ErrExpired with a Result for a call whose
+// expiry has passed, and ErrQuota for one beyond its request's Quota.
 type Store interface {
 	// Establish records the request's token as the key's greatest token
 	// unless a newer one is there already (ErrStaleOwner). It is how a

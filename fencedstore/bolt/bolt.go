@@ -62,6 +62,8 @@ type Store struct {
 	// (see SweepRule), under sweepMu.
 	sweepMu sync.Mutex
 	sweepAt map[string][]byte
+	// scopes serialize calls with a quota (quota.go).
+	scopes  scopeLocks
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -163,6 +165,11 @@ func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest)
 	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
+	unlock, err := s.withinQuota(ctx, req.Quota, req.Key, false, 0)
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", req.Key, err)
+	}
+	defer unlock()
 	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: req.Key, Token: req.Token, Attempt: req.Attempt, Job: req.Job, Expires: req.Expires}})
 }
 
@@ -217,6 +224,11 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 	if int64(len(req.Body)) > s.MaxBodyBytes {
 		return fencedstore.Result{}, fmt.Errorf("publish %s: %w: %d bytes, limit %d", req.Key, fencedstore.ErrTooLarge, len(req.Body), s.MaxBodyBytes)
 	}
+	unlock, err := s.withinQuota(ctx, req.Quota, req.Key, true, int64(len(req.Body)))
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("publish %s: %w", req.Key, err)
+	}
+	defer unlock()
 	return s.submit(ctx, &op{req: req, hash: fencedstore.Hash(req.Body)})
 }
 

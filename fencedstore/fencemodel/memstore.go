@@ -62,6 +62,9 @@ func (s *MemStore) Establish(ctx context.Context, req fencedstore.EstablishReque
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.withinQuota(req.Quota, req.Key, false, 0); err != nil {
+		return fencedstore.Result{}, err
+	}
 	k := s.key(req.Key)
 	var d fencedstore.Decision
 	k.meta, d = fencedstore.DecideEstablish(k.meta, s.floors[req.Job], req, s.now())
@@ -76,6 +79,9 @@ func (s *MemStore) Publish(ctx context.Context, req fencedstore.PublishRequest) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.withinQuota(req.Quota, req.Key, true, int64(len(req.Body))); err != nil {
+		return fencedstore.Result{}, err
+	}
 	decide := s.DecidePublish
 	if decide == nil {
 		decide = fencedstore.DecidePublish
@@ -102,6 +108,24 @@ func (s *MemStore) RaiseFloor(ctx context.Context, job string, tok fencedstore.T
 	}
 	s.floors[job] = fencedstore.RaiseTo(s.floors[job], tok)
 	return s.floors[job], nil
+}
+
+// withinQuota checks a call against q, under s.mu.
+func (s *MemStore) withinQuota(q *fencedstore.Quota, key string, publish bool, body int64) error {
+	if q == nil {
+		return nil
+	}
+	u := fencedstore.Usage{KeySize: -1}
+	for name, k := range s.keys {
+		if strings.HasPrefix(name, q.Prefix) && k.meta.Deleted.IsZero() {
+			u.Keys++
+			u.Bytes += k.meta.Size
+			if name == key {
+				u.KeySize = k.meta.Size
+			}
+		}
+	}
+	return fencedstore.CheckQuota(*q, u, publish, body)
 }
 
 // Get implements fencedstore.Store.

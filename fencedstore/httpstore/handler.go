@@ -48,11 +48,11 @@
 //     it may hold at most QuotaKeys keys and QuotaBytes bytes
 //     (store.quota.keys and store.quota.bytes). A write that would take
 //     them beyond either gets 507, naming the limit and the usage. The
-//     check is exact on one serving node: writes whose scopes share their
-//     first path segment are serialized while they count (Store.List) and
-//     write. Tokens scoped to one key (the ones nodes sign for their own
-//     publishes) are not counted. With several nodes serving one
-//     PostgreSQL store, each counts only its own writes in flight.
+//     handler hands the quota to the store with the write
+//     (fencedstore.Quota), which counts and writes in one atomic step: so
+//     it holds exactly also when several nodes serve one PostgreSQL store.
+//     Tokens scoped to one key (the ones nodes sign for their own
+//     publishes) are not counted.
 //   - The bodies being read and stored at once are at most
 //     MaxBodyBytesInFlight (4 × MaxBodyBytes by default; as much again for
 //     nodes' own writes, so job tokens cannot starve them): a publish that
@@ -154,7 +154,6 @@ type Handler struct {
 	// nodes' (the store credential's): one job's token, sending slow
 	// bodies, must not keep every worker from publishing its stdout.
 	inFlight, nodeInFlight *semaphore.Weighted
-	scopes                 scopeLocks
 }
 
 // DefaultBodyWait is how long a publish waits, by default, for room among
@@ -389,12 +388,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	defer release() // the store holds the body until it has decided
 	req.Body = body
-	unlock, err := h.quota(r.Context(), st.Scope, key, true, int64(len(body)))
-	if err != nil {
-		h.error(w, r, err)
-		return
-	}
-	defer unlock()
+	req.Quota = h.quota(st.Scope)
 	res, err := h.Store.Publish(r.Context(), req)
 	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
@@ -444,23 +438,14 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (
 	return body, release, nil
 }
 
-// quota checks a write under a job's directory scope against the quotas
-// and returns with the scope's lock held until unlock, so that the write
-// lands before another quota-checked write of the scope counts. A token
-// scoped to one key is not checked.
-func (h *Handler) quota(ctx context.Context, s fencedstore.Scope, key string, publish bool, body int64) (unlock func(), err error) {
+// quota is the quota of a write under a token of scope s: the handler's
+// quotas over a job's directory scope, which the store checks in the
+// write's own atomic step. A token scoped to one key is not counted.
+func (h *Handler) quota(s fencedstore.Scope) *fencedstore.Quota {
 	if !strings.HasSuffix(s.Prefix, "/") {
-		return func() {}, nil
+		return nil
 	}
-	unlock, err = h.scopes.lock(ctx, s.Prefix)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", fencedstore.ErrUnavailable, err)
-	}
-	if err := h.checkQuota(ctx, s, key, publish, body); err != nil {
-		unlock()
-		return nil, err
-	}
-	return unlock, nil
+	return &fencedstore.Quota{Job: s.Job, Prefix: s.Prefix, Keys: h.quotaKeys(), Bytes: h.quotaBytes()}
 }
 
 func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) {
@@ -469,13 +454,7 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		h.error(w, r, err)
 		return
 	}
-	unlock, err := h.quota(r.Context(), st.Scope, key, false, 0)
-	if err != nil {
-		h.error(w, r, err)
-		return
-	}
-	defer unlock()
-	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires})
+	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires, Quota: h.quota(st.Scope)})
 	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
 }

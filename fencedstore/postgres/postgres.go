@@ -143,7 +143,7 @@ func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest)
 	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
-	return s.decide(ctx, "establish", call{key: req.Key, job: req.Job}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+	return s.decide(ctx, "establish", call{key: req.Key, job: req.Job, quota: req.Quota}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
 		return fencedstore.DecideEstablish(m, floor, req, now)
 	})
 }
@@ -161,7 +161,7 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 	if body == nil {
 		body = []byte{} // an empty body, not SQL NULL
 	}
-	return s.decide(ctx, "publish", call{key: req.Key, job: req.Job, body: body}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+	return s.decide(ctx, "publish", call{key: req.Key, job: req.Job, body: body, quota: req.Quota}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
 		return fencedstore.DecidePublish(m, floor, req, hash, now)
 	})
 }
@@ -170,6 +170,7 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 type call struct {
 	key, job string
 	body     []byte // a publish's (never nil), else nil
+	quota    *fencedstore.Quota
 }
 
 // rule decides a call from the key's row and its job's floor.
@@ -184,7 +185,31 @@ const (
 	// raise waits for the calls already deciding and every later call
 	// reads the raised floor.
 	lockJobFloor = 0x66637266 // "fcrf"
+	// lockQuota serializes the calls with a quota whose prefixes share
+	// their first segment (fencedstore.QuotaSegment), on every node, from
+	// their count of the scope's usage to their commit: so no two count
+	// the same usage and both write.
+	lockQuota = 0x66637271 // "fcrq"
 )
+
+// withinQuota takes the quota's lock and checks the call against the
+// usage it counts, inside tx. Without a quota it does nothing.
+func (s *Store) withinQuota(ctx context.Context, tx pgx.Tx, c call) error {
+	q := c.quota
+	if q == nil {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockQuota, s.Schema+"/"+fencedstore.QuotaSegment(q.Prefix)); err != nil {
+		return err
+	}
+	var u fencedstore.Usage
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(size), 0), coalesce(max(size) FILTER (WHERE key = $3), -1)
+		FROM %s WHERE key >= $1 AND ($2 = '' OR key < $2) AND deleted IS NULL`, s.keys), q.Prefix, prefixEnd(q.Prefix), c.key).Scan(&u.Keys, &u.Bytes, &u.KeySize)
+	if err != nil {
+		return err
+	}
+	return fencedstore.CheckQuota(*q, u, c.body != nil, int64(len(c.body)))
+}
 
 // RaiseFloor implements fencedstore.Store.
 func (s *Store) RaiseFloor(ctx context.Context, job string, tok fencedstore.Token) (fencedstore.Token, error) {
@@ -256,6 +281,9 @@ func (s *Store) decide(ctx context.Context, op string, c call, rule rule) (fence
 		if err == nil || fencedstore.IsDecision(err) {
 			return res, err
 		}
+		if errors.Is(err, fencedstore.ErrQuota) {
+			return fencedstore.Result{}, fmt.Errorf("%s %s: %w", op, c.key, err)
+		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") && try < maxRetries {
 			continue
@@ -275,10 +303,15 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 	}
 	defer tx.Rollback(ctx)
 
-	// The job's floor first (its lock before the key's row, always in
-	// this order), held until the commit.
+	// The job's floor first, then the quota, then the key's row: the
+	// locks always in this order, each held until the commit. The quota
+	// is counted before the key's row is made, so a new key is counted
+	// as new.
 	floor, err := s.jobFloor(ctx, tx, c.job)
 	if err != nil {
+		return res, false, err
+	}
+	if err := s.withinQuota(ctx, tx, c); err != nil {
 		return res, false, err
 	}
 

@@ -121,6 +121,7 @@ func TestStore_Conformance(t *testing.T) {
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
 	storetest.RunRetention(t, newStoreWith)
+	storetest.RunQuota(t, newStore)
 }
 
 // Two stores on one schema (two nodes) see one state, and opening an
