@@ -147,7 +147,7 @@ func TestDecide_Tombstone(t *testing.T) {
 		{fencedstore.Token{Epoch: 3, Seq: 8}, now.Add(-time.Second), fencedstore.Expired},
 		{fencedstore.Token{Epoch: 3, Seq: 8}, time.Time{}, fencedstore.Applied},
 	} {
-		m, d := fencedstore.DecidePublish(tomb, fencedstore.PublishRequest{Key: "r/a", Token: tc.tok, Attempt: "x", Expires: tc.expires}, "h2", now)
+		m, d := fencedstore.DecidePublish(tomb, fencedstore.Token{}, fencedstore.PublishRequest{Key: "r/a", Token: tc.tok, Attempt: "x", Expires: tc.expires}, "h2", now)
 		if d.Outcome != tc.want {
 			t.Errorf("publish %s on the tombstone: %s, want %s", tc.tok, d.Outcome, tc.want)
 		}
@@ -157,7 +157,7 @@ func TestDecide_Tombstone(t *testing.T) {
 		if tc.want != fencedstore.Applied && m != tomb {
 			t.Errorf("a refusal changed the tombstone: %+v", m)
 		}
-		_, d = fencedstore.DecideEstablish(tomb, fencedstore.EstablishRequest{Key: "r/a", Token: tc.tok, Attempt: "x", Expires: tc.expires}, now)
+		_, d = fencedstore.DecideEstablish(tomb, fencedstore.Token{}, fencedstore.EstablishRequest{Key: "r/a", Token: tc.tok, Attempt: "x", Expires: tc.expires}, now)
 		if want := map[fencedstore.Outcome]fencedstore.Outcome{fencedstore.Applied: fencedstore.Established}[tc.want]; want != "" && d.Outcome != want || want == "" && d.Outcome != tc.want {
 			t.Errorf("establish %s on the tombstone: %s", tc.tok, d.Outcome)
 		}

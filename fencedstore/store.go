@@ -37,6 +37,8 @@ var (
 	// ErrQuota: a write that would take the keys under its token's scope
 	// beyond their quota of keys or bytes.
 	ErrQuota = errors.New("quota exceeded")
+	// ErrInvalidJob: a RaiseFloor without a usable job name.
+	ErrInvalidJob = errors.New("invalid job name")
 	// ErrUnavailable: the backend cannot be reached. For Publish and
 	// Establish the outcome is then unknown; repeating the same call (same
 	// token, attempt and body) is safe, because an applied publish repeated
@@ -88,10 +90,21 @@ type PublishRequest struct {
 	Key     string
 	Token   Token
 	Attempt string
-	Body    []byte
+	// Job is the job the token was minted for (a signed token's
+	// Scope.Job). The store refuses the call as stale_owner if the job's
+	// floor is at or above the token (Store.RaiseFloor). Empty: a call
+	// of no job, which no floor refuses.
+	Job  string
+	Body []byte
 	// ExpectedVersion, if set, must equal the key's current version (0 for
 	// a key never written) or the publish is refused as a conflict.
 	ExpectedVersion *uint64
+	// Quota, if set, bounds the keys under its prefix, which must cover
+	// Key: a publish that would take them beyond it fails with ErrQuota,
+	// checked in the same atomic step as the write, before the rules, and
+	// nothing is written or recorded. The HTTP client does not send it:
+	// the store it talks to applies its own to jobs' tokens.
+	Quota *Quota
 	// Expires, if set, is when the token stops being good: a call the
 	// store decides after it is refused as expired (by the store's own
 	// clock), changes nothing, and is recorded. Zero means no expiry.
@@ -103,6 +116,10 @@ type EstablishRequest struct {
 	Key     string
 	Token   Token
 	Attempt string
+	// Job is as in PublishRequest.
+	Job string
+	// Quota is as in PublishRequest (an establish adds a key, no bytes).
+	Quota *Quota
 	// Expires is as in PublishRequest.
 	Expires time.Time
 }
@@ -113,6 +130,9 @@ type Result struct {
 	Key      string  `json:"key"`
 	Version  uint64  `json:"version"`
 	Greatest Token   `json:"greatest"`
+	// Floor is set on a stale_owner refusal of a token its job's floor
+	// revoked (see Decision.Floor): the floor that refused it.
+	Floor Token `json:"floor,omitzero"`
 }
 
 // Meta is the state the rules look at for one key.
@@ -151,6 +171,10 @@ type Decision struct {
 	// Expires is the call's expiry, if it carried one: an expired
 	// decision is one whose Expires is before its Time.
 	Expires time.Time `json:"expires,omitzero"`
+	// Floor, on a stale_owner refusal, is the floor of the call's job
+	// that refused it (Store.RaiseFloor) when that, not the key's
+	// greatest token, is why: the token was at or below it.
+	Floor Token `json:"floor,omitzero"`
 }
 
 // Store is the fenced store. Every method is safe for concurrent use, and
@@ -159,8 +183,8 @@ type Decision struct {
 // Every method returns ErrInvalidKey for a bad key and ErrUnavailable when
 // the backend cannot be reached; Publish and Establish return ErrBadToken for
 // a token that was never minted (see Token.Validate) or an expiry out of
-// range (see ValidateCall), and ErrExpired with a Result for a call whose
-// expiry has passed.
+// range (see ValidateCall), ErrExpired with a Result for a call whose
+// expiry has passed, and ErrQuota for one beyond its request's Quota.
 type Store interface {
 	// Establish records the request's token as the key's greatest token
 	// unless a newer one is there already (ErrStaleOwner). It is how a
@@ -179,6 +203,47 @@ type Store interface {
 	List(ctx context.Context, prefix string) ([]Meta, error)
 	// History returns a key's decisions, oldest first, or ErrNotFound.
 	History(ctx context.Context, key string) ([]Decision, error)
+	// RaiseFloor revokes every token of job up to tok: from the moment it
+	// returns, every Establish and Publish whose request names job and
+	// carries a token not newer than tok is refused as stale_owner, on
+	// every key, and recorded in that key's history. It is how a forced
+	// release stops the released attempt (and any older one of the job)
+	// from writing. A floor only rises: one already at or above tok is
+	// kept. It returns the job's floor after the call. It waits for the
+	// calls of job already being decided, so none of them lands after it
+	// returns. Errors: ErrBadToken for a token never minted,
+	// ErrInvalidJob for an empty or over-long job, ErrUnavailable (the
+	// floor may or may not have been raised; raising it again is safe).
+	RaiseFloor(ctx context.Context, job string, tok Token) (Token, error)
+}
+
+// ValidateJob checks the job name of RaiseFloor: not empty, and at most
+// MaxKeyLen bytes, as a signed token's scope carries it.
+func ValidateJob(job string) error {
+	switch {
+	case job == "":
+		return fmt.Errorf("%w: empty", ErrInvalidJob)
+	case len(job) > MaxKeyLen:
+		return fmt.Errorf("%w: %q is longer than %d bytes", ErrInvalidJob, truncate(job), MaxKeyLen)
+	}
+	return nil
+}
+
+// ValidateFloor checks a RaiseFloor call: its job (ValidateJob) and a
+// token that could have been minted (Token.Validate).
+func ValidateFloor(job string, tok Token) error {
+	if err := ValidateJob(job); err != nil {
+		return err
+	}
+	return tok.Validate()
+}
+
+// RaiseTo is the rule of RaiseFloor: the floor after raising cur to tok.
+func RaiseTo(cur, tok Token) Token {
+	if cur.Less(tok) {
+		return tok
+	}
+	return cur
 }
 
 // Hash returns the content hash the store records for body.
@@ -212,14 +277,19 @@ const MaxExpiresUnix = 253402300799
 // expired reports whether a call with this expiry is too late at now.
 func expired(expires, now time.Time) bool { return !expires.IsZero() && expires.Before(now) }
 
-// DecideEstablish applies the establish row of the rules table to m. A
-// request whose expiry is before now is refused as expired first, and
-// changes nothing.
-func DecideEstablish(m Meta, req EstablishRequest, now time.Time) (Meta, Decision) {
+// DecideEstablish applies the establish row of the rules table to m, for
+// a request whose job's floor is floor (zero: none). A request whose
+// expiry is before now is refused as expired first, and changes nothing;
+// then one whose token its job's floor revoked is refused as stale_owner,
+// whatever the key holds.
+func DecideEstablish(m Meta, floor Token, req EstablishRequest, now time.Time) (Meta, Decision) {
 	d := Decision{Token: req.Token, Attempt: req.Attempt, Time: now, Greatest: m.Greatest, Version: m.Version, Expires: req.Expires}
 	switch {
 	case expired(req.Expires, now):
 		d.Outcome = Expired
+		return m, d
+	case revoked(floor, req.Token):
+		d.Outcome, d.Floor = StaleOwner, floor
 		return m, d
 	case req.Token.Less(m.Greatest), buried(m, req.Token):
 		d.Outcome = StaleOwner
@@ -232,15 +302,21 @@ func DecideEstablish(m Meta, req EstablishRequest, now time.Time) (Meta, Decisio
 }
 
 // DecidePublish applies the publish rows of the rules table to m, for a body
-// whose Hash is hash. It returns the key's next state and the decision;
-// Outcome Applied with a changed Version means the body must be written.
-// A request whose expiry is before now is refused as expired before any
+// whose Hash is hash and a request whose job's floor is floor (zero:
+// none). It returns the key's next state and the decision; Outcome
+// Applied with a changed Version means the body must be written. A
+// request whose expiry is before now is refused as expired before any
 // row is looked at, and changes nothing: an expired token is no longer a
-// credential, whatever its order.
-func DecidePublish(m Meta, req PublishRequest, hash string, now time.Time) (Meta, Decision) {
+// credential, whatever its order. Nor is one its job's floor revoked:
+// it is refused as stale_owner next, and changes nothing.
+func DecidePublish(m Meta, floor Token, req PublishRequest, hash string, now time.Time) (Meta, Decision) {
 	d := Decision{Token: req.Token, Attempt: req.Attempt, Time: now, Greatest: m.Greatest, Hash: hash, Expires: req.Expires}
 	if expired(req.Expires, now) {
 		d.Outcome, d.Version = Expired, m.Version
+		return m, d
+	}
+	if revoked(floor, req.Token) {
+		d.Outcome, d.Version, d.Floor = StaleOwner, m.Version, floor
 		return m, d
 	}
 	if buried(m, req.Token) {
@@ -274,6 +350,10 @@ func DecidePublish(m Meta, req PublishRequest, hash string, now time.Time) (Meta
 	return m, d
 }
 
+// revoked reports whether a job's floor refuses tok: every token of the
+// job at or below it was revoked (Store.RaiseFloor).
+func revoked(floor, tok Token) bool { return !floor.IsZero() && tok.Compare(floor) <= 0 }
+
 // buried reports whether m is a tombstone (a key retention deleted) that
 // tok cannot bring back: only a token newer than the tombstone's may. An
 // equal one is refused too, unlike on a live key: the attempt that holds
@@ -305,6 +385,9 @@ func DecideDelete(m Meta, now time.Time) (Meta, Decision) {
 func (d Decision) Err() error {
 	switch d.Outcome {
 	case StaleOwner:
+		if !d.Floor.IsZero() {
+			return &RevokedError{Floor: d.Floor}
+		}
 		return ErrStaleOwner
 	case Conflict:
 		return ErrConflict
@@ -312,6 +395,25 @@ func (d Decision) Err() error {
 		return ErrExpired
 	}
 	return nil
+}
+
+// RevokedError is the stale_owner refusal of a token its job's floor
+// revoked (Store.RaiseFloor): it was at or below Floor. It wraps
+// ErrStaleOwner.
+type RevokedError struct {
+	Floor Token
+}
+
+func (e *RevokedError) Error() string {
+	return fmt.Sprintf("stale_owner: the token is at or below its job's floor %s: a forced release revoked it", e.Floor)
+}
+
+// Unwrap returns ErrStaleOwner.
+func (e *RevokedError) Unwrap() error { return ErrStaleOwner }
+
+// ErrOf is Decision.Err for a Result: the error a decided call returns.
+func ErrOf(res Result) error {
+	return Decision{Outcome: res.Outcome, Floor: res.Floor}.Err()
 }
 
 // IsDecision reports whether err from Publish or Establish is a refusal the

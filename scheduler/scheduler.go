@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -107,6 +108,9 @@ type Scheduler struct {
 	ReplaceJobs bool
 	// Notify is how this node sends notifications while it leads.
 	Notify NotifyConfig
+	// Store is the fenced store, where a forced release raises its job's
+	// floor (Release); nil: a release raises none, and says so.
+	Store fencedstore.Store
 
 	ctx          context.Context
 	cancel       context.CancelFunc

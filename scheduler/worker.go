@@ -249,8 +249,12 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	held := make(chan bool, 1)
 	go func() { held <- lc.acquire(w.ctx) }()
 	if key := a.Run.Output; key != "" {
-		res, err := w.establish(fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Expires: expires}, lc)
+		res, err := w.establish(fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Expires: expires}, lc)
 		switch {
+		case errors.Is(err, fencedstore.ErrStaleOwner) && !res.Floor.IsZero():
+			<-held
+			log.Warn("fenced before start: a forced release revoked the token", "key", key, "floor", res.Floor)
+			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: a forced release revoked this attempt's token %s (its job's floor is %s)", key, tok, res.Floor)
 		case errors.Is(err, fencedstore.ErrStaleOwner):
 			<-held
 			log.Warn("fenced before start: the store holds a newer token", "key", key, "greatest", res.Greatest)
@@ -388,9 +392,12 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	if w.Faults.stopBeforePublish(a.Attempt.Number) {
 		log.Warn("fault injection: resumed after stopping before publish")
 	}
-	pub, err := w.publish(fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Body: res.Stdout, Expires: expires})
+	pub, err := w.publish(fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Body: res.Stdout, Expires: expires})
 	c.StoreOutcome, c.StoreVersion = string(pub.Outcome), pub.Version
 	switch {
+	case errors.Is(err, fencedstore.ErrStaleOwner) && !pub.Floor.IsZero():
+		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused as stale_owner: a forced release revoked this attempt's token %s (its job's floor is %s); nothing was written", a.Run.Output, tok, pub.Floor)
+		log.Warn("publish refused: the token was revoked", "key", a.Run.Output, "floor", pub.Floor)
 	case errors.Is(err, fencedstore.ErrStaleOwner):
 		c.State, c.Error = jobs.Fenced, fmt.Sprintf("publish %s refused as stale_owner: the store holds newer token %s, this attempt has %s", a.Run.Output, pub.Greatest, tok)
 		log.Warn("publish refused as stale", "key", a.Run.Output, "greatest", pub.Greatest)

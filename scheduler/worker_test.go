@@ -118,6 +118,31 @@ func TestWorker_PublishRefusedAsExpired(t *testing.T) {
 	}
 }
 
+// The worker's own store calls name the attempt's job, so the job's
+// floor holds them too: a publish a forced release revoked ends the
+// attempt fenced with an error that says so.
+func TestWorker_PublishRevokedByTheJobsFloor(t *testing.T) {
+	floor := fencedstore.Token{Epoch: 3, Seq: 9}
+	s := &funcStore{
+		establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
+			return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil
+		},
+		publish: func(req fencedstore.PublishRequest) (fencedstore.Result, error) {
+			res := fencedstore.Result{Outcome: fencedstore.StaleOwner, Key: req.Key, Greatest: req.Token, Floor: floor}
+			return res, fencedstore.ErrOf(res)
+		},
+	}
+	_, c := runOne(t, s, time.Now())
+	if c.State != jobs.Fenced || c.StoreOutcome != string(fencedstore.StaleOwner) || !strings.Contains(c.Error, "a forced release revoked this attempt's token 3.9") {
+		t.Errorf("completion %+v: want fenced, stale_owner, an error naming the release", c)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.establishs) != 1 || s.establishs[0].Job != "report" || len(s.publishes) != 1 || s.publishes[0].Job != "report" {
+		t.Errorf("establish %+v and publish %+v: want both to name job report", s.establishs, s.publishes)
+	}
+}
+
 // An establish refused as expired ends the attempt before anything runs:
 // lost (its run may get a new attempt and token), store outcome expired.
 func TestWorker_EstablishRefusedAsExpired(t *testing.T) {

@@ -289,6 +289,9 @@ func (fakeStore) Establish(context.Context, fencedstore.EstablishRequest) (fence
 func (fakeStore) Publish(context.Context, fencedstore.PublishRequest) (fencedstore.Result, error) {
 	return fencedstore.Result{}, fencedstore.ErrUnavailable
 }
+func (fakeStore) RaiseFloor(context.Context, string, fencedstore.Token) (fencedstore.Token, error) {
+	return fencedstore.Token{}, fencedstore.ErrUnavailable
+}
 func (s fakeStore) Get(_ context.Context, key string) (fencedstore.Object, error) {
 	if key != reportKey {
 		return fencedstore.Object{}, fencedstore.ErrNotFound

@@ -11,6 +11,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // Releaser ends an attempt's lease now, on an operator's word
@@ -18,7 +19,7 @@ import (
 // errors). A Server whose Scheduler does not implement it answers
 // release requests 503.
 type Releaser interface {
-	Release(ctx context.Context, attempt, reason, asker string) (jobs.Run, error)
+	Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error)
 }
 
 // maxReleaseBody bounds a release request's body: a reason and nothing
@@ -55,12 +56,12 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, badRequest("release: a reason is required ({\"reason\": TEXT}): it goes into the audit trail"))
 		return
 	}
-	run, err := rl.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.asker(r))
+	rel, err := rl.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.asker(r))
 	if err != nil {
 		s.error(w, r, err)
 		return
 	}
-	s.answer(w, r, run)
+	s.answer(w, r, rel)
 }
 
 // asker names who made a change, for the audit trail: requireWrite has

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 )
 
 // releasingScheduler is the fixture's scheduler that also releases.
@@ -15,9 +16,10 @@ type releasingScheduler struct {
 	attempt, reason, asker string
 }
 
-func (r *releasingScheduler) Release(_ context.Context, attempt, reason, asker string) (jobs.Run, error) {
+func (r *releasingScheduler) Release(_ context.Context, attempt, reason, asker string) (scheduler.Released, error) {
 	r.attempt, r.reason, r.asker = attempt, reason, asker
-	return jobs.Run{ID: reportRun, Job: "report", State: jobs.Pending}, nil
+	return scheduler.Released{Run: jobs.Run{ID: reportRun, Job: "report", State: jobs.Pending},
+		Floor: scheduler.StoreFloor{Job: "report", Raised: true, Token: jobs.Fence{Epoch: 4, Seq: 15}}}, nil
 }
 
 func TestServer_Release(t *testing.T) {
@@ -47,6 +49,12 @@ func TestServer_Release(t *testing.T) {
 		}
 		if rs.attempt != reportRun+".2" || rs.reason != "stuck on NFS" || rs.asker != "api.token (bearer) from 127.0.0.1" {
 			t.Errorf("released %q for %q as asked by %q", rs.attempt, rs.reason, rs.asker)
+		}
+		// The answer is the run, with what became of the store floor.
+		for _, want := range []string{`"id": "` + reportRun + `"`, `"store_floor": {`, `"raised": true`, `"seq": 15`} {
+			if !strings.Contains(body, want) {
+				t.Errorf("answer lacks %s: %s", want, body)
+			}
 		}
 	})
 }

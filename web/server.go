@@ -389,6 +389,7 @@ func (s *Server) Handler() http.Handler {
 		r.Handle("/store/*", store)
 		r.Handle("/establish/*", store)
 		r.Handle("/history/*", store)
+		r.Handle("/floor", store)
 		r.With(s.holdsState).Get("/jobset", s.handleJobSet)
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 		// Operators (operator.go): Raft's servers, backups and restores.

@@ -216,5 +216,5 @@ func (s *Server) plainPolicy(next http.Handler) http.Handler {
 func isStoreWrite(r *http.Request) bool {
 	p := r.URL.Path
 	return (r.Method == http.MethodPut && strings.HasPrefix(p, "/api/v1/store/")) ||
-		(r.Method == http.MethodPost && strings.HasPrefix(p, "/api/v1/establish/"))
+		(r.Method == http.MethodPost && (strings.HasPrefix(p, "/api/v1/establish/") || p == "/api/v1/floor"))
 }

@@ -115,15 +115,19 @@ func TestServer_OnePortPlainAndClusterTLS(t *testing.T) {
 func TestServer_StoreWritesCrossTheNetworkOnlyOverTLS(t *testing.T) {
 	f := newFixture(t)
 	for _, tc := range []struct {
-		remote string
-		tls    bool
-		code   int
+		method, path string
+		remote       string
+		tls          bool
+		code         int
 	}{
-		{"10.0.0.9:40000", false, 403},
-		{"127.0.0.1:40000", false, 0},
-		{"10.0.0.9:40000", true, 0},
+		{"PUT", "/api/v1/store/reports/x.csv", "10.0.0.9:40000", false, 403},
+		{"PUT", "/api/v1/store/reports/x.csv", "127.0.0.1:40000", false, 0},
+		{"PUT", "/api/v1/store/reports/x.csv", "10.0.0.9:40000", true, 0},
+		// A node raising a job's floor sends the store credential.
+		{"POST", "/api/v1/floor", "10.0.0.9:40000", false, 403},
+		{"POST", "/api/v1/floor", "10.0.0.9:40000", true, 0},
 	} {
-		r := httptest.NewRequest(http.MethodPut, "/api/v1/store/reports/x.csv", strings.NewReader("body"))
+		r := httptest.NewRequest(tc.method, tc.path, strings.NewReader("body"))
 		r.RemoteAddr, r.Host = tc.remote, "10.0.0.1:8080"
 		if tc.tls {
 			r.TLS = &tls.ConnectionState{}
@@ -132,7 +136,7 @@ func TestServer_StoreWritesCrossTheNetworkOnlyOverTLS(t *testing.T) {
 		f.srv.Handler().ServeHTTP(w, r)
 		refused := strings.Contains(w.Body.String(), "must come over TLS")
 		if refused != (tc.code == 403) {
-			t.Errorf("PUT from %s (tls %v): %d %s", tc.remote, tc.tls, w.Code, w.Body)
+			t.Errorf("%s %s from %s (tls %v): %d %s", tc.method, tc.path, tc.remote, tc.tls, w.Code, w.Body)
 		}
 	}
 }

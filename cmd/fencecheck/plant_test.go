@@ -36,7 +36,7 @@ func newPlantedStore(armed bool) *plantedStore {
 }
 
 // decide runs under the MemStore's lock.
-func (s *plantedStore) decide(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+func (s *plantedStore) decide(m fencedstore.Meta, floor fencedstore.Token, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
 	s.mu.Lock()
 	plant := s.armed && req.Token.Less(m.Greatest)
 	if plant {
@@ -45,12 +45,12 @@ func (s *plantedStore) decide(m fencedstore.Meta, req fencedstore.PublishRequest
 	}
 	s.mu.Unlock()
 	if !plant {
-		return fencedstore.DecidePublish(m, req, hash, now)
+		return fencedstore.DecidePublish(m, floor, req, hash, now)
 	}
 	// The bug: the check sees the caller's token as the greatest.
 	greatest := m.Greatest
 	m.Greatest = req.Token
-	next, d := fencedstore.DecidePublish(m, req, hash, now)
+	next, d := fencedstore.DecidePublish(m, floor, req, hash, now)
 	next.Greatest, d.Greatest = greatest, greatest
 	return next, d
 }

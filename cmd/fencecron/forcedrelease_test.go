@@ -20,11 +20,13 @@ import (
 )
 
 // A stuck attempt is released by an operator with `fencecron release`,
-// sent to a follower: its lease ends through the log, the worker kills
-// its process, the run is retried with a newer token, the audit trail
-// names the reason and who asked, and the released attempt's own
-// credentials (token, store address and CA, as its worker gave them)
-// publish too late: the store refuses them as stale.
+// sent to a follower: its lease ends through the log, the store floor of
+// its job is raised to its token, the worker kills its process, the run
+// is retried with a newer token, the audit trail names the reason and
+// who asked, and the released attempt's own credentials (token, store
+// address and CA, as its worker gave them) publish too late: the store
+// refuses them as stale, also on a key of its scope that no newer token
+// has touched.
 func TestCluster_ForcedRelease(t *testing.T) {
 	dir := t.TempDir()
 	// The first attempt records its environment and pid, then hangs; the
@@ -105,8 +107,8 @@ func TestCluster_ForcedRelease(t *testing.T) {
 		t.Fatalf("release: %v\n%s", err, out)
 	}
 	t.Logf("fencecron release: %s", out)
-	if !strings.Contains(out, "released "+first) {
-		t.Errorf("release printed %q", out)
+	if !strings.Contains(out, "released "+first) || !strings.Contains(out, "store floor of job stuck raised to") {
+		t.Errorf("release printed %q, want the release and the raised store floor", out)
 	}
 
 	// The worker is told at its next renewal and kills the process.
@@ -151,26 +153,38 @@ func TestCluster_ForcedRelease(t *testing.T) {
 		t.Errorf("no %s event for %s", jobs.EventReleased, first)
 	}
 
-	// Released twice: a clear refusal.
-	if out, err := cli("release", "-addr", leader.URL(), "-reason", "again", first); err == nil || !strings.Contains(out, "nothing to release") {
-		t.Errorf("second release: err %v, output %q; want a refusal: nothing to release", err, out)
+	// Released twice: nothing more to end; the floor is raised again.
+	if out, err := cli("release", "-addr", leader.URL(), "-reason", "again", first); err != nil || !strings.Contains(out, first+" was released before") ||
+		!strings.Contains(out, "store floor of job stuck raised to") {
+		t.Errorf("second release: err %v, output %q; want: released before, floor raised", err, out)
+	}
+	// An attempt that ended otherwise is nothing to release.
+	if out, err := cli("release", "-addr", leader.URL(), "-reason", "again", retry.ID); err == nil || !strings.Contains(out, "nothing to release") {
+		t.Errorf("release of the succeeded retry: err %v, output %q; want a refusal: nothing to release", err, out)
 	}
 
-	// The released attempt's late publish, with the credentials its
-	// worker gave it, is refused as stale.
+	// The released attempt's late publishes, with the credentials its
+	// worker gave it, are refused as stale: on the key the retry took
+	// over, and on one of its scope that no newer token has touched,
+	// which only the floor shuts.
 	env, err := os.ReadFile(filepath.Join(dir, "env.1"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	pub := exec.Command(bin, "publish", "stuck/out.txt")
-	pub.Env = append(os.Environ(), strings.Split(strings.TrimSpace(string(env)), "\n")...)
-	pub.Stdin = strings.NewReader("stale data from the released attempt\n")
-	var pubOut bytes.Buffer
-	pub.Stdout, pub.Stderr = &pubOut, &pubOut
-	err = pub.Run()
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitStaleOwner || !strings.Contains(pubOut.String(), "stale_owner") {
-		t.Errorf("late publish of the released attempt: %v\n%s\nwant exit %d, stale_owner", err, pubOut.String(), exitStaleOwner)
+	for _, key := range []string{"stuck/out.txt", "stuck/untouched.txt"} {
+		pub := exec.Command(bin, "publish", key)
+		pub.Env = append(os.Environ(), strings.Split(strings.TrimSpace(string(env)), "\n")...)
+		pub.Stdin = strings.NewReader("stale data from the released attempt\n")
+		var pubOut bytes.Buffer
+		pub.Stdout, pub.Stderr = &pubOut, &pubOut
+		err = pub.Run()
+		var ee *exec.ExitError
+		if !errors.As(err, &ee) || ee.ExitCode() != exitStaleOwner || !strings.Contains(pubOut.String(), "stale_owner") {
+			t.Errorf("late publish of the released attempt to %s: %v\n%s\nwant exit %d, stale_owner", key, err, pubOut.String(), exitStaleOwner)
+		}
+	}
+	if _, _, err := proctest.Get(leader.URL() + "/api/v1/store/stuck/untouched.txt"); err == nil {
+		t.Error("the released attempt's late publish created stuck/untouched.txt")
 	}
 	var got []byte
 	if got, _, err = proctest.Get(leader.URL() + "/api/v1/store/stuck/out.txt"); err != nil || string(got) != "retried\n" {

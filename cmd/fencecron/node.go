@@ -238,6 +238,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		// Count this node's store's decisions, whoever asks for them.
 		store = nodeMetrics.CountDecisions(store)
 	}
+	// A forced release raises its job's floor in this node's store (the
+	// one the worker writes to, so the same for every node).
+	sched.Store = store
 	worker := &scheduler.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, JobNice: o.JobNice, Logger: log,
@@ -256,11 +259,16 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Operator: &operator{node: node, fsm: fsm, sched: sched, store: store, log: log},
 	}
 	// Only a node that serves the store takes writes over HTTP; every
-	// node shows it.
-	storeAPI := &httpstore.Handler{Store: store, MaxBodyBytes: maxBody, Logger: log,
+	// node shows it. Its jobs are still handed this node's address
+	// (FENCECRON_STORE): a job's publish then says which setting is
+	// missing rather than fail somewhere else.
+	storeAPI := &httpstore.Handler{Store: store, Signer: signer, MaxBodyBytes: maxBody, Logger: log,
 		QuotaKeys: int64(o.Store.Quota.Keys), QuotaBytes: o.Store.Quota.Bytes}
-	if o.Store.Serve {
-		storeAPI.Signer = signer
+	switch {
+	case o.Store.Backend == config.BackendRemote:
+		storeAPI.WritesOff = "this node's store is served by another node (store.backend: remote, store.url " + o.Store.URL + "): write there"
+	case !o.Store.Serve:
+		storeAPI.WritesOff = "this node does not serve its store (store.serve is false): set store.serve: true in its config to take writes from its jobs (`fencecron publish`) and from other nodes"
 	}
 	// The store's refusals of jobs' own publishes go to the ledger.
 	refusals := &scheduler.NoteQueue{Leader: sched, Node: o.ID, Logger: log, Dropped: nodeMetrics.RefusalNoteDropped}

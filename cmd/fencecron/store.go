@@ -105,7 +105,8 @@ func runPublish(ctx context.Context, args []string, stdin io.Reader, stdout, std
 
 Publishes FILE (default stdin) to KEY in the fenced store with the signed
 fence token in $FENCECRON_TOKEN, which the worker gives every job.
-Exit status: 0 applied, 3 stale_owner (a newer token holds the key),
+Exit status: 0 applied, 3 stale_owner (a newer token holds the key, or
+a forced release revoked the token),
 4 conflict (-if-match differs), 6 expired (the token's expiry, its
 attempt's grant time + timeout + lease TTL + 2m, has passed), 1 any
 other error, 2 usage.
@@ -154,10 +155,18 @@ other error, 2 usage.
 	}
 	res, err := c.PublishSigned(ctx, token, req)
 	line := fmt.Sprintf("%s %s version=%d greatest=%s\n", res.Outcome, key, res.Version, res.Greatest)
+	if !res.Floor.IsZero() {
+		line = fmt.Sprintf("%s %s version=%d greatest=%s floor=%s\n", res.Outcome, key, res.Version, res.Greatest, res.Floor)
+	}
+	var revoked *fencedstore.RevokedError
 	switch {
 	case err == nil:
 		fmt.Fprint(stdout, line)
 		return nil
+	case errors.As(err, &revoked):
+		fmt.Fprint(stderr, line)
+		fmt.Fprintf(stderr, "fencecron: publish refused: a forced release revoked this token (its job's tokens up to %s are refused); nothing was written\n", revoked.Floor)
+		return exitCode(exitStaleOwner)
 	case errors.Is(err, fencedstore.ErrStaleOwner):
 		fmt.Fprint(stderr, line)
 		fmt.Fprintln(stderr, "fencecron: publish refused: the store holds a newer fence token; nothing was written")

@@ -24,6 +24,7 @@ import (
 //	tombstones key -> record of a deleted key (Meta.Deleted set)
 //	tombtime   time NUL key -> nil: tombstones by deletion time
 //	floors     rule prefix -> the greatest token of its dropped tombstones
+//	job_floors job -> its floor (RaiseFloor): no token of the job up to it writes
 var (
 	bucketMeta   = []byte("meta")
 	bucketBody   = []byte("body")
@@ -33,7 +34,8 @@ var (
 	bucketTomb   = []byte("tombstones")
 	bucketTombAt = []byte("tombtime")
 	bucketFloors = []byte("floors")
-	allBuckets   = [][]byte{bucketMeta, bucketBody, bucketHist, bucketVers, bucketTouch, bucketTomb, bucketTombAt, bucketFloors}
+	bucketJobs   = []byte("job_floors")
+	allBuckets   = [][]byte{bucketMeta, bucketBody, bucketHist, bucketVers, bucketTouch, bucketTomb, bucketTombAt, bucketFloors, bucketJobs}
 )
 
 // maxBatch bounds how many calls share one transaction.
@@ -60,6 +62,8 @@ type Store struct {
 	// (see SweepRule), under sweepMu.
 	sweepMu sync.Mutex
 	sweepAt map[string][]byte
+	// scopes serialize calls with a quota (quota.go).
+	scopes  scopeLocks
 	closing chan struct{}
 	wg      sync.WaitGroup
 	once    sync.Once
@@ -129,11 +133,13 @@ func (s *Store) Close() error {
 	return err
 }
 
-// op is one Publish or Establish waiting for the committer.
+// op is one Publish, Establish or RaiseFloor waiting for the committer.
 type op struct {
 	establish bool
-	req       fencedstore.PublishRequest // an establish's fields, for one
-	hash      string
+	// floor, if set, makes the op a RaiseFloor of req.Job to req.Token.
+	floor bool
+	req   fencedstore.PublishRequest // an establish's or a floor's fields, for one
+	hash  string
 
 	res  fencedstore.Result
 	err  error
@@ -159,7 +165,55 @@ func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest)
 	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
-	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: req.Key, Token: req.Token, Attempt: req.Attempt, Expires: req.Expires}})
+	unlock, err := s.withinQuota(ctx, req.Quota, req.Key, false, 0)
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", req.Key, err)
+	}
+	defer unlock()
+	return s.submit(ctx, &op{establish: true, req: fencedstore.PublishRequest{Key: req.Key, Token: req.Token, Attempt: req.Attempt, Job: req.Job, Expires: req.Expires}})
+}
+
+// RaiseFloor implements fencedstore.Store. It goes through the
+// committer like every write, so it is ordered with them: a call decided
+// after it sees the new floor.
+func (s *Store) RaiseFloor(ctx context.Context, job string, tok fencedstore.Token) (fencedstore.Token, error) {
+	if err := fencedstore.ValidateFloor(job, tok); err != nil {
+		return fencedstore.Token{}, err
+	}
+	res, err := s.submit(ctx, &op{floor: true, req: fencedstore.PublishRequest{Job: job, Token: tok}})
+	return res.Floor, err
+}
+
+// jobFloor returns job's floor (zero: none, or no job).
+func jobFloor(tx *bbolt.Tx, job string) (fencedstore.Token, error) {
+	var t fencedstore.Token
+	if job == "" {
+		return t, nil
+	}
+	v := tx.Bucket(bucketJobs).Get([]byte(job))
+	if v == nil {
+		return t, nil
+	}
+	if err := json.Unmarshal(v, &t); err != nil {
+		return t, fmt.Errorf("decode the floor of job %s: %w", job, err)
+	}
+	return t, nil
+}
+
+// applyFloor raises a job's floor inside tx.
+func (s *Store) applyFloor(tx *bbolt.Tx, o *op) error {
+	cur, err := jobFloor(tx, o.req.Job)
+	if err != nil {
+		return err
+	}
+	next := fencedstore.RaiseTo(cur, o.req.Token)
+	if next != cur {
+		if err := putJSON(tx.Bucket(bucketJobs), []byte(o.req.Job), next); err != nil {
+			return err
+		}
+	}
+	o.res = fencedstore.Result{Floor: next}
+	return nil
 }
 
 // Publish implements fencedstore.Store.
@@ -170,6 +224,11 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 	if int64(len(req.Body)) > s.MaxBodyBytes {
 		return fencedstore.Result{}, fmt.Errorf("publish %s: %w: %d bytes, limit %d", req.Key, fencedstore.ErrTooLarge, len(req.Body), s.MaxBodyBytes)
 	}
+	unlock, err := s.withinQuota(ctx, req.Quota, req.Key, true, int64(len(req.Body)))
+	if err != nil {
+		return fencedstore.Result{}, fmt.Errorf("publish %s: %w", req.Key, err)
+	}
+	defer unlock()
 	return s.submit(ctx, &op{req: req, hash: fencedstore.Hash(req.Body)})
 }
 
@@ -220,7 +279,11 @@ func (s *Store) commitLoop() {
 		})
 		for _, o := range batch {
 			if err != nil {
-				o.res, o.err = fencedstore.Result{}, fmt.Errorf("commit %s: %w", o.req.Key, err)
+				what := o.req.Key
+				if o.floor {
+					what = "floor of job " + o.req.Job
+				}
+				o.res, o.err = fencedstore.Result{}, fmt.Errorf("commit %s: %w", what, err)
 			}
 			close(o.done)
 		}
@@ -230,8 +293,15 @@ func (s *Store) commitLoop() {
 // apply decides one call inside tx. It returns an error only for failures
 // that must abort the whole transaction.
 func (s *Store) apply(tx *bbolt.Tx, o *op) error {
+	if o.floor {
+		return s.applyFloor(tx, o)
+	}
 	key := []byte(o.req.Key)
 	now := s.Now().UTC()
+	floor, err := jobFloor(tx, o.req.Job)
+	if err != nil {
+		return err
+	}
 	rec, live, err := s.loadForCall(tx, key, now)
 	if err != nil {
 		return err
@@ -240,9 +310,9 @@ func (s *Store) apply(tx *bbolt.Tx, o *op) error {
 	before := rec
 	var d fencedstore.Decision
 	if o.establish {
-		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, fencedstore.EstablishRequest{Key: o.req.Key, Token: o.req.Token, Attempt: o.req.Attempt, Expires: o.req.Expires}, now)
+		rec.Meta, d = fencedstore.DecideEstablish(rec.Meta, floor, fencedstore.EstablishRequest{Key: o.req.Key, Token: o.req.Token, Attempt: o.req.Attempt, Job: o.req.Job, Expires: o.req.Expires}, now)
 	} else {
-		rec.Meta, d = fencedstore.DecidePublish(rec.Meta, o.req, o.hash, now)
+		rec.Meta, d = fencedstore.DecidePublish(rec.Meta, floor, o.req, o.hash, now)
 	}
 	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && rec.Version != before.Version) {
 		rec.Touched = now
@@ -253,7 +323,7 @@ func (s *Store) apply(tx *bbolt.Tx, o *op) error {
 	if err := s.store(tx, key, before, live, &rec, o.req.Body); err != nil {
 		return err
 	}
-	o.res = fencedstore.Result{Outcome: d.Outcome, Key: o.req.Key, Version: rec.Version, Greatest: rec.Greatest}
+	o.res = fencedstore.Result{Outcome: d.Outcome, Key: o.req.Key, Version: rec.Version, Greatest: rec.Greatest, Floor: d.Floor}
 	o.err = d.Err()
 	return nil
 }

@@ -40,6 +40,7 @@ func TestStore_Conformance(t *testing.T) {
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
 	storetest.RunRetention(t, newStoreWith)
+	storetest.RunQuota(t, newStore)
 }
 
 func newBenchStore(b *testing.B) *bolt.Store {

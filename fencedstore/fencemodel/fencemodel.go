@@ -126,7 +126,7 @@ func Step(s State, in Input, out Output) (bool, State) {
 	}
 	switch in.Kind {
 	case Establish:
-		next, d := fencedstore.DecideEstablish(s.meta(), fencedstore.EstablishRequest{Key: in.Key, Token: in.Token, Attempt: in.Attempt}, time.Time{})
+		next, d := fencedstore.DecideEstablish(s.meta(), fencedstore.Token{}, fencedstore.EstablishRequest{Key: in.Key, Token: in.Token, Attempt: in.Attempt}, time.Time{})
 		ns := stateOf(next)
 		return out.Unknown || (out.Outcome == d.Outcome && out.Version == ns.Version && out.Greatest == ns.Greatest), ns
 	case Publish:
@@ -135,7 +135,7 @@ func Step(s State, in Input, out Output) (bool, State) {
 			v := uint64(in.Expected)
 			req.ExpectedVersion = &v
 		}
-		next, d := fencedstore.DecidePublish(s.meta(), req, in.Hash, time.Time{})
+		next, d := fencedstore.DecidePublish(s.meta(), fencedstore.Token{}, req, in.Hash, time.Time{})
 		ns := stateOf(next)
 		return out.Unknown || (out.Outcome == d.Outcome && out.Version == ns.Version && out.Greatest == ns.Greatest), ns
 	case Delete:
@@ -459,11 +459,11 @@ func CheckHistory(h []fencedstore.Decision) error {
 			next = stateOf(m)
 		case fencedstore.Established:
 			var m fencedstore.Meta
-			m, want = fencedstore.DecideEstablish(s.meta(), fencedstore.EstablishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Time)
+			m, want = fencedstore.DecideEstablish(s.meta(), fencedstore.Token{}, fencedstore.EstablishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Time)
 			next = stateOf(m)
 		case fencedstore.Applied:
 			var m fencedstore.Meta
-			m, want = fencedstore.DecidePublish(s.meta(), fencedstore.PublishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Hash, d.Time)
+			m, want = fencedstore.DecidePublish(s.meta(), fencedstore.Token{}, fencedstore.PublishRequest{Token: d.Token, Attempt: d.Attempt, Expires: d.Expires}, d.Hash, d.Time)
 			next = stateOf(m)
 		case fencedstore.Expired:
 			want = fencedstore.Decision{Outcome: fencedstore.Expired, Version: s.Version}
@@ -475,6 +475,13 @@ func CheckHistory(h []fencedstore.Decision) error {
 			switch {
 			case late:
 				want.Outcome = fencedstore.Expired
+			case !d.Floor.IsZero():
+				// Refused by its job's floor, which the key's
+				// state does not hold: the token must be at or
+				// below the floor it names.
+				if d.Floor.Less(d.Token) {
+					want.Outcome = "not at or below its floor"
+				}
 			case !d.Token.Less(s.Greatest) && !(s.Deleted && d.Token == s.Greatest):
 				want.Outcome = "not stale"
 			}

@@ -17,8 +17,8 @@ import (
 // rewritten by bug first.
 func brokenStore(bug func(fencedstore.Meta) fencedstore.Meta) *fencemodel.MemStore {
 	s := fencemodel.NewMemStore()
-	s.DecidePublish = func(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
-		return fencedstore.DecidePublish(bug(m), req, hash, now)
+	s.DecidePublish = func(m fencedstore.Meta, floor fencedstore.Token, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecidePublish(bug(m), floor, req, hash, now)
 	}
 	return s
 }

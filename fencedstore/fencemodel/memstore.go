@@ -17,7 +17,7 @@ import (
 type MemStore struct {
 	// DecidePublish decides a publish; nil means fencedstore.DecidePublish.
 	// A test swaps in a broken rule to see the checkers catch it.
-	DecidePublish func(m fencedstore.Meta, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision)
+	DecidePublish func(m fencedstore.Meta, floor fencedstore.Token, req fencedstore.PublishRequest, hash string, now time.Time) (fencedstore.Meta, fencedstore.Decision)
 	// Now is the clock decisions are made and stamped with; nil means
 	// time.Now.
 	Now func() time.Time
@@ -25,8 +25,9 @@ type MemStore struct {
 	// tombstone and all, so a stale token can bring it back.
 	ForgetOnDelete bool
 
-	mu   sync.Mutex
-	keys map[string]*memKey
+	mu     sync.Mutex
+	keys   map[string]*memKey
+	floors map[string]fencedstore.Token // by job
 }
 
 type memKey struct {
@@ -61,11 +62,14 @@ func (s *MemStore) Establish(ctx context.Context, req fencedstore.EstablishReque
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.withinQuota(req.Quota, req.Key, false, 0); err != nil {
+		return fencedstore.Result{}, err
+	}
 	k := s.key(req.Key)
 	var d fencedstore.Decision
-	k.meta, d = fencedstore.DecideEstablish(k.meta, req, s.now())
+	k.meta, d = fencedstore.DecideEstablish(k.meta, s.floors[req.Job], req, s.now())
 	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest, Floor: d.Floor}, d.Err()
 }
 
 // Publish implements fencedstore.Store.
@@ -75,18 +79,53 @@ func (s *MemStore) Publish(ctx context.Context, req fencedstore.PublishRequest) 
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.withinQuota(req.Quota, req.Key, true, int64(len(req.Body))); err != nil {
+		return fencedstore.Result{}, err
+	}
 	decide := s.DecidePublish
 	if decide == nil {
 		decide = fencedstore.DecidePublish
 	}
 	k := s.key(req.Key)
-	next, d := decide(k.meta, req, fencedstore.Hash(req.Body), s.now())
+	next, d := decide(k.meta, s.floors[req.Job], req, fencedstore.Hash(req.Body), s.now())
 	if next.Version != k.meta.Version {
 		k.body = bytes.Clone(req.Body)
 	}
 	k.meta = next
 	k.hist = append(k.hist, d)
-	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest}, d.Err()
+	return fencedstore.Result{Outcome: d.Outcome, Key: req.Key, Version: k.meta.Version, Greatest: k.meta.Greatest, Floor: d.Floor}, d.Err()
+}
+
+// RaiseFloor implements fencedstore.Store.
+func (s *MemStore) RaiseFloor(ctx context.Context, job string, tok fencedstore.Token) (fencedstore.Token, error) {
+	if err := fencedstore.ValidateFloor(job, tok); err != nil {
+		return fencedstore.Token{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.floors == nil {
+		s.floors = map[string]fencedstore.Token{}
+	}
+	s.floors[job] = fencedstore.RaiseTo(s.floors[job], tok)
+	return s.floors[job], nil
+}
+
+// withinQuota checks a call against q, under s.mu.
+func (s *MemStore) withinQuota(q *fencedstore.Quota, key string, publish bool, body int64) error {
+	if q == nil {
+		return nil
+	}
+	u := fencedstore.Usage{KeySize: -1}
+	for name, k := range s.keys {
+		if strings.HasPrefix(name, q.Prefix) && k.meta.Deleted.IsZero() {
+			u.Keys++
+			u.Bytes += k.meta.Size
+			if name == key {
+				u.KeySize = k.meta.Size
+			}
+		}
+	}
+	return fencedstore.CheckQuota(*q, u, publish, body)
 }
 
 // Get implements fencedstore.Store.

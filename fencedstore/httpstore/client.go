@@ -38,7 +38,8 @@ type Client struct {
 	// Signer signs tokens for the Store methods and supplies the store
 	// credential; nil for a job's process.
 	Signer *fencedstore.Signer
-	// Job names the scope of tokens the Client signs itself.
+	// Job names the scope of tokens the Client signs itself for requests
+	// that name no job of their own (Request.Job).
 	Job string
 	// HTTP is the client used; nil means a default with a 60 s timeout.
 	HTTP *http.Client
@@ -84,8 +85,10 @@ func (c *Client) keyURL(base, key string) string {
 	return c.BaseURL + base + strings.Join(segs, "/")
 }
 
-// sign signs a per-key token for one call: its scope is exactly the key.
-func (c *Client) sign(key string, tok fencedstore.Token, attempt string, expires time.Time) (string, error) {
+// sign signs a per-key token for one call: its scope is exactly the key,
+// and its job the request's (else c.Job), so the server holds the call to
+// that job's floor.
+func (c *Client) sign(key, job string, tok fencedstore.Token, attempt string, expires time.Time) (string, error) {
 	if err := fencedstore.ValidateKey(key); err != nil {
 		return "", err
 	}
@@ -99,12 +102,15 @@ func (c *Client) sign(key string, tok fencedstore.Token, attempt string, expires
 		}
 		expires = now().Add(CallTokenTTL)
 	}
-	return c.Signer.Sign(fencedstore.SignedToken{Token: tok, Attempt: attempt, Scope: fencedstore.Scope{Job: c.Job, Prefix: key}, Expires: expires})
+	if job == "" {
+		job = c.Job
+	}
+	return c.Signer.Sign(fencedstore.SignedToken{Token: tok, Attempt: attempt, Scope: fencedstore.Scope{Job: job, Prefix: key}, Expires: expires})
 }
 
 // Establish implements fencedstore.Store.
 func (c *Client) Establish(ctx context.Context, req fencedstore.EstablishRequest) (fencedstore.Result, error) {
-	text, err := c.sign(req.Key, req.Token, req.Attempt, req.Expires)
+	text, err := c.sign(req.Key, req.Job, req.Token, req.Attempt, req.Expires)
 	if err != nil {
 		return fencedstore.Result{}, fmt.Errorf("establish %s: %w", req.Key, err)
 	}
@@ -113,7 +119,7 @@ func (c *Client) Establish(ctx context.Context, req fencedstore.EstablishRequest
 
 // Publish implements fencedstore.Store.
 func (c *Client) Publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	text, err := c.sign(req.Key, req.Token, req.Attempt, req.Expires)
+	text, err := c.sign(req.Key, req.Job, req.Token, req.Attempt, req.Expires)
 	if err != nil {
 		return fencedstore.Result{}, fmt.Errorf("publish %s: %w", req.Key, err)
 	}
@@ -167,18 +173,49 @@ func (c *Client) write(ctx context.Context, method, u, key, token string, body [
 			return fencedstore.Result{}, fmt.Errorf("%s %s: %w: undecodable answer (%s): %v", method, key, fencedstore.ErrUnavailable, resp.Status, err)
 		}
 		switch d.Outcome {
-		case fencedstore.StaleOwner:
-			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrStaleOwner)
-		case fencedstore.Conflict:
-			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrConflict)
-		case fencedstore.Expired:
-			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrExpired)
+		case fencedstore.StaleOwner, fencedstore.Conflict, fencedstore.Expired:
+			return d.Result, fmt.Errorf("%s: %w", key, fencedstore.ErrOf(d.Result))
 		case fencedstore.Applied, fencedstore.Established:
 			return d.Result, nil
 		}
 		return fencedstore.Result{}, fmt.Errorf("%s %s: unknown outcome %q (%s)", method, key, d.Outcome, resp.Status)
 	}
 	return fencedstore.Result{}, errorFrom(resp)
+}
+
+// RaiseFloor implements fencedstore.Store: POST /api/v1/floor with the
+// store credential, which needs Signer (a job's token cannot raise a
+// floor).
+func (c *Client) RaiseFloor(ctx context.Context, job string, tok fencedstore.Token) (fencedstore.Token, error) {
+	if err := fencedstore.ValidateFloor(job, tok); err != nil {
+		return fencedstore.Token{}, err
+	}
+	if c.Signer == nil {
+		return fencedstore.Token{}, fmt.Errorf("raise floor of job %s: %w: this client has no cluster secret", job, fencedstore.ErrUnauthorized)
+	}
+	body, err := json.Marshal(floorRequest{Job: job, Token: tok})
+	if err != nil {
+		return fencedstore.Token{}, err
+	}
+	hr, err := http.NewRequestWithContext(ctx, http.MethodPost, c.BaseURL+floorPath, bytes.NewReader(body))
+	if err != nil {
+		return fencedstore.Token{}, fmt.Errorf("raise floor of job %s: %w", job, err)
+	}
+	hr.Header.Set("Content-Type", "application/json")
+	hr.Header.Set("Authorization", authScheme+c.Signer.Credential())
+	resp, err := c.do(hr)
+	if err != nil {
+		return fencedstore.Token{}, err
+	}
+	defer drainClose(resp)
+	if resp.StatusCode != http.StatusOK {
+		return fencedstore.Token{}, errorFrom(resp)
+	}
+	var ans floorAnswer
+	if err := json.NewDecoder(resp.Body).Decode(&ans); err != nil {
+		return fencedstore.Token{}, fmt.Errorf("raise floor of job %s: %w: undecodable answer: %v", job, fencedstore.ErrUnavailable, err)
+	}
+	return ans.Floor, nil
 }
 
 // drainClose reads what is left of an answer and closes it, so its
@@ -220,6 +257,7 @@ func errorFrom(resp *http.Response) error {
 		codeNotFound:       fencedstore.ErrNotFound,
 		codeTooLarge:       fencedstore.ErrTooLarge,
 		codeQuota:          fencedstore.ErrQuota,
+		codeInvalidJob:     fencedstore.ErrInvalidJob,
 		codeBusy:           fencedstore.ErrUnavailable,
 		codeUnavailable:    fencedstore.ErrUnavailable,
 	}[e.Code]

@@ -12,6 +12,8 @@
 //	PUT  /api/v1/store/{key}        publish the request body
 //	POST /api/v1/establish/{key}    establish the token
 //	GET  /api/v1/history/{key}      every retained decision on the key
+//	POST /api/v1/floor              raise a job's floor: {"job": J, "token": {"epoch": E, "seq": S}}
+//	                                -> {"job": J, "floor": {...}}; nodes only (the store credential)
 //
 // Writes: who presents what.
 //
@@ -29,6 +31,10 @@
 //     A request with a wrong credential is refused whatever its token. A
 //     Handler with RequireCredential refuses writes without the credential,
 //     for clusters whose jobs publish only through their stdout.
+//   - Raising a job's floor (fencedstore.Store.RaiseFloor: a forced
+//     release revokes the job's tokens up to the released one) takes the
+//     store credential and no token: a job's own token, which only
+//     bounds its writes, must never let it revoke another job's tokens.
 //
 // Reads are not authenticated, like the rest of the node's API and the
 // dashboard.
@@ -42,11 +48,11 @@
 //     it may hold at most QuotaKeys keys and QuotaBytes bytes
 //     (store.quota.keys and store.quota.bytes). A write that would take
 //     them beyond either gets 507, naming the limit and the usage. The
-//     check is exact on one serving node: writes whose scopes share their
-//     first path segment are serialized while they count (Store.List) and
-//     write. Tokens scoped to one key (the ones nodes sign for their own
-//     publishes) are not counted. With several nodes serving one
-//     PostgreSQL store, each counts only its own writes in flight.
+//     handler hands the quota to the store with the write
+//     (fencedstore.Quota), which counts and writes in one atomic step: so
+//     it holds exactly also when several nodes serve one PostgreSQL store.
+//     Tokens scoped to one key (the ones nodes sign for their own
+//     publishes) are not counted.
 //   - The bodies being read and stored at once are at most
 //     MaxBodyBytesInFlight (4 × MaxBodyBytes by default; as much again for
 //     nodes' own writes, so job tokens cannot starve them): a publish that
@@ -94,6 +100,7 @@ const (
 	storeKeyPath   = PathPrefix + "store/"
 	establishPath  = PathPrefix + "establish/"
 	historyPath    = PathPrefix + "history/"
+	floorPath      = PathPrefix + "floor"
 	tokenHeader    = "Fencecron-Token"
 	authScheme     = "Bearer "
 	contentTypeRaw = "application/octet-stream"
@@ -108,6 +115,10 @@ type Handler struct {
 	// Signer verifies tokens and the store credential. Without one, every
 	// write is refused (403).
 	Signer *fencedstore.Signer
+	// WritesOff, if set, refuses every write (403 writes_disabled) with
+	// this reason, which should name the setting that would allow them
+	// (a node that does not serve its store); reads stay open.
+	WritesOff string
 	// RequireCredential refuses writes that do not carry the store
 	// credential, i.e. writes from job processes.
 	RequireCredential bool
@@ -143,7 +154,6 @@ type Handler struct {
 	// nodes' (the store credential's): one job's token, sending slow
 	// bodies, must not keep every worker from publishing its stdout.
 	inFlight, nodeInFlight *semaphore.Weighted
-	scopes                 scopeLocks
 }
 
 // DefaultBodyWait is how long a publish waits, by default, for room among
@@ -185,7 +195,7 @@ func (h *Handler) quotaBytes() int64 {
 // Errors of the HTTP layer itself.
 var (
 	errBadRequest     = errors.New("bad request")
-	errWritesDisabled = errors.New("writes disabled: this node has no cluster secret")
+	errWritesDisabled = errors.New("writes disabled")
 	errMethod         = errors.New("method not allowed")
 	errBusy           = errors.New("busy: too many bodies in flight; nothing was written, try again")
 )
@@ -205,6 +215,8 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case strings.HasPrefix(p, establishPath):
 		key := p[len(establishPath):]
 		h.route(w, r, map[string]func(){http.MethodPost: func() { h.establish(w, r, key) }})
+	case p == floorPath:
+		h.route(w, r, map[string]func(){http.MethodPost: func() { h.raiseFloor(w, r) }})
 	case strings.HasPrefix(p, historyPath):
 		key := p[len(historyPath):]
 		h.route(w, r, map[string]func(){http.MethodGet: func() { h.history(w, r, key) }})
@@ -313,13 +325,24 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request, key string) {
 	writeJSON(w, http.StatusOK, map[string]any{"key": key, "decisions": hist})
 }
 
+// writable returns why the handler takes no writes at all, or nil.
+func (h *Handler) writable() error {
+	switch {
+	case h.WritesOff != "":
+		return fmt.Errorf("%w: %s", errWritesDisabled, h.WritesOff)
+	case h.Signer == nil:
+		return fmt.Errorf("%w: this store has no cluster secret to verify tokens with", errWritesDisabled)
+	}
+	return nil
+}
+
 // authorize checks a write's credentials and returns its verified token.
 func (h *Handler) authorize(r *http.Request, key string) (fencedstore.SignedToken, error) {
 	if err := fencedstore.ValidateKey(key); err != nil {
 		return fencedstore.SignedToken{}, err
 	}
-	if h.Signer == nil {
-		return fencedstore.SignedToken{}, errWritesDisabled
+	if err := h.writable(); err != nil {
+		return fencedstore.SignedToken{}, err
 	}
 	if auth := r.Header.Get("Authorization"); auth != "" {
 		cred, ok := strings.CutPrefix(auth, authScheme)
@@ -349,7 +372,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 		h.error(w, r, err)
 		return
 	}
-	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires}
+	req := fencedstore.PublishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires}
 	if im := r.Header.Get("If-Match"); im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil || strings.HasPrefix(im, "W/") {
@@ -365,12 +388,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	}
 	defer release() // the store holds the body until it has decided
 	req.Body = body
-	unlock, err := h.quota(r.Context(), st.Scope, key, true, int64(len(body)))
-	if err != nil {
-		h.error(w, r, err)
-		return
-	}
-	defer unlock()
+	req.Quota = h.quota(st.Scope)
 	res, err := h.Store.Publish(r.Context(), req)
 	h.refused(r, st, res, err)
 	h.decision(w, r, res, err)
@@ -420,23 +438,14 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (
 	return body, release, nil
 }
 
-// quota checks a write under a job's directory scope against the quotas
-// and returns with the scope's lock held until unlock, so that the write
-// lands before another quota-checked write of the scope counts. A token
-// scoped to one key is not checked.
-func (h *Handler) quota(ctx context.Context, s fencedstore.Scope, key string, publish bool, body int64) (unlock func(), err error) {
+// quota is the quota of a write under a token of scope s: the handler's
+// quotas over a job's directory scope, which the store checks in the
+// write's own atomic step. A token scoped to one key is not counted.
+func (h *Handler) quota(s fencedstore.Scope) *fencedstore.Quota {
 	if !strings.HasSuffix(s.Prefix, "/") {
-		return func() {}, nil
+		return nil
 	}
-	unlock, err = h.scopes.lock(ctx, s.Prefix)
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", fencedstore.ErrUnavailable, err)
-	}
-	if err := h.checkQuota(ctx, s, key, publish, body); err != nil {
-		unlock()
-		return nil, err
-	}
-	return unlock, nil
+	return &fencedstore.Quota{Job: s.Job, Prefix: s.Prefix, Keys: h.quotaKeys(), Bytes: h.quotaBytes()}
 }
 
 func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) {
@@ -445,15 +454,51 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		h.error(w, r, err)
 		return
 	}
-	unlock, err := h.quota(r.Context(), st.Scope, key, false, 0)
+	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires, Quota: h.quota(st.Scope)})
+	h.refused(r, st, res, err)
+	h.decision(w, r, res, err)
+}
+
+// maxFloorBody bounds a floor request's body: a job name and a token.
+const maxFloorBody = 8 << 10
+
+// floorRequest is the body of POST /api/v1/floor.
+type floorRequest struct {
+	Job   string            `json:"job"`
+	Token fencedstore.Token `json:"token"`
+}
+
+// floorAnswer is its answer: the job's floor after the call.
+type floorAnswer struct {
+	Job   string            `json:"job"`
+	Floor fencedstore.Token `json:"floor"`
+}
+
+// raiseFloor raises a job's floor for a node (the store credential).
+func (h *Handler) raiseFloor(w http.ResponseWriter, r *http.Request) {
+	if err := h.writable(); err != nil {
+		h.error(w, r, err)
+		return
+	}
+	cred, ok := strings.CutPrefix(r.Header.Get("Authorization"), authScheme)
+	if !ok || !h.Signer.CheckCredential(cred) {
+		h.error(w, r, fmt.Errorf("%w: raising a job's floor takes this cluster's store credential (Authorization: Bearer), which only nodes hold", fencedstore.ErrUnauthorized))
+		return
+	}
+	var req floorRequest
+	dec := json.NewDecoder(io.LimitReader(r.Body, maxFloorBody))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		h.error(w, r, fmt.Errorf("%w: the body must be {\"job\": NAME, \"token\": {\"epoch\": E, \"seq\": S}}: %v", errBadRequest, err))
+		return
+	}
+	floor, err := h.Store.RaiseFloor(r.Context(), req.Job, req.Token)
 	if err != nil {
 		h.error(w, r, err)
 		return
 	}
-	defer unlock()
-	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Expires: st.Expires})
-	h.refused(r, st, res, err)
-	h.decision(w, r, res, err)
+	h.logger().Warn("store floor raised: the job's tokens up to it are refused", "job", req.Job, "floor", floor, "remote", r.RemoteAddr)
+	writeJSON(w, http.StatusOK, floorAnswer{Job: req.Job, Floor: floor})
 }
 
 // refused calls OnRefused for a job's own write the store refused.
@@ -528,6 +573,8 @@ func StatusOf(err error) (status int, code string) {
 		return http.StatusConflict, string(fencedstore.Expired)
 	case errors.Is(err, fencedstore.ErrInvalidKey):
 		return http.StatusBadRequest, codeInvalidKey
+	case errors.Is(err, fencedstore.ErrInvalidJob):
+		return http.StatusBadRequest, codeInvalidJob
 	case errors.Is(err, errBadRequest):
 		return http.StatusBadRequest, codeBadRequest
 	case errors.Is(err, fencedstore.ErrUnauthorized):
@@ -557,6 +604,7 @@ func StatusOf(err error) (status int, code string) {
 // Error codes in JSON error answers.
 const (
 	codeInvalidKey     = "invalid_key"
+	codeInvalidJob     = "invalid_job"
 	codeBadRequest     = "bad_request"
 	codeUnauthorized   = "unauthorized"
 	codeBadToken       = "bad_token"

@@ -313,6 +313,26 @@ func TestHandler_ReadOnlyWithoutSigner(t *testing.T) {
 	}
 }
 
+// A handler whose writes are off says why, naming the setting, to a job's
+// write and to a node's floor alike; reads stay open.
+func TestHandler_WritesOffSaysWhy(t *testing.T) {
+	const why = "this node does not serve its store (store.serve is false)"
+	_, srv := serve(t, storetest.Options{}, func(h *httpstore.Handler) { h.WritesOff = why })
+	sg := mustSigner(t, secret)
+	for _, c := range []call{
+		{method: "PUT", path: "/api/v1/store/k", token: sign(t, sg, 1, 1, "a", "k"), body: "x"},
+		{method: "POST", path: "/api/v1/floor", auth: "Bearer " + sg.Credential(), body: `{"job": "report", "token": {"epoch": 1, "seq": 1}}`},
+	} {
+		a := do(t, srv, c)
+		if msg, _ := a.body["error"].(string); a.status != 403 || a.body["code"] != "writes_disabled" || msg != "writes disabled: "+why {
+			t.Errorf("%s %s with writes off: %d %v, want 403 naming the setting", c.method, c.path, a.status, a.body)
+		}
+	}
+	if a := do(t, srv, call{method: "GET", path: "/api/v1/store?prefix="}); a.status != 200 {
+		t.Errorf("list with writes off: %d", a.status)
+	}
+}
+
 // unavailableStore fails every call as a database that is down would.
 type unavailableStore struct{ fencedstore.Store }
 
@@ -511,5 +531,51 @@ func TestHandler_ListPagesAndVersions(t *testing.T) {
 	}
 	if code, _, _ := get("/api/v1/store/r/b?version=x"); code != 400 {
 		t.Errorf("version x = %d, want 400", code)
+	}
+}
+
+// Only a node raises a job's floor: POST /api/v1/floor takes the store
+// credential, and a job's own token (which could otherwise revoke other
+// jobs' tokens) or a wrong credential is 401. Once raised, the job's own
+// publish with its token is 409 stale_owner naming the floor, and the
+// client says it was revoked.
+func TestHandler_Floor(t *testing.T) {
+	_, srv := serve(t, storetest.Options{}, nil)
+	sg := mustSigner(t, secret)
+	tok := sign(t, sg, 2, 5, "report@x.1", "reports/")
+	body := `{"job": "report", "token": {"epoch": 2, "seq": 5}}`
+	for _, c := range []call{
+		{method: "POST", path: "/api/v1/floor", token: tok, body: body},
+		{method: "POST", path: "/api/v1/floor", auth: "Bearer " + mustSigner(t, "another-cluster-secret-0123456789abcdef").Credential(), body: body},
+	} {
+		if a := do(t, srv, c); a.status != 401 {
+			t.Errorf("raise a floor without the store credential (token %v, auth %q): %d %v, want 401", c.token != "", c.auth, a.status, a.body)
+		}
+	}
+	if a := do(t, srv, call{method: "POST", path: "/api/v1/floor", auth: "Bearer " + sg.Credential(), body: `{"job": ""}`}); a.status != 400 {
+		t.Errorf("raise the floor of no job: %d %v, want 400", a.status, a.body)
+	}
+	job := httpstore.NewClient(srv.URL, nil)
+	job.HTTP = srv.Client()
+	ctx := context.Background()
+	if _, err := job.PublishSigned(ctx, tok, fencedstore.PublishRequest{Key: "reports/a.csv", Body: []byte("before")}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.RaiseFloor(ctx, "report", storetest.T(2, 5)); !errors.Is(err, fencedstore.ErrUnauthorized) {
+		t.Errorf("a client without the secret raises a floor: err = %v, want ErrUnauthorized", err)
+	}
+	node := httpstore.NewClient(srv.URL, sg)
+	node.HTTP = srv.Client()
+	if floor, err := node.RaiseFloor(ctx, "report", storetest.T(2, 5)); err != nil || floor != storetest.T(2, 5) {
+		t.Fatalf("a node raises the floor: %s, %v", floor, err)
+	}
+	a := do(t, srv, call{method: "PUT", path: "/api/v1/store/reports/b.csv", token: tok, body: "after"})
+	if msg, _ := a.body["error"].(string); a.status != 409 || a.body["outcome"] != "stale_owner" || a.body["floor"] == nil || fmtTok(a.body["floor"].(map[string]any)) != "2.5" || !strings.Contains(msg, "revoked") {
+		t.Errorf("the job's publish after the floor: %d %v, want 409 stale_owner naming floor 2.5", a.status, a.body)
+	}
+	_, err := job.PublishSigned(ctx, tok, fencedstore.PublishRequest{Key: "reports/a.csv", Body: []byte("after")})
+	var rev *fencedstore.RevokedError
+	if !errors.As(err, &rev) || rev.Floor != storetest.T(2, 5) || !errors.Is(err, fencedstore.ErrStaleOwner) {
+		t.Errorf("the client's error: %v, want RevokedError at 2.5 wrapping ErrStaleOwner", err)
 	}
 }

@@ -68,6 +68,8 @@ type Store struct {
 	hist   string
 	vers   string
 	floors string
+	// jobFloors holds RaiseFloor's floors, one row per job.
+	jobFloors string
 	// schemaT is the migrations table.
 	schemaT string
 }
@@ -112,6 +114,7 @@ func (s *Store) Open() error {
 	s.hist = pgx.Identifier{s.Schema, "fencecron_history"}.Sanitize()
 	s.vers = pgx.Identifier{s.Schema, "fencecron_versions"}.Sanitize()
 	s.floors = pgx.Identifier{s.Schema, "fencecron_floors"}.Sanitize()
+	s.jobFloors = pgx.Identifier{s.Schema, "fencecron_job_floors"}.Sanitize()
 	s.schemaT = pgx.Identifier{s.Schema, "fencecron_schema"}.Sanitize()
 	ctx, cancel := context.WithTimeout(context.Background(), s.ConnectTimeout+s.OpTimeout)
 	defer cancel()
@@ -140,8 +143,8 @@ func (s *Store) Establish(ctx context.Context, req fencedstore.EstablishRequest)
 	if err := fencedstore.ValidateCall(req.Key, req.Token, req.Expires); err != nil {
 		return fencedstore.Result{}, err
 	}
-	return s.decide(ctx, "establish", req.Key, nil, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
-		return fencedstore.DecideEstablish(m, req, now)
+	return s.decide(ctx, "establish", call{key: req.Key, job: req.Job, quota: req.Quota}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecideEstablish(m, floor, req, now)
 	})
 }
 
@@ -158,9 +161,105 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 	if body == nil {
 		body = []byte{} // an empty body, not SQL NULL
 	}
-	return s.decide(ctx, "publish", req.Key, body, func(m fencedstore.Meta, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
-		return fencedstore.DecidePublish(m, req, hash, now)
+	return s.decide(ctx, "publish", call{key: req.Key, job: req.Job, body: body, quota: req.Quota}, func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision) {
+		return fencedstore.DecidePublish(m, floor, req, hash, now)
 	})
+}
+
+// call is what decide needs of a Publish or Establish besides its rule.
+type call struct {
+	key, job string
+	body     []byte // a publish's (never nil), else nil
+	quota    *fencedstore.Quota
+}
+
+// rule decides a call from the key's row and its job's floor.
+type rule func(m fencedstore.Meta, floor fencedstore.Token, now time.Time) (fencedstore.Meta, fencedstore.Decision)
+
+// Advisory lock classes (the two-int form: a class, then a hash of the
+// schema and the name), so that locks of different schemas in one
+// database, and of different kinds, do not meet.
+const (
+	// lockJobFloor guards a job's floor: every call of the job holds it
+	// shared while it decides and writes, RaiseFloor exclusively, so a
+	// raise waits for the calls already deciding and every later call
+	// reads the raised floor.
+	lockJobFloor = 0x66637266 // "fcrf"
+	// lockQuota serializes the calls with a quota whose prefixes share
+	// their first segment (fencedstore.QuotaSegment), on every node, from
+	// their count of the scope's usage to their commit: so no two count
+	// the same usage and both write.
+	lockQuota = 0x66637271 // "fcrq"
+)
+
+// withinQuota takes the quota's lock and checks the call against the
+// usage it counts, inside tx. Without a quota it does nothing.
+func (s *Store) withinQuota(ctx context.Context, tx pgx.Tx, c call) error {
+	q := c.quota
+	if q == nil {
+		return nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockQuota, s.Schema+"/"+fencedstore.QuotaSegment(q.Prefix)); err != nil {
+		return err
+	}
+	var u fencedstore.Usage
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT count(*), coalesce(sum(size), 0), coalesce(max(size) FILTER (WHERE key = $3), -1)
+		FROM %s WHERE key >= $1 AND ($2 = '' OR key < $2) AND deleted IS NULL`, s.keys), q.Prefix, prefixEnd(q.Prefix), c.key).Scan(&u.Keys, &u.Bytes, &u.KeySize)
+	if err != nil {
+		return err
+	}
+	return fencedstore.CheckQuota(*q, u, c.body != nil, int64(len(c.body)))
+}
+
+// RaiseFloor implements fencedstore.Store.
+func (s *Store) RaiseFloor(ctx context.Context, job string, tok fencedstore.Token) (fencedstore.Token, error) {
+	if err := fencedstore.ValidateFloor(job, tok); err != nil {
+		return fencedstore.Token{}, err
+	}
+	if s.closed.Load() {
+		return fencedstore.Token{}, fencedstore.ErrClosed
+	}
+	if err := ctx.Err(); err != nil {
+		return fencedstore.Token{}, err
+	}
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.OpTimeout)
+	defer cancel()
+	var e, q int64
+	err := pgx.BeginTxFunc(ctx, s.pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock($1, hashtext($2))`, lockJobFloor, s.Schema+"/"+job); err != nil {
+			return err
+		}
+		// Only raise: the row keeps the greater of the two.
+		return tx.QueryRow(ctx, fmt.Sprintf(`INSERT INTO %[1]s AS f (job, epoch, seq, raised) VALUES ($1, $2, $3, $4)
+			ON CONFLICT (job) DO UPDATE SET epoch = excluded.epoch, seq = excluded.seq, raised = excluded.raised
+				WHERE (f.epoch, f.seq) < (excluded.epoch, excluded.seq)
+			RETURNING epoch, seq`, s.jobFloors), job, int64(tok.Epoch), int64(tok.Seq), s.Now().UTC()).Scan(&e, &q)
+	})
+	if errors.Is(err, pgx.ErrNoRows) {
+		// Already at or above tok: nothing was written; read it.
+		err = s.pool.QueryRow(ctx, fmt.Sprintf(`SELECT epoch, seq FROM %s WHERE job = $1`, s.jobFloors), job).Scan(&e, &q)
+	}
+	if err != nil {
+		return fencedstore.Token{}, s.fail("raise floor of job", job, err)
+	}
+	return fencedstore.Token{Epoch: uint64(e), Seq: uint64(q)}, nil
+}
+
+// jobFloor takes the job's floor lock shared and reads its floor (zero:
+// none, or no job), inside tx.
+func (s *Store) jobFloor(ctx context.Context, tx pgx.Tx, job string) (fencedstore.Token, error) {
+	if job == "" {
+		return fencedstore.Token{}, nil
+	}
+	if _, err := tx.Exec(ctx, `SELECT pg_advisory_xact_lock_shared($1, hashtext($2))`, lockJobFloor, s.Schema+"/"+job); err != nil {
+		return fencedstore.Token{}, err
+	}
+	var e, q int64
+	err := tx.QueryRow(ctx, fmt.Sprintf(`SELECT epoch, seq FROM %s WHERE job = $1`, s.jobFloors), job).Scan(&e, &q)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return fencedstore.Token{}, nil
+	}
+	return fencedstore.Token{Epoch: uint64(e), Seq: uint64(q)}, err
 }
 
 // maxRetries bounds retries of a transaction the server aborted for a
@@ -168,7 +267,7 @@ func (s *Store) Publish(ctx context.Context, req fencedstore.PublishRequest) (fe
 const maxRetries = 3
 
 // decide runs one call's transaction; rule decides from the locked row.
-func (s *Store) decide(ctx context.Context, op, key string, body []byte, rule func(fencedstore.Meta, time.Time) (fencedstore.Meta, fencedstore.Decision)) (fencedstore.Result, error) {
+func (s *Store) decide(ctx context.Context, op string, c call, rule rule) (fencedstore.Result, error) {
 	if s.closed.Load() {
 		return fencedstore.Result{}, fencedstore.ErrClosed
 	}
@@ -178,9 +277,12 @@ func (s *Store) decide(ctx context.Context, op, key string, body []byte, rule fu
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.OpTimeout)
 	defer cancel()
 	for try := 1; ; try++ {
-		res, committing, err := s.decideOnce(ctx, key, body, rule)
+		res, committing, err := s.decideOnce(ctx, c, rule)
 		if err == nil || fencedstore.IsDecision(err) {
 			return res, err
+		}
+		if errors.Is(err, fencedstore.ErrQuota) {
+			return fencedstore.Result{}, fmt.Errorf("%s %s: %w", op, c.key, err)
 		}
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "40001" || pgErr.Code == "40P01") && try < maxRetries {
@@ -189,16 +291,29 @@ func (s *Store) decide(ctx context.Context, op, key string, body []byte, rule fu
 		if committing {
 			err = fmt.Errorf("%w (the commit was sent: the outcome is unknown; repeating the same call is safe)", err)
 		}
-		return fencedstore.Result{}, s.fail(op, key, err)
+		return fencedstore.Result{}, s.fail(op, c.key, err)
 	}
 }
 
-func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule func(fencedstore.Meta, time.Time) (fencedstore.Meta, fencedstore.Decision)) (res fencedstore.Result, committing bool, err error) {
+func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedstore.Result, committing bool, err error) {
+	key, body := c.key, c.body
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return res, false, err
 	}
 	defer tx.Rollback(ctx)
+
+	// The job's floor first, then the quota, then the key's row: the
+	// locks always in this order, each held until the commit. The quota
+	// is counted before the key's row is made, so a new key is counted
+	// as new.
+	floor, err := s.jobFloor(ctx, tx, c.job)
+	if err != nil {
+		return res, false, err
+	}
+	if err := s.withinQuota(ctx, tx, c); err != nil {
+		return res, false, err
+	}
 
 	// Lock the key's row, creating it if new, and read it.
 	b := &pgx.Batch{}
@@ -258,7 +373,7 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 			decisions, deletedBy = append(decisions, d), prefix
 		}
 	}
-	next, d := rule(m, now)
+	next, d := rule(m, floor, now)
 	decisions = append(decisions, d)
 	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && next.Version != m.Version) {
 		touched = now
@@ -291,10 +406,15 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 	guard := len(b.QueuedQueries)
 	b.Queue(fmt.Sprintf(`UPDATE %s SET %s WHERE key = $1 AND version = $2 AND hist_next = $3`, s.keys, set), args...)
 	for i, d := range decisions {
-		b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`, s.hist),
+		var fe, fs *int64
+		if !d.Floor.IsZero() {
+			e, q := int64(d.Floor.Epoch), int64(d.Floor.Seq)
+			fe, fs = &e, &q
+		}
+		b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires, floor_epoch, floor_seq)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, s.hist),
 			key, histNext+int64(i), string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
-			int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires))
+			int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires), fe, fs)
 	}
 	if newFirst > histFirst {
 		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND n < $2`, s.hist), key, newFirst)
@@ -315,7 +435,7 @@ func (s *Store) decideOnce(ctx context.Context, key string, body []byte, rule fu
 	if err := tx.Commit(ctx); err != nil {
 		return res, true, err
 	}
-	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: next.Version, Greatest: next.Greatest}, false, d.Err()
+	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: next.Version, Greatest: next.Greatest, Floor: d.Floor}, false, d.Err()
 }
 
 func nullTime(t time.Time) *time.Time {
@@ -399,7 +519,8 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 	if s.closed.Load() {
 		return nil, fencedstore.ErrClosed
 	}
-	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires
+	rows, err := s.pool.Query(ctx, fmt.Sprintf(`SELECT outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires,
+		coalesce(floor_epoch, 0), coalesce(floor_seq, 0)
 		FROM %s WHERE key = $1 ORDER BY n`, s.hist), key)
 	if err != nil {
 		return nil, s.fail("history", key, err)
@@ -409,9 +530,9 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 	for rows.Next() {
 		var d fencedstore.Decision
 		var outcome string
-		var te, ts, v, ge, gs int64
+		var te, ts, v, ge, gs, fe, fs int64
 		var expires *time.Time
-		if err := rows.Scan(&outcome, &te, &ts, &d.Attempt, &v, &ge, &gs, &d.Hash, &d.Time, &expires); err != nil {
+		if err := rows.Scan(&outcome, &te, &ts, &d.Attempt, &v, &ge, &gs, &d.Hash, &d.Time, &expires, &fe, &fs); err != nil {
 			return nil, s.fail("history", key, err)
 		}
 		if expires != nil {
@@ -420,6 +541,7 @@ func (s *Store) History(ctx context.Context, key string) ([]fencedstore.Decision
 		d.Outcome = fencedstore.Outcome(outcome)
 		d.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
 		d.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
+		d.Floor = fencedstore.Token{Epoch: uint64(fe), Seq: uint64(fs)}
 		d.Version = uint64(v)
 		d.Time = d.Time.UTC()
 		out = append(out, d)

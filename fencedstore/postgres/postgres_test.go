@@ -121,6 +121,7 @@ func TestStore_Conformance(t *testing.T) {
 	storetest.Run(t, newStore)
 	storetest.RunLimits(t, newStoreWith)
 	storetest.RunRetention(t, newStoreWith)
+	storetest.RunQuota(t, newStore)
 }
 
 // Two stores on one schema (two nodes) see one state, and opening an
@@ -504,4 +505,89 @@ func connect(t *testing.T, url string) *pgx.Conn {
 	}
 	t.Cleanup(func() { conn.Close(ctx) })
 	return conn
+}
+
+// A floor raised while a call of its job is deciding on another node
+// (read the floor, then waiting for the key's row) takes effect after
+// that call: RaiseFloor waits for it, so nothing revoked is written once
+// the raise has returned. The key's row is held by a transaction of the
+// test, so the call waits there for as long as the test says.
+func TestStore_RaiseFloorWaitsForCallsInFlight(t *testing.T) {
+	url := testURL(t)
+	schema := newSchema(t, url)
+	a := open(t, url, schema, storetest.Options{})
+	b := open(t, url, schema, storetest.Options{}) // another node on the same database
+	ctx := context.Background()
+	const key, job = "reports/x.csv", "report"
+	if _, err := a.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: storetest.T(1, 1), Attempt: "a", Job: job, Body: []byte("one")}); err != nil {
+		t.Fatal(err)
+	}
+	// Hold the key's row.
+	holder := connect(t, url)
+	tx, err := holder.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	if _, err := tx.Exec(ctx, `SELECT 1 FROM `+pgx.Identifier{schema, "fencecron_keys"}.Sanitize()+` WHERE key = $1 FOR UPDATE`, key); err != nil {
+		t.Fatal(err)
+	}
+	published := make(chan error, 1)
+	go func() {
+		_, err := a.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: storetest.T(1, 2), Attempt: "a", Job: job, Body: []byte("two")})
+		published <- err
+	}()
+	watch := connect(t, url)
+	waitFor(t, "the publish waiting for the key's row", func() (bool, error) {
+		var n int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE '%' || $1 || '%'`, schema).Scan(&n)
+		return n > 0, err
+	})
+	raised := make(chan error, 1)
+	go func() {
+		_, err := b.RaiseFloor(ctx, job, storetest.T(1, 5))
+		raised <- err
+	}()
+	waitFor(t, "the raise waiting for the publish, or returning", func() (bool, error) {
+		select {
+		case err := <-raised:
+			t.Fatalf("RaiseFloor returned (%v) while a call of its job was still deciding: the call lands after the raise", err)
+		default:
+		}
+		var n int
+		err := watch.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			AND objid::bigint = (hashtext($1)::bigint & 4294967295)`, schema+"/"+job).Scan(&n)
+		return n > 0, err
+	})
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-published; err != nil {
+		t.Fatalf("the publish that began before the raise: %v", err)
+	}
+	if err := <-raised; err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: storetest.T(1, 3), Attempt: "a", Job: job, Body: []byte("three")}); !errors.Is(err, fencedstore.ErrStaleOwner) {
+		t.Errorf("a publish after the raise: err = %v, want stale_owner", err)
+	}
+}
+
+// waitFor polls cond until it holds, for at most 20 s.
+func waitFor(t *testing.T, what string, cond func() (bool, error)) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		ok, err := cond()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 20s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }

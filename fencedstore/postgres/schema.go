@@ -24,14 +24,14 @@ import (
 // covers the oldest schemas, whose history had no expires column.
 
 // SchemaVersion is the schema version this code writes.
-const SchemaVersion = 2
+const SchemaVersion = 3
 
 // migrationLock is the advisory lock Open takes while it migrates.
 const migrationLock = 7283461001
 
 // migrations[i] takes a schema from version i to i+1. %[1]s is the schema,
 // %[2]s fencecron_keys, %[3]s fencecron_history, %[4]s fencecron_versions,
-// %[5]s fencecron_floors, %[6]s fencecron_schema.
+// %[5]s fencecron_floors, %[6]s fencecron_schema, %[7]s fencecron_job_floors.
 var migrations = []string{
 	// 1: keys with their body and greatest token, and the decisions.
 	`
@@ -126,6 +126,22 @@ COMMENT ON COLUMN %[3]s.at IS 'when the store decided';
 COMMENT ON COLUMN %[3]s.expires IS 'the call''s token expiry, if it carried one';
 COMMENT ON TABLE %[4]s IS 'fencecron fenced store: earlier bodies of a key, the last store.keep_versions - 1';
 COMMENT ON TABLE %[5]s IS 'fencecron fenced store: per retention prefix, the greatest token of the tombstones dropped; no token up to it writes under the prefix';`,
+
+	// 3: job floors (a forced release revokes a job's tokens up to the
+	// released one), and the floor a refusal names in the history.
+	`
+CREATE TABLE %[7]s (
+	job    text COLLATE "C" PRIMARY KEY,
+	epoch  bigint NOT NULL,
+	seq    bigint NOT NULL,
+	raised timestamptz NOT NULL
+);
+ALTER TABLE %[3]s ADD COLUMN floor_epoch bigint;
+ALTER TABLE %[3]s ADD COLUMN floor_seq bigint;
+COMMENT ON TABLE %[7]s IS 'fencecron fenced store: per job, the floor a forced release raised; no token of the job up to it writes any key';
+COMMENT ON COLUMN %[7]s.raised IS 'when the floor was last raised';
+COMMENT ON COLUMN %[3]s.floor_epoch IS 'on a stale_owner refusal by the job''s floor: that floor (epoch part)';
+COMMENT ON COLUMN %[3]s.floor_seq IS 'on a stale_owner refusal by the job''s floor: that floor (seq part)';`,
 }
 
 // migrate brings the schema to SchemaVersion under an advisory lock.
@@ -161,7 +177,7 @@ func (s *Store) migrate(ctx context.Context, pool *pgxpool.Pool) error {
 			return fmt.Errorf("%w: schema %s is at version %d, and this fencecron knows versions up to %d: upgrade fencecron", errNewerSchema, s.Schema, current, SchemaVersion)
 		}
 		for v := current; v < len(migrations); v++ {
-			sql := fmt.Sprintf(migrations[v], schema, s.keys, s.hist, s.vers, s.floors, s.schemaT)
+			sql := fmt.Sprintf(migrations[v], schema, s.keys, s.hist, s.vers, s.floors, s.schemaT, s.jobFloors)
 			if _, err := tx.Exec(ctx, sql); err != nil {
 				return fmt.Errorf("migrate schema %s to version %d: %w", s.Schema, v+1, err)
 			}

@@ -1,6 +1,6 @@
 // Package storetest is the conformance suite every fencedstore.Store
 // backend must pass: the rules table (expiry included), history, the range
-// of tokens, and bad input.
+// of tokens, bad input, and jobs' floors.
 package storetest
 
 import (
@@ -70,6 +70,8 @@ func Run(t *testing.T, newStore Factory) {
 	t.Run("BadInput", func(t *testing.T) { testBadInput(t, newStore) })
 	t.Run("ListAndGet", func(t *testing.T) { testListAndGet(t, newStore) })
 	t.Run("Concurrent", func(t *testing.T) { testConcurrent(t, newStore) })
+	t.Run("Floors", func(t *testing.T) { testFloors(t, newStore) })
+	t.Run("FloorRace", func(t *testing.T) { testFloorRace(t, newStore) })
 }
 
 // RunLimits checks the configurable limits (the body cap and the history

@@ -126,10 +126,10 @@ func (c *Client) Pause(ctx context.Context, job string, paused bool) error {
 }
 
 // Release implements scheduler.Releaser.
-func (c *Client) Release(ctx context.Context, attempt, reason, asker string) (jobs.Run, error) {
-	var run jobs.Run
-	err := c.toLeader(ctx, pathRelease, releaseRequest{Attempt: attempt, Reason: reason, Asker: asker}, &run)
-	return run, err
+func (c *Client) Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error) {
+	var rel scheduler.Released
+	err := c.toLeader(ctx, pathRelease, releaseRequest{Attempt: attempt, Reason: reason, Asker: asker}, &rel)
+	return rel, err
 }
 
 // Started implements scheduler.Forwarder.

@@ -129,13 +129,13 @@ func (s *Server) init() {
 			return dispatchReply{Accepted: a.Attempt.ID}, nil
 		}),
 	}
-	s.routes[pathRelease] = handle(s, func(ctx context.Context, req releaseRequest) (jobs.Run, error) {
+	s.routes[pathRelease] = handle(s, func(ctx context.Context, req releaseRequest) (scheduler.Released, error) {
 		if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
-			return jobs.Run{}, err
+			return scheduler.Released{}, err
 		}
 		rl, ok := s.Leader.(scheduler.Releaser)
 		if !ok {
-			return jobs.Run{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
+			return scheduler.Released{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
 		}
 		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
 	})

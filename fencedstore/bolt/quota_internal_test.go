@@ -1,4 +1,4 @@
-package httpstore
+package bolt
 
 import (
 	"context"
