@@ -252,3 +252,13 @@ func CheckAfter(specs []Spec) []AfterProblem {
 	}
 	return out
 }
+
+// CheckTarget checks the target of a notify entry (its webhook, slack or
+// email) as a job's notify list is checked, whatever its on.
+func (n Notify) CheckTarget(l Limits) error {
+	n.On = []string{NotifyStates[0]}
+	if errs := checkNotify([]Notify{n}, l); len(errs) > 0 {
+		return errs[0]
+	}
+	return nil
+}

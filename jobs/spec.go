@@ -191,6 +191,24 @@ func (s *Spec) OutputKey(scheduled time.Time) (string, error) {
 	return s.renderOutput(scheduled, loc)
 }
 
+// OutputKeyBeforeV7 renders the job's output key for one scheduled time
+// as servers before log version 7 did, with the whole template language
+// and no bound. Only a server applying an entry of such a version calls
+// it, so that it decides as they did; everything else renders with
+// OutputKey.
+func (s *Spec) OutputKeyBeforeV7(scheduled time.Time) (string, error) {
+	if s.Output == "" {
+		return "", nil
+	}
+	loc, err := s.Location()
+	if err != nil {
+		return "", err
+	}
+	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	b, err := renderUnbounded("output", s.Output, data)
+	return string(b), err
+}
+
 // renderOutput renders the output key template for a scheduled time seen
 // in loc, within the bounds of template.go: a key is at most MaxKeyLen
 // bytes.

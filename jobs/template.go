@@ -27,9 +27,11 @@ import (
 //     sees an argument longer than the template itself;
 //   - the functions that make text (print, printf, println, html, js,
 //     urlquery) are replaced by bounded ones: no result over
-//     maxTemplateValue, no printf width or precision over two digits, and
+//     maxTemplateValue, no printf width or precision over two digits nor
+//     argument index (%[1]s would repeat an argument without end), and
 //     all of them together produce at most maxTemplateWork bytes;
-//   - the output itself is cut at its own bound (a key's, a body's).
+//   - the template itself is at most MaxTemplateBytes, and its output is
+//     cut at its own bound (a key's, a body's).
 //
 // A template that breaks a rule is refused when it is parsed, at
 // validate and apply, with the rule and its line and column in the
@@ -45,6 +47,9 @@ const (
 	maxTemplateWork = 1 << 20
 	// MaxHTTPBodyBytes bounds an HTTP job's rendered request body.
 	MaxHTTPBodyBytes = 1 << 20
+	// MaxTemplateBytes bounds a template's text: an output key's or a
+	// body's.
+	MaxTemplateBytes = 64 << 10
 )
 
 // ErrTemplateBound is wrapped by a render that went over a bound.
@@ -63,6 +68,9 @@ type OutputData struct {
 // renderTemplate parses text as a template named name under the rules
 // above and executes it on data, writing at most limit bytes.
 func renderTemplate(name, text string, data OutputData, limit int) ([]byte, error) {
+	if len(text) > MaxTemplateBytes {
+		return nil, fmt.Errorf("%s template: %d bytes; a template is at most %d", name, len(text), MaxTemplateBytes)
+	}
 	work := 0
 	t, err := texttemplate.New(name).Option("missingkey=error").Funcs(boundedFuncs(&work)).Parse(text)
 	if err != nil {
@@ -258,8 +266,11 @@ func boundedFuncs(work *int) texttemplate.FuncMap {
 	args := func(name string, xs []any) error {
 		n := 0
 		for _, x := range xs {
-			if s, ok := x.(string); ok {
-				n += len(s)
+			switch x := x.(type) {
+			case string:
+				n += len(x)
+			case []byte: // time.Time's AppendFormat, MarshalText
+				n += 6 * len(x) // %v prints a byte as up to 3 digits and a space
 			}
 		}
 		if n > maxTemplateValue {
@@ -267,7 +278,7 @@ func boundedFuncs(work *int) texttemplate.FuncMap {
 		}
 		return nil
 	}
-	escape := func(name string, fn func(...any) string) func(...any) (string, error) {
+	bounded := func(name string, fn func(...any) string) func(...any) (string, error) {
 		return func(xs ...any) (string, error) {
 			if err := args(name, xs); err != nil {
 				return "", err
@@ -276,8 +287,8 @@ func boundedFuncs(work *int) texttemplate.FuncMap {
 		}
 	}
 	return texttemplate.FuncMap{
-		"print":   escape("print", fmt.Sprint),
-		"println": escape("println", fmt.Sprintln),
+		"print":   bounded("print", fmt.Sprint),
+		"println": bounded("println", fmt.Sprintln),
 		"printf": func(format string, xs ...any) (string, error) {
 			if err := args("printf", append(xs, format)); err != nil {
 				return "", err
@@ -287,14 +298,15 @@ func boundedFuncs(work *int) texttemplate.FuncMap {
 			}
 			return spend("printf", fmt.Sprintf(format, xs...))
 		},
-		"html":     escape("html", texttemplate.HTMLEscaper),
-		"js":       escape("js", texttemplate.JSEscaper),
-		"urlquery": escape("urlquery", func(xs ...any) string { return url.QueryEscape(fmt.Sprint(xs...)) }),
+		"html":     bounded("html", texttemplate.HTMLEscaper),
+		"js":       bounded("js", texttemplate.JSEscaper),
+		"urlquery": bounded("urlquery", func(xs ...any) string { return url.QueryEscape(fmt.Sprint(xs...)) }),
 	}
 }
 
 // checkWidths refuses a printf format with a width or precision of more
-// than two digits, or one taken from an argument (*).
+// than two digits, or one taken from an argument (*), or an explicit
+// argument index ([n]).
 func checkWidths(format string) error {
 	for i := 0; i < len(format); i++ {
 		if format[i] != '%' {
@@ -316,11 +328,29 @@ func checkWidths(format string) error {
 			case ch == '.':
 				digits = 0
 				continue
-			case strings.IndexByte("+-# [", ch) >= 0 || ch == ']':
+			case ch == '[':
+				return fmt.Errorf("%w: printf: an argument index ([n]) is not allowed", ErrTemplateBound)
+			case strings.IndexByte("+-# ", ch) >= 0:
 				continue
 			}
 			break
 		}
 	}
 	return nil
+}
+
+// renderUnbounded renders text as a template with the whole of Go's
+// template language and no bound: the rendering of servers before log
+// version 7, which a server replaying an entry of theirs must repeat to
+// decide as they did (scheduler/after.go). Nothing else calls it.
+func renderUnbounded(name, text string, data OutputData) ([]byte, error) {
+	t, err := texttemplate.New(name).Option("missingkey=error").Parse(text)
+	if err != nil {
+		return nil, fmt.Errorf("%s template: %w", name, err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, data); err != nil {
+		return nil, fmt.Errorf("%s template: %w", name, err)
+	}
+	return b.Bytes(), nil
 }

@@ -38,6 +38,7 @@ func TestSpec_OutputKey_TemplatesThatCannotStall(t *testing.T) {
 		{`{{ call .Job }}`, "call is not allowed"},
 		{`{{ printf "%0999999999d" 1 }}`, "more than two digits"},
 		{`{{ printf "%*d" 999999999 1 }}`, "from an argument (*)"},
+		{`{{ printf "%[1]s%[1]s%[1]s" .RunID }}`, "an argument index ([n]) is not allowed"},
 		{`x/{{ printf "%099d%099d%099d%099d%099d%099d%099d%099d%099d%099d%099d" 1 2 3 4 5 6 7 8 9 10 11 }}`, "it renders more than 1024 bytes"},
 		{"{{ with print .RunID .RunID }}" + strings.Repeat("{{ with print . . }}", 40) + "{{ . }}" + strings.Repeat("{{ end }}", 41), "at most 65536"},
 	} {
@@ -62,8 +63,12 @@ func TestSpec_Validate_RefusesUnboundedTemplates(t *testing.T) {
 		t.Errorf("body: %v; want the range refused at its place", err)
 	}
 	big := Spec{Name: "hook", Schedules: []string{"@daily"}, HTTP: &HTTP{URL: "http://127.0.0.1:9/x", Method: "POST",
-		Body: strings.Repeat(`{{ printf "%099d" 1 }}`, 11000)}}
-	if _, err := big.HTTPBody(time.Now()); !errors.Is(err, ErrTemplateBound) {
-		t.Errorf("a body of over a MiB: %v; want ErrTemplateBound", err)
+		Body: `{{ with print "` + strings.Repeat("x", 60000) + `" }}` + strings.Repeat(`{{ print . }}`, 20) + `{{ end }}`}}
+	if _, err := big.HTTPBody(time.Now()); !errors.Is(err, ErrTemplateBound) || !strings.Contains(err.Error(), "functions make more than 1048576 bytes") {
+		t.Errorf("a body whose functions make over a MiB: %v; want ErrTemplateBound", err)
+	}
+	long := Spec{Name: "hook", Schedules: []string{"@daily"}, HTTP: &HTTP{URL: "http://127.0.0.1:9/x", Method: "POST", Body: strings.Repeat("x", MaxTemplateBytes+1)}}
+	if err := long.Validate(Limits{}); err == nil || !strings.Contains(err.Error(), "a template is at most 65536") {
+		t.Errorf("a body template over MaxTemplateBytes: %v; want it refused", err)
 	}
 }

@@ -24,8 +24,8 @@ import (
 // runs succeeded.
 const TriggerAfter = "after"
 
-// followCmd rides on the entries that may finish runs (complete,
-// completes, expire): the worker the leader chose for each job that may
+// followCmd rides on the entries of completions (complete, completes),
+// which may finish runs: the worker the leader chose for each job that may
 // follow one of them, the output key it rendered for each run that may
 // follow (version 7: a template is never executed inside Apply), and the
 // time of the proposal.
@@ -50,14 +50,17 @@ const maxFollowErr = 512
 
 // followKey is the output key of job spec's run id for t, as the entry
 // decides it: a version 7 entry takes the key its leader rendered
-// (checked by the store's key rule) and skips the run if there is none; an
-// older one renders the template here, as the servers that wrote it did.
+// (checked by the store's key rule) and skips the run if there is none. An
+// older one renders the template here with the rules of the servers that
+// wrote it (the whole language, unbounded): a server that rendered it
+// with today's narrower rules could decide otherwise than they did, and
+// the replicas of a cluster being upgraded would diverge.
 func followKey(version int, follow *followCmd, spec jobs.Spec, id string, t time.Time) (string, error) {
 	if spec.Output == "" {
 		return "", nil
 	}
 	if version < vLeaderRendersKeys {
-		return spec.OutputKey(t)
+		return spec.OutputKeyBeforeV7(t)
 	}
 	o, ok := follow.Outputs[id]
 	switch {

@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -422,12 +423,10 @@ func (f *FSM) Apply(l *raft.Log) any {
 		f.mu.Unlock()
 		return applyResult{Err: err}
 	}
-	res := f.apply(l, c)
-	if c.V >= 4 {
-		f.afterEntry(l, c)
-	}
-	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
-		f.promoteWaiters(l, commandTime(c))
+	res, ok := f.applyEntry(l, c)
+	if !ok {
+		f.mu.Unlock()
+		return res
 	}
 	f.st.LastIndex = l.Index
 	chs := f.changes
@@ -443,6 +442,33 @@ func (f *FSM) Apply(l *raft.Log) any {
 	f.publish(chs)
 	f.notifySubscribers()
 	return res
+}
+
+// applyEntry applies a decoded entry: its op, then what follows it in the
+// same entry (afterEntry, promoteWaiters). A panic halts the FSM at the
+// entry, as an entry it cannot read does (ok false): every replica meets
+// the same panic at the same entry, and one that went on would apply the
+// later entries to a state the panic left half-changed. A halted FSM takes
+// no snapshot, so after a restart on a fixed binary Raft applies the entry
+// again from the last snapshot. f.mu held.
+func (f *FSM) applyEntry(l *raft.Log, c command) (res applyResult, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.logger().Error("applying an entry panicked", "index", l.Index, "term", l.Term, "op", c.Op,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			f.halt(l, fmt.Errorf("applying its op %q panicked: %v", c.Op, p))
+			f.changes, f.trimmedRuns, f.trimmedEvents = nil, nil, nil
+			res, ok = applyResult{Err: f.halted}, false
+		}
+	}()
+	res = f.apply(l, c)
+	if c.V >= 4 {
+		f.afterEntry(l, c)
+	}
+	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
+		f.promoteWaiters(l, commandTime(c))
+	}
+	return res, true
 }
 
 // changed records a change of the entry being applied.
@@ -1153,7 +1179,7 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 // compacted to this snapshot. (Raft calls Snapshot between applies, so
 // nothing is trimmed meanwhile.)
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	snap, _, err := f.snapshot()
+	snap, _, err := f.snapshot(false)
 	if err != nil {
 		return nil, err
 	}
@@ -1161,8 +1187,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 }
 
 // snapshot takes a snapshot and says what it holds, both of one applied
-// index.
-func (f *FSM) snapshot() (*stateSnapshot, SnapshotInfo, error) {
+// index. With check, it refuses a state that a restore would refuse
+// (checkState).
+func (f *FSM) snapshot(check bool) (*stateSnapshot, SnapshotInfo, error) {
 	if f.History != nil {
 		if err := f.History.Sync(); err != nil {
 			return nil, SnapshotInfo{}, fmt.Errorf("no snapshot until the history is durable: %w", err)
@@ -1179,14 +1206,23 @@ func (f *FSM) snapshot() (*stateSnapshot, SnapshotInfo, error) {
 	// encoded by Persist.
 	st := f.st
 	st.Version = LogVersion
+	if check {
+		if err := checkState(&st, time.Time{}); err != nil {
+			return nil, SnapshotInfo{}, fmt.Errorf("a restore would refuse this state: %w", err)
+		}
+	}
 	info := infoOf(&st)
 	set := st.Jobs
 	st.Jobs = nil
-	b, err := json.Marshal(st)
-	if err != nil {
+	// Not HTML-escaped: a tail of "<" or "&" would take six times its
+	// size in every snapshot.
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(st); err != nil {
 		return nil, SnapshotInfo{}, err
 	}
-	return &stateSnapshot{rest: b, jobs: set}, info, nil
+	return &stateSnapshot{rest: bytes.TrimSuffix(b.Bytes(), []byte("\n")), jobs: set}, info, nil
 }
 
 // stateSnapshot is a snapshot of the state: rest, the state without its

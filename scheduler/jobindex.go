@@ -116,7 +116,12 @@ func (f *FSM) addRun(r *jobs.Run) {
 // job's newest, the job's summary takes its final state.
 func (f *FSM) dropRun(r *jobs.Run) {
 	ids := f.idx.runs[r.Job]
-	if i := slices.Index(ids, r.ID); i >= 0 {
+	switch i := slices.Index(ids, r.ID); {
+	case i == 0:
+		// Runs are dropped oldest first: without a copy each time, a job
+		// with many runs is trimmed in linear time.
+		ids = ids[1:]
+	case i > 0:
 		ids = slices.Delete(ids, i, i+1)
 	}
 	if len(ids) == 0 {

@@ -26,8 +26,12 @@ func (f *FSM) stats(job string) *JobStats {
 	}
 	s := f.st.JobStats[job]
 	if s == nil {
-		s = &JobStats{Runs: map[jobs.State]uint64{}}
+		s = &JobStats{}
 		f.st.JobStats[job] = s
+	}
+	if s.Runs == nil {
+		// A snapshot may hold figures without runs ({} or "runs": null).
+		s.Runs = map[jobs.State]uint64{}
 	}
 	return s
 }

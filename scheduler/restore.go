@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -33,21 +32,35 @@ type SnapshotInfo struct {
 // WriteSnapshot writes the FSM's state to w, in the format Restore and
 // PrepareRestore read: the same bytes as Raft's own snapshots. It is
 // consistent: one applied index. Take it on the leader after a barrier
-// to include everything committed so far.
+// to include everything committed so far. What a restore would refuse is
+// not written: a state checkState refuses, or one over MaxSnapshotBytes
+// (then w has had part of it).
 func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
-	snap, info, err := f.snapshot()
+	snap, info, err := f.snapshot(true)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	// What restore would refuse is not written: the same checks, on the
-	// state itself rather than on its bytes decoded again.
-	if err := info.check(); err != nil {
-		return SnapshotInfo{}, err
-	}
-	if err := snap.writeTo(w); err != nil {
+	if err := snap.writeTo(&cappedWriter{w: w, left: MaxSnapshotBytes}); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
 	}
 	return info, nil
+}
+
+// errSnapshotTooLarge is a snapshot over MaxSnapshotBytes.
+var errSnapshotTooLarge = fmt.Errorf("%w: the replicated state is over %d MiB, the most a restore takes; lower the runs it keeps (history.runs and the hot window) or the job set", jobs.ErrInvalidConfig, MaxSnapshotBytes>>20)
+
+// cappedWriter writes to w until left bytes are written, then refuses.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errSnapshotTooLarge
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
 }
 
 // RestoreFloor is what the cluster a snapshot is restored into knows
@@ -65,6 +78,9 @@ type RestoreFloor struct {
 	// /api/v1/jobset: Scheduler.CheckJobs); the snapshot's set must pass
 	// them too.
 	Limits jobs.Limits
+	// Now is the time of the restore: no fire time of the snapshot may
+	// lie more than a day after it (zero: not checked).
+	Now time.Time
 }
 
 // PrepareRestore readies a saved snapshot for raft.Restore into a
@@ -92,7 +108,7 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 	if len(data) > MaxSnapshotBytes {
 		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot of %d bytes: a snapshot is at most %d MiB", jobs.ErrInvalidConfig, len(data), MaxSnapshotBytes>>20)
 	}
-	st, info, err := decodeSnapshot(data)
+	st, info, err := decodeSnapshot(data, floor.Now)
 	if err != nil {
 		return nil, SnapshotInfo{}, err
 	}
@@ -127,15 +143,12 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 }
 
 // checkRestoredJobs checks a snapshot's job set as PUT /api/v1/jobset
-// checks one (Scheduler.CheckJobs), and stores it normalized: a spec that
-// left out a field the snapshot's writer filled in gets its default here,
-// not a zero (a max_output_bytes of 0 would be no cap at all).
+// checks one (checkJobSet), and stores it normalized: a spec that left
+// out a field the snapshot's writer filled in gets its default here, not a
+// zero (a max_output_bytes of 0 would be no cap at all).
 func checkRestoredJobs(st *state, l jobs.Limits) error {
-	specs := slices.Clone(st.Jobs)
-	for i := range specs {
-		specs[i].Normalize()
-	}
-	if err := jobs.CheckSet(specs, l); err != nil {
+	specs, err := checkJobSet(st.Jobs, l)
+	if err != nil {
 		return fmt.Errorf("snapshot: its job set: %w", err)
 	}
 	var size countingWriter
@@ -145,8 +158,8 @@ func checkRestoredJobs(st *state, l jobs.Limits) error {
 	if size > jobs.MaxSetBytes {
 		return fmt.Errorf("%w: snapshot: its job set is %d MiB of JSON; a job set is at most %d MiB (jobs.MaxSetBytes)", jobs.ErrInvalidConfig, size>>20, jobs.MaxSetBytes>>20)
 	}
-	if hash := jobs.HashSpecs(specs); hash != st.JobsHash && len(specs) > 0 {
-		st.JobsHash = hash
+	if len(specs) > 0 {
+		st.JobsHash = jobs.HashSpecs(specs)
 	}
 	st.Jobs = specs
 	st.HasJobs = st.HasJobs || len(specs) > 0
@@ -162,14 +175,14 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // decodeSnapshot decodes a snapshot's state once, checks it
-// (checkState) and says what it holds.
-func decodeSnapshot(data []byte) (state, SnapshotInfo, error) {
+// (checkState, with fire times bounded by now) and says what it holds.
+func decodeSnapshot(data []byte, now time.Time) (state, SnapshotInfo, error) {
 	var st state
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&st); err != nil {
 		return state{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
-	if err := checkState(&st); err != nil {
+	if err := checkState(&st, now); err != nil {
 		return state{}, SnapshotInfo{}, err
 	}
 	return st, infoOf(&st), nil
@@ -188,17 +201,6 @@ func infoOf(st *state) SnapshotInfo {
 		}
 	}
 	return info
-}
-
-// check refuses a snapshot this binary cannot restore.
-func (info SnapshotInfo) check() error {
-	if info.Version > LogVersion {
-		return fmt.Errorf("%w: snapshot of log format version %d; this binary reads up to version %d", jobs.ErrInvalidConfig, info.Version, LogVersion)
-	}
-	if info.LastIndex == 0 {
-		return fmt.Errorf("%w: snapshot holds no applied entry (last_index 0)", jobs.ErrInvalidConfig)
-	}
-	return nil
 }
 
 // RestoreMeta is the raft.SnapshotMeta raft.Restore needs for data.

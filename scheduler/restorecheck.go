@@ -3,6 +3,8 @@ package scheduler
 import (
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -31,38 +33,44 @@ const (
 	// MaxRestoreEpoch bounds a snapshot's epoch, epoch_base and every
 	// token's epoch (2^40: an election a second for 34,000 years).
 	MaxRestoreEpoch = 1 << 40
-	// MaxSnapshotBytes bounds a snapshot sent for restore. Every server
-	// decodes it whole, into several times its size: 160 MiB holds the
-	// largest job set (jobs.MaxSetBytes) with its runs and audit trail.
-	MaxSnapshotBytes = jobs.MaxSetBytes + 64<<20
+	// MaxSnapshotBytes bounds a snapshot, saved or restored. Every server
+	// decodes a restored one whole, into several times its size. 256 MiB
+	// holds the largest job set (jobs.MaxSetBytes) with a hot window of
+	// 2,000 runs whose attempts all kept 80 KiB of output tails; 100,000
+	// typical jobs and their runs take 35 MiB.
+	MaxSnapshotBytes = 256 << 20
 )
 
 // Bounds on the parts of a restored state that the log bounds as it
 // applies entries: a snapshot may not bring in more.
 const (
 	// maxRestoreString bounds one text of a run, attempt, event or notice
-	// (the largest the log keeps is a stdout tail of 16 KiB).
+	// (the largest the log keeps is a stderr tail of 64 KiB).
 	maxRestoreString = 64 << 10
 	// maxRestoreCounter bounds a counter, so that no increment wraps.
 	maxRestoreCounter = 1 << 62
-	// maxRestoreCounters bounds the counters by name.
-	maxRestoreCounters = 64
+	// maxRestoreCounters bounds the counters by name (a log of version 1
+	// counted every note's kind).
+	maxRestoreCounters = 10_000
 	// maxRestoreProblems is how many problems a refusal lists.
 	maxRestoreProblems = 10
+	// maxRestoreAhead bounds how far after the restore's own time a fire
+	// time in the snapshot may lie: a run granted ahead is granted a
+	// second early, and clocks disagree; a horizon a year ahead would stop
+	// its job for a year.
+	maxRestoreAhead = 24 * time.Hour
 )
 
-// Times a restored state may hold: none before 1970 or after 2200 (a fire
-// time in the far future would stop its job for good).
-var (
-	minRestoreTime = time.Date(1970, 1, 1, 0, 0, 0, 0, time.UTC)
-	maxRestoreTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
-)
+// maxRestoreTime bounds every other time of a restored state.
+var maxRestoreTime = time.Date(2200, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // restoreProblems collects what is wrong with a state, up to
 // maxRestoreProblems, and how many there were.
 type restoreProblems struct {
 	list []string
 	n    int
+	// fireBy bounds fire times (zero: no bound).
+	fireBy time.Time
 }
 
 func (p *restoreProblems) add(format string, args ...any) {
@@ -94,9 +102,19 @@ func (p *restoreProblems) text(what, s string) {
 
 // time checks one time of the state.
 func (p *restoreProblems) time(what string, t time.Time) {
-	if !t.IsZero() && (t.Before(minRestoreTime) || !t.Before(maxRestoreTime)) {
-		p.add("%s: %s is not between 1970 and 2200", what, t.UTC().Format(time.RFC3339))
+	if !t.Before(maxRestoreTime) {
+		p.add("%s: %s is after 2200", what, t.UTC().Format(time.RFC3339))
 	}
+}
+
+// fireTime checks a fire time of the state: a run's, a horizon, the last
+// time granted, a queued one.
+func (p *restoreProblems) fireTime(what string, t time.Time) {
+	if !p.fireBy.IsZero() && t.After(p.fireBy) {
+		p.add("%s: %s is more than %s after now: restored, it would hold its job back until then", what, t.UTC().Format(time.RFC3339), maxRestoreAhead)
+		return
+	}
+	p.time(what, t)
 }
 
 // jobName checks a job name the state refers to.
@@ -107,13 +125,20 @@ func (p *restoreProblems) jobName(what, name string) {
 }
 
 // checkState says whether st is a state every part of the scheduler can
-// live with: every run present, under its own id and in the order exactly
-// once, every attempt numbered and named for its run, every reference to
-// a run resolvable, every index, epoch, time, text and counter within the
-// bounds above. It does not check the job set (PrepareRestore does) and
-// reads st only.
-func checkState(st *state) error {
-	var p restoreProblems
+// live with: what FSM.Restore needs (checkIndexable); every run under its
+// own id and in the order exactly once, with an attempt unless it waits
+// in its group's queue; every attempt numbered and named for its run;
+// every reference to a run resolvable; every index, epoch, text, counter
+// and notification target within the bounds above; no fire time more than
+// maxRestoreAhead after now (zero: not checked). It does not check the job
+// set (PrepareRestore does) and reads st only. Problems are listed in a
+// stable order: the order's, then by name.
+func checkState(st *state, now time.Time) error {
+	p := restoreProblems{}
+	if !now.IsZero() {
+		p.fireBy = now.Add(maxRestoreAhead)
+	}
+	indexable(&p, st)
 	switch {
 	case st.Version > LogVersion:
 		p.add("log format version %d; this binary reads up to version %d", st.Version, LogVersion)
@@ -126,14 +151,20 @@ func checkState(st *state) error {
 	if st.LastIndex > MaxRestoreIndex {
 		p.add("last_index %d is over %d: the restored cluster would have no room left for new tokens", st.LastIndex, uint64(MaxRestoreIndex))
 	}
-	for what, n := range map[string]uint64{"epoch": st.Epoch, "epoch_base": st.EpochBase, "range_refused_term": st.RangeRefusedTerm} {
-		if n > MaxRestoreEpoch {
-			p.add("%s %d is over %d: the restored cluster would have no room left for new epochs", what, n, uint64(MaxRestoreEpoch))
+	for _, f := range []struct {
+		what string
+		n    uint64
+	}{{"epoch", st.Epoch}, {"epoch_base", st.EpochBase}, {"range_refused_term", st.RangeRefusedTerm}} {
+		if f.n > MaxRestoreEpoch {
+			p.add("%s %d is over %d: the restored cluster would have no room left for new epochs", f.what, f.n, uint64(MaxRestoreEpoch))
 		}
 	}
-	for what, n := range map[string]uint64{"elected_index": st.ElectedIndex, "event_seq": st.EventSeq, "notice_seq": st.NoticeSeq} {
-		if n > MaxRestoreIndex {
-			p.add("%s %d is over %d", what, n, uint64(MaxRestoreIndex))
+	for _, f := range []struct {
+		what string
+		n    uint64
+	}{{"event_seq", st.EventSeq}, {"notice_seq", st.NoticeSeq}} {
+		if f.n > MaxRestoreIndex {
+			p.add("%s %d is over %d", f.what, f.n, uint64(MaxRestoreIndex))
 		}
 	}
 	if st.ElectedIndex > st.LastIndex {
@@ -148,8 +179,8 @@ func checkState(st *state) error {
 	if len(st.Counters) > maxRestoreCounters {
 		p.add("%d counters; at most %d", len(st.Counters), maxRestoreCounters)
 	}
-	for name, n := range st.Counters {
-		if len(name) > 64 || n > maxRestoreCounter {
+	for _, name := range slices.Sorted(maps.Keys(st.Counters)) {
+		if n := st.Counters[name]; len(name) > 1024 || n > maxRestoreCounter {
 			p.add("counter %q: %d", clip(name, 80), n)
 		}
 	}
@@ -157,10 +188,11 @@ func checkState(st *state) error {
 		p.add("%d skipped ranges; at most %d", len(st.Skips), maxSkipRanges)
 	}
 	for i, s := range st.Skips {
-		p.jobName(fmt.Sprintf("skips[%d].job", i), s.Job)
-		p.text(fmt.Sprintf("skips[%d].reason", i), s.Reason)
-		p.time(fmt.Sprintf("skips[%d].from", i), s.From)
-		p.time(fmt.Sprintf("skips[%d].to", i), s.To)
+		what := fmt.Sprintf("skips[%d]", i)
+		p.jobName(what+".job", s.Job)
+		p.text(what+".reason", s.Reason)
+		p.fireTime(what+".from", s.From)
+		p.fireTime(what+".to", s.To)
 	}
 	for i, e := range st.Events {
 		checkEvent(&p, fmt.Sprintf("events[%d]", i), e, st)
@@ -171,11 +203,15 @@ func checkState(st *state) error {
 	for i, n := range st.Notices {
 		what := fmt.Sprintf("notices[%d]", i)
 		p.jobName(what+".job", n.Job)
+		p.text(what+".run", n.Run)
 		p.text(what+".error", n.Error)
 		p.text(what+".reason", n.Reason)
 		p.time(what+".at", n.At)
-		if n.ID > st.NoticeSeq {
-			p.add("%s: id %d is after notice_seq %d", what, n.ID, st.NoticeSeq)
+		if n.ID > st.NoticeSeq || n.Index > st.LastIndex {
+			p.add("%s: id %d and index %d are after notice_seq %d and last_index %d", what, n.ID, n.Index, st.NoticeSeq, st.LastIndex)
+		}
+		if err := n.Target.CheckTarget(jobs.Limits{}); err != nil {
+			p.add("%s.target: %v", what, err)
 		}
 	}
 	return p.err()
@@ -185,56 +221,64 @@ func checkState(st *state) error {
 func checkRuns(p *restoreProblems, st *state) {
 	inOrder := make(map[string]bool, len(st.Order))
 	for i, id := range st.Order {
-		switch {
-		case inOrder[id]:
+		if inOrder[id] {
 			p.add("order[%d]: run %q listed twice", i, clip(id, 120))
-		case st.Runs[id] == nil:
-			p.add("order[%d]: run %q is not in runs", i, clip(id, 120))
 		}
 		inOrder[id] = true
-	}
-	for id, r := range st.Runs {
-		what := "runs[" + clip(id, 120) + "]"
-		if r == nil {
-			p.add("%s: null", what)
-			continue
-		}
-		if !inOrder[id] {
-			p.add("%s: not in order", what)
-		}
-		p.jobName(what+".job", r.Job)
-		p.time(what+".scheduled_at", r.ScheduledAt)
-		if r.ID != id || id != jobs.RunID(r.Job, r.ScheduledAt) {
-			p.add("%s: its id %q is not %q, the id of job %q at %s", what, clip(r.ID, 120), clip(jobs.RunID(r.Job, r.ScheduledAt), 120), clip(r.Job, 80), r.ScheduledAt.UTC().Format(time.RFC3339Nano))
-		}
-		if !r.State.Known() {
-			p.add("%s: state %q", what, clip(string(r.State), 32))
-		}
-		if r.Output != "" {
-			if err := jobs.CheckKey(r.Output); err != nil {
-				p.add("%s.output: not a store key: %v", what, err)
-			}
-		}
-		p.text(what+".reason", r.Reason)
-		p.text(what+".trigger", r.Trigger)
-		p.text(what+".group", r.Group)
-		for _, parent := range r.After {
-			p.text(what+".after", parent)
-		}
-		for i := range r.Attempts {
-			checkAttemptOf(p, fmt.Sprintf("%s.attempts[%d]", what, i), r, i, st)
+		if r := st.Runs[id]; r != nil {
+			checkRun(p, "runs["+clip(id, 120)+"]", id, r, st)
 		}
 	}
-	for group, waiters := range st.GroupQueue {
-		for i, w := range waiters {
-			if r := st.Runs[w.Run]; r == nil || r.Group != group {
-				p.add("group_queue[%s][%d]: run %q is not a run of the group", clip(group, 80), i, clip(w.Run, 120))
+	if len(inOrder) != len(st.Runs) {
+		for _, id := range slices.Sorted(maps.Keys(st.Runs)) {
+			if !inOrder[id] {
+				p.add("runs[%s]: not in order", clip(id, 120))
 			}
+		}
+	}
+	for _, group := range slices.Sorted(maps.Keys(st.GroupQueue)) {
+		for i, w := range st.GroupQueue[group] {
+			r := st.Runs[w.Run]
+			if r == nil || r.Group != group || !jobs.IsWaiting(*r) {
+				p.add("group_queue[%s][%d]: run %q is not a run waiting in the group", clip(group, 80), i, clip(w.Run, 120))
+			}
+			p.fireTime(fmt.Sprintf("group_queue[%s][%d].scheduled_at", clip(group, 80), i), w.ScheduledAt)
 		}
 	}
 }
 
-// checkAttemptOf checks attempt i of run r (checkRuns).
+// checkRun checks run r, stored under id (checkRuns).
+func checkRun(p *restoreProblems, what, id string, r *jobs.Run, st *state) {
+	p.jobName(what+".job", r.Job)
+	p.fireTime(what+".scheduled_at", r.ScheduledAt)
+	if r.ID != id || id != jobs.RunID(r.Job, r.ScheduledAt) {
+		p.add("%s: its id %q is not %q, the id of job %q at %s", what, clip(r.ID, 120), clip(jobs.RunID(r.Job, r.ScheduledAt), 120), clip(r.Job, 80), r.ScheduledAt.UTC().Format(time.RFC3339Nano))
+	}
+	if !r.State.Known() {
+		p.add("%s: state %q", what, clip(string(r.State), 32))
+	}
+	if !r.State.Terminal() && len(r.Attempts) == 0 && !jobs.IsWaiting(*r) {
+		// Nothing would ever end it: no lease to expire, no queue to
+		// admit it, and its job's overlap policy would wait on it.
+		p.add("%s: %s with no attempt, and not waiting in a group's queue", what, r.State)
+	}
+	if r.Output != "" {
+		if err := jobs.CheckKey(r.Output); err != nil {
+			p.add("%s.output: not a store key: %v", what, err)
+		}
+	}
+	p.text(what+".reason", r.Reason)
+	p.text(what+".trigger", r.Trigger)
+	p.text(what+".group", r.Group)
+	for _, parent := range r.After {
+		p.text(what+".after", parent)
+	}
+	for i := range r.Attempts {
+		checkAttemptOf(p, fmt.Sprintf("%s.attempts[%d]", what, i), r, i, st)
+	}
+}
+
+// checkAttemptOf checks attempt i of run r (checkRun).
 func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *state) {
 	a := &r.Attempts[i]
 	if a.Number != i+1 || a.ID != jobs.AttemptID(r.ID, i+1) {
@@ -246,57 +290,65 @@ func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *sta
 	if a.Token.Epoch > MaxRestoreEpoch || a.Token.Seq > st.LastIndex {
 		p.add("%s: token %s is out of the snapshot's range (epoch at most %d, seq at most last_index %d)", what, a.Token, uint64(MaxRestoreEpoch), st.LastIndex)
 	}
-	for field, s := range map[string]string{"worker": a.Worker, "signal": a.Signal, "store_outcome": a.StoreOutcome, "error": a.Error, "stderr_tail": a.StderrTail, "stdout_tail": a.StdoutTail} {
-		p.text(what+"."+field, s)
-	}
+	p.text(what+".worker", a.Worker)
+	p.text(what+".signal", a.Signal)
+	p.text(what+".store_outcome", a.StoreOutcome)
+	p.text(what+".error", a.Error)
+	p.text(what+".stderr_tail", a.StderrTail)
+	p.text(what+".stdout_tail", a.StdoutTail)
 	if len(a.StoreRefusals) > maxStoreRefusals {
 		p.add("%s: %d store refusals; at most %d", what, len(a.StoreRefusals), maxStoreRefusals)
 	}
 	for _, s := range a.StoreRefusals {
 		p.text(what+".store_refusals", s)
 	}
-	for field, t := range map[string]time.Time{"granted_at": a.GrantedAt, "accepted_at": a.AcceptedAt, "started_at": a.StartedAt, "ended_at": a.EndedAt} {
-		p.time(what+"."+field, t)
-	}
+	p.time(what+".granted_at", a.GrantedAt)
+	p.time(what+".accepted_at", a.AcceptedAt)
+	p.time(what+".started_at", a.StartedAt)
+	p.time(what+".ended_at", a.EndedAt)
 }
 
 // checkJobMaps checks the parts of st kept per job (checkState). A job
 // that left the set may still be named there; a name that no job set
 // could hold may not.
 func checkJobMaps(p *restoreProblems, st *state) {
-	times := map[string]map[string]time.Time{"horizon": st.Horizon, "last_scheduled": st.LastScheduled}
-	for field, m := range times {
-		for job, t := range m {
-			p.jobName(field, job)
-			p.time(field+"["+clip(job, 80)+"]", t)
+	for _, m := range []struct {
+		field string
+		times map[string]time.Time
+	}{{"horizon", st.Horizon}, {"last_scheduled", st.LastScheduled}} {
+		for _, job := range slices.Sorted(maps.Keys(m.times)) {
+			p.jobName(m.field, job)
+			p.fireTime(m.field+"["+clip(job, 80)+"]", m.times[job])
 		}
 	}
-	for job := range st.Paused {
+	for _, job := range slices.Sorted(maps.Keys(st.Paused)) {
 		p.jobName("paused", job)
 	}
-	for job, s := range st.LastRuns {
+	for _, job := range slices.Sorted(maps.Keys(st.LastRuns)) {
+		s := st.LastRuns[job]
 		p.jobName("last_runs", job)
 		p.text("last_runs["+clip(job, 80)+"].id", s.ID)
-		p.time("last_runs["+clip(job, 80)+"].scheduled_at", s.ScheduledAt)
+		p.fireTime("last_runs["+clip(job, 80)+"].scheduled_at", s.ScheduledAt)
 	}
-	for job, s := range st.JobStats {
+	for _, job := range slices.Sorted(maps.Keys(st.JobStats)) {
 		p.jobName("job_stats", job)
-		if s == nil {
-			p.add("job_stats[%s]: null", clip(job, 80))
-		}
 	}
-	for job := range st.LastFinal {
+	for _, job := range slices.Sorted(maps.Keys(st.LastFinal)) {
 		p.jobName("last_final", job)
 	}
-	for job, q := range st.Backfills {
+	for _, job := range slices.Sorted(maps.Keys(st.Backfills)) {
 		p.jobName("backfills", job)
+		q := st.Backfills[job]
 		switch {
-		case q == nil:
-			p.add("backfills[%s]: null", clip(job, 80))
+		case q == nil: // indexable says so
 		case len(q.Times) > MaxBackfillTimes:
 			p.add("backfills[%s]: %d fire times queued; at most %d", clip(job, 80), len(q.Times), MaxBackfillTimes)
 		case q.MaxRunning < 0 || q.MaxRunning > MaxBackfillMaxRunning:
 			p.add("backfills[%s]: max_running %d", clip(job, 80), q.MaxRunning)
+		default:
+			for i, t := range q.Times {
+				p.fireTime(fmt.Sprintf("backfills[%s].times[%d]", clip(job, 80), i), t)
+			}
 		}
 	}
 }
@@ -316,39 +368,49 @@ func checkEvent(p *restoreProblems, what string, e jobs.Event, st *state) {
 		p.add("%s: epoch %d is over %d", what, e.Epoch, uint64(MaxRestoreEpoch))
 	}
 	p.time(what+".time", e.Time)
-	for field, s := range map[string]string{"kind": e.Kind, "node": e.Node, "job": e.Job, "run": e.Run, "attempt": e.Attempt, "detail": e.Detail} {
-		p.text(what+"."+field, s)
-	}
+	p.text(what+".kind", e.Kind)
+	p.text(what+".node", e.Node)
+	p.text(what+".job", e.Job)
+	p.text(what+".run", e.Run)
+	p.text(what+".attempt", e.Attempt)
+	p.text(what+".detail", e.Detail)
 }
 
 // checkIndexable is what FSM.Restore asks of every snapshot, its own
 // ones included: only what indexing the state needs (a run for every id
 // of the order, no null where the FSM keeps a pointer). It is less than
 // checkState on purpose: a node must not refuse, on restart, a snapshot
-// of its own that a later rule finds wanting.
+// of its own that a later rule finds wanting. PrepareRestore checks it
+// too (checkState): a user restore that FSM.Restore refused would stop
+// the leader (hashicorp/raft panics on it).
 func checkIndexable(st *state) error {
 	var p restoreProblems
+	indexable(&p, st)
+	return p.err()
+}
+
+// indexable adds the problems checkIndexable looks for to p.
+func indexable(p *restoreProblems, st *state) {
 	for i, id := range st.Order {
 		if st.Runs[id] == nil {
 			p.add("order[%d]: run %q is not in runs", i, clip(id, 120))
 		}
 	}
-	for id, r := range st.Runs {
-		if r == nil {
+	for _, id := range slices.Sorted(maps.Keys(st.Runs)) {
+		if st.Runs[id] == nil {
 			p.add("runs[%s]: null", clip(id, 120))
 		}
 	}
-	for job, s := range st.JobStats {
-		if s == nil {
+	for _, job := range slices.Sorted(maps.Keys(st.JobStats)) {
+		if st.JobStats[job] == nil {
 			p.add("job_stats[%s]: null", clip(job, 80))
 		}
 	}
-	for job, q := range st.Backfills {
-		if q == nil {
+	for _, job := range slices.Sorted(maps.Keys(st.Backfills)) {
+		if st.Backfills[job] == nil {
 			p.add("backfills[%s]: null", clip(job, 80))
 		}
 	}
-	return p.err()
 }
 
 // errRestorePanic wraps a panic of FSM.Restore: a state the checks let

@@ -92,7 +92,17 @@ func TestPrepareRestore_RefusesCraftedSnapshots(t *testing.T) {
 		}, `"../evil" is not a job name`},
 		{"a fire time in the far future", func(m map[string]any) {
 			m["last_scheduled"].(map[string]any)["report"] = "9999-01-01T00:00:00Z"
-		}, "is not between 1970 and 2200"},
+		}, "is after 2200"},
+		{"an open run with no attempt", func(m map[string]any) {
+			for _, r := range m["runs"].(map[string]any) {
+				r.(map[string]any)["state"] = "running"
+				r.(map[string]any)["attempts"] = nil
+			}
+		}, "running with no attempt, and not waiting in a group's queue"},
+		{"a notice to a target no job could name", func(m map[string]any) {
+			m["notices"] = []any{map[string]any{"id": 1, "index": 1, "job": "report", "run": "x", "target": map[string]any{"webhook": "file:///etc/passwd"}}}
+			m["notice_seq"] = 1
+		}, "notices[0].target"},
 		{"a wrapped counter", func(m map[string]any) { m["counters"].(map[string]any)["grants"] = uint64(math.MaxUint64) }, `counter "grants"`},
 		{"a newer log format", func(m map[string]any) { m["log_version"] = LogVersion + 1 }, "this binary reads up to version"},
 	} {
@@ -129,8 +139,18 @@ func TestPrepareRestore_JobSetBounds(t *testing.T) {
 			t.Fatalf("%v; want max_output_bytes refused", err)
 		}
 	})
+	t.Run("a horizon a year after now", func(t *testing.T) {
+		m := savedSnapshot(t)
+		m["horizon"] = map[string]any{"report": t0.AddDate(1, 0, 0)}
+		if _, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{Now: t0}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "would hold its job back") {
+			t.Fatalf("%v; want the horizon refused", err)
+		}
+		if _, _, err := PrepareRestore(encodeJSON(t, savedSnapshot(t)), RestoreFloor{Now: t0}); err != nil {
+			t.Fatalf("the snapshot as saved, restored at its own time: %v", err)
+		}
+	})
 	t.Run("a snapshot over MaxSnapshotBytes", func(t *testing.T) {
-		if _, _, err := PrepareRestore(make([]byte, MaxSnapshotBytes+1), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a snapshot is at most 160 MiB") {
+		if _, _, err := PrepareRestore(make([]byte, MaxSnapshotBytes+1), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a snapshot is at most 256 MiB") {
 			t.Fatalf("%v; want the size refused", err)
 		}
 	})
@@ -178,5 +198,48 @@ func TestFSM_RestoreRefusesWhatItCannotIndex(t *testing.T) {
 				t.Errorf("the state before the restore is gone after a refused one")
 			}
 		})
+	}
+}
+
+// TestFSM_RestoredJobStatsWithoutRuns: figures of a job kept without their
+// map of runs ({} in a snapshot) are filled in when the job's next run
+// finishes; applying that entry does not panic (every server would apply
+// it, on every restart).
+func TestFSM_RestoredJobStatsWithoutRuns(t *testing.T) {
+	m := savedSnapshot(t)
+	m["job_stats"] = map[string]any{"report": map[string]any{}}
+	data, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	applyAt(t, f, 4, 10, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: t0}})
+	r, _ := f.Run(jobs.RunID("report", t0))
+	if res := applyAt(t, f, 4, 11, complete(r.Attempts[0].ID, jobs.Succeeded, 0, nil)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if err := f.Halted(); err != nil {
+		t.Fatalf("halted: %v", err)
+	}
+}
+
+// TestFSM_ApplyPanicHalts: an entry whose applying panics halts the FSM
+// at that entry, as one it cannot read does, instead of taking the
+// process down on every server and every restart.
+func TestFSM_ApplyPanicHalts(t *testing.T) {
+	f := withJobs(t, "report")
+	f.st.Counters = nil // what Restore never lets in: counting an election panics
+	res := applyAt(t, f, 2, 2, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: t0}})
+	if !errors.Is(res.Err, ErrLogHalted) || !strings.Contains(res.Err.Error(), "panicked") {
+		t.Fatalf("applied: %v; want the FSM halted at the entry that panicked", res.Err)
+	}
+	if !errors.Is(f.Halted(), ErrLogHalted) {
+		t.Errorf("Halted() = %v", f.Halted())
+	}
+	if _, err := f.Snapshot(); err == nil {
+		t.Error("a halted FSM took a snapshot of the state the panic left")
 	}
 }

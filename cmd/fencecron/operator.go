@@ -69,7 +69,7 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	for _, k := range keys {
 		floor = max(floor, k.Greatest.Epoch)
 	}
-	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough(), Limits: o.sched.JobLimits()})
+	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough(), Limits: o.sched.JobLimits(), Now: o.sched.Clock.Now()})
 	if err != nil {
 		return wire.Restored{}, err
 	}
