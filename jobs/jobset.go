@@ -26,6 +26,13 @@ const (
 	// /api/v1/jobset and, with its envelope, the Raft entry that
 	// replicates it. 100,000 typical jobs take 30 to 40 MiB.
 	MaxSetBytes = 96 << 20
+	// MaxSpecBytes bounds one job's spec encoded as JSON (SpecBytes), far
+	// below MaxSetBytes: a job's page and GET /api/v1/jobs/{name} serve
+	// it to whoever may read, and a page of jobs serves a hundred or more.
+	// It is twice the longest single argument Linux passes to a process
+	// (MAX_ARG_STRLEN, 128 KiB), so any shell: script that can run at all
+	// fits, with its JSON escaping.
+	MaxSpecBytes = 256 << 10
 )
 
 // HashSpecs returns a stable hash of a job set: the same jobs, in any
@@ -138,16 +145,56 @@ func CheckSet(specs []Spec, l Limits) error {
 	return nil
 }
 
-// ValidateEach returns Spec.Validate of each spec, in the set's order,
-// each checked on its own on every core.
+// ValidateEach returns Spec.Validate of each spec, with a spec larger
+// than MaxSpecBytes refused as a problem of the job as a whole, in the
+// set's order, each checked on its own on every core.
 func ValidateEach(specs []Spec, l Limits) []error {
 	invalid := make([]error, len(specs))
 	inParallel(len(specs), func(a, b int) {
 		for i := a; i < b; i++ {
-			invalid[i] = specs[i].Validate(l)
+			invalid[i] = withSize(&specs[i], specs[i].Validate(l))
 		}
 	})
 	return invalid
+}
+
+// withSize returns err, Validate's answer for s, with the problem of a
+// spec larger than MaxSpecBytes added. Field "" puts it at the job
+// itself: the config parser reports it at the job's line and column.
+func withSize(s *Spec, err error) error {
+	n := SpecBytes(s)
+	if n <= MaxSpecBytes {
+		return err
+	}
+	p := FieldError{Index: -1, Msg: fmt.Sprintf("the spec is %d KiB of JSON; one job's spec is at most %d KiB (jobs.MaxSpecBytes): keep a long script in a file the command runs",
+		(n+1023)>>10, MaxSpecBytes>>10)}
+	var se *SpecError
+	switch {
+	case errors.As(err, &se):
+		return &SpecError{Job: se.Job, Problems: append(slices.Clone(se.Problems), p)}
+	case err != nil:
+		return errors.Join(err, &SpecError{Job: s.Name, Problems: []FieldError{p}})
+	}
+	return &SpecError{Job: s.Name, Problems: []FieldError{p}}
+}
+
+// SpecBytes returns the size of s encoded as JSON, as json.Marshal
+// encodes it: what MaxSpecBytes bounds. It encodes s without keeping the
+// encoding.
+func SpecBytes(s *Spec) int {
+	var n byteCounter
+	if err := json.NewEncoder(&n).Encode(s); err != nil {
+		panic(fmt.Sprintf("encode job %s: %v", s.Name, err)) // Specs are plain data
+	}
+	return int(n) - 1 // the newline Encode adds
+}
+
+// byteCounter is an io.Writer that only counts.
+type byteCounter int64
+
+func (c *byteCounter) Write(p []byte) (int, error) {
+	*c += byteCounter(len(p))
+	return len(p), nil
 }
 
 // inParallel calls fn on contiguous parts [a, b) of [0, n), one part per

@@ -75,6 +75,11 @@ func (f *FSM) Spec(name string) (jobs.Spec, bool) {
 func (f *FSM) JobSetInfo() JobSetInfo {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
+	return f.jobSetInfo()
+}
+
+// jobSetInfo is JobSetInfo, under f.mu.
+func (f *FSM) jobSetInfo() JobSetInfo {
 	info := JobSetInfo{Hash: f.st.JobsHash, Source: f.st.JobsFrom, AppliedAt: f.st.JobsAt, Count: len(f.st.Jobs), Paused: f.pausedCount()}
 	if len(f.st.Jobs) > 0 {
 		info.First = f.st.Jobs[0].Name

@@ -125,14 +125,15 @@ func clipParam(s string) string {
 	return s
 }
 
-// findJobs returns a page of jobs as the API shows them, and the cursor
-// of the next page ("" if none).
-func (s *Server) findJobs(q scheduler.JobQuery) ([]wire.Job, string, scheduler.JobPage) {
+// findJobs returns a page of jobs as the API shows them (with their
+// secrets if full, see seesSecrets), and the cursor of the next page (""
+// if none).
+func (s *Server) findJobs(q scheduler.JobQuery, full bool) ([]wire.Job, string, scheduler.JobPage) {
 	page := s.State.FindJobs(q)
 	now := s.Clock.Now()
 	out := make([]wire.Job, 0, len(page.Jobs))
 	for _, e := range page.Jobs {
-		out = append(out, apiJob(e.Spec, e.LastRun, now))
+		out = append(out, apiJob(e.Spec, e.LastRun, now, full))
 	}
 	next := ""
 	if page.More && len(out) > 0 {
@@ -141,8 +142,13 @@ func (s *Server) findJobs(q scheduler.JobQuery) ([]wire.Job, string, scheduler.J
 	return out, next, page
 }
 
-func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time) wire.Job {
+// apiJob is a job as the API shows it; without full, its secrets
+// hidden (jobs.Redact).
+func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time, full bool) wire.Job {
 	j := wire.Job{Spec: spec, LastRun: last}
+	if !full {
+		j.Spec, j.Redacted = jobs.Redact(spec)
+	}
 	// A paused job has no next fire time: it fires at none until resumed.
 	if sched, err := spec.Schedule(); err == nil && !spec.Paused {
 		j.NextFire = sched.Next(now)
@@ -156,12 +162,17 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	list, next, page := s.findJobs(q)
-	writeJSON(w, http.StatusOK, wire.JobList{Jobs: list, Next: next, Matched: page.Matched, Total: page.Total})
+	full, err := s.seesSecrets(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	list, next, page := s.findJobs(q, full)
+	writeJobList(w, wire.JobList{Jobs: list, Next: next, Matched: page.Matched, Total: page.Total})
 }
 
-// job returns one job as the API shows it.
-func (s *Server) job(name string) (wire.Job, error) {
+// job returns one job as the API shows it, with its secrets if full.
+func (s *Server) job(name string, full bool) (wire.Job, error) {
 	spec, ok := s.State.Spec(name)
 	if !ok {
 		return wire.Job{}, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound)
@@ -170,11 +181,16 @@ func (s *Server) job(name string) (wire.Job, error) {
 	if run, ok := s.State.LastRun(name); ok {
 		last = &run
 	}
-	return apiJob(spec, last, s.Clock.Now()), nil
+	return apiJob(spec, last, s.Clock.Now(), full), nil
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	j, err := s.job(chi.URLParam(r, "name"))
+	full, err := s.seesSecrets(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	j, err := s.job(chi.URLParam(r, "name"), full)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -202,21 +218,6 @@ func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
-}
-
-// handleJobSet returns the job set; ?applied=true returns it as applied
-// (paused as the file said) with the jobs an operator paused beside it:
-// what apply -dry-run compares a file with.
-func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
-	if a, ok := s.State.(interface {
-		AppliedJobSet() ([]jobs.Spec, []string)
-	}); ok && r.URL.Query().Get("applied") == "true" {
-		specs, paused := a.AppliedJobSet()
-		writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs), OperatorPaused: nonNil(paused)})
-		return
-	}
-	specs, _, _, _ := s.State.JobSet()
-	writeJSON(w, http.StatusOK, wire.JobSet{Info: s.State.JobSetInfo(), Jobs: nonNil(specs)})
 }
 
 // maxJobSetBody bounds PUT /api/v1/jobset: a job set's JSON

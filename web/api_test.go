@@ -64,7 +64,7 @@ func TestServer_API(t *testing.T) {
 		{"/api/v1/events?kind=fenced", 200, []string{`"kind": "fenced"`, `"next": ""`}},
 		{"/api/v1/events?limit=5001", 400, []string{`limit must be a number from 1 to 5000`}},
 		{"/api/v1/events?cursor=x", 400, []string{`"code": "bad_cursor"`}},
-		{"/api/v1/jobset", 200, []string{`"hash": "abc"`}},
+		{"/api/v1/jobset", 200, []string{`"hash":"abc"`}},
 		{"/api/v1/store?prefix=reports/", 200, []string{`"key": "reports/2026-07.csv"`}},
 		{"/api/v1/history/reports/2026-07.csv", 200, []string{`"outcome": "stale_owner"`}},
 		{"/api/v1/skips?job=heartbeat", 200, []string{`"reason": "paused"`, `"count": 2`}},

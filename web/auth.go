@@ -158,14 +158,7 @@ func (s *Server) authorizeWrite(r *http.Request) error {
 		return nil
 	}
 	if h := r.Header.Get("Authorization"); h != "" {
-		got, ok := strings.CutPrefix(h, "Bearer ")
-		if !ok {
-			return fmt.Errorf("%w: wrong API token (the Authorization header must be \"Bearer\" and api.token)", errUnauthorized)
-		}
-		if err := s.checkToken(r, got, "bearer"); err != nil {
-			return fmt.Errorf("%w (the Authorization header must be \"Bearer\" and api.token)", err)
-		}
-		return nil
+		return s.checkBearer(r, h)
 	}
 	if sess := s.session(r); sess != "" {
 		got := r.Header.Get(csrfHeader)
@@ -178,6 +171,19 @@ func (s *Server) authorizeWrite(r *http.Request) error {
 		return nil
 	}
 	return fmt.Errorf("%w: this needs the API token: send \"Authorization: Bearer TOKEN\" (fencecron -token or FENCECRON_API_TOKEN), or log in at /login", errUnauthorized)
+}
+
+// checkBearer checks an Authorization header h a request carries: nil
+// if it is "Bearer" and the API token, else checkToken's error.
+func (s *Server) checkBearer(r *http.Request, h string) error {
+	got, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		return fmt.Errorf("%w: wrong API token (the Authorization header must be \"Bearer\" and api.token)", errUnauthorized)
+	}
+	if err := s.checkToken(r, got, "bearer"); err != nil {
+		return fmt.Errorf("%w (the Authorization header must be \"Bearer\" and api.token)", err)
+	}
+	return nil
 }
 
 // requireWrite guards the mutating public endpoints.

@@ -87,6 +87,10 @@ type fakeState struct {
 	events   []jobs.Event
 	counters map[string]uint64
 	subs     map[chan struct{}]bool
+	// operatorPaused are the jobs ExportJobSet names as paused by an
+	// operator; exporting, if set, is called by ExportJobSet.
+	operatorPaused []string
+	exporting      func()
 }
 
 func (f *fakeState) Epoch() (uint64, string) { return 4, "n2" }
@@ -94,6 +98,16 @@ func (f *fakeState) JobSet() ([]jobs.Spec, string, time.Time, bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return slices.Clone(f.specs), "test", at(-50), true
+}
+func (f *fakeState) ExportJobSet() scheduler.JobSetExport {
+	if f.exporting != nil {
+		f.exporting()
+	}
+	specs, _, _, _ := f.JobSet()
+	f.mu.Lock()
+	paused := slices.Clone(f.operatorPaused)
+	f.mu.Unlock()
+	return scheduler.JobSetExport{Info: f.JobSetInfo(), Jobs: specs, OperatorPaused: paused}
 }
 func (f *fakeState) JobSetInfo() scheduler.JobSetInfo {
 	f.mu.Lock()

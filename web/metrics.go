@@ -170,6 +170,9 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 type httpMetrics struct {
 	sseClients prometheus.Gauge
 	sseRefused prometheus.Counter
+	// exportsRefused counts job set exports answered 503 because
+	// maxJobSetExports were being written.
+	exportsRefused prometheus.Counter
 	// logins counts refused logins by reason: wrong_token, or locked_out
 	// (refused unchecked during a lockout).
 	logins *prometheus.CounterVec
@@ -184,6 +187,10 @@ func newHTTPMetrics() *httpMetrics {
 		sseRefused: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "fencecron_http_event_streams_refused_total",
 			Help: "Event streams refused because api.limits.max_event_streams were open.",
+		}),
+		exportsRefused: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "fencecron_http_jobset_exports_refused_total",
+			Help: "Exports of the whole job set (GET /api/v1/jobset) refused for now because as many as a node writes at once were being written.",
 		}),
 		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "fencecron_login_failures_total",
@@ -207,7 +214,7 @@ func (s *Server) initMetrics() error {
 		return nil
 	}
 	m, reg := newHTTPMetrics(), s.Metrics.Registry()
-	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.logins} {
+	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.exportsRefused, m.logins} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}

@@ -78,6 +78,18 @@ var templateFuncs = template.FuncMap{
 		return strconv.Itoa(*p)
 	},
 	"join": strings.Join,
+	// clip shortens s to about n bytes for a list, where a long command
+	// would make one row of a page the size of a script.
+	"clip": func(s string, n int) string {
+		if len(s) <= n {
+			return s
+		}
+		cut := n
+		for cut > 0 && !utf8.RuneStart(s[cut]) {
+			cut--
+		}
+		return s[:cut] + "…"
+	},
 	"skew": func(d time.Duration) string {
 		return strconv.FormatFloat(math.Abs(d.Seconds()), 'f', 3, 64) + "s"
 	},
@@ -309,7 +321,12 @@ func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Limit = min(q.Limit, jobsPageSize)
-	list, next, page := s.findJobs(q)
+	full, err := s.seesSecrets(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	list, next, page := s.findJobs(q, full)
 	p := &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Q: q.Text, State: string(q.State), Matched: page.Matched, Total: page.Total,
 		States: append([]jobs.State{scheduler.NeverRan}, runStates...)}
 	for _, j := range list {
@@ -359,7 +376,12 @@ const (
 
 func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	j, err := s.job(name)
+	full, err := s.seesSecrets(r)
+	if err != nil {
+		s.error(w, r, err)
+		return
+	}
+	j, err := s.job(name, full)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -53,7 +53,9 @@ type Cluster interface {
 // State is the replicated scheduler state the API shows.
 type State interface {
 	Epoch() (uint64, string)
-	JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool)
+	// ExportJobSet returns the whole job set, shared and read-only (see
+	// scheduler.JobSetExport): what GET /api/v1/jobset writes out.
+	ExportJobSet() scheduler.JobSetExport
 	JobSetInfo() scheduler.JobSetInfo
 	// FindJobs returns a page of the job set (see scheduler.JobQuery),
 	// copying only the page: what serves requests, whatever the set's size.
@@ -150,6 +152,7 @@ type Server struct {
 	cancel         context.CancelFunc
 	done           chan struct{}
 	streams        atomic.Int64 // open event streams
+	exports        atomic.Int64 // job set exports being written (reads.go)
 	http           *httpMetrics
 	metricsHandler http.Handler
 	throttle       *loginThrottle

@@ -16,6 +16,10 @@
 //	    cost of one fire for a set that size. -compare measures another
 //	    binary before this one at each size; -cluster=false only the dev
 //	    node.
+//	fencebench exports [-jobs 100000] [-clients 16] [-settle 10s] [-compare BIN]
+//	    a dev node holding N jobs; C clients export the whole job set at
+//	    once (GET /api/v1/jobset with the API token): the node's idle and
+//	    highest RSS, against issue 30's bound of 2 × idle + 64 MiB.
 //
 // It builds nothing: -bin names the fencecron binary (default: build it
 // into a temporary directory with `go build`).
@@ -53,6 +57,7 @@ const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-signal kill|stop|term] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench lateness [-rates 10,100] [-duration D] [-bare D] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench scale [-jobs 10000,100000] [-settle D] [-cluster=false] [-compare PATH] [-bin PATH] [-keep DIR]
+  fencebench exports [-jobs 100000] [-clients 16] [-settle D] [-compare PATH] [-bin PATH] [-keep DIR]
 `
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -67,6 +72,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runLateness(ctx, args[1:], stdout, stderr)
 	case "scale":
 		return runScale(ctx, args[1:], stdout, stderr)
+	case "exports":
+		return runExports(ctx, args[1:], stdout, stderr)
 	case "starts":
 		return runStarts(ctx, args[1:], stdout, stderr)
 	}

@@ -174,3 +174,21 @@ func TestScale_SmokeCompare(t *testing.T) {
 		}
 	}
 }
+
+// Issue 30: 16 clients exporting the whole job set of a real node at
+// once keep its memory under 2 × its idle RSS + 64 MiB, and each gets the
+// whole set. 20,000 jobs keep the test short; `fencebench exports`
+// measures 100,000. The node is built without the race detector, whose
+// own memory would be what is measured.
+func TestExports_MemoryBound(t *testing.T) {
+	keep := t.TempDir()
+	defer logsOnFailure(t, keep)
+	r, err := measureExports(t.Context(), proctest.LoadBinary(t), keep, 20000, 16, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("20000 jobs, 16 exports of %s: idle RSS %s, max %s, bound %s, %d refused for now", mib(r.answer), mib(r.idle), mib(r.max), mib(r.bound()), r.refused)
+	if !r.within() {
+		t.Errorf("max RSS %s under 16 exports, over 2 × idle (%s) + 64 MiB = %s", mib(r.max), mib(r.idle), mib(r.bound()))
+	}
+}

@@ -104,9 +104,10 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	// Only changes need the API token; reads (and the store, which has its
-	// own credentials) never see it.
-	if c.token != "" && method != http.MethodGet {
+	// Only changes, and the export of the whole job set with the jobs'
+	// secrets, need the API token; other reads (and the store, which has
+	// its own credentials) never see it.
+	if c.token != "" && (method != http.MethodGet || strings.HasPrefix(path, jobSetPath)) {
 		req.Header.Set("Authorization", "Bearer "+c.token)
 		if strings.HasPrefix(c.base, "http://") && !isLoopbackURL(c.base) {
 			fmt.Fprintf(c.errOut, "fencecron: warning: sending the API token to %s in the clear: anyone on the path can read it; give the node api.tls and use https://\n", c.base)
@@ -194,6 +195,10 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 	return tw.Flush()
 }
+
+// jobSetPath is the export of the whole job set, which needs the API
+// token.
+const jobSetPath = "/api/v1/jobset"
 
 // jobsPage is how many jobs `fencecron jobs` asks for at a time.
 const jobsPage = 1000

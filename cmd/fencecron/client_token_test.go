@@ -12,8 +12,9 @@ import (
 )
 
 // The client commands send the API token (-token or FENCECRON_API_TOKEN)
-// on changes only: reads, and the store with its own credentials, never
-// see it.
+// on changes, and to read the whole job set (apply -dry-run), whose
+// export holds the jobs' secrets; other reads, and the store with its
+// own credentials, never see it.
 func TestClient_SendsAPITokenOnChanges(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[string]string{}
@@ -26,6 +27,10 @@ func TestClient_SendsAPITokenOnChanges(t *testing.T) {
 		case "/api/v1/jobs/report/trigger":
 			w.Write([]byte(`{"id":"report@x","state":"pending","attempts":[]}`))
 		case "/api/v1/jobset":
+			if r.Method == http.MethodGet {
+				w.Write([]byte(`{"info":{"hash":"h"},"jobs":[]}`))
+				return
+			}
 			w.Write([]byte(`{"hash":"h","jobs":0}`))
 		default:
 			w.Write([]byte(`{"runs":[],"jobs":[]}`))
@@ -43,6 +48,7 @@ func TestClient_SendsAPITokenOnChanges(t *testing.T) {
 		{"trigger", "-addr", srv.URL, "-token", "from-the-flag", "report"},
 		{"pause", "-addr", srv.URL, "report"},
 		{"apply", "-addr", srv.URL, jobsFile},
+		{"apply", "-dry-run", "-addr", srv.URL, "-token", "from-the-flag", jobsFile},
 		{"runs", "-addr", srv.URL, "-token", "from-the-flag"},
 	} {
 		if err := run(t.Context(), args, &out, &errOut); err != nil {
@@ -55,6 +61,7 @@ func TestClient_SendsAPITokenOnChanges(t *testing.T) {
 		"POST /api/v1/jobs/report/trigger": "Bearer from-the-flag",
 		"POST /api/v1/jobs/report/pause":   "Bearer from-the-environment",
 		"PUT /api/v1/jobset":               "Bearer from-the-environment",
+		"GET /api/v1/jobset":               "Bearer from-the-flag",
 		"GET /api/v1/runs":                 "",
 	} {
 		got, ok := seen[req]

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -19,7 +20,11 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 	wantJSON := c.json
 	c.json = false
 	var set wire.JobSet
-	if err := c.do(ctx, http.MethodGet, "/api/v1/jobset?applied=true", nil, &set); err != nil {
+	if err := c.do(ctx, http.MethodGet, jobSetPath+"?applied=true", nil, &set); err != nil {
+		if errors.Is(err, wire.ErrUnauthorized) && c.token == "" {
+			return fmt.Errorf("apply -dry-run compares the file with the applied job set, whose export needs the node's API token (api.token): "+
+				"run it again with -token TOKEN or FENCECRON_API_TOKEN set (%w)", err)
+		}
 		return err
 	}
 	d := jobs.DiffSets(set.Jobs, specs)

@@ -75,6 +75,9 @@ type Job struct {
 	jobs.Spec
 	NextFire time.Time `json:"next_fire,omitzero"`
 	LastRun  *jobs.Run `json:"last_run,omitempty"`
+	// Redacted says the spec's secrets are hidden (jobs.Redact): the
+	// reader holds no API token.
+	Redacted bool `json:"redacted,omitempty"`
 }
 
 // JobList is the answer of GET /api/v1/jobs: one page of jobs in name

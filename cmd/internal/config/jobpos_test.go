@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // The fields inside a job are found in the YAML tree only when a problem
@@ -48,5 +50,25 @@ func TestParse_JobProblemPositions(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Errorf("problems:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// A job whose spec is larger than jobs.MaxSpecBytes is reported at the
+// job itself, naming the cap.
+func TestParse_SpecTooLarge(t *testing.T) {
+	src := "jobs:\n" +
+		"  - name: ok\n" +
+		"    schedule: \"@daily\"\n" +
+		"    command: [a]\n" +
+		"  - name: huge\n" +
+		"    schedule: \"@daily\"\n" +
+		"    shell: " + strings.Repeat("x", jobs.MaxSpecBytes) + "\n"
+	_, err := parse("t.yaml", []byte(src), lookup, hostname)
+	var cerr *Error
+	if !errors.As(err, &cerr) || len(cerr.Problems) != 1 {
+		t.Fatalf("err = %v, want one problem", err)
+	}
+	if got, want := cerr.Problems[0].String(), "t.yaml:5:5: jobs[1]: the spec is 257 KiB of JSON; one job's spec is at most 256 KiB (jobs.MaxSpecBytes)"; !strings.HasPrefix(got, want) {
+		t.Errorf("problem %q, want it to start %q", got, want)
 	}
 }
