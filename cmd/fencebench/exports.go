@@ -10,7 +10,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"sync"
@@ -97,26 +96,12 @@ func measureExports(ctx context.Context, bin, dir string, n, clients int, settle
 	if err := os.WriteFile(file, exportsJobs(n), 0o644); err != nil {
 		return r, err
 	}
-	ports, err := localcluster.FreePorts(3)
+	dev, addr, stop, err := startDev(bin, dir, "-jobs", file, "-api-token", exportsToken)
 	if err != nil {
 		return r, err
 	}
-	base := fmt.Sprintf("http://127.0.0.1:%d", ports[0])
-	logf, err := os.Create(filepath.Join(dir, "dev.log"))
-	if err != nil {
-		return r, err
-	}
-	defer logf.Close()
-	dev := exec.Command(bin, "dev", "-data", filepath.Join(dir, "dev"), "-jobs", file, "-api-token", exportsToken,
-		"-http", base[len("http://"):], "-raft-port", strconv.Itoa(ports[1]), "-gossip-port", strconv.Itoa(ports[2]))
-	dev.Stdout, dev.Stderr = logf, logf
-	if err := dev.Start(); err != nil {
-		return r, err
-	}
-	defer func() {
-		dev.Process.Kill()
-		dev.Wait()
-	}()
+	defer stop()
+	base := "http://" + addr
 	err = localcluster.UntilEvery(3*time.Minute, 200*time.Millisecond, func() error {
 		var st wire.Status
 		if err := getJSON(base+"/api/v1/status", &st); err != nil {

@@ -119,29 +119,40 @@ type devResult struct {
 	rss                    int64
 }
 
+// startDev starts a `fencecron dev` node with its data and log in dir, on
+// free loopback ports, with args added; stop kills it and waits.
+func startDev(bin, dir string, args ...string) (dev *exec.Cmd, addr string, stop func(), err error) {
+	ports, err := localcluster.FreePorts(3)
+	if err != nil {
+		return nil, "", nil, err
+	}
+	addr = fmt.Sprintf("127.0.0.1:%d", ports[0])
+	logf, err := os.Create(filepath.Join(dir, "dev.log"))
+	if err != nil {
+		return nil, "", nil, err
+	}
+	dev = exec.Command(bin, append([]string{"dev", "-data", filepath.Join(dir, "dev"), "-http", addr,
+		"-raft-port", strconv.Itoa(ports[1]), "-gossip-port", strconv.Itoa(ports[2])}, args...)...)
+	dev.Stdout, dev.Stderr = logf, logf
+	if err := dev.Start(); err != nil {
+		logf.Close()
+		return nil, "", nil, err
+	}
+	return dev, addr, func() {
+		dev.Process.Kill()
+		dev.Wait()
+		logf.Close()
+	}, nil
+}
+
 // measureDev applies file to a fresh `fencecron dev` node.
 func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration, stderr io.Writer) (devResult, error) {
 	var r devResult
-	ports, err := localcluster.FreePorts(3)
+	dev, addr, stop, err := startDev(bin, dir)
 	if err != nil {
 		return r, err
 	}
-	addr := fmt.Sprintf("127.0.0.1:%d", ports[0])
-	logf, err := os.Create(filepath.Join(dir, "dev.log"))
-	if err != nil {
-		return r, err
-	}
-	defer logf.Close()
-	dev := exec.Command(bin, "dev", "-data", filepath.Join(dir, "dev"), "-http", addr,
-		"-raft-port", strconv.Itoa(ports[1]), "-gossip-port", strconv.Itoa(ports[2]))
-	dev.Stdout, dev.Stderr = logf, logf
-	if err := dev.Start(); err != nil {
-		return r, err
-	}
-	defer func() {
-		dev.Process.Kill()
-		dev.Wait()
-	}()
+	defer stop()
 	err = localcluster.Until(30*time.Second, func() error {
 		_, _, err := timedGet("http://" + addr + "/readyz")
 		return err

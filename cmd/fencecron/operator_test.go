@@ -250,13 +250,20 @@ func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
 	if out, err := cli(t, "snapshot", "restore", "-addr", addrOf(n), file); err != nil {
 		t.Fatalf("snapshot restore: %v\n%s", err, out)
 	}
+	succeedsInAnEpochAbove(t, n, before.Epoch)
+}
+
+// succeedsInAnEpochAbove waits until lone server n leads an epoch above
+// epoch and a run of lastKeyJob of that epoch has succeeded.
+func succeedsInAnEpochAbove(t *testing.T, n *localcluster.Node, epoch uint64) {
+	t.Helper()
 	if err := localcluster.Until(30*time.Second, func() error {
 		a, err := localcluster.Agreed([]*localcluster.Node{n})
 		if err != nil {
 			return err
 		}
-		if a.Epoch <= before.Epoch {
-			return fmt.Errorf("epoch %d; want a new one above %d", a.Epoch, before.Epoch)
+		if a.Epoch <= epoch {
+			return fmt.Errorf("epoch %d; want a new one above %d", a.Epoch, epoch)
 		}
 		runs, err := n.Runs("last", 5)
 		if err != nil {
@@ -269,7 +276,7 @@ func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
 		}
 		return fmt.Errorf("no run of epoch %d succeeded yet", a.Epoch)
 	}); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\n%s", err, n.LogTail(4000))
 	}
 }
 
@@ -349,22 +356,5 @@ func TestOperator_CraftedSnapshotsRefused(t *testing.T) {
 	if err := n.Start(); err != nil {
 		t.Fatal(err)
 	}
-	if err := localcluster.Until(30*time.Second, func() error {
-		a, err := localcluster.Agreed([]*localcluster.Node{n})
-		if err != nil {
-			return err
-		}
-		runs, err := n.Runs("last", 5)
-		if err != nil {
-			return err
-		}
-		for _, r := range runs {
-			if at, ok := r.Latest(); ok && at.Token.Epoch == a.Epoch && r.State == jobs.Succeeded {
-				return nil
-			}
-		}
-		return fmt.Errorf("no run of epoch %d succeeded yet after the restart", a.Epoch)
-	}); err != nil {
-		t.Fatalf("%v\n%s", err, n.LogTail(4000))
-	}
+	succeedsInAnEpochAbove(t, n, before.Epoch)
 }
