@@ -1208,7 +1208,8 @@ func (f *FSM) snapshot(check bool) (*stateSnapshot, SnapshotInfo, error) {
 	st.Version = LogVersion
 	if check {
 		if err := checkState(&st, time.Time{}); err != nil {
-			return nil, SnapshotInfo{}, fmt.Errorf("a restore would refuse this state: %w", err)
+			// Not the request's fault: no ErrInvalidConfig.
+			return nil, SnapshotInfo{}, fmt.Errorf("a restore would refuse this state: %v", err)
 		}
 	}
 	info := infoOf(&st)

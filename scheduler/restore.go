@@ -46,8 +46,9 @@ func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
 	return info, nil
 }
 
-// errSnapshotTooLarge is a snapshot over MaxSnapshotBytes.
-var errSnapshotTooLarge = fmt.Errorf("%w: the replicated state is over %d MiB, the most a restore takes; lower the runs it keeps (history.runs and the hot window) or the job set", jobs.ErrInvalidConfig, MaxSnapshotBytes>>20)
+// errSnapshotTooLarge is a snapshot over MaxSnapshotBytes: the node's
+// own state, not the request, is at fault.
+var errSnapshotTooLarge = fmt.Errorf("the replicated state is over %d MiB, the most a restore takes (its job set and the output tails of its newest runs make it up)", MaxSnapshotBytes>>20)
 
 // cappedWriter writes to w until left bytes are written, then refuses.
 type cappedWriter struct {

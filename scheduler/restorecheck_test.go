@@ -243,3 +243,19 @@ func TestFSM_ApplyPanicHalts(t *testing.T) {
 		t.Error("a halted FSM took a snapshot of the state the panic left")
 	}
 }
+
+// TestFSM_WriteSnapshotRefusesWhatRestoreWould: a backup a restore would
+// refuse is not written; the operator learns it when saving, not on the
+// day of the restore.
+func TestFSM_WriteSnapshotRefusesWhatRestoreWould(t *testing.T) {
+	f := withJobs(t, "report")
+	applyAt(t, f, 2, 2, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: t0}})
+	if _, err := f.WriteSnapshot(io.Discard); err != nil {
+		t.Fatalf("a state the log made: %v", err)
+	}
+	f.st.Counters["grants"] = 1 << 63 // what no entry makes
+	_, err := f.WriteSnapshot(io.Discard)
+	if err == nil || !strings.Contains(err.Error(), "a restore would refuse this state") || errors.Is(err, jobs.ErrInvalidConfig) {
+		t.Fatalf("WriteSnapshot: %v; want it refused as the node's fault", err)
+	}
+}
