@@ -28,82 +28,6 @@ const (
 	maxSkipRanges  = 1000
 )
 
-// Command ops.
-const (
-	opElected   = "elected"
-	opSetJobs   = "set_jobs"
-	opGrant     = "grant"
-	opSkip      = "skip"
-	opSkipRange = "skip_range"
-	opStart     = "start"
-	opComplete  = "complete"
-	opExpire    = "expire"
-	opRetry     = "retry"
-	opPause     = "pause"
-	opNote      = "note"
-	opAudit     = "audit"
-	opGrants    = "grants"
-	opCompletes = "completes"
-	// opStarts records several start reports in one entry (log version
-	// 6, see starts.go).
-	opStarts = "starts"
-	// opSkipRanges records several ranges of skipped fire times in one
-	// entry (log version 4, see batch.go).
-	opSkipRanges = "skip_ranges"
-	opBackfill   = "backfill"
-	opRelease    = "release"
-)
-
-// command is one entry of the replicated log: its format version (see
-// logversion.go), its op, and exactly one payload.
-type command struct {
-	V         int           `json:"v,omitempty"`
-	Op        string        `json:"op"`
-	Elected   *electedCmd   `json:"elected,omitempty"`
-	SetJobs   *setJobsCmd   `json:"set_jobs,omitempty"`
-	Grant     *grantCmd     `json:"grant,omitempty"`
-	SkipRange *skipRangeCmd `json:"skip_range,omitempty"`
-	Start     *startCmd     `json:"start,omitempty"`
-	Complete  *Completion   `json:"complete,omitempty"`
-	Expire    *expireCmd    `json:"expire,omitempty"`
-	Retry     *retryCmd     `json:"retry,omitempty"`
-	Pause     *pauseCmd     `json:"pause,omitempty"`
-	Note      *noteCmd      `json:"note,omitempty"`
-	Audit     *auditCmd     `json:"audit,omitempty"`
-	Grants    *grantsCmd    `json:"grants,omitempty"`
-	Completes *completesCmd `json:"completes,omitempty"`
-	Starts    *startsCmd    `json:"starts,omitempty"`
-	// SkipRanges is opSkipRanges' payload.
-	SkipRanges *skipRangesCmd `json:"skip_ranges,omitempty"`
-	Notified   *notifiedCmd   `json:"notified,omitempty"`
-	// Follow rides on entries that may finish runs (version 4, after.go).
-	Follow   *followCmd   `json:"follow,omitempty"`
-	Backfill *backfillCmd `json:"backfill,omitempty"`
-	Release  *releaseCmd  `json:"release,omitempty"`
-	Admit    *admitCmd    `json:"admit,omitempty"`
-}
-
-// electedCmd is the first entry a new leader commits; applying it is how
-// every replica learns the epoch from the log itself.
-type electedCmd struct {
-	Node string    `json:"node"`
-	At   time.Time `json:"at"`
-}
-
-// setJobsCmd replaces the job set. Hash, if set, is the set's
-// jobs.HashSpecs, computed once by the leader that proposed it rather
-// than by every replica again (entries without it are hashed when
-// applied; a replica that does not know the field hashes, and gets the
-// same).
-type setJobsCmd struct {
-	// Jobs is allocated once, at its size: every replica decodes a set of
-	// 100,000 jobs from the entry.
-	Jobs   jobs.SpecList `json:"jobs"`
-	Source string        `json:"source"`
-	At     time.Time     `json:"at"`
-	Hash   string        `json:"hash,omitempty"`
-}
-
 // grantCmd grants the first attempt of a new run (opGrant) as DecideGrant
 // decides, or records the run as skipped with Reason (opSkip: the
 // leader's own reason, such as no worker matching). Force (version 2)
@@ -462,10 +386,10 @@ func (f *FSM) applyEntry(l *raft.Log, c command) (res applyResult, ok bool) {
 		}
 	}()
 	res = f.apply(l, c)
-	if c.V >= 4 {
+	if c.V >= vFollow {
 		f.afterEntry(l, c)
 	}
-	if c.V >= 4 && len(f.st.GroupQueue) > 0 {
+	if c.V >= vGroups && len(f.st.GroupQueue) > 0 {
 		f.promoteWaiters(l, commandTime(c))
 	}
 	return res, true
@@ -483,87 +407,59 @@ func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
 	f.changed(l, Change{Kind: ChangeEnded, Run: r.ID, Attempt: a.ID})
 }
 
-// apply applies a decoded entry; c.V says by which version's rules.
+// apply applies a decoded entry by its op's row of opTable; c.V says by
+// which version's rules.
 func (f *FSM) apply(l *raft.Log, c command) applyResult {
-	if err := DecideTermStarted(c.V, mintsToken(c), f.epochOf(l), f.st.Epoch); err != nil {
+	o := opsByName[c.Op]
+	if err := DecideTermStarted(c.V, o.mintsToken(&c), f.epochOf(l), f.st.Epoch); err != nil {
 		return applyResult{Err: err} // termstart.go: nothing changes
 	}
-	switch {
-	case c.Op == opElected && c.Elected != nil:
-		epoch := f.epochOf(l)
-		f.st.Epoch, f.st.Leader, f.st.ElectedAt, f.st.ElectedIndex = epoch, c.Elected.Node, c.Elected.At, l.Index
-		f.st.Counters[CounterElections]++
-		f.event(l, jobs.Event{Time: c.Elected.At, Kind: jobs.EventElected, Node: c.Elected.Node, Epoch: epoch,
-			Detail: fmt.Sprintf("%s leads in epoch %d", c.Elected.Node, epoch)})
-		return applyResult{Epoch: epoch, Index: l.Index}
-	case c.Op == opSetJobs && c.SetJobs != nil:
-		f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.SetJobs.Jobs, c.SetJobs.Source, c.SetJobs.At, true
-		f.st.JobsHash = c.SetJobs.Hash
-		if f.st.JobsHash == "" {
-			f.st.JobsHash = jobs.HashSpecs(c.SetJobs.Jobs)
-		}
-		f.indexJobs()
-		f.pruneJobStats()
-		f.dropBackfills()
-		for _, s := range c.SetJobs.Jobs {
-			// A job new to the cluster starts from now, not from the epoch.
-			if _, ok := f.st.LastScheduled[s.Name]; !ok {
-				f.st.LastScheduled[s.Name] = c.SetJobs.At
-			}
-		}
-		// A run waiting for a retry its job no longer allows (removed, or
-		// fewer retries) has finished.
-		for _, id := range f.st.Order {
-			if r := f.st.Runs[id]; AwaitsRetry(*r) {
-				if f.settle(r); r.State != jobs.Pending {
-					f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
-						Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
-					a, _ := r.Latest()
-					f.ended(l, r, a)
-				}
-			}
-		}
-		f.event(l, jobs.Event{Time: c.SetJobs.At, Kind: jobs.EventJobSet,
-			Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.SetJobs.Jobs), c.SetJobs.Source, f.st.JobsHash)})
-		f.changed(l, Change{Kind: ChangeJobs})
-		return applyResult{}
-	case (c.Op == opGrant || c.Op == opSkip) && c.Grant != nil:
-		return f.applyGrant(l, c.V, c.Op, c.Grant)
-	case c.Op == opCompletes && c.Completes != nil:
-		return f.applyCompletes(l, c.V, c.Completes)
-	case c.Op == opGrants && c.Grants != nil:
-		return f.applyGrants(l, c.V, c.Grants)
-	case c.Op == opSkipRanges && c.SkipRanges != nil:
-		return f.applySkipRanges(l, c.SkipRanges)
-	case c.Op == opSkipRange && c.SkipRange != nil:
-		return f.applySkipRange(l, c.SkipRange)
-	case c.Op == opStart && c.Start != nil:
-		return f.applyStart(l, c.Start)
-	case c.Op == opStarts && c.Starts != nil:
-		return f.applyStarts(l, c.Starts)
-	case c.Op == opComplete && c.Complete != nil:
-		return f.applyComplete(l, c.V, c.Complete)
-	case c.Op == opExpire && c.Expire != nil:
-		return f.applyExpire(l, c.V, c.Expire)
-	case c.Op == opRetry && c.Retry != nil:
-		return f.applyRetry(l, c.Retry)
-	case c.Op == opPause && c.Pause != nil:
-		return f.applyPause(l, c.Pause)
-	case c.Op == opNote && c.Note != nil:
-		return f.applyNote(l, c.V, c.Note)
-	case c.Op == opAudit && c.Audit != nil:
-		return f.applyAudit(l, c.V, c.Audit)
-	case c.Op == opNotified && c.Notified != nil:
-		return f.applyNotified(l, c.Notified)
-	case c.Op == opBackfill && c.Backfill != nil:
-		return f.applyBackfill(l, c.Backfill)
-	case c.Op == opRelease && c.Release != nil:
-		return f.applyRelease(l, c.Release)
-	case c.Op == opAdmit && c.Admit != nil:
-		return f.applyAdmit(l, c.Admit)
+	return o.apply(f, l, &c)
+}
+
+// applyElected records a new leader's first entry: its epoch comes from
+// the entry itself.
+func (f *FSM) applyElected(l *raft.Log, e *electedCmd) applyResult {
+	epoch := f.epochOf(l)
+	f.st.Epoch, f.st.Leader, f.st.ElectedAt, f.st.ElectedIndex = epoch, e.Node, e.At, l.Index
+	f.st.Counters[CounterElections]++
+	f.event(l, jobs.Event{Time: e.At, Kind: jobs.EventElected, Node: e.Node, Epoch: epoch,
+		Detail: fmt.Sprintf("%s leads in epoch %d", e.Node, epoch)})
+	return applyResult{Epoch: epoch, Index: l.Index}
+}
+
+// applySetJobs replaces the job set.
+func (f *FSM) applySetJobs(l *raft.Log, c *setJobsCmd) applyResult {
+	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.Jobs, c.Source, c.At, true
+	f.st.JobsHash = c.Hash
+	if f.st.JobsHash == "" {
+		f.st.JobsHash = jobs.HashSpecs(c.Jobs)
 	}
-	// decodeEntry let through only ops with their payload.
-	panic(fmt.Sprintf("scheduler: entry %d: op %q not applied", l.Index, c.Op))
+	f.indexJobs()
+	f.pruneJobStats()
+	f.dropBackfills()
+	for _, s := range c.Jobs {
+		// A job new to the cluster starts from now, not from the epoch.
+		if _, ok := f.st.LastScheduled[s.Name]; !ok {
+			f.st.LastScheduled[s.Name] = c.At
+		}
+	}
+	// A run waiting for a retry its job no longer allows (removed, or
+	// fewer retries) has finished.
+	for _, id := range f.st.Order {
+		if r := f.st.Runs[id]; AwaitsRetry(*r) {
+			if f.settle(r); r.State != jobs.Pending {
+				f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
+					Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
+				a, _ := r.Latest()
+				f.ended(l, r, a)
+			}
+		}
+	}
+	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventJobSet,
+		Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, f.st.JobsHash)})
+	f.changed(l, Change{Kind: ChangeJobs})
+	return applyResult{}
 }
 
 // event appends to the bounded audit trail.
@@ -604,7 +500,7 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) applyResult {
 	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
-	if g.Trigger == TriggerBackfill && version >= 4 && known {
+	if g.Trigger == TriggerBackfill && version >= vBackfill && known {
 		if err := f.admitBackfill(op, g, spec); err != nil {
 			return applyResult{Err: err}
 		}
@@ -619,7 +515,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 			in.Skip = "skipped by the leader"
 		}
 	}
-	if version >= 2 {
+	if version >= vDecideInApply {
 		in.Open = f.openRuns(g.Job)
 	}
 	d := DecideGrant(in)
@@ -630,7 +526,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		}
 		return res
 	}
-	if g.Ahead && version >= 4 {
+	if g.Ahead && version >= vAhead {
 		if err := DecideAhead(in); err != nil {
 			return applyResult{Err: err}
 		}
@@ -656,12 +552,12 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *grantCmd) apply
 		r.State = jobs.Pending
 		// A group's job takes a place in its group, or waits, or is
 		// skipped if the queue is full (groups.go).
-		if version < 4 || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
+		if version < vGroups || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
 			if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
 				return applyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
 			}
 		}
-		if g.Force && version >= 2 && r.State != jobs.Skipped { // skipped: its group's queue was full
+		if g.Force && version >= vDecideInApply && r.State != jobs.Skipped { // skipped: its group's queue was full
 			r.Forced = true
 			detail := fmt.Sprintf("trigger -force: %s granted whatever overlap: %s says", id, spec.Overlap)
 			if len(d.Overrode) > 0 {
@@ -836,7 +732,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	if !c.State.Terminal() || (version >= 2 && !c.State.Known()) {
+	if !c.State.Terminal() || (version >= vDecideInApply && !c.State.Known()) {
 		return applyResult{Err: fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)}
 	}
 	// A repeated completion changes nothing. The one exception is an
@@ -855,13 +751,13 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		a.Error = c.Error
 	}
 	a.StderrTail = c.StderrTail
-	if version >= 4 {
+	if version >= vStdoutTail {
 		a.StdoutTail = c.StdoutTail
 	}
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
 	}
-	if version >= 3 && !c.AcceptedAt.IsZero() {
+	if version >= vBatches && !c.AcceptedAt.IsZero() {
 		a.AcceptedAt = c.AcceptedAt
 	}
 	a.EndedAt = c.EndedAt
@@ -873,7 +769,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		f.fenceByRefusal(a)
 		errText = a.Error
 	}
-	if version >= 5 && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
+	if version >= vNeverStarted && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
 		a.NeverStarted = mayGoUncounted(*r)
 	}
 	if isLatest(r, a) {
@@ -886,7 +782,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) applyResult
 		f.st.Counters[CounterFenced]++
 	}
 	switch {
-	case version < 2:
+	case version < vDecideInApply:
 		if c.StoreOutcome == string(fencedstore.StaleOwner) {
 			f.st.Counters[CounterStaleRefused]++
 		}
@@ -962,7 +858,7 @@ func (f *FSM) applyExpire(l *raft.Log, version int, e *expireCmd) applyResult {
 		st = jobs.Lost
 	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
-	if st == jobs.Lost && e.NeverStarted && version >= 5 {
+	if st == jobs.Lost && e.NeverStarted && version >= vNeverStarted {
 		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)
 	}
 	f.settle(r)
@@ -1066,7 +962,7 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *noteCmd) applyResult {
 	if err != nil {
 		return applyResult{Err: err}
 	}
-	if version < 2 {
+	if version < vDecideInApply {
 		f.st.Counters[n.Kind]++
 		f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
 		return applyResult{Run: r.Clone()}
@@ -1155,12 +1051,12 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *auditCmd) applyResult {
 	if a.Kind == "" || len(a.Kind) > maxAuditKind || fsmKinds[a.Kind] {
 		return applyResult{Err: fmt.Errorf("audit entry of kind %q: %w", a.Kind, jobs.ErrInvalidConfig)}
 	}
-	if version >= 2 {
+	if version >= vDecideInApply {
 		if err := CheckAudit(a.Kind); err != nil {
 			return applyResult{Err: err}
 		}
 	}
-	if version < 4 && a.Kind == jobs.EventClockSkew {
+	if version < vClockSkew && a.Kind == jobs.EventClockSkew {
 		return applyResult{Err: fmt.Errorf("audit entry of kind %q in a version %d entry: %w", a.Kind, version, jobs.ErrInvalidConfig)}
 	}
 	detail := a.Detail
@@ -1354,7 +1250,7 @@ func (f *FSM) takeIn(st state) (err error) {
 	// as the replicas that applied the log have it: settled again by the
 	// job set of now, a run that failed for good before its job was given
 	// more retries would become pending here alone.
-	if st.Version <= 1 {
+	if st.Version < vDecideInApply {
 		for _, r := range f.st.Runs {
 			f.settle(r)
 		}

@@ -25,7 +25,7 @@ var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
 // rule itself use applyRaw.
 func applyAt(t *testing.T, f *FSM, term, index uint64, c command) applyResult {
 	t.Helper()
-	if e, _ := f.Epoch(); mintsToken(c) && e != term+f.st.EpochBase {
+	if e, _ := f.Epoch(); opsByName[c.Op].mintsToken(&c) && e != term+f.st.EpochBase {
 		b, err := encodeEntry(command{Op: opElected, Elected: &electedCmd{Node: "test-leader", At: t0}})
 		if err != nil {
 			t.Fatal(err)

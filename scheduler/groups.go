@@ -41,9 +41,6 @@ import (
 //     and never doubled (a run's first attempt is granted once: "admit"
 //     refuses a run that has one).
 
-// opAdmit grants the first attempt of a run its group admitted.
-const opAdmit = "admit"
-
 // admitCmd grants the first attempt of an admitted run to Worker.
 type admitCmd struct {
 	Run    string    `json:"run"`
@@ -217,44 +214,6 @@ func (f *FSM) cancelUnstarted(l *raft.Log, r *jobs.Run, reason string, at time.T
 	r.State, r.Reason = jobs.Cancelled, reason
 	f.event(l, jobs.Event{Time: at, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID, Detail: "before its first attempt (group " + r.Group + "): " + reason})
 	f.changed(l, Change{Kind: ChangeEnded, Run: r.ID})
-}
-
-// commandTime is when the proposer says an entry happened: the time
-// promotions it causes are recorded at (Apply never reads a clock).
-func commandTime(c command) time.Time {
-	switch {
-	case c.Grant != nil:
-		return c.Grant.At
-	case c.Grants != nil && len(c.Grants.Grants) > 0:
-		return c.Grants.Grants[0].At
-	case c.Complete != nil:
-		return c.Complete.EndedAt
-	case c.Completes != nil && len(c.Completes.Completions) > 0:
-		return c.Completes.Completions[len(c.Completes.Completions)-1].EndedAt
-	case c.Expire != nil:
-		return c.Expire.At
-	case c.Release != nil:
-		return c.Release.At
-	case c.Retry != nil:
-		return c.Retry.At
-	case c.Admit != nil:
-		return c.Admit.At
-	case c.SetJobs != nil:
-		return c.SetJobs.At
-	case c.Note != nil:
-		return c.Note.At
-	case c.Start != nil:
-		return c.Start.At
-	case c.Elected != nil:
-		return c.Elected.At
-	case c.Pause != nil:
-		return c.Pause.At
-	case c.SkipRange != nil:
-		return c.SkipRange.At
-	case c.Audit != nil:
-		return c.Audit.At
-	}
-	return time.Time{}
 }
 
 // IsAdmitted reports whether a run holds a place in its group and waits

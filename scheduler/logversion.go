@@ -25,67 +25,73 @@ import (
 // Raft keeps every entry after the halt and the node catches up once it
 // runs a binary that reads them.
 //
-// Versions:
-//
-//	1  entries before versions existed: the leader decided overlap
-//	   before proposing a grant; notes counted any kind; audit entries
-//	   took any kind the FSM does not make itself.
-//	2  a grant decides uniqueness and overlap inside Apply (forbid
-//	   records a skip, replace cancels the open attempts in the same
-//	   entry, force overrides and is audited); notes and audit entries
-//	   take only known kinds, and a store_refused note counts in
-//	   stale_refused and fences the attempt it concerns; snapshots carry
-//	   their version.
-//	3  a batch grant (op "grants": one entry grants the first attempts
-//	   of several runs due at once, sharing its token where their keys
-//	   cannot meet, see batch.go); a group of completions in one entry
-//	   (op "completes", see completions.go); a completion records when
-//	   the worker received the dispatch (Attempt.AcceptedAt).
-//	4  a grant may be marked ahead (grantCmd.Ahead: proposed before the
-//	   run's fire time); Apply refuses it (ErrNotAhead, nothing changes)
-//	   while the job has an open run and overlap forbid or replace, see
-//	   pregrant.go; several ranges of skipped fire times in one entry
-//	   (op "skip_ranges", see batch.go).
-//	   A completion records the end of stdout when it was not
-//	   published (Attempt.StdoutTail, output.go); an audit entry may
-//	   be of kind clock_skew (skew.go). Notifications and
-//	   dependencies: an entry that ends attempts or finishes runs
-//	   records the notifications due (state notices) and decides the
-//	   runs of the jobs that follow them (after:), granting them in that
-//	   entry with the workers its follow field names; op "notified"
-//	   records deliveries (see notify.go, after.go).
-//	   A backfill (op "backfill"):
-//	   Apply queues a job's fire times that have no run and are after
-//	   its retained horizon (state.Backfills, in snapshots too); a
-//	   grant with trigger "backfill" is admitted only for a queued time
-//	   and, unless it records a skip, while the job has room for another
-//	   backfill run (BackfillRoom, else ErrBackfillWait: nothing
-//	   recorded); see backfill.go.
-//	   A forced release (op "release", see release.go): an operator ends
-//	   an open attempt's lease now, with a reason and who asked; the
-//	   attempt ends lost and its run is retried by its policy.
-//	   Concurrency groups (see groups.go): a grant of a group's job takes
-//	   a place in its group, waits in the group's queue, or is skipped
-//	   when the queue is full; every entry admits the oldest waiters
-//	   while places are free; op "admit" grants an admitted run's first
-//	   attempt.
-//	   An entry that mints a token in an epoch whose election entry is
-//	   not yet applied is refused whole (ErrTermNotStarted, termstart.go).
-//	5  an expiry may carry the leader's word that the attempt never
-//	   started (expireCmd.NeverStarted); Apply marks it so only for an
-//	   attempt granted in the entry's epoch after its election entry,
-//	   and such an attempt does not count against the job's retries
-//	   (see startconfirm.go); so may a completion, on the word of the
-//	   attempt's worker, which gave it up before starting it. The state
-//	   records the index of the last election entry.
-//	6  several start reports in one entry (op "starts", see starts.go).
-//	7  a run that follows its parents (after:) takes the output key its
-//	   leader rendered, sent in the entry's follow field, and is skipped
-//	   if there is none; Apply executes no template (after.go).
+// What each version changed is the doc of its gates below; a rule that
+// changed is read through its gate's name, never through a bare number.
 
-// Versions that changed a rule, by name.
+// Log versions that changed a rule, by name.
 const (
-	// vLeaderRendersKeys: a follower's output key comes in the entry.
+	// vDecideInApply (2): a grant decides uniqueness and overlap inside
+	// Apply (forbid records a skip, replace cancels the open attempts in
+	// the same entry, force overrides and is audited); notes and audit
+	// entries take only known kinds, and a store_refused note counts in
+	// stale_refused and fences the attempt it concerns; snapshots carry
+	// their version. Version 1 entries were written before versions: the
+	// leader decided overlap before proposing a grant.
+	vDecideInApply = 2
+	// vBatches (3): a batch grant (op "grants", sharing its token where
+	// the runs' keys cannot meet, batch.go); a group of completions (op
+	// "completes"); a completion records when the worker received the
+	// dispatch (Attempt.AcceptedAt).
+	vBatches = 3
+	// vAhead (4): a grant may be marked ahead (proposed before the run's
+	// fire time); Apply refuses it (ErrNotAhead) while the job has an open
+	// run and overlap forbid or replace (pregrant.go).
+	vAhead = 4
+	// vSkipRanges (4): several ranges of skipped fire times in one entry
+	// (op "skip_ranges", batch.go).
+	vSkipRanges = 4
+	// vStdoutTail (4): a completion records the end of stdout when it was
+	// not published (Attempt.StdoutTail, output.go).
+	vStdoutTail = 4
+	// vClockSkew (4): an audit entry may be of kind clock_skew (skew.go).
+	vClockSkew = 4
+	// vFollow (4): an entry that ends attempts or finishes runs records
+	// the notifications due (notify.go) and decides the runs of the jobs
+	// that follow them (after.go), granting them in that entry with the
+	// workers its follow field names; op "notified" records deliveries.
+	vFollow = 4
+	// vBackfill (4): op "backfill" queues a job's fire times that have no
+	// run and are after its retained horizon; a grant with trigger
+	// backfill is admitted only for a queued time and while the job has
+	// room for another backfill run (backfill.go).
+	vBackfill = 4
+	// vRelease (4): op "release", an operator ends an open attempt's
+	// lease now; the attempt ends lost and its run is retried by its
+	// policy (release.go).
+	vRelease = 4
+	// vGroups (4): a grant of a concurrency group's job takes a place,
+	// waits in the group's queue, or is skipped when it is full; every
+	// entry admits the oldest waiters while places are free; op "admit"
+	// grants an admitted run's first attempt (groups.go).
+	vGroups = 4
+	// vTermStart (4): an entry that mints a token in an epoch whose
+	// election entry is not yet applied is refused whole
+	// (ErrTermNotStarted, termstart.go).
+	vTermStart = 4
+	// vNeverStarted (5): an expiry may carry the leader's word that the
+	// attempt never started; Apply marks it so only for an attempt granted
+	// in the entry's epoch after its election entry, and such an attempt
+	// does not count against the job's retries (startconfirm.go); so may a
+	// completion, on the word of its worker. The state records the index
+	// of the last election entry.
+	vNeverStarted = 5
+	// vStartBatches (6): several start reports in one entry (op "starts",
+	// starts.go).
+	vStartBatches = 6
+	// vLeaderRendersKeys (7): a run that follows its parents takes the
+	// output key its leader rendered, sent in the entry's follow field,
+	// and is skipped if there is none; Apply executes no template
+	// (after.go).
 	vLeaderRendersKeys = 7
 )
 
@@ -110,19 +116,6 @@ func mustVersion(s string) int {
 // wrapped by Halted.
 var ErrLogHalted = errors.New("stopped applying the replicated log")
 
-// knownOps are the ops this binary applies, with the first version that
-// has them.
-var knownOps = map[string]int{
-	opElected: 1, opSetJobs: 1, opGrant: 1, opSkip: 1, opSkipRange: 1, opStart: 1,
-	opComplete: 1, opExpire: 1, opRetry: 1, opPause: 1, opNote: 1, opAudit: 1,
-	opGrants: 3, opCompletes: 3,
-	opSkipRanges: 4,
-	opNotified:   4,
-	opBackfill:   4,
-	opRelease:    4, opAdmit: 4,
-	opStarts: 6,
-}
-
 // encodeEntry encodes c as an entry of this binary's version.
 func encodeEntry(c command) ([]byte, error) {
 	c.V = LogVersion
@@ -142,59 +135,14 @@ func decodeEntry(l *raft.Log) (command, error) {
 	if c.V > LogVersion {
 		return c, fmt.Errorf("entry %d (op %q) is of log format version %d; this binary reads up to version %d", l.Index, c.Op, c.V, LogVersion)
 	}
-	since, ok := knownOps[c.Op]
-	if !ok || since > c.V {
+	o, ok := opsByName[c.Op]
+	if !ok || o.since > c.V {
 		return c, fmt.Errorf("entry %d has op %q, unknown in log format version %d", l.Index, c.Op, c.V)
 	}
-	if !c.hasPayload() {
+	if !o.has(&c) {
 		return c, fmt.Errorf("entry %d (op %q, version %d) has no payload for its op", l.Index, c.Op, c.V)
 	}
 	return c, nil
-}
-
-// hasPayload reports whether the payload of c's op is set.
-func (c command) hasPayload() bool {
-	switch c.Op {
-	case opElected:
-		return c.Elected != nil
-	case opSetJobs:
-		return c.SetJobs != nil
-	case opGrant, opSkip:
-		return c.Grant != nil
-	case opSkipRange:
-		return c.SkipRange != nil
-	case opStart:
-		return c.Start != nil
-	case opComplete:
-		return c.Complete != nil
-	case opExpire:
-		return c.Expire != nil
-	case opRetry:
-		return c.Retry != nil
-	case opPause:
-		return c.Pause != nil
-	case opNote:
-		return c.Note != nil
-	case opAudit:
-		return c.Audit != nil
-	case opGrants:
-		return c.Grants != nil && len(c.Grants.Grants) > 0
-	case opCompletes:
-		return c.Completes != nil && len(c.Completes.Completions) > 0
-	case opStarts:
-		return c.Starts != nil && len(c.Starts.Starts) > 0
-	case opSkipRanges:
-		return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0
-	case opNotified:
-		return c.Notified != nil
-	case opBackfill:
-		return c.Backfill != nil
-	case opRelease:
-		return c.Release != nil
-	case opAdmit:
-		return c.Admit != nil
-	}
-	return false
 }
 
 // halt stops the FSM at entry l for err; f.mu is held.

@@ -22,9 +22,6 @@ import (
 // target receives (webhook: the id field and a Fencecron-Notification-Id
 // header; email: the Message-ID), so a receiver can drop the repeat.
 
-// opNotified records deliveries (log version 4).
-const opNotified = "notified"
-
 // maxNotices bounds the pending notices: past it the oldest is dropped
 // and recorded as notify_failed.
 const maxNotices = 1000

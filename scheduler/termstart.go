@@ -28,31 +28,12 @@ import (
 // whose election entry is not in the log before it.
 var ErrTermNotStarted = errors.New("term not started")
 
-// mintsToken reports whether c, applied, may mint a fence token.
-func mintsToken(c command) bool {
-	switch c.Op {
-	case opGrant, opGrants, opRetry, opAdmit:
-		return true
-	case opRelease:
-		// The released attempt's run is retried in the same entry when
-		// its policy allows.
-		return true
-	case opExpire:
-		if c.Expire != nil && c.Expire.Worker != "" {
-			return true
-		}
-	}
-	// An entry that may finish runs grants the runs that follow them
-	// (after:) to the workers its follow field names (after.go).
-	return c.Follow != nil && len(c.Follow.Workers) > 0
-}
-
 // DecideTermStarted is nil unless an entry of log version `version`
 // (>= 4) that mints a token (mints) is in epoch `entry` while the last
 // applied election entry is of epoch `elected`. It is pure, so every
 // replica refuses the same entries.
 func DecideTermStarted(version int, mints bool, entry, elected uint64) error {
-	if version < 4 || !mints || entry == elected {
+	if version < vTermStart || !mints || entry == elected {
 		return nil
 	}
 	return fmt.Errorf("%w: epoch %d has no election entry yet (the last is epoch %d): the proposer leads a term it did not start; retry once this term's leader loop has committed its election entry",
