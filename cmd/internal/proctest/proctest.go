@@ -38,11 +38,22 @@ var (
 // tests run with it. Call Cleanup from TestMain to remove it.
 func Binary(t testing.TB) string {
 	t.Helper()
+	skipShort(t)
 	buildOnce.Do(func() { buildPath, buildErr = build(raceEnabled) })
 	if buildErr != nil {
 		t.Fatal(buildErr)
 	}
 	return buildPath
+}
+
+// skipShort skips a test that starts fencecron processes under -short:
+// `go test -short ./...` runs the unit tests only, and every test that
+// needs the binary asks for it here first.
+func skipShort(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts fencecron processes: run without -short")
+	}
 }
 
 // LoadBinary is Binary built without the race detector whatever the tests
@@ -53,6 +64,7 @@ func Binary(t testing.TB) string {
 // leader to timeouts. Every other process test runs the race-built one.
 func LoadBinary(t testing.TB) string {
 	t.Helper()
+	skipShort(t)
 	if !raceEnabled {
 		return Binary(t)
 	}
