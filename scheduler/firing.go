@@ -1,0 +1,466 @@
+package scheduler
+
+import (
+	"container/heap"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// fireEntry is one job in the firing queue: fire times after `after`
+// have not been handled yet; next is the first of them, and fireAt is
+// when it fires: next plus the job's deterministic jitter. It keeps only
+// what ordering the queue needs (a set may hold 100,000 jobs); the spec
+// itself is looked up when the job fires.
+type fireEntry struct {
+	name   string
+	jitter jobs.Duration
+	sched  *jobs.Schedule
+	after  time.Time
+	next   time.Time
+	fireAt time.Time
+	// lead is how long before fireAt the run is granted ahead
+	// (pregrant.go); aheadTried says that was tried for next, which is
+	// then granted at fireAt as without ahead.
+	lead       time.Duration
+	aheadTried bool
+}
+
+// wakeAt is when the firing loop next handles the entry.
+func (e *fireEntry) wakeAt() time.Time {
+	if e.aheadTried {
+		return e.fireAt
+	}
+	return e.fireAt.Add(-e.lead)
+}
+
+// jitterFor is the job's jitter for scheduled time t (jobs.Spec.JitterFor).
+func (e *fireEntry) jitterFor(t time.Time) time.Duration {
+	s := jobs.Spec{Name: e.name, Jitter: e.jitter}
+	return s.JitterFor(t)
+}
+
+func (e *fireEntry) setNext(t time.Time) {
+	e.next = t
+	e.fireAt = t.Add(e.jitterFor(t))
+	e.aheadTried = false
+}
+
+// fireQueue is a min-heap of next fire times.
+type fireQueue []*fireEntry
+
+func (q fireQueue) Len() int { return len(q) }
+
+func (q fireQueue) Less(i, j int) bool { return q[i].wakeAt().Before(q[j].wakeAt()) }
+
+func (q fireQueue) Swap(i, j int) { q[i], q[j] = q[j], q[i] }
+
+func (q *fireQueue) Push(x any) { *q = append(*q, x.(*fireEntry)) }
+
+func (q *fireQueue) Pop() any {
+	old := *q
+	e := old[len(old)-1]
+	*q = old[:len(old)-1]
+	return e
+}
+
+// buildQueue starts each job from the latest scheduled time the cluster
+// handled, so the first pass catches up on what no leader fired. Jobs
+// with the same schedule, time zone and daylight-saving policy share one
+// parsed schedule (it is read-only): a large set repeats a few schedules
+// many times.
+func (l *leader) buildQueue() fireQueue {
+	specs, _, _, _ := l.s.FSM.JobSet()
+	now := l.s.Clock.Now()
+	q := make(fireQueue, 0, len(specs))
+	type schedKey struct{ exprs, tz, spring, fall string }
+	parsed := map[schedKey]*jobs.Schedule{}
+	for _, spec := range specs {
+		if len(spec.Schedules) == 0 {
+			continue // it follows other jobs (after:)
+		}
+		key := schedKey{strings.Join(spec.Schedules, "\x00"), spec.Timezone, spec.DST.Spring, spec.DST.Fall}
+		sched, ok := parsed[key]
+		if !ok {
+			var err error
+			if sched, err = spec.Schedule(); err != nil {
+				l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
+				continue
+			}
+			parsed[key] = sched
+		}
+		after, ok := l.s.FSM.LastScheduled(spec.Name)
+		if !ok || after.After(now.Add(leadFor(spec))) {
+			// A time a little ahead was granted ahead (pregrant.go):
+			// it is handled. One further ahead is not one of ours.
+			after = now
+		}
+		if next := sched.Next(after); !next.IsZero() {
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: leadFor(spec)}
+			e.setNext(next)
+			q = append(q, e)
+		}
+	}
+	heap.Init(&q)
+	return q
+}
+
+// maxConcurrentFires bounds how many jobs are granted at once. Grants of
+// different jobs are independent, and Raft commits concurrent proposals
+// in one batch (one fsync), so firing many due jobs together keeps a
+// busy second from queueing behind one disk write per job.
+const maxConcurrentFires = 64
+
+// fireDue handles every job whose next fire time has come. The misfire
+// policies run concurrently (a skip is an entry of its own); the grants
+// they decide are collected and proposed together (fireMany).
+func (l *leader) fireDue(q *fireQueue) {
+	now := l.s.Clock.Now()
+	var due, ahead []*fireEntry
+	for q.Len() > 0 && !(*q)[0].wakeAt().After(now) {
+		e := heap.Pop(q).(*fireEntry)
+		if e.fireAt.After(now) {
+			ahead = append(ahead, e)
+		} else {
+			due = append(due, e)
+		}
+	}
+	if len(ahead) > 0 {
+		l.grantAhead(ahead)
+		for _, e := range ahead {
+			if e.after.Before(e.next) {
+				heap.Push(q, e) // granted at its fire time
+				continue
+			}
+			if next := e.sched.Next(e.after); !next.IsZero() {
+				e.setNext(next)
+				heap.Push(q, e)
+			}
+		}
+	}
+	var (
+		wg    sync.WaitGroup
+		mu    sync.Mutex
+		fires []dueFire
+		skips []jobs.SkipRange
+	)
+	collect := func(spec jobs.Spec, at time.Time) {
+		mu.Lock()
+		fires = append(fires, dueFire{spec, at})
+		mu.Unlock()
+	}
+	collectSkip := func(r jobs.SkipRange) {
+		mu.Lock()
+		skips = append(skips, r)
+		mu.Unlock()
+	}
+	sem := make(chan struct{}, maxConcurrentFires)
+	for _, e := range due {
+		if l.ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			e.after = l.handleDueInto(e, now, collect, collectSkip)
+		}()
+	}
+	wg.Wait()
+	l.skipRanges(skips)
+	l.fireMany(fires)
+	for _, e := range due {
+		if e.after.Before(e.next) {
+			e.after = e.next.Add(-time.Nanosecond) // not handled (term ending): keep it due
+		}
+		if next := e.sched.Next(e.after); !next.IsZero() {
+			e.setNext(next)
+			heap.Push(q, e)
+		}
+	}
+}
+
+// dueFire is a scheduled run the misfire policy decided to grant.
+type dueFire struct {
+	spec jobs.Spec
+	at   time.Time
+}
+
+// fireMany grants scheduled runs in as few entries as it may: batches of
+// up to maxBatchGrants (opGrants), each one Raft entry, proposed
+// concurrently. Whatever a batch cannot take (no worker or a bad output
+// key, which record a skip; a grant the FSM refused for sharing keys
+// with another in its entry) goes through fire, one entry each. Workers
+// are chosen as fire chooses them, from one reading of the load that
+// counts each pick, so a batch spreads as single grants would.
+func (l *leader) fireMany(fires []dueFire) {
+	if len(fires) == 1 {
+		l.fire(fires[0].spec, fires[0].at, "schedule", false)
+		return
+	}
+	s := l.s
+	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
+	var (
+		singles []dueFire
+		batch   []grantCmd
+		specs   = map[string]jobs.Spec{}
+	)
+	for _, d := range fires {
+		if _, twice := specs[d.spec.Name]; twice {
+			// A second fire time of one job (misfire: all) follows the
+			// first, in order, in an entry of its own.
+			singles = append(singles, d)
+			continue
+		}
+		key, err := d.spec.OutputKey(d.at)
+		worker, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		if err != nil || !ok {
+			singles = append(singles, d)
+			continue
+		}
+		load[worker]++
+		specs[d.spec.Name] = d.spec
+		batch = append(batch, grantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now()})
+	}
+	var (
+		wg sync.WaitGroup
+		mu sync.Mutex
+	)
+	for len(batch) > 0 {
+		n := min(len(batch), maxBatchGrants)
+		chunk := batch[:n]
+		batch = batch[n:]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			refused := l.grantBatch(chunk, specs)
+			mu.Lock()
+			singles = append(singles, refused...)
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	// The rest one entry each: jobs concurrently, each job's fire times
+	// in order, as handleDue fires them.
+	byJob := map[string][]dueFire{}
+	var order []string
+	for _, d := range singles {
+		if _, ok := byJob[d.spec.Name]; !ok {
+			order = append(order, d.spec.Name)
+		}
+		byJob[d.spec.Name] = append(byJob[d.spec.Name], d)
+	}
+	for _, ds := range byJob {
+		slices.SortFunc(ds, func(a, b dueFire) int { return a.at.Compare(b.at) })
+	}
+	sem := make(chan struct{}, maxConcurrentFires)
+	for _, job := range order {
+		if l.ctx.Err() != nil {
+			break
+		}
+		sem <- struct{}{}
+		wg.Add(1)
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			for _, d := range byJob[job] {
+				l.fire(d.spec, d.at, "schedule", false)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// grantBatch proposes one batch entry and tracks every attempt it
+// granted; it returns the runs the FSM refused to batch, for fire. A
+// batch whose outcome is unknown (leadership lost mid-apply) is left to
+// the unique (job, scheduled time), as fire leaves a single grant.
+func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
+	if len(gs) == 1 {
+		return []dueFire{{specs[gs[0].Job], gs[0].ScheduledAt}}
+	}
+	res, err := l.propose(command{Op: opGrants, Grants: &grantsCmd{Grants: gs}})
+	if err == nil && len(res.Batch) != len(gs) {
+		err = fmt.Errorf("batch of %d grants answered with %d results", len(gs), len(res.Batch))
+	}
+	if err != nil {
+		l.log.Error("batch grant failed", "runs", len(gs), "first", jobs.RunID(gs[0].Job, gs[0].ScheduledAt), "err", err)
+		return nil
+	}
+	var granted []Assignment
+	for i, r := range res.Batch {
+		g, spec := gs[i], specs[gs[i].Job]
+		if errors.Is(r.Err, ErrBatchOverlap) {
+			refused = append(refused, dueFire{spec, g.ScheduledAt})
+			continue
+		}
+		l.granted(spec, g.ScheduledAt, r.Run, r.Err, len(gs), &granted)
+	}
+	l.dispatchAll(granted)
+	return refused
+}
+
+// granted logs what the entry that proposed a grant of spec's run at
+// decided (run, or err), and tracks the attempt it granted; batch is the
+// number of grants the entry held. The attempt's assignment is appended
+// to out, for the caller to dispatch with the others of its entry, or,
+// with out nil, dispatched at once. It returns the run, or err if the
+// grant failed (its outcome may then be unknown: leadership lost
+// mid-apply; the unique (job, scheduled time) makes a later grant of the
+// same time refuse, and a new leader recovers whatever committed).
+func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int, out *[]Assignment) (jobs.Run, error) {
+	log := l.log.With("job", spec.Name, "scheduled_at", at)
+	switch {
+	case errors.Is(err, jobs.ErrDuplicateRun):
+		log.Info("run already granted", "run", run.ID)
+		return run, nil
+	case err != nil:
+		log.Error("grant failed", "err", err)
+		return jobs.Run{}, err
+	case run.State == jobs.Skipped:
+		log.Info("run skipped", "run", run.ID, "reason", run.Reason)
+		return run, nil
+	case len(run.Attempts) == 0:
+		log.Info("run waits for its group", "run", run.ID, "reason", run.Reason) // groups.go
+		return run, nil
+	}
+	att, _ := run.Latest()
+	fields := []any{"run", run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", run.Forced}
+	if batch > 1 {
+		fields = append(fields, "batch", batch)
+	}
+	log.Info("granted", fields...)
+	if out != nil {
+		*out = append(*out, l.lease(run, *att, spec))
+	} else {
+		l.track(run, *att, spec)
+	}
+	return run, nil
+}
+
+// handleDue applies the job's misfire policy to its fire times in
+// (e.after, now], granting each run it decides on at once, and returns
+// the last of them.
+func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
+	return l.handleDueInto(e, now, func(spec jobs.Spec, at time.Time) { l.fire(spec, at, "schedule", false) }, l.skipRange)
+}
+
+// handleDueInto is handleDue, handing each run to grant to fire and each
+// range of fire times to skip to skip.
+func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time), skip func(jobs.SkipRange)) time.Time {
+	spec, ok := l.s.FSM.Spec(e.name)
+	if !ok {
+		// Gone from the set (the queue is rebuilt next): its times are
+		// walked past, and nothing is recorded for them (see paused).
+		spec = jobs.Spec{Name: e.name, Jitter: e.jitter}
+	}
+	window := spec.CatchupWindow.D()
+	if window <= 0 {
+		window = jobs.DefaultCatchupWindow
+	}
+	horizon := now.Add(-window)
+	var expired jobs.SkipRange
+	var due []time.Time
+	last := e.after
+	for t := e.next; !t.IsZero() && !t.Add(spec.JitterFor(t)).After(now) && expired.Count+len(due) < maxEnumerate; t = e.sched.Next(t) {
+		last = t
+		if t.Before(horizon) {
+			if expired.Count == 0 {
+				expired.From = t
+			}
+			expired.To = t
+			expired.Count++
+			continue
+		}
+		due = append(due, t)
+	}
+	if l.paused(spec.Name) {
+		return last // an operator's pause: nothing to record per fire time
+	}
+	if expired.Count > 0 {
+		expired.Job, expired.Reason = spec.Name, fmt.Sprintf("older than catchup_window %s", window)
+		skip(expired)
+	}
+	if len(due) == 0 {
+		return last
+	}
+	switch spec.Misfire {
+	case jobs.MisfireAll:
+		for _, t := range due {
+			fire(spec, t)
+		}
+	case jobs.MisfireSkip:
+		latest := due[len(due)-1]
+		missed := due[:len(due)-1]
+		if now.Sub(latest) > misfireGrace {
+			missed = due
+		}
+		if len(missed) > 0 {
+			skip(rangeOf(spec.Name, missed, "missed (misfire: skip)"))
+		}
+		if len(missed) < len(due) {
+			fire(spec, latest)
+		}
+	default: // latest
+		if len(due) > 1 {
+			skip(rangeOf(spec.Name, due[:len(due)-1], "superseded by a later fire time (misfire: latest)"))
+		}
+		fire(spec, due[len(due)-1])
+	}
+	return last
+}
+
+func rangeOf(job string, times []time.Time, reason string) jobs.SkipRange {
+	return jobs.SkipRange{Job: job, From: times[0], To: times[len(times)-1], Count: len(times), Reason: reason}
+}
+
+func (l *leader) skipRange(r jobs.SkipRange) {
+	r.From, r.To = r.From.UTC(), r.To.UTC()
+	if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opSkipRange, SkipRange: &skipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
+		l.log.Error("could not record skipped fire times", "job", r.Job, "count", r.Count, "err", err)
+		return
+	}
+	l.log.Info("skipped fire times", "job", r.Job, "count", r.Count, "from", r.From, "to", r.To, "reason", r.Reason)
+}
+
+func (l *leader) paused(job string) bool {
+	s, ok := l.s.FSM.Spec(job)
+	return !ok || s.Paused // a job gone from the set fires no more
+}
+
+// fire proposes a grant of a run of spec for scheduled time at, and
+// dispatches it if granted. Whether it may run beside the job's open runs
+// (overlap), and whether (job, at) was already handled, the FSM decides
+// when it applies the entry (DecideGrant): firing goroutines and triggers
+// propose at once, and only the log orders them. force overrides the
+// overlap policy.
+func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
+	s := l.s
+	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
+	op := opGrant
+	key, err := spec.OutputKey(at)
+	switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
+	case err != nil:
+		op, g.Reason = opSkip, err.Error()
+	case !ok:
+		op, g.Reason = opSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
+	default:
+		g.Output, g.Worker = key, worker
+	}
+	res, err := l.propose(command{Op: op, Grant: g})
+	return l.granted(spec, at, res.Run, err, 1, nil)
+}
+
+// trigger starts a run of job now, on an operator's request.
+func (l *leader) trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+	spec, ok := l.s.FSM.Spec(job)
+	if !ok {
+		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
+	}
+	return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual", force)
+}

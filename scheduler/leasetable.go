@@ -1,0 +1,294 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"sort"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// lease is the leader's in-memory view of an attempt's ownership.
+type lease struct {
+	attempt, run, job, worker string
+	token                     jobs.Fence
+	ttl                       time.Duration
+	deadline                  time.Time
+	// confirming: the worker confirms starts before starting; started:
+	// this term confirmed the attempt's start (startconfirm.go).
+	confirming, started bool
+}
+
+// newLease is att's lease of ttl, running from now.
+func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) *lease {
+	return &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: ttl, deadline: now.Add(ttl)}
+}
+
+// chooseWorker picks an alive node whose tags match the job's target, the
+// least loaded first, avoiding `avoid` if any other will do. Ties go by a
+// hash of run and node, so load spreads without coordination.
+func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool) {
+	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenAttemptsByWorker(), spec, runID, avoid)
+}
+
+// pickWorker is chooseWorker's choice among members, given each node's
+// open attempts.
+func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string) (string, bool) {
+	type cand struct {
+		name string
+		load int
+		tie  uint64
+	}
+	var cands []cand
+	for _, m := range members {
+		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving || m.Meta.NoJobs {
+			continue
+		}
+		match := true
+		for k, v := range spec.Target {
+			if m.Meta.Tags[k] != v {
+				match = false
+				break
+			}
+		}
+		if !match {
+			continue
+		}
+		h := fnv.New64a()
+		h.Write([]byte(spec.Name + "\x00" + runID + "\x00" + m.Name))
+		cands = append(cands, cand{m.Name, load[m.Name], h.Sum64()})
+	}
+	if len(cands) > 1 && avoid != "" {
+		kept := cands[:0]
+		for _, c := range cands {
+			if c.name != avoid {
+				kept = append(kept, c)
+			}
+		}
+		cands = kept
+	}
+	if len(cands) == 0 {
+		return "", false
+	}
+	sort.Slice(cands, func(i, j int) bool {
+		if cands[i].load != cands[j].load {
+			return cands[i].load < cands[j].load
+		}
+		return cands[i].tie < cands[j].tie
+	})
+	return cands[0].name, true
+}
+
+// track starts the lease of a new attempt and dispatches it.
+func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
+	l.dispatch(l.lease(run, att, spec))
+}
+
+// lease starts the lease of a new attempt and returns its assignment.
+func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignment {
+	ttl := spec.LeaseTTL.D()
+	if ttl <= 0 {
+		ttl = jobs.DefaultLeaseTTL
+	}
+	l.mu.Lock()
+	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
+	l.mu.Unlock()
+	return Assignment{Run: run, Attempt: att, Spec: spec}
+}
+
+// dispatch delivers an assignment, retrying with the same attempt id
+// (never a new attempt) until the worker takes it, the lease goes, or the
+// term ends.
+func (l *leader) dispatch(a Assignment) {
+	l.mu.Lock()
+	if l.inflight[a.Attempt.ID] {
+		l.mu.Unlock()
+		return
+	}
+	l.inflight[a.Attempt.ID] = true
+	l.mu.Unlock()
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		defer func() {
+			l.mu.Lock()
+			delete(l.inflight, a.Attempt.ID)
+			l.mu.Unlock()
+		}()
+		backoff := 100 * time.Millisecond
+		for tries := 1; ; tries++ {
+			ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
+			err := l.s.Dispatcher.Dispatch(ctx, a.Attempt.Worker, a)
+			cancel()
+			if err == nil {
+				if tries > 1 {
+					l.log.Info("dispatched after retries", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "tries", tries)
+				}
+				return
+			}
+			l.log.Warn("dispatch failed; retrying with the same attempt", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "err", err)
+			if !l.leased(a.Attempt.ID) {
+				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
+			}
+			select {
+			case <-l.ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 2*time.Second)
+		}
+	}()
+}
+
+func (l *leader) leased(attempt string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	_, ok := l.leases[attempt]
+	return ok
+}
+
+// renew extends an attempt's lease if it is still the node's, and
+// confirms its start if asked; any other answer is a definite "not
+// yours". A start is confirmed only while this loop's election entry is
+// the last one applied: a loop that outlived its term may answer for an
+// attempt a newer leader granted and will expire (errStaleLoop).
+func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
+	attemptID := r.Attempt
+	run, att, ok := l.current(attemptID)
+	switch {
+	case !ok:
+		return RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, nil
+	case att.Worker != node:
+		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
+	}
+	// A worker that does not say it confirms starts may start on any
+	// renewal answered Held (an older one, or one whose renewal was sent
+	// again without starts to a leader that refused them): every such
+	// renewal is a start.
+	start := r.Start || !r.Confirming
+	if start {
+		// After current: an attempt granted since another election
+		// entry is seen only with that entry applied.
+		if epoch, index := l.s.FSM.Elected(); epoch != l.electedEpoch || index != l.electedIndex || !l.s.Raft.IsLeader() {
+			return RenewReply{}, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
+		}
+	}
+	now := l.s.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if start && l.unstarted[attemptID] {
+		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
+	}
+	le := l.leases[attemptID]
+	if le == nil {
+		// Granted before this term (recovery gave it a lease) or expired
+		// here a moment ago but not yet applied: recreate it.
+		le = newLease(run, att, l.ttlOf(run.Job), now)
+		l.leases[attemptID] = le
+	}
+	le.deadline = now.Add(le.ttl)
+	le.confirming = le.confirming || r.Confirming
+	le.started = le.started || start
+	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
+}
+
+// current returns the attempt if it is its run's latest and still open.
+func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
+	runID, n, ok := jobs.SplitAttemptID(attemptID)
+	if !ok {
+		return jobs.Run{}, jobs.Attempt{}, false
+	}
+	run, ok := l.s.FSM.Run(runID)
+	if !ok || n != len(run.Attempts) {
+		return jobs.Run{}, jobs.Attempt{}, false
+	}
+	a := run.Attempts[n-1]
+	return run, a, !a.State.Terminal()
+}
+
+func (l *leader) ttlOf(job string) time.Duration {
+	if s, ok := l.s.FSM.Spec(job); ok && s.LeaseTTL > 0 {
+		return s.LeaseTTL.D()
+	}
+	return jobs.DefaultLeaseTTL
+}
+
+// checkLeases expires every lease whose deadline passed, granting the run's
+// next attempt to another worker in the same Raft entry when allowed.
+func (l *leader) checkLeases() {
+	now := l.s.Clock.Now()
+	// A worker confirms its starts if it said so in a renewal or its
+	// node says so in gossip (one that died before its first renewal).
+	// Only this term's own grants can be known never to have started.
+	confirms := map[string]bool{}
+	for _, m := range l.s.Raft.Members() {
+		confirms[m.Name] = m.Meta.ConfirmsStarts
+	}
+	epoch, electedIndex := l.s.FSM.Elected()
+	var due []*lease
+	unstarted := map[string]bool{}
+	l.mu.Lock()
+	for id, le := range l.leases {
+		if now.After(le.deadline) {
+			due = append(due, le)
+			delete(l.leases, id)
+			if (le.confirming || confirms[le.worker]) && !le.started && grantedSinceElection(le.token, epoch, epoch, electedIndex) {
+				// From here on its start is refused (renew), so the
+				// word given with the expiry stays true.
+				l.unstarted[id], unstarted[id] = true, true
+			}
+		}
+	}
+	l.mu.Unlock()
+	for _, le := range due {
+		run, att, ok := l.current(le.attempt)
+		if !ok {
+			continue
+		}
+		reason := fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, le.ttl)
+		never := unstarted[le.attempt] && att.StartedAt.IsZero()
+		if never {
+			reason += "; its start was never confirmed, so the process never started"
+		}
+		l.expireWith(run, att, jobs.Lost, reason, true, never)
+	}
+}
+
+// expire takes an attempt's lease away through Raft; with takeover, the
+// next attempt goes to another worker in the same entry.
+func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover bool) {
+	l.expireWith(run, att, st, reason, takeover, false)
+}
+
+// expireWith is expire, with the leader's word that the attempt never
+// started (startconfirm.go): the FSM decides whether it then counts
+// against the job's retries, so a takeover worker is named whenever the
+// run might get another attempt.
+func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover, neverStarted bool) {
+	l.mu.Lock()
+	delete(l.leases, att.ID)
+	l.mu.Unlock()
+	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
+	spec, ok := l.s.FSM.Spec(run.Job)
+	if takeover && ok && (neverStarted || CountedAttempts(run) < spec.Retries+1) {
+		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
+			cmd.Worker = w
+		}
+	}
+	res, err := l.propose(command{Op: opExpire, Expire: cmd})
+	if err != nil {
+		if !errors.Is(err, jobs.ErrStaleAttempt) {
+			l.log.Error("expire failed", "attempt", att.ID, "err", err)
+		}
+		return
+	}
+	l.log.Warn("attempt "+string(st), "attempt", att.ID, "worker", att.Worker, "reason", reason)
+	if next, ok := res.Run.Latest(); ok && next.Number > att.Number {
+		l.log.Info("granted takeover attempt", "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.track(res.Run, *next, spec)
+	}
+}
