@@ -17,7 +17,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 func (s *Server) status() wire.Status {
@@ -305,7 +305,7 @@ func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, wire.EventList{Events: nonNil(page.Events), Counters: s.State.Counters(), Next: page.Next})
 }
 
-// Errors of the request itself: web/wire's, under the names web's files
+// Errors of the request itself: scheduler/wire's, under the names web's files
 // use.
 var (
 	errBadRequest   = wire.ErrBadRequest
@@ -327,7 +327,7 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
 }
 
-// statusOf is the HTTP status of err, from the one table in web/wire.
+// statusOf is the HTTP status of err, from the one table in scheduler/wire.
 func statusOf(err error) int {
 	status, _ := wire.StatusOf(err)
 	return status

@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // GET /api/v1/jobs pages by an opaque cursor and searches; a set that

@@ -4,7 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // NotifyTargets is what the leader's notification sender knows of its

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // fakeSender is a notification sender with the targets it is given; ok

@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/election"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // fakeOperator records what the operator endpoints asked of it.

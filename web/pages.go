@@ -23,8 +23,8 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/metrics"
-	"github.com/fencecron/fencecron/web/wire"
 )
 
 // The dashboard: server-rendered pages, each templates/layout.html plus

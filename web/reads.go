@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // What the reading side of the API gives to whom. Every port may be

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // panickingOperator panics in RestoreSnapshot, as the FSM's restore did

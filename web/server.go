@@ -1,7 +1,7 @@
 // Package web serves people: the dashboard and the public HTTP API
 // (/api/v1), on each node's HTTP port. Handlers decode, make one call,
 // and render; errors become status codes through the one table in
-// web/wire, whose types are also the API's answers.
+// scheduler/wire, whose types are also the API's answers.
 //
 // The calls between nodes share the port but not the package: web routes
 // /internal/v1 to Server.Internal (scheduler/rpc.Server) and knows

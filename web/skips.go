@@ -3,7 +3,7 @@ package web
 import (
 	"net/http"
 
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // handleSkips lists the fire times the leader deliberately did not run,

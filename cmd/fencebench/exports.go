@@ -18,7 +18,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // fencebench exports: what exporting the whole job set costs a node's

@@ -8,7 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // getJSON reads path from a node within timeout: a stopped node must not

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // The body `fencecron apply` streams is what json.Marshal makes of the

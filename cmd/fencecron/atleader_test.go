@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/election"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // An operator's command sent to a node during an election waits for the

@@ -20,7 +20,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // client talks to one node's HTTP API.

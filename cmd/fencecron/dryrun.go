@@ -10,7 +10,7 @@ import (
 	"slices"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // dryRun prints what `apply path` would change on the cluster c talks

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // apply -dry-run against a real node prints the jobs added, removed and

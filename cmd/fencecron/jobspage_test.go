@@ -11,7 +11,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // The Jobs page of a set larger than a page, in a real headless Chromium:

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // TestCluster_JoinByNameAndNewAddress: nodes whose join lists name their

@@ -23,7 +23,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // smtpServer is a real SMTP server (OpenSMTPD, from Debian's opensmtpd,

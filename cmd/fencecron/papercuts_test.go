@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // The papercuts of issue 17, against a real dev node.

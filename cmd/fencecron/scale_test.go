@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // writeJobFiles writes n jobs named job-000000... over files job files

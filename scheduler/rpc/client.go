@@ -18,7 +18,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // Client calls other nodes' Servers: the leader's for what this node asks

@@ -23,7 +23,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // clientID is the cluster identity of the node under test, and stubID

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // outputWorker is a worker that takes assignments and answers for the

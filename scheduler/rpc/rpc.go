@@ -14,7 +14,7 @@
 // a JSON request the Server decodes strictly (no unknown fields, bounded
 // size) and hands to the leader's scheduler.Forwarder, which re-validates
 // it; no encoded log command crosses the wire. Errors travel as
-// wire.ErrorBody, coded by the one table in web/wire. The Client reads a
+// wire.ErrorBody, coded by the one table in scheduler/wire. The Client reads a
 // domain error (no such attempt, unknown job, not the leader) only from
 // that structured body: an answer without one (a proxy's page, another
 // server's 404) is a failure of the transport, retried like a lost
@@ -26,7 +26,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // Prefix is the path under which the Server answers; web routes every

@@ -14,7 +14,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // Server answers other nodes' calls under Prefix. It is an http.Handler
@@ -282,7 +282,7 @@ func required(pairs ...string) error {
 	return nil
 }
 
-// fail answers err as the table in web/wire codes it.
+// fail answers err as the table in scheduler/wire codes it.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, _ := wire.StatusOf(err)
 	switch {

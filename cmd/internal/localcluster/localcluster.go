@@ -27,7 +27,7 @@ import (
 
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/web/wire"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // Options describe a cluster.
