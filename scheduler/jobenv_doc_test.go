@@ -9,16 +9,16 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// Every variable the worker gives a job is in the README's table of the
-// job's environment.
+// Every variable the worker gives a job is in the table of the job's
+// environment in docs/configuration.md.
 func TestWorker_EnvDocumented(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "## The job's environment\n")
+	_, section, ok := strings.Cut(string(doc), "## The job's environment\n")
 	if !ok {
-		t.Fatal("README has no section on the job's environment")
+		t.Fatal("docs/configuration.md has no section on the job's environment")
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	w := &Worker{ID: "w1", StoreAddr: "https://127.0.0.1:1", StoreCA: "/ca.pem", TokenText: func(Assignment) string { return "t" }}
@@ -29,7 +29,7 @@ func TestWorker_EnvDocumented(t *testing.T) {
 	for _, kv := range env {
 		name, _, _ := strings.Cut(kv, "=")
 		if !regexp.MustCompile("`" + regexp.QuoteMeta(name) + "`").MatchString(section) {
-			t.Errorf("%s is not documented in the README's job environment", name)
+			t.Errorf("%s is not documented in the job environment of docs/configuration.md", name)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/rpc"
 )
 
-// The fixture is the report handoff (README, "How it works") in miniature: n1 leads
+// The fixture is the report handoff (docs/how-it-works.md) in miniature: n1 leads
 // epoch 3 and grants the July report to w1 (token 3.10); w1 stalls, n2
 // is elected in epoch 4, w1's lease expires and w2 gets attempt 2 (token
 // 4.15), which publishes; then w1 wakes up, its publish is refused as

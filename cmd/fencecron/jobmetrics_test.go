@@ -56,17 +56,17 @@ func TestDev_JobMetrics(t *testing.T) {
 	}
 }
 
-// The README's example alert rules pass `promtool check rules`, and name
-// the per-job metrics by their real names.
-func TestREADME_AlertRulesPassPromtool(t *testing.T) {
+// The example alert rules of docs/operations.md pass `promtool check
+// rules`, and name the per-job metrics by their real names.
+func TestOperationsDoc_AlertRulesPassPromtool(t *testing.T) {
 	tool := promtool(t)
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/operations.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, after, ok := bytes.Cut(readme, []byte("<!-- alert-rules -->\n```yaml\n"))
+	_, after, ok := bytes.Cut(doc, []byte("<!-- alert-rules -->\n```yaml\n"))
 	if !ok {
-		t.Fatal("README has no <!-- alert-rules --> yaml block")
+		t.Fatal("docs/operations.md has no <!-- alert-rules --> yaml block")
 	}
 	rules, _, ok := bytes.Cut(after, []byte("```"))
 	if !ok {
@@ -82,7 +82,7 @@ func TestREADME_AlertRulesPassPromtool(t *testing.T) {
 		t.Fatal(err)
 	}
 	if out, err := exec.Command(tool, "check", "rules", file).CombinedOutput(); err != nil {
-		t.Errorf("promtool check rules on the README's rules: %v\n%s", err, out)
+		t.Errorf("promtool check rules on the rules of docs/operations.md: %v\n%s", err, out)
 	}
 	// The check is effective: a broken expression fails it.
 	bad := strings.Replace(string(rules), "max by (job_name)", "max by (job_name", 1)
