@@ -190,7 +190,7 @@ type Store interface {
 	// unless a newer one is there already (ErrStaleOwner). It is how a
 	// worker shuts out every older attempt before it starts working.
 	Establish(ctx context.Context, req EstablishRequest) (Result, error)
-	// Publish applies the rules table (README, "How it works"). It returns
+	// Publish applies the rules table (docs/how-it-works.md, "The store's rules"). It returns
 	// ErrStaleOwner, ErrConflict or ErrExpired with a Result when it
 	// refuses, ErrInvalidKey or ErrTooLarge for bad input; on any error
 	// nothing but the refusal's history entry (and, for a conflict with a

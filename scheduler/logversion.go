@@ -147,7 +147,7 @@ func decodeEntry(l *raft.Log) (command, error) {
 
 // halt stops the FSM at entry l for err; f.mu is held.
 func (f *FSM) halt(l *raft.Log, err error) {
-	f.halted = fmt.Errorf("%w at index %d (term %d): %v; this node applies nothing more until it runs a binary that reads it (upgrade it: see the README's upgrade rule)",
+	f.halted = fmt.Errorf("%w at index %d (term %d): %v; this node applies nothing more until it runs a binary that reads it (upgrade it: see the upgrade rule in docs/operations.md)",
 		ErrLogHalted, l.Index, l.Term, err)
 	f.logHalts.Add(1)
 	f.logger().Error("replicated log halted: an entry this binary cannot read", "index", l.Index, "term", l.Term, "err", err, "log_version", LogVersion)
