@@ -10,6 +10,8 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -145,7 +147,6 @@ func (l *leader) fireDue(q *fireQueue) {
 		}
 	}
 	var (
-		wg    sync.WaitGroup
 		mu    sync.Mutex
 		fires []dueFire
 		skips []jobs.SkipRange
@@ -160,19 +161,18 @@ func (l *leader) fireDue(q *fireQueue) {
 		skips = append(skips, r)
 		mu.Unlock()
 	}
-	sem := make(chan struct{}, maxConcurrentFires)
+	var g errgroup.Group
+	g.SetLimit(maxConcurrentFires)
 	for _, e := range due {
 		if l.ctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			e.after = l.handleDueInto(e, now, collect, collectSkip)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	l.skipRanges(skips)
 	l.fireMany(fires)
 	for _, e := range due {
@@ -259,21 +259,20 @@ func (l *leader) fireMany(fires []dueFire) {
 	for _, ds := range byJob {
 		slices.SortFunc(ds, func(a, b dueFire) int { return a.at.Compare(b.at) })
 	}
-	sem := make(chan struct{}, maxConcurrentFires)
+	var g errgroup.Group
+	g.SetLimit(maxConcurrentFires)
 	for _, job := range order {
 		if l.ctx.Err() != nil {
 			break
 		}
-		sem <- struct{}{}
-		wg.Add(1)
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			for _, d := range byJob[job] {
 				l.fire(d.spec, d.at, "schedule", false)
 			}
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 }
 
 // grantBatch proposes one batch entry and tracks every attempt it
