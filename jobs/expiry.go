@@ -20,12 +20,9 @@ const TokenExpiryMargin = 2 * time.Minute
 // within its timeout. A superseded attempt's token so cannot write even to
 // keys no newer attempt has touched (fencing alone is per key).
 func (s *Spec) TokenExpiry(grantedAt time.Time) time.Time {
-	timeout, ttl := s.Timeout.D(), s.LeaseTTL.D()
+	timeout := s.Timeout.D()
 	if timeout <= 0 {
 		timeout = DefaultTimeout
 	}
-	if ttl <= 0 {
-		ttl = DefaultLeaseTTL
-	}
-	return grantedAt.Add(timeout + ttl + TokenExpiryMargin)
+	return grantedAt.Add(timeout + s.Lease() + TokenExpiryMargin)
 }

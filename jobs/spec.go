@@ -162,6 +162,16 @@ func (s *Spec) Normalize() {
 	s.DST = s.DST.withDefaults()
 }
 
+// Lease returns the job's lease TTL: LeaseTTL, or DefaultLeaseTTL where it
+// is not set (Normalize sets it; a spec from before it did may not have
+// it). Every reader of a job's lease asks here.
+func (s *Spec) Lease() time.Duration {
+	if s.LeaseTTL <= 0 {
+		return DefaultLeaseTTL
+	}
+	return s.LeaseTTL.D()
+}
+
 // Location returns the job's time zone.
 func (s *Spec) Location() (*time.Location, error) {
 	if s.Timezone == "" {

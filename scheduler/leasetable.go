@@ -90,10 +90,7 @@ func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
 
 // lease starts the lease of a new attempt and returns its assignment.
 func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignment {
-	ttl := spec.LeaseTTL.D()
-	if ttl <= 0 {
-		ttl = jobs.DefaultLeaseTTL
-	}
+	ttl := spec.Lease()
 	l.mu.Lock()
 	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
 	l.mu.Unlock()
@@ -211,10 +208,8 @@ func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
 }
 
 func (l *leader) ttlOf(job string) time.Duration {
-	if s, ok := l.s.FSM.Spec(job); ok && s.LeaseTTL > 0 {
-		return s.LeaseTTL.D()
-	}
-	return jobs.DefaultLeaseTTL
+	s, _ := l.s.FSM.Spec(job) // a job gone from the set: the default
+	return s.Lease()
 }
 
 // checkLeases expires every lease whose deadline passed, granting the run's

@@ -63,11 +63,7 @@ var ErrNotAhead = errors.New("not granted ahead: the job has an open run that ma
 
 // leadFor is how long before a fire time the leader grants spec's runs.
 func leadFor(spec jobs.Spec) time.Duration {
-	ttl := spec.LeaseTTL.D()
-	if ttl <= 0 {
-		ttl = jobs.DefaultLeaseTTL
-	}
-	return min(preGrantLead, ttl/4)
+	return min(preGrantLead, spec.Lease()/4)
 }
 
 // DecideAhead returns nil if a grant of in's run ahead of its fire time

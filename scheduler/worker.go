@@ -231,10 +231,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 		}
 		return c
 	}
-	ttl := a.Spec.LeaseTTL.D()
-	if ttl <= 0 {
-		ttl = jobs.DefaultLeaseTTL
-	}
+	ttl := a.Spec.Lease()
 	lc := &leaseClient{w: w, attempt: a.Attempt.ID, ttl: ttl, state: LeaseAcquiring, lost: make(chan struct{}), log: log}
 	// An attempt that starts at once has its start confirmed with its
 	// lease; one granted ahead asks again just before its fire time.
