@@ -256,7 +256,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: nodeMetrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
-		Operator: &operator{node: node, fsm: fsm, sched: sched, store: store, log: log},
+		Operator: &operator{node: node, fsm: fsm, sched: sched, log: log},
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it. Its jobs are still handed this node's address

@@ -16,19 +16,17 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election"
-	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // operator carries out the operator endpoints (web.Operator) with this
-// node's Raft, FSM and store.
+// node's Raft, FSM and scheduler.
 type operator struct {
 	node  *election.Node
 	fsm   *scheduler.FSM
 	sched *scheduler.Scheduler
-	store fencedstore.Store
 	log   *slog.Logger
 }
 
@@ -49,10 +47,9 @@ func (o *operator) SaveSnapshot(ctx context.Context, w io.Writer) error {
 	return err
 }
 
-// RestoreSnapshot restores a saved snapshot with an epoch base above every
-// epoch this node can know of: the snapshot's, the cluster's current one,
-// and the greatest token its store holds (a store another node serves is
-// asked through it).
+// RestoreSnapshot restores a saved snapshot, checked and given its epoch
+// base by the scheduler (Scheduler.RestoreFloor, scheduler.PrepareRestore),
+// through this node's Raft.
 func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Restored, error) {
 	if !o.node.IsLeader() {
 		return wire.Restored{}, election.ErrNotLeader
@@ -61,15 +58,11 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	floor, _ := o.fsm.Epoch()
-	keys, err := o.store.List(ctx, "")
+	floor, err := o.sched.RestoreFloor(ctx)
 	if err != nil {
-		return wire.Restored{}, fmt.Errorf("restore: read the store's greatest tokens (epochs must stay above them): %w", err)
+		return wire.Restored{}, err
 	}
-	for _, k := range keys {
-		floor = max(floor, k.Greatest.Epoch)
-	}
-	prepared, info, err := scheduler.PrepareRestore(data, scheduler.RestoreFloor{Epoch: floor, Granted: o.fsm.GrantedThrough(), Limits: o.sched.JobLimits(), Now: o.sched.Clock.Now()})
+	prepared, info, err := scheduler.PrepareRestore(data, floor)
 	if err != nil {
 		return wire.Restored{}, err
 	}
