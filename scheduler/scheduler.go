@@ -67,6 +67,25 @@ func (a Assignment) TokenExpires() time.Time {
 	return a.Spec.TokenExpiry(from)
 }
 
+// Scope is what the attempt's token may write: keys under the literal
+// directory of its output template, or under "<job>/" for a job without an
+// output or whose template has none (jobs.Spec.OutputPrefix): never the
+// whole store.
+func (a Assignment) Scope() fencedstore.Scope {
+	return fencedstore.Scope{Job: a.Run.Job, Prefix: a.Spec.OutputPrefix()}
+}
+
+// SignedToken is the attempt's token as its job gets it, to be signed:
+// with its attempt id, its scope and its expiry.
+func (a Assignment) SignedToken() fencedstore.SignedToken {
+	return fencedstore.SignedToken{
+		Token:   fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq},
+		Attempt: a.Attempt.ID,
+		Scope:   a.Scope(),
+		Expires: a.TokenExpires(),
+	}
+}
+
 // Dispatcher delivers an assignment to the named worker. Delivering the
 // same attempt twice must start it at most once.
 type Dispatcher interface {

@@ -283,24 +283,12 @@ func readSecret(path string) ([]byte, error) {
 	return secret, nil
 }
 
-// tokenScope is what a job's token may write: keys under the literal
-// directory of its output template, or under "<job>/" for a job without an
-// output or whose template has none (jobs.Spec.OutputPrefix): never the
-// whole store.
-func tokenScope(a scheduler.Assignment) fencedstore.Scope {
-	return fencedstore.Scope{Job: a.Run.Job, Prefix: a.Spec.OutputPrefix()}
-}
-
-// tokenText is the worker's TokenText hook: the attempt's token, signed
-// with its attempt id, scope and expiry, for FENCECRON_TOKEN.
+// tokenText is the worker's TokenText hook: the attempt's token
+// (Assignment.SignedToken) signed with the node's key, for
+// FENCECRON_TOKEN.
 func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(scheduler.Assignment) string {
 	return func(a scheduler.Assignment) string {
-		text, err := signer.Sign(fencedstore.SignedToken{
-			Token:   fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq},
-			Attempt: a.Attempt.ID,
-			Scope:   tokenScope(a),
-			Expires: a.TokenExpires(),
-		})
+		text, err := signer.Sign(a.SignedToken())
 		if err != nil {
 			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)
 			return ""
