@@ -15,7 +15,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/memberlist"
 
-	"github.com/fencecron/fencecron/election/keyring"
+	"github.com/fencecron/fencecron/fencedstore/keyring"
 )
 
 // Meta is what a node tells the others about itself through gossip. It

@@ -12,7 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fencecron/fencecron/election/keyring"
+	"github.com/fencecron/fencecron/fencedstore/keyring"
 )
 
 // Limits on the parts of a signed token's text form.

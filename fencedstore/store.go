@@ -11,8 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/fencecron/fencecron/jobs"
 )
 
 // Sentinel errors. Publish and Establish return ErrStaleOwner, ErrConflict
@@ -79,7 +77,7 @@ func (o Outcome) Accepted() bool { return o != StaleOwner && o != Expired }
 // under one job token's scope may hold (store.quota.keys,
 // store.quota.bytes).
 const (
-	DefaultMaxBodyBytes     = jobs.DefaultMaxOutputBytes
+	DefaultMaxBodyBytes     = 16 << 20
 	DefaultHistoryRetention = 1000
 	DefaultQuotaKeys        = 10000
 	DefaultQuotaBytes       = 1 << 30

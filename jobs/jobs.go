@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // Sentinel errors shared across packages.
@@ -66,15 +68,8 @@ func (s State) Known() bool {
 
 // Fence is the fence token an attempt carries: the Raft term of the leader
 // that committed its grant (Epoch) and the log index of that grant (Seq).
-// fencedstore owns the comparison rules; this is its plain-data mirror so the
-// domain needs no import of the store.
-type Fence struct {
-	Epoch uint64 `json:"epoch"`
-	Seq   uint64 `json:"seq"`
-}
-
-// String returns "epoch.seq".
-func (f Fence) String() string { return fmt.Sprintf("%d.%d", f.Epoch, f.Seq) }
+// It is the store's token type, whose rules the store owns.
+type Fence = fencedstore.Token
 
 // Run is one logical execution of a job for one scheduled time. The pair
 // (Job, ScheduledAt) is unique in the replicated state.

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // Overlap policies: what to do when a job fires while its previous run is
@@ -32,7 +34,7 @@ const (
 	DefaultLeaseTTL       = 30 * time.Second
 	DefaultBackoff        = 10 * time.Second
 	DefaultCatchupWindow  = time.Hour
-	DefaultMaxOutputBytes = 16 << 20
+	DefaultMaxOutputBytes = fencedstore.DefaultMaxBodyBytes
 )
 
 // Spec is one job as the user defined it. Its json tags are the API's and
@@ -220,11 +222,11 @@ func (s *Spec) OutputKeyBeforeV7(scheduled time.Time) (string, error) {
 }
 
 // renderOutput renders the output key template for a scheduled time seen
-// in loc, within the bounds of template.go: a key is at most MaxKeyLen
+// in loc, within the bounds of template.go: a key is at most fencedstore.MaxKeyLen
 // bytes.
 func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
 	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
-	b, err := renderTemplate("output", s.Output, data, MaxKeyLen)
+	b, err := renderTemplate("output", s.Output, data, fencedstore.MaxKeyLen)
 	return string(b), err
 }
 

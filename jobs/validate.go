@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // Limits that Validate enforces.
@@ -253,7 +255,7 @@ func (s *Spec) checkOutput(loc *time.Location) error {
 	if key == "" {
 		return fmt.Errorf("%q renders an empty key", s.Output)
 	}
-	if err := CheckKey(key); err != nil {
+	if err := fencedstore.CheckKey(key); err != nil {
 		return fmt.Errorf("renders %q, not a valid store key: %v", clip(key, 60), err)
 	}
 	return nil

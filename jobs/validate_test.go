@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -52,7 +53,7 @@ func TestSpec_Validate(t *testing.T) {
 		{"output does not parse", func(s *jobs.Spec) { s.Output = "reports/{{ .Scheduled" }, jobs.Limits{}, []string{"output: output template:"}},
 		{"output names an unknown field", func(s *jobs.Spec) { s.Output = "reports/{{ .When }}" }, jobs.Limits{}, []string{"output: output template:"}},
 		{"output renders empty", func(s *jobs.Spec) { s.Output = `{{ if false }}x{{ end }}` }, jobs.Limits{}, []string{"renders an empty key"}},
-		// The store's own key rule (jobs.CheckKey), on the rendered key.
+		// The store's own key rule (fencedstore.CheckKey), on the rendered key.
 		{"output renders an absolute key", func(s *jobs.Spec) { s.Output = "/reports/{{ .Job }}" }, jobs.Limits{}, []string{
 			`output: renders "/reports/monthly-report", not a valid store key: absolute path`}},
 		{"output renders a dot-dot segment", func(s *jobs.Spec) { s.Output = "../../etc/x" }, jobs.Limits{}, []string{
@@ -166,9 +167,9 @@ func TestCheckKey(t *testing.T) {
 	tests := []struct{ key, want string }{
 		{"reports/2026-07.csv", ""},
 		{"ü/ö.csv", ""},
-		{strings.Repeat("k", jobs.MaxKeyLen), ""},
+		{strings.Repeat("k", fencedstore.MaxKeyLen), ""},
 		{"", "empty key"},
-		{strings.Repeat("k", jobs.MaxKeyLen+1), "longer than 1024 bytes"},
+		{strings.Repeat("k", fencedstore.MaxKeyLen+1), "longer than 1024 bytes"},
 		{"a\xffb", "not valid UTF-8"},
 		{"/etc/passwd", "absolute path"},
 		{"a\tb", "control character"},
@@ -179,12 +180,12 @@ func TestCheckKey(t *testing.T) {
 		{"../x", `".." segment`},
 	}
 	for _, tt := range tests {
-		err := jobs.CheckKey(tt.key)
+		err := fencedstore.CheckKey(tt.key)
 		switch {
 		case tt.want == "" && err != nil:
-			t.Errorf("CheckKey(%q) = %v, want nil", tt.key, err)
+			t.Errorf("fencedstore.CheckKey(%q) = %v, want nil", tt.key, err)
 		case tt.want != "" && (err == nil || err.Error() != tt.want):
-			t.Errorf("CheckKey(%q) = %v, want %q", tt.key, err, tt.want)
+			t.Errorf("fencedstore.CheckKey(%q) = %v, want %q", tt.key, err, tt.want)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/hashicorp/raft"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -69,7 +70,7 @@ func followKey(version int, follow *followCmd, spec jobs.Spec, id string, t time
 	case o.Err != "":
 		return "", errors.New(clip(o.Err, maxFollowErr))
 	}
-	if err := jobs.CheckKey(o.Key); err != nil {
+	if err := fencedstore.CheckKey(o.Key); err != nil {
 		return "", fmt.Errorf("its output key is not a store key: %v", err)
 	}
 	return o.Key, nil

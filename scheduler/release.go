@@ -238,7 +238,7 @@ func (s *Scheduler) raiseFloor(ctx context.Context, job string, a jobs.Attempt) 
 		out.Error = "this node has no fenced store to raise the floor in"
 		return out
 	}
-	tok := fencedstore.Token{Epoch: a.Token.Epoch, Seq: a.Token.Seq}
+	tok := a.Token
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), floorRetryWindow)
 	defer cancel()
 	backoff := 100 * time.Millisecond
@@ -246,7 +246,7 @@ func (s *Scheduler) raiseFloor(ctx context.Context, job string, a jobs.Attempt) 
 		floor, err := s.Store.RaiseFloor(ctx, job, tok)
 		if err == nil {
 			s.Logger.Warn("store floor raised: the released attempt's token, and every older one of its job, is refused", "attempt", a.ID, "job", job, "floor", floor)
-			return StoreFloor{Job: job, Raised: true, Token: jobs.Fence{Epoch: floor.Epoch, Seq: floor.Seq}}
+			return StoreFloor{Job: job, Raised: true, Token: floor}
 		}
 		if !errors.Is(err, fencedstore.ErrUnavailable) || !jobs.Sleep(ctx, s.Clock, backoff) {
 			s.Logger.Error("store floor not raised: the released attempt's token is still good where no newer token has written; release it again", "attempt", a.ID, "job", job, "err", err)

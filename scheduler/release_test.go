@@ -141,7 +141,7 @@ func TestScheduler_ReleaseRaisesTheStoreFloor(t *testing.T) {
 		return *a
 	}
 	tokOf := func(a jobs.Attempt) fencedstore.Token {
-		return fencedstore.Token{Epoch: a.Token.Epoch, Seq: a.Token.Seq}
+		return a.Token
 	}
 	publish := func(key string, tok fencedstore.Token) fencedstore.Result {
 		t.Helper()

@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -263,7 +264,7 @@ func checkRun(p *restoreProblems, what, id string, r *jobs.Run, st *state) {
 		p.add("%s: %s with no attempt, and not waiting in a group's queue", what, r.State)
 	}
 	if r.Output != "" {
-		if err := jobs.CheckKey(r.Output); err != nil {
+		if err := fencedstore.CheckKey(r.Output); err != nil {
 			p.add("%s.output: not a store key: %v", what, err)
 		}
 	}

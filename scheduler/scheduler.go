@@ -79,7 +79,7 @@ func (a Assignment) Scope() fencedstore.Scope {
 // with its attempt id, its scope and its expiry.
 func (a Assignment) SignedToken() fencedstore.SignedToken {
 	return fencedstore.SignedToken{
-		Token:   fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq},
+		Token:   a.Attempt.Token,
 		Attempt: a.Attempt.ID,
 		Scope:   a.Scope(),
 		Expires: a.TokenExpires(),

@@ -222,7 +222,7 @@ func (w *Worker) forget(id string) {
 // runAttempt is the life of an attempt on the worker, DESIGN.md steps 4-7.
 func (w *Worker) runAttempt(a Assignment) Completion {
 	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
-	tok := fencedstore.Token{Epoch: a.Attempt.Token.Epoch, Seq: a.Attempt.Token.Seq}
+	tok := a.Attempt.Token
 	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) Completion {
 		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}

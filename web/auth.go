@@ -16,7 +16,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/fencecron/fencecron/election/keyring"
+	"github.com/fencecron/fencecron/fencedstore/keyring"
 	"github.com/fencecron/fencecron/jobs"
 )
 

@@ -137,7 +137,7 @@ func TestCluster_HTTPJob(t *testing.T) {
 		if err != nil {
 			t.Fatalf("run %s: the service could not verify Fencecron-Token %q: %v", r.ID, call.token, err)
 		}
-		if got, want := st.Token, (fencedstore.Token{Epoch: att.Token.Epoch, Seq: att.Token.Seq}); got != want || st.Attempt != att.ID {
+		if got, want := st.Token, (att.Token); got != want || st.Attempt != att.ID {
 			t.Errorf("run %s: header token %s of attempt %s, want %s of %s", r.ID, got, st.Attempt, want, att.ID)
 		}
 		if !prev.Less(st.Token) {

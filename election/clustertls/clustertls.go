@@ -39,7 +39,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecron/fencecron/election/keyring"
+	"github.com/fencecron/fencecron/fencedstore/keyring"
 )
 
 // ALPN protocol names. A connection says which service it wants inside the

@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"testing"
 
-	"github.com/fencecron/fencecron/election/keyring"
+	"github.com/fencecron/fencecron/fencedstore/keyring"
 )
 
 var allUses = []keyring.Use{
