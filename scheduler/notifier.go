@@ -157,10 +157,14 @@ func (l *leader) notifyLoop() {
 // pump starts sending every pending notice that is due and not already
 // being sent, oldest first, as far as its target and the senders admit.
 func (n *notifier) pump(wg *sync.WaitGroup) {
-	pending := n.l.s.FSM.Notices()
-	now := n.l.s.Clock.Now()
 	n.mu.Lock()
 	defer n.mu.Unlock()
+	// Read under n.mu: a send records its delivery in the log and only
+	// then lets go of the notice (inflight). Read before the lock, a
+	// notice could be seen pending here and no longer in flight there,
+	// and be sent twice.
+	pending := n.l.s.FSM.Notices()
+	now := n.l.s.Clock.Now()
 	live := make(map[uint64]bool, len(pending))
 	for _, no := range pending {
 		live[no.ID] = true
