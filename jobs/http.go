@@ -86,7 +86,7 @@ func (s *Spec) HTTPBody(scheduled time.Time) ([]byte, error) {
 // renderBody renders the body template within the bounds of template.go:
 // a body is at most MaxHTTPBodyBytes.
 func (s *Spec) renderBody(scheduled time.Time, loc *time.Location) ([]byte, error) {
-	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	data := s.templateData(scheduled, loc)
 	return renderTemplate("body", s.HTTP.Body, data, MaxHTTPBodyBytes)
 }
 

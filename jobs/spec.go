@@ -216,7 +216,7 @@ func (s *Spec) OutputKeyBeforeV7(scheduled time.Time) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	data := s.templateData(scheduled, loc)
 	b, err := renderUnbounded("output", s.Output, data)
 	return string(b), err
 }
@@ -225,7 +225,7 @@ func (s *Spec) OutputKeyBeforeV7(scheduled time.Time) (string, error) {
 // in loc, within the bounds of template.go: a key is at most fencedstore.MaxKeyLen
 // bytes.
 func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
-	data := OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	data := s.templateData(scheduled, loc)
 	b, err := renderTemplate("output", s.Output, data, fencedstore.MaxKeyLen)
 	return string(b), err
 }

@@ -65,6 +65,12 @@ type OutputData struct {
 	Scheduled time.Time // in the job's time zone
 }
 
+// templateData is what a job's templates see for one scheduled time seen
+// in loc.
+func (s *Spec) templateData(scheduled time.Time, loc *time.Location) OutputData {
+	return OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+}
+
 // renderTemplate parses text as a template named name under the rules
 // above and executes it on data, writing at most limit bytes.
 func renderTemplate(name, text string, data OutputData, limit int) ([]byte, error) {

@@ -453,7 +453,7 @@ func checkStoreVsRuns(o *Observation, r *results) {
 				unknown++
 				continue
 			}
-			if tokenOf(a.Attempt.Token) != d.Token {
+			if a.Attempt.Token != d.Token {
 				r.fail(CheckStoreVsRuns, "%s: %s by %s carries token %s; the cluster granted that attempt %s", key, d.Outcome, d.Attempt, d.Token, a.Attempt.Token)
 			}
 			if a.Run.Output != key {
@@ -575,11 +575,11 @@ func checkTokenOrder(o *Observation, opt CheckOptions, r *results) {
 	j := 0
 	for _, a := range byTime {
 		for ; j < len(byTime) && byTime[j].Attempt.GrantedAt.Before(a.Attempt.GrantedAt.Add(-opt.GrantSlack)); j++ {
-			if best.Attempt.ID == "" || tokenOf(best.Attempt.Token).Less(tokenOf(byTime[j].Attempt.Token)) {
+			if best.Attempt.ID == "" || best.Attempt.Token.Less(byTime[j].Attempt.Token) {
 				best = byTime[j]
 			}
 		}
-		if best.Attempt.ID != "" && tokenOf(a.Attempt.Token).Less(tokenOf(best.Attempt.Token)) {
+		if best.Attempt.ID != "" && a.Attempt.Token.Less(best.Attempt.Token) {
 			r.fail(CheckTokenOrder, "attempt %s granted at %s has token %s, older than %s of %s granted at %s", a.Attempt.ID, a.Attempt.GrantedAt.Format(timeFmt), a.Attempt.Token, best.Attempt.Token, best.Attempt.ID, best.Attempt.GrantedAt.Format(timeFmt))
 		}
 	}
@@ -754,7 +754,7 @@ func checkRuns(o *Observation, r *results) {
 			if at.Number != i+1 || at.ID != jobs.AttemptID(run.ID, i+1) {
 				r.fail(CheckRunState, "run %s: attempt %d is numbered %d with id %s", id, i+1, at.Number, at.ID)
 			}
-			if i > 0 && !tokenOf(run.Attempts[i-1].Token).Less(tokenOf(at.Token)) {
+			if i > 0 && !run.Attempts[i-1].Token.Less(at.Token) {
 				r.fail(CheckRunState, "run %s: attempt %d has token %s, not newer than attempt %d's %s", id, at.Number, at.Token, i, run.Attempts[i-1].Token)
 			}
 			if i < len(run.Attempts)-1 && !at.State.Terminal() {

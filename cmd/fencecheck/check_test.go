@@ -238,15 +238,15 @@ func TestCheck_StoreVsRuns(t *testing.T) {
 	r.Output = "ticks/x"
 	r.Attempts[0].StoreOutcome, r.Attempts[0].StoreVersion = "applied", 1
 	id := r.Attempts[0].ID
-	dec := fencedstore.Decision{Outcome: fencedstore.Applied, Token: tokenOf(tok), Attempt: id, Version: 1, Hash: "h"}
+	dec := fencedstore.Decision{Outcome: fencedstore.Applied, Token: tok, Attempt: id, Version: 1, Hash: "h"}
 	for _, tc := range []struct {
 		name, want string
 		hist       map[string][]fencedstore.Decision
 	}{
 		{"agree", "", map[string][]fencedstore.Decision{"ticks/x": {dec}}},
-		{"claimed but never applied", "the store has no such applied write", map[string][]fencedstore.Decision{"ticks/x": {{Outcome: fencedstore.Established, Token: tokenOf(tok), Attempt: id}}}},
+		{"claimed but never applied", "the store has no such applied write", map[string][]fencedstore.Decision{"ticks/x": {{Outcome: fencedstore.Established, Token: tok, Attempt: id}}}},
 		{"wrong token", "carries token 2.6", map[string][]fencedstore.Decision{"ticks/x": {dec, {Outcome: fencedstore.Established, Token: fencedstore.Token{Epoch: 2, Seq: 6}, Attempt: id, Version: 1}}}},
-		{"outside its output", "whose run's output", map[string][]fencedstore.Decision{"ticks/x": {dec}, "other": {{Outcome: fencedstore.Established, Token: tokenOf(tok), Attempt: id}}}},
+		{"outside its output", "whose run's output", map[string][]fencedstore.Decision{"ticks/x": {dec}, "other": {{Outcome: fencedstore.Established, Token: tok, Attempt: id}}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			o := NewObservation()

@@ -224,7 +224,7 @@ func (o *Observation) Attempts() []AttemptOf {
 		}
 	}
 	sort.Slice(out, func(i, j int) bool {
-		if c := tokenOf(out[i].Attempt.Token).Compare(tokenOf(out[j].Attempt.Token)); c != 0 {
+		if c := out[i].Attempt.Token.Compare(out[j].Attempt.Token); c != 0 {
 			return c < 0
 		}
 		return out[i].Attempt.ID < out[j].Attempt.ID
@@ -237,5 +237,3 @@ type AttemptOf struct {
 	Run     jobs.Run
 	Attempt jobs.Attempt
 }
-
-func tokenOf(f jobs.Fence) fencedstore.Token { return fencedstore.Token{Epoch: f.Epoch, Seq: f.Seq} }
