@@ -3,7 +3,6 @@ package scheduler
 import (
 	"context"
 	"fmt"
-	"slices"
 	"time"
 	"unicode/utf8"
 
@@ -97,20 +96,6 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 // or an error wrapping jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
 	return checkJobSet(specs, s.JobLimits())
-}
-
-// checkJobSet normalizes a copy of specs and checks it whole against l
-// (jobs.CheckSet): how every job set that enters the replicated state is
-// checked, applied or restored.
-func checkJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
-	specs = slices.Clone(specs)
-	for i := range specs {
-		specs[i].Normalize()
-	}
-	if err := jobs.CheckSet(specs, l); err != nil {
-		return nil, err
-	}
-	return specs, nil
 }
 
 // JobLimits are what this node checks a job set against: the store's body

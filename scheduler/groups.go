@@ -2,7 +2,6 @@ package scheduler
 
 import (
 	"cmp"
-	"errors"
 	"fmt"
 	"iter"
 	"maps"
@@ -292,41 +291,4 @@ func (f *FSM) Groups() []GroupStatus {
 		out = append(out, *by[name])
 	}
 	return out
-}
-
-// grantAdmitted grants the first attempt of a run its group admitted
-// (opAdmit) to a worker the leader chooses, and dispatches it; without a
-// worker, or on a failure that leaves it admitted, it tries again in a
-// second (checkRetries).
-func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
-	later := func() {
-		l.mu.Lock()
-		l.retryAt[run.ID] = now.Add(time.Second)
-		l.mu.Unlock()
-	}
-	spec, known := l.s.FSM.Spec(run.Job)
-	worker, ok := l.chooseWorker(spec, run.ID, "")
-	if !known {
-		worker, ok = "", true // its job left the set: the admit entry cancels the run
-	}
-	if !ok {
-		l.log.Warn("no worker for an admitted run; trying again later", "run", run.ID, "group", run.Group)
-		later()
-		return
-	}
-	res, err := l.propose(command{Op: opAdmit, Admit: &admitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
-	if err != nil {
-		if !errors.Is(err, jobs.ErrStaleAttempt) {
-			l.log.Error("grant of an admitted run failed; trying again later", "run", run.ID, "err", err)
-			later()
-		}
-		return
-	}
-	a, ok := res.Run.Latest()
-	if !ok {
-		l.log.Info("admitted run ended before its first attempt", "run", run.ID, "reason", res.Run.Reason)
-		return
-	}
-	l.log.Info("granted", "run", run.ID, "attempt", a.ID, "token", a.Token, "worker", a.Worker, "group", run.Group)
-	l.track(res.Run, *a, spec)
 }

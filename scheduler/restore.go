@@ -2,11 +2,11 @@ package scheduler
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -83,23 +83,6 @@ type RestoreFloor struct {
 	// Now is the time of the restore: no fire time of the snapshot may
 	// lie more than a day after it (zero: not checked).
 	Now time.Time
-}
-
-// RestoreFloor is what this node knows beyond a snapshot it is asked to
-// restore (PrepareRestore): the cluster's epoch raised to the greatest
-// epoch of a token its store holds (epochs after the restore must stay
-// above them; a store another node serves is asked through it), the fire
-// times already granted, its job limits and its clock.
-func (s *Scheduler) RestoreFloor(ctx context.Context) (RestoreFloor, error) {
-	epoch, _ := s.FSM.Epoch()
-	keys, err := s.Store.List(ctx, "")
-	if err != nil {
-		return RestoreFloor{}, fmt.Errorf("restore: read the store's greatest tokens (epochs must stay above them): %w", err)
-	}
-	for _, k := range keys {
-		epoch = max(epoch, k.Greatest.Epoch)
-	}
-	return RestoreFloor{Epoch: epoch, Granted: s.FSM.GrantedThrough(), Limits: s.JobLimits(), Now: s.Clock.Now()}, nil
 }
 
 // PrepareRestore readies a saved snapshot for raft.Restore into a
@@ -225,4 +208,18 @@ func infoOf(st *state) SnapshotInfo {
 // RestoreMeta is the raft.SnapshotMeta raft.Restore needs for data.
 func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
 	return &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: fmt.Sprintf("restore-%d", time.Now().UnixMilli()), Index: info.LastIndex, Size: int64(len(data))}
+}
+
+// checkJobSet normalizes a copy of specs and checks it whole against l
+// (jobs.CheckSet): how every job set that enters the replicated state is
+// checked, applied or restored.
+func checkJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
+	specs = slices.Clone(specs)
+	for i := range specs {
+		specs[i].Normalize()
+	}
+	if err := jobs.CheckSet(specs, l); err != nil {
+		return nil, err
+	}
+	return specs, nil
 }

@@ -1,9 +1,6 @@
 package scheduler
 
 import (
-	"fmt"
-	"time"
-
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -59,32 +56,10 @@ import (
 // leader of this version that gets a renewal without Confirming counts
 // the attempt as started: such a worker may start on any Held.
 
-// errStaleLoop refuses a start confirmation from a leader loop whose
-// election entry is no longer the last one applied, or whose node no
-// longer leads: the worker asks again, and reaches the leader.
-var errStaleLoop = fmt.Errorf("this leader loop's term is over: %w", jobs.ErrNotLeader)
-
-// startConfirmLead is how long before an attempt's fire time its worker
-// asks the leader to confirm the start: about a renewal's round trip on
-// a busy node.
-const startConfirmLead = 25 * time.Millisecond
-
 // maxNeverStarted bounds the attempts of one run that do not count
 // against its job's retries: a run whose workers keep dying before they
 // start it ends after that many, plus the retries its job allows.
 const maxNeverStarted = 3
-
-// Renewal is one attempt's renewal in a RenewMany.
-type Renewal struct {
-	Attempt string
-	// Start asks the leader to confirm that the worker starts the
-	// attempt's process now (RenewReply.Started).
-	Start bool
-	// Confirming says the worker asks before starting: a leader may
-	// then take a lease that ran out without Start for an attempt that
-	// never started.
-	Confirming bool
-}
 
 // DecideNeverStarted reports whether the expiry of attempt a of run r, in
 // an entry of epoch entry, may mark it never started on the leader's
@@ -100,13 +75,6 @@ func DecideNeverStarted(r jobs.Run, a jobs.Attempt, entry, elected, electedIndex
 // never started: fewer than maxNeverStarted are.
 func mayGoUncounted(r jobs.Run) bool { return neverStarted(r) < maxNeverStarted }
 
-// grantedSinceElection reports whether the attempt of token tok was
-// granted in epoch entry after its election entry (of epoch elected, at
-// electedIndex): by the leader loop that proposes an entry of that epoch.
-func grantedSinceElection(tok jobs.Fence, entry, elected, electedIndex uint64) bool {
-	return tok.Epoch == entry && entry == elected && tok.Seq > electedIndex
-}
-
 // CountedAttempts is how many of r's attempts count against its job's
 // retries: all but those that never started.
 func CountedAttempts(r jobs.Run) int {
@@ -121,4 +89,11 @@ func neverStarted(r jobs.Run) int {
 		}
 	}
 	return n
+}
+
+// grantedSinceElection reports whether the attempt of token tok was
+// granted in epoch entry after its election entry (of epoch elected, at
+// electedIndex): by the leader loop that proposes an entry of that epoch.
+func grantedSinceElection(tok jobs.Fence, entry, elected, electedIndex uint64) bool {
+	return tok.Epoch == entry && entry == elected && tok.Seq > electedIndex
 }
