@@ -174,23 +174,20 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	}
 }
 
-// A feed whose reader lags loses nothing silently: past its bound it
-// says resync.
-func TestChangeFeed_OverflowSaysResync(t *testing.T) {
-	f := withJobs(t, "report")
-	feed := f.Changes()
-	defer feed.Close()
-	chs := make([]Change, maxPendingChanges)
-	f.publish(chs)
-	if got := feed.Take(); len(got) != maxPendingChanges {
-		t.Fatalf("took %d, want %d", len(got), maxPendingChanges)
+// A follower forwards an audit entry to the leader like a note: the
+// leader's Local takes it.
+func TestScheduler_AuditForwarded(t *testing.T) {
+	fsm := NewFSM()
+	s := New(&fakeRaft{fsm: fsm}, fsm)
+	s.Clock = fixedClock{base}
+	if err := s.Local().Audit(t.Context(), jobs.EventLoginFailed, "n3", "locked out"); err != nil {
+		t.Fatalf("Local().Audit = %v, want applied", err)
 	}
-	f.publish(chs)
-	f.publish([]Change{{Kind: ChangeEnded}})
-	if got := feed.Take(); len(got) != 1 || got[0].Kind != ChangeResync {
-		t.Errorf("after an overflow: %+v, want one resync", got)
+	if err := s.Audit(t.Context(), jobs.EventLoginFailed, "n1", "from the leader itself"); err != nil {
+		t.Fatal(err)
 	}
-	if got := feed.Take(); len(got) != 0 {
-		t.Errorf("after the resync: %+v, want nothing", got)
+	evs := fsm.Events(0, 0)
+	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
+		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
 	}
 }

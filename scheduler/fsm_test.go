@@ -361,24 +361,6 @@ func TestFSM_Audit(t *testing.T) {
 	}
 }
 
-// A follower forwards an audit entry to the leader like a note: the
-// leader's Local takes it.
-func TestScheduler_AuditForwarded(t *testing.T) {
-	fsm := NewFSM()
-	s := New(&fakeRaft{fsm: fsm}, fsm)
-	s.Clock = fixedClock{base}
-	if err := s.Local().Audit(t.Context(), jobs.EventLoginFailed, "n3", "locked out"); err != nil {
-		t.Fatalf("Local().Audit = %v, want applied", err)
-	}
-	if err := s.Audit(t.Context(), jobs.EventLoginFailed, "n1", "from the leader itself"); err != nil {
-		t.Fatal(err)
-	}
-	evs := fsm.Events(0, 0)
-	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
-		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
-	}
-}
-
 // The FSM mints tokens only inside the range every store accepts: a grant,
 // retry or takeover in a Raft entry whose term or index is beyond 2^63-1
 // is refused with ErrTokenRange (recorded as an event once per term,
