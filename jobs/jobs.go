@@ -131,7 +131,7 @@ type Attempt struct {
 	// NeverStarted is set on an expired attempt whose process the leader
 	// knows never started: its worker announced that it confirms a start
 	// before starting, and never asked. Such an attempt does not count
-	// against the job's retries (scheduler/startconfirm.go).
+	// against the job's retries (scheduler/fsm/startconfirm.go).
 	NeverStarted bool `json:"never_started,omitempty"`
 	// StoreRefusals are the store's refusals of this attempt's writes
 	// that the node serving the store reported (NoteStoreRefused), as

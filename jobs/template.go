@@ -194,7 +194,7 @@ func (c *templateChecker) pipe(p *parse.PipeNode) {
 	}
 }
 
-// command checks one command of a pipeline; piped says a value is piped
+// Command checks one command of a pipeline; piped says a value is piped
 // into it as its last argument.
 func (c *templateChecker) command(cmd *parse.CommandNode, piped bool) {
 	if len(cmd.Args) == 0 {
@@ -348,7 +348,7 @@ func checkWidths(format string) error {
 // renderUnbounded renders text as a template with the whole of Go's
 // template language and no bound: the rendering of servers before log
 // version 7, which a server replaying an entry of theirs must repeat to
-// decide as they did (scheduler/after.go). Nothing else calls it.
+// decide as they did (scheduler/fsm/after.go). Nothing else calls it.
 func renderUnbounded(name, text string, data OutputData) ([]byte, error) {
 	t, err := texttemplate.New(name).Option("missingkey=error").Parse(text)
 	if err != nil {

@@ -5,14 +5,15 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // The leader dispatches a run the FSM granted because its parents
 // succeeded, whether it hears of it (ChangeGranted) or finds it after a
 // resync, once.
 func TestLeader_DispatchesFollowers(t *testing.T) {
-	for _, ch := range []ChangeKind{ChangeGranted, ChangeResync} {
-		l, fsm := newTestLeader(t,
+	for _, ch := range []fsm.ChangeKind{fsm.ChangeGranted, fsm.ChangeResync} {
+		l, sm := newTestLeader(t,
 			jobs.Spec{Name: "a", Schedules: []string{"@daily"}, Shell: "true"},
 			jobs.Spec{Name: "b", After: []string{"a"}, Shell: "true"})
 		res, err := l.s.applyLocalCmd(l.ctx, grant("a", t0))
@@ -27,12 +28,12 @@ func TestLeader_DispatchesFollowers(t *testing.T) {
 		if _, err := l.s.applyLocalCmd(l.ctx, c); err != nil {
 			t.Fatal(err)
 		}
-		b, ok := fsm.Run(jobs.RunID("b", t0))
+		b, ok := sm.Run(jobs.RunID("b", t0))
 		if !ok {
 			t.Fatal("b not granted")
 		}
-		l.onChanges([]Change{{Kind: ch, Run: b.ID, Attempt: b.Attempts[0].ID}})
-		l.onChanges([]Change{{Kind: ch, Run: b.ID, Attempt: b.Attempts[0].ID}})
+		l.onChanges([]fsm.Change{{Kind: ch, Run: b.ID, Attempt: b.Attempts[0].ID}})
+		l.onChanges([]fsm.Change{{Kind: ch, Run: b.ID, Attempt: b.Attempts[0].ID}})
 		d := l.s.Dispatcher.(*recordingDispatcher)
 		waitFor(t, "b dispatched", func() error {
 			l.mu.Lock()

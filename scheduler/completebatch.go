@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // BatchCompleter reports several attempts' completions in one call,
@@ -17,7 +19,7 @@ import (
 // reaches the log in no way; a completion waits only for the call before
 // it on its worker to be answered.
 type BatchCompleter interface {
-	CompleteMany(ctx context.Context, cs []Completion) ([]error, error)
+	CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error)
 }
 
 // Bounds on one batch: how many completions (the leader refuses more),
@@ -42,13 +44,13 @@ var (
 )
 
 // completionRequestBytes estimates c's size in a request.
-func completionRequestBytes(c Completion) int {
+func completionRequestBytes(c fsm.Completion) int {
 	return 512 + 6*(len(c.StderrTail)+len(c.StdoutTail)+len(c.Error))
 }
 
 // CompleteMany reports completions: as the leader, or through the
 // Forwarder (in one call if it can, one per completion if not).
-func (s *Scheduler) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
+func (s *Scheduler) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
 	if s.answersHere() {
 		return local{s}.CompleteMany(ctx, cs)
 	}
@@ -60,7 +62,7 @@ func (s *Scheduler) CompleteMany(ctx context.Context, cs []Completion) ([]error,
 
 // CompleteMany answers as the leader: every completion at once, so that
 // they share the committer's groups, each answered as Complete answers.
-func (l local) CompleteMany(ctx context.Context, cs []Completion) ([]error, error) {
+func (l local) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
 	if len(cs) > MaxCompleteBatch {
 		return nil, invalid("complete %d attempts at once: at most %d", len(cs), MaxCompleteBatch)
 	}
@@ -74,8 +76,8 @@ func (l local) CompleteMany(ctx context.Context, cs []Completion) ([]error, erro
 // returns each one's error: what a batch falls back to when the leader
 // does not take batches (an older version).
 func CompleteEach(ctx context.Context, c interface {
-	Complete(ctx context.Context, c Completion) error
-}, cs []Completion) []error {
+	Complete(ctx context.Context, c fsm.Completion) error
+}, cs []fsm.Completion) []error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i := range cs {
@@ -87,7 +89,7 @@ func CompleteEach(ctx context.Context, c interface {
 
 // complete reports c to the leader, in a batch with the worker's other
 // completions if its Leader takes batches.
-func (w *Worker) complete(c Completion) error {
+func (w *Worker) complete(c fsm.Completion) error {
 	if w.completeQ == nil {
 		return w.Leader.Complete(w.report, c)
 	}

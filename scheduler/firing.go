@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // fireEntry is one job in the firing queue: fire times after `after`
@@ -193,7 +194,7 @@ type dueFire struct {
 }
 
 // fireMany grants scheduled runs in as few entries as it may: batches of
-// up to maxBatchGrants (opGrants), each one Raft entry, proposed
+// up to MaxBatchGrants (OpGrants), each one Raft entry, proposed
 // concurrently. Whatever a batch cannot take (no worker or a bad output
 // key, which record a skip; a grant the FSM refused for sharing keys
 // with another in its entry) goes through fire, one entry each. Workers
@@ -208,7 +209,7 @@ func (l *leader) fireMany(fires []dueFire) {
 	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
 	var (
 		singles []dueFire
-		batch   []grantCmd
+		batch   []fsm.GrantCmd
 		specs   = map[string]jobs.Spec{}
 	)
 	for _, d := range fires {
@@ -226,14 +227,14 @@ func (l *leader) fireMany(fires []dueFire) {
 		}
 		load[worker]++
 		specs[d.spec.Name] = d.spec
-		batch = append(batch, grantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now()})
+		batch = append(batch, fsm.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now()})
 	}
 	var (
 		wg sync.WaitGroup
 		mu sync.Mutex
 	)
 	for len(batch) > 0 {
-		n := min(len(batch), maxBatchGrants)
+		n := min(len(batch), fsm.MaxBatchGrants)
 		chunk := batch[:n]
 		batch = batch[n:]
 		wg.Add(1)
@@ -279,11 +280,11 @@ func (l *leader) fireMany(fires []dueFire) {
 // granted; it returns the runs the FSM refused to batch, for fire. A
 // batch whose outcome is unknown (leadership lost mid-apply) is left to
 // the unique (job, scheduled time), as fire leaves a single grant.
-func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
+func (l *leader) grantBatch(gs []fsm.GrantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
 	if len(gs) == 1 {
 		return []dueFire{{specs[gs[0].Job], gs[0].ScheduledAt}}
 	}
-	res, err := l.propose(command{Op: opGrants, Grants: &grantsCmd{Grants: gs}})
+	res, err := l.propose(fsm.Command{Op: fsm.OpGrants, Grants: &fsm.GrantsCmd{Grants: gs}})
 	if err == nil && len(res.Batch) != len(gs) {
 		err = fmt.Errorf("batch of %d grants answered with %d results", len(gs), len(res.Batch))
 	}
@@ -294,7 +295,7 @@ func (l *leader) grantBatch(gs []grantCmd, specs map[string]jobs.Spec) (refused 
 	var granted []Assignment
 	for i, r := range res.Batch {
 		g, spec := gs[i], specs[gs[i].Job]
-		if errors.Is(r.Err, ErrBatchOverlap) {
+		if errors.Is(r.Err, fsm.ErrBatchOverlap) {
 			refused = append(refused, dueFire{spec, g.ScheduledAt})
 			continue
 		}
@@ -420,7 +421,7 @@ func rangeOf(job string, times []time.Time, reason string) jobs.SkipRange {
 
 func (l *leader) skipRange(r jobs.SkipRange) {
 	r.From, r.To = r.From.UTC(), r.To.UTC()
-	if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opSkipRange, SkipRange: &skipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
+	if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpSkipRange, SkipRange: &fsm.SkipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
 		l.log.Error("could not record skipped fire times", "job", r.Job, "count", r.Count, "err", err)
 		return
 	}
@@ -440,18 +441,18 @@ func (l *leader) paused(job string) bool {
 // overlap policy.
 func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
 	s := l.s
-	g := &grantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
-	op := opGrant
+	g := &fsm.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
+	op := fsm.OpGrant
 	key, err := spec.OutputKey(at)
 	switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 	case err != nil:
-		op, g.Reason = opSkip, err.Error()
+		op, g.Reason = fsm.OpSkip, err.Error()
 	case !ok:
-		op, g.Reason = opSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
+		op, g.Reason = fsm.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
 	default:
 		g.Output, g.Worker = key, worker
 	}
-	res, err := l.propose(command{Op: op, Grant: g})
+	res, err := l.propose(fsm.Command{Op: op, Grant: g})
 	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // recordingForwarder stands for the transport's client: it records what a
@@ -39,8 +40,8 @@ func (r *recordingForwarder) Note(_ context.Context, attempt, kind, node, detail
 // invalid request changes nothing; a node that does not lead answers
 // ErrNotLeader from Local and forwards its own calls.
 func TestScheduler_LocalRevalidates(t *testing.T) {
-	fsm := NewFSM()
-	s := New(&fakeRaft{fsm: fsm}, fsm)
+	sm := fsm.NewFSM()
+	s := New(&fakeRaft{fsm: sm}, sm)
 	s.Clock = fixedClock{base}
 	s.MaxBodyBytes = 32 << 20
 	ctx := t.Context()
@@ -68,13 +69,13 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 			if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("SetJobs: %v, want ErrInvalidConfig saying %q", err, tc.says)
 			}
-			if got := fsm.JobSetInfo(); got.Hash != hash || got.Source != "test" {
+			if got := sm.JobSetInfo(); got.Hash != hash || got.Source != "test" {
 				t.Errorf("job set after a refused one: %+v, want unchanged", got)
 			}
 		})
 	}
 
-	run := applyAt(t, fsm, 3, 100, grant("report", base)).Run
+	run := applyAt(t, sm, 3, 100, grant("report", base)).Run
 	id := run.Attempts[0].ID
 	for name, err := range map[string]error{
 		"note of an unknown kind":      s.Local().Note(ctx, id, "grants", "n2", ""),
@@ -82,18 +83,18 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		"note of a bad attempt id":     s.Local().Note(ctx, "nope", jobs.EventSuspect, "n2", ""),
 		"audit of an unknown kind":     s.Local().Audit(ctx, "future_kind", "n2", ""),
 		"audit posing as the FSM":      s.Local().Audit(ctx, jobs.EventGranted, "n2", ""),
-		"completion in an open state":  s.Local().Complete(ctx, Completion{Attempt: id, State: jobs.Running}),
-		"completion in no state":       s.Local().Complete(ctx, Completion{Attempt: id, State: "bogus"}),
-		"completion too long":          s.Local().Complete(ctx, Completion{Attempt: id, State: jobs.Failed, Error: strings.Repeat("x", maxErrorLen+1)}),
+		"completion in an open state":  s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: jobs.Running}),
+		"completion in no state":       s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: "bogus"}),
+		"completion too long":          s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: jobs.Failed, Error: strings.Repeat("x", maxErrorLen+1)}),
 	} {
 		if !errors.Is(err, jobs.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
 		}
 	}
-	if c := fsm.Counters(); c["grants"] != 1 || c[CounterElections] != 1 || len(c) != 2 {
+	if c := sm.Counters(); c["grants"] != 1 || c[fsm.CounterElections] != 1 || len(c) != 2 {
 		t.Errorf("counters after refused calls: %v, want only the grant and its term's election", c)
 	}
-	if r, _ := fsm.Run(run.ID); r.State != jobs.Pending {
+	if r, _ := sm.Run(run.ID); r.State != jobs.Pending {
 		t.Errorf("run after refused completions: %s, want pending", r.State)
 	}
 	if err := s.Local().Note(ctx, id, jobs.NoteStoreRefused, "n2", "stale_owner reports/2026.csv greatest=9.9"); err != nil {
@@ -104,9 +105,9 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 	}
 
 	t.Run("a follower", func(t *testing.T) {
-		fsm := NewFSM()
+		sm := fsm.NewFSM()
 		fwd := &recordingForwarder{}
-		s := New(&fakeRaft{fsm: fsm, follower: true}, fsm)
+		s := New(&fakeRaft{fsm: sm, follower: true}, sm)
 		s.Forwarder = fwd
 		if _, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "x"); !errors.Is(err, jobs.ErrNotLeader) {
 			t.Errorf("Local().SetJobs on a follower: %v, want ErrNotLeader", err)
@@ -120,7 +121,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		if got := strings.Join(fwd.calls, ", "); got != "set_jobs api, trigger report force, note lost" {
 			t.Errorf("forwarded %s", got)
 		}
-		if fsm.LastIndex() != 0 {
+		if sm.LastIndex() != 0 {
 			t.Error("a follower applied something itself")
 		}
 	})
@@ -132,8 +133,8 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 func TestLeader_ReactsToChanges(t *testing.T) {
 	js := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
 	js.Retries, js.Backoff = 2, jobs.Duration(3*time.Second)
-	l, fsm := newTestLeader(t, js)
-	feed := fsm.Changes()
+	l, sm := newTestLeader(t, js)
+	feed := sm.Changes()
 	defer feed.Close()
 	run, err := l.fire(js, base.Add(time.Second), "schedule", false)
 	if err != nil {
@@ -143,7 +144,7 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	if !l.leased(a.ID) {
 		t.Fatal("no lease for the granted attempt")
 	}
-	if err := l.s.Complete(t.Context(), Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
+	if err := l.s.Complete(t.Context(), fsm.Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
 		t.Fatal(err)
 	}
 	if l.onChanges(feed.Take()) {
@@ -163,7 +164,7 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	l.mu.Lock()
 	delete(l.retryAt, run.ID)
 	l.mu.Unlock()
-	if !l.onChanges([]Change{{Kind: ChangeResync}}) {
+	if !l.onChanges([]fsm.Change{{Kind: fsm.ChangeResync}}) {
 		t.Error("a resync did not rebuild the queue")
 	}
 	l.mu.Lock()
@@ -177,8 +178,8 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 // A follower forwards an audit entry to the leader like a note: the
 // leader's Local takes it.
 func TestScheduler_AuditForwarded(t *testing.T) {
-	fsm := NewFSM()
-	s := New(&fakeRaft{fsm: fsm}, fsm)
+	sm := fsm.NewFSM()
+	s := New(&fakeRaft{fsm: sm}, sm)
 	s.Clock = fixedClock{base}
 	if err := s.Local().Audit(t.Context(), jobs.EventLoginFailed, "n3", "locked out"); err != nil {
 		t.Fatalf("Local().Audit = %v, want applied", err)
@@ -186,7 +187,7 @@ func TestScheduler_AuditForwarded(t *testing.T) {
 	if err := s.Audit(t.Context(), jobs.EventLoginFailed, "n1", "from the leader itself"); err != nil {
 		t.Fatal(err)
 	}
-	evs := fsm.Events(0, 0)
+	evs := sm.Events(0, 0)
 	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
 		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // A grouper gathers what reaches the leader one item at a time (a
@@ -107,7 +108,7 @@ func (g *grouper[T]) run(term context.Context) {
 
 // groupErrs is the result of proposing a group as one entry: each item's
 // own error, or err (the entry's) for every item.
-func groupErrs(n int, res applyResult, err error) []error {
+func groupErrs(n int, res fsm.ApplyResult, err error) []error {
 	errs := make([]error, n)
 	if err == nil && len(res.Batch) != n {
 		err = fmt.Errorf("group of %d answered with %d results", n, len(res.Batch))

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // A leader grants the first attempt of a run its group admitted, and so
@@ -13,9 +14,9 @@ import (
 // predecessor died between the entry that admitted it and the grant).
 func TestLeader_GrantsAdmittedRuns(t *testing.T) {
 	specs := groupSpecs(1, 5, "a", "b")
-	l, fsm := newTestLeader(t, specs...)
-	specA, _ := fsm.Spec("a")
-	specB, _ := fsm.Spec("b")
+	l, sm := newTestLeader(t, specs...)
+	specA, _ := sm.Spec("a")
+	specB, _ := sm.Spec("b")
 	runA, err := l.fire(specA, base, "schedule", false)
 	if err != nil || len(runA.Attempts) != 1 {
 		t.Fatalf("fire a: %v %+v", err, runA)
@@ -26,10 +27,10 @@ func TestLeader_GrantsAdmittedRuns(t *testing.T) {
 	}
 	a, _ := runA.Latest()
 	code := 0
-	if _, err := l.s.applyLocalCmd(l.ctx, command{Op: opComplete, Complete: &Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpComplete, Complete: &fsm.Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := fsm.Run(runB.ID); !IsAdmitted(got) {
+	if got, _ := sm.Run(runB.ID); !fsm.IsAdmitted(got) {
 		t.Fatalf("b: %s %q; want admitted", got.State, got.Reason)
 	}
 	// A new term recovers: the admitted run gets its retry timer, due now.
@@ -37,7 +38,7 @@ func TestLeader_GrantsAdmittedRuns(t *testing.T) {
 	t.Cleanup(next.wg.Wait)
 	next.recover()
 	next.checkRetries()
-	got, _ := fsm.Run(runB.ID)
+	got, _ := sm.Run(runB.ID)
 	att, ok := got.Latest()
 	if !ok || att.Worker != "n1" || !newerFence(att.Token, a.Token) {
 		t.Fatalf("b after the new leader's recovery: %+v; want its first attempt, a newer token than %s", got, a.Token)
@@ -58,7 +59,7 @@ func TestLeader_GrantsAdmittedRuns(t *testing.T) {
 	// Granted once: a second pass changes nothing.
 	next.scheduleRetry(got)
 	next.checkRetries()
-	if again, _ := fsm.Run(runB.ID); len(again.Attempts) != 1 {
+	if again, _ := sm.Run(runB.ID); len(again.Attempts) != 1 {
 		t.Errorf("b has %d attempts after a second pass, want 1", len(again.Attempts))
 	}
 }

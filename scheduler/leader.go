@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 const (
@@ -50,8 +51,8 @@ type leader struct {
 
 	// completions and starts wait here for their groups' entries
 	// (groupcommit.go).
-	completions *grouper[Completion]
-	starts      *grouper[startCmd]
+	completions *grouper[fsm.Completion]
+	starts      *grouper[fsm.StartCmd]
 
 	// endTerm ends the loop (set by run before anything proposes); see
 	// propose.
@@ -87,7 +88,7 @@ func (l *leader) run() {
 		l.log.Warn("barrier failed; not leading", "err", err)
 		return
 	}
-	res, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: s.Raft.ID(), At: s.now()}})
+	res, err := s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: s.Raft.ID(), At: s.now()}})
 	if err != nil {
 		l.log.Warn("could not commit election entry; not leading", "err", err)
 		return
@@ -159,22 +160,22 @@ func (l *leader) run() {
 // a resync (a restored snapshot, or changes dropped because this loop
 // fell behind) it looks at every run again. It reports whether the job
 // set changed, so the firing queue must be rebuilt.
-func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
+func (l *leader) onChanges(chs []fsm.Change) (jobsChanged bool) {
 	for _, ch := range chs {
 		switch ch.Kind {
-		case ChangeJobs:
+		case fsm.ChangeJobs:
 			jobsChanged = true
-		case ChangeResync, ChangeRestored:
+		case fsm.ChangeResync, fsm.ChangeRestored:
 			jobsChanged = true
 			l.resync()
 			l.trackFollowers()
-		case ChangeGranted:
+		case fsm.ChangeGranted:
 			l.trackFollower(ch)
-		case ChangeAdmitted:
+		case fsm.ChangeAdmitted:
 			if run, ok := l.s.FSM.Run(ch.Run); ok {
 				l.scheduleRetry(run) // grants its first attempt (groups.go)
 			}
-		case ChangeEnded:
+		case fsm.ChangeEnded:
 			l.mu.Lock()
 			delete(l.leases, ch.Attempt)
 			delete(l.unstarted, ch.Attempt)
@@ -188,9 +189,9 @@ func (l *leader) onChanges(chs []Change) (jobsChanged bool) {
 }
 
 // restored reports whether chs hold an operator's restore.
-func restored(chs []Change) bool {
+func restored(chs []fsm.Change) bool {
 	for _, ch := range chs {
-		if ch.Kind == ChangeRestored {
+		if ch.Kind == fsm.ChangeRestored {
 			return true
 		}
 	}
@@ -223,14 +224,14 @@ func (l *leader) resync() {
 // scheduleRetry sets the retry timer of a run whose latest attempt failed
 // and which has attempts left: the backoff doubles with each attempt.
 func (l *leader) scheduleRetry(run jobs.Run) {
-	if IsAdmitted(run) {
+	if fsm.IsAdmitted(run) {
 		l.mu.Lock()
 		l.retryAt[run.ID] = l.s.Clock.Now()
 		l.mu.Unlock()
 		return
 	}
 	a, _ := run.Latest()
-	if !AwaitsRetry(run) {
+	if !fsm.AwaitsRetry(run) {
 		return
 	}
 	spec, ok := l.s.FSM.Spec(run.Job)
@@ -247,7 +248,7 @@ func (l *leader) scheduleRetry(run jobs.Run) {
 }
 
 func (l *leader) scheduleRetries() {
-	for _, r := range l.s.FSM.Runs(RunFilter{}) {
+	for _, r := range l.s.FSM.Runs(fsm.RunFilter{}) {
 		l.scheduleRetry(r)
 	}
 }
@@ -269,13 +270,13 @@ func (l *leader) checkRetries() {
 		if !ok {
 			continue
 		}
-		if IsAdmitted(run) {
+		if fsm.IsAdmitted(run) {
 			l.grantAdmitted(run, now)
 			continue
 		}
 		a, _ := run.Latest()
 		spec, known := l.s.FSM.Spec(run.Job)
-		if !known || !AwaitsRetry(run) {
+		if !known || !fsm.AwaitsRetry(run) {
 			continue
 		}
 		worker, ok := l.chooseWorker(spec, run.ID, a.Worker)
@@ -286,7 +287,7 @@ func (l *leader) checkRetries() {
 			l.mu.Unlock()
 			continue
 		}
-		res, err := l.propose(command{Op: opRetry, Retry: &retryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
+		res, err := l.propose(fsm.Command{Op: fsm.OpRetry, Retry: &fsm.RetryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
@@ -330,7 +331,7 @@ func (l *leader) recover() {
 	now := l.s.Clock.Now()
 	for _, run := range l.s.FSM.OpenRuns("") {
 		a, ok := run.Latest()
-		if !ok || AwaitsRetry(run) {
+		if !ok || fsm.AwaitsRetry(run) {
 			continue // scheduleRetries takes these
 		}
 		spec, known := l.s.FSM.Spec(run.Job)
@@ -356,15 +357,15 @@ func (l *leader) recover() {
 // one if the node still leads (as after a restore), which commits the
 // term's election entry before it grants. The error then also says
 // jobs.ErrNotLeader, so an operator's trigger is answered "retry".
-func (l *leader) propose(c command) (applyResult, error) {
+func (l *leader) propose(c fsm.Command) (fsm.ApplyResult, error) {
 	return l.proposeWith(l.ctx, c)
 }
 
 // proposeWith is propose for a proposal made on behalf of a caller whose
 // ctx bounds it (an operator's release).
-func (l *leader) proposeWith(ctx context.Context, c command) (applyResult, error) {
+func (l *leader) proposeWith(ctx context.Context, c fsm.Command) (fsm.ApplyResult, error) {
 	res, err := l.s.applyLocalCmd(ctx, c)
-	if !errors.Is(err, ErrTermNotStarted) {
+	if !errors.Is(err, fsm.ErrTermNotStarted) {
 		return res, err
 	}
 	if l.ended.CompareAndSwap(false, true) {

@@ -14,12 +14,13 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // fakeRaft applies commands to the FSM at once, as a one-node Raft whose
 // log never fails; it is enough to test the leader's decisions.
 type fakeRaft struct {
-	fsm      *FSM
+	fsm      *fsm.FSM
 	follower bool // IsLeader says no (Apply still applies)
 	confirms bool // n1's gossip says it confirms starts
 	mu       sync.Mutex
@@ -55,10 +56,10 @@ func (d *recordingDispatcher) Dispatch(ctx context.Context, worker string, a Ass
 
 // newTestLeader returns a leader term over a fake one-node cluster with
 // the given job set.
-func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
+func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *fsm.FSM) {
 	t.Helper()
-	fsm := NewFSM()
-	s := New(&fakeRaft{fsm: fsm}, fsm)
+	sm := fsm.NewFSM()
+	s := New(&fakeRaft{fsm: sm}, sm)
 	s.Clock = fixedClock{base}
 	s.Dispatcher = &recordingDispatcher{}
 	s.Logger = slogDiscard()
@@ -67,7 +68,7 @@ func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
 	l.endTerm = cancel
 	t.Cleanup(func() { cancel(); l.wg.Wait() })
 	// As run does: the term's election entry precedes its grants.
-	res, err := s.applyLocalCmd(ctx, command{Op: opElected, Elected: &electedCmd{Node: "n1", At: base}})
+	res, err := s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n1", At: base}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *FSM) {
 	if _, err := s.SetJobs(ctx, specs, "test"); err != nil {
 		t.Fatal(err)
 	}
-	return l, fsm
+	return l, sm
 }
 
 func spec(name, misfire, overlap string) jobs.Spec {
@@ -126,11 +127,11 @@ func TestLeader_MisfirePolicies(t *testing.T) {
 		t.Run(tc.misfire, func(t *testing.T) {
 			js := spec("j", tc.misfire, jobs.OverlapAllow)
 			js.Schedules = []string{tc.schedule}
-			l, fsm := newTestLeader(t, js)
+			l, sm := newTestLeader(t, js)
 			e := due(t, js, base)
 			l.handleDue(e, tc.now)
 			var granted []string
-			for _, r := range fsm.Runs(RunFilter{}) {
+			for _, r := range sm.Runs(fsm.RunFilter{}) {
 				if r.State == jobs.Pending {
 					granted = append([]string{r.ScheduledAt.Format("15:04:05")}, granted...)
 				}
@@ -139,65 +140,65 @@ func TestLeader_MisfirePolicies(t *testing.T) {
 				t.Errorf("granted %v, want %v", granted, tc.wantGranted)
 			}
 			skipped := 0
-			for _, k := range fsm.Skips("j") {
+			for _, k := range sm.Skips("j") {
 				skipped += k.Count
 				if !strings.Contains(k.Reason, tc.wantReason) {
 					t.Errorf("skip reason %q, want it to say %q", k.Reason, tc.wantReason)
 				}
 			}
 			if skipped != tc.wantSkipped {
-				t.Errorf("skipped %d fire times, want %d (%+v)", skipped, tc.wantSkipped, fsm.Skips("j"))
+				t.Errorf("skipped %d fire times, want %d (%+v)", skipped, tc.wantSkipped, sm.Skips("j"))
 			}
 		})
 	}
 }
 
 func TestLeader_CatchupWindow(t *testing.T) {
-	l, fsm := newTestLeader(t, spec("j", jobs.MisfireAll, jobs.OverlapAllow))
+	l, sm := newTestLeader(t, spec("j", jobs.MisfireAll, jobs.OverlapAllow))
 	// 60 fire times missed; the window is 10s: 50 are too old.
 	now := base.Add(60*time.Second + 100*time.Millisecond)
 	l.handleDue(due(t, spec("j", jobs.MisfireAll, jobs.OverlapAllow), base), now)
-	if got := len(fsm.Runs(RunFilter{})); got != 10 {
+	if got := len(sm.Runs(fsm.RunFilter{})); got != 10 {
 		t.Errorf("granted %d runs, want the 10 inside the catch-up window", got)
 	}
-	skips := fsm.Skips("j")
+	skips := sm.Skips("j")
 	if len(skips) != 1 || skips[0].Count != 50 || !strings.Contains(skips[0].Reason, "catchup_window") {
 		t.Errorf("skips = %+v, want one range of 50 older than the window", skips)
 	}
-	if last, _ := fsm.LastScheduled("j"); !last.Equal(base.Add(60 * time.Second)) {
+	if last, _ := sm.LastScheduled("j"); !last.Equal(base.Add(60 * time.Second)) {
 		t.Errorf("last scheduled = %s, want 09:01:00", last)
 	}
 }
 
 func TestLeader_OverlapPolicies(t *testing.T) {
 	t.Run("forbid skips with a reason", func(t *testing.T) {
-		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapForbid))
+		l, sm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapForbid))
 		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(time.Second), "schedule", false)
 		run, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapForbid), base.Add(2*time.Second), "schedule", false)
 		if run.State != jobs.Skipped || !strings.Contains(run.Reason, "overlap: forbid") {
 			t.Errorf("second run = %s (%s), want skipped because the first is open", run.State, run.Reason)
 		}
-		if got := len(fsm.OpenRuns("j")); got != 1 {
+		if got := len(sm.OpenRuns("j")); got != 1 {
 			t.Errorf("%d open runs, want 1", got)
 		}
 	})
 	t.Run("allow runs both", func(t *testing.T) {
-		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
+		l, sm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
 		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(time.Second), "schedule", false)
 		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapAllow), base.Add(2*time.Second), "schedule", false)
-		if got := len(fsm.OpenRuns("j")); got != 2 {
+		if got := len(sm.OpenRuns("j")); got != 2 {
 			t.Errorf("%d open runs, want 2", got)
 		}
 	})
 	t.Run("replace cancels the open run", func(t *testing.T) {
-		l, fsm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapReplace))
+		l, sm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapReplace))
 		first, _ := l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(time.Second), "schedule", false)
 		l.fire(spec("j", jobs.MisfireLatest, jobs.OverlapReplace), base.Add(2*time.Second), "schedule", false)
-		old, _ := fsm.Run(first.ID)
+		old, _ := sm.Run(first.ID)
 		if old.State != jobs.Cancelled || !strings.Contains(old.Attempts[0].Error, "overlap: replace") {
 			t.Errorf("replaced run = %s (%+v), want cancelled", old.State, old.Attempts[0])
 		}
-		if got := len(fsm.OpenRuns("j")); got != 1 {
+		if got := len(sm.OpenRuns("j")); got != 1 {
 			t.Errorf("%d open runs, want 1", got)
 		}
 	})
@@ -207,7 +208,7 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
 	s.Retries = 1
 	s.LeaseTTL = jobs.Duration(time.Second)
-	l, fsm := newTestLeader(t, s)
+	l, sm := newTestLeader(t, s)
 	run, err := l.fire(s, base.Add(time.Second), "schedule", false)
 	if err != nil {
 		t.Fatal(err)
@@ -219,7 +220,7 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	}
 	l.mu.Unlock()
 	l.checkLeases()
-	got, _ := fsm.Run(run.ID)
+	got, _ := sm.Run(run.ID)
 	if len(got.Attempts) != 2 || got.Attempts[0].State != jobs.Lost || !got.Attempts[0].Expired {
 		t.Fatalf("after expiry: %+v", got.Attempts)
 	}
@@ -246,7 +247,7 @@ func slogDiscard() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 // of its own, after its first. Every attempt is dispatched.
 func TestLeader_FireDueBatchesGrants(t *testing.T) {
 	a, b, c := spec("a", jobs.MisfireLatest, jobs.OverlapAllow), spec("b", jobs.MisfireLatest, jobs.OverlapAllow), spec("c", jobs.MisfireAll, jobs.OverlapAllow)
-	l, fsm := newTestLeader(t, a, b, c)
+	l, sm := newTestLeader(t, a, b, c)
 	now := base.Add(2*time.Second + 100*time.Millisecond)
 	l.s.Clock = fixedClock{now}
 	q := fireQueue{due(t, a, base), due(t, b, base), due(t, c, base)}
@@ -255,7 +256,7 @@ func TestLeader_FireDueBatchesGrants(t *testing.T) {
 
 	tokenOf := func(job string, at time.Time) jobs.Fence {
 		t.Helper()
-		r, ok := fsm.Run(jobs.RunID(job, at))
+		r, ok := sm.Run(jobs.RunID(job, at))
 		if !ok || len(r.Attempts) != 1 {
 			t.Fatalf("%s at %s: run %+v, %v; want one attempt", job, at.Format(time.TimeOnly), r, ok)
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // lease is the leader's in-memory view of an attempt's ownership.
@@ -231,7 +232,7 @@ func (l *leader) checkLeases() {
 		if now.After(le.deadline) {
 			due = append(due, le)
 			delete(l.leases, id)
-			if (le.confirming || confirms[le.worker]) && !le.started && grantedSinceElection(le.token, epoch, epoch, electedIndex) {
+			if (le.confirming || confirms[le.worker]) && !le.started && fsm.GrantedSinceElection(le.token, epoch, epoch, electedIndex) {
 				// From here on its start is refused (renew), so the
 				// word given with the expiry stays true.
 				l.unstarted[id], unstarted[id] = true, true
@@ -267,14 +268,14 @@ func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reaso
 	l.mu.Lock()
 	delete(l.leases, att.ID)
 	l.mu.Unlock()
-	cmd := &expireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
+	cmd := &fsm.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
 	spec, ok := l.s.FSM.Spec(run.Job)
-	if takeover && ok && (neverStarted || CountedAttempts(run) < spec.Retries+1) {
+	if takeover && ok && (neverStarted || fsm.CountedAttempts(run) < spec.Retries+1) {
 		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
 			cmd.Worker = w
 		}
 	}
-	res, err := l.propose(command{Op: opExpire, Expire: cmd})
+	res, err := l.propose(fsm.Command{Op: fsm.OpExpire, Expire: cmd})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("expire failed", "attempt", att.ID, "err", err)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // target is a loopback HTTP target that answers status and keeps what
@@ -43,14 +44,14 @@ func (h *target) got() []string {
 
 // failNotice records a failed run of job in the leader's FSM: one notice
 // is then pending.
-func failNotice(t *testing.T, l *leader, fsm *FSM, job string) {
+func failNotice(t *testing.T, l *leader, sm *fsm.FSM, job string) {
 	t.Helper()
-	res := applyAt(t, fsm, 3, 100, grant(job, t0))
+	res := applyAt(t, sm, 3, 100, grant(job, t0))
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	applyAt(t, fsm, 3, 101, complete(res.Run.Attempts[0].ID, jobs.Failed, 7, nil))
-	if n := len(fsm.Notices()); n != 1 {
+	applyAt(t, sm, 3, 101, complete(res.Run.Attempts[0].ID, jobs.Failed, 7, nil))
+	if n := len(sm.Notices()); n != 1 {
 		t.Fatalf("%d notices pending, want 1", n)
 	}
 }
@@ -76,15 +77,15 @@ func TestNotifier_SlackDeliveredOnce(t *testing.T) {
 	h := &target{status: http.StatusOK}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
 		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}})
 	l.s.Clock = jobs.SystemClock{}
 	l.s.Notify = NotifyConfig{DashboardURL: "http://127.0.0.1:8080"}
-	failNotice(t, l, fsm, "j")
+	failNotice(t, l, sm, "j")
 	l.wg.Add(1)
 	go l.notifyLoop()
 	waitFor(t, "the delivery recorded", func() error {
-		if n := len(fsm.Notices()); n != 0 {
+		if n := len(sm.Notices()); n != 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
@@ -108,7 +109,7 @@ func TestNotifier_SlackDeliveredOnce(t *testing.T) {
 	if len(msg.Blocks) != 1 || msg.Blocks[0]["type"] != "section" {
 		t.Errorf("blocks = %v", msg.Blocks)
 	}
-	if n := fsm.Counters()[CounterNotified]; n != 1 {
+	if n := sm.Counters()[fsm.CounterNotified]; n != 1 {
 		t.Errorf("notified = %d, want 1", n)
 	}
 }
@@ -120,15 +121,15 @@ func TestNotifier_GivesUpAfterMaxTries(t *testing.T) {
 	h := &target{status: http.StatusServiceUnavailable}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
 		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL}}})
 	l.s.Clock = jobs.SystemClock{}
 	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
-	failNotice(t, l, fsm, "j")
+	failNotice(t, l, sm, "j")
 	l.wg.Add(1)
 	go l.notifyLoop()
 	waitFor(t, "given up", func() error {
-		if n := fsm.Counters()[CounterNotifyFailed]; n != 1 {
+		if n := sm.Counters()[fsm.CounterNotifyFailed]; n != 1 {
 			return fmt.Errorf("notify_failed = %d", n)
 		}
 		return nil
@@ -136,10 +137,10 @@ func TestNotifier_GivesUpAfterMaxTries(t *testing.T) {
 	if n := len(h.got()); n != 3 {
 		t.Errorf("target tried %d times, want 3", n)
 	}
-	if n := len(fsm.Notices()); n != 0 {
+	if n := len(sm.Notices()); n != 0 {
 		t.Errorf("%d notices still pending", n)
 	}
-	evs := fsm.Events(0, 0)
+	evs := sm.Events(0, 0)
 	last := evs[len(evs)-1]
 	if last.Kind != jobs.EventNotifyFailed || !strings.Contains(last.Detail, "503") || !strings.Contains(last.Detail, "3 tries") {
 		t.Errorf("last event = %s %q", last.Kind, last.Detail)
@@ -158,7 +159,7 @@ func TestNotifier_ErrorsHideTheTargetPath(t *testing.T) {
 	addr := srv.URL
 	srv.Close() // nothing listens there now
 	n := &notifier{cfg: NotifyConfig{}.withDefaults()}
-	err := n.deliver(t.Context(), Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
+	err := n.deliver(t.Context(), fsm.Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
 	if err == nil {
 		t.Fatal("delivered to a closed port")
 	}
@@ -250,7 +251,7 @@ func TestNotifier_MailStartTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(tsrv.Certificate())
 	tsrv.Close()
-	notice := Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
+	notice := fsm.Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
 	for _, tc := range []struct {
 		name    string
 		offer   bool

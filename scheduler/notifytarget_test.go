@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // hangingTarget is a loopback HTTP target that holds every request
@@ -70,9 +71,9 @@ func failRuns(t *testing.T, l *leader, job string, n int) {
 }
 
 // pendingOf counts the notices of job still pending.
-func pendingOf(fsm *FSM, job string) int {
+func pendingOf(sm *fsm.FSM, job string) int {
 	n := 0
-	for _, no := range fsm.Notices() {
+	for _, no := range sm.Notices() {
 		if no.Job == job {
 			n++
 		}
@@ -107,7 +108,7 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 	b := &target{status: http.StatusOK}
 	srvB := httptest.NewServer(b)
 	defer srvB.Close()
-	l, fsm := newTestLeader(t,
+	l, sm := newTestLeader(t,
 		jobs.Spec{Name: "a", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srvA.URL + "/hook/SECRET-A"}}},
 		jobs.Spec{Name: "b", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srvB.URL + "/services/T/B/X"}}})
 	l.s.Clock = jobs.SystemClock{}
@@ -127,7 +128,7 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 		return nil
 	})
 	waitFor(t, "b's notices delivered", func() error {
-		if n := pendingOf(fsm, "b"); n != 0 {
+		if n := pendingOf(sm, "b"); n != 0 {
 			return fmt.Errorf("%d of b's notices pending", n)
 		}
 		return nil
@@ -175,7 +176,7 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 	// b is still served while a backs off.
 	failRuns(t, l, "b", 1)
 	waitFor(t, "b's next notice delivered", func() error {
-		if n := pendingOf(fsm, "b"); n != 0 {
+		if n := pendingOf(sm, "b"); n != 0 {
 			return fmt.Errorf("%d of b's notices pending", n)
 		}
 		return nil
@@ -192,7 +193,7 @@ func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
 	h := &target{status: http.StatusServiceUnavailable}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	l, fsm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
 		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}})
 	l.s.Clock = jobs.SystemClock{}
 	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
@@ -201,12 +202,12 @@ func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
 	l.wg.Add(1)
 	go l.notifyLoop()
 	waitFor(t, "every notice given up", func() error {
-		if n := fsm.Counters()[CounterNotifyFailed]; n != backlog {
+		if n := sm.Counters()[fsm.CounterNotifyFailed]; n != backlog {
 			return fmt.Errorf("notify_failed = %d", n)
 		}
 		return nil
 	})
-	if n := len(fsm.Notices()); n != 0 {
+	if n := len(sm.Notices()); n != 0 {
 		t.Errorf("%d notices still pending", n)
 	}
 	// Two tries at first (they fail together: one failure), then one at
@@ -215,7 +216,7 @@ func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
 		t.Errorf("target tried %d times, want %d (not 3 tries of each of the %d notices)", got, want, backlog)
 	}
 	var why int
-	for _, e := range fsm.Events(0, 0) {
+	for _, e := range sm.Events(0, 0) {
 		if e.Kind == jobs.EventNotifyFailed && strings.Contains(e.Detail, srv.URL+" did not answer 3 tries in a row") {
 			why++
 		}
@@ -242,7 +243,7 @@ func TestNotifier_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
 	}))
 	defer srv.Close()
 	notify := []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}
-	l, fsm := newTestLeader(t,
+	l, sm := newTestLeader(t,
 		jobs.Spec{Name: "bad", Schedules: []string{"@daily"}, Shell: "false", Notify: notify},
 		jobs.Spec{Name: "good", Schedules: []string{"@daily"}, Shell: "false", Notify: notify})
 	l.s.Clock = jobs.SystemClock{}
@@ -252,14 +253,14 @@ func TestNotifier_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
 	l.wg.Add(1)
 	go l.notifyLoop()
 	waitFor(t, "every notice settled", func() error {
-		if n := len(fsm.Notices()); n != 0 {
+		if n := len(sm.Notices()); n != 0 {
 			return fmt.Errorf("%d pending", n)
 		}
 		return nil
 	})
-	c := fsm.Counters()
-	if c[CounterNotified] != 3 || c[CounterNotifyFailed] != 3 {
-		t.Errorf("notified %d, failed %d; want 3 and 3", c[CounterNotified], c[CounterNotifyFailed])
+	c := sm.Counters()
+	if c[fsm.CounterNotified] != 3 || c[fsm.CounterNotifyFailed] != 3 {
+		t.Errorf("notified %d, failed %d; want 3 and 3", c[fsm.CounterNotified], c[fsm.CounterNotifyFailed])
 	}
 	mu.Lock()
 	defer mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Firing goroutines and manual triggers propose at once; whatever the
@@ -15,7 +16,7 @@ import (
 // time is recorded as skipped with the reason.
 func TestLeader_ConcurrentFiresOfAForbidJob(t *testing.T) {
 	js := spec("j", jobs.MisfireLatest, jobs.OverlapForbid)
-	l, fsm := newTestLeader(t, js)
+	l, sm := newTestLeader(t, js)
 	js.Normalize()
 	var wg sync.WaitGroup
 	for g := range 8 {
@@ -34,9 +35,9 @@ func TestLeader_ConcurrentFiresOfAForbidJob(t *testing.T) {
 				}
 				if i%5 == 0 {
 					// End whatever is open, as a worker would.
-					for _, r := range fsm.OpenRuns("j") {
+					for _, r := range sm.OpenRuns("j") {
 						if a, ok := r.Latest(); ok {
-							l.s.Complete(context.Background(), Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: base})
+							l.s.Complete(context.Background(), fsm.Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: base})
 						}
 					}
 				}
@@ -48,7 +49,7 @@ func TestLeader_ConcurrentFiresOfAForbidJob(t *testing.T) {
 	// it to the entry that ended it; no two such spans may overlap.
 	type span struct{ from, to uint64 }
 	spans := map[string]*span{}
-	for _, e := range fsm.Events(0, 0) {
+	for _, e := range sm.Events(0, 0) {
 		switch e.Kind {
 		case jobs.EventGranted:
 			spans[e.Run] = &span{from: e.Index, to: ^uint64(0)}
@@ -63,7 +64,7 @@ func TestLeader_ConcurrentFiresOfAForbidJob(t *testing.T) {
 			}
 		}
 	}
-	runs := fsm.Runs(RunFilter{Job: "j"})
+	runs := sm.Runs(fsm.RunFilter{Job: "j"})
 	granted, skipped := 0, 0
 	for _, r := range runs {
 		if r.State == jobs.Skipped {

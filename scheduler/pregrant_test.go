@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // The leader grants a run ahead of its fire time and moves the job to its
@@ -20,7 +21,7 @@ import (
 // queue starts after the time granted ahead.
 func TestLeader_GrantsAhead(t *testing.T) {
 	allow, forbid := spec("allow", jobs.MisfireLatest, jobs.OverlapAllow), spec("forbid", jobs.MisfireLatest, jobs.OverlapForbid)
-	l, fsm := newTestLeader(t, allow, forbid)
+	l, sm := newTestLeader(t, allow, forbid)
 	// forbid has a run still open.
 	l.s.Clock = fixedClock{base}
 	if _, err := l.fire(forbid, base, "schedule", false); err != nil {
@@ -35,11 +36,11 @@ func TestLeader_GrantsAhead(t *testing.T) {
 	heap.Init(&q)
 	l.fireDue(&q)
 
-	r, ok := fsm.Run(jobs.RunID("allow", fireAt))
+	r, ok := sm.Run(jobs.RunID("allow", fireAt))
 	if !ok || len(r.Attempts) != 1 || r.Attempts[0].State != jobs.Pending {
 		t.Fatalf("allow at %s: run %+v, %v; want granted ahead, one pending attempt", fireAt, r, ok)
 	}
-	if _, ok := fsm.Run(jobs.RunID("forbid", fireAt)); ok {
+	if _, ok := sm.Run(jobs.RunID("forbid", fireAt)); ok {
 		t.Errorf("forbid was granted ahead beside its open run")
 	}
 	next := map[string]*fireEntry{}
@@ -120,7 +121,7 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 // fireAt, whose process touches a marker file, and returns its completion
 // and the marker's path. The clock stops at the fire time: the process
 // runs in real time, and nothing after its start needs the clock to move.
-func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (Completion, string) {
+func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (fsm.Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
@@ -202,7 +203,7 @@ func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- f.w.Close(context.Background()) }()
-	var c Completion
+	var c fsm.Completion
 	select {
 	case c = <-f.leader.done:
 	case <-time.After(30 * time.Second):

@@ -1,225 +1,25 @@
 package scheduler
 
 import (
-	"bytes"
-	"encoding/json"
+	"context"
 	"fmt"
-	"io"
-	"math"
-	"slices"
-	"time"
 
-	"github.com/hashicorp/raft"
-
-	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
-// SnapshotInfo describes a snapshot of the replicated state, as `fencecron
-// snapshot save` writes it and `restore` reads it.
-type SnapshotInfo struct {
-	// LastIndex is the index of the last entry the snapshot holds.
-	LastIndex uint64 `json:"last_index"`
-	// Epoch is the greatest epoch the snapshot knows of: its last
-	// leader's, or a greater one of a token it holds.
-	Epoch uint64 `json:"epoch"`
-	// EpochBase is what a cluster restored from it adds to its Raft
-	// terms (PrepareRestore); 0 in a snapshot as saved.
-	EpochBase uint64 `json:"epoch_base,omitempty"`
-	Version   int    `json:"log_version"`
-	Jobs      int    `json:"jobs"`
-	Runs      int    `json:"runs"`
-}
-
-// WriteSnapshot writes the FSM's state to w, in the format Restore and
-// PrepareRestore read: the same bytes as Raft's own snapshots. It is
-// consistent: one applied index. Take it on the leader after a barrier
-// to include everything committed so far. What a restore would refuse is
-// not written: a state checkState refuses, or one over MaxSnapshotBytes
-// (then w has had part of it).
-func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
-	snap, info, err := f.snapshot(true)
+// RestoreFloor is what this node knows beyond a snapshot it is asked to
+// restore (PrepareRestore): the cluster's epoch raised to the greatest
+// epoch of a token its store holds (epochs after the restore must stay
+// above them; a store another node serves is asked through it), the fire
+// times already granted, its job limits and its clock.
+func (s *Scheduler) RestoreFloor(ctx context.Context) (fsm.RestoreFloor, error) {
+	epoch, _ := s.FSM.Epoch()
+	keys, err := s.Store.List(ctx, "")
 	if err != nil {
-		return SnapshotInfo{}, err
+		return fsm.RestoreFloor{}, fmt.Errorf("restore: read the store's greatest tokens (epochs must stay above them): %w", err)
 	}
-	if err := snap.writeTo(&cappedWriter{w: w, left: MaxSnapshotBytes}); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
+	for _, k := range keys {
+		epoch = max(epoch, k.Greatest.Epoch)
 	}
-	return info, nil
-}
-
-// errSnapshotTooLarge is a snapshot over MaxSnapshotBytes: the node's
-// own state, not the request, is at fault.
-var errSnapshotTooLarge = fmt.Errorf("the replicated state is over %d MiB, the most a restore takes (its job set and the output tails of its newest runs make it up)", MaxSnapshotBytes>>20)
-
-// cappedWriter writes to w until left bytes are written, then refuses.
-type cappedWriter struct {
-	w    io.Writer
-	left int64
-}
-
-func (c *cappedWriter) Write(p []byte) (int, error) {
-	if int64(len(p)) > c.left {
-		return 0, errSnapshotTooLarge
-	}
-	c.left -= int64(len(p))
-	return c.w.Write(p)
-}
-
-// RestoreFloor is what the cluster a snapshot is restored into knows
-// beyond the snapshot.
-type RestoreFloor struct {
-	// Epoch: the cluster's current epoch, the store's greatest token.
-	Epoch uint64
-	// Granted is, per job, the latest scheduled time the cluster has
-	// already granted or skipped (FSM.GrantedThrough). Restored in place,
-	// a snapshot is older than the cluster: the fire times between the
-	// two have been granted (and may have run), and the snapshot does not
-	// know. Without this they would be granted a second time.
-	Granted map[string]time.Time
-	// Limits are what the cluster checks a job set against (PUT
-	// /api/v1/jobset: Scheduler.CheckJobs); the snapshot's set must pass
-	// them too.
-	Limits jobs.Limits
-	// Now is the time of the restore: no fire time of the snapshot may
-	// lie more than a day after it (zero: not checked).
-	Now time.Time
-}
-
-// PrepareRestore readies a saved snapshot for raft.Restore into a
-// cluster. Raft keeps what it restores and every server takes it in, so
-// the snapshot is checked whole first: the state itself (checkState:
-// every run and reference, every bound), its job set as PUT
-// /api/v1/jobset checks one (jobs.CheckSet against floor.Limits,
-// jobs.MaxSetBytes), and its size (MaxSnapshotBytes).
-//
-// Raft terms of a cluster started again from empty data begin at 1, and
-// epochs are terms: restored as it is, a snapshot of a cluster that had
-// reached epoch 40 would let the new cluster mint tokens of epoch 2,
-// which every store key written before refuses (stale_owner). So the
-// restored state gets an epoch base at least the greatest of the
-// snapshot's epochs, its own base and floor.Epoch, and every epoch after
-// the restore is the Raft term plus that base: greater than any seen
-// before. Each job's horizon and last scheduled time are raised to
-// floor.Granted's, so that no fire time is granted twice across the
-// restore; the times after it go through the job's misfire policy.
-//
-// It returns the snapshot to restore and what it holds. It refuses a
-// snapshot it cannot read, of a newer log format, or that fails a check,
-// with an error wrapping jobs.ErrInvalidConfig that names the problems.
-func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, error) {
-	if len(data) > MaxSnapshotBytes {
-		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot of %d bytes: a snapshot is at most %d MiB", jobs.ErrInvalidConfig, len(data), MaxSnapshotBytes>>20)
-	}
-	st, info, err := decodeSnapshot(data, floor.Now)
-	if err != nil {
-		return nil, SnapshotInfo{}, err
-	}
-	if err := checkRestoredJobs(&st, floor.Limits); err != nil {
-		return nil, SnapshotInfo{}, err
-	}
-	base := max(info.Epoch, st.EpochBase, floor.Epoch)
-	if base > math.MaxInt64/2 {
-		return nil, SnapshotInfo{}, fmt.Errorf("%w: snapshot: epoch %d leaves no room for new epochs", jobs.ErrInvalidConfig, base)
-	}
-	st.EpochBase = base
-	if st.Horizon == nil {
-		st.Horizon = map[string]time.Time{}
-	}
-	if st.LastScheduled == nil {
-		st.LastScheduled = map[string]time.Time{}
-	}
-	for job, at := range floor.Granted {
-		if at.After(st.Horizon[job]) {
-			st.Horizon[job] = at
-		}
-		if at.After(st.LastScheduled[job]) {
-			st.LastScheduled[job] = at
-		}
-	}
-	out, err := json.Marshal(st)
-	if err != nil {
-		return nil, SnapshotInfo{}, err
-	}
-	info.EpochBase = base
-	return out, info, nil
-}
-
-// checkRestoredJobs checks a snapshot's job set as PUT /api/v1/jobset
-// checks one (checkJobSet), and stores it normalized: a spec that left
-// out a field the snapshot's writer filled in gets its default here, not a
-// zero (a max_output_bytes of 0 would be no cap at all).
-func checkRestoredJobs(st *state, l jobs.Limits) error {
-	specs, err := checkJobSet(st.Jobs, l)
-	if err != nil {
-		return fmt.Errorf("snapshot: its job set: %w", err)
-	}
-	var size countingWriter
-	if err := jobs.EncodeSpecs(&size, specs); err != nil {
-		return fmt.Errorf("%w: snapshot: its job set: %v", jobs.ErrInvalidConfig, err)
-	}
-	if size > jobs.MaxSetBytes {
-		return fmt.Errorf("%w: snapshot: its job set is %d MiB of JSON; a job set is at most %d MiB (jobs.MaxSetBytes)", jobs.ErrInvalidConfig, size>>20, jobs.MaxSetBytes>>20)
-	}
-	if len(specs) > 0 {
-		st.JobsHash = jobs.HashSpecs(specs)
-	}
-	st.Jobs = specs
-	st.HasJobs = st.HasJobs || len(specs) > 0
-	return nil
-}
-
-// countingWriter counts what is written to it.
-type countingWriter int64
-
-func (c *countingWriter) Write(p []byte) (int, error) {
-	*c += countingWriter(len(p))
-	return len(p), nil
-}
-
-// decodeSnapshot decodes a snapshot's state once, checks it
-// (checkState, with fire times bounded by now) and says what it holds.
-func decodeSnapshot(data []byte, now time.Time) (state, SnapshotInfo, error) {
-	var st state
-	dec := json.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&st); err != nil {
-		return state{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
-	}
-	if err := checkState(&st, now); err != nil {
-		return state{}, SnapshotInfo{}, err
-	}
-	return st, infoOf(&st), nil
-}
-
-// infoOf says what state st holds: the greatest epoch is its leader's,
-// its base, or a greater one of a token it holds.
-func infoOf(st *state) SnapshotInfo {
-	info := SnapshotInfo{LastIndex: st.LastIndex, Epoch: max(st.Epoch, st.EpochBase), EpochBase: st.EpochBase, Version: st.Version, Jobs: len(st.Jobs), Runs: len(st.Runs)}
-	if info.Version == 0 {
-		info.Version = 1 // written before versions
-	}
-	for _, r := range st.Runs {
-		for _, a := range r.Attempts {
-			info.Epoch = max(info.Epoch, a.Token.Epoch)
-		}
-	}
-	return info
-}
-
-// RestoreMeta is the raft.SnapshotMeta raft.Restore needs for data.
-func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
-	return &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: fmt.Sprintf("restore-%d", time.Now().UnixMilli()), Index: info.LastIndex, Size: int64(len(data))}
-}
-
-// checkJobSet normalizes a copy of specs and checks it whole against l
-// (jobs.CheckSet): how every job set that enters the replicated state is
-// checked, applied or restored.
-func checkJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
-	specs = slices.Clone(specs)
-	for i := range specs {
-		specs[i].Normalize()
-	}
-	if err := jobs.CheckSet(specs, l); err != nil {
-		return nil, err
-	}
-	return specs, nil
+	return fsm.RestoreFloor{Epoch: epoch, Granted: s.FSM.GrantedThrough(), Limits: s.JobLimits(), Now: s.Clock.Now()}, nil
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Raft is what the scheduler needs from the coordination plane
@@ -109,7 +110,7 @@ type RenewReply struct {
 // and Close.
 type Scheduler struct {
 	Raft       Raft
-	FSM        *FSM
+	FSM        *fsm.FSM
 	Dispatcher Dispatcher
 	// Forwarder, if set, carries requests to the leader from a follower.
 	Forwarder Forwarder
@@ -139,8 +140,8 @@ type Scheduler struct {
 }
 
 // New returns a scheduler; Dispatcher must be set before Open.
-func New(r Raft, fsm *FSM) *Scheduler {
-	return &Scheduler{Raft: r, FSM: fsm, Clock: jobs.SystemClock{}, Logger: slog.Default()}
+func New(r Raft, sm *fsm.FSM) *Scheduler {
+	return &Scheduler{Raft: r, FSM: sm, Clock: jobs.SystemClock{}, Logger: slog.Default()}
 }
 
 // Open starts watching leadership.
@@ -263,21 +264,21 @@ func (s *Scheduler) startLeading() *leaderTerm {
 
 // applyLocalCmd proposes c to this node's Raft, as an entry of this
 // binary's log version, and unwraps the FSM's answer.
-func (s *Scheduler) applyLocalCmd(ctx context.Context, c command) (applyResult, error) {
-	b, err := encodeEntry(c)
+func (s *Scheduler) applyLocalCmd(ctx context.Context, c fsm.Command) (fsm.ApplyResult, error) {
+	b, err := fsm.EncodeEntry(c)
 	if err != nil {
-		return applyResult{}, err
+		return fsm.ApplyResult{}, err
 	}
 	if len(b) > maxEntryBytes {
-		return applyResult{}, fmt.Errorf("%s entry of %d bytes: a log entry is at most %d MiB: %w", c.Op, len(b), maxEntryBytes>>20, jobs.ErrInvalidConfig)
+		return fsm.ApplyResult{}, fmt.Errorf("%s entry of %d bytes: a log entry is at most %d MiB: %w", c.Op, len(b), maxEntryBytes>>20, jobs.ErrInvalidConfig)
 	}
 	resp, err := s.Raft.Apply(ctx, b)
 	if err != nil {
-		return applyResult{}, err
+		return fsm.ApplyResult{}, err
 	}
-	res, ok := resp.(applyResult)
+	res, ok := resp.(fsm.ApplyResult)
 	if !ok {
-		return applyResult{}, fmt.Errorf("unexpected FSM response %T", resp)
+		return fsm.ApplyResult{}, fmt.Errorf("unexpected FSM response %T", resp)
 	}
 	return res, res.Err
 }
@@ -313,7 +314,7 @@ func (s *Scheduler) Started(ctx context.Context, attempt string, at time.Time) e
 
 // Complete records how an attempt ended. Completing twice is harmless, and
 // a completion of an attempt that was superseded touches only that one.
-func (s *Scheduler) Complete(ctx context.Context, c Completion) error {
+func (s *Scheduler) Complete(ctx context.Context, c fsm.Completion) error {
 	return s.toLeader().Complete(ctx, c)
 }
 

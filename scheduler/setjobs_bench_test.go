@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // scaleSpecs is a set of n jobs as `fencecron apply` sends the file
@@ -62,29 +63,29 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			jobs.HashSpecs(specs)
 		}
 	})
-	entry, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}})
+	entry, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("encode", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}}); err != nil {
+			if _, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
 	b.Run("apply", func(b *testing.B) {
-		f := NewFSM()
+		f := fsm.NewFSM()
 		i := uint64(0)
 		for b.Loop() {
 			i++
-			if res := f.Apply(rawLog(1, i, entry)).(applyResult); res.Err != nil {
+			if res := f.Apply(rawLog(1, i, entry)).(fsm.ApplyResult); res.Err != nil {
 				b.Fatal(res.Err)
 			}
 		}
 	})
 	b.Run("all", func(b *testing.B) {
-		f := NewFSM()
+		f := fsm.NewFSM()
 		i := uint64(0)
 		for b.Loop() {
 			i++
@@ -93,11 +94,11 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 				b.Fatal(err)
 			}
 			hash := jobs.HashSpecs(set)
-			e, err := encodeEntry(command{Op: opSetJobs, SetJobs: &setJobsCmd{Jobs: set, Source: "bench", At: t0, Hash: hash}})
+			e, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: set, Source: "bench", At: t0, Hash: hash}})
 			if err != nil {
 				b.Fatal(err)
 			}
-			if res := f.Apply(rawLog(1, i, e)).(applyResult); res.Err != nil {
+			if res := f.Apply(rawLog(1, i, e)).(fsm.ApplyResult); res.Err != nil {
 				b.Fatal(res.Err)
 			}
 		}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // The leader takes a lease that ran out for an attempt that never
@@ -20,7 +21,7 @@ import (
 func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
 	s.LeaseTTL = jobs.Duration(time.Second)
-	l, fsm := newTestLeader(t, s)
+	l, sm := newTestLeader(t, s)
 	run, err := l.fire(s, base.Add(time.Second), "schedule", false)
 	if err != nil {
 		t.Fatal(err)
@@ -38,7 +39,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 		t.Fatalf("renewal without a start: %+v; want held, not started", r)
 	}
 	runOut()
-	got, _ := fsm.Run(run.ID)
+	got, _ := sm.Run(run.ID)
 	if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
 		t.Fatalf("after the lease ran out unstarted: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
@@ -50,7 +51,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 		t.Fatalf("the takeover's start: %+v; want held and started", r)
 	}
 	runOut()
-	got, _ = fsm.Run(run.ID)
+	got, _ = sm.Run(run.ID)
 	if len(got.Attempts) != 2 || got.Attempts[1].NeverStarted || got.State != jobs.Lost {
 		t.Errorf("after the started takeover's lease ran out: run %s, attempts %+v; want lost, counted", got.State, got.Attempts)
 	}
@@ -64,7 +65,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 			t.Fatal(err)
 		}
 		runOut()
-		got, _ := fsm.Run(run.ID)
+		got, _ := sm.Run(run.ID)
 		if got.Attempts[0].NeverStarted != confirms || len(got.Attempts) != 1+btoi(confirms) {
 			t.Errorf("gossip says confirms starts %v, no renewal: attempts %+v; want never started %v", confirms, got.Attempts, confirms)
 		}
@@ -76,11 +77,11 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.s.applyLocalCmd(t.Context(), command{Op: opElected, Elected: &electedCmd{Node: "n1", At: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(t.Context(), fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n1", At: base}}); err != nil {
 		t.Fatal(err)
 	}
 	runOut()
-	got, _ = fsm.Run(run.ID)
+	got, _ = sm.Run(run.ID)
 	if len(got.Attempts) != 1 || got.Attempts[0].NeverStarted || strings.Contains(got.Attempts[0].Error, "never started") || got.State != jobs.Lost {
 		t.Errorf("an attempt granted before the election entry: run %s, attempts %+v; want lost, counted, and not said to be never started", got.State, got.Attempts)
 	}
@@ -137,7 +138,7 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 		{"never confirmed", -1, jobs.Lost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &startLeader{holdingLeader: holdingLeader{done: make(chan Completion, 1)}, refuse: tc.refuse}
+			l := &startLeader{holdingLeader: holdingLeader{done: make(chan fsm.Completion, 1)}, refuse: tc.refuse}
 			w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 			if err := w.Open(); err != nil {
 				t.Fatal(err)
@@ -176,7 +177,7 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
 	s.LeaseTTL = jobs.Duration(time.Second)
-	l, fsm := newTestLeader(t, s)
+	l, sm := newTestLeader(t, s)
 	l.s.Raft.(*fakeRaft).confirms = true
 	fire := func(at time.Duration) jobs.Attempt {
 		t.Helper()
@@ -212,13 +213,13 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	l.leases[b.ID].deadline = base.Add(-time.Millisecond)
 	l.mu.Unlock()
 	l.checkLeases()
-	if got, _ := fsm.Run(jobs.RunID("j", base.Add(2*time.Second))); len(got.Attempts) != 1 || got.Attempts[0].NeverStarted || got.State != jobs.Lost {
+	if got, _ := sm.Run(jobs.RunID("j", base.Add(2*time.Second))); len(got.Attempts) != 1 || got.Attempts[0].NeverStarted || got.State != jobs.Lost {
 		t.Errorf("the older worker's lease ran out: run %s, attempts %+v; want lost, counted", got.State, got.Attempts)
 	}
 
 	// A newer election entry: this loop's term is over.
 	c := fire(3 * time.Second)
-	if _, err := l.s.applyLocalCmd(t.Context(), command{Op: opElected, Elected: &electedCmd{Node: "n2", At: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(t.Context(), fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n2", At: base}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := l.renew(Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {

@@ -1,31 +1,26 @@
 package scheduler
 
 import (
-	"github.com/hashicorp/raft"
+	"context"
+
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
-// A worker reports a start when its process has run for startReportDelay
-// (worker.go), so that the run shows as running; a shorter run's start
-// rides on its completion. Each report used to be a Raft entry of its
-// own. On a loaded host every run can outlast the delay (its process
-// waits for a CPU), and a start entry for every run then took more of
-// the CPU the processes were waiting for: at 800 fires a second on two
-// cores, 1.26 entries a run and a cluster that fell further behind each
-// second. The leader now commits start reports in groups, as it does
-// completions (opStarts, log version 6; groupcommit.go). Each start in a
-// group is applied exactly as a single one (applyStart) and answered on
-// its own; a repeated start changes nothing.
+// startBytes estimates a start's size in an entry.
+func startBytes(fsm.StartCmd) int { return 128 }
 
-// startsCmd records the starts of several attempts (opStarts).
-type startsCmd struct {
-	Starts []startCmd `json:"starts"`
+// start hands a checked start report to the term's committers and waits
+// for its own result.
+func (l *leader) start(ctx context.Context, s fsm.StartCmd) error {
+	return l.starts.submit(ctx, l.ctx, "started "+s.Attempt, s)
 }
 
-// applyStarts applies each start of a group in order.
-func (f *FSM) applyStarts(l *raft.Log, c *startsCmd) applyResult {
-	res := applyResult{Batch: make([]applyResult, len(c.Starts))}
-	for i := range c.Starts {
-		res.Batch[i] = f.applyStart(l, &c.Starts[i])
+// commitStarts commits one group of start reports.
+func (l *leader) commitStarts(group []fsm.StartCmd) []error {
+	if len(group) == 1 {
+		_, err := l.propose(fsm.Command{Op: fsm.OpStart, Start: &group[0]})
+		return []error{err}
 	}
-	return res
+	res, err := l.propose(fsm.Command{Op: fsm.OpStarts, Starts: &fsm.StartsCmd{Starts: group}})
+	return groupErrs(len(group), res, err)
 }

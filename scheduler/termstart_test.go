@@ -8,19 +8,20 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // A leader loop whose grant is refused for a term it did not start ends
 // (the scheduler starts a fresh one), and the caller is told to retry.
 func TestLeader_TermNotStartedEndsTheLoop(t *testing.T) {
-	l, fsm := newTestLeader(t, spec("j", jobs.MisfireSkip, jobs.OverlapAllow))
+	l, sm := newTestLeader(t, spec("j", jobs.MisfireSkip, jobs.OverlapAllow))
 	// Another term's election entry: this loop's term is no longer the
 	// one the log last started.
-	if res := applyRaw(t, fsm, 9, 1000, rawEntry(t, LogVersion, command{Op: opElected, Elected: &electedCmd{Node: "n2", At: base}})); res.Err != nil {
+	if res := applyRaw(t, sm, 9, 1000, rawEntry(t, fsm.LogVersion, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n2", At: base}})); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	_, err := l.trigger(context.Background(), "j", false)
-	if !errors.Is(err, ErrTermNotStarted) || !errors.Is(err, jobs.ErrNotLeader) || !strings.Contains(err.Error(), "retry") {
+	if !errors.Is(err, fsm.ErrTermNotStarted) || !errors.Is(err, jobs.ErrNotLeader) || !strings.Contains(err.Error(), "retry") {
 		t.Fatalf("trigger in a term not started: %v, want ErrTermNotStarted and ErrNotLeader, saying retry", err)
 	}
 	select {
@@ -28,7 +29,7 @@ func TestLeader_TermNotStartedEndsTheLoop(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the loop's context was not ended after the refusal")
 	}
-	if runs := fsm.Runs(RunFilter{Job: "j"}); len(runs) != 0 {
+	if runs := sm.Runs(fsm.RunFilter{Job: "j"}); len(runs) != 0 {
 		t.Errorf("refused trigger left runs: %v", runs)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Leader is what a worker talks to about its attempts: the scheduler,
@@ -21,7 +22,7 @@ import (
 // attempt id.
 type Leader interface {
 	Started(ctx context.Context, attempt string, at time.Time) error
-	Complete(ctx context.Context, c Completion) error
+	Complete(ctx context.Context, c fsm.Completion) error
 	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 }
@@ -74,7 +75,7 @@ type Worker struct {
 	// with ctx; the completions' run until reporting ends, after the
 	// attempts are done, and senders counts them.
 	renewQ    *batchQueue[Renewal, RenewReply]
-	completeQ *batchQueue[Completion, error]
+	completeQ *batchQueue[fsm.Completion, error]
 	senders   sync.WaitGroup
 	live      liveOutputs // output of the attempts running here (output.go)
 	spawn     *executor.Spawner
@@ -220,12 +221,12 @@ func (w *Worker) forget(id string) {
 }
 
 // runAttempt is the life of an attempt on the worker, DESIGN.md steps 4-7.
-func (w *Worker) runAttempt(a Assignment) Completion {
+func (w *Worker) runAttempt(a Assignment) fsm.Completion {
 	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
 	tok := a.Attempt.Token
 	expires := a.TokenExpires()
-	done := func(st jobs.State, outcome, format string, args ...any) Completion {
-		c := Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}
+	done := func(st jobs.State, outcome, format string, args ...any) fsm.Completion {
+		c := fsm.Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}
 		if format != "" {
 			c.Error = fmt.Sprintf(format, args...)
 		}
@@ -357,7 +358,7 @@ func (w *Worker) runAttempt(a Assignment) Completion {
 	close(exited)
 	reportAt.Stop()
 	out.exited()
-	c := Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
+	c := fsm.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
 		c.ExitCode = &code
@@ -563,7 +564,7 @@ var binEnv = sync.OnceValue(func() []string {
 
 // reportCompletion reports c until the leader has it or the worker gives
 // up at Close.
-func (w *Worker) reportCompletion(c Completion) {
+func (w *Worker) reportCompletion(c fsm.Completion) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := w.complete(c)

@@ -16,7 +16,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -71,14 +71,14 @@ const (
 // jobQuery reads a job search from a request: q (text in the name or a
 // target tag), state (of the last run, or "never"), paused, cursor (an
 // earlier answer's next) and limit.
-func jobQuery(r *http.Request, defaultLimit int) (scheduler.JobQuery, error) {
+func jobQuery(r *http.Request, defaultLimit int) (fsm.JobQuery, error) {
 	v := r.URL.Query()
-	q := scheduler.JobQuery{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
+	q := fsm.JobQuery{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
 	if len(q.Text) > 200 {
 		return q, badRequest("q is at most 200 bytes")
 	}
-	if q.State != "" && q.State != scheduler.NeverRan && !q.State.Known() {
-		return q, badRequest("state must be a run state or %q, got %q", scheduler.NeverRan, q.State)
+	if q.State != "" && q.State != fsm.NeverRan && !q.State.Known() {
+		return q, badRequest("state must be a run state or %q, got %q", fsm.NeverRan, q.State)
 	}
 	if p := v.Get("paused"); p != "" {
 		b, err := strconv.ParseBool(p)
@@ -128,7 +128,7 @@ func clipParam(s string) string {
 // findJobs returns a page of jobs as the API shows them (with their
 // secrets if full, see seesSecrets), and the cursor of the next page (""
 // if none).
-func (s *Server) findJobs(q scheduler.JobQuery, full bool) ([]wire.Job, string, scheduler.JobPage) {
+func (s *Server) findJobs(q fsm.JobQuery, full bool) ([]wire.Job, string, fsm.JobPage) {
 	page := s.State.FindJobs(q)
 	now := s.Clock.Now()
 	out := make([]wire.Job, 0, len(page.Jobs))

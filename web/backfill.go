@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // BackfillBody is the JSON of POST /api/v1/jobs/{name}/backfill. From and
@@ -62,7 +63,7 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, badRequest("to: %v", err))
 		return
 	}
-	res, err := b.Backfill(r.Context(), scheduler.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
+	res, err := b.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -8,21 +8,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // backfillSched adds a recorded Backfill to the fixture's scheduler.
 type backfillSched struct {
 	Scheduler
 	mu   sync.Mutex
-	reqs []scheduler.BackfillRequest
+	reqs []fsm.BackfillRequest
 }
 
-func (b *backfillSched) Backfill(_ context.Context, req scheduler.BackfillRequest) (scheduler.BackfillResult, error) {
+func (b *backfillSched) Backfill(_ context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.reqs = append(b.reqs, req)
-	return scheduler.BackfillResult{Job: req.Job, From: req.From, To: req.To, DryRun: req.DryRun, MaxRunning: req.MaxRunning}, nil
+	return fsm.BackfillResult{Job: req.Job, From: req.From, To: req.To, DryRun: req.DryRun, MaxRunning: req.MaxRunning}, nil
 }
 
 // POST /api/v1/jobs/{name}/backfill takes the API token (or loopback) as

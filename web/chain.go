@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Dependencies on the timeline: a job's runs that followed others
@@ -46,7 +46,7 @@ func (s *Server) ancestors(runs []jobs.Run) []jobs.Run {
 				if !ok {
 					continue
 				}
-				for _, p := range s.State.Runs(scheduler.RunFilter{Job: job, Limit: 50}) {
+				for _, p := range s.State.Runs(fsm.RunFilter{Job: job, Limit: 50}) {
 					if p.ID == id {
 						out = append(out, p)
 						next = append(next, p)

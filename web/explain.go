@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 )
 
@@ -26,15 +26,15 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, ex)
 }
 
-func (s *Server) explain(name, at string) (scheduler.Explanation, error) {
+func (s *Server) explain(name, at string) (fsm.Explanation, error) {
 	spec, ok := s.State.Spec(name)
 	if !ok {
-		return scheduler.Explanation{}, fmt.Errorf("job %q: %w", name, jobs.ErrUnknownJob)
+		return fsm.Explanation{}, fmt.Errorf("job %q: %w", name, jobs.ErrUnknownJob)
 	}
 	if at == "" {
-		return scheduler.Explanation{}, badRequest("at is required: %v", scheduler.ErrBadTime)
+		return fsm.Explanation{}, badRequest("at is required: %v", fsm.ErrBadTime)
 	}
-	ex, err := scheduler.Explain(scheduler.ExplainInput{
+	ex, err := fsm.Explain(fsm.ExplainInput{
 		Spec:  spec,
 		Asked: at,
 		Now:   s.Clock.Now(),
@@ -60,7 +60,7 @@ func (s *Server) explain(name, at string) (scheduler.Explanation, error) {
 			return last.Kind == jobs.EventPaused, last.Seq > 0, nil
 		},
 	})
-	if errors.Is(err, scheduler.ErrBadTime) {
+	if errors.Is(err, fsm.ErrBadTime) {
 		return ex, badRequest("%v", err)
 	}
 	return ex, err

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 )
 
@@ -99,7 +100,7 @@ func (f *fakeState) JobSet() ([]jobs.Spec, string, time.Time, bool) {
 	defer f.mu.Unlock()
 	return slices.Clone(f.specs), "test", at(-50), true
 }
-func (f *fakeState) ExportJobSet() scheduler.JobSetExport {
+func (f *fakeState) ExportJobSet() fsm.JobSetExport {
 	if f.exporting != nil {
 		f.exporting()
 	}
@@ -107,12 +108,12 @@ func (f *fakeState) ExportJobSet() scheduler.JobSetExport {
 	f.mu.Lock()
 	paused := slices.Clone(f.operatorPaused)
 	f.mu.Unlock()
-	return scheduler.JobSetExport{Info: f.JobSetInfo(), Jobs: specs, OperatorPaused: paused}
+	return fsm.JobSetExport{Info: f.JobSetInfo(), Jobs: specs, OperatorPaused: paused}
 }
-func (f *fakeState) JobSetInfo() scheduler.JobSetInfo {
+func (f *fakeState) JobSetInfo() fsm.JobSetInfo {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	info := scheduler.JobSetInfo{Hash: "abc", Source: "test", AppliedAt: at(-50), Count: len(f.specs)}
+	info := fsm.JobSetInfo{Hash: "abc", Source: "test", AppliedAt: at(-50), Count: len(f.specs)}
 	for _, s := range f.specs {
 		if s.Paused {
 			info.Paused++
@@ -126,17 +127,17 @@ func (f *fakeState) JobSetInfo() scheduler.JobSetInfo {
 
 // FindJobs is the FSM's search, simply: name order, text in the name,
 // state of the last run.
-func (f *fakeState) FindJobs(q scheduler.JobQuery) scheduler.JobPage {
+func (f *fakeState) FindJobs(q fsm.JobQuery) fsm.JobPage {
 	specs, _, _, _ := f.JobSet()
 	slices.SortFunc(specs, func(a, b jobs.Spec) int { return strings.Compare(a.Name, b.Name) })
-	page := scheduler.JobPage{Total: len(specs)}
+	page := fsm.JobPage{Total: len(specs)}
 	for _, sp := range specs {
 		last, ok := f.LastRun(sp.Name)
 		switch {
 		case q.Text != "" && !strings.Contains(sp.Name, strings.ToLower(q.Text)),
 			q.Paused && !sp.Paused,
-			q.State == scheduler.NeverRan && ok,
-			q.State != "" && q.State != scheduler.NeverRan && (!ok || last.State != q.State):
+			q.State == fsm.NeverRan && ok,
+			q.State != "" && q.State != fsm.NeverRan && (!ok || last.State != q.State):
 			continue
 		}
 		page.Matched++
@@ -147,7 +148,7 @@ func (f *fakeState) FindJobs(q scheduler.JobQuery) scheduler.JobPage {
 			page.More = true
 			continue
 		}
-		e := scheduler.JobEntry{Spec: sp}
+		e := fsm.JobEntry{Spec: sp}
 		if ok {
 			e.LastRun = &last
 		}
@@ -163,7 +164,7 @@ func (f *fakeState) Spec(name string) (jobs.Spec, bool) {
 	}
 	return specs[i], true
 }
-func (f *fakeState) Runs(rf scheduler.RunFilter) []jobs.Run {
+func (f *fakeState) Runs(rf fsm.RunFilter) []jobs.Run {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []jobs.Run
@@ -178,7 +179,7 @@ func (f *fakeState) Runs(rf scheduler.RunFilter) []jobs.Run {
 	return out
 }
 func (f *fakeState) LastRun(job string) (jobs.Run, bool) {
-	rs := f.Runs(scheduler.RunFilter{Job: job, Limit: 1})
+	rs := f.Runs(fsm.RunFilter{Job: job, Limit: 1})
 	if len(rs) == 0 {
 		return jobs.Run{}, false
 	}
@@ -403,8 +404,8 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 
 // The calls only workers make: the fake is the leader's
 // scheduler.Forwarder too, which the internal API (scheduler/rpc) calls.
-func (f *fakeScheduler) Started(context.Context, string, time.Time) error     { return nil }
-func (f *fakeScheduler) Complete(context.Context, scheduler.Completion) error { return nil }
+func (f *fakeScheduler) Started(context.Context, string, time.Time) error { return nil }
+func (f *fakeScheduler) Complete(context.Context, fsm.Completion) error   { return nil }
 func (f *fakeScheduler) Note(context.Context, string, string, string, string) error {
 	return nil
 }

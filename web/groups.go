@@ -7,14 +7,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // GroupState is the part of the replicated state about concurrency
 // groups (scheduler.FSM implements it). A State that does not implement
 // it has no groups to show.
 type GroupState interface {
-	Groups() []scheduler.GroupStatus
+	Groups() []fsm.GroupStatus
 }
 
 // groupView is one concurrency group as the API and the dashboard show

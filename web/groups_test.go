@@ -7,20 +7,20 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // groupedState is the fixture's state with one group: one run holding its
 // place, two waiting.
 type groupedState struct{ *fakeState }
 
-func (groupedState) Groups() []scheduler.GroupStatus {
-	return []scheduler.GroupStatus{{
+func (groupedState) Groups() []fsm.GroupStatus {
+	return []fsm.GroupStatus{{
 		Group:   jobs.Group{Name: "db", MaxRunning: 1, MaxWaiting: 100},
 		Defined: true,
 		Holding: []jobs.Run{{ID: "a@20260801T090000Z", Job: "a", ScheduledAt: at(0), State: jobs.Running, Group: "db",
 			Attempts: []jobs.Attempt{{ID: "a@20260801T090000Z.1", Number: 1, Worker: "w2", State: jobs.Running, Token: jobs.Fence{Epoch: 4, Seq: 20}}}}},
-		Waiting: []scheduler.GroupWaiter{
+		Waiting: []fsm.GroupWaiter{
 			{Run: "b@20260801T090000Z", ScheduledAt: at(0), Since: at(30)},
 			{Run: "c@20260801T090001Z", ScheduledAt: at(1), Since: at(40)},
 		},

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 )
 
@@ -33,7 +33,7 @@ func (s *Server) history() History {
 
 // listRuns lists runs of the replicated state and the history.
 func (s *Server) listRuns(q history.RunQuery) (history.RunPage, error) {
-	return s.history().ListRuns(s.State.Runs(scheduler.RunFilter{Job: q.Job}), q)
+	return s.history().ListRuns(s.State.Runs(fsm.RunFilter{Job: q.Job}), q)
 }
 
 // Defaults of a listing's limit.

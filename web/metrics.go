@@ -11,7 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // GET /metrics serves the registry of the node's metrics.Node in the
@@ -107,7 +107,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(clusterCounterDescs[i], prometheus.CounterValue, float64(counters[cc.key]))
 	}
 	byState := map[jobs.State]int{}
-	for _, run := range s.State.Runs(scheduler.RunFilter{}) {
+	for _, run := range s.State.Runs(fsm.RunFilter{}) {
 		byState[run.State]++
 	}
 	for _, st := range runStates {
@@ -118,7 +118,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// One series per job while the set is small; a large set exports its
 	// paused jobs only (a missing series reads as not paused), so that a
 	// scrape stays small whatever the set's size.
-	q := scheduler.JobQuery{Limit: maxPausedSeries}
+	q := fsm.JobQuery{Limit: maxPausedSeries}
 	if s.State.JobSetInfo().Count > maxPausedSeries {
 		q.Paused = true
 	}

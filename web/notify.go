@@ -4,6 +4,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -31,7 +32,7 @@ func (s *Server) notifyStatus() *wire.NotifyStatus {
 // pendingNotices counts the notices of the replicated state, for a node
 // that does not lead to say where their targets are shown.
 func (s *Server) pendingNotices() int {
-	if ns, ok := s.State.(interface{ Notices() []scheduler.Notice }); ok {
+	if ns, ok := s.State.(interface{ Notices() []fsm.Notice }); ok {
 		return len(ns.Notices())
 	}
 	return 0

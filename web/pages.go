@@ -21,7 +21,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -68,7 +68,7 @@ var templateFuncs = template.FuncMap{
 	"add1":    func(i int) int { return i + 1 },
 	// released reports whether an operator released the attempt
 	// (fencecron release): its error starts with who did.
-	"released": func(a jobs.Attempt) bool { return a.Expired && strings.HasPrefix(a.Error, scheduler.ReleasedPrefix) },
+	"released": func(a jobs.Attempt) bool { return a.Expired && strings.HasPrefix(a.Error, fsm.ReleasedPrefix) },
 	"sub":      func(a, b float64) float64 { return a - b },
 	"refused":  func(o fencedstore.Outcome) bool { return !o.Accepted() || o == fencedstore.Conflict },
 	"deref": func(p *int) string {
@@ -78,7 +78,7 @@ var templateFuncs = template.FuncMap{
 		return strconv.Itoa(*p)
 	},
 	"join": strings.Join,
-	// clip shortens s to about n bytes for a list, where a long command
+	// Clip shortens s to about n bytes for a list, where a long command
 	// would make one row of a page the size of a script.
 	"clip": func(s string, n int) string {
 		if len(s) <= n {
@@ -245,7 +245,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	by := map[jobs.State]int{}
-	all := s.State.Runs(scheduler.RunFilter{})
+	all := s.State.Runs(fsm.RunFilter{})
 	for _, run := range all {
 		by[run.State]++
 	}
@@ -328,7 +328,7 @@ func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	list, next, page := s.findJobs(q, full)
 	p := &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Q: q.Text, State: string(q.State), Matched: page.Matched, Total: page.Total,
-		States: append([]jobs.State{scheduler.NeverRan}, runStates...)}
+		States: append([]jobs.State{fsm.NeverRan}, runStates...)}
 	for _, j := range list {
 		p.Jobs = append(p.Jobs, s.jobView(j))
 	}
@@ -437,7 +437,7 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 
 // jobTimeline draws a job's last n runs with their keys' store decisions.
 func (s *Server) jobTimeline(ctx context.Context, job string, n int) svgTimeline {
-	runs := s.State.Runs(scheduler.RunFilter{Job: job, Limit: n})
+	runs := s.State.Runs(fsm.RunFilter{Job: job, Limit: n})
 	title := fmt.Sprintf("job %s: the last %d runs", job, len(runs))
 	switch len(runs) {
 	case 0:
@@ -474,7 +474,7 @@ func (s *Server) keyTimeline(ctx context.Context, key string) (svgTimeline, erro
 		return svgTimeline{}, err
 	}
 	d := timelineData{Title: "key " + key, Events: s.State.Events(0, 0), Now: s.Clock.Now()}
-	for _, run := range s.State.Runs(scheduler.RunFilter{}) {
+	for _, run := range s.State.Runs(fsm.RunFilter{}) {
 		if run.Output == key {
 			d.Runs = append(d.Runs, run)
 		}
@@ -679,7 +679,7 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
 	// The picker lists the first jobs by name; any other is one URL away
 	// (?job=NAME) and always listed when it is the one shown.
-	for _, e := range s.State.FindJobs(scheduler.JobQuery{Limit: timelinePickerJobs}).Jobs {
+	for _, e := range s.State.FindJobs(fsm.JobQuery{Limit: timelinePickerJobs}).Jobs {
 		p.Jobs = append(p.Jobs, e.Spec.Name)
 	}
 	if job != "" && !slices.Contains(p.Jobs, job) {

@@ -8,7 +8,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -101,7 +101,7 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 // one spec's encoding and a buffer, whatever the set's size. Without
 // applied, each spec shows paused if an operator paused it too, and the
 // operator's list is left out.
-func writeJobSet(w io.Writer, set scheduler.JobSetExport, applied bool) error {
+func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool) error {
 	info, err := json.Marshal(set.Info)
 	if err != nil {
 		return err

@@ -30,7 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web/metrics"
 )
 
@@ -55,14 +55,14 @@ type State interface {
 	Epoch() (uint64, string)
 	// ExportJobSet returns the whole job set, shared and read-only (see
 	// scheduler.JobSetExport): what GET /api/v1/jobset writes out.
-	ExportJobSet() scheduler.JobSetExport
-	JobSetInfo() scheduler.JobSetInfo
+	ExportJobSet() fsm.JobSetExport
+	JobSetInfo() fsm.JobSetInfo
 	// FindJobs returns a page of the job set (see scheduler.JobQuery),
 	// copying only the page: what serves requests, whatever the set's size.
-	FindJobs(q scheduler.JobQuery) scheduler.JobPage
+	FindJobs(q fsm.JobQuery) fsm.JobPage
 	// Spec returns one job of the set.
 	Spec(name string) (jobs.Spec, bool)
-	Runs(f scheduler.RunFilter) []jobs.Run
+	Runs(f fsm.RunFilter) []jobs.Run
 	LastRun(job string) (jobs.Run, bool)
 	Events(after uint64, limit int) []jobs.Event
 	Skips(job string) []jobs.SkipRange

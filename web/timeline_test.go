@@ -10,7 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 func num(t testing.TB, s string) float64 {
@@ -146,7 +146,7 @@ func TestTickStep(t *testing.T) {
 	}
 }
 
-func scheduler0() scheduler.RunFilter { return scheduler.RunFilter{} }
+func scheduler0() fsm.RunFilter { return fsm.RunFilter{} }
 
 // A bar too short for its token gets the label beside it, unless the
 // next bar on its lane is too close.

@@ -19,7 +19,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // fencebench scale: how the job set's size weighs on a cluster. A real
@@ -286,7 +286,7 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 		specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
 		specs[i].Normalize()
 	}
-	f := scheduler.NewFSM()
+	f := fsm.NewFSM()
 	index := uint64(1)
 	apply := func(c map[string]any) error {
 		b, err := json.Marshal(c)
@@ -299,10 +299,10 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 	}
 	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
 	// The term's election entry precedes its grants, as a leader writes it.
-	if err := apply(map[string]any{"v": scheduler.LogVersion, "op": "elected", "elected": map[string]any{"node": "fencebench", "at": at}}); err != nil {
+	if err := apply(map[string]any{"v": fsm.LogVersion, "op": "elected", "elected": map[string]any{"node": "fencebench", "at": at}}); err != nil {
 		return r, err
 	}
-	if err := apply(map[string]any{"v": scheduler.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
+	if err := apply(map[string]any{"v": fsm.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
 		return r, err
 	}
 	if got := f.JobSetInfo().Count; got != n {
@@ -314,7 +314,7 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 	const grants = 2000
 	entries := make([][]byte, grants)
 	for i := range entries {
-		b, err := json.Marshal(map[string]any{"v": scheduler.LogVersion, "op": "grant", "grant": map[string]any{
+		b, err := json.Marshal(map[string]any{"v": fsm.LogVersion, "op": "grant", "grant": map[string]any{
 			"job": specs[i*n/grants].Name, "scheduled_at": at.Add(time.Minute), "worker": "w1", "trigger": "schedule", "at": at}})
 		if err != nil {
 			return r, err
@@ -327,7 +327,7 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 		index++
 	}
 	r.perFire = time.Since(start) / grants
-	if got := len(f.Runs(scheduler.RunFilter{})); got != grants {
+	if got := len(f.Runs(fsm.RunFilter{})); got != grants {
 		return r, fmt.Errorf("%d of %d grants applied", got, grants)
 	}
 
@@ -342,7 +342,7 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 	}
 	r.snapshot, r.snapshotBytes = time.Since(start), sink.Len()
 
-	g := scheduler.NewFSM()
+	g := fsm.NewFSM()
 	start = time.Now()
 	if err := g.Restore(io.NopCloser(bytes.NewReader(sink.Bytes()))); err != nil {
 		return r, err

@@ -12,7 +12,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/fencemodel"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Names of the checks, in the order the report shows them.
@@ -747,7 +747,7 @@ func checkRuns(o *Observation, r *results) {
 		switch {
 		case !ok && run.State != jobs.Skipped:
 			r.fail(CheckRunState, "run %s is %s without any attempt", id, run.State)
-		case ok && run.State != a.State && !scheduler.AwaitsRetry(run) && !(run.NoRetry && run.State == jobs.Cancelled && scheduler.Retryable(a.State)):
+		case ok && run.State != a.State && !fsm.AwaitsRetry(run) && !(run.NoRetry && run.State == jobs.Cancelled && fsm.Retryable(a.State)):
 			r.fail(CheckRunState, "run %s is %s, its newest attempt %s is %s", id, run.State, a.ID, a.State)
 		}
 		for i, at := range run.Attempts {
@@ -761,7 +761,7 @@ func checkRuns(o *Observation, r *results) {
 				r.fail(CheckRunState, "run %s: attempt %d is %s though attempt %d was granted after it", id, at.Number, at.State, i+2)
 			}
 			// Not counted against the retries because it never started
-			// (scheduler/startconfirm.go): its worker must agree. A
+			// (scheduler/fsm/startconfirm.go): its worker must agree. A
 			// refusal at establish comes before any start.
 			published := at.StoreOutcome != "" && !refusedAtEstablish(at)
 			if at.NeverStarted && (!at.StartedAt.IsZero() || published) {

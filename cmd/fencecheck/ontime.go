@@ -8,7 +8,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// CheckNotEarly is the promise of granting ahead (scheduler/pregrant.go):
+// CheckNotEarly is the promise of granting ahead (scheduler/fsm/pregrant.go):
 // a scheduled run may be granted, dispatched and established before its
 // fire time, but its process starts no earlier than that.
 const CheckNotEarly = "no process started before its fire time"

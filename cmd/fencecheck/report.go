@@ -43,10 +43,10 @@ type Counts struct {
 	Attempts     int `json:"attempts"`
 	Takeovers    int `json:"takeovers"`
 	// NeverStarted counts the takeovers of attempts that never started,
-	// which no retry paid for (scheduler/startconfirm.go).
+	// which no retry paid for (scheduler/fsm/startconfirm.go).
 	NeverStarted int `json:"never_started"`
 	// GrantedAhead counts attempts granted before their run's scheduled
-	// time (scheduler/pregrant.go).
+	// time (scheduler/fsm/pregrant.go).
 	GrantedAhead          int                `json:"granted_ahead"`
 	Retries               int                `json:"retries"`
 	AttemptStates         map[jobs.State]int `json:"attempt_states"`

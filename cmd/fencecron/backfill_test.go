@@ -11,7 +11,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web"
 )
 
@@ -90,7 +90,7 @@ func TestCluster_Backfill(t *testing.T) {
 	}
 
 	// The backfill, through the API.
-	var res scheduler.BackfillResult
+	var res fsm.BackfillResult
 	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: rfc(from), To: rfc(to)}, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestCluster_Backfill(t *testing.T) {
 	}
 	slices.SortFunc(runs, func(a, b jobs.Run) int { return a.ScheduledAt.Compare(b.ScheduledAt) })
 	for i, r := range runs {
-		if !r.ScheduledAt.Equal(want[i]) || r.Trigger != scheduler.TriggerBackfill {
+		if !r.ScheduledAt.Equal(want[i]) || r.Trigger != fsm.TriggerBackfill {
 			t.Errorf("run %d: %s at %s trigger %q, want %s trigger backfill", i, r.ID, r.ScheduledAt, r.Trigger, want[i])
 		}
 		body, _, err := proctest.Get(n.URL() + "/api/v1/store/" + r.Output)
@@ -181,7 +181,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 	const days = 6
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)
-	var res scheduler.BackfillResult
+	var res fsm.BackfillResult
 	if err := follower.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339)}, &res); err != nil {
 		t.Fatal(err)
 	}
@@ -226,7 +226,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 	})
 	seen := map[time.Time]bool{}
 	for _, r := range runs {
-		if seen[r.ScheduledAt] || r.Trigger != scheduler.TriggerBackfill || r.ScheduledAt.Before(from) || !r.ScheduledAt.Before(to) {
+		if seen[r.ScheduledAt] || r.Trigger != fsm.TriggerBackfill || r.ScheduledAt.Before(from) || !r.ScheduledAt.Before(to) {
 			t.Errorf("run %s: trigger %q at %s (seen before: %v)", r.ID, r.Trigger, r.ScheduledAt, seen[r.ScheduledAt])
 		}
 		seen[r.ScheduledAt] = true
@@ -241,7 +241,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 			t.Errorf("max running 1: run %s granted at %s, before run %s ended at %s", runs[i].ID, g, runs[i-1].ID, prev.EndedAt)
 		}
 	}
-	var again scheduler.BackfillResult
+	var again fsm.BackfillResult
 	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), DryRun: true}, &again); err != nil {
 		t.Fatal(err)
 	}
@@ -263,7 +263,7 @@ func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)
 	body := web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), MaxRunning: 3}
-	var res scheduler.BackfillResult
+	var res fsm.BackfillResult
 	if err := n.Post("/api/v1/jobs/daily/backfill", body, &res); err != nil || len(res.Create) != days {
 		t.Fatalf("backfill = %+v, %v; want %d to create", res, err, days)
 	}
@@ -283,9 +283,9 @@ func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
 		}
 		return nil
 	})
-	var again scheduler.BackfillResult
+	var again fsm.BackfillResult
 	proctest.Eventually(t, 30*time.Second, "runs trimmed from the hot window", func() error {
-		again = scheduler.BackfillResult{}
+		again = fsm.BackfillResult{}
 		body.DryRun = true
 		if err := n.Post("/api/v1/jobs/daily/backfill", body, &again); err != nil {
 			return err

@@ -25,6 +25,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/web"
@@ -158,18 +159,18 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, closeStore)
 
-	fsm := scheduler.NewFSM()
-	fsm.Logger = log
+	sm := fsm.NewFSM()
+	sm.Logger = log
 	tuning := scheduler.TuningOf(o.Faults)
-	fsm.MaxRuns, fsm.MaxEvents = cmp.Or(tuning.HotRuns, scheduler.DefaultMaxRuns), tuning.HotEvents
+	sm.MaxRuns, sm.MaxEvents = cmp.Or(tuning.HotRuns, fsm.DefaultMaxRuns), tuning.HotEvents
 	// A server keeps the run history in its data dir, fed by the FSM, so
 	// it must be open before Raft restores a snapshot or replays the log
 	// into the FSM, and close after Raft has stopped.
 	var hist *historydb.Store
 	if o.Server {
 		hist = &historydb.Store{Path: filepath.Join(o.DataDir, "history.db"), Default: o.History, Logger: log,
-			Retention: func(job string) jobs.History { s, _ := fsm.Spec(job); return s.History }}
-		fsm.History = hist
+			Retention: func(job string) jobs.History { s, _ := sm.Spec(job); return s.History }}
+		sm.History = hist
 	}
 	node := election.New(election.Config{
 		NodeID:          o.ID,
@@ -193,7 +194,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		TrailingLogs:      tuning.TrailingLogs,
 		SnapshotInterval:  time.Duration(tuning.SnapshotIntervalMS) * time.Millisecond,
 		Logger:            log,
-	}, fsm)
+	}, sm)
 	// The transport between nodes: this node's calls to the leader, to
 	// workers and, for its history's backfill, to the other servers.
 	peers := &rpc.Client{Self: o.ID, TLS: id, NameAt: node.NameAt, LeaderHTTP: node.LeaderHTTP, NodeHTTP: node.MemberHTTP, Servers: node.ServerHTTPs, Faults: o.Faults}
@@ -209,7 +210,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, node.Close)
 
-	sched := scheduler.New(node, fsm)
+	sched := scheduler.New(node, sm)
 	sched.Logger = log
 	// The node's wall clock (a test build may move it: ClockOf).
 	clock := scheduler.ClockOf(o.Faults)
@@ -252,11 +253,11 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	peers.Local = worker
 	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log, Clock: clock}
 	srv := &web.Server{
-		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: fsm, Scheduler: sched, Internal: internal,
+		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: sm, Scheduler: sched, Internal: internal,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
 		APIToken: o.API.Token, ReadOnly: o.API.ReadOnly, Metrics: nodeMetrics,
 		AdvertiseHosts: []string{o.ID, advertise}, AllowedHosts: o.API.AllowedHosts, Limits: webLimits(o.API.Limits),
-		Operator: &operator{node: node, fsm: fsm, sched: sched, log: log},
+		Operator: &operator{node: node, fsm: sm, sched: sched, log: log},
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it. Its jobs are still handed this node's address
@@ -324,9 +325,9 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
-	applied, unsubscribe := fsm.Subscribe()
+	applied, unsubscribe := sm.Subscribe()
 	defer unsubscribe()
-	setHash := fsm.JobSetInfo().Hash
+	setHash := sm.JobSetInfo().Hash
 	release := time.NewTimer(time.Hour)
 	release.Stop()
 	defer release.Stop()
@@ -339,7 +340,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		case <-hup:
 			reload(ctx, log, o, node, sched)
 		case <-applied:
-			if h := fsm.JobSetInfo().Hash; h != setHash {
+			if h := sm.JobSetInfo().Hash; h != setHash {
 				setHash = h
 				// Once the request that carried the set has been answered
 				// and its copies are garbage.

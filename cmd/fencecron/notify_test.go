@@ -23,6 +23,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -266,7 +267,7 @@ func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
 		if err := n.GetJSON("/api/v1/events?limit=1", &ev); err != nil {
 			return 0
 		}
-		return ev.Counters[scheduler.CounterNotified]
+		return ev.Counters[fsm.CounterNotified]
 	}
 	leaderNode := func(a localcluster.Agreement) *localcluster.Node { return c.Node(a.Leader) }
 

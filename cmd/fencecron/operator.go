@@ -18,6 +18,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -25,7 +26,7 @@ import (
 // node's Raft, FSM and scheduler.
 type operator struct {
 	node  *election.Node
-	fsm   *scheduler.FSM
+	fsm   *fsm.FSM
 	sched *scheduler.Scheduler
 	log   *slog.Logger
 }
@@ -62,11 +63,11 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	prepared, info, err := scheduler.PrepareRestore(data, floor)
+	prepared, info, err := fsm.PrepareRestore(data, floor)
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	if err := o.node.Restore(ctx, scheduler.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
+	if err := o.node.Restore(ctx, fsm.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
 		return wire.Restored{}, err
 	}
 	// The restored state names the snapshot's leader and epoch; this
@@ -161,8 +162,8 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if len(data) > scheduler.MaxSnapshotBytes {
-		return fmt.Errorf("%s is %d MiB: a snapshot is at most %d MiB, and no node takes a larger one", path, len(data)>>20, scheduler.MaxSnapshotBytes>>20)
+	if len(data) > fsm.MaxSnapshotBytes {
+		return fmt.Errorf("%s is %d MiB: a snapshot is at most %d MiB, and no node takes a larger one", path, len(data)>>20, fsm.MaxSnapshotBytes>>20)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/api/v1/snapshot", bytes.NewReader(data))
 	if err != nil {

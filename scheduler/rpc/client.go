@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -138,7 +139,7 @@ func (c *Client) Started(ctx context.Context, attempt string, at time.Time) erro
 }
 
 // Complete implements scheduler.Forwarder.
-func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error {
+func (c *Client) Complete(ctx context.Context, comp fsm.Completion) error {
 	err := c.toLeader(ctx, pathComplete, comp, nil)
 	if (comp.StdoutTail != "" || comp.NeverStarted) && errors.Is(err, wire.ErrBadRequest) {
 		// A leader of an older release (log version 3) does not know
@@ -154,7 +155,7 @@ func (c *Client) Complete(ctx context.Context, comp scheduler.Completion) error 
 // (scheduler.BatchCompleter), once: the worker retries what failed. A
 // leader of a version without it answers no_route; each completion is
 // then reported on its own.
-func (c *Client) CompleteMany(ctx context.Context, cs []scheduler.Completion) ([]error, error) {
+func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
 	if len(cs) > maxCompleteMany {
 		return nil, fmt.Errorf("complete %d attempts at once: at most %d", len(cs), maxCompleteMany)
 	}

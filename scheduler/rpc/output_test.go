@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -82,9 +83,9 @@ func TestClient_CompleteToAnOlderLeader(t *testing.T) {
 			writeJSON(w, http.StatusOK, done{})
 		}))
 		c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
-		comp := scheduler.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"}
+		comp := fsm.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"}
 		if field == "never_started" {
-			comp = scheduler.Completion{Attempt: "a@x.1", State: jobs.Lost, NeverStarted: true}
+			comp = fsm.Completion{Attempt: "a@x.1", State: jobs.Lost, NeverStarted: true}
 		}
 		err := c.Complete(t.Context(), comp)
 		mu.Lock()

@@ -26,6 +26,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -146,7 +147,7 @@ type (
 		Starts []bool `json:"starts,omitempty"`
 	}
 	completeManyRequest struct {
-		Completions []scheduler.Completion `json:"completions"`
+		Completions []fsm.Completion `json:"completions"`
 	}
 	// completeManyReply has each completion's error, in order: null
 	// where it was recorded.

@@ -13,6 +13,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -92,7 +93,7 @@ func (s *Server) init() {
 			}
 			return done{}, l().Started(ctx, req.Attempt, req.At)
 		}),
-		pathComplete: handle(s, func(ctx context.Context, req scheduler.Completion) (done, error) {
+		pathComplete: handle(s, func(ctx context.Context, req fsm.Completion) (done, error) {
 			if err := required("attempt", req.Attempt); err != nil {
 				return done{}, err
 			}

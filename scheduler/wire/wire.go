@@ -19,6 +19,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Status is the answer of GET /api/v1/status.
@@ -33,11 +34,11 @@ type Status struct {
 	EpochOf string `json:"epoch_leader,omitempty"`
 	// Jobs is the job set the cluster runs; ConfigHash is the hash of this
 	// node's own config file's jobs, and Drifted says they differ.
-	Jobs       scheduler.JobSetInfo `json:"jobs"`
-	ConfigHash string               `json:"config_hash,omitempty"`
-	Drifted    bool                 `json:"drifted"`
-	Members    []MemberStatus       `json:"members"`
-	Voters     []election.Voter     `json:"voters"`
+	Jobs       fsm.JobSetInfo   `json:"jobs"`
+	ConfigHash string           `json:"config_hash,omitempty"`
+	Drifted    bool             `json:"drifted"`
+	Members    []MemberStatus   `json:"members"`
+	Voters     []election.Voter `json:"voters"`
 	// Notify is the leader's notification sender; only the leader, which
 	// sends, answers with it.
 	Notify *NotifyStatus `json:"notify,omitempty"`
@@ -118,8 +119,8 @@ type SkipList struct {
 
 // JobSet is the answer of GET /api/v1/jobset: the applied job set.
 type JobSet struct {
-	Info scheduler.JobSetInfo `json:"info"`
-	Jobs []jobs.Spec          `json:"jobs"`
+	Info fsm.JobSetInfo `json:"info"`
+	Jobs []jobs.Spec    `json:"jobs"`
 	// OperatorPaused, with ?applied=true, are the jobs paused by an
 	// operator, whose specs then show paused as applied.
 	OperatorPaused []string `json:"operator_paused,omitempty"`

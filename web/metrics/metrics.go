@@ -26,6 +26,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // Buckets of the histograms, in seconds.
@@ -150,7 +151,7 @@ func (n *Node) CatchupStarted(job string, scheduled, started time.Time) {
 }
 
 // AttemptFinished implements scheduler.Observer.
-func (n *Node) AttemptFinished(job string, c scheduler.Completion) {
+func (n *Node) AttemptFinished(job string, c fsm.Completion) {
 	n.finished.WithLabelValues(job, string(c.State)).Inc()
 	if c.StartedAt.IsZero() {
 		// Never held: fenced at establish, or the lease never confirmed.

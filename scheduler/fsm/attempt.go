@@ -1,0 +1,315 @@
+package fsm
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+type StartCmd struct {
+	Attempt string    `json:"attempt"`
+	At      time.Time `json:"at"`
+}
+
+// ExpireCmd takes an attempt's lease away (State lost) or cancels it
+// (State cancelled), and if Worker is set and the job allows another
+// attempt, grants the run's next attempt to Worker in the same entry.
+type ExpireCmd struct {
+	Attempt string     `json:"attempt"`
+	State   jobs.State `json:"state"`
+	Reason  string     `json:"reason"`
+	Worker  string     `json:"worker,omitempty"`
+	At      time.Time  `json:"at"`
+	// NeverStarted is the leader's word that the attempt's process never
+	// started (log version 5, startconfirm.go); Apply decides whether
+	// the attempt then counts against the job's retries.
+	NeverStarted bool `json:"never_started,omitempty"`
+}
+
+// RetryCmd grants the next attempt of a run whose attempt number After
+// ended without success.
+type RetryCmd struct {
+	Run    string    `json:"run"`
+	After  int       `json:"after"`
+	Worker string    `json:"worker"`
+	At     time.Time `json:"at"`
+}
+
+// refusedOutcomes are the store outcomes a store_refused note may name.
+var refusedOutcomes = map[string]bool{string(fencedstore.StaleOwner): true, string(fencedstore.Expired): true}
+
+// maxStoreRefusals bounds the refusals kept on one attempt (all are
+// counted), and maxRefusalDetail the size of one (a store key is at most
+// 1024 bytes).
+const (
+	maxStoreRefusals = 8
+	maxRefusalDetail = 1200
+)
+
+// Completion is what a worker reports when an attempt ends. Reporting the
+// same completion twice is harmless.
+type Completion struct {
+	Attempt      string     `json:"attempt"`
+	Node         string     `json:"node,omitempty"`
+	State        jobs.State `json:"state"`
+	ExitCode     *int       `json:"exit_code,omitempty"`
+	Signal       string     `json:"signal,omitempty"`
+	StoreOutcome string     `json:"store_outcome,omitempty"`
+	StoreVersion uint64     `json:"store_version,omitempty"`
+	Error        string     `json:"error,omitempty"`
+	StderrTail   string     `json:"stderr_tail,omitempty"`
+	StartedAt    time.Time  `json:"started_at,omitzero"`
+	EndedAt      time.Time  `json:"ended_at"`
+	// AcceptedAt is when the worker received the dispatch (version 3).
+	AcceptedAt time.Time `json:"accepted_at,omitzero"`
+	// StdoutTail is the end of stdout when it was not published (version
+	// 4; see output.go).
+	StdoutTail string `json:"stdout_tail,omitempty"`
+	// NeverStarted is the worker's word that it gave the attempt up
+	// before starting its process (version 5; see startconfirm.go).
+	NeverStarted bool `json:"never_started,omitempty"`
+}
+
+// attempt finds an attempt by id; it must be called with f.mu held.
+func (f *FSM) attempt(id string) (*jobs.Run, *jobs.Attempt, error) {
+	runID, n, ok := jobs.SplitAttemptID(id)
+	if !ok {
+		return nil, nil, fmt.Errorf("attempt %q: malformed id: %w", id, jobs.ErrNotFound)
+	}
+	r, ok := f.st.Runs[runID]
+	if !ok || n > len(r.Attempts) {
+		return nil, nil, fmt.Errorf("attempt %s: %w", id, jobs.ErrNotFound)
+	}
+	return r, &r.Attempts[n-1], nil
+}
+
+func isLatest(r *jobs.Run, a *jobs.Attempt) bool { return a.Number == len(r.Attempts) }
+
+func (f *FSM) applyStart(l *raft.Log, s *StartCmd) ApplyResult {
+	r, a, err := f.attempt(s.Attempt)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	if a.State != jobs.Pending {
+		return ApplyResult{Run: r.Clone()} // a repeated start changes nothing
+	}
+	if !isLatest(r, a) {
+		return ApplyResult{Run: r.Clone(), Err: fmt.Errorf("start %s: %w", a.ID, jobs.ErrStaleAttempt)}
+	}
+	a.State, a.StartedAt = jobs.Running, s.At
+	r.State = jobs.Running
+	f.event(l, jobs.Event{Time: s.At, Kind: jobs.EventStarted, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token})
+	return ApplyResult{Run: r.Clone()}
+}
+
+func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) ApplyResult {
+	r, a, err := f.attempt(c.Attempt)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	if !c.State.Terminal() || (version >= vDecideInApply && !c.State.Known()) {
+		return ApplyResult{Err: fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)}
+	}
+	// A repeated completion changes nothing. The one exception is an
+	// attempt whose lease the leader took away: its worker's own account
+	// of what happened afterwards (fenced, most often) is recorded.
+	if a.State.Terminal() && !(a.Expired && a.State == jobs.Lost) {
+		return ApplyResult{Run: r.Clone()}
+	}
+	a.State = c.State
+	a.ExitCode, a.Signal = c.ExitCode, c.Signal
+	a.StoreOutcome, a.StoreVersion = c.StoreOutcome, c.StoreVersion
+	switch {
+	case a.Expired && strings.HasPrefix(a.Error, ReleasedPrefix) && c.Error != "":
+		a.Error += "; the worker reports: " + c.Error // keep who released it, and why
+	case c.Error != "" || !a.Expired:
+		a.Error = c.Error
+	}
+	a.StderrTail = c.StderrTail
+	if version >= vStdoutTail {
+		a.StdoutTail = c.StdoutTail
+	}
+	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
+		a.StartedAt = c.StartedAt
+	}
+	if version >= vBatches && !c.AcceptedAt.IsZero() {
+		a.AcceptedAt = c.AcceptedAt
+	}
+	a.EndedAt = c.EndedAt
+	// A job that failed after the store refused one of its writes was
+	// fenced: its exit is the refusal's doing (only version 2 notes
+	// record refusals, so older entries are unchanged by this).
+	errText := c.Error
+	if a.State == jobs.Failed && len(a.StoreRefusals) > 0 {
+		f.fenceByRefusal(a)
+		errText = a.Error
+	}
+	if version >= vNeverStarted && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
+		a.NeverStarted = mayGoUncounted(*r)
+	}
+	if isLatest(r, a) {
+		f.settle(r)
+	}
+	kind := jobs.EventCompleted
+	detail := string(a.State)
+	if a.State == jobs.Fenced {
+		kind = jobs.EventFenced
+		f.st.Counters[CounterFenced]++
+	}
+	switch {
+	case version < vDecideInApply:
+		if c.StoreOutcome == string(fencedstore.StaleOwner) {
+			f.st.Counters[CounterStaleRefused]++
+		}
+	case refusedOutcomes[c.StoreOutcome] && !refusalNoted(r, a, c.StoreOutcome):
+		// The worker's own publish was refused, and the store's node has
+		// not reported that refusal already.
+		f.st.Counters[CounterStaleRefused]++
+		f.st.Counters[CounterStoreRefused+c.StoreOutcome]++
+	}
+	if errText != "" {
+		detail += ": " + errText
+	}
+	f.st.Counters[CounterCompletions]++
+	f.event(l, jobs.Event{Time: c.EndedAt, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: detail})
+	f.ended(l, r, a)
+	return ApplyResult{Run: r.Clone()}
+}
+
+// fenceByRefusal turns a failed attempt the store refused into a fenced
+// one, its store outcome the first refusal's.
+func (f *FSM) fenceByRefusal(a *jobs.Attempt) {
+	first := a.StoreRefusals[0]
+	outcome, _, _ := strings.Cut(first, " ")
+	a.State = jobs.Fenced
+	if !refusedOutcomes[a.StoreOutcome] {
+		a.StoreOutcome = outcome
+	}
+	msg := "the store refused this attempt's write (" + first + ")"
+	if a.Error != "" {
+		msg = a.Error + "; " + msg
+	}
+	a.Error = msg
+}
+
+// refusalNoted reports whether a store_refused note already recorded the
+// refusal (outcome) of the attempt's publish of its run's output.
+func refusalNoted(r *jobs.Run, a *jobs.Attempt, outcome string) bool {
+	for _, n := range a.StoreRefusals {
+		if o, rest, _ := strings.Cut(n, " "); o == outcome {
+			if key, _, _ := strings.Cut(rest, " "); key == r.Output {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func (f *FSM) maxAttempts(job string) int {
+	s, ok := f.spec(job)
+	if !ok {
+		return 0 // a job no longer in the set gets no more attempts
+	}
+	return s.Retries + 1
+}
+
+func (f *FSM) applyExpire(l *raft.Log, version int, e *ExpireCmd) ApplyResult {
+	r, a, err := f.attempt(e.Attempt)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	if e.State == jobs.Cancelled && isLatest(r, a) && AwaitsRetry(*r) {
+		// A newer run replaces one waiting for its retry: it gets none.
+		f.cancel(l, r, e.Reason, e.At)
+		return ApplyResult{Run: r.Clone()}
+	}
+	if a.State.Terminal() || !isLatest(r, a) {
+		// The attempt already ended or was superseded: a late or repeated
+		// expiry never touches a newer attempt.
+		return ApplyResult{Run: r.Clone(), Err: fmt.Errorf("expire %s: %w", a.ID, jobs.ErrStaleAttempt)}
+	}
+	st := e.State
+	if st != jobs.Cancelled {
+		st = jobs.Lost
+	}
+	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
+	if st == jobs.Lost && e.NeverStarted && version >= vNeverStarted {
+		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)
+	}
+	f.settle(r)
+	kind := jobs.EventExpired
+	if st == jobs.Cancelled {
+		kind = jobs.EventCancelled
+	} else {
+		f.st.Counters[CounterExpiries]++
+	}
+	f.event(l, jobs.Event{Time: e.At, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: e.Reason})
+	f.ended(l, r, a)
+	if e.Worker != "" && CountedAttempts(*r) < f.maxAttempts(r.Job) {
+		// A takeover refused for its token's range leaves the run
+		// waiting for a retry; the expiry itself stands.
+		_ = f.newAttempt(l, r, e.Worker, e.At)
+	}
+	return ApplyResult{Run: r.Clone()}
+}
+
+func (f *FSM) applyRetry(l *raft.Log, c *RetryCmd) ApplyResult {
+	r, ok := f.st.Runs[c.Run]
+	if !ok {
+		return ApplyResult{Err: fmt.Errorf("retry %s: %w", c.Run, jobs.ErrNotFound)}
+	}
+	latest, ok := r.Latest()
+	if !ok || latest.Number != c.After || !Retryable(latest.State) || r.NoRetry {
+		return ApplyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s after attempt %d: %w", c.Run, c.After, jobs.ErrStaleAttempt)}
+	}
+	if CountedAttempts(*r) >= f.maxAttempts(r.Job) {
+		return ApplyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: no attempts left: %w", c.Run, jobs.ErrRunFinished)}
+	}
+	if err := f.newAttempt(l, r, c.Worker, c.At); err != nil {
+		return ApplyResult{Run: r.Clone(), Err: fmt.Errorf("retry %s: %w", c.Run, err)}
+	}
+	return ApplyResult{Run: r.Clone()}
+}
+
+// settle sets a run's state from its newest attempt's, except that a run
+// whose newest attempt ended in a retryable state and which has attempts
+// left is pending: it has not finished, its retry is due.
+// A replaced run (NoRetry) whose attempt would have been retried is
+// cancelled. It depends only on replicated state, so every replica agrees.
+func (f *FSM) settle(r *jobs.Run) {
+	defer f.runFinished(r.State, r)
+	a, ok := r.Latest()
+	retryable := ok && a.State.Terminal() && Retryable(a.State)
+	switch {
+	case !ok:
+	case retryable && r.NoRetry:
+		r.State = jobs.Cancelled
+	case retryable && CountedAttempts(*r) < f.maxAttempts(r.Job):
+		r.State = jobs.Pending
+	default:
+		r.State = a.State
+	}
+}
+
+// AwaitsRetry reports whether a run waits for its next attempt: pending,
+// with its newest attempt ended.
+func AwaitsRetry(r jobs.Run) bool {
+	a, ok := r.Latest()
+	return ok && r.State == jobs.Pending && a.State.Terminal()
+}
+
+// Retryable reports whether an attempt that ended in st may be followed by
+// another: not after success, and not after being fenced (a newer token
+// already owns the output).
+func Retryable(st jobs.State) bool {
+	switch st {
+	case jobs.Failed, jobs.TimedOut, jobs.Lost:
+		return true
+	}
+	return false
+}

@@ -1,0 +1,146 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// A batch grant (OpGrants, log version 3) is one Raft entry that grants
+// the first attempt of several runs due at the same instant: at 100 fires
+// a second one entry, one commit round and one fsync on every server
+// instead of a hundred. Each run in it is decided on its own by
+// DecideGrant, exactly as a single grant would be, in the order the
+// entry lists them.
+//
+// Every attempt a batch grants gets the same fence token: the entry's
+// term and index. A token is what the store compares per key, so two
+// attempts may share one only if no key can be written by both: the
+// batch refuses (ErrBatchOverlap) each grant whose keys could meet those
+// of an earlier grant in the same entry, and the leader grants that run
+// again in an entry of its own. So, per key, a token still belongs to
+// one attempt at most, as when every grant had its own entry.
+
+// ErrBatchOverlap refuses a grant in a batch whose job's keys could meet
+// those of an earlier grant in the same entry; it changes nothing, and
+// the run may be granted in an entry of its own.
+var ErrBatchOverlap = errors.New("keys overlap another grant in the same entry")
+
+// MaxBatchGrants bounds the grants the leader puts in one entry (the
+// check below is quadratic in it).
+const MaxBatchGrants = 256
+
+// GrantsCmd grants the first attempts of several runs (OpGrants), each as
+// a GrantCmd would on its own.
+type GrantsCmd struct {
+	Grants []GrantCmd `json:"grants"`
+}
+
+// BatchMember is what decides whether a grant may share a batch entry:
+// its job and the keys its token can write, which are the job's token
+// scope (jobs.Spec.OutputPrefix) and its output key (which may lie
+// outside the scope; empty for a job without output).
+type BatchMember struct {
+	Job    string
+	Scope  string
+	Output string
+}
+
+// DecideBatch returns, for each member of a batch in order, nil if it may
+// share the entry's fence token with the members before it that were
+// kept, or ErrBatchOverlap if one of them is the same job or could write
+// a key it can write: one's scope or output is a prefix of the other's
+// (a key is treated as a prefix too, which errs on the side of
+// refusing). It is pure, so every replica decides the same.
+func DecideBatch(members []BatchMember) []error {
+	out := make([]error, len(members))
+	var kept []BatchMember
+	for i, m := range members {
+		for _, k := range kept {
+			if m.Job == k.Job || keysMeet(m, k) {
+				out[i] = fmt.Errorf("grant of %s: %w (%s)", m.Job, ErrBatchOverlap, k.Job)
+				break
+			}
+		}
+		if out[i] == nil {
+			kept = append(kept, m)
+		}
+	}
+	return out
+}
+
+// keysMeet reports whether a key could be written by both a and b.
+func keysMeet(a, b BatchMember) bool {
+	for _, x := range []string{a.Scope, a.Output} {
+		for _, y := range []string{b.Scope, b.Output} {
+			if x == "" || y == "" {
+				continue
+			}
+			if strings.HasPrefix(x, y) || strings.HasPrefix(y, x) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// applyGrants applies a batch: each grant DecideBatch keeps is applied as
+// a grant of its own would be (applyGrant), in the entry's order. The
+// result holds one ApplyResult per grant, in the same order.
+func (f *FSM) applyGrants(l *raft.Log, version int, c *GrantsCmd) ApplyResult {
+	members := make([]BatchMember, len(c.Grants))
+	for i, g := range c.Grants {
+		m := BatchMember{Job: g.Job, Output: g.Output}
+		if spec, ok := f.spec(g.Job); ok {
+			m.Scope = spec.OutputPrefix()
+		}
+		members[i] = m
+	}
+	verdicts := DecideBatch(members)
+	res := ApplyResult{Batch: make([]ApplyResult, len(c.Grants))}
+	for i := range c.Grants {
+		if verdicts[i] != nil {
+			res.Batch[i] = ApplyResult{Err: verdicts[i]}
+			continue
+		}
+		res.Batch[i] = f.applyGrant(l, version, OpGrant, &c.Grants[i])
+	}
+	return res
+}
+
+// batchRuns returns the runs of a batch's grants, for the log.
+func batchRuns(gs []GrantCmd) []string {
+	out := make([]string, len(gs))
+	for i, g := range gs {
+		out[i] = jobs.RunID(g.Job, g.ScheduledAt)
+	}
+	return out
+}
+
+// Skips under overload. A leader that falls behind (a busy machine, a
+// failover) finds several fire times of many jobs due at once, and their
+// misfire policy records the missed ones as a range per job: one entry
+// each was a burst of entries exactly when the leader could least afford
+// it. OpSkipRanges (log version 4) records the ranges found together in
+// one entry, each applied as OpSkipRange applies one.
+
+// MaxSkipBatch bounds the ranges in one entry.
+const MaxSkipBatch = 1024
+
+// SkipRangesCmd records several skip ranges (OpSkipRanges).
+type SkipRangesCmd struct {
+	Ranges []jobs.SkipRange `json:"ranges"`
+	At     time.Time        `json:"at"`
+}
+
+func (f *FSM) applySkipRanges(l *raft.Log, c *SkipRangesCmd) ApplyResult {
+	for _, r := range c.Ranges {
+		f.applySkipRange(l, &SkipRangeCmd{SkipRange: r, At: c.At})
+	}
+	return ApplyResult{}
+}

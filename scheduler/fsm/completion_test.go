@@ -1,0 +1,40 @@
+package fsm
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// The record keeps the tail from a version 4 entry on, in the snapshot
+// and out of the job's summary; a version 3 entry (an older leader's)
+// never carried one, and applies as it did.
+func TestFSM_CompletionKeepsStdoutTail(t *testing.T) {
+	f := withJobs(t, "report", "old")
+	g := applyAt(t, f, 2, 10, grant("report", t0))
+	id := g.Run.Attempts[0].ID
+	zero := 0
+	done := Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "<b>total</b> 42\n", EndedAt: t0.Add(time.Second)}
+	if res := applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &done}); res.Err != nil || res.Run.Attempts[0].StdoutTail != done.StdoutTail {
+		t.Fatalf("complete: %v, attempt %+v", res.Err, res.Run.Attempts)
+	}
+	if r, _ := snapshotRestored(t, f).Run(g.Run.ID); r.Attempts[0].StdoutTail != done.StdoutTail {
+		t.Errorf("restored from a snapshot: tail %q", r.Attempts[0].StdoutTail)
+	}
+
+	g3 := applyAt(t, f, 2, 12, grant("old", t0))
+	c3 := Command{Op: OpComplete, V: 3, Complete: &Completion{Attempt: g3.Run.Attempts[0].ID, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "x", EndedAt: t0}}
+	b, err := json.Marshal(c3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := applyRaw(t, f, 2, 13, b); res.Err != nil || res.Run.Attempts[0].StdoutTail != "" {
+		t.Errorf("a version 3 completion: %v, tail %q; want none", res.Err, res.Run.Attempts[0].StdoutTail)
+	}
+	r, _ := f.Run(g.Run.ID)
+	if s := summarize(&r); s.Attempt == nil || s.Attempt.StdoutTail != "" {
+		t.Errorf("the summary keeps the tail: %+v", s.Attempt)
+	}
+}

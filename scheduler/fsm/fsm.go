@@ -1,0 +1,385 @@
+package fsm
+
+import (
+	"fmt"
+	"log/slog"
+	"runtime/debug"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Bounds on the replicated state, so snapshots stay small.
+const (
+	DefaultMaxRuns = 2000
+	maxEvents      = 2000
+	maxSkipRanges  = 1000
+)
+
+// Cluster counters: their names are fixed here, never taken from what a
+// caller sends.
+const (
+	CounterElections     = "elections"
+	CounterGrants        = "grants"
+	CounterGrantsRefused = "grants_refused"
+	CounterSkipped       = "skipped"
+	CounterCompletions   = "completions"
+	CounterFenced        = "fenced"
+	CounterExpiries      = "expiries"
+	// CounterStaleRefused counts the store's refusals of attempts'
+	// writes (stale_owner and expired), whether a worker reported its
+	// own publish refused or the node serving the store reported a
+	// job's (jobs.NoteStoreRefused); CounterStoreRefused+outcome counts
+	// them by outcome.
+	CounterStaleRefused = "stale_refused"
+	CounterStoreRefused = "store_refused_"
+	CounterSuspect      = jobs.EventSuspect
+	CounterLost         = jobs.EventLost
+)
+
+// ApplyResult is what FSM.Apply returns to the proposer.
+type ApplyResult struct {
+	Run jobs.Run
+	Err error
+	// Batch is, for a batch grant (OpGrants) or a group of completions
+	// (OpCompletes) or starts (OpStarts), each one's own result in the
+	// entry's order.
+	Batch []ApplyResult
+	// Backfill is what a backfill entry decided (backfill.go).
+	Backfill *BackfillResult
+	// Epoch and Index are an election entry's (startconfirm.go).
+	Epoch, Index uint64
+}
+
+// state is the replicated state; it is what snapshots hold.
+type state struct {
+	Epoch     uint64    `json:"epoch"`
+	Leader    string    `json:"leader"`
+	ElectedAt time.Time `json:"elected_at"`
+	// ElectedIndex is the log index of the last election entry: an
+	// attempt granted after it was granted by the leader loop that
+	// committed it (startconfirm.go).
+	ElectedIndex uint64 `json:"elected_index,omitempty"`
+	// Jobs is replaced whole by a new set, never changed in place: a
+	// snapshot encodes it after letting go of the lock.
+	Jobs     []jobs.Spec `json:"jobs,omitempty"`
+	JobsFrom string      `json:"jobs_from"`
+	JobsAt   time.Time   `json:"jobs_at"`
+	JobsHash string      `json:"jobs_hash"`
+	HasJobs  bool        `json:"has_jobs"`
+	// Paused is set by pause and cleared by resume, on top of the spec.
+	Paused map[string]bool      `json:"paused"`
+	Runs   map[string]*jobs.Run `json:"runs"`
+	// Order lists run ids oldest grant first.
+	Order []string `json:"order"`
+	// Horizon is, per job, the latest scheduled time of a run dropped to
+	// keep the state bounded; nothing at or before it can be granted again.
+	Horizon map[string]time.Time `json:"horizon"`
+	// LastScheduled is, per job, the latest scheduled time granted or
+	// skipped: where a new leader's catch-up starts.
+	LastScheduled map[string]time.Time `json:"last_scheduled"`
+	// LastRuns is, per job, its newest run as it was last seen: the run
+	// itself may have been dropped (see RunSummary).
+	LastRuns map[string]RunSummary `json:"last_runs,omitempty"`
+	Skips    []jobs.SkipRange      `json:"skips"`
+	Events   []jobs.Event          `json:"events"`
+	EventSeq uint64                `json:"event_seq"`
+	Counters map[string]uint64     `json:"counters"`
+	// LastIndex is the index of the last applied entry.
+	LastIndex uint64 `json:"last_index"`
+	// RangeRefusedTerm is the last term in which a grant was refused for
+	// a token out of range: the refusal is recorded as an event once per
+	// term, so that retrying leaders do not flood the audit trail.
+	RangeRefusedTerm uint64 `json:"range_refused_term,omitempty"`
+	// Version is the format version of a snapshot (LogVersion when
+	// written; absent, and so 1, in snapshots older than versions).
+	Version int `json:"log_version,omitempty"`
+	// EpochBase is added to the Raft term to make the epoch. It is 0
+	// until the cluster is restored from a snapshot (`fencecron snapshot
+	// restore`, PrepareRestore): then it is at least the greatest epoch
+	// the snapshot's cluster, the restoring cluster and its store had
+	// seen, so that epochs and tokens go on growing in a cluster whose
+	// Raft terms started again from 1.
+	EpochBase uint64 `json:"epoch_base,omitempty"`
+	// JobStats are each job's finished runs by state and last success
+	// (jobstats.go); nil until a run of the set finishes.
+	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
+	// Notices are the notifications pending delivery, NoticeSeq the last
+	// notice's id, and LastFinal each job's last finished run's state
+	// (for recovered); see notify.go.
+	Notices   []Notice              `json:"notices,omitempty"`
+	NoticeSeq uint64                `json:"notice_seq,omitempty"`
+	LastFinal map[string]jobs.State `json:"last_final,omitempty"`
+	// Backfills are, per job, the fire times a backfill still has to
+	// grant (backfill.go; log version 4).
+	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
+	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
+	// time first (groups.go).
+	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
+}
+
+// FSM is the scheduler's replicated state machine. It is the only place
+// fence tokens are minted: from the term and index of the grant's own log
+// entry.
+type FSM struct {
+	// MaxRuns bounds the runs kept (default DefaultMaxRuns), and
+	// MaxEvents the audit trail (default 2000). Every server of a
+	// cluster must use the same bounds: trimming is part of applying.
+	MaxRuns   int
+	MaxEvents int
+	// History, if set, receives every finished run and event the bounded
+	// state lets go of, to keep beyond it (scheduler/history). Set it
+	// before the FSM is given to Raft.
+	History Archive
+	// Logger receives a halt of the log (default slog.Default()).
+	Logger *slog.Logger
+
+	mu       sync.RWMutex
+	st       state
+	idx      jobIndex
+	halted   error
+	logHalts atomic.Uint64
+	// changes collects what the entry being applied changed (f.mu held).
+	changes []Change
+	// trimmedRuns and trimmedEvents collect what the entry being applied
+	// let go of, for History (f.mu held).
+	trimmedRuns   []jobs.Run
+	trimmedEvents []jobs.Event
+	// deps indexes the jobs that follow each job, in set order (after.go);
+	// nil until needed after the job set changes.
+	deps map[string][]string
+	// groups caches the job set's group limits; groupsOf is the hash of
+	// the set it was built from (groups.go).
+	groups   map[string]jobs.Group
+	groupsOf string
+
+	subsMu  sync.Mutex
+	subs    map[chan struct{}]bool
+	feedsMu sync.Mutex
+	feeds   map[*ChangeFeed]bool
+}
+
+// NewFSM returns an empty FSM.
+func NewFSM() *FSM {
+	f := &FSM{
+		MaxRuns: DefaultMaxRuns,
+		st:      emptyState(),
+		subs:    map[chan struct{}]bool{},
+		feeds:   map[*ChangeFeed]bool{},
+	}
+	f.indexJobs()
+	f.indexRuns()
+	return f
+}
+
+func (f *FSM) logger() *slog.Logger {
+	if f.Logger != nil {
+		return f.Logger
+	}
+	return slog.Default()
+}
+
+func emptyState() state {
+	return state{
+		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
+		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
+		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
+		GroupQueue: map[string][]GroupWaiter{},
+	}
+}
+
+var _ raft.FSM = (*FSM)(nil)
+
+// Apply implements raft.FSM. An entry it cannot read halts it (see
+// logversion.go): that entry and every later one are answered with an
+// error wrapping ErrLogHalted and change nothing.
+func (f *FSM) Apply(l *raft.Log) any {
+	f.mu.Lock()
+	if f.halted != nil {
+		err := f.halted
+		f.mu.Unlock()
+		return ApplyResult{Err: err}
+	}
+	c, err := decodeEntry(l)
+	if err != nil {
+		f.halt(l, err)
+		err = f.halted
+		f.mu.Unlock()
+		return ApplyResult{Err: err}
+	}
+	res, ok := f.applyEntry(l, c)
+	if !ok {
+		f.mu.Unlock()
+		return res
+	}
+	f.st.LastIndex = l.Index
+	chs := f.changes
+	f.changes = nil
+	if f.History != nil {
+		f.History.Archive(l.Index, f.trimmedRuns, f.trimmedEvents)
+		f.trimmedRuns, f.trimmedEvents = nil, nil
+	}
+	f.mu.Unlock()
+	if f.History != nil {
+		f.History.Settle()
+	}
+	f.publish(chs)
+	f.notifySubscribers()
+	return res
+}
+
+// applyEntry applies a decoded entry: its op, then what follows it in the
+// same entry (afterEntry, promoteWaiters). A panic halts the FSM at the
+// entry, as an entry it cannot read does (ok false): every replica meets
+// the same panic at the same entry, and one that went on would apply the
+// later entries to a state the panic left half-changed. A halted FSM takes
+// no snapshot, so after a restart on a fixed binary Raft applies the entry
+// again from the last snapshot. f.mu held.
+func (f *FSM) applyEntry(l *raft.Log, c Command) (res ApplyResult, ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.logger().Error("applying an entry panicked", "index", l.Index, "term", l.Term, "op", c.Op,
+				"panic", fmt.Sprint(p), "stack", string(debug.Stack()))
+			f.halt(l, fmt.Errorf("applying its op %q panicked: %v", c.Op, p))
+			f.changes, f.trimmedRuns, f.trimmedEvents = nil, nil, nil
+			res, ok = ApplyResult{Err: f.halted}, false
+		}
+	}()
+	res = f.apply(l, c)
+	if c.V >= vFollow {
+		f.afterEntry(l, c)
+	}
+	if c.V >= vGroups && len(f.st.GroupQueue) > 0 {
+		f.promoteWaiters(l, commandTime(c))
+	}
+	return res, true
+}
+
+// changed records a change of the entry being applied.
+func (f *FSM) changed(l *raft.Log, ch Change) {
+	ch.Index = l.Index
+	f.changes = append(f.changes, ch)
+}
+
+// ended records that attempt a of run r ended (or its run was finished
+// without another attempt).
+func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
+	f.changed(l, Change{Kind: ChangeEnded, Run: r.ID, Attempt: a.ID})
+}
+
+// apply applies a decoded entry by its op's row of opTable; c.V says by
+// which version's rules.
+func (f *FSM) apply(l *raft.Log, c Command) ApplyResult {
+	o := opsByName[c.Op]
+	if err := DecideTermStarted(c.V, o.mintsToken(&c), f.epochOf(l), f.st.Epoch); err != nil {
+		return ApplyResult{Err: err} // termstart.go: nothing changes
+	}
+	return o.apply(f, l, &c)
+}
+
+// applyElected records a new leader's first entry: its epoch comes from
+// the entry itself.
+func (f *FSM) applyElected(l *raft.Log, e *ElectedCmd) ApplyResult {
+	epoch := f.epochOf(l)
+	f.st.Epoch, f.st.Leader, f.st.ElectedAt, f.st.ElectedIndex = epoch, e.Node, e.At, l.Index
+	f.st.Counters[CounterElections]++
+	f.event(l, jobs.Event{Time: e.At, Kind: jobs.EventElected, Node: e.Node, Epoch: epoch,
+		Detail: fmt.Sprintf("%s leads in epoch %d", e.Node, epoch)})
+	return ApplyResult{Epoch: epoch, Index: l.Index}
+}
+
+// applySetJobs replaces the job set.
+func (f *FSM) applySetJobs(l *raft.Log, c *SetJobsCmd) ApplyResult {
+	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.Jobs, c.Source, c.At, true
+	f.st.JobsHash = c.Hash
+	if f.st.JobsHash == "" {
+		f.st.JobsHash = jobs.HashSpecs(c.Jobs)
+	}
+	f.indexJobs()
+	f.pruneJobStats()
+	f.dropBackfills()
+	for _, s := range c.Jobs {
+		// A job new to the cluster starts from now, not from the epoch.
+		if _, ok := f.st.LastScheduled[s.Name]; !ok {
+			f.st.LastScheduled[s.Name] = c.At
+		}
+	}
+	// A run waiting for a retry its job no longer allows (removed, or
+	// fewer retries) has finished.
+	for _, id := range f.st.Order {
+		if r := f.st.Runs[id]; AwaitsRetry(*r) {
+			if f.settle(r); r.State != jobs.Pending {
+				f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
+					Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
+				a, _ := r.Latest()
+				f.ended(l, r, a)
+			}
+		}
+	}
+	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventJobSet,
+		Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, f.st.JobsHash)})
+	f.changed(l, Change{Kind: ChangeJobs})
+	return ApplyResult{}
+}
+
+// event appends to the bounded audit trail.
+func (f *FSM) event(l *raft.Log, e jobs.Event) {
+	f.st.EventSeq++
+	e.Seq, e.Index = f.st.EventSeq, l.Index
+	f.st.Events = append(f.st.Events, e)
+	limit := f.MaxEvents
+	if limit <= 0 {
+		limit = maxEvents
+	}
+	if over := len(f.st.Events) - limit; over > 0 {
+		if f.History != nil {
+			f.trimmedEvents = append(f.trimmedEvents, f.st.Events[:over]...)
+		}
+		// Dropping from the front by reslicing is O(1) per event: append
+		// copies the live events into a new array once the old one is
+		// full, which frees the dropped ones. slices.Delete moved all
+		// 2000 on every event, a leader's hottest copy at 500 runs/s.
+		f.st.Events = f.st.Events[over:]
+	}
+}
+
+func (f *FSM) spec(job string) (jobs.Spec, bool) {
+	i, ok := f.idx.byName[job]
+	if !ok {
+		return jobs.Spec{}, false
+	}
+	return f.st.Jobs[i], true
+}
+
+func notify(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// Subscribe returns a channel signalled, coalesced, after every applied
+// entry, and a function that ends the subscription.
+func (f *FSM) Subscribe() (<-chan struct{}, func()) {
+	ch := make(chan struct{}, 1)
+	f.subsMu.Lock()
+	f.subs[ch] = true
+	f.subsMu.Unlock()
+	return ch, func() {
+		f.subsMu.Lock()
+		delete(f.subs, ch)
+		f.subsMu.Unlock()
+	}
+}
+
+func (f *FSM) notifySubscribers() {
+	f.subsMu.Lock()
+	defer f.subsMu.Unlock()
+	for ch := range f.subs {
+		notify(ch)
+	}
+}

@@ -1,0 +1,309 @@
+package fsm
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// A job set may hold 100,000 jobs. Everything the leader does per fire
+// time, and everything a page or an API call does per request, must then
+// cost O(log n) or O(page), never a scan or a copy of the whole set. The
+// jobIndex is how: derived from the replicated state (never in a
+// snapshot), rebuilt whenever the job set is replaced or a snapshot is
+// restored, and kept in step with runs as grants are applied and runs are
+// dropped.
+
+// jobIndex is the FSM's lookup structure over st.Jobs and st.Runs. It is
+// read and written with f.mu held, like the state it indexes.
+type jobIndex struct {
+	// byName is each job's position in st.Jobs.
+	byName map[string]int
+	// sorted are the positions in st.Jobs in name order: the order pages
+	// and cursors walk.
+	sorted []int
+	// specPaused counts the specs paused in the spec itself.
+	specPaused int
+	// runs are, per job, the ids of its runs in st.Runs, oldest grant
+	// first (the order of st.Order).
+	runs map[string][]string
+}
+
+// RunSummary is what the replicated state keeps of a job's newest run
+// once the run itself has been dropped to keep the state bounded: enough
+// for the Jobs page and GET /api/v1/jobs to say how it ended, and to
+// search jobs by it, without keeping every run.
+type RunSummary struct {
+	ID          string     `json:"id"`
+	ScheduledAt time.Time  `json:"scheduled_at"`
+	State       jobs.State `json:"state"`
+	Trigger     string     `json:"trigger,omitempty"`
+	Output      string     `json:"output,omitempty"`
+	// Attempt is the run's newest attempt when it was dropped, if any.
+	Attempt *jobs.Attempt `json:"attempt,omitempty"`
+}
+
+// summarize returns the summary of r.
+func summarize(r *jobs.Run) RunSummary {
+	s := RunSummary{ID: r.ID, ScheduledAt: r.ScheduledAt, State: r.State, Trigger: r.Trigger, Output: r.Output}
+	if a, ok := r.Latest(); ok {
+		c := *a
+		// The tail and refusals stay with the run; the summary is small.
+		c.StderrTail, c.StdoutTail, c.StoreRefusals, c.ExitCode = "", "", nil, nil
+		s.Attempt = &c
+	}
+	return s
+}
+
+// run returns the summary as a run: its newest attempt only.
+func (s RunSummary) run(job string) jobs.Run {
+	r := jobs.Run{ID: s.ID, Job: job, ScheduledAt: s.ScheduledAt, State: s.State, Trigger: s.Trigger, Output: s.Output}
+	if s.Attempt != nil {
+		r.Attempts = []jobs.Attempt{*s.Attempt}
+	}
+	return r
+}
+
+// indexJobs rebuilds the job half of the index after st.Jobs changed.
+func (f *FSM) indexJobs() {
+	// Rebuilt from the set as it is now, in its order: a set applied again
+	// in another order has the same hash, and a replica that restored it
+	// from a snapshot lists followers in the new order.
+	f.deps = nil
+	ix := &f.idx
+	ix.byName = make(map[string]int, len(f.st.Jobs))
+	ix.sorted = make([]int, len(f.st.Jobs))
+	ix.specPaused = 0
+	for i, s := range f.st.Jobs {
+		ix.byName[s.Name] = i
+		ix.sorted[i] = i
+		if s.Paused {
+			ix.specPaused++
+		}
+	}
+	slices.SortFunc(ix.sorted, func(a, b int) int { return strings.Compare(f.st.Jobs[a].Name, f.st.Jobs[b].Name) })
+}
+
+// indexRuns rebuilds the run half of the index from st.Order. A job with
+// runs but no summary (a snapshot older than summaries) gets one from its
+// newest run.
+func (f *FSM) indexRuns() {
+	f.idx.runs = map[string][]string{}
+	for _, id := range f.st.Order {
+		r := f.st.Runs[id]
+		f.idx.runs[r.Job] = append(f.idx.runs[r.Job], id)
+	}
+	for job, ids := range f.idx.runs {
+		if _, ok := f.st.LastRuns[job]; !ok {
+			f.st.LastRuns[job] = summarize(f.st.Runs[ids[len(ids)-1]])
+		}
+	}
+}
+
+// addRun indexes a run just granted or skipped: it is its job's newest.
+func (f *FSM) addRun(r *jobs.Run) {
+	if f.idx.runs == nil {
+		f.idx.runs = map[string][]string{}
+	}
+	f.idx.runs[r.Job] = append(f.idx.runs[r.Job], r.ID)
+	f.st.LastRuns[r.Job] = summarize(r)
+}
+
+// dropRun forgets a run about to be removed from st.Runs; if it was its
+// job's newest, the job's summary takes its final state.
+func (f *FSM) dropRun(r *jobs.Run) {
+	ids := f.idx.runs[r.Job]
+	switch i := slices.Index(ids, r.ID); {
+	case i == 0:
+		// Runs are dropped oldest first: without a copy each time, a job
+		// with many runs is trimmed in linear time.
+		ids = ids[1:]
+	case i > 0:
+		ids = slices.Delete(ids, i, i+1)
+	}
+	if len(ids) == 0 {
+		delete(f.idx.runs, r.Job)
+	} else {
+		f.idx.runs[r.Job] = ids
+	}
+	if s, ok := f.st.LastRuns[r.Job]; ok && s.ID == r.ID {
+		f.st.LastRuns[r.Job] = summarize(r)
+	}
+}
+
+// lastRun returns a job's newest run: the run itself while the state
+// keeps it, else its summary.
+func (f *FSM) lastRun(job string) (jobs.Run, bool) {
+	s, ok := f.st.LastRuns[job]
+	if !ok {
+		return jobs.Run{}, false
+	}
+	if r, ok := f.st.Runs[s.ID]; ok {
+		return r.Clone(), true
+	}
+	return s.run(job), true
+}
+
+// lastState is the state of a job's newest run, without copying it;
+// false if the job never ran.
+func (f *FSM) lastState(job string) (jobs.State, bool) {
+	s, ok := f.st.LastRuns[job]
+	if !ok {
+		return "", false
+	}
+	if r, ok := f.st.Runs[s.ID]; ok {
+		return r.State, true
+	}
+	return s.State, true
+}
+
+// withPause returns s with its Paused flag reflecting pause and resume.
+func (f *FSM) withPause(s jobs.Spec) jobs.Spec {
+	s.Paused = s.Paused || f.st.Paused[s.Name]
+	return s
+}
+
+// pausedCount counts the jobs of the set that are paused, by their spec
+// or by pause.
+func (f *FSM) pausedCount() int {
+	n := f.idx.specPaused
+	for name := range f.st.Paused {
+		if i, ok := f.idx.byName[name]; ok && !f.st.Jobs[i].Paused {
+			n++
+		}
+	}
+	return n
+}
+
+// NeverRan is the JobQuery.State that selects jobs without any run.
+const NeverRan jobs.State = "never"
+
+// JobQuery selects jobs of the replicated set, in name order.
+type JobQuery struct {
+	// Text, if set, must occur in the job's name or in one of its target
+	// tags written key=value, ignoring case.
+	Text string
+	// State, if set, is the state of the job's newest run (NeverRan: the
+	// job has none).
+	State jobs.State
+	// Paused, if set, selects the paused jobs only.
+	Paused bool
+	// After, if set, starts the page after the job of that name (a
+	// cursor: it need not be in the set any more).
+	After string
+	// Limit bounds the page (0: no bound).
+	Limit int
+}
+
+// JobEntry is one job of a page: its spec, paused flag reflecting pause
+// and resume, and its newest run (nil if none).
+type JobEntry struct {
+	Spec    jobs.Spec
+	LastRun *jobs.Run
+}
+
+// JobPage is a page of jobs.
+type JobPage struct {
+	Jobs []JobEntry
+	// More is set if jobs after the page match too: ask again with
+	// After set to the last job's name.
+	More bool
+	// Matched counts the jobs that match the query, on every page.
+	Matched int
+	// Total counts the jobs of the set.
+	Total int
+}
+
+// matches reports whether spec s matches q's text and state.
+func (f *FSM) matches(s *jobs.Spec, q *JobQuery, text string) bool {
+	if q.Paused && !s.Paused && !f.st.Paused[s.Name] {
+		return false
+	}
+	if q.State != "" {
+		st, ok := f.lastState(s.Name)
+		if q.State == NeverRan {
+			if ok {
+				return false
+			}
+		} else if !ok || st != q.State {
+			return false
+		}
+	}
+	if text == "" || containsFold(s.Name, text) {
+		return true
+	}
+	for k, v := range s.Target {
+		if containsFold(k+"="+v, text) {
+			return true
+		}
+	}
+	return false
+}
+
+// containsFold reports whether sub (lower case) occurs in s, ignoring
+// case; names are most often lower case already, and then nothing is
+// allocated.
+func containsFold(s, sub string) bool {
+	if strings.Contains(s, sub) {
+		return true
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
+			return strings.Contains(strings.ToLower(s), sub)
+		}
+	}
+	return false
+}
+
+// FindJobs returns one page of the jobs matching q, in name order. It
+// copies only the page; finding where a cursor resumes is a binary
+// search, and counting the matches one pass over the set without copying
+// it.
+func (f *FSM) FindJobs(q JobQuery) JobPage {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	text := strings.ToLower(strings.TrimSpace(q.Text))
+	sorted := f.idx.sorted
+	start := 0
+	if q.After != "" {
+		start, _ = slices.BinarySearchFunc(sorted, q.After, func(i int, name string) int {
+			return cmp.Compare(f.st.Jobs[i].Name, name)
+		})
+		if start < len(sorted) && f.st.Jobs[sorted[start]].Name == q.After {
+			start++
+		}
+	}
+	page := JobPage{Total: len(f.st.Jobs)}
+	filtered := text != "" || q.State != "" || q.Paused
+	if !filtered {
+		page.Matched = len(sorted)
+	}
+	for n, i := range sorted {
+		s := &f.st.Jobs[i]
+		if filtered && !f.matches(s, &q, text) {
+			continue
+		}
+		if filtered {
+			page.Matched++
+		}
+		if n < start {
+			continue
+		}
+		if q.Limit > 0 && len(page.Jobs) == q.Limit {
+			page.More = true
+			if !filtered {
+				break
+			}
+			continue
+		}
+		e := JobEntry{Spec: f.withPause(*s)}
+		if r, ok := f.lastRun(s.Name); ok {
+			e.LastRun = &r
+		}
+		page.Jobs = append(page.Jobs, e)
+	}
+	return page
+}

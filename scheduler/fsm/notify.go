@@ -1,0 +1,195 @@
+package fsm
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// Notifications (jobs.Spec.Notify, log version 4). Which transitions are
+// notified is decided in the entry that makes them (DecideNotices): each
+// becomes a Notice in the replicated state, pending until the leader
+// records its delivery, or that it gave up, through the log
+// (OpNotified). A new leader sends only what is still pending, so a
+// delivery recorded is never sent again. What no log can close is the
+// moment between a target's answer and the commit of its record: a
+// leader that dies there leaves the notice pending and its successor
+// sends it again. Every notice has a stable id (Notice.Key) that each
+// target receives (webhook: the id field and a Fencecron-Notification-Id
+// header; email: the Message-ID), so a receiver can drop the repeat.
+
+// maxNotices bounds the pending notices: past it the oldest is dropped
+// and recorded as notify_failed.
+const maxNotices = 1000
+
+// Counters of notifications.
+const (
+	CounterNotified     = "notified"
+	CounterNotifyFailed = "notify_failed"
+)
+
+// Notice is one notification due: one notify entry of a job for one
+// transition, with what its message says.
+type Notice struct {
+	// ID numbers notices in the order they were decided; Index is the
+	// log index of the entry that decided it.
+	ID    uint64 `json:"id"`
+	Index uint64 `json:"index"`
+	// State is the state notified (an attempt's, a skipped run's, or
+	// recovered); RunState is the run's state then.
+	State    string     `json:"state"`
+	RunState jobs.State `json:"run_state"`
+	Job      string     `json:"job"`
+	Run      string     `json:"run"`
+	Attempt  string     `json:"attempt,omitempty"`
+	Number   int        `json:"number,omitempty"`
+	// Final says the run has finished: no retry follows.
+	Final       bool        `json:"final"`
+	ScheduledAt time.Time   `json:"scheduled_at"`
+	Worker      string      `json:"worker,omitempty"`
+	Token       *jobs.Fence `json:"token,omitempty"`
+	ExitCode    *int        `json:"exit_code,omitempty"`
+	Error       string      `json:"error,omitempty"`
+	Reason      string      `json:"reason,omitempty"`
+	At          time.Time   `json:"at"`
+	// Target is the notify entry it goes to (its On left out).
+	Target jobs.Notify `json:"target"`
+}
+
+// Key is the notice's stable id, the same on every node and every try.
+func (n Notice) Key() string { return fmt.Sprintf("%s/%d/%d", n.Run, n.Index, n.ID) }
+
+// Kind is the notice's target kind.
+func (n Notice) Kind() string { return n.Target.Kind() }
+
+// NotifiedCmd records the outcome of notices the leader sent (or gave
+// up on).
+type NotifiedCmd struct {
+	Deliveries []Delivery `json:"deliveries"`
+	At         time.Time  `json:"at"`
+}
+
+// Delivery is the outcome of one notice: delivered if Error is empty,
+// given up on otherwise.
+type Delivery struct {
+	ID    uint64 `json:"id"`
+	Tries int    `json:"tries"`
+	Error string `json:"error,omitempty"`
+}
+
+// failedStates are the ends after which a success is "recovered".
+var failedStates = map[jobs.State]bool{jobs.Failed: true, jobs.TimedOut: true, jobs.Lost: true, jobs.Fenced: true}
+
+// DecideNotices returns the notices due when attempt att of run r ended
+// (att nil: the run was recorded skipped, without an attempt), for the
+// job's notify list; prev is the final state of the job's previous
+// finished run (for recovered). An entry that wants both the state and
+// recovered gets one notice, as recovered. IDs and Index are left for
+// the caller.
+func DecideNotices(list []jobs.Notify, r *jobs.Run, att *jobs.Attempt, prev jobs.State) []Notice {
+	if len(list) == 0 {
+		return nil
+	}
+	st := jobs.Skipped
+	if att != nil {
+		st = att.State
+	} else if r.State != jobs.Skipped {
+		return nil
+	}
+	recovered := r.State == jobs.Succeeded && failedStates[prev]
+	var out []Notice
+	for _, n := range list {
+		var state string
+		switch {
+		case recovered && n.Wants(jobs.NotifyRecovered):
+			state = jobs.NotifyRecovered
+		case n.Wants(string(st)):
+			state = string(st)
+		default:
+			continue
+		}
+		target := n
+		target.On = nil
+		no := Notice{State: state, RunState: r.State, Job: r.Job, Run: r.ID, Final: r.State.Terminal(),
+			ScheduledAt: r.ScheduledAt, Reason: r.Reason, Target: target}
+		if att != nil {
+			no.Attempt, no.Number, no.Worker, no.Error = att.ID, att.Number, att.Worker, Clip(att.Error, 1024)
+			tok := att.Token
+			no.Token = &tok
+			if att.ExitCode != nil {
+				code := *att.ExitCode
+				no.ExitCode = &code
+			}
+		}
+		out = append(out, no)
+	}
+	return out
+}
+
+// noticeEnded records the notices due for an attempt's end (or a
+// skipped run), and, when the run finished, its state as the job's
+// previous one for the next recovered.
+func (f *FSM) noticeEnded(l *raft.Log, r *jobs.Run, att *jobs.Attempt, at time.Time) {
+	spec, ok := f.spec(r.Job)
+	if ok {
+		for _, n := range DecideNotices(spec.Notify, r, att, f.st.LastFinal[r.Job]) {
+			f.st.NoticeSeq++
+			n.ID, n.Index, n.At = f.st.NoticeSeq, l.Index, at
+			f.st.Notices = append(f.st.Notices, n)
+		}
+		if over := len(f.st.Notices) - maxNotices; over > 0 {
+			for _, n := range f.st.Notices[:over] {
+				f.st.Counters[CounterNotifyFailed]++
+				f.event(l, jobs.Event{Time: at, Kind: jobs.EventNotifyFailed, Job: n.Job, Run: n.Run, Attempt: n.Attempt,
+					Detail: fmt.Sprintf("%s notice %s (%s) dropped unsent: more than %d notices pending", n.Kind(), n.Key(), n.State, maxNotices)})
+			}
+			f.st.Notices = slices.Delete(f.st.Notices, 0, over)
+		}
+	}
+	if r.State.Terminal() && r.State != jobs.Cancelled {
+		if f.st.LastFinal == nil {
+			f.st.LastFinal = map[string]jobs.State{}
+		}
+		f.st.LastFinal[r.Job] = r.State
+	}
+}
+
+// applyNotified records deliveries: each notice named leaves the pending
+// list, delivered (event notified) or given up on (event notify_failed).
+// A notice already recorded is left alone, so a repeated record changes
+// nothing.
+func (f *FSM) applyNotified(l *raft.Log, c *NotifiedCmd) ApplyResult {
+	for _, d := range c.Deliveries {
+		i := slices.IndexFunc(f.st.Notices, func(n Notice) bool { return n.ID == d.ID })
+		if i < 0 {
+			continue
+		}
+		n := f.st.Notices[i]
+		f.st.Notices = slices.Delete(f.st.Notices, i, i+1)
+		e := jobs.Event{Time: c.At, Job: n.Job, Run: n.Run, Attempt: n.Attempt}
+		if d.Error == "" {
+			f.st.Counters[CounterNotified]++
+			e.Kind = jobs.EventNotified
+			e.Detail = fmt.Sprintf("%s notice %s (%s) delivered after %d tries", n.Kind(), n.Key(), n.State, d.Tries)
+		} else {
+			f.st.Counters[CounterNotifyFailed]++
+			e.Kind = jobs.EventNotifyFailed
+			e.Detail = fmt.Sprintf("%s notice %s (%s) given up after %d tries: %s", n.Kind(), n.Key(), n.State, d.Tries, Clip(d.Error, MaxAuditDetail))
+		}
+		f.event(l, e)
+	}
+	return ApplyResult{}
+}
+
+// Notices returns the notices pending delivery, oldest first.
+func (f *FSM) Notices() []Notice {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make([]Notice, len(f.st.Notices))
+	copy(out, f.st.Notices)
+	return out
+}

@@ -1,0 +1,232 @@
+package fsm
+
+import (
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// The ops of the replicated log. Each is declared once, in opTable: its
+// name, the log version it appeared in, whether an entry carries its
+// payload, whether it may mint a token, the time its proposer gave it, and
+// the function that applies it. decodeEntry refuses an entry whose op is
+// not in the table for its version or that lacks the payload; FSM.apply
+// dispatches through the table. An entry's payload travels in the field of
+// Command named after the op (the log's JSON format).
+
+// Ops by name, as they are written in the log.
+const (
+	OpElected    = "elected"
+	OpSetJobs    = "set_jobs"
+	OpGrant      = "grant"
+	OpSkip       = "skip"
+	OpSkipRange  = "skip_range"
+	OpStart      = "start"
+	OpComplete   = "complete"
+	OpExpire     = "expire"
+	OpRetry      = "retry"
+	OpPause      = "pause"
+	OpNote       = "note"
+	OpAudit      = "audit"
+	OpGrants     = "grants"
+	OpCompletes  = "completes"
+	OpSkipRanges = "skip_ranges"
+	OpNotified   = "notified"
+	OpBackfill   = "backfill"
+	OpRelease    = "release"
+	OpAdmit      = "admit"
+	OpStarts     = "starts"
+)
+
+// opSpec is one row of opTable.
+type opSpec struct {
+	name string
+	// since is the first log version that has the op.
+	since int
+	// has says whether c carries the op's payload.
+	has func(c *Command) bool
+	// mints says whether the entry may mint a token (nil: never, but
+	// for the runs that follow; see mintsToken).
+	mints func(c *Command) bool
+	// at is when the proposer says the entry happened (nil: no time).
+	at func(c *Command) time.Time
+	// apply applies the entry; c.V says by which version's rules.
+	apply func(f *FSM, l *raft.Log, c *Command) ApplyResult
+}
+
+func always(*Command) bool { return true }
+
+// opTable is every op this binary applies.
+var opTable = []opSpec{
+	{name: OpElected, since: 1,
+		has:   func(c *Command) bool { return c.Elected != nil },
+		at:    func(c *Command) time.Time { return c.Elected.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyElected(l, c.Elected) }},
+	{name: OpSetJobs, since: 1,
+		has:   func(c *Command) bool { return c.SetJobs != nil },
+		at:    func(c *Command) time.Time { return c.SetJobs.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySetJobs(l, c.SetJobs) }},
+	{name: OpGrant, since: 1, mints: always,
+		has:   func(c *Command) bool { return c.Grant != nil },
+		at:    func(c *Command) time.Time { return c.Grant.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrant(l, c.V, c.Op, c.Grant) }},
+	// A skip is a grant the leader records as skipped (no worker, a key
+	// that does not render): the same payload, decided by DecideGrant.
+	{name: OpSkip, since: 1,
+		has:   func(c *Command) bool { return c.Grant != nil },
+		at:    func(c *Command) time.Time { return c.Grant.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrant(l, c.V, c.Op, c.Grant) }},
+	{name: OpSkipRange, since: 1,
+		has:   func(c *Command) bool { return c.SkipRange != nil },
+		at:    func(c *Command) time.Time { return c.SkipRange.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySkipRange(l, c.SkipRange) }},
+	{name: OpStart, since: 1,
+		has:   func(c *Command) bool { return c.Start != nil },
+		at:    func(c *Command) time.Time { return c.Start.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyStart(l, c.Start) }},
+	{name: OpComplete, since: 1,
+		has:   func(c *Command) bool { return c.Complete != nil },
+		at:    func(c *Command) time.Time { return c.Complete.EndedAt },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyComplete(l, c.V, c.Complete) }},
+	// An expiry that names a worker grants the run's next attempt in the
+	// same entry.
+	{name: OpExpire, since: 1,
+		has:   func(c *Command) bool { return c.Expire != nil },
+		mints: func(c *Command) bool { return c.Expire.Worker != "" },
+		at:    func(c *Command) time.Time { return c.Expire.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyExpire(l, c.V, c.Expire) }},
+	{name: OpRetry, since: 1, mints: always,
+		has:   func(c *Command) bool { return c.Retry != nil },
+		at:    func(c *Command) time.Time { return c.Retry.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyRetry(l, c.Retry) }},
+	{name: OpPause, since: 1,
+		has:   func(c *Command) bool { return c.Pause != nil },
+		at:    func(c *Command) time.Time { return c.Pause.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyPause(l, c.Pause) }},
+	{name: OpNote, since: 1,
+		has:   func(c *Command) bool { return c.Note != nil },
+		at:    func(c *Command) time.Time { return c.Note.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyNote(l, c.V, c.Note) }},
+	{name: OpAudit, since: 1,
+		has:   func(c *Command) bool { return c.Audit != nil },
+		at:    func(c *Command) time.Time { return c.Audit.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyAudit(l, c.V, c.Audit) }},
+	{name: OpGrants, since: vBatches, mints: always,
+		has:   func(c *Command) bool { return c.Grants != nil && len(c.Grants.Grants) > 0 },
+		at:    func(c *Command) time.Time { return c.Grants.Grants[0].At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrants(l, c.V, c.Grants) }},
+	{name: OpCompletes, since: vBatches,
+		has: func(c *Command) bool { return c.Completes != nil && len(c.Completes.Completions) > 0 },
+		at: func(c *Command) time.Time {
+			return c.Completes.Completions[len(c.Completes.Completions)-1].EndedAt
+		},
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyCompletes(l, c.V, c.Completes) }},
+	{name: OpSkipRanges, since: vSkipRanges,
+		has:   func(c *Command) bool { return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0 },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySkipRanges(l, c.SkipRanges) }},
+	{name: OpNotified, since: vFollow,
+		has:   func(c *Command) bool { return c.Notified != nil },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyNotified(l, c.Notified) }},
+	{name: OpBackfill, since: vBackfill,
+		has:   func(c *Command) bool { return c.Backfill != nil },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyBackfill(l, c.Backfill) }},
+	// The released attempt's run is retried in the same entry when its
+	// policy allows.
+	{name: OpRelease, since: vRelease, mints: always,
+		has:   func(c *Command) bool { return c.Release != nil },
+		at:    func(c *Command) time.Time { return c.Release.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyRelease(l, c.Release) }},
+	{name: OpAdmit, since: vGroups, mints: always,
+		has:   func(c *Command) bool { return c.Admit != nil },
+		at:    func(c *Command) time.Time { return c.Admit.At },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyAdmit(l, c.Admit) }},
+	{name: OpStarts, since: vStartBatches,
+		has:   func(c *Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
+		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyStarts(l, c.Starts) }},
+}
+
+// opsByName indexes opTable.
+var opsByName = indexOps(opTable)
+
+func indexOps(table []opSpec) map[string]opSpec {
+	m := make(map[string]opSpec, len(table))
+	for _, o := range table {
+		if _, twice := m[o.name]; twice {
+			panic("scheduler: op " + o.name + " declared twice")
+		}
+		m[o.name] = o
+	}
+	return m
+}
+
+// mintsToken says whether entry c, of op o, may mint a token: the op's
+// own grants, or the runs that follow the runs it finishes, granted to
+// the workers its follow field names (after.go).
+func (o opSpec) mintsToken(c *Command) bool {
+	if o.mints != nil && o.mints(c) {
+		return true
+	}
+	return c.Follow != nil && len(c.Follow.Workers) > 0
+}
+
+// commandTime is when the proposer says entry c happened: the time
+// promotions it causes are recorded at (Apply never reads a clock).
+func commandTime(c Command) time.Time {
+	if o, ok := opsByName[c.Op]; ok && o.at != nil && o.has(&c) {
+		return o.at(&c)
+	}
+	return time.Time{}
+}
+
+// Command is one entry of the replicated log: its format version (see
+// logversion.go), its op, and exactly one payload, in the field named
+// after the op. Follow may ride along (after.go).
+type Command struct {
+	V         int           `json:"v,omitempty"`
+	Op        string        `json:"op"`
+	Elected   *ElectedCmd   `json:"elected,omitempty"`
+	SetJobs   *SetJobsCmd   `json:"set_jobs,omitempty"`
+	Grant     *GrantCmd     `json:"grant,omitempty"`
+	SkipRange *SkipRangeCmd `json:"skip_range,omitempty"`
+	Start     *StartCmd     `json:"start,omitempty"`
+	Complete  *Completion   `json:"complete,omitempty"`
+	Expire    *ExpireCmd    `json:"expire,omitempty"`
+	Retry     *RetryCmd     `json:"retry,omitempty"`
+	Pause     *PauseCmd     `json:"pause,omitempty"`
+	Note      *NoteCmd      `json:"note,omitempty"`
+	Audit     *AuditCmd     `json:"audit,omitempty"`
+	Grants    *GrantsCmd    `json:"grants,omitempty"`
+	Completes *CompletesCmd `json:"completes,omitempty"`
+	Starts    *StartsCmd    `json:"starts,omitempty"`
+	// SkipRanges is OpSkipRanges' payload.
+	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
+	Notified   *NotifiedCmd   `json:"notified,omitempty"`
+	// Follow rides on entries that may finish runs (after.go).
+	Follow   *FollowCmd   `json:"follow,omitempty"`
+	Backfill *BackfillCmd `json:"backfill,omitempty"`
+	Release  *ReleaseCmd  `json:"release,omitempty"`
+	Admit    *AdmitCmd    `json:"admit,omitempty"`
+}
+
+// ElectedCmd is the first entry a new leader commits; applying it is how
+// every replica learns the epoch from the log itself.
+type ElectedCmd struct {
+	Node string    `json:"node"`
+	At   time.Time `json:"at"`
+}
+
+// SetJobsCmd replaces the job set. Hash, if set, is the set's
+// jobs.HashSpecs, computed once by the leader that proposed it rather
+// than by every replica again (entries without it are hashed when
+// applied; a replica that does not know the field hashes, and gets the
+// same).
+type SetJobsCmd struct {
+	// Jobs is allocated once, at its size: every replica decodes a set of
+	// 100,000 jobs from the entry.
+	Jobs   jobs.SpecList `json:"jobs"`
+	Source string        `json:"source"`
+	At     time.Time     `json:"at"`
+	Hash   string        `json:"hash,omitempty"`
+}
