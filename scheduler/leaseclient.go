@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 // leaseClient is an attempt's lease as its worker sees it:
@@ -83,7 +84,7 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
 	if err == nil && c.confirmed {
-		err = c.w.Faults.dropRenewReply(&c.dropped)
+		err = faults.DropRenewReply(c.w.Faults, &c.dropped)
 	}
 	c.mu.Unlock()
 	switch {

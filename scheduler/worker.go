@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
+	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
@@ -58,7 +59,7 @@ type Worker struct {
 	// JobNice is how many nice levels below the worker its commands run
 	// (node.job_nice; executor.Spawner says why); 0: at its own.
 	JobNice int
-	Faults  *Faults
+	Faults  *faults.Faults
 	Logger  *slog.Logger
 	// Observer, if set, sees this worker's attempts (see observe.go).
 	Observer Observer
@@ -387,7 +388,7 @@ func (w *Worker) runAttempt(a Assignment) fsm.Completion {
 
 	// Nothing between here and the store's check may trust the lease: a
 	// pause can come at any instant. The store decides.
-	if w.Faults.stopBeforePublish(a.Attempt.Number) {
+	if faults.StopBeforePublish(w.Faults, a.Attempt.Number) {
 		log.Warn("fault injection: resumed after stopping before publish")
 	}
 	pub, err := w.publish(fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Body: res.Stdout, Expires: expires})

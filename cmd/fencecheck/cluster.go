@@ -63,7 +63,7 @@ func jobsYAML(lease time.Duration) string {
 }
 
 // faultEnv is the test-only misbehaviour built into some nodes
-// (FENCECRON_FAULTS, scheduler/faults_on.go; a test build's only):
+// (FENCECRON_FAULTS, scheduler/faults/on.go; a test build's only):
 //
 //   - w1 stops itself right before publishing the output of every first
 //     attempt, as a GC pause between computing and writing would; the

@@ -51,7 +51,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 func main() {
@@ -77,7 +77,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	fs.StringVar(&cfg.Net, "net", "auto", "auto: network namespaces when root, else loopback; netns; loopback (no partitions)")
 	fs.DurationVar(&cfg.Lease, "lease", 2*time.Second, "the jobs' lease_ttl; pauses and partitions outlast it")
 	fs.DurationVar(&cfg.Drain, "drain", 90*time.Second, "how long to wait, after healing, for every run to finish")
-	fs.StringVar(&cfg.Binary, "bin", "", "the fencecron binary, a test build with the fault hooks (default: go build -tags "+scheduler.FaultsBuildTag+" ./cmd/fencecron)")
+	fs.StringVar(&cfg.Binary, "bin", "", "the fencecron binary, a test build with the fault hooks (default: go build -tags "+faults.BuildTag+" ./cmd/fencecron)")
 	fs.StringVar(&cfg.Dir, "dir", "", "work directory for configs, data, logs and the report (default: a new temporary one)")
 	reportPath := fs.String("report", "", "JSON report path (default: DIR/report.json)")
 	quiet := fs.Bool("q", false, "no progress lines")
@@ -116,7 +116,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) (int, err
 	if cfg.Binary == "" {
 		bin := filepath.Join(cfg.Dir, "fencecron")
 		fmt.Fprintf(stderr, "building %s\n", bin)
-		cmd := exec.CommandContext(ctx, "go", "build", "-tags", scheduler.FaultsBuildTag, "-o", bin, "github.com/fencecron/fencecron/cmd/fencecron")
+		cmd := exec.CommandContext(ctx, "go", "build", "-tags", faults.BuildTag, "-o", bin, "github.com/fencecron/fencecron/cmd/fencecron")
 		cmd.Stdout, cmd.Stderr = stderr, stderr
 		if err := cmd.Run(); err != nil {
 			return 2, fmt.Errorf("build fencecron (run from the repository, or give -bin): %w", err)
@@ -154,9 +154,9 @@ func checkFaultsBuilt(bin string) error {
 		return fmt.Errorf("-bin %s: %w", bin, err)
 	}
 	for _, s := range info.Settings {
-		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), scheduler.FaultsBuildTag) {
+		if s.Key == "-tags" && slices.Contains(strings.Split(s.Value, ","), faults.BuildTag) {
 			return nil
 		}
 	}
-	return fmt.Errorf("-bin %s was built without the fault hooks its workers need: build it with go build -tags %s ./cmd/fencecron", bin, scheduler.FaultsBuildTag)
+	return fmt.Errorf("-bin %s was built without the fault hooks its workers need: build it with go build -tags %s ./cmd/fencecron", bin, faults.BuildTag)
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -28,7 +28,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	}
 	// First: a release build refuses FENCECRON_FAULTS (it has no fault
 	// hooks), whatever the config says.
-	faults, err := scheduler.ParseFaults(os.Getenv("FENCECRON_FAULTS"))
+	faults, err := faults.ParseFaults(os.Getenv("FENCECRON_FAULTS"))
 	if err != nil {
 		return fmt.Errorf("FENCECRON_FAULTS: %w", err)
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/postgres"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/rpc"
@@ -81,7 +82,7 @@ type nodeOptions struct {
 	JobNice int
 	// Faults injects failures for tests (FENCECRON_FAULTS; only a test
 	// build has them); nil: none.
-	Faults *scheduler.Faults
+	Faults *faults.Faults
 	// Reload, if set, re-reads this node's jobs on SIGHUP.
 	Reload func() (specs []jobs.Spec, source string, err error)
 	// API guards the public API and the dashboard (config's api section).
@@ -108,8 +109,8 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	if err := os.MkdirAll(o.DataDir, 0o700); err != nil {
 		return err
 	}
-	// A release build has no faults, nor this text (FaultsBuilt is false).
-	if scheduler.FaultsBuilt && o.Faults != nil {
+	// A release build has no faults, nor this text (Built is false).
+	if faults.Built && o.Faults != nil {
 		log.Warn("FAULT INJECTION ENABLED: this node misbehaves on purpose (FENCECRON_FAULTS); never use it in production", "faults", os.Getenv("FENCECRON_FAULTS"))
 	}
 
@@ -161,7 +162,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 
 	sm := fsm.NewFSM()
 	sm.Logger = log
-	tuning := scheduler.TuningOf(o.Faults)
+	tuning := faults.TuningOf(o.Faults)
 	sm.MaxRuns, sm.MaxEvents = cmp.Or(tuning.HotRuns, fsm.DefaultMaxRuns), tuning.HotEvents
 	// A server keeps the run history in its data dir, fed by the FSM, so
 	// it must be open before Raft restores a snapshot or replays the log
@@ -213,7 +214,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	sched := scheduler.New(node, sm)
 	sched.Logger = log
 	// The node's wall clock (a test build may move it: ClockOf).
-	clock := scheduler.ClockOf(o.Faults)
+	clock := faults.ClockOf(o.Faults)
 	sched.Clock = clock
 	skew := newSkewMonitor(o, clock, node, peers, sched, log)
 	sched.InitialJobs, sched.InitialSource = o.InitialJobs, o.InitialSource

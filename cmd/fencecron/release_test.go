@@ -12,16 +12,16 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 // faultSymbols are functions and variables only the fault hooks have
-// (scheduler/faults_on.go), as `go tool nm` names them.
+// (scheduler/faults/on.go), as `go tool nm` names them.
 var faultSymbols = []string{
-	"github.com/fencecron/fencecron/scheduler.(*Faults).stopBeforePublish",
-	"github.com/fencecron/fencecron/scheduler.DropDispatchReply",
-	"github.com/fencecron/fencecron/scheduler.errDispatchReplyDropped",
-	"github.com/fencecron/fencecron/scheduler.errRenewReplyDropped",
+	"github.com/fencecron/fencecron/scheduler/faults.StopBeforePublish",
+	"github.com/fencecron/fencecron/scheduler/faults.DropDispatchReply",
+	"github.com/fencecron/fencecron/scheduler/faults.errDispatchReplyDropped",
+	"github.com/fencecron/fencecron/scheduler/faults.errRenewReplyDropped",
 }
 
 // faultStrings are texts only the fault hooks carry: the names of the
@@ -30,7 +30,7 @@ var faultStrings = []string{"stop-before-publish", "drop-dispatch-replies", "dro
 
 // anyFaultSymbol matches every symbol of the hooks and their methods, in
 // case one is added without a name above.
-var anyFaultSymbol = regexp.MustCompile(`fencecron/scheduler\.(\(\*Faults\)\.|DropDispatchReply|err\w*Dropped)`)
+var anyFaultSymbol = regexp.MustCompile(`fencecron/scheduler/faults\.(\(\*Faults\)\.|DropDispatchReply|DropRenewReply|StopBeforePublish|err\w*Dropped)`)
 
 // A release binary, built as `go build ./cmd/fencecron` builds it, holds
 // no fault hook: none of their functions or texts, and it refuses
@@ -86,7 +86,7 @@ func TestReleaseBuild_HasNoFaultHooks(t *testing.T) {
 	path, _ := agentConfig(t, t.TempDir(), "rel1", "release-test-cluster-secret-0123456789", "", "")
 	env := append(os.Environ(), "FENCECRON_FAULTS=stop-before-publish=1")
 	out, err := runFor(t, release, env, 15*time.Second, "agent", "-config", path)
-	if err == nil || !strings.Contains(out, "built without fault hooks") || !strings.Contains(out, scheduler.FaultsBuildTag) {
+	if err == nil || !strings.Contains(out, "built without fault hooks") || !strings.Contains(out, faults.BuildTag) {
 		t.Errorf("release agent with FENCECRON_FAULTS: %v\n%s\nwant a refusal naming the build tag", err, out)
 	}
 	out, err = runFor(t, test, env, 3*time.Second, "agent", "-config", path)

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -52,8 +53,8 @@ type Client struct {
 	// not know the leader yet (a worker whose gossip has not heard) asks
 	// them.
 	Servers func() []string
-	// Faults, in a test build, drops dispatch replies (scheduler.Faults).
-	Faults *scheduler.Faults
+	// Faults, in a test build, drops dispatch replies (faults.Faults).
+	Faults *faults.Faults
 	// Clock is this node's wall clock; nil: the system clock. Skew, if
 	// set, is told of every answer that carries the answering node's
 	// time (skew.go).
@@ -289,7 +290,7 @@ func (c *Client) toWorker(worker string, local func() error, remote func(addr st
 	if err != nil {
 		return err
 	}
-	return scheduler.DropDispatchReply(c.Faults)
+	return faults.DropDispatchReply(c.Faults)
 }
 
 // HistoryRange reads one page of the run history the server at addr

@@ -8,12 +8,13 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 // In a test build, drop-dispatch-replies loses the reply of a dispatch
 // the worker took, as a lost network reply would.
 func TestClient_DispatchDropsReplies(t *testing.T) {
-	faults, err := scheduler.ParseFaults("drop-dispatch-replies=1")
+	faults, err := faults.ParseFaults("drop-dispatch-replies=1")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -18,7 +18,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
 var (
@@ -33,7 +33,7 @@ var (
 )
 
 // Binary builds cmd/fencecron once per test process and returns its path.
-// It is a test build: with the fault hooks (scheduler.FaultsBuildTag), so
+// It is a test build: with the fault hooks (faults.BuildTag), so
 // tests can set FENCECRON_FAULTS, and with the race detector when the
 // tests run with it. Call Cleanup from TestMain to remove it.
 func Binary(t testing.TB) string {
@@ -85,7 +85,7 @@ func build(race bool) (string, error) {
 		return "", fmt.Errorf("build directory: %v", err)
 	}
 	path := filepath.Join(buildDir, "fencecron")
-	args := []string{"build", "-tags", scheduler.FaultsBuildTag, "-o", path}
+	args := []string{"build", "-tags", faults.BuildTag, "-o", path}
 	if race {
 		args = append(args, "-race")
 	} else if raceEnabled {

@@ -1,6 +1,6 @@
 //go:build !fencecron_faults
 
-package scheduler
+package faults
 
 import (
 	"errors"
@@ -9,9 +9,9 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// FaultsBuilt reports whether this build has fault injection (see
-// FaultsBuildTag): it has not.
-const FaultsBuilt = false
+// Built reports whether this build has fault injection (see
+// BuildTag): it has not.
+const Built = false
 
 // Faults is empty in a build without fault injection: every hook does
 // nothing.
@@ -20,7 +20,7 @@ type Faults struct{}
 // errNoFaults refuses FENCECRON_FAULTS in a build without fault injection:
 // a node must not run as if faults were injected when they are not, nor
 // the other way round.
-var errNoFaults = errors.New("this fencecron was built without fault hooks, which exist only in test builds (go build -tags " + FaultsBuildTag + "): unset FENCECRON_FAULTS")
+var errNoFaults = errors.New("this fencecron was built without fault hooks, which exist only in test builds (go build -tags " + BuildTag + "): unset FENCECRON_FAULTS")
 
 // ParseFaults accepts only "" (and returns nil): there are no faults to
 // inject.
@@ -34,9 +34,11 @@ func ParseFaults(s string) (*Faults, error) {
 // DropDispatchReply returns nil: no reply is dropped.
 func DropDispatchReply(*Faults) error { return nil }
 
-func (*Faults) stopBeforePublish(int) bool { return false }
+// StopBeforePublish returns false: no process is stopped.
+func StopBeforePublish(*Faults, int) bool { return false }
 
-func (*Faults) dropRenewReply(*int) error { return nil }
+// DropRenewReply returns nil: no reply is dropped.
+func DropRenewReply(*Faults, *int) error { return nil }
 
 // ClockOf returns the system clock: a release build's wall clock cannot
 // be moved.

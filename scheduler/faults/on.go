@@ -1,6 +1,6 @@
 //go:build fencecron_faults
 
-package scheduler
+package faults
 
 import (
 	"errors"
@@ -16,16 +16,16 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// FaultsBuilt reports whether this build has fault injection (see
-// FaultsBuildTag): it has.
-const FaultsBuilt = true
+// Built reports whether this build has fault injection (see
+// BuildTag): it has.
+const Built = true
 
 // Faults are failures a test can inject into one node through the
 // FENCECRON_FAULTS environment variable, e.g.
 // "stop-before-publish=1,drop-dispatch-replies=2". They exist to prove the
 // protocol against the interleavings that are hard to produce by timing;
 // a node logs loudly when any is enabled. Only test builds have them
-// (FaultsBuildTag).
+// (BuildTag).
 type Faults struct {
 	// StopBeforePublish makes the worker stop its own process (SIGSTOP)
 	// just before publishing the output of attempts with this number, as
@@ -144,11 +144,11 @@ func DropDispatchReply(f *Faults) error {
 	return nil
 }
 
-// dropRenewReply returns an error in place of a renewal's reply while
+// DropRenewReply returns an error in place of a renewal's reply while
 // *dropped, the replies of this attempt dropped so far, is below
 // DropRenewReplies, counting it; nil otherwise. The caller holds the lock
 // that guards *dropped.
-func (f *Faults) dropRenewReply(dropped *int) error {
+func DropRenewReply(f *Faults, dropped *int) error {
 	if f == nil || *dropped >= f.DropRenewReplies {
 		return nil
 	}
@@ -156,11 +156,11 @@ func (f *Faults) dropRenewReply(dropped *int) error {
 	return errRenewReplyDropped
 }
 
-// stopBeforePublish stops this process if attempt n is the one to pause,
+// StopBeforePublish stops this process if attempt n is the one f pauses,
 // and returns once it has been continued. kill(2) on itself returns before
 // every thread has stopped, so the caller waits for the SIGCONT that ends
 // the stop; otherwise it could slip its publish out first.
-func (f *Faults) stopBeforePublish(n int) bool {
+func StopBeforePublish(f *Faults, n int) bool {
 	if f == nil || f.StopBeforePublish == 0 || f.StopBeforePublish != n {
 		return false
 	}
