@@ -291,3 +291,8 @@ func SplitAttemptID(id string) (runID string, n int, ok bool) {
 	}
 	return id[:i], n, true
 }
+
+// MisfireGrace is how late the latest due fire time of a job with
+// misfire: skip may be and still run: the leader fires it, and a worker
+// counts a run granted later than this after its time as a catch-up.
+const MisfireGrace = 2 * time.Second

@@ -397,7 +397,7 @@ func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec,
 	case jobs.MisfireSkip:
 		latest := due[len(due)-1]
 		missed := due[:len(due)-1]
-		if now.Sub(latest) > misfireGrace {
+		if now.Sub(latest) > jobs.MisfireGrace {
 			missed = due
 		}
 		if len(missed) > 0 {

@@ -1,6 +1,10 @@
 package scheduler
 
-import "time"
+import (
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+)
 
 // CatchupObserver, if a worker's Observer implements it, is told of the
 // start of a catch-up run (IsCatchup) instead of AttemptStarted: how late
@@ -12,7 +16,7 @@ type CatchupObserver interface {
 }
 
 // IsCatchup reports whether an assignment is the first attempt of a
-// scheduled run that the leader granted more than misfireGrace after its
+// scheduled run that the leader granted more than jobs.MisfireGrace after its
 // fire time (and jitter): a fire time it found already missed, as its
 // misfire policy does (leader.handleDueInto). GrantedAt is the leader's
 // clock, so the worker's own clock does not enter into it.
@@ -21,7 +25,7 @@ func IsCatchup(a Assignment) bool {
 		return false
 	}
 	due := a.Run.ScheduledAt.Add(a.Spec.JitterFor(a.Run.ScheduledAt))
-	return a.Attempt.GrantedAt.Sub(due) > misfireGrace
+	return a.Attempt.GrantedAt.Sub(due) > jobs.MisfireGrace
 }
 
 // observeStart tells the Observer an attempt's process starts.

@@ -17,7 +17,7 @@ func TestIsCatchup(t *testing.T) {
 		want bool
 	}{
 		{a("schedule", 1, 10*time.Millisecond), false},
-		{a("schedule", 1, misfireGrace+time.Millisecond), true},
+		{a("schedule", 1, jobs.MisfireGrace+time.Millisecond), true},
 		{a("schedule", 1, time.Hour), true},
 		{a("schedule", 2, time.Hour), false}, // a retry: late by its backoff
 		{a("manual", 1, time.Hour), false},
@@ -29,7 +29,7 @@ func TestIsCatchup(t *testing.T) {
 	// Jitter moves the fire time the grant is measured from.
 	j := a("schedule", 1, 5*time.Second)
 	j.Spec.Jitter = jobs.Duration(time.Minute)
-	if IsCatchup(j) != (5*time.Second-j.Spec.JitterFor(at) > misfireGrace) {
+	if IsCatchup(j) != (5*time.Second-j.Spec.JitterFor(at) > jobs.MisfireGrace) {
 		t.Error("jitter not taken into account")
 	}
 }

@@ -16,9 +16,6 @@ import (
 )
 
 const (
-	// misfireGrace is how late the latest due fire time may be and still
-	// run under misfire: skip.
-	misfireGrace = 2 * time.Second
 	// maxEnumerate bounds how many missed fire times one pass walks.
 	maxEnumerate = 100000
 	// leaseTick is how often the leader looks for expired leases and due

@@ -121,7 +121,7 @@ func TestLeader_MisfirePolicies(t *testing.T) {
 		{jobs.MisfireAll, "* * * * * *", base.Add(5*time.Second + 300*time.Millisecond), []string{"09:00:01", "09:00:02", "09:00:03", "09:00:04", "09:00:05"}, 0, ""},
 		{jobs.MisfireSkip, "* * * * * *", base.Add(5*time.Second + 300*time.Millisecond), []string{"09:00:05"}, 4, "missed (misfire: skip)"},
 		// :05 and :10 due, the latest itself late beyond the grace: nothing runs.
-		{jobs.MisfireSkip, "*/5 * * * * *", base.Add(10*time.Second + misfireGrace + 500*time.Millisecond), nil, 2, "missed (misfire: skip)"},
+		{jobs.MisfireSkip, "*/5 * * * * *", base.Add(10*time.Second + jobs.MisfireGrace + 500*time.Millisecond), nil, 2, "missed (misfire: skip)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.misfire, func(t *testing.T) {

@@ -4,36 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
-
-// preGrantLead is how long before a run's fire time the leader grants it.
-// It covers the grant's commit, the dispatch, the establish and the lease
-// confirmation at a few hundred fires a second on a small machine (their
-// p99 together was ~450 ms at 100 fires/s before grants ahead), and is
-// short enough that a job firing every second with overlap forbid usually
-// has its previous run completed when the next is granted. It is capped
-// by a quarter of the job's lease TTL (leadFor), so waiting is a small
-// part of what the lease covers.
-const preGrantLead = 500 * time.Millisecond
-
-// leadFor is how long before a fire time the leader grants spec's runs.
-func leadFor(spec jobs.Spec) time.Duration {
-	return min(preGrantLead, spec.Lease()/4)
-}
-
-// StartAt returns when the worker may start the attempt's process: the
-// run's fire time (its scheduled time plus the job's jitter) for a
-// scheduled run, which a grant ahead precedes; zero (at once) otherwise.
-func (a Assignment) StartAt() time.Time {
-	if a.Run.Trigger != "schedule" {
-		return time.Time{}
-	}
-	return a.Run.ScheduledAt.Add(a.Spec.JitterFor(a.Run.ScheduledAt))
-}
 
 // grantAhead grants each entry's next run ahead of its fire time, in
 // batches as fireMany grants due runs. An entry whose run was granted

@@ -5,14 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // The leader grants a run ahead of its fire time and moves the job to its
@@ -81,65 +77,6 @@ func TestLeader_GrantsAhead(t *testing.T) {
 	}
 }
 
-// A worker given a run granted ahead confirms the lease at once and
-// starts the process at the fire time, not before.
-func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
-	// Every renewal is confirmed.
-	script := make([]*renewAnswer, 1000)
-	for i := range script {
-		script[i] = held
-	}
-	f := newLeaseFixture(t, script...)
-	fireAt := leaseT0.Add(12 * time.Second)
-	c, marker := runAhead(t, f, fireAt)
-	if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
-		t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
-	}
-	if sends := f.leader.sends(); len(sends) == 0 || sends[0] != 0 {
-		t.Errorf("renewals sent at %v: want the lease confirmed at once, not at the fire time", sends)
-	}
-	if _, err := os.Stat(marker); err != nil {
-		t.Errorf("the process did not run: %v", err)
-	}
-}
-
-// A run granted ahead whose lease is lost before its fire time (taken over
-// by a newer attempt) never starts its process.
-func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
-	f := newLeaseFixture(t, held, notYours)
-	fireAt := leaseT0.Add(25 * time.Second)
-	c, marker := runAhead(t, f, fireAt)
-	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "before the fire time") {
-		t.Errorf("completion %+v: want lost before the fire time, never started", c)
-	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("the process ran (marker: %v)", err)
-	}
-}
-
-// runAhead has f's worker run a scheduled attempt granted at leaseT0 for
-// fireAt, whose process touches a marker file, and returns its completion
-// and the marker's path. The clock stops at the fire time: the process
-// runs in real time, and nothing after its start needs the clock to move.
-func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (fsm.Completion, string) {
-	t.Helper()
-	marker := filepath.Join(t.TempDir(), "ran")
-	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
-		t.Fatal(err)
-	}
-	return f.completionBy(t, fireAt), marker
-}
-
-// tickAhead is a scheduled attempt for fireAt, granted at granted with a
-// lease of ttl, whose process touches marker.
-func tickAhead(marker string, fireAt, granted time.Time, ttl time.Duration) Assignment {
-	return Assignment{
-		Run:     jobs.Run{ID: "tick@x", Job: "tick", Trigger: "schedule", ScheduledAt: fireAt},
-		Spec:    jobs.Spec{Name: "tick", Shell: `touch "$MARKER"`, Env: map[string]string{"MARKER": marker}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(ttl)},
-		Attempt: jobs.Attempt{ID: "tick@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 1}, GrantedAt: granted},
-	}
-}
-
 // batchDispatcher records batch dispatches and single ones; failMany
 // makes every batch fail.
 type batchDispatcher struct {
@@ -181,41 +118,5 @@ func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
 				t.Errorf("%d single dispatches after a failed batch, want 3", len(d.sent))
 			}
 		})
-	}
-}
-
-// A worker that shuts down while a run granted ahead waits for its fire
-// time reports it lost without starting it, so a job with retries gets
-// another attempt elsewhere.
-func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
-	f := newLeaseFixture(t, held, held, held)
-	marker := filepath.Join(t.TempDir(), "ran")
-	a := tickAhead(marker, leaseT0.Add(20*time.Second), leaseT0, testTTL)
-	if err := f.w.Accept(a); err != nil {
-		t.Fatal(err)
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for f.w.LeaseStates()[a.Attempt.ID] != LeaseHeld {
-		if time.Now().After(deadline) {
-			t.Fatalf("lease never held: %v", f.w.LeaseStates())
-		}
-		time.Sleep(time.Millisecond)
-	}
-	closed := make(chan error, 1)
-	go func() { closed <- f.w.Close(context.Background()) }()
-	var c fsm.Completion
-	select {
-	case c = <-f.leader.done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("no completion within 30s")
-	}
-	if err := <-closed; err != nil {
-		t.Fatal(err)
-	}
-	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "before the fire time") {
-		t.Errorf("completion %+v: want lost before the fire time, never started", c)
-	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("the process ran (marker: %v)", err)
 	}
 }

@@ -48,61 +48,10 @@ type Raft interface {
 	Members() []election.Member
 }
 
-// Assignment is what the leader hands a worker: one attempt of one run.
-type Assignment struct {
-	Run     jobs.Run     `json:"run"`
-	Attempt jobs.Attempt `json:"attempt"`
-	Spec    jobs.Spec    `json:"spec"`
-}
-
-// TokenExpires returns when the attempt's fence token stops being good:
-// jobs.Spec.TokenExpiry of its replicated grant time, or of its fire time
-// if it was granted ahead of it (StartAt), so the wait before the fire
-// time takes nothing from the job's timeout. The job's signed
-// FENCECRON_TOKEN and the worker's own establish and publish carry it.
-func (a Assignment) TokenExpires() time.Time {
-	from := a.Attempt.GrantedAt
-	if start := a.StartAt(); start.After(from) {
-		from = start
-	}
-	return a.Spec.TokenExpiry(from)
-}
-
-// Scope is what the attempt's token may write: keys under the literal
-// directory of its output template, or under "<job>/" for a job without an
-// output or whose template has none (jobs.Spec.OutputPrefix): never the
-// whole store.
-func (a Assignment) Scope() fencedstore.Scope {
-	return fencedstore.Scope{Job: a.Run.Job, Prefix: a.Spec.OutputPrefix()}
-}
-
-// SignedToken is the attempt's token as its job gets it, to be signed:
-// with its attempt id, its scope and its expiry.
-func (a Assignment) SignedToken() fencedstore.SignedToken {
-	return fencedstore.SignedToken{
-		Token:   a.Attempt.Token,
-		Attempt: a.Attempt.ID,
-		Scope:   a.Scope(),
-		Expires: a.TokenExpires(),
-	}
-}
-
 // Dispatcher delivers an assignment to the named worker. Delivering the
 // same attempt twice must start it at most once.
 type Dispatcher interface {
 	Dispatch(ctx context.Context, worker string, a Assignment) error
-}
-
-// RenewReply is the leader's answer to a lease renewal.
-type RenewReply struct {
-	// Held is false when the attempt is definitely not the worker's any
-	// more (expired, superseded, finished): the worker must stop.
-	Held   bool          `json:"held"`
-	TTL    jobs.Duration `json:"ttl"`
-	Reason string        `json:"reason,omitempty"`
-	// Started confirms the start the renewal asked for (Renewal.Start):
-	// the worker may start the attempt's process (startconfirm.go).
-	Started bool `json:"started,omitempty"`
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running

@@ -1,13 +1,8 @@
 package scheduler
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -87,87 +82,6 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	}
 }
 
-func btoi(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// startLeader takes renewals in batches; it answers the renewals that ask
-// for a start with an error (no leader) until refuse of them were
-// answered, or for good if refuse < 0, then confirms them.
-type startLeader struct {
-	holdingLeader
-	refuse int
-
-	mu          sync.Mutex
-	asked       []time.Time // when each start renewal arrived
-	confirmedAt time.Time
-}
-
-func (l *startLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]RenewReply, len(rs))
-	for i, r := range rs {
-		if r.Start {
-			l.asked = append(l.asked, time.Now())
-			if l.refuse < 0 || len(l.asked) <= l.refuse {
-				return nil, errors.New("no leader")
-			}
-			if l.confirmedAt.IsZero() {
-				l.confirmedAt = time.Now()
-			}
-		}
-		out[i] = RenewReply{Held: true, TTL: jobs.Duration(time.Second), Started: r.Start}
-	}
-	return out, nil
-}
-
-// A worker given a run granted ahead asks the leader to confirm its start
-// just before the fire time, and starts the process only once a leader
-// has: with no leader to confirm it, never (its lease runs out).
-func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		refuse int
-		want   jobs.State
-	}{
-		{"confirmed after three tries", 3, jobs.Succeeded},
-		{"never confirmed", -1, jobs.Lost},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			l := &startLeader{holdingLeader: holdingLeader{done: make(chan fsm.Completion, 1)}, refuse: tc.refuse}
-			w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
-			if err := w.Open(); err != nil {
-				t.Fatal(err)
-			}
-			defer w.Close(context.Background())
-			marker := filepath.Join(t.TempDir(), "ran")
-			fireAt := time.Now().Add(300 * time.Millisecond)
-			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), time.Second)); err != nil {
-				t.Fatal(err)
-			}
-			c := l.completion(t)
-			l.mu.Lock()
-			defer l.mu.Unlock()
-			if len(l.asked) == 0 || l.asked[0].Before(fireAt.Add(-startConfirmLead)) {
-				t.Fatalf("start renewals at %v; want the first no earlier than %s before the fire time %s", l.asked, startConfirmLead, fireAt)
-			}
-			_, err := os.Stat(marker)
-			switch {
-			case c.State != tc.want:
-				t.Errorf("completion %+v: want %s", c, tc.want)
-			case tc.want == jobs.Succeeded && (c.StartedAt.Before(l.confirmedAt) || c.StartedAt.Before(fireAt) || err != nil):
-				t.Errorf("started at %s (marker: %v); want after the confirmation at %s and the fire time %s", c.StartedAt, err, l.confirmedAt, fireAt)
-			case tc.want == jobs.Lost && (!c.StartedAt.IsZero() || !os.IsNotExist(err)):
-				t.Errorf("completion %+v, marker %v: want never started", c, err)
-			}
-		})
-	}
-}
-
 // The leader confirms a start only while nothing can have taken the run
 // from the worker: not while the attempt's expiry as never started is on
 // its way to the log, and not from a loop whose election entry is no
@@ -225,4 +139,11 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	if r, err := l.renew(Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {
 		t.Errorf("a start asked of a loop whose term is over: %+v, %v; want %v", r, err, jobs.ErrNotLeader)
 	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
