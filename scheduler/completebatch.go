@@ -5,11 +5,12 @@ import (
 	"fmt"
 
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 var (
-	_ BatchCompleter = (*Scheduler)(nil)
-	_ BatchCompleter = local{}
+	_ worker.BatchCompleter = (*Scheduler)(nil)
+	_ worker.BatchCompleter = local{}
 )
 
 // CompleteMany reports completions: as the leader, or through the
@@ -18,20 +19,20 @@ func (s *Scheduler) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]er
 	if s.answersHere() {
 		return local{s}.CompleteMany(ctx, cs)
 	}
-	if bc, ok := s.Forwarder.(BatchCompleter); ok {
+	if bc, ok := s.Forwarder.(worker.BatchCompleter); ok {
 		return bc.CompleteMany(ctx, cs)
 	}
-	return CompleteEach(ctx, s.Forwarder, cs), nil
+	return worker.CompleteEach(ctx, s.Forwarder, cs), nil
 }
 
 // CompleteMany answers as the leader: every completion at once, so that
 // they share the committer's groups, each answered as Complete answers.
 func (l local) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
-	if len(cs) > MaxCompleteBatch {
-		return nil, invalid("complete %d attempts at once: at most %d", len(cs), MaxCompleteBatch)
+	if len(cs) > worker.MaxCompleteBatch {
+		return nil, invalid("complete %d attempts at once: at most %d", len(cs), worker.MaxCompleteBatch)
 	}
 	if err := l.leads(fmt.Sprintf("complete %d attempts", len(cs))); err != nil {
 		return nil, err
 	}
-	return CompleteEach(ctx, l, cs), nil
+	return worker.CompleteEach(ctx, l, cs), nil
 }

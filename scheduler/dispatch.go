@@ -3,6 +3,8 @@ package scheduler
 import (
 	"context"
 	"time"
+
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // BatchDispatcher is a Dispatcher that can also deliver several
@@ -14,7 +16,7 @@ import (
 // leader then dispatches each on its own (Dispatch), which the worker
 // answers for a duplicate without starting anything.
 type BatchDispatcher interface {
-	DispatchMany(ctx context.Context, worker string, as []Assignment) error
+	DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error
 }
 
 // maxDispatchBatch bounds the assignments of one call (each carries its
@@ -24,7 +26,7 @@ const maxDispatchBatch = 64
 // dispatchAll delivers assignments: those for one worker in calls of up
 // to maxDispatchBatch where the Dispatcher can (BatchDispatcher), each on
 // its own otherwise or if its call fails.
-func (l *leader) dispatchAll(as []Assignment) {
+func (l *leader) dispatchAll(as []worker.Assignment) {
 	bd, ok := l.s.Dispatcher.(BatchDispatcher)
 	if !ok || len(as) < 2 {
 		for _, a := range as {
@@ -32,7 +34,7 @@ func (l *leader) dispatchAll(as []Assignment) {
 		}
 		return
 	}
-	byWorker := map[string][]Assignment{}
+	byWorker := map[string][]worker.Assignment{}
 	var order []string
 	for _, a := range as {
 		w := a.Attempt.Worker
@@ -51,7 +53,7 @@ func (l *leader) dispatchAll(as []Assignment) {
 				l.dispatch(chunk[0])
 				continue
 			}
-			var mine []Assignment
+			var mine []worker.Assignment
 			l.mu.Lock()
 			for _, a := range chunk {
 				if !l.inflight[a.Attempt.ID] {

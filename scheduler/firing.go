@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // fireEntry is one job in the firing queue: fire times after `after`
@@ -99,13 +100,13 @@ func (l *leader) buildQueue() fireQueue {
 			parsed[key] = sched
 		}
 		after, ok := l.s.FSM.LastScheduled(spec.Name)
-		if !ok || after.After(now.Add(leadFor(spec))) {
+		if !ok || after.After(now.Add(worker.LeadFor(spec))) {
 			// A time a little ahead was granted ahead (pregrant.go):
 			// it is handled. One further ahead is not one of ours.
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: leadFor(spec)}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: worker.LeadFor(spec)}
 			e.setNext(next)
 			q = append(q, e)
 		}
@@ -220,14 +221,14 @@ func (l *leader) fireMany(fires []dueFire) {
 			continue
 		}
 		key, err := d.spec.OutputKey(d.at)
-		worker, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		wk, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
 		if err != nil || !ok {
 			singles = append(singles, d)
 			continue
 		}
-		load[worker]++
+		load[wk]++
 		specs[d.spec.Name] = d.spec
-		batch = append(batch, fsm.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now()})
+		batch = append(batch, fsm.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now()})
 	}
 	var (
 		wg sync.WaitGroup
@@ -292,7 +293,7 @@ func (l *leader) grantBatch(gs []fsm.GrantCmd, specs map[string]jobs.Spec) (refu
 		l.log.Error("batch grant failed", "runs", len(gs), "first", jobs.RunID(gs[0].Job, gs[0].ScheduledAt), "err", err)
 		return nil
 	}
-	var granted []Assignment
+	var granted []worker.Assignment
 	for i, r := range res.Batch {
 		g, spec := gs[i], specs[gs[i].Job]
 		if errors.Is(r.Err, fsm.ErrBatchOverlap) {
@@ -313,7 +314,7 @@ func (l *leader) grantBatch(gs []fsm.GrantCmd, specs map[string]jobs.Spec) (refu
 // grant failed (its outcome may then be unknown: leadership lost
 // mid-apply; the unique (job, scheduled time) makes a later grant of the
 // same time refuse, and a new leader recovers whatever committed).
-func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int, out *[]Assignment) (jobs.Run, error) {
+func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, batch int, out *[]worker.Assignment) (jobs.Run, error) {
 	log := l.log.With("job", spec.Name, "scheduled_at", at)
 	switch {
 	case errors.Is(err, jobs.ErrDuplicateRun):
@@ -444,13 +445,13 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 	g := &fsm.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := fsm.OpGrant
 	key, err := spec.OutputKey(at)
-	switch worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
+	switch wk, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 	case err != nil:
 		op, g.Reason = fsm.OpSkip, err.Error()
 	case !ok:
 		op, g.Reason = fsm.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
 	default:
-		g.Output, g.Worker = key, worker
+		g.Output, g.Worker = key, wk
 	}
 	res, err := l.propose(fsm.Command{Op: op, Grant: g})
 	return l.granted(spec, at, res.Run, err, 1, nil)

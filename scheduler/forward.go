@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Forwarder is what a node asks of the leader. Scheduler implements it
@@ -30,7 +31,7 @@ type Forwarder interface {
 	Complete(ctx context.Context, c fsm.Completion) error
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 	Audit(ctx context.Context, kind, node, detail string) error
-	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
+	Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error)
 }
 
 var (
@@ -177,8 +178,8 @@ func checkCompletion(c fsm.Completion) error {
 		return invalid("complete %s: a field is too long (node %d, signal %d, store_outcome %d, error %d, stderr_tail %d bytes; at most %d, %d, %d, %d, %d)",
 			c.Attempt, len(c.Node), len(c.Signal), len(c.StoreOutcome), len(c.Error), len(c.StderrTail),
 			maxNodeLen, maxSignalLen, maxOutcomeLen, maxErrorLen, maxStderrTail)
-	case len(c.StdoutTail) > StdoutTailBytes || !utf8.ValidString(c.StdoutTail):
-		return invalid("complete %s: stdout_tail of %d bytes: at most %d bytes of UTF-8", c.Attempt, len(c.StdoutTail), StdoutTailBytes)
+	case len(c.StdoutTail) > worker.StdoutTailBytes || !utf8.ValidString(c.StdoutTail):
+		return invalid("complete %s: stdout_tail of %d bytes: at most %d bytes of UTF-8", c.Attempt, len(c.StdoutTail), worker.StdoutTailBytes)
 	}
 	return nil
 }
@@ -215,10 +216,10 @@ func (l local) Audit(ctx context.Context, kind, node, detail string) error {
 	return err
 }
 
-func (l local) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
+func (l local) Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error) {
 	t := l.s.term.Load()
 	if t == nil {
-		return RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
+		return worker.RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
 	}
-	return t.renew(Renewal{Attempt: attempt}, node)
+	return t.renew(worker.Renewal{Attempt: attempt}, node)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 const (
@@ -276,7 +277,7 @@ func (l *leader) checkRetries() {
 		if !known || !fsm.AwaitsRetry(run) {
 			continue
 		}
-		worker, ok := l.chooseWorker(spec, run.ID, a.Worker)
+		wk, ok := l.chooseWorker(spec, run.ID, a.Worker)
 		if !ok {
 			l.log.Warn("no worker for retry; trying again later", "run", run.ID)
 			l.mu.Lock()
@@ -284,7 +285,7 @@ func (l *leader) checkRetries() {
 			l.mu.Unlock()
 			continue
 		}
-		res, err := l.propose(fsm.Command{Op: fsm.OpRetry, Retry: &fsm.RetryCmd{Run: run.ID, After: a.Number, Worker: worker, At: l.s.now()}})
+		res, err := l.propose(fsm.Command{Op: fsm.OpRetry, Retry: &fsm.RetryCmd{Run: run.ID, After: a.Number, Worker: wk, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
@@ -340,7 +341,7 @@ func (l *leader) recover() {
 		l.leases[a.ID] = newLease(run, *a, l.ttlOf(run.Job), now)
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
-			l.dispatch(Assignment{Run: run, Attempt: *a, Spec: spec})
+			l.dispatch(worker.Assignment{Run: run, Attempt: *a, Spec: spec})
 		}
 	}
 	l.scheduleRetries()

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // fakeRaft applies commands to the FSM at once, as a one-node Raft whose
@@ -44,10 +45,10 @@ func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 // recordingDispatcher remembers assignments.
 type recordingDispatcher struct {
 	mu   sync.Mutex
-	sent []Assignment
+	sent []worker.Assignment
 }
 
-func (d *recordingDispatcher) Dispatch(ctx context.Context, worker string, a Assignment) error {
+func (d *recordingDispatcher) Dispatch(ctx context.Context, wk string, a worker.Assignment) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.sent = append(d.sent, a)
@@ -229,13 +230,13 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	}
 	// A renewal for the expired attempt is a definite no; for the new one,
 	// yes.
-	if r, _ := l.renew(Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
+	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
 		t.Error("the expired attempt's lease was renewed")
 	}
-	if r, _ := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
+	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
 		t.Errorf("the takeover attempt's lease was not renewed: %s", r.Reason)
 	}
-	if r, _ := l.renew(Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
+	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
 		t.Error("another node renewed the takeover attempt's lease")
 	}
 }

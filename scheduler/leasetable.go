@@ -11,6 +11,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // lease is the leader's in-memory view of an attempt's ownership.
@@ -90,18 +91,18 @@ func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
 }
 
 // lease starts the lease of a new attempt and returns its assignment.
-func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) Assignment {
+func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) worker.Assignment {
 	ttl := spec.Lease()
 	l.mu.Lock()
 	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
 	l.mu.Unlock()
-	return Assignment{Run: run, Attempt: att, Spec: spec}
+	return worker.Assignment{Run: run, Attempt: att, Spec: spec}
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id
 // (never a new attempt) until the worker takes it, the lease goes, or the
 // term ends.
-func (l *leader) dispatch(a Assignment) {
+func (l *leader) dispatch(a worker.Assignment) {
 	l.mu.Lock()
 	if l.inflight[a.Attempt.ID] {
 		l.mu.Unlock()
@@ -154,14 +155,14 @@ func (l *leader) leased(attempt string) bool {
 // yours". A start is confirmed only while this loop's election entry is
 // the last one applied: a loop that outlived its term may answer for an
 // attempt a newer leader granted and will expire (errStaleLoop).
-func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
+func (l *leader) renew(r worker.Renewal, node string) (worker.RenewReply, error) {
 	attemptID := r.Attempt
 	run, att, ok := l.current(attemptID)
 	switch {
 	case !ok:
-		return RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, nil
 	case att.Worker != node:
-		return RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
 	}
 	// A worker that does not say it confirms starts may start on any
 	// renewal answered Held (an older one, or one whose renewal was sent
@@ -172,14 +173,14 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 		// After current: an attempt granted since another election
 		// entry is seen only with that entry applied.
 		if epoch, index := l.s.FSM.Elected(); epoch != l.electedEpoch || index != l.electedIndex || !l.s.Raft.IsLeader() {
-			return RenewReply{}, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
+			return worker.RenewReply{}, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
 		}
 	}
 	now := l.s.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if start && l.unstarted[attemptID] {
-		return RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
 	}
 	le := l.leases[attemptID]
 	if le == nil {
@@ -191,7 +192,7 @@ func (l *leader) renew(r Renewal, node string) (RenewReply, error) {
 	le.deadline = now.Add(le.ttl)
 	le.confirming = le.confirming || r.Confirming
 	le.started = le.started || start
-	return RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
+	return worker.RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
 }
 
 // current returns the attempt if it is its run's latest and still open.

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // grantAhead grants each entry's next run ahead of its fire time, in
@@ -31,13 +32,13 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			continue
 		}
 		key, err := spec.OutputKey(e.next)
-		worker, ok := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
+		wk, ok := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
 		if err != nil || !ok {
 			continue
 		}
-		load[worker]++
+		load[wk]++
 		specs[spec.Name] = spec
-		gs = append(gs, fsm.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: worker, At: s.now(), Ahead: true})
+		gs = append(gs, fsm.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now(), Ahead: true})
 		owners = append(owners, e)
 	}
 	var wg sync.WaitGroup
@@ -63,7 +64,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 				}
 				results = res.Batch
 			}
-			var granted []Assignment
+			var granted []worker.Assignment
 			defer func() { l.dispatchAll(granted) }()
 			for i, r := range results {
 				g, e := chunk[i], owners[from+i]

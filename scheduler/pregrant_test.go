@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // The leader grants a run ahead of its fire time and moves the job to its
@@ -24,10 +25,10 @@ func TestLeader_GrantsAhead(t *testing.T) {
 		t.Fatal(err)
 	}
 	fireAt := base.Add(time.Second)
-	l.s.Clock = fixedClock{fireAt.Add(-preGrantLead / 2)}
+	l.s.Clock = fixedClock{fireAt.Add(-worker.PreGrantLead / 2)}
 	q := fireQueue{due(t, allow, base), due(t, forbid, base)}
 	for _, e := range q {
-		e.lead = preGrantLead
+		e.lead = worker.PreGrantLead
 	}
 	heap.Init(&q)
 	l.fireDue(&q)
@@ -52,7 +53,7 @@ func TestLeader_GrantsAhead(t *testing.T) {
 	l.wg.Wait()
 	d := l.s.Dispatcher.(*recordingDispatcher)
 	d.mu.Lock()
-	var sent []Assignment
+	var sent []worker.Assignment
 	sent = append(sent, d.sent...)
 	d.mu.Unlock()
 	found := false
@@ -82,10 +83,10 @@ func TestLeader_GrantsAhead(t *testing.T) {
 type batchDispatcher struct {
 	recordingDispatcher
 	failMany bool
-	batches  [][]Assignment
+	batches  [][]worker.Assignment
 }
 
-func (d *batchDispatcher) DispatchMany(ctx context.Context, worker string, as []Assignment) error {
+func (d *batchDispatcher) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.failMany {

@@ -5,35 +5,36 @@ import (
 	"fmt"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 var (
-	_ BatchRenewer = (*Scheduler)(nil)
-	_ BatchRenewer = local{}
+	_ worker.BatchRenewer = (*Scheduler)(nil)
+	_ worker.BatchRenewer = local{}
 )
 
 // RenewMany renews attempts of node: as the leader, or through the
 // Forwarder (in one call if it can, one per attempt if not).
-func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
+func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	if s.answersHere() {
 		return local{s}.RenewMany(ctx, node, rs)
 	}
-	if br, ok := s.Forwarder.(BatchRenewer); ok {
+	if br, ok := s.Forwarder.(worker.BatchRenewer); ok {
 		return br.RenewMany(ctx, node, rs)
 	}
-	return RenewEach(ctx, s.Forwarder, node, rs)
+	return worker.RenewEach(ctx, s.Forwarder, node, rs)
 }
 
 // RenewMany answers as the leader, each attempt as Renew does.
-func (l local) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
-	if len(rs) > maxRenewBatch {
-		return nil, invalid("renew %d attempts at once: at most %d", len(rs), maxRenewBatch)
+func (l local) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	if len(rs) > worker.MaxRenewBatch {
+		return nil, invalid("renew %d attempts at once: at most %d", len(rs), worker.MaxRenewBatch)
 	}
 	t := l.s.term.Load()
 	if t == nil {
 		return nil, fmt.Errorf("renew %d attempts: %w", len(rs), jobs.ErrNotLeader)
 	}
-	out := make([]RenewReply, len(rs))
+	out := make([]worker.RenewReply, len(rs))
 	for i, r := range rs {
 		reply, err := t.renew(r, node)
 		if err != nil {

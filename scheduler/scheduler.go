@@ -30,6 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Raft is what the scheduler needs from the coordination plane
@@ -51,7 +52,7 @@ type Raft interface {
 // Dispatcher delivers an assignment to the named worker. Delivering the
 // same attempt twice must start it at most once.
 type Dispatcher interface {
-	Dispatch(ctx context.Context, worker string, a Assignment) error
+	Dispatch(ctx context.Context, wk string, a worker.Assignment) error
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running
@@ -295,7 +296,7 @@ func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.R
 }
 
 // Renew renews the lease of an attempt for the worker node, on the leader.
-func (s *Scheduler) Renew(ctx context.Context, attempt, node string) (RenewReply, error) {
+func (s *Scheduler) Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error) {
 	if s.answersHere() {
 		return s.Local().Renew(ctx, attempt, node)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // The fixture is the report handoff (docs/how-it-works.md) in miniature: n1 leads
@@ -409,8 +410,8 @@ func (f *fakeScheduler) Complete(context.Context, fsm.Completion) error   { retu
 func (f *fakeScheduler) Note(context.Context, string, string, string, string) error {
 	return nil
 }
-func (f *fakeScheduler) Renew(context.Context, string, string) (scheduler.RenewReply, error) {
-	return scheduler.RenewReply{}, nil
+func (f *fakeScheduler) Renew(context.Context, string, string) (worker.RenewReply, error) {
+	return worker.RenewReply{}, nil
 }
 
 var _ scheduler.Forwarder = (*fakeScheduler)(nil)

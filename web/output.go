@@ -12,8 +12,8 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // An attempt's output (scheduler/output.go): GET /attempts/{id} shows it,
@@ -27,7 +27,7 @@ import (
 // (scheduler/rpc.Client). An attempt the worker no longer runs is an
 // error wrapping jobs.ErrNotFound.
 type Outputs interface {
-	AttemptOutput(ctx context.Context, worker string, req scheduler.OutputRequest) (scheduler.LiveOutput, error)
+	AttemptOutput(ctx context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error)
 }
 
 // outputAskTimeout bounds the question to a worker while a page renders.
@@ -84,7 +84,7 @@ func splitRunID(id string) (string, time.Time, bool) {
 // attemptOutput returns what attempt a wrote from the asked offsets on:
 // its worker's live rings while it runs, its record's tails once it has
 // ended (or its worker no longer has it).
-func (s *Server) attemptOutput(ctx context.Context, a jobs.Attempt, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+func (s *Server) attemptOutput(ctx context.Context, a jobs.Attempt, req worker.OutputRequest) (worker.LiveOutput, error) {
 	if !a.State.Terminal() && s.Outputs != nil {
 		ctx, cancel := context.WithTimeout(ctx, outputAskTimeout)
 		defer cancel()
@@ -93,17 +93,17 @@ func (s *Server) attemptOutput(ctx context.Context, a jobs.Attempt, req schedule
 		case err == nil:
 			return out, nil
 		case !errors.Is(err, jobs.ErrNotFound):
-			return scheduler.LiveOutput{}, fmt.Errorf("%w: output of attempt %s from its worker %s: %v", errUnavailable, a.ID, a.Worker, err)
+			return worker.LiveOutput{}, fmt.Errorf("%w: output of attempt %s from its worker %s: %v", errUnavailable, a.ID, a.Worker, err)
 		}
 		// Not on its worker any more: its completion is on its way.
 	}
-	out := scheduler.RecordedOutput(a)
+	out := worker.RecordedOutput(a)
 	out.Final = a.State.Terminal()
 	return out, nil
 }
 
 func (s *Server) handleAttemptOutput(w http.ResponseWriter, r *http.Request) {
-	req := scheduler.OutputRequest{Attempt: chi.URLParam(r, "id")}
+	req := worker.OutputRequest{Attempt: chi.URLParam(r, "id")}
 	for name, v := range map[string]*int64{"stdout_from": &req.StdoutFrom, "stderr_from": &req.StderrFrom} {
 		if t := r.URL.Query().Get(name); t != "" {
 			n, err := strconv.ParseInt(t, 10, 64)
@@ -131,7 +131,7 @@ type attemptPage struct {
 	pageBase
 	Run     jobs.Run
 	Attempt jobs.Attempt
-	Output  scheduler.LiveOutput
+	Output  worker.LiveOutput
 	// OutputErr says why the live output could not be read.
 	OutputErr string
 	// Published is set when the attempt's stdout went to the store.
@@ -147,10 +147,10 @@ func (s *Server) handleAttemptPage(w http.ResponseWriter, r *http.Request) {
 	}
 	p := &attemptPage{pageBase: s.base(r, "Attempt "+id, "jobs"), Run: run, Attempt: a,
 		Published: run.Output != "" && a.StoreOutcome == "applied"}
-	p.Output, err = s.attemptOutput(r.Context(), a, scheduler.OutputRequest{Attempt: id})
+	p.Output, err = s.attemptOutput(r.Context(), a, worker.OutputRequest{Attempt: id})
 	if err != nil {
 		p.OutputErr = err.Error()
-		p.Output = scheduler.RecordedOutput(a)
+		p.Output = worker.RecordedOutput(a)
 	}
 	s.render(w, r, http.StatusOK, "attempt.html", p)
 }

@@ -10,31 +10,31 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // fakeOutputs answers for one running attempt on worker w1 and records
 // what it was asked.
 type fakeOutputs struct {
 	mu    sync.Mutex
-	asked []scheduler.OutputRequest
+	asked []worker.OutputRequest
 	down  bool
 }
 
-func (o *fakeOutputs) AttemptOutput(_ context.Context, worker string, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+func (o *fakeOutputs) AttemptOutput(_ context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.asked = append(o.asked, req)
 	switch {
 	case o.down:
-		return scheduler.LiveOutput{}, errors.New("dial tcp 127.0.0.1:1: connection refused")
-	case worker != "w1" || req.Attempt != "talk@20260801T090000Z.1":
-		return scheduler.LiveOutput{}, fmt.Errorf("attempt %s on %s: %w", req.Attempt, worker, jobs.ErrNotFound)
+		return worker.LiveOutput{}, errors.New("dial tcp 127.0.0.1:1: connection refused")
+	case wk != "w1" || req.Attempt != "talk@20260801T090000Z.1":
+		return worker.LiveOutput{}, fmt.Errorf("attempt %s on %s: %w", req.Attempt, wk, jobs.ErrNotFound)
 	}
 	text := "live <b>line</b> & more\n"
-	return scheduler.LiveOutput{Attempt: req.Attempt, Node: worker, Running: true,
-		Stdout: scheduler.OutputChunk{Text: text[min(int(req.StdoutFrom), len(text)):], From: req.StdoutFrom, Next: int64(len(text))},
-		Stderr: scheduler.OutputChunk{Text: "warming up\n", Next: 11}}, nil
+	return worker.LiveOutput{Attempt: req.Attempt, Node: wk, Running: true,
+		Stdout: worker.OutputChunk{Text: text[min(int(req.StdoutFrom), len(text)):], From: req.StdoutFrom, Next: int64(len(text))},
+		Stderr: worker.OutputChunk{Text: "warming up\n", Next: 11}}, nil
 }
 
 // outputFixture adds a running attempt and a finished one whose stdout
@@ -86,7 +86,7 @@ func TestServer_AttemptOutputPages(t *testing.T) {
 // record's tails once it has ended; clear refusals.
 func TestServer_AttemptOutputAPI(t *testing.T) {
 	f, outs := outputFixture(t)
-	var out scheduler.LiveOutput
+	var out worker.LiveOutput
 	code, _, body := f.get(t, "/api/v1/attempts/talk@20260801T090000Z.1/output?stdout_from=5&stderr_from=0")
 	if err := json.Unmarshal([]byte(body), &out); err != nil || code != 200 || out.Stdout.Text != "<b>line</b> & more\n" || !out.Running || out.Final {
 		t.Errorf("running, from 5: %d %s", code, body)
@@ -96,7 +96,7 @@ func TestServer_AttemptOutputAPI(t *testing.T) {
 		t.Errorf("the worker was asked %+v, want from offset 5", outs.asked)
 	}
 	outs.mu.Unlock()
-	out = scheduler.LiveOutput{}
+	out = worker.LiveOutput{}
 	code, _, body = f.get(t, "/api/v1/attempts/talk@20260801T085900Z.1/output")
 	if err := json.Unmarshal([]byte(body), &out); err != nil || code != 200 || !out.Final || out.Running || out.Stdout.Text != "<script>alert(1)</script>\ntotal 42\n" {
 		t.Errorf("finished: %d %s", code, body)

@@ -29,6 +29,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/scheduler/worker"
 	"github.com/fencecron/fencecron/web"
 	"github.com/fencecron/fencecron/web/metrics"
 )
@@ -243,16 +244,16 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	// A forced release raises its job's floor in this node's store (the
 	// one the worker writes to, so the same for every node).
 	sched.Store = store
-	worker := &scheduler.Worker{
+	wk := &worker.Worker{
 		ID: o.ID, Store: store, Leader: sched,
 		Grace: 2 * time.Second, Faults: o.Faults, DropEnv: o.DropEnv, JobNice: o.JobNice, Logger: log,
 		Observer: nodeMetrics, StoreCA: caFile, Clock: clock,
 	}
 	if signer != nil {
-		worker.TokenText = tokenText(signer, log)
+		wk.TokenText = tokenText(signer, log)
 	}
-	peers.Local = worker
-	internal := &rpc.Server{Leader: sched.Local(), Worker: worker, Logger: log, Clock: clock}
+	peers.Local = wk
+	internal := &rpc.Server{Leader: sched.Local(), Worker: wk, Logger: log, Clock: clock}
 	srv := &web.Server{
 		Addr: netJoin(bind, o.HTTPPort), Cluster: node, State: sm, Scheduler: sched, Internal: internal,
 		Store: store, TLS: id, PublicTLS: publicTLS, Logger: log,
@@ -273,7 +274,7 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 		storeAPI.WritesOff = "this node does not serve its store (store.serve is false): set store.serve: true in its config to take writes from its jobs (`fencecron publish`) and from other nodes"
 	}
 	// The store's refusals of jobs' own publishes go to the ledger.
-	refusals := &scheduler.NoteQueue{Leader: sched, Node: o.ID, Logger: log, Dropped: nodeMetrics.RefusalNoteDropped}
+	refusals := &worker.NoteQueue{Leader: sched, Node: o.ID, Logger: log, Dropped: nodeMetrics.RefusalNoteDropped}
 	if err := refusals.Open(); err != nil {
 		return err
 	}
@@ -295,14 +296,14 @@ func runNode(ctx context.Context, log *slog.Logger, o nodeOptions) error {
 	}
 	closers = append(closers, srv.Close)
 	// Jobs publish through the node that serves the store, over TLS.
-	worker.StoreAddr = "https://" + netJoin(advertise, srv.Port())
+	wk.StoreAddr = "https://" + netJoin(advertise, srv.Port())
 	if o.Store.Backend == config.BackendRemote {
-		worker.StoreAddr = clusterURL(o.Store.URL)
+		wk.StoreAddr = clusterURL(o.Store.URL)
 	}
-	if err := worker.Open(); err != nil {
+	if err := wk.Open(); err != nil {
 		return err
 	}
-	closers = append(closers, worker.Close)
+	closers = append(closers, wk.Close)
 	// Only now may others dispatch here: advertise the HTTP address.
 	node.UpdateMeta(func(m *election.Meta) { m.HTTPAddr = netJoin(advertise, srv.Port()) })
 	if err := sched.Open(); err != nil {

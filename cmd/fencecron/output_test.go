@@ -14,7 +14,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // A running job's output in a real Chromium, from a real `fencecron
@@ -151,9 +151,9 @@ func TestCluster_LiveOutputAcrossNodes(t *testing.T) {
 		t.Fatalf("triggered run %+v: want an attempt on w1", run)
 	}
 	id := run.Attempts[0].ID
-	var out scheduler.LiveOutput
+	var out worker.LiveOutput
 	err = localcluster.Until(30*time.Second, func() error {
-		out = scheduler.LiveOutput{}
+		out = worker.LiveOutput{}
 		if err := n1.GetJSON("/api/v1/attempts/"+id+"/output", &out); err != nil {
 			return err
 		}
@@ -166,7 +166,7 @@ func TestCluster_LiveOutputAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Asking from where it left off gives nothing new yet.
-	var more scheduler.LiveOutput
+	var more worker.LiveOutput
 	if err := n1.GetJSON(fmt.Sprintf("/api/v1/attempts/%s/output?stdout_from=%d", id, out.Stdout.Next), &more); err != nil || (more.Running && more.Stdout.Text != "") {
 		t.Errorf("from offset %d: %+v, %v", out.Stdout.Next, more, err)
 	}
@@ -174,7 +174,7 @@ func TestCluster_LiveOutputAcrossNodes(t *testing.T) {
 		t.Fatal(err)
 	}
 	err = localcluster.Until(30*time.Second, func() error {
-		out = scheduler.LiveOutput{}
+		out = worker.LiveOutput{}
 		if err := n1.GetJSON("/api/v1/attempts/"+id+"/output", &out); err != nil {
 			return err
 		}

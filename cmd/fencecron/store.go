@@ -21,7 +21,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Exit codes of `fencecron publish` and `fencecron get`.
@@ -286,8 +286,8 @@ func readSecret(path string) ([]byte, error) {
 // tokenText is the worker's TokenText hook: the attempt's token
 // (Assignment.SignedToken) signed with the node's key, for
 // FENCECRON_TOKEN.
-func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(scheduler.Assignment) string {
-	return func(a scheduler.Assignment) string {
+func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(worker.Assignment) string {
+	return func(a worker.Assignment) string {
 		text, err := signer.Sign(a.SignedToken())
 		if err != nil {
 			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)

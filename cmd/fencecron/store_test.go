@@ -22,7 +22,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/bolt"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // storeServer serves a bolt store with the cluster secret sg verifies.
@@ -164,7 +164,7 @@ func TestTokenText_SignsScopeAndAttempt(t *testing.T) {
 	sg, _ := fencedstore.NewSigner([]byte("cmd-test-cluster-secret-0123456789"))
 	hook := tokenText(sg, slog.New(slog.DiscardHandler))
 	granted := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
-	a := scheduler.Assignment{
+	a := worker.Assignment{
 		Run:     jobs.Run{ID: "report@x", Job: "report", Output: "reports/2026-07.csv"},
 		Attempt: jobs.Attempt{ID: "report@x.2", Token: jobs.Fence{Epoch: 4, Seq: 77}, GrantedAt: granted},
 		Spec:    jobs.Spec{Name: "report", Output: `reports/{{ .Scheduled.Format "2006-01" }}.csv`, Timeout: jobs.Duration(10 * time.Minute), LeaseTTL: jobs.Duration(30 * time.Second)},
@@ -300,9 +300,9 @@ func TestDev_ExpiredAndWholeStoreTokensRefused(t *testing.T) {
 	d := startDevStore(t)
 	report := d.waitSucceeded(t, jobs.Fence{})
 	hook := tokenText(d.sg, slog.New(slog.DiscardHandler))
-	assignment := func(job, output string, granted time.Time, seq uint64) scheduler.Assignment {
+	assignment := func(job, output string, granted time.Time, seq uint64) worker.Assignment {
 		run := jobs.Run{ID: jobs.RunID(job, granted), Job: job}
-		return scheduler.Assignment{
+		return worker.Assignment{
 			Run:     run,
 			Attempt: jobs.Attempt{ID: jobs.AttemptID(run.ID, 1), Number: 1, Token: jobs.Fence{Epoch: 1 << 40, Seq: seq}, GrantedAt: granted},
 			Spec:    jobs.Spec{Name: job, Output: output, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(10 * time.Second)},

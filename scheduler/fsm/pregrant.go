@@ -10,7 +10,7 @@ import (
 // Granting ahead (log version 4). A run granted at its fire time pays the
 // whole pipeline before its process starts: the grant's commit, the
 // dispatch, the establish at the store and the lease confirmation. So the
-// leader grants a scheduled run up to preGrantLead before its fire time
+// leader grants a scheduled run up to PreGrantLead before its fire time
 // (GrantCmd.Ahead); the worker receives it, establishes its token and
 // confirms its lease, keeps renewing the lease while it waits, and starts
 // the process from its own timer at the fire time (Assignment.StartAt).
@@ -26,7 +26,7 @@ import (
 // changes) while the job has an open run and its overlap is not allow; the
 // leader then grants the run at its fire time, as without ahead. The other
 // inputs (a pause, a new job set) act on a granted run as they act on one
-// already dispatched: a pause in the last preGrantLead before a fire time
+// already dispatched: a pause in the last PreGrantLead before a fire time
 // does not stop that run.
 //
 // Failures before the fire time: a worker that dies stops renewing, the

@@ -21,6 +21,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Client calls other nodes' Servers: the leader's for what this node asks
@@ -37,7 +38,7 @@ type Client struct {
 	// Self is this node's id; Local takes assignments for it without HTTP.
 	Self  string
 	Local interface {
-		Accept(scheduler.Assignment) error
+		Accept(worker.Assignment) error
 	}
 	// TLS is this node's cluster identity: every call is TLS, and the
 	// answering node must prove it is a node of the cluster.
@@ -70,7 +71,7 @@ var (
 	_ scheduler.Forwarder       = (*Client)(nil)
 	_ scheduler.Dispatcher      = (*Client)(nil)
 	_ scheduler.BatchDispatcher = (*Client)(nil)
-	_ scheduler.BatchRenewer    = (*Client)(nil)
+	_ worker.BatchRenewer       = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -165,7 +166,7 @@ func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error
 	var re *wire.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
-		return scheduler.CompleteEach(ctx, c, cs), nil
+		return worker.CompleteEach(ctx, c, cs), nil
 	case err != nil:
 		return nil, err
 	case len(reply.Errors) != len(cs):
@@ -192,8 +193,8 @@ func (c *Client) Audit(ctx context.Context, kind, node, detail string) error {
 
 // Renew asks the leader once (renewals have their own rhythm) to renew an
 // attempt's lease.
-func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.RenewReply, error) {
-	var reply scheduler.RenewReply
+func (c *Client) Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error) {
+	var reply worker.RenewReply
 	err := c.callLeader(ctx, pathRenew, renewRequest{Attempt: attempt, Node: node}, &reply)
 	return reply, err
 }
@@ -201,7 +202,7 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (scheduler.Ren
 // RenewMany asks the leader once to renew several attempts' leases
 // (scheduler.BatchRenewer). A leader of a version without it answers
 // no_route; the attempts are then renewed one call each.
-func (c *Client) RenewMany(ctx context.Context, node string, rs []scheduler.Renewal) ([]scheduler.RenewReply, error) {
+func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	if len(rs) > maxRenewMany {
 		return nil, fmt.Errorf("renew %d attempts at once: at most %d", len(rs), maxRenewMany)
 	}
@@ -229,7 +230,7 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []scheduler.Rene
 	var re *wire.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
-		return scheduler.RenewEach(ctx, c, node, rs)
+		return worker.RenewEach(ctx, c, node, rs)
 	case err != nil:
 		return nil, err
 	case len(reply.Replies) != len(rs):
@@ -241,8 +242,8 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []scheduler.Rene
 // Dispatch delivers an assignment to its worker: directly when it is this
 // node, over the network otherwise. It tries once; the leader decides
 // what a failure means.
-func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assignment) error {
-	return c.toWorker(worker, func() error { return c.Local.Accept(a) }, func(addr string) error {
+func (c *Client) Dispatch(ctx context.Context, wk string, a worker.Assignment) error {
+	return c.toWorker(wk, func() error { return c.Local.Accept(a) }, func(addr string) error {
 		return c.post(ctx, addr, pathDispatch, a, nil)
 	})
 }
@@ -250,7 +251,7 @@ func (c *Client) Dispatch(ctx context.Context, worker string, a scheduler.Assign
 // DispatchMany delivers several assignments to one worker in one call
 // (scheduler.BatchDispatcher), directly when it is this node. It tries
 // once; on an error the leader dispatches each on its own.
-func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler.Assignment) error {
+func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
 	if len(as) > maxDispatchMany {
 		return fmt.Errorf("dispatch %d assignments at once: at most %d", len(as), maxDispatchMany)
 	}
@@ -262,13 +263,13 @@ func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler
 		}
 		return nil
 	}
-	return c.toWorker(worker, local, func(addr string) error {
+	return c.toWorker(wk, local, func(addr string) error {
 		var reply dispatchManyReply
 		if err := c.post(ctx, addr, pathDispatchMany, as, &reply); err != nil {
 			return err
 		}
 		if len(reply.Accepted) != len(as) {
-			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", worker, len(reply.Accepted), len(as))
+			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", wk, len(reply.Accepted), len(as))
 		}
 		return nil
 	})
@@ -277,13 +278,13 @@ func (c *Client) DispatchMany(ctx context.Context, worker string, as []scheduler
 // toWorker delivers to worker with local when it is this node, else with
 // remote at its HTTP address; a delivery that succeeded then passes the
 // fault hook that may drop its reply.
-func (c *Client) toWorker(worker string, local func() error, remote func(addr string) error) error {
+func (c *Client) toWorker(wk string, local func() error, remote func(addr string) error) error {
 	var err error
-	if worker == c.Self && c.Local != nil {
+	if wk == c.Self && c.Local != nil {
 		err = local()
 	} else {
 		var addr string
-		if addr, err = c.NodeHTTP(worker); err == nil {
+		if addr, err = c.NodeHTTP(wk); err == nil {
 			err = remote(addr)
 		}
 	}

@@ -25,6 +25,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // clientID is the cluster identity of the node under test, and stubID
@@ -70,17 +71,17 @@ func countingStub(t *testing.T, h http.Handler) (string, *atomic.Int32) {
 }
 
 // node serves a real Server over leader (and worker, if not nil).
-func node(t *testing.T, leader scheduler.Forwarder, worker func(scheduler.Assignment) error) string {
+func node(t *testing.T, leader scheduler.Forwarder, wk func(worker.Assignment) error) string {
 	srv := &Server{Leader: leader}
-	if worker != nil {
-		srv.Worker = acceptFunc(worker)
+	if wk != nil {
+		srv.Worker = acceptFunc(wk)
 	}
 	return stub(t, srv)
 }
 
-type acceptFunc func(scheduler.Assignment) error
+type acceptFunc func(worker.Assignment) error
 
-func (f acceptFunc) Accept(a scheduler.Assignment) error { return f(a) }
+func (f acceptFunc) Accept(a worker.Assignment) error { return f(a) }
 
 // fakeLeader is a scheduler.Forwarder that records its calls; a nil
 // field answers as a leader that accepts everything.
@@ -88,7 +89,7 @@ type fakeLeader struct {
 	mu    sync.Mutex
 	calls []string
 
-	renew    func(attempt, node string) (scheduler.RenewReply, error)
+	renew    func(attempt, node string) (worker.RenewReply, error)
 	complete func(fsm.Completion) error
 	note     func(attempt string) error
 }
@@ -146,19 +147,19 @@ func (f *fakeLeader) Audit(_ context.Context, kind, node, detail string) error {
 	f.record("audit %s %s %q", kind, node, detail)
 	return nil
 }
-func (f *fakeLeader) Renew(_ context.Context, attempt, node string) (scheduler.RenewReply, error) {
+func (f *fakeLeader) Renew(_ context.Context, attempt, node string) (worker.RenewReply, error) {
 	f.record("renew %s %s", attempt, node)
 	if f.renew != nil {
 		return f.renew(attempt, node)
 	}
-	return scheduler.RenewReply{Held: true, TTL: jobs.Duration(2 * time.Second)}, nil
+	return worker.RenewReply{Held: true, TTL: jobs.Duration(2 * time.Second)}, nil
 }
 
 // notLeader answers every call as a follower does.
 func notLeader() *fakeLeader {
 	err := fmt.Errorf("renew: %w", jobs.ErrNotLeader)
 	return &fakeLeader{
-		renew: func(string, string) (scheduler.RenewReply, error) { return scheduler.RenewReply{}, err },
+		renew: func(string, string) (worker.RenewReply, error) { return worker.RenewReply{}, err },
 		note:  func(string) error { return err },
 	}
 }
@@ -214,8 +215,8 @@ func TestClient_RenewAsksServersWhenHintSaysNotLeader(t *testing.T) {
 // An answer from the leader itself is final: a refusal is not retried
 // elsewhere, and no server is asked.
 func TestClient_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
-	leader := &fakeLeader{renew: func(a, _ string) (scheduler.RenewReply, error) {
-		return scheduler.RenewReply{}, fmt.Errorf("renew %s: %w", a, jobs.ErrInvalidConfig)
+	leader := &fakeLeader{renew: func(a, _ string) (worker.RenewReply, error) {
+		return worker.RenewReply{}, fmt.Errorf("renew %s: %w", a, jobs.ErrInvalidConfig)
 	}}
 	var asked atomic.Int32
 	c := &Client{
@@ -397,13 +398,13 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 // decode too: a connection whose answer is left unread is closed, and
 // every call would pay a new handshake.
 func TestClient_ReusesConnections(t *testing.T) {
-	addr, conns := countingStub(t, &Server{Leader: &fakeLeader{}, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
+	addr, conns := countingStub(t, &Server{Leader: &fakeLeader{}, Worker: acceptFunc(func(worker.Assignment) error { return nil })})
 	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }, NodeHTTP: func(string) (string, error) { return addr, nil }}
 	for i := range 10 {
 		if err := c.Started(t.Context(), fmt.Sprintf("report@1.%d", i+1), time.Now()); err != nil {
 			t.Fatal(err)
 		}
-		if err := c.Dispatch(t.Context(), "w2", scheduler.Assignment{Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}); err != nil {
+		if err := c.Dispatch(t.Context(), "w2", worker.Assignment{Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := c.Renew(t.Context(), "report@1.1", "w1"); err != nil {
@@ -435,7 +436,7 @@ func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 			return errors.New("not every call arrived while this one was in flight")
 		}
 	}}
-	addr, conns := countingStub(t, &Server{Leader: leader, Worker: acceptFunc(func(scheduler.Assignment) error { return nil })})
+	addr, conns := countingStub(t, &Server{Leader: leader, Worker: acceptFunc(func(worker.Assignment) error { return nil })})
 	c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
 	// One call first, so the rest find the connection made.
 	if err := c.Started(t.Context(), "report@1.1", time.Now()); err != nil {
@@ -482,7 +483,7 @@ func TestClient_RenewMany(t *testing.T) {
 			}
 			addr := stub(t, h)
 			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
-			replies, err := c.RenewMany(t.Context(), "w1", []scheduler.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}})
+			replies, err := c.RenewMany(t.Context(), "w1", []worker.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}})
 			if err != nil || len(replies) != 2 || !replies[0].Held || !replies[1].Held {
 				t.Fatalf("RenewMany = %+v, %v; want two held", replies, err)
 			}
@@ -496,16 +497,16 @@ func TestClient_RenewMany(t *testing.T) {
 // batchingLeader takes renewals in batches and confirms the starts asked.
 type batchingLeader struct {
 	fakeLeader
-	got []scheduler.Renewal
+	got []worker.Renewal
 }
 
-func (b *batchingLeader) RenewMany(_ context.Context, _ string, rs []scheduler.Renewal) ([]scheduler.RenewReply, error) {
+func (b *batchingLeader) RenewMany(_ context.Context, _ string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.got = append(b.got, rs...)
-	out := make([]scheduler.RenewReply, len(rs))
+	out := make([]worker.RenewReply, len(rs))
 	for i, r := range rs {
-		out[i] = scheduler.RenewReply{Held: true, Started: r.Start}
+		out[i] = worker.RenewReply{Held: true, Started: r.Start}
 	}
 	return out, nil
 }
@@ -517,8 +518,8 @@ func TestClient_RenewManyCarriesStarts(t *testing.T) {
 	leader := &batchingLeader{}
 	addr := stub(t, &Server{Leader: leader})
 	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
-	sent := []scheduler.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}, {Attempt: "c@1.1"}}
-	for _, batch := range [][]scheduler.Renewal{sent[:2], sent[2:]} {
+	sent := []worker.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}, {Attempt: "c@1.1"}}
+	for _, batch := range [][]worker.Renewal{sent[:2], sent[2:]} {
 		replies, err := c.RenewMany(t.Context(), "w1", batch)
 		if err != nil || len(replies) != len(batch) {
 			t.Fatalf("RenewMany(%+v) = %+v, %v", batch, replies, err)
@@ -555,13 +556,13 @@ func TestClient_RenewManyToAnOlderLeader(t *testing.T) {
 		srv.ServeHTTP(w, r)
 	}))
 	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
-	replies, err := c.RenewMany(t.Context(), "w1", []scheduler.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true}})
+	replies, err := c.RenewMany(t.Context(), "w1", []worker.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true}})
 	if err != nil || len(replies) != 1 || !replies[0].Held || replies[0].Started {
 		t.Fatalf("RenewMany = %+v, %v; want held, without a start confirmation", replies, err)
 	}
 	leader.mu.Lock()
 	defer leader.mu.Unlock()
-	if want := []scheduler.Renewal{{Attempt: "a@1.1"}}; refused != 1 || !slices.Equal(leader.got, want) {
+	if want := []worker.Renewal{{Attempt: "a@1.1"}}; refused != 1 || !slices.Equal(leader.got, want) {
 		t.Errorf("refused %d, then the leader got %+v; want 1 refusal, then %+v", refused, leader.got, want)
 	}
 }

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // outputSource is what answers for a running attempt's output: the
 // node's worker (scheduler.Worker).
 type outputSource interface {
-	Output(scheduler.OutputRequest) (scheduler.LiveOutput, error)
+	Output(worker.OutputRequest) (worker.LiveOutput, error)
 }
 
 // outputTimeout bounds one question for output: a person is waiting.
@@ -20,13 +20,13 @@ const outputTimeout = 5 * time.Second
 
 // output answers a node's question for an attempt's output from this
 // node's worker.
-func (s *Server) output(req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+func (s *Server) output(req worker.OutputRequest) (worker.LiveOutput, error) {
 	if err := required("attempt", req.Attempt); err != nil {
-		return scheduler.LiveOutput{}, err
+		return worker.LiveOutput{}, err
 	}
 	src, ok := s.Worker.(outputSource)
 	if !ok || s.Worker == nil {
-		return scheduler.LiveOutput{}, fmt.Errorf("output of attempt %s: this node runs no jobs: %w", req.Attempt, jobs.ErrNotFound)
+		return worker.LiveOutput{}, fmt.Errorf("output of attempt %s: this node runs no jobs: %w", req.Attempt, jobs.ErrNotFound)
 	}
 	return src.Output(req)
 }
@@ -35,21 +35,21 @@ func (s *Server) output(req scheduler.OutputRequest) (scheduler.LiveOutput, erro
 // scheduler.Worker.Output): this node's own worker directly, another's
 // over the network, once. An attempt the worker no longer runs answers
 // an error wrapping jobs.ErrNotFound.
-func (c *Client) AttemptOutput(ctx context.Context, worker string, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
-	if worker == c.Self {
+func (c *Client) AttemptOutput(ctx context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error) {
+	if wk == c.Self {
 		if src, ok := c.Local.(outputSource); ok {
 			return src.Output(req)
 		}
 	}
-	addr, err := c.NodeHTTP(worker)
+	addr, err := c.NodeHTTP(wk)
 	if err != nil {
-		return scheduler.LiveOutput{}, fmt.Errorf("output of attempt %s: worker %s: %w", req.Attempt, worker, err)
+		return worker.LiveOutput{}, fmt.Errorf("output of attempt %s: worker %s: %w", req.Attempt, wk, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, outputTimeout)
 	defer cancel()
-	var out scheduler.LiveOutput
+	var out worker.LiveOutput
 	if err := c.post(ctx, addr, pathOutput, req, &out); err != nil {
-		return scheduler.LiveOutput{}, err
+		return worker.LiveOutput{}, err
 	}
 	return out, nil
 }

@@ -10,23 +10,23 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // outputWorker is a worker that takes assignments and answers for the
 // output of one attempt.
 type outputWorker struct{ attempt, text string }
 
-func (outputWorker) Accept(scheduler.Assignment) error { return nil }
-func (w outputWorker) Output(req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+func (outputWorker) Accept(worker.Assignment) error { return nil }
+func (w outputWorker) Output(req worker.OutputRequest) (worker.LiveOutput, error) {
 	if req.Attempt != w.attempt {
-		return scheduler.LiveOutput{}, fmt.Errorf("attempt %s: %w", req.Attempt, jobs.ErrNotFound)
+		return worker.LiveOutput{}, fmt.Errorf("attempt %s: %w", req.Attempt, jobs.ErrNotFound)
 	}
 	text := w.text[min(int(req.StdoutFrom), len(w.text)):]
-	return scheduler.LiveOutput{Attempt: req.Attempt, Node: "w2", Running: true,
-		Stdout: scheduler.OutputChunk{Text: text, From: req.StdoutFrom, Next: int64(len(w.text))}}, nil
+	return worker.LiveOutput{Attempt: req.Attempt, Node: "w2", Running: true,
+		Stdout: worker.OutputChunk{Text: text, From: req.StdoutFrom, Next: int64(len(w.text))}}, nil
 }
 
 // A node asks another's worker for a running attempt's output over the
@@ -41,11 +41,11 @@ func TestClient_AttemptOutput(t *testing.T) {
 		}
 		return addr, nil
 	}}
-	out, err := c.AttemptOutput(t.Context(), "w2", scheduler.OutputRequest{Attempt: "talk@x.1", StdoutFrom: 9})
+	out, err := c.AttemptOutput(t.Context(), "w2", worker.OutputRequest{Attempt: "talk@x.1", StdoutFrom: 9})
 	if err != nil || out.Stdout.Text != "line two\n" || out.Stdout.Next != 18 || !out.Running || out.Node != "w2" {
 		t.Fatalf("output from offset 9: %+v, %v", out, err)
 	}
-	if _, err := c.AttemptOutput(t.Context(), "w2", scheduler.OutputRequest{Attempt: "gone@x.1"}); !errors.Is(err, jobs.ErrNotFound) {
+	if _, err := c.AttemptOutput(t.Context(), "w2", worker.OutputRequest{Attempt: "gone@x.1"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("an attempt the worker no longer runs: %v, want ErrNotFound", err)
 	}
 	if code, body := serve(t, srv, "POST", "/internal/v1/output", `{"attempt":"talk@x.1"}`, nil); code != 401 || strings.Contains(body, "line") {
@@ -53,12 +53,12 @@ func TestClient_AttemptOutput(t *testing.T) {
 	}
 	// A node that runs no jobs has no output to give.
 	if _, err := (&Client{Self: "n1", TLS: clientID, NodeHTTP: func(string) (string, error) { return stub(t, &Server{}), nil }}).
-		AttemptOutput(t.Context(), "s1", scheduler.OutputRequest{Attempt: "talk@x.1"}); !errors.Is(err, jobs.ErrNotFound) {
+		AttemptOutput(t.Context(), "s1", worker.OutputRequest{Attempt: "talk@x.1"}); !errors.Is(err, jobs.ErrNotFound) {
 		t.Errorf("a node without a worker: %v, want ErrNotFound", err)
 	}
 	// This node's own worker answers without the network.
 	local := &Client{Self: "w2", Local: outputWorker{attempt: "talk@x.1", text: "here\n"}, NodeHTTP: func(string) (string, error) { return "", errors.New("no network") }}
-	if out, err := local.AttemptOutput(t.Context(), "w2", scheduler.OutputRequest{Attempt: "talk@x.1"}); err != nil || out.Stdout.Text != "here\n" {
+	if out, err := local.AttemptOutput(t.Context(), "w2", worker.OutputRequest{Attempt: "talk@x.1"}); err != nil || out.Stdout.Text != "here\n" {
 		t.Errorf("own worker: %+v, %v", out, err)
 	}
 }

@@ -25,9 +25,9 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Prefix is the path under which the Server answers; web routes every
@@ -83,7 +83,7 @@ const (
 	// maxDispatchMany bounds the assignments of one dispatch_many call.
 	maxDispatchMany = 64
 	// maxCompleteMany bounds the completions of one complete_many call.
-	maxCompleteMany = scheduler.MaxCompleteBatch
+	maxCompleteMany = worker.MaxCompleteBatch
 	// maxRenewMany bounds the attempts of one renew_many call.
 	maxRenewMany   = 256
 	maxBody        = 8 << 20
@@ -155,7 +155,7 @@ type (
 		Errors []*wire.ErrorBody `json:"errors"`
 	}
 	renewManyReply struct {
-		Replies []scheduler.RenewReply `json:"replies"`
+		Replies []worker.RenewReply `json:"replies"`
 	}
 	dispatchManyReply struct {
 		Accepted []string `json:"accepted"`

@@ -16,6 +16,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Server answers other nodes' calls under Prefix. It is an http.Handler
@@ -29,7 +30,7 @@ type Server struct {
 	// Worker takes the assignments dispatched to this node; nil if it
 	// runs no jobs.
 	Worker interface {
-		Accept(scheduler.Assignment) error
+		Accept(worker.Assignment) error
 	}
 	// History answers other servers' backfills from this server's run
 	// history; nil on a node that keeps none (a worker).
@@ -111,13 +112,13 @@ func (s *Server) init() {
 			}
 			return done{}, l().Audit(ctx, req.Kind, req.Node, req.Detail)
 		}),
-		pathRenew: handle(s, func(ctx context.Context, req renewRequest) (scheduler.RenewReply, error) {
+		pathRenew: handle(s, func(ctx context.Context, req renewRequest) (worker.RenewReply, error) {
 			if err := required("attempt", req.Attempt, "node", req.Node); err != nil {
-				return scheduler.RenewReply{}, err
+				return worker.RenewReply{}, err
 			}
 			return l().Renew(ctx, req.Attempt, req.Node)
 		}),
-		pathDispatch: handle(s, func(ctx context.Context, a scheduler.Assignment) (dispatchReply, error) {
+		pathDispatch: handle(s, func(ctx context.Context, a worker.Assignment) (dispatchReply, error) {
 			if err := required("attempt.id", a.Attempt.ID); err != nil {
 				return dispatchReply{}, err
 			}
@@ -150,10 +151,10 @@ func (s *Server) init() {
 			errs []error
 			err  error
 		)
-		if bc, ok := l().(scheduler.BatchCompleter); ok {
+		if bc, ok := l().(worker.BatchCompleter); ok {
 			errs, err = bc.CompleteMany(ctx, req.Completions)
 		} else {
-			errs = scheduler.CompleteEach(ctx, l(), req.Completions)
+			errs = worker.CompleteEach(ctx, l(), req.Completions)
 		}
 		if err != nil {
 			return completeManyReply{}, err
@@ -177,28 +178,28 @@ func (s *Server) init() {
 		if req.Starts != nil && len(req.Starts) != len(req.Attempts) {
 			return renewManyReply{}, fmt.Errorf("%w: %d starts for %d attempts", wire.ErrBadRequest, len(req.Starts), len(req.Attempts))
 		}
-		rs := make([]scheduler.Renewal, len(req.Attempts))
+		rs := make([]worker.Renewal, len(req.Attempts))
 		for i, a := range req.Attempts {
 			if err := required("attempt", a); err != nil {
 				return renewManyReply{}, err
 			}
-			rs[i] = scheduler.Renewal{Attempt: a, Confirming: req.Starts != nil}
+			rs[i] = worker.Renewal{Attempt: a, Confirming: req.Starts != nil}
 			if req.Starts != nil {
 				rs[i].Start = req.Starts[i]
 			}
 		}
 		var (
-			replies []scheduler.RenewReply
+			replies []worker.RenewReply
 			err     error
 		)
-		if br, ok := l().(scheduler.BatchRenewer); ok {
+		if br, ok := l().(worker.BatchRenewer); ok {
 			replies, err = br.RenewMany(ctx, req.Node, rs)
 		} else {
-			replies, err = scheduler.RenewEach(ctx, l(), req.Node, rs)
+			replies, err = worker.RenewEach(ctx, l(), req.Node, rs)
 		}
 		return renewManyReply{Replies: replies}, err
 	})
-	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []scheduler.Assignment) (dispatchManyReply, error) {
+	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []worker.Assignment) (dispatchManyReply, error) {
 		if s.Worker == nil {
 			return dispatchManyReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
 		}
@@ -226,7 +227,7 @@ func (s *Server) init() {
 		return s.History.Range(req)
 	})
 	s.routes[pathBackfill] = handle(s, s.backfillRoute())
-	s.routes[pathOutput] = handle(s, func(ctx context.Context, req scheduler.OutputRequest) (scheduler.LiveOutput, error) {
+	s.routes[pathOutput] = handle(s, func(ctx context.Context, req worker.OutputRequest) (worker.LiveOutput, error) {
 		return s.output(req)
 	})
 	s.routes[pathTime] = handle(s, func(context.Context, done) (done, error) { return done{}, nil })

@@ -13,9 +13,9 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Every call the leader is asked crosses the wire as its own typed
@@ -133,13 +133,13 @@ func TestServer_Refusals(t *testing.T) {
 // dispatchClient is the client of node n1, whose own worker counts what it
 // accepts (local), for a cluster where w2's worker accepts with remote and
 // w3's is closed.
-func dispatchClient(t *testing.T, remote func(scheduler.Assignment) error) (*Client, *atomic.Int32) {
+func dispatchClient(t *testing.T, remote func(worker.Assignment) error) (*Client, *atomic.Int32) {
 	var local atomic.Int32
 	w2 := node(t, &fakeLeader{}, remote)
-	busy := node(t, &fakeLeader{}, func(scheduler.Assignment) error { return errors.New("worker closed") })
+	busy := node(t, &fakeLeader{}, func(worker.Assignment) error { return errors.New("worker closed") })
 	return &Client{
 		Self: "n1", TLS: clientID,
-		Local: acceptFunc(func(scheduler.Assignment) error { local.Add(1); return nil }),
+		Local: acceptFunc(func(worker.Assignment) error { local.Add(1); return nil }),
 		NodeHTTP: func(n string) (string, error) {
 			return map[string]string{"w2": w2, "w3": busy}[n], nil
 		},
@@ -151,8 +151,8 @@ func dispatchClient(t *testing.T, remote func(scheduler.Assignment) error) (*Cli
 // leader retries elsewhere.
 func TestClient_Dispatch(t *testing.T) {
 	var remote atomic.Int32
-	a := scheduler.Assignment{Run: jobs.Run{ID: "report@1"}, Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}
-	c, local := dispatchClient(t, func(got scheduler.Assignment) error {
+	a := worker.Assignment{Run: jobs.Run{ID: "report@1"}, Attempt: jobs.Attempt{ID: "report@1.1", Number: 1}}
+	c, local := dispatchClient(t, func(got worker.Assignment) error {
 		remote.Add(1)
 		if got.Attempt.ID != a.Attempt.ID {
 			t.Errorf("w2 got %+v", got)
@@ -177,11 +177,11 @@ func TestClient_Dispatch(t *testing.T) {
 // "unavailable", which makes the leader dispatch each on its own.
 func TestClient_DispatchMany(t *testing.T) {
 	var remote atomic.Int32
-	as := []scheduler.Assignment{
+	as := []worker.Assignment{
 		{Run: jobs.Run{ID: "a@1"}, Attempt: jobs.Attempt{ID: "a@1.1", Number: 1}},
 		{Run: jobs.Run{ID: "b@1"}, Attempt: jobs.Attempt{ID: "b@1.1", Number: 1}},
 	}
-	c, local := dispatchClient(t, func(scheduler.Assignment) error { remote.Add(1); return nil })
+	c, local := dispatchClient(t, func(worker.Assignment) error { remote.Add(1); return nil })
 	if err := c.DispatchMany(t.Context(), "n1", as); err != nil || local.Load() != 2 || remote.Load() != 0 {
 		t.Fatalf("dispatch to self: %v (local %d, remote %d)", err, local.Load(), remote.Load())
 	}
@@ -193,7 +193,7 @@ func TestClient_DispatchMany(t *testing.T) {
 	if !errors.As(err, &re) || re.Code != "unavailable" || !strings.Contains(err.Error(), "worker closed") {
 		t.Errorf("dispatch to a closed worker: %v, want unavailable saying why", err)
 	}
-	if err := c.DispatchMany(t.Context(), "w2", make([]scheduler.Assignment, maxDispatchMany+1)); err == nil {
+	if err := c.DispatchMany(t.Context(), "w2", make([]worker.Assignment, maxDispatchMany+1)); err == nil {
 		t.Errorf("a batch over %d: no error", maxDispatchMany)
 	}
 }

@@ -25,8 +25,8 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Buckets of the histograms, in seconds.
@@ -62,7 +62,7 @@ type Node struct {
 	decisions map[fencedstore.Outcome]uint64
 }
 
-var _ scheduler.Observer = (*Node)(nil)
+var _ worker.Observer = (*Node)(nil)
 
 // New returns a node's metrics on a fresh registry that already holds the
 // Go runtime and process collectors.

@@ -1,4 +1,4 @@
-package scheduler
+package worker
 
 import (
 	"os"
@@ -12,7 +12,7 @@ import (
 // Every variable the worker gives a job is in the table of the job's
 // environment in docs/configuration.md.
 func TestWorker_EnvDocumented(t *testing.T) {
-	doc, err := os.ReadFile("../docs/configuration.md")
+	doc, err := os.ReadFile("../../docs/configuration.md")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package scheduler
+package worker
 
 import (
 	"time"
@@ -58,19 +58,19 @@ type RenewReply struct {
 	Started bool `json:"started,omitempty"`
 }
 
-// preGrantLead is how long before a run's fire time the leader grants it.
+// PreGrantLead is how long before a run's fire time the leader grants it.
 // It covers the grant's commit, the dispatch, the establish and the lease
 // confirmation at a few hundred fires a second on a small machine (their
 // p99 together was ~450 ms at 100 fires/s before grants ahead), and is
 // short enough that a job firing every second with overlap forbid usually
 // has its previous run completed when the next is granted. It is capped
-// by a quarter of the job's lease TTL (leadFor), so waiting is a small
+// by a quarter of the job's lease TTL (LeadFor), so waiting is a small
 // part of what the lease covers.
-const preGrantLead = 500 * time.Millisecond
+const PreGrantLead = 500 * time.Millisecond
 
-// leadFor is how long before a fire time the leader grants spec's runs.
-func leadFor(spec jobs.Spec) time.Duration {
-	return min(preGrantLead, spec.Lease()/4)
+// LeadFor is how long before a fire time the leader grants spec's runs.
+func LeadFor(spec jobs.Spec) time.Duration {
+	return min(PreGrantLead, spec.Lease()/4)
 }
 
 // StartAt returns when the worker may start the attempt's process: the

@@ -1,4 +1,4 @@
-package scheduler
+package worker
 
 import (
 	"context"
@@ -82,8 +82,8 @@ type BatchRenewer interface {
 	RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error)
 }
 
-// maxRenewBatch bounds the attempts of one RenewMany.
-const maxRenewBatch = 256
+// MaxRenewBatch bounds the attempts of one RenewMany.
+const MaxRenewBatch = 256
 
 // renewSenders is how many batches a worker has in flight at once, and
 // renewBatchTimeout how long one may take: each attempt waits for its

@@ -1,4 +1,4 @@
-package scheduler
+package worker
 
 import (
 	"context"
@@ -112,7 +112,7 @@ func (w *Worker) Open() error {
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.report, w.stopRp = context.WithCancel(context.Background())
 	if br, ok := w.Leader.(BatchRenewer); ok {
-		w.renewQ = newBatchQueue(maxRenewBatch, renewBatchTimeout, func(ctx context.Context, rs []Renewal) ([]RenewReply, error) {
+		w.renewQ = newBatchQueue(MaxRenewBatch, renewBatchTimeout, func(ctx context.Context, rs []Renewal) ([]RenewReply, error) {
 			return br.RenewMany(ctx, w.ID, rs)
 		})
 		for range renewSenders {
