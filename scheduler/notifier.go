@@ -3,7 +3,6 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -18,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fencecron/fencecron/election/clustertls"
 )
 
 // NotifyConfig is how a leader sends notifications (the config's
@@ -460,7 +461,7 @@ func (n *notifier) mail(ctx context.Context, no Notice) error {
 		if ok, _ := cl.Extension("STARTTLS"); !ok {
 			return fmt.Errorf("smtp %s: starttls asked for, and the server does not offer it", addr)
 		}
-		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs}); err != nil {
+		if err := cl.StartTLS(clustertls.NotifyClientConfig(c.Host, c.RootCAs)); err != nil {
 			return fmt.Errorf("smtp %s: starttls: %w", addr, err)
 		}
 	}
