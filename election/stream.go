@@ -48,7 +48,7 @@ type tlsStream struct {
 func newTLSStream(ln net.Listener, advertise net.Addr, id *clustertls.Identity, peerName func(string) string, log *slog.Logger) *tlsStream {
 	return &tlsStream{
 		ln: netlimit.Listener(ln, raftMaxConns, raftMaxConnsPerHost), advertise: advertise, id: id, peerName: peerName, log: log,
-		server:  id.ServerConfig(clustertls.ProtoRaft, true),
+		server:  id.RaftServerConfig(),
 		refused: map[string]time.Time{},
 		conns:   map[*serverConn]bool{},
 	}
@@ -93,7 +93,7 @@ func (s *tlsStream) Addr() net.Addr { return s.advertise }
 // Dial connects to another server's Raft port, verifying it is a node of
 // the cluster (and, when known, the node expected at that address).
 func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
-	cfg := s.id.ClientConfig(clustertls.ProtoRaft, s.peerName(string(address)))
+	cfg := s.id.RaftClientConfig(s.peerName(string(address)))
 	d := &net.Dialer{Timeout: timeout}
 	return tls.DialWithDialer(d, "tcp", string(address), cfg)
 }

@@ -3,7 +3,6 @@ package scheduler
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"errors"
@@ -19,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
@@ -462,7 +462,7 @@ func (n *notifier) mail(ctx context.Context, no fsm.Notice) error {
 		if ok, _ := cl.Extension("STARTTLS"); !ok {
 			return fmt.Errorf("smtp %s: starttls asked for, and the server does not offer it", addr)
 		}
-		if err := cl.StartTLS(&tls.Config{ServerName: c.Host, MinVersion: tls.VersionTLS12, RootCAs: c.RootCAs}); err != nil {
+		if err := cl.StartTLS(clustertls.NotifyClientConfig(c.Host, c.RootCAs)); err != nil {
 			return fmt.Errorf("smtp %s: starttls: %w", addr, err)
 		}
 	}

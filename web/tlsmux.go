@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -59,12 +58,7 @@ func newMuxListener(ln net.Listener, log *slog.Logger, sniff time.Duration, clus
 		sorting:  map[net.Conn]bool{},
 		errc:     make(chan error, 1),
 		done:     make(chan struct{}),
-		tls: &tls.Config{GetConfigForClient: func(hello *tls.ClientHelloInfo) (*tls.Config, error) {
-			if public != nil && !slices.Contains(hello.SupportedProtos, clustertls.ProtoHTTP) {
-				return public, nil
-			}
-			return cluster, nil
-		}},
+		tls:      clustertls.PortServerConfig(cluster, public),
 	}
 	m.wg.Add(1)
 	go m.acceptLoop()

@@ -67,8 +67,8 @@ func ListenStoreProxy(addr, target string, signer *fencedstore.Signer, id *clust
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 64}
 	if id != nil {
-		ln = tls.NewListener(ln, id.ServerConfig(clustertls.ProtoHTTP, false))
-		tr.TLSClientConfig = id.ClientConfig(clustertls.ProtoHTTP, "")
+		ln = tls.NewListener(ln, id.LinkServerConfig())
+		tr.TLSClientConfig = id.LinkClientConfig("")
 	}
 	p := &StoreProxy{
 		Target: strings.TrimRight(target, "/"), signer: signer, ln: ln, done: make(chan struct{}),

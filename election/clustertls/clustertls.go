@@ -16,6 +16,10 @@
 // both and presents, next to its leaf, the new CA cross-signed by the old
 // one, so a node that still has only the old secret verifies it too. No
 // link ever needs both ends to switch at once.
+//
+// It also builds every other tls.Config of fencecron (configs.go): the
+// public API's, an HTTP job's, email's, the command line's, each named for
+// its use, so that versions and verification are chosen in one place.
 package clustertls
 
 import (
@@ -33,7 +37,6 @@ import (
 	"fmt"
 	"math/big"
 	"net"
-	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -348,105 +351,6 @@ func describeNames(c *x509.Certificate) string {
 		return "no name"
 	}
 	return strings.Join(names, ", ")
-}
-
-// ServerConfig is the configuration of a listener for proto. With
-// requireClient, a peer must present a certificate of this cluster (Raft);
-// without it, one is verified if given (the HTTP port, where a job's
-// process proves itself with its signed fence token instead, and a
-// request's TLS state says whether it came from a node: see IsPeer).
-func (id *Identity) ServerConfig(proto string, requireClient bool) *tls.Config {
-	auth := tls.VerifyClientCertIfGiven
-	if requireClient {
-		auth = tls.RequireAndVerifyClientCert
-	}
-	cfg := &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{id.cert},
-		ClientAuth:   auth,
-		ClientCAs:    id.roots,
-		NextProtos:   negotiable(proto),
-		Time:         id.now,
-	}
-	if proto == ProtoRaft {
-		// A client that names no protocol is not a node dialling Raft.
-		cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-			if cs.NegotiatedProtocol != ProtoRaft {
-				return fmt.Errorf("the client does not speak %s", ProtoRaft)
-			}
-			return nil
-		}
-	}
-	return cfg
-}
-
-// ClientConfig is the configuration of a connection to another node for
-// proto. If peer is not "", the server's certificate must name it; else any
-// certificate of this cluster will do (the peer's name is not known, as
-// when dialing the store by its URL).
-func (id *Identity) ClientConfig(proto, peer string) *tls.Config {
-	return &tls.Config{
-		MinVersion:   tls.VersionTLS13,
-		Certificates: []tls.Certificate{id.cert},
-		NextProtos:   offered(proto),
-		// The chain and the name are checked below, against the cluster's
-		// CAs and node name rather than a host name.
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			if !slices.Contains(negotiable(proto), cs.NegotiatedProtocol) {
-				return fmt.Errorf("the peer does not speak %s", proto)
-			}
-			var raw [][]byte
-			for _, c := range cs.PeerCertificates {
-				raw = append(raw, c.Raw)
-			}
-			return id.verify(raw, x509.ExtKeyUsageServerAuth, peer)
-		},
-		Time: id.now,
-	}
-}
-
-// HTTP2ClientConfig is ClientConfig(ProtoHTTP, peer) offering HTTP/2 as
-// well, for an http.Transport that speaks it (ForceAttemptHTTP2): a
-// transport that does not would read HTTP/2 frames as HTTP/1.1.
-func (id *Identity) HTTP2ClientConfig(peer string) *tls.Config {
-	cfg := id.ClientConfig(ProtoHTTP, peer)
-	cfg.NextProtos = []string{ProtoHTTP, protoHTTP2, "http/1.1"}
-	return cfg
-}
-
-// HTTP2Health is the HTTP/2 setting of a transport to other nodes. Every
-// call to a peer shares one connection, so a connection that went dead
-// without a FIN (a partition, a host that vanished) would hold every later
-// call until TCP gives up, minutes on: ping a connection silent for two
-// seconds, and drop it if the ping is not answered in five. Not sooner: a
-// saturated peer answers late, and dropping its connection fails every
-// call on it and costs a new handshake just when it can least afford one.
-func HTTP2Health() *http.HTTP2Config {
-	return &http.HTTP2Config{SendPingTimeout: 2 * time.Second, PingTimeout: 5 * time.Second}
-}
-
-// TrustConfig is the client configuration of a process that holds no
-// certificate, only the cluster's CA PEM (a job publishing to the store):
-// it verifies that the server is a node of the cluster.
-func TrustConfig(caPEM []byte) (*tls.Config, error) {
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(caPEM) {
-		return nil, errors.New("no PEM certificate in the cluster CA")
-	}
-	id := &Identity{roots: roots, now: time.Now}
-	return &tls.Config{
-		MinVersion:         tls.VersionTLS13,
-		NextProtos:         offered(ProtoHTTP),
-		InsecureSkipVerify: true,
-		VerifyConnection: func(cs tls.ConnectionState) error {
-			var raw [][]byte
-			for _, c := range cs.PeerCertificates {
-				raw = append(raw, c.Raw)
-			}
-			return id.verify(raw, x509.ExtKeyUsageServerAuth, "")
-		},
-	}, nil
 }
 
 // IsPeer reports whether a connection's other end proved it is a node of

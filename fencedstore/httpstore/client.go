@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 )
 
 // Client is a fencedstore.Store on the far side of HTTP. It is safe for
@@ -241,48 +242,31 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// errorFrom turns an error answer back into the sentinel the server named.
+// errorFrom turns an error answer back into the sentinel the server named
+// (errcode.Store), as an *errcode.RemoteError. It takes whatever came: an
+// answer without a code it knows stands for ErrUnavailable if it is a
+// 5xx, and for nothing else; so do bad_request and method_not_allowed,
+// which say this client sent what the store does not take, not what
+// happened to a key.
 func errorFrom(resp *http.Response) error {
-	var e errorBody
-	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err := json.Unmarshal(b, &e); err != nil || e.Error == "" {
-		e.Error = strings.TrimSpace(string(b))
+	var b errcode.Body
+	raw, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if err := json.Unmarshal(raw, &b); err != nil || b.Error == "" {
+		b.Error = strings.TrimSpace(string(raw))
 	}
-	sentinel := map[string]error{
-		codeInvalidKey:     fencedstore.ErrInvalidKey,
-		codeUnauthorized:   fencedstore.ErrUnauthorized,
-		codeBadToken:       fencedstore.ErrBadToken,
-		codeOutOfScope:     fencedstore.ErrOutOfScope,
-		codeWritesDisabled: fencedstore.ErrUnauthorized,
-		codeNotFound:       fencedstore.ErrNotFound,
-		codeTooLarge:       fencedstore.ErrTooLarge,
-		codeQuota:          fencedstore.ErrQuota,
-		codeInvalidJob:     fencedstore.ErrInvalidJob,
-		codeBusy:           fencedstore.ErrUnavailable,
-		codeUnavailable:    fencedstore.ErrUnavailable,
-	}[e.Code]
+	re := errcode.Store.Remote(resp.StatusCode, b)
+	if errors.Is(re, errcode.ErrBadRequest) || errors.Is(re, errcode.ErrMethod) {
+		re.Err = nil
+	}
 	switch {
-	case sentinel != nil:
+	case re.Err != nil:
 	case resp.StatusCode >= 500:
-		sentinel = fencedstore.ErrUnavailable
+		re.Err = fencedstore.ErrUnavailable
 	default:
-		return fmt.Errorf("store answered %s: %s", resp.Status, e.Error)
+		return fmt.Errorf("store answered %s: %s", resp.Status, b.Error)
 	}
-	return &RemoteError{Status: resp.StatusCode, Message: e.Error, err: sentinel}
+	return re
 }
-
-// RemoteError is an error answer of the store's server: its status, its
-// message, and the sentinel error it stands for (errors.Is works).
-type RemoteError struct {
-	Status  int
-	Message string
-	err     error
-}
-
-func (e *RemoteError) Error() string { return e.Message }
-
-// Unwrap returns the sentinel error.
-func (e *RemoteError) Unwrap() error { return e.err }
 
 // Get implements fencedstore.Store.
 func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error) {

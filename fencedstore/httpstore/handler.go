@@ -91,6 +91,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 )
 
 // Paths.
@@ -192,14 +193,6 @@ func (h *Handler) quotaBytes() int64 {
 	return fencedstore.DefaultQuotaBytes
 }
 
-// Errors of the HTTP layer itself.
-var (
-	errBadRequest     = errors.New("bad request")
-	errWritesDisabled = errors.New("writes disabled")
-	errMethod         = errors.New("method not allowed")
-	errBusy           = errors.New("busy: too many bodies in flight; nothing was written, try again")
-)
-
 // ServeHTTP implements http.Handler.
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	p := r.URL.Path
@@ -240,7 +233,7 @@ func (h *Handler) route(w http.ResponseWriter, r *http.Request, methods map[stri
 	}
 	slices.Sort(allow)
 	w.Header().Set("Allow", strings.Join(allow, ", "))
-	h.error(w, r, fmt.Errorf("%w: %s %s", errMethod, r.Method, r.URL.Path))
+	h.error(w, r, fmt.Errorf("%w: %s %s", errcode.ErrMethod, r.Method, r.URL.Path))
 }
 
 func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
@@ -255,7 +248,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > fencedstore.MaxPageKeys {
-			h.error(w, r, fmt.Errorf("%w: limit %q: want a number from 1 to %d", errBadRequest, l, fencedstore.MaxPageKeys))
+			h.error(w, r, fmt.Errorf("%w: limit %q: want a number from 1 to %d", errcode.ErrBadRequest, l, fencedstore.MaxPageKeys))
 			return
 		}
 		limit = n
@@ -288,7 +281,7 @@ func (h *Handler) get(w http.ResponseWriter, r *http.Request, key string) {
 	if v := r.URL.Query().Get("version"); v != "" {
 		n, perr := strconv.ParseUint(v, 10, 64)
 		if perr != nil || n == 0 {
-			h.error(w, r, fmt.Errorf("%w: version %q: want a version number from 1", errBadRequest, v))
+			h.error(w, r, fmt.Errorf("%w: version %q: want a version number from 1", errcode.ErrBadRequest, v))
 			return
 		}
 		obj, err = fencedstore.GetVersion(r.Context(), h.Store, key, n)
@@ -329,9 +322,9 @@ func (h *Handler) history(w http.ResponseWriter, r *http.Request, key string) {
 func (h *Handler) writable() error {
 	switch {
 	case h.WritesOff != "":
-		return fmt.Errorf("%w: %s", errWritesDisabled, h.WritesOff)
+		return fmt.Errorf("%w: %s", errcode.ErrWritesDisabled, h.WritesOff)
 	case h.Signer == nil:
-		return fmt.Errorf("%w: this store has no cluster secret to verify tokens with", errWritesDisabled)
+		return fmt.Errorf("%w: this store has no cluster secret to verify tokens with", errcode.ErrWritesDisabled)
 	}
 	return nil
 }
@@ -376,7 +369,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	if im := r.Header.Get("If-Match"); im != "" {
 		v, err := strconv.ParseUint(strings.Trim(im, `"`), 10, 64)
 		if err != nil || strings.HasPrefix(im, "W/") {
-			h.error(w, r, fmt.Errorf("%w: If-Match %q is not a version number", errBadRequest, im))
+			h.error(w, r, fmt.Errorf("%w: If-Match %q is not a version number", errcode.ErrBadRequest, im))
 			return
 		}
 		req.ExpectedVersion = &v
@@ -414,7 +407,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (
 	err = room.Acquire(wctx, weight)
 	cancel()
 	if err != nil {
-		return nil, nil, fmt.Errorf("publish %s: %w", key, errBusy)
+		return nil, nil, fmt.Errorf("publish %s: %w", key, errcode.ErrBusy)
 	}
 	release = func() { room.Release(weight) }
 	in := http.MaxBytesReader(w, r.Body, limit)
@@ -429,7 +422,7 @@ func (h *Handler) readBody(w http.ResponseWriter, r *http.Request, key string) (
 	case errors.As(err, &tooBig):
 		err = fmt.Errorf("publish %s: %w: more than %d bytes; the cap is %d bytes (store.max_body_bytes)", key, fencedstore.ErrTooLarge, limit, limit)
 	case err != nil:
-		err = fmt.Errorf("%w: reading the body: %v", errBadRequest, err)
+		err = fmt.Errorf("%w: reading the body: %v", errcode.ErrBadRequest, err)
 	}
 	if err != nil {
 		release()
@@ -489,7 +482,7 @@ func (h *Handler) raiseFloor(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(io.LimitReader(r.Body, maxFloorBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		h.error(w, r, fmt.Errorf("%w: the body must be {\"job\": NAME, \"token\": {\"epoch\": E, \"seq\": S}}: %v", errBadRequest, err))
+		h.error(w, r, fmt.Errorf("%w: the body must be {\"job\": NAME, \"token\": {\"epoch\": E, \"seq\": S}}: %v", errcode.ErrBadRequest, err))
 		return
 	}
 	floor, err := h.Store.RaiseFloor(r.Context(), req.Job, req.Token)
@@ -528,28 +521,25 @@ func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedsto
 	}
 	w.Header().Set("Fencecron-Version", strconv.FormatUint(res.Version, 10))
 	w.Header().Set("Fencecron-Greatest", res.Greatest.String())
-	code, _ := StatusOf(err)
-	writeJSON(w, code, body)
-}
-
-// errorBody is the JSON answer to a failed request.
-type errorBody struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+	status := http.StatusOK
+	if err != nil {
+		status, _ = errcode.Store.StatusOf(err)
+	}
+	writeJSON(w, status, body)
 }
 
 func (h *Handler) error(w http.ResponseWriter, r *http.Request, err error) {
-	status, code := StatusOf(err)
+	status, _ := errcode.Store.StatusOf(err)
 	if status >= 500 {
 		h.logger().Error("store request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	if status == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Fencecron-Token, Bearer realm="fencecron store"`)
 	}
-	if errors.Is(err, errBusy) {
+	if errors.Is(err, errcode.ErrBusy) {
 		w.Header().Set("Retry-After", "1")
 	}
-	writeJSON(w, status, errorBody{Error: err.Error(), Code: code})
+	writeJSON(w, status, errcode.Store.Body(err))
 }
 
 func (h *Handler) logger() *slog.Logger {
@@ -558,66 +548,6 @@ func (h *Handler) logger() *slog.Logger {
 	}
 	return slog.Default()
 }
-
-// StatusOf is the one place store errors become HTTP status codes and the
-// error codes the Client turns back into sentinel errors.
-func StatusOf(err error) (status int, code string) {
-	switch {
-	case err == nil:
-		return http.StatusOK, ""
-	case errors.Is(err, fencedstore.ErrStaleOwner):
-		return http.StatusConflict, string(fencedstore.StaleOwner)
-	case errors.Is(err, fencedstore.ErrConflict):
-		return http.StatusPreconditionFailed, string(fencedstore.Conflict)
-	case errors.Is(err, fencedstore.ErrExpired):
-		return http.StatusConflict, string(fencedstore.Expired)
-	case errors.Is(err, fencedstore.ErrInvalidKey):
-		return http.StatusBadRequest, codeInvalidKey
-	case errors.Is(err, fencedstore.ErrInvalidJob):
-		return http.StatusBadRequest, codeInvalidJob
-	case errors.Is(err, errBadRequest):
-		return http.StatusBadRequest, codeBadRequest
-	case errors.Is(err, fencedstore.ErrUnauthorized):
-		return http.StatusUnauthorized, codeUnauthorized
-	case errors.Is(err, fencedstore.ErrBadToken):
-		return http.StatusUnauthorized, codeBadToken
-	case errors.Is(err, fencedstore.ErrOutOfScope):
-		return http.StatusForbidden, codeOutOfScope
-	case errors.Is(err, errWritesDisabled):
-		return http.StatusForbidden, codeWritesDisabled
-	case errors.Is(err, fencedstore.ErrNotFound):
-		return http.StatusNotFound, codeNotFound
-	case errors.Is(err, errMethod):
-		return http.StatusMethodNotAllowed, codeMethod
-	case errors.Is(err, fencedstore.ErrTooLarge):
-		return http.StatusRequestEntityTooLarge, codeTooLarge
-	case errors.Is(err, fencedstore.ErrQuota):
-		return http.StatusInsufficientStorage, codeQuota
-	case errors.Is(err, errBusy):
-		return http.StatusServiceUnavailable, codeBusy
-	case errors.Is(err, fencedstore.ErrUnavailable), errors.Is(err, fencedstore.ErrClosed):
-		return http.StatusServiceUnavailable, codeUnavailable
-	}
-	return http.StatusInternalServerError, codeInternal
-}
-
-// Error codes in JSON error answers.
-const (
-	codeInvalidKey     = "invalid_key"
-	codeInvalidJob     = "invalid_job"
-	codeBadRequest     = "bad_request"
-	codeUnauthorized   = "unauthorized"
-	codeBadToken       = "bad_token"
-	codeOutOfScope     = "out_of_scope"
-	codeWritesDisabled = "writes_disabled"
-	codeNotFound       = "not_found"
-	codeMethod         = "method_not_allowed"
-	codeTooLarge       = "too_large"
-	codeQuota          = "quota"
-	codeBusy           = "busy"
-	codeUnavailable    = "unavailable"
-	codeInternal       = "internal"
-)
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")

@@ -25,6 +25,13 @@ type HTTPRequest struct {
 	// CAFile, if set, holds the PEM CAs the server is verified with,
 	// instead of the system's roots.
 	CAFile string
+	// TLSConfig builds the client's TLS configuration from the CAs of
+	// CAFile (nil without one: the system's roots). The caller gives it
+	// so that one place builds every TLS configuration of a node
+	// (election/clustertls.HTTPJobClientConfig), which jobs, importing
+	// nothing of ours, cannot name. Nil: Go's defaults, and a CAFile is
+	// refused, since nothing could verify with it.
+	TLSConfig func(roots *x509.CertPool) *tls.Config
 	// Timeout bounds the whole exchange, body included; 0: none besides
 	// ctx.
 	Timeout time.Duration
@@ -62,19 +69,26 @@ func RunHTTP(ctx context.Context, req HTTPRequest) Result {
 		res.Err = req.BodyErr
 		return res
 	}
-	tlsConf := &tls.Config{MinVersion: tls.VersionTLS12}
+	var roots *x509.CertPool
 	if req.CAFile != "" {
 		pem, err := os.ReadFile(req.CAFile)
 		if err != nil {
 			res.Err = fmt.Errorf("ca_file: %w", err)
 			return res
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
+		roots = x509.NewCertPool()
+		if !roots.AppendCertsFromPEM(pem) {
 			res.Err = fmt.Errorf("ca_file %s holds no PEM certificate", req.CAFile)
 			return res
 		}
-		tlsConf.RootCAs = pool
+	}
+	var tlsConf *tls.Config
+	switch {
+	case req.TLSConfig != nil:
+		tlsConf = req.TLSConfig(roots)
+	case roots != nil:
+		res.Err = fmt.Errorf("ca_file %s: this executor was given no TLS configuration to verify with", req.CAFile)
+		return res
 	}
 	// One transport per request: a job's CA applies to its requests only,
 	// and nothing stays open between runs.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/faults"
@@ -32,7 +33,7 @@ import (
 // reached or says it does not lead, to the one the servers' Raft names,
 // in the same call. Every call but Renew then retries, with backoff, until
 // the leader answers or ctx ends. An answer is the leader's only when it
-// is a structured error (wire.RemoteError) or a reply; anything else is
+// is a structured error (errcode.RemoteError) or a reply; anything else is
 // retried like a lost connection.
 type Client struct {
 	// Self is this node's id; Local takes assignments for it without HTTP.
@@ -58,7 +59,7 @@ type Client struct {
 	Faults *faults.Faults
 	// Clock is this node's wall clock; nil: the system clock. Skew, if
 	// set, is told of every answer that carries the answering node's
-	// time (skew.go).
+	// time (peerclock.go).
 	Clock jobs.Clock
 	Skew  SkewObserver
 
@@ -163,7 +164,7 @@ func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error
 	}
 	var reply completeManyReply
 	err := c.callLeader(ctx, pathCompleteMany, completeManyRequest{Completions: cs}, &reply)
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
 		return worker.CompleteEach(ctx, c, cs), nil
@@ -175,7 +176,7 @@ func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error
 	errs := make([]error, len(cs))
 	for i, b := range reply.Errors {
 		if b != nil {
-			errs[i] = b.Err()
+			errs[i] = wire.ItemErr(*b)
 		}
 	}
 	return errs, nil
@@ -227,7 +228,7 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal
 		req.Starts = nil
 		err = c.callLeader(ctx, pathRenewMany, req, &reply)
 	}
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
 		return worker.RenewEach(ctx, c, node, rs)
@@ -327,9 +328,9 @@ func (c *Client) toLeader(ctx context.Context, path string, in, out any) error {
 // only repeat: a structured refusal, not "not the leader", "unavailable"
 // or "not a node of this cluster" (which a secret being rolled can cure).
 // A failure of the transport, an answer that is not a fencecron node's
-// (wire.UnexpectedAnswer), is never final.
+// (errcode.UnexpectedAnswer), is never final.
 func final(err error) bool {
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	return errors.As(err, &re) && re.Status < http.StatusInternalServerError && re.Status != http.StatusUnauthorized
 }
 
@@ -366,7 +367,7 @@ func (c *Client) callLeader(ctx context.Context, path string, in, out any) error
 // longer) the leader's: unreachable, not answering as a fencecron node,
 // or answering that it does not lead or cannot now.
 func notTheLeader(err error) bool {
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	switch {
 	case err == nil:
 		return false

@@ -21,6 +21,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/election/clustertls/clustertlstest"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
@@ -225,7 +226,7 @@ func TestClient_LeaderRefusalIsNotRetriedElsewhere(t *testing.T) {
 		Servers:    func() []string { asked.Add(1); return nil },
 	}
 	_, err := c.Renew(t.Context(), "job@1.1", "w1")
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	if !errors.As(err, &re) || re.Status != http.StatusBadRequest || !errors.Is(err, jobs.ErrInvalidConfig) {
 		t.Fatalf("renew refused by the leader: %v, want its 400 standing for ErrInvalidConfig", err)
 	}
@@ -317,7 +318,7 @@ func TestClient_ChecksThePeer(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("renew: %v, want success %v", err, tc.ok)
 			}
-			var re *wire.RemoteError
+			var re *errcode.RemoteError
 			if err != nil && errors.As(err, &re) {
 				t.Errorf("a refused handshake reads as the leader's answer: %v", err)
 			}
@@ -370,7 +371,7 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 			if err == nil || errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
 				t.Fatalf("complete at %s: %v; want a transport failure, not a domain answer", tc.name, err)
 			}
-			var ua *wire.UnexpectedAnswer
+			var ua *errcode.UnexpectedAnswer
 			if !errors.As(err, &ua) || !errors.Is(err, context.DeadlineExceeded) {
 				t.Errorf("complete: %v; want the deadline, after an unexpected answer", err)
 			}

@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/history"
-	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 type rangeFunc func(history.RangeRequest) (history.RangePage, error)
@@ -44,7 +44,7 @@ func TestClient_HistoryRange(t *testing.T) {
 	if code, body := serve(t, worker, "POST", "/internal/v1/history/range", `{"range":{"from":0,"to":5}}`, peerTLS()); code != 409 || !strings.Contains(body, `"code":"not_covered"`) {
 		t.Errorf("a node without history = %d %s, want 409 not_covered", code, body)
 	}
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	if !errors.As(err, &re) || re.Status != 409 {
 		t.Errorf("not covered travels as %v", err)
 	}

@@ -14,7 +14,8 @@
 // a JSON request the Server decodes strictly (no unknown fields, bounded
 // size) and hands to the leader's scheduler.Forwarder, which re-validates
 // it; no encoded log command crosses the wire. Errors travel as
-// wire.ErrorBody, coded by the one table in scheduler/wire. The Client reads a
+// errcode.Body, coded by the one table in scheduler/wire (built on the
+// store's codes in fencedstore/errcode). The Client reads a
 // domain error (no such attempt, unknown job, not the leader) only from
 // that structured body: an answer without one (a proxy's page, another
 // server's 404) is a failure of the transport, retried like a lost
@@ -24,9 +25,9 @@ package rpc
 import (
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
-	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -62,7 +63,7 @@ const (
 	// (scheduler.Worker.Output).
 	pathOutput = "/output"
 	// pathTime asks a node for its wall time, which every answer carries
-	// in TimeHeader (skew.go).
+	// in TimeHeader (peerclock.go).
 	pathTime = "/time"
 	// pathHistoryRange is a server's backfill of its run history from
 	// another's (scheduler/history.Store.Range).
@@ -152,7 +153,7 @@ type (
 	// completeManyReply has each completion's error, in order: null
 	// where it was recorded.
 	completeManyReply struct {
-		Errors []*wire.ErrorBody `json:"errors"`
+		Errors []*errcode.Body `json:"errors"`
 	}
 	renewManyReply struct {
 		Replies []worker.RenewReply `json:"replies"`

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
@@ -159,7 +160,7 @@ func (s *Server) init() {
 		if err != nil {
 			return completeManyReply{}, err
 		}
-		reply := completeManyReply{Errors: make([]*wire.ErrorBody, len(errs))}
+		reply := completeManyReply{Errors: make([]*errcode.Body, len(errs))}
 		for i, e := range errs {
 			if e != nil {
 				b := wire.Body(e)

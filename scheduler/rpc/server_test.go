@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
-	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -166,7 +166,7 @@ func TestClient_Dispatch(t *testing.T) {
 		t.Fatalf("dispatch to w2: %v (remote %d)", err, remote.Load())
 	}
 	err := c.Dispatch(t.Context(), "w3", a)
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	if !errors.As(err, &re) || re.Code != "unavailable" || !strings.Contains(err.Error(), "worker closed") {
 		t.Errorf("dispatch to a closed worker: %v, want unavailable saying why", err)
 	}
@@ -189,7 +189,7 @@ func TestClient_DispatchMany(t *testing.T) {
 		t.Fatalf("dispatch to w2: %v (remote %d)", err, remote.Load())
 	}
 	err := c.DispatchMany(t.Context(), "w3", as)
-	var re *wire.RemoteError
+	var re *errcode.RemoteError
 	if !errors.As(err, &re) || re.Code != "unavailable" || !strings.Contains(err.Error(), "worker closed") {
 		t.Errorf("dispatch to a closed worker: %v, want unavailable saying why", err)
 	}

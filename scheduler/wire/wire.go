@@ -1,5 +1,6 @@
 // Package wire holds the JSON shapes of fencecron's HTTP answers and the
-// one table that turns domain errors into wire codes and back.
+// node's table of errors to wire codes and back, built on the store's
+// codes (fencedstore/errcode).
 //
 // The shapes are what web serves on /api/v1 and what its clients read:
 // the CLI (cmd/fencecron), the test tools (cmd/internal/localcluster,

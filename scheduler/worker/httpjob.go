@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
 )
@@ -28,7 +29,7 @@ func (w *Worker) httpRequest(a Assignment) executor.HTTPRequest {
 	body, err := a.Spec.HTTPBody(a.Run.ScheduledAt)
 	req := executor.HTTPRequest{
 		Method: h.MethodOrDefault(), URL: h.URL, Header: hdr, Body: body,
-		Expected: h.Expected, ExpectedText: h.ExpectedText(), CAFile: h.CAFile,
+		Expected: h.Expected, ExpectedText: h.ExpectedText(), CAFile: h.CAFile, TLSConfig: clustertls.HTTPJobClientConfig,
 		Timeout: a.Spec.Timeout.D(), MaxOutput: a.Spec.MaxOutputBytes,
 	}
 	if err != nil {

@@ -472,7 +472,7 @@ func (n *Node) Post(path string, body, v any) error {
 			return err
 		}
 		url = "https://" + strings.TrimPrefix(n.URL(), "http://") + path
-		c = &http.Client{Timeout: httpClient.Timeout, Transport: &http.Transport{TLSClientConfig: id.ClientConfig(clustertls.ProtoHTTP, n.Name)}}
+		c = &http.Client{Timeout: httpClient.Timeout, Transport: &http.Transport{TLSClientConfig: id.LinkClientConfig(n.Name)}}
 		defer c.CloseIdleConnections()
 	}
 	req, _ := http.NewRequest(http.MethodPost, url, rd)
