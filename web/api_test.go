@@ -301,3 +301,19 @@ func TestServer_InternalPrefix(t *testing.T) {
 		t.Errorf("web routes %s to the transport, which serves %s", internalPrefix, rpc.Prefix)
 	}
 }
+
+// web mounts no store adapter of its own: without a StoreAPI handed in,
+// the store's paths are not served, and the dashboard still reads Store.
+func TestServer_NoStoreAPI(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.StoreAPI = http.NotFoundHandler() })
+	f.srv.StoreAPI = nil
+	f.http.Config.Handler = f.srv.Handler()
+	for _, path := range []string{"/api/v1/store?prefix=reports/", "/api/v1/history/reports/2026-07.csv"} {
+		if code, _, _ := f.do(t, "GET", path, ""); code != http.StatusNotFound {
+			t.Errorf("GET %s without a StoreAPI = %d, want 404", path, code)
+		}
+	}
+	if code, _, body := f.get(t, "/store/"+reportKey); code != http.StatusOK {
+		t.Errorf("key page without a StoreAPI = %d\n%s", code, body)
+	}
+}

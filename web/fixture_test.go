@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/rpc"
@@ -432,6 +433,11 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 	}
 	for _, o := range opts {
 		o(f.srv)
+	}
+	if f.srv.StoreAPI == nil {
+		// What cmd/fencecron hands in, read-only: the store's endpoints
+		// over the fixture's store.
+		f.srv.StoreAPI = &httpstore.Handler{Store: f.srv.Store, Logger: f.srv.Logger}
 	}
 	if err := f.srv.init(); err != nil {
 		t.Fatal(err)

@@ -28,7 +28,6 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/election/netlimit"
 	"github.com/fencecron/fencecron/fencedstore"
-	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -121,8 +120,11 @@ type Server struct {
 	// answer 404.
 	Operator Operator
 
-	// StoreAPI serves the store's endpoints (reads and writes); nil serves
-	// Store read-only.
+	// StoreAPI serves the store's endpoints under /api/v1 (store,
+	// establish, history, floor). The caller picks the adapter
+	// (cmd/fencecron hands in fencedstore/httpstore's handler over the
+	// node's store), so web depends on no store implementation; nil: those
+	// paths answer 404. The dashboard reads Store directly either way.
 	StoreAPI http.Handler
 
 	// APIToken, if set, is required by the mutating public endpoints and
@@ -384,15 +386,13 @@ func (s *Server) Handler() http.Handler {
 		r.With(s.holdsState).Get("/runs", s.handleRuns)
 		r.Get("/attempts/{id}/output", s.handleAttemptOutput)
 		r.With(s.holdsState).Get("/skips", s.handleSkips)
-		store := s.StoreAPI
-		if store == nil {
-			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
+		if s.StoreAPI != nil {
+			r.Handle("/store", s.StoreAPI)
+			r.Handle("/store/*", s.StoreAPI)
+			r.Handle("/establish/*", s.StoreAPI)
+			r.Handle("/history/*", s.StoreAPI)
+			r.Handle("/floor", s.StoreAPI)
 		}
-		r.Handle("/store", store)
-		r.Handle("/store/*", store)
-		r.Handle("/establish/*", store)
-		r.Handle("/history/*", store)
-		r.Handle("/floor", store)
 		r.With(s.holdsState).Get("/jobset", s.handleJobSet)
 		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
 		// Operators (operator.go): Raft's servers, backups and restores.
