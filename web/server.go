@@ -109,7 +109,7 @@ type Server struct {
 	// Outputs asks workers for running attempts' output (output.go); nil:
 	// only finished attempts' recorded output is shown.
 	Outputs Outputs
-	// ClockSkew, if set, names the peers whose clocks are off (skew.go).
+	// ClockSkew, if set, names the peers whose clocks are off (clockskew.go).
 	ClockSkew ClockSkew
 	// Notifications, if set, is this node's notification sender: while
 	// the node leads, the status, the Overview and /metrics show its
