@@ -18,6 +18,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 func (s *Server) status() wire.Status {
@@ -126,7 +127,7 @@ func clipParam(s string) string {
 }
 
 // findJobs returns a page of jobs as the API shows them (with their
-// secrets if full, see seesSecrets), and the cursor of the next page (""
+// secrets if full, see auth.Guard.SeesSecrets), and the cursor of the next page (""
 // if none).
 func (s *Server) findJobs(q scheduler.JobQuery, full bool) ([]wire.Job, string, scheduler.JobPage) {
 	page := s.State.FindJobs(q)
@@ -162,7 +163,7 @@ func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
 		s.error(w, r, err)
 		return
 	}
-	full, err := s.seesSecrets(r)
+	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -185,7 +186,7 @@ func (s *Server) job(name string, full bool) (wire.Job, error) {
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	full, err := s.seesSecrets(r)
+	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -345,10 +346,7 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
 	}
-	var re *retryError
-	if errors.As(err, &re) {
-		w.Header().Set("Retry-After", retryAfter(re.after))
-	}
+	setRetryAfter(w, err)
 	if wantsHTML(r) {
 		s.renderError(w, r, code, err)
 		return
@@ -360,7 +358,7 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 // or a dashboard form posted without script.
 func wantsHTML(r *http.Request) bool {
 	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") || r.URL.Path == "/metrics" {
-		return isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html")
+		return auth.IsForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html")
 	}
 	return true
 }
@@ -368,11 +366,32 @@ func wantsHTML(r *http.Request) bool {
 // answer writes v as JSON, or, for a dashboard form posted without
 // script, sends the browser back to the page it came from.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any) {
-	if isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
-		http.Redirect(w, r, localPath(r.PostFormValue("back")), http.StatusSeeOther)
+	if auth.IsForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, auth.LocalPath(r.PostFormValue("back")), http.StatusSeeOther)
 		return
 	}
 	writeJSON(w, http.StatusOK, v)
+}
+
+// retryError is a refusal for now whose answer says when to try again.
+type retryError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string             { return e.err.Error() }
+func (e *retryError) Unwrap() error             { return e.err }
+func (e *retryError) RetryAfter() time.Duration { return e.after }
+
+// setRetryAfter sets Retry-After if err says when to try again: any
+// error in its chain with a RetryAfter method (a refusal for now here, a
+// lockout of web/auth).
+func setRetryAfter(w http.ResponseWriter, err error) {
+	var re interface{ RetryAfter() time.Duration }
+	if errors.As(err, &re) {
+		// Whole seconds, rounded up, as Retry-After wants them.
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((re.RetryAfter()+time.Second-1)/time.Second), 10))
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {

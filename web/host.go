@@ -91,19 +91,3 @@ func hostOnly(hostport string) string {
 	h, _ := splitHost(hostport)
 	return h
 }
-
-// isLoopbackClient reports whether r comes from this host: its peer
-// address (never a forwarded-for header) is a loopback address.
-func isLoopbackClient(r *http.Request) bool {
-	ip := remoteIP(r)
-	return ip != nil && ip.IsLoopback()
-}
-
-// remoteIP is the IP address of r's peer, or nil.
-func remoteIP(r *http.Request) net.IP {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return net.ParseIP(host)
-}

@@ -7,10 +7,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 // Bodies are bounded: a job set over maxJobSetBody is 413 and reaches no
-// scheduler; a login form over maxLoginBody is 400 and no failed token.
+// scheduler; a login form over auth.MaxLoginBody is 400 and no failed token.
 func TestServer_BodyLimits(t *testing.T) {
 	f := newFixture(t, func(s *Server) { s.APIToken = testToken })
 	big := `{"source":"` + strings.Repeat("x", maxJobSetBody) + `","jobs":[]}`
@@ -20,7 +22,7 @@ func TestServer_BodyLimits(t *testing.T) {
 	if calls := f.sched.Calls(); len(calls) != 0 {
 		t.Errorf("scheduler saw %q", calls)
 	}
-	form := "token=" + strings.Repeat("x", maxLoginBody)
+	form := "token=" + strings.Repeat("x", auth.MaxLoginBody)
 	if code, _, body := f.do(t, "POST", "/login", form, "Content-Type", formType); code != http.StatusBadRequest || !strings.Contains(body, "cannot read the login form") {
 		t.Errorf("oversized login form = %d, want 400\n%.300s", code, body)
 	}

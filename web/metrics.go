@@ -24,7 +24,7 @@ import (
 //     gossip, read at scrape time too.
 //   - everything else is this node's own: its worker's leases, attempts
 //     and lateness, its store's decisions (package metrics), its HTTP
-//     server's event streams and refused logins (httpMetrics), and the Go
+//     server's event streams (httpMetrics) and refused logins (web/auth), and the Go
 //     runtime and the process.
 
 // clusterCounters maps the replicated counters to metric names.
@@ -173,9 +173,6 @@ type httpMetrics struct {
 	// exportsRefused counts job set exports answered 503 because
 	// maxJobSetExports were being written.
 	exportsRefused prometheus.Counter
-	// logins counts refused logins by reason: wrong_token, or locked_out
-	// (refused unchecked during a lockout).
-	logins *prometheus.CounterVec
 }
 
 func newHTTPMetrics() *httpMetrics {
@@ -192,19 +189,8 @@ func newHTTPMetrics() *httpMetrics {
 			Name: "fencecron_http_jobset_exports_refused_total",
 			Help: "Exports of the whole job set (GET /api/v1/jobset) refused for now because as many as a node writes at once were being written.",
 		}),
-		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencecron_login_failures_total",
-			Help: "Dashboard logins this node refused: reason wrong_token, or locked_out (the client address was locked out after failures; the token was not checked).",
-		}, []string{"reason"}),
 	}
-	m.logins.WithLabelValues(loginWrongToken)
-	m.logins.WithLabelValues(loginLockedOut)
 	return m
-}
-
-// loginFailed counts a refused login.
-func (m *httpMetrics) loginFailed(reason string) {
-	m.logins.WithLabelValues(reason).Inc()
 }
 
 // initMetrics registers the HTTP server's figures and the replicated
@@ -214,7 +200,12 @@ func (s *Server) initMetrics() error {
 		return nil
 	}
 	m, reg := newHTTPMetrics(), s.Metrics.Registry()
-	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.exportsRefused, m.logins} {
+	for _, c := range s.guard.Collectors() {
+		if err := reg.Register(c); err != nil {
+			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
+		}
+	}
+	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.exportsRefused} {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
 )
 
@@ -152,7 +153,7 @@ type pageBase struct {
 	RaftState string
 	Leader    string
 	Epoch     uint64
-	Auth      auth
+	Auth      auth.State
 	EventSeq  uint64
 	Path      string
 	Now       time.Time
@@ -165,7 +166,7 @@ func (s *Server) base(r *http.Request, title, nav string) pageBase {
 	leader, _ := s.Cluster.Leader()
 	b := pageBase{
 		Title: title, Nav: nav, Node: s.Cluster.ID(), RaftState: s.Cluster.State(), Leader: leader, Epoch: epoch,
-		Auth: s.authOf(r), Path: r.URL.RequestURI(), Now: s.Clock.Now(), Live: nav != "",
+		Auth: s.guard.Of(r), Path: r.URL.RequestURI(), Now: s.Clock.Now(), Live: nav != "",
 		Skew: s.skewWarning(),
 	}
 	if last := s.State.Events(0, 1); len(last) == 1 {
@@ -321,7 +322,7 @@ func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	q.Limit = min(q.Limit, jobsPageSize)
-	full, err := s.seesSecrets(r)
+	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
 		s.error(w, r, err)
 		return
@@ -376,7 +377,7 @@ const (
 
 func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	full, err := s.seesSecrets(r)
+	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
 		s.error(w, r, err)
 		return

@@ -17,7 +17,7 @@ import (
 //
 //   - A job's secrets (the URLs of its notifications and of its HTTP
 //     request, its request's header values: jobs.Redact) are shown only
-//     to whoever may change the job set (seesSecrets); everyone else gets
+//     to whoever may change the job set (auth.Guard.SeesSecrets); everyone else gets
 //     scheme and host, and "(hidden)".
 //   - The whole set (GET /api/v1/jobset, what `apply -dry-run` diffs) is
 //     for them only too, and at most maxJobSetExports are written at
@@ -36,24 +36,6 @@ const maxJobSetExports = 4
 // exportRetryAfter is the Retry-After of an export refused for now.
 const exportRetryAfter = time.Second
 
-// seesSecrets reports whether r may see the secrets job specs hold: a
-// holder of the API token (Bearer, or a dashboard login), or, on a node
-// without one, a client on its own host. Whoever may replace the job set
-// may read it whole. A wrong Bearer token is an error (401, throttled as
-// any other), never a quiet fall back to the redacted view.
-func (s *Server) seesSecrets(r *http.Request) (bool, error) {
-	if s.APIToken == "" {
-		return isLoopbackClient(r), nil
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		if err := s.checkBearer(r, h); err != nil {
-			return false, err
-		}
-		return true, nil
-	}
-	return s.session(r) != "", nil
-}
-
 // exportRefused is why a request that does not see secrets may not
 // export the job set.
 func (s *Server) exportRefused() error {
@@ -70,7 +52,7 @@ func (s *Server) exportRefused() error {
 // jobs an operator paused beside it: what apply -dry-run compares a file
 // with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
-	switch ok, err := s.seesSecrets(r); {
+	switch ok, err := s.guard.SeesSecrets(r); {
 	case err != nil:
 		s.error(w, r, err)
 		return

@@ -30,6 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
 )
 
@@ -129,7 +130,7 @@ type Server struct {
 
 	// APIToken, if set, is required by the mutating public endpoints and
 	// the dashboard's buttons; without it only loopback clients may use
-	// them; ReadOnly refuses them all (see auth.go).
+	// them; ReadOnly refuses them all (see web/auth).
 	APIToken string
 	ReadOnly bool
 	// AdvertiseHosts are this node's own names (its node name and the
@@ -157,18 +158,9 @@ type Server struct {
 	exports        atomic.Int64 // job set exports being written (reads.go)
 	http           *httpMetrics
 	metricsHandler http.Handler
-	throttle       *loginThrottle
-	sessions       *sessionTable
-	audits         *auditLimiter
-	// background holds the goroutines a request leaves behind (audit
-	// proposals); Close waits for them.
-	background sync.WaitGroup
-	bgMu       sync.Mutex
-	bgClosed   bool
-	// auditQueue holds lockouts for the one audit writer, in order;
-	// auditWriting says it runs (both under bgMu).
-	auditQueue   []pendingAudit
-	auditWriting bool
+	// guard judges who may act (web/auth); Close waits for the lockouts
+	// it is writing to the audit trail.
+	guard *auth.Guard
 	// restoring is held by the one restore in progress: each holds a
 	// snapshot of up to maxSnapshotBytes, decoded, in memory.
 	restoring sync.Mutex
@@ -252,13 +244,16 @@ func (s *Server) init() error {
 	if s.Metrics == nil {
 		s.Metrics = metrics.New()
 	}
+	// Event streams and the audits of lockouts run under base: Close
+	// cancels it before Shutdown, which would otherwise wait for the
+	// streams forever.
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.guard = auth.New(auth.Config{Token: s.APIToken, ReadOnly: s.ReadOnly, Clock: s.Clock, Logger: s.Logger,
+		Auditor: s.Scheduler, Node: s.Cluster.ID(), Base: s.baseCtx})
 	if err := s.initMetrics(); err != nil {
 		return err
 	}
 	s.Limits = s.Limits.withDefaults()
-	s.throttle = newLoginThrottle(loginTableSize)
-	s.sessions = newSessionTable(maxSessions)
-	s.audits = newAuditLimiter()
 	pages, err := parsePages()
 	if err != nil {
 		return err
@@ -281,9 +276,6 @@ func (s *Server) Open() error {
 		return fmt.Errorf("http listen %s: %w", s.Addr, err)
 	}
 	s.ln = ln
-	// Event streams run under base: Close cancels it before Shutdown,
-	// which would otherwise wait for them forever.
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	// No WriteTimeout here: it would cut event streams. Handler sets a
 	// write deadline per request instead (see limitWrites), which the
 	// event stream replaces with its own.
@@ -328,10 +320,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.srv.Close()
 	}
 	<-s.done
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	s.background.Wait()
+	s.guard.Close()
 	return err
 }
 
@@ -412,6 +401,17 @@ func (s *Server) Handler() http.Handler {
 		s.error(w, r, fmt.Errorf("%w: %s is not allowed on %s", errMethod, r.Method, r.URL.Path))
 	})
 	return r
+}
+
+// requireWrite guards the mutating public endpoints (auth.Guard).
+func (s *Server) requireWrite(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := s.guard.AuthorizeWrite(r); err != nil {
+			s.error(w, r, err)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
 }
 
 // limitWrites gives every response Limits.WriteTimeout to be written, so

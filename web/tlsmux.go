@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 // One port, three kinds of client. The HTTP port serves, by what a
@@ -205,7 +206,7 @@ func (s *Server) plainPolicy(next http.Handler) http.Handler {
 			}
 			s.error(w, r, badRequest("this node serves its API over HTTPS (api.tls): send the request to https://%s", r.Host))
 			return
-		case isStoreWrite(r) && !isLoopbackClient(r):
+		case isStoreWrite(r) && !auth.IsLoopbackClient(r):
 			s.error(w, r, fmt.Errorf("%w: a store write from another host must come over TLS, so its fence token never crosses the network in the clear: use https:// and the cluster CA (FENCECRON_STORE_CA), as `fencecron publish` does", errForbidden))
 			return
 		}
