@@ -286,8 +286,8 @@ func TestServer_InternalPrefix(t *testing.T) {
 // web mounts no store adapter of its own: without a StoreAPI handed in,
 // the store's paths are not served, and the dashboard still reads Store.
 func TestServer_NoStoreAPI(t *testing.T) {
-	f := newFixture(t, func(s *Server) { s.StoreAPI = http.NotFoundHandler() })
-	f.srv.StoreAPI = nil
+	f := newFixture(t)
+	f.srv.StoreAPI, f.srv.api.Store = nil, nil
 	f.http.Config.Handler = f.srv.Handler()
 	for _, path := range []string{"/api/v1/store?prefix=reports/", "/api/v1/history/reports/2026-07.csv"} {
 		if code, _, _ := f.do(t, "GET", path, ""); code != http.StatusNotFound {

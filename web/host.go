@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // DNS rebinding: a page on attacker.example makes its own name resolve
@@ -42,11 +43,11 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		s.Logger.Debug("request for another host refused", "host", r.Host, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 		err := fmt.Errorf("%w: this node does not answer to the name %q over plain HTTP: a web page may have pointed its own name at this address (DNS rebinding). "+
 			"If %q is a name of this node, add it to api.allowed_hosts in the node's config (or reach the node by its IP address or node name)",
-			errMisdirected, r.Host, hostOnly(r.Host))
+			wire.ErrMisdirected, r.Host, hostOnly(r.Host))
 		// Always JSON, never the dashboard's error page: whoever asked by
 		// a foreign name learns nothing about the cluster.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		writeJSON(w, statusOf(err), wire.Body(err))
+		api.WriteJSON(w, api.StatusOf(err), wire.Body(err))
 	})
 }
 

@@ -8,14 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/web/auth"
 )
 
-// Bodies are bounded: a job set over maxJobSetBody is 413 and reaches no
+// Bodies are bounded: a job set over jobs.MaxSetBytes is 413 and reaches no
 // scheduler; a login form over auth.MaxLoginBody is 400 and no failed token.
 func TestServer_BodyLimits(t *testing.T) {
 	f := newFixture(t, func(s *Server) { s.APIToken = testToken })
-	big := `{"source":"` + strings.Repeat("x", maxJobSetBody) + `","jobs":[]}`
+	big := `{"source":"` + strings.Repeat("x", jobs.MaxSetBytes) + `","jobs":[]}`
 	if code, _, body := f.do(t, "PUT", "/api/v1/jobset", big, "Authorization", "Bearer "+testToken); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized job set = %d, want 413\n%.200s", code, body)
 	}
@@ -82,8 +83,14 @@ func TestServer_EventStreamCap(t *testing.T) {
 	cancel1()
 	for range first {
 	}
-	waitFor(t, 5*time.Second, "the first stream's place freed", func() bool { return f.srv.streams.Load() == 1 })
-	open(t.Context())
+	waitFor(t, 5*time.Second, "the first stream's place taken again", func() bool {
+		ch, resp := stream(t, url, t.Context())
+		if resp.StatusCode != http.StatusOK {
+			return false
+		}
+		<-ch // the retry hint: the stream is being served
+		return true
+	})
 }
 
 // The server's read and write timeouts bound a request and its answer,

@@ -5,6 +5,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
 	"github.com/fencecron/fencecron/web/auth"
 )
 
@@ -40,12 +42,12 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 			http.Redirect(w, r, page.Next, http.StatusSeeOther)
 			return
 		}
-		code = statusOf(err)
+		code = api.StatusOf(err)
 		page.Error = strings.Replace(err.Error(), "wrong API token", "wrong token", 1)
 		if _, msg, ok := strings.Cut(page.Error, ": "); ok {
 			page.Error = msg // without the status word
 		}
-		setRetryAfter(w, err)
+		api.SetRetryAfter(w, err)
 	}
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
@@ -56,7 +58,7 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 // handleLogout ends the browser's session (auth.Guard.Logout).
 func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if err := auth.CrossOrigin(r); err != nil {
-		s.error(w, r, fmt.Errorf("%w: a logout from another site is refused", errForbidden))
+		s.api.Error(w, r, fmt.Errorf("%w: a logout from another site is refused", wire.ErrForbidden))
 		return
 	}
 	s.guard.Logout(w, r)

@@ -24,6 +24,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
 	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
 )
@@ -231,14 +232,14 @@ type overviewPage struct {
 	Jobs           int
 	JobsPaused     int
 	// Groups are the concurrency groups with their queues (groups.go).
-	Groups []groupView
+	Groups []api.GroupView
 	// NoticesPending counts the notifications pending, on a node that
 	// does not lead (the leader shows their targets instead).
 	NoticesPending int
 }
 
 func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
-	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.status(), Counters: s.State.Counters(), StoreDecisions: s.Metrics.StoreDecisions()}
+	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.api.Status(), Counters: s.State.Counters(), StoreDecisions: s.Metrics.StoreDecisions()}
 	// Counters the cluster never counted yet are zero, not blank.
 	for _, c := range clusterCounters {
 		if _, ok := p.Counters[c.key]; !ok {
@@ -251,7 +252,7 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 		by[run.State]++
 	}
 	p.TotalRuns = len(all)
-	for _, st := range runStates {
+	for _, st := range api.RunStates {
 		p.RunsBy = append(p.RunsBy, stateCount{st, by[st]})
 	}
 	if e := p.Counters["elections"]; e > 1 {
@@ -260,9 +261,9 @@ func (s *Server) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p.Runs = all[:min(len(all), 12)]
 	p.Events = newestFirst(s.State.Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
-	p.Groups = s.groups()
+	p.Groups = s.api.Groups()
 	if p.Status.Notify == nil {
-		p.NoticesPending = s.pendingNotices()
+		p.NoticesPending = s.api.PendingNotices()
 	}
 	s.render(w, r, http.StatusOK, "overview.html", p)
 }
@@ -316,20 +317,20 @@ type jobsPage struct {
 }
 
 func (s *Server) handleJobsPage(w http.ResponseWriter, r *http.Request) {
-	q, err := jobQuery(r, jobsPageSize)
+	q, err := api.JobQuery(r, jobsPageSize)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	q.Limit = min(q.Limit, jobsPageSize)
 	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
-	list, next, page := s.findJobs(q, full)
+	list, next, page := s.api.FindJobs(q, full)
 	p := &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Q: q.Text, State: string(q.State), Matched: page.Matched, Total: page.Total,
-		States: append([]jobs.State{scheduler.NeverRan}, runStates...)}
+		States: append([]jobs.State{scheduler.NeverRan}, api.RunStates...)}
 	for _, j := range list {
 		p.Jobs = append(p.Jobs, s.jobView(j))
 	}
@@ -379,12 +380,12 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
 	full, err := s.guard.SeesSecrets(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
-	j, err := s.job(name, full)
+	j, err := s.api.Job(name, full)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	p := &jobPage{pageBase: s.base(r, "Job "+name, "jobs"), Job: s.jobView(j)}
@@ -395,9 +396,9 @@ func (s *Server) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	if b := r.URL.Query().Get("back"); b != "" {
 		back = strings.Split(b, cursorListSep)
 	}
-	page, err := s.listRuns(history.RunQuery{Job: name, Limit: jobPageRuns, Cursor: cursor})
+	page, err := s.api.ListRuns(history.RunQuery{Job: name, Limit: jobPageRuns, Cursor: cursor})
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	p.Runs = page.Runs
@@ -506,12 +507,12 @@ func (s *Server) handleStorePage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := &storePage{pageBase: s.base(r, "Store", "store"), Prefix: q.Get("prefix")}
 	if err := fencedstore.ValidatePrefix(p.Prefix); err != nil {
-		s.error(w, r, badRequest("prefix %q: %v", p.Prefix, err))
+		s.api.Error(w, r, api.BadRequest("prefix %q: %v", p.Prefix, err))
 		return
 	}
 	after, err := fencedstore.DecodeCursor(p.Prefix, q.Get("cursor"))
 	if err != nil {
-		s.error(w, r, badRequest("%v", err))
+		s.api.Error(w, r, api.BadRequest("%v", err))
 		return
 	}
 	page, err := fencedstore.ListPage(r.Context(), s.Store, p.Prefix, after, storePageKeys)
@@ -567,13 +568,13 @@ func (s *Server) handleKeyPage(w http.ResponseWriter, r *http.Request) {
 		key = k
 	}
 	if err := fencedstore.ValidateKey(key); err != nil {
-		s.error(w, r, badRequest("key %q: %v", key, err))
+		s.api.Error(w, r, api.BadRequest("key %q: %v", key, err))
 		return
 	}
 	p := &keyPage{pageBase: s.base(r, "Key "+key, "store"), Key: key}
 	hist, err := s.Store.History(r.Context(), key)
 	if err != nil {
-		s.error(w, r, fmt.Errorf("history of %s: %w", key, err))
+		s.api.Error(w, r, fmt.Errorf("history of %s: %w", key, err))
 		return
 	}
 	slices.Reverse(hist)
@@ -617,7 +618,7 @@ func (s *Server) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := &eventsPage{pageBase: s.base(r, "Events", "events"), Kind: q.Get("kind"), Job: q.Get("job"), Kinds: eventKinds}
 	if p.Kind != "" && !slices.Contains(eventKinds, p.Kind) {
-		s.error(w, r, badRequest("kind %q: want one of %s", p.Kind, strings.Join(eventKinds, ", ")))
+		s.api.Error(w, r, api.BadRequest("kind %q: want one of %s", p.Kind, strings.Join(eventKinds, ", ")))
 		return
 	}
 	for _, e := range newestFirst(s.State.Events(0, 0)) {
@@ -646,15 +647,15 @@ func (s *Server) timelineFor(r *http.Request) (job, key string, n int, tl svgTim
 	job, key, n = q.Get("job"), q.Get("key"), 8
 	if v := q.Get("runs"); v != "" {
 		if n, err = strconv.Atoi(v); err != nil || n < 1 || n > 200 {
-			return "", "", 0, tl, badRequest("runs must be a number from 1 to 200, got %q", v)
+			return "", "", 0, tl, api.BadRequest("runs must be a number from 1 to 200, got %q", v)
 		}
 	}
 	if job != "" && key != "" {
-		return "", "", 0, tl, badRequest("ask for a job or a key, not both")
+		return "", "", 0, tl, api.BadRequest("ask for a job or a key, not both")
 	}
 	if key != "" {
 		if err := fencedstore.ValidateKey(key); err != nil {
-			return "", "", 0, tl, badRequest("key %q: %v", key, err)
+			return "", "", 0, tl, api.BadRequest("key %q: %v", key, err)
 		}
 		tl, err = s.keyTimeline(r.Context(), key)
 		return job, key, n, tl, err
@@ -674,7 +675,7 @@ func (s *Server) timelineFor(r *http.Request) (job, key string, n int, tl svgTim
 func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 	job, key, n, tl, err := s.timelineFor(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
@@ -697,16 +698,44 @@ func (s *Server) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleTimelineSVG(w http.ResponseWriter, r *http.Request) {
 	_, _, _, tl, err := s.timelineFor(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	var buf bytes.Buffer
 	if err := s.pages["timeline.svg"].ExecuteTemplate(&buf, "timeline", tl); err != nil {
-		s.error(w, r, err)
+		s.api.Error(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "image/svg+xml")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Write([]byte(`<?xml version="1.0" encoding="UTF-8"?>` + "\n"))
 	w.Write(buf.Bytes())
+}
+
+type attemptPage struct {
+	pageBase
+	Run     jobs.Run
+	Attempt jobs.Attempt
+	Output  scheduler.LiveOutput
+	// OutputErr says why the live output could not be read.
+	OutputErr string
+	// Published is set when the attempt's stdout went to the store.
+	Published bool
+}
+
+func (s *Server) handleAttemptPage(w http.ResponseWriter, r *http.Request) {
+	id := chi.URLParam(r, "id")
+	run, a, err := s.api.FindAttempt(id)
+	if err != nil {
+		s.api.Error(w, r, err)
+		return
+	}
+	p := &attemptPage{pageBase: s.base(r, "Attempt "+id, "jobs"), Run: run, Attempt: a,
+		Published: run.Output != "" && a.StoreOutcome == "applied"}
+	p.Output, err = s.api.AttemptOutput(r.Context(), a, scheduler.OutputRequest{Attempt: id})
+	if err != nil {
+		p.OutputErr = err.Error()
+		p.Output = scheduler.RecordedOutput(a)
+	}
+	s.render(w, r, http.StatusOK, "attempt.html", p)
 }

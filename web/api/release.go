@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type releaseRequest struct {
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 	rl, ok := s.Scheduler.(Releaser)
 	if !ok {
-		s.error(w, r, fmt.Errorf("release: this node cannot release attempts: %w", jobs.ErrNotLeader))
+		s.Error(w, r, fmt.Errorf("release: this node cannot release attempts: %w", jobs.ErrNotLeader))
 		return
 	}
 	var req releaseRequest
@@ -49,17 +49,17 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 		dec := json.NewDecoder(io.LimitReader(r.Body, maxReleaseBody))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&req); err != nil {
-			s.error(w, r, badRequest("release: the body must be {\"reason\": TEXT} of at most %d bytes: %v", maxReleaseBody, err))
+			s.Error(w, r, BadRequest("release: the body must be {\"reason\": TEXT} of at most %d bytes: %v", maxReleaseBody, err))
 			return
 		}
 	}
 	if strings.TrimSpace(req.Reason) == "" {
-		s.error(w, r, badRequest("release: a reason is required ({\"reason\": TEXT}): it goes into the audit trail"))
+		s.Error(w, r, BadRequest("release: a reason is required ({\"reason\": TEXT}): it goes into the audit trail"))
 		return
 	}
-	rel, err := rl.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.guard.Asker(r))
+	rel, err := rl.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.Guard.Asker(r))
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	s.answer(w, r, rel)
