@@ -14,10 +14,8 @@ package web
 import (
 	"context"
 	"crypto/tls"
-	"embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,10 +31,8 @@ import (
 	"github.com/fencecron/fencecron/web/api"
 	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
+	"github.com/fencecron/fencecron/web/pages"
 )
-
-//go:embed templates/*.html templates/*.svg static
-var assets embed.FS
 
 // Server is the HTTP server of one node.
 type Server struct {
@@ -64,8 +60,8 @@ type Server struct {
 	// Outputs asks workers for running attempts' output (api/output.go);
 	// nil: only finished attempts' recorded output is shown.
 	Outputs api.Outputs
-	// ClockSkew, if set, names the peers whose clocks are off (clockskew.go).
-	ClockSkew ClockSkew
+	// ClockSkew, if set, names the peers whose clocks are off (pages/clockskew.go).
+	ClockSkew pages.ClockSkew
 	// Notifications, if set, is this node's notification sender: while
 	// the node leads, the status, the Overview and /metrics show its
 	// targets (api/notify.go).
@@ -104,7 +100,7 @@ type Server struct {
 
 	ln             net.Listener
 	srv            *http.Server
-	pages          map[string]*template.Template
+	dashboard      *pages.Dashboard
 	baseCtx        context.Context
 	cancel         context.CancelFunc
 	done           chan struct{}
@@ -210,18 +206,17 @@ func (s *Server) init() error {
 		Cluster: s.Cluster, State: s.State, Scheduler: s.Scheduler, History: s.History, Store: s.StoreAPI,
 		Operator: s.Operator, Outputs: s.Outputs, Notifications: s.Notifications,
 		Guard: s.guard, Clock: s.Clock, Logger: s.Logger, HTTPS: s.PublicTLS != nil,
-		ErrorPage:       s.renderError,
 		MaxEventStreams: s.Limits.MaxEventStreams, EventHeartbeat: s.Limits.EventHeartbeat,
 		Metrics: api.NewMetrics(),
 	}
-	if err := s.initMetrics(); err != nil {
-		return err
-	}
-	pages, err := parsePages()
+	dashboard, err := pages.New(pages.Dashboard{API: s.api, Store: s.Store, ClockSkew: s.ClockSkew, Guard: s.guard, Metrics: s.Metrics})
 	if err != nil {
 		return err
 	}
-	s.pages = pages
+	s.dashboard, s.api.ErrorPage = dashboard, dashboard.RenderError
+	if err := s.initMetrics(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -306,20 +301,8 @@ func (s *Server) Handler() http.Handler {
 	// response may take to write, and limit what plain HTTP may do
 	// (tlsmux.go).
 	r.Use(s.recoverPanics, s.checkHost, s.limitWrites, s.plainPolicy)
-	// The dashboard (pages.go).
-	r.With(s.api.HoldsState).Get("/", s.handleOverview)
-	r.With(s.api.HoldsState).Get("/jobs", s.handleJobsPage)
-	r.With(s.api.HoldsState).Get("/jobs/{name}", s.handleJobPage)
-	r.Get("/store", s.handleStorePage)
-	r.Get("/store/*", s.handleKeyPage)
-	r.With(s.api.HoldsState).Get("/events", s.handleEventsPage)
-	r.With(s.api.HoldsState).Get("/timeline", s.handleTimelinePage)
-	r.With(s.api.HoldsState).Get("/timeline.svg", s.handleTimelineSVG)
-	r.Get("/attempts/{id}", s.handleAttemptPage)
-	r.Get("/login", s.handleLoginForm)
-	r.Post("/login", s.handleLogin)
-	r.Post("/logout", s.handleLogout)
-	r.Handle("/static/*", staticHandler())
+	// The dashboard (web/pages).
+	s.dashboard.Routes(r)
 	r.Get("/metrics", s.handleMetrics)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
 	r.Get("/readyz", s.api.Ready)

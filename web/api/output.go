@@ -16,7 +16,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/history"
 )
 
-// An attempt's output (scheduler/output.go): GET /attempts/{id} shows it,
+// An attempt's output (scheduler/output.go): the dashboard's GET /attempts/{id} shows it,
 // GET /api/v1/attempts/{id}/output?stdout_from=&stderr_from= returns it
 // as JSON. While the attempt runs, this node asks its worker (Outputs,
 // over the internal API when the worker is another node) and the page's

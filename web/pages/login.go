@@ -1,4 +1,4 @@
-package web
+package pages
 
 import (
 	"fmt"
@@ -19,11 +19,11 @@ type loginPage struct {
 	Error string
 }
 
-func (s *Server) handleLoginForm(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) handleLoginForm(w http.ResponseWriter, r *http.Request) {
 	s.render(w, r, http.StatusOK, "login.html", &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.URL.Query().Get("next"))})
 }
 
-func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, auth.MaxLoginBody)
 	formErr := r.ParseForm()
 	page := &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.PostFormValue("next"))}
@@ -34,10 +34,10 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case formErr != nil:
 		// Not a wrong token: nothing was presented.
 		code, page.Error = http.StatusBadRequest, "cannot read the login form: "+formErr.Error()
-	case !s.guard.Required():
+	case !s.Guard.Required():
 		code, page.Error = http.StatusBadRequest, "this node has no API token (api.token): there is nothing to log in to"
 	default:
-		err := s.guard.Login(w, r, r.PostFormValue("token"))
+		err := s.Guard.Login(w, r, r.PostFormValue("token"))
 		if err == nil {
 			http.Redirect(w, r, page.Next, http.StatusSeeOther)
 			return
@@ -56,11 +56,11 @@ func (s *Server) handleLogin(w http.ResponseWriter, r *http.Request) {
 }
 
 // handleLogout ends the browser's session (auth.Guard.Logout).
-func (s *Server) handleLogout(w http.ResponseWriter, r *http.Request) {
+func (s *Dashboard) handleLogout(w http.ResponseWriter, r *http.Request) {
 	if err := auth.CrossOrigin(r); err != nil {
-		s.api.Error(w, r, fmt.Errorf("%w: a logout from another site is refused", wire.ErrForbidden))
+		s.API.Error(w, r, fmt.Errorf("%w: a logout from another site is refused", wire.ErrForbidden))
 		return
 	}
-	s.guard.Logout(w, r)
+	s.Guard.Logout(w, r)
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
