@@ -194,7 +194,7 @@ func (c *templateChecker) pipe(p *parse.PipeNode) {
 	}
 }
 
-// Command checks one command of a pipeline; piped says a value is piped
+// command checks one command of a pipeline; piped says a value is piped
 // into it as its last argument.
 func (c *templateChecker) command(cmd *parse.CommandNode, piped bool) {
 	if len(cmd.Args) == 0 {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 func (f *fixture) do(t testing.TB, method, path, body string, header ...string) (int, http.Header, string) {
@@ -160,7 +161,7 @@ func TestServer_Auth(t *testing.T) {
 		t.Fatalf("login = %d to %q\n%s", code, hdr.Get("Location"), body)
 	}
 	cookie := hdr.Get("Set-Cookie")
-	if !strings.Contains(cookie, sessionCookie+"=") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
+	if !strings.Contains(cookie, auth.SessionCookie+"=") || !strings.Contains(cookie, "HttpOnly") || !strings.Contains(cookie, "SameSite=Strict") {
 		t.Fatalf("session cookie = %q", cookie)
 	}
 	cookie = strings.SplitN(cookie, ";", 2)[0]
@@ -205,10 +206,10 @@ func TestServer_Auth(t *testing.T) {
 		{"guarded: bearer jobset", guarded, "PUT", "/api/v1/jobset", `{"source":"t","jobs":[]}`, []string{"Authorization", "Bearer " + token}, 200, `"hash": "newhash"`},
 		{"guarded: bad jobset", guarded, "PUT", "/api/v1/jobset", `{"jobz":[]}`, []string{"Authorization", "Bearer " + token}, 400, "unknown field"},
 		{"guarded: session without CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie}, 403, "CSRF"},
-		{"guarded: session, wrong CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, strings.Repeat("0", 32)}, 403, "CSRF"},
-		{"guarded: session and CSRF header", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, csrf}, 200, `"paused": false`},
-		{"guarded: session, CSRF, but cross-site", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, csrfHeader, csrf, "Sec-Fetch-Site", "cross-site"}, 403, "cross-origin"},
-		{"guarded: forged cookie", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", sessionCookie + "=aa.9999999999.bb", csrfHeader, csrf}, 401, "needs the API token"},
+		{"guarded: session, wrong CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, auth.CSRFHeader, strings.Repeat("0", 32)}, 403, "CSRF"},
+		{"guarded: session and CSRF header", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, auth.CSRFHeader, csrf}, 200, `"paused": false`},
+		{"guarded: session, CSRF, but cross-site", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, auth.CSRFHeader, csrf, "Sec-Fetch-Site", "cross-site"}, 403, "cross-origin"},
+		{"guarded: forged cookie", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", auth.SessionCookie + "=aa.9999999999.bb", auth.CSRFHeader, csrf}, 401, "needs the API token"},
 		{"guarded: form without script", guarded, "POST", "/api/v1/jobs/report/trigger", url.Values{"csrf": {csrf}, "back": {"/jobs/report"}}.Encode(),
 			[]string{"Cookie", cookie, "Content-Type", form, "Accept", "text/html"}, 303, ""},
 		{"guarded: form, off-site back", guarded, "POST", "/api/v1/jobs/report/trigger", url.Values{"csrf": {csrf}, "back": {"//evil.example/"}}.Encode(),
@@ -256,26 +257,6 @@ func TestServer_Auth(t *testing.T) {
 	}
 }
 
-// A session signed for another token, or expired, is no session.
-func TestServer_SessionValidity(t *testing.T) {
-	f := newFixture(t, func(s *Server) { s.APIToken = "the-api-token-0123456789" })
-	sess := f.srv.newSession(at(0))
-	req, _ := http.NewRequest("GET", "/", nil)
-	req.AddCookie(&http.Cookie{Name: sessionCookie, Value: sess})
-	if f.srv.session(req) != sess {
-		t.Fatal("fresh session not accepted")
-	}
-	f.srv.Clock = fakeClock{now: at(0).Add(sessionTTL)}
-	if f.srv.session(req) != "" {
-		t.Error("expired session accepted")
-	}
-	f.srv.Clock = fakeClock{now: at(1)}
-	f.srv.APIToken = "another-token-0123456789"
-	if f.srv.session(req) != "" {
-		t.Error("a session of the old token accepted after the token changed")
-	}
-}
-
 // POST /api/v1/jobs/{name}/trigger?force=true asks the leader to override
 // the job's overlap policy; anything but a boolean is refused.
 func TestServer_TriggerForce(t *testing.T) {
@@ -299,5 +280,21 @@ func TestServer_TriggerForce(t *testing.T) {
 func TestServer_InternalPrefix(t *testing.T) {
 	if internalPrefix != rpc.Prefix {
 		t.Errorf("web routes %s to the transport, which serves %s", internalPrefix, rpc.Prefix)
+	}
+}
+
+// web mounts no store adapter of its own: without a StoreAPI handed in,
+// the store's paths are not served, and the dashboard still reads Store.
+func TestServer_NoStoreAPI(t *testing.T) {
+	f := newFixture(t)
+	f.srv.StoreAPI, f.srv.api.Store = nil, nil
+	f.http.Config.Handler = f.srv.Handler()
+	for _, path := range []string{"/api/v1/store?prefix=reports/", "/api/v1/history/reports/2026-07.csv"} {
+		if code, _, _ := f.do(t, "GET", path, ""); code != http.StatusNotFound {
+			t.Errorf("GET %s without a StoreAPI = %d, want 404", path, code)
+		}
+	}
+	if code, _, body := f.get(t, "/store/"+reportKey); code != http.StatusOK {
+		t.Errorf("key page without a StoreAPI = %d\n%s", code, body)
 	}
 }

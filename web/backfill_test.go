@@ -9,11 +9,12 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // backfillSched adds a recorded Backfill to the fixture's scheduler.
 type backfillSched struct {
-	Scheduler
+	api.Scheduler
 	mu   sync.Mutex
 	reqs []fsm.BackfillRequest
 }

@@ -100,7 +100,11 @@ func TestServer_EventStream(t *testing.T) {
 		t.Errorf("first = %+v, want the retry hint", e)
 	}
 	c := next(t, ch)
-	var sum clusterSummary
+	var sum struct {
+		Leader  string   `json:"leader"`
+		Epoch   uint64   `json:"epoch"`
+		Members []string `json:"members"`
+	}
 	if c.event != "cluster" || json.Unmarshal([]byte(c.data), &sum) != nil || sum.Leader != "n2" || sum.Epoch != 4 || len(sum.Members) != 4 {
 		t.Errorf("cluster event = %+v", c)
 	}
@@ -154,7 +158,7 @@ func TestServer_CloseEndsStreams(t *testing.T) {
 	}
 	ch, _ := stream(t, srv.URL()+"/api/v1/events", t.Context())
 	next(t, ch, "retry")
-	if got := testutil.ToFloat64(srv.metrics().sseClients); got != 1 {
+	if got := testutil.ToFloat64(srv.api.Metrics.EventStreams); got != 1 {
 		t.Errorf("open streams = %v, want 1", got)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
@@ -435,10 +436,45 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 	for _, o := range opts {
 		o(f.srv)
 	}
+	if f.srv.StoreAPI == nil {
+		// What cmd/fencecron hands in, read-only: the store's endpoints
+		// over the fixture's store.
+		f.srv.StoreAPI = &httpstore.Handler{Store: f.srv.Store, Logger: f.srv.Logger}
+	}
 	if err := f.srv.init(); err != nil {
 		t.Fatal(err)
 	}
 	f.http = httptest.NewServer(f.srv.Handler())
 	t.Cleanup(f.http.Close)
 	return f
+}
+
+const (
+	testToken = "the-api-token-of-the-web-tests"
+	formType  = "application/x-www-form-urlencoded"
+)
+
+// waitFor polls cond every 10ms until it holds or d passes.
+func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true after %s", what, d)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// serve runs one request through the server's handler as if it came
+// from remote (ip:port), with the given Host.
+func serve(f *fixture, method, path, body, remote, host string, header ...string) *httptest.ResponseRecorder {
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	req.RemoteAddr, req.Host = remote, host
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	rec := httptest.NewRecorder()
+	f.srv.Handler().ServeHTTP(rec, req)
+	return rec
 }

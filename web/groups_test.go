@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // groupedState is the fixture's state with one group: one run holding its
@@ -31,7 +32,7 @@ func TestServer_Groups(t *testing.T) {
 	f := newFixture(t, func(s *Server) { s.State = groupedState{s.State.(*fakeState)} })
 	t.Run("api", func(t *testing.T) {
 		code, _, body := f.do(t, http.MethodGet, "/api/v1/groups", "")
-		var got struct{ Groups []groupView }
+		var got struct{ Groups []api.GroupView }
 		if err := json.Unmarshal([]byte(body), &got); code != http.StatusOK || err != nil {
 			t.Fatalf("%d %s (%v)", code, body, err)
 		}

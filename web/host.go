@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // DNS rebinding: a page on attacker.example makes its own name resolve
@@ -42,11 +43,11 @@ func (s *Server) checkHost(next http.Handler) http.Handler {
 		s.Logger.Debug("request for another host refused", "host", r.Host, "remote", r.RemoteAddr, "method", r.Method, "path", r.URL.Path)
 		err := fmt.Errorf("%w: this node does not answer to the name %q over plain HTTP: a web page may have pointed its own name at this address (DNS rebinding). "+
 			"If %q is a name of this node, add it to api.allowed_hosts in the node's config (or reach the node by its IP address or node name)",
-			errMisdirected, r.Host, hostOnly(r.Host))
+			wire.ErrMisdirected, r.Host, hostOnly(r.Host))
 		// Always JSON, never the dashboard's error page: whoever asked by
 		// a foreign name learns nothing about the cluster.
 		w.Header().Set("X-Content-Type-Options", "nosniff")
-		writeJSON(w, statusOf(err), wire.Body(err))
+		api.WriteJSON(w, api.StatusOf(err), wire.Body(err))
 	})
 }
 
@@ -90,20 +91,4 @@ func splitHost(hostport string) (host, port string) {
 func hostOnly(hostport string) string {
 	h, _ := splitHost(hostport)
 	return h
-}
-
-// isLoopbackClient reports whether r comes from this host: its peer
-// address (never a forwarded-for header) is a loopback address.
-func isLoopbackClient(r *http.Request) bool {
-	ip := remoteIP(r)
-	return ip != nil && ip.IsLoopback()
-}
-
-// remoteIP is the IP address of r's peer, or nil.
-func remoteIP(r *http.Request) net.IP {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		host = r.RemoteAddr
-	}
-	return net.ParseIP(host)
 }

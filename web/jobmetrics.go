@@ -23,7 +23,7 @@ var (
 		"Jobs with finished runs whose per-job series were left out, past the first 10000 in name order.", nil, nil)
 )
 
-// jobStats is the replicated state's per-job figures (scheduler.FSM).
+// jobStats is the replicated state's per-job figures (fsm.FSM).
 type jobStats interface {
 	JobStatsPage(limit int) (map[string]fsm.JobStats, int)
 }

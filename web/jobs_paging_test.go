@@ -132,3 +132,6 @@ func TestServer_MetricsPausedSeriesBounded(t *testing.T) {
 		t.Errorf("paused series = %v, want %v", paused, want)
 	}
 }
+
+// jobsPageSize is web/pages': the jobs one Jobs page shows.
+const jobsPageSize = 100

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // GET /metrics serves the registry of the node's metrics.Node in the
@@ -24,7 +25,7 @@ import (
 //     gossip, read at scrape time too.
 //   - everything else is this node's own: its worker's leases, attempts
 //     and lateness, its store's decisions (package metrics), its HTTP
-//     server's event streams and refused logins (httpMetrics), and the Go
+//     server's event streams (web/api) and refused logins (web/auth), and the Go
 //     runtime and the process.
 
 // clusterCounters maps the replicated counters to metric names.
@@ -47,8 +48,6 @@ var clusterCounters = []struct{ key, name, help string }{
 // maxPausedSeries bounds the fencecron_cluster_job_paused series of one
 // scrape.
 const maxPausedSeries = 1000
-
-var runStates = []jobs.State{jobs.Pending, jobs.Running, jobs.Succeeded, jobs.Failed, jobs.Fenced, jobs.TimedOut, jobs.Lost, jobs.Cancelled, jobs.Skipped}
 
 // raftStates are the values of fencecron_raft_state's label.
 var raftStates = []string{"Leader", "Follower", "Candidate", "Shutdown", "none"}
@@ -110,7 +109,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, run := range s.State.Runs(fsm.RunFilter{}) {
 		byState[run.State]++
 	}
-	for _, st := range runStates {
+	for _, st := range api.RunStates {
 		gauge(runsDesc, float64(byState[st]), string(st))
 	}
 	epoch, _ := s.State.Epoch()
@@ -166,70 +165,27 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// httpMetrics are the web server's own figures.
-type httpMetrics struct {
-	sseClients prometheus.Gauge
-	sseRefused prometheus.Counter
-	// exportsRefused counts job set exports answered 503 because
-	// maxJobSetExports were being written.
-	exportsRefused prometheus.Counter
-	// logins counts refused logins by reason: wrong_token, or locked_out
-	// (refused unchecked during a lockout).
-	logins *prometheus.CounterVec
-}
-
-func newHTTPMetrics() *httpMetrics {
-	m := &httpMetrics{
-		sseClients: prometheus.NewGauge(prometheus.GaugeOpts{
-			Name: "fencecron_http_event_streams",
-			Help: "Open server-sent event streams (dashboards watching this node).",
-		}),
-		sseRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fencecron_http_event_streams_refused_total",
-			Help: "Event streams refused because api.limits.max_event_streams were open.",
-		}),
-		exportsRefused: prometheus.NewCounter(prometheus.CounterOpts{
-			Name: "fencecron_http_jobset_exports_refused_total",
-			Help: "Exports of the whole job set (GET /api/v1/jobset) refused for now because as many as a node writes at once were being written.",
-		}),
-		logins: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "fencecron_login_failures_total",
-			Help: "Dashboard logins this node refused: reason wrong_token, or locked_out (the client address was locked out after failures; the token was not checked).",
-		}, []string{"reason"}),
-	}
-	m.logins.WithLabelValues(loginWrongToken)
-	m.logins.WithLabelValues(loginLockedOut)
-	return m
-}
-
-// loginFailed counts a refused login.
-func (m *httpMetrics) loginFailed(reason string) {
-	m.logins.WithLabelValues(reason).Inc()
-}
-
-// initMetrics registers the HTTP server's figures and the replicated
-// state's collector on the node's registry, and builds the handler; once.
+// initMetrics registers the API's and the guard's figures and the
+// collectors of the replicated state on the node's registry, and builds
+// the handler; once.
 func (s *Server) initMetrics() error {
-	if s.http != nil {
+	if s.metricsHandler != nil {
 		return nil
 	}
-	m, reg := newHTTPMetrics(), s.Metrics.Registry()
-	for _, c := range []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}, m.sseClients, m.sseRefused, m.exportsRefused, m.logins} {
+	reg := s.Metrics.Registry()
+	cs := []prometheus.Collector{stateCollector{s}, jobCollector{s}, groupCollector{s}, notifyCollector{s}}
+	cs = append(cs, s.api.Metrics.Collectors()...)
+	for _, c := range append(cs, s.guard.Collectors()...) {
 		if err := reg.Register(c); err != nil {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}
 	}
-	s.http = m
 	s.metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
 		ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelError),
 		// A collector that fails leaves out its figures, not the rest.
 		ErrorHandling: promhttp.ContinueOnError,
 	})
 	return nil
-}
-
-func (s *Server) metrics() *httpMetrics {
-	return s.http
 }
 
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
@@ -241,4 +197,75 @@ func b2f(b bool) float64 {
 		return 1
 	}
 	return 0
+}
+
+var (
+	groupRunningDesc = prometheus.NewDesc("fencecron_group_running", "Runs of the concurrency group's jobs holding a place (granted and not finished, retries included).", []string{"group"}, nil)
+	groupWaitingDesc = prometheus.NewDesc("fencecron_group_waiting", "Runs waiting for a place in the concurrency group (queue depth).", []string{"group"}, nil)
+	groupOldestDesc  = prometheus.NewDesc("fencecron_group_oldest_waiter_age_seconds", "How long the concurrency group's oldest waiter has waited; 0 with none.", []string{"group"}, nil)
+)
+
+// groupCollector reads the concurrency groups of the replicated state at
+// scrape time: the same on every server (aggregate with max()).
+type groupCollector struct{ s *Server }
+
+func (c groupCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- groupRunningDesc
+	ch <- groupWaitingDesc
+	ch <- groupOldestDesc
+}
+
+func (c groupCollector) Collect(ch chan<- prometheus.Metric) {
+	for _, g := range c.s.api.Groups() {
+		ch <- prometheus.MustNewConstMetric(groupRunningDesc, prometheus.GaugeValue, float64(len(g.Running)), g.Name)
+		ch <- prometheus.MustNewConstMetric(groupWaitingDesc, prometheus.GaugeValue, float64(len(g.Waiting)), g.Name)
+		ch <- prometheus.MustNewConstMetric(groupOldestDesc, prometheus.GaugeValue, g.OldestWaitSeconds, g.Name)
+	}
+}
+
+var (
+	notifyBackingOffDesc = prometheus.NewDesc("fencecron_notify_target_backing_off",
+		"1 while a notification target (scheme://host) did not answer its last try and is backed off; on the leader only.", []string{"target"}, nil)
+	notifyFailuresDesc = prometheus.NewDesc("fencecron_notify_target_failures",
+		"Tries in a row the notification target (scheme://host) did not answer; on the leader only.", []string{"target"}, nil)
+	notifyPendingDesc = prometheus.NewDesc("fencecron_notify_target_pending",
+		"Notifications pending for the target (scheme://host), in flight included; on the leader only.", []string{"target"}, nil)
+)
+
+// notifyCollector reads the leader's notification targets at scrape
+// time. Targets that share a scheme and host (two Slack webhooks) are one
+// series: the worst of them, their notices summed.
+type notifyCollector struct{ s *Server }
+
+func (c notifyCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- notifyBackingOffDesc
+	ch <- notifyFailuresDesc
+	ch <- notifyPendingDesc
+}
+
+func (c notifyCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.api.NotifyStatus()
+	if st == nil {
+		return
+	}
+	type figures struct{ backingOff, failures, pending float64 }
+	by := map[string]*figures{}
+	var order []string
+	for _, t := range st.Targets {
+		f := by[t.Target]
+		if f == nil {
+			f = &figures{}
+			by[t.Target] = f
+			order = append(order, t.Target)
+		}
+		f.backingOff = max(f.backingOff, b2f(t.BackingOff))
+		f.failures = max(f.failures, float64(t.Failures))
+		f.pending += float64(t.Pending)
+	}
+	for _, name := range order {
+		f := by[name]
+		ch <- prometheus.MustNewConstMetric(notifyBackingOffDesc, prometheus.GaugeValue, f.backingOff, name)
+		ch <- prometheus.MustNewConstMetric(notifyFailuresDesc, prometheus.GaugeValue, f.failures, name)
+		ch <- prometheus.MustNewConstMetric(notifyPendingDesc, prometheus.GaugeValue, f.pending, name)
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // scrape gets /metrics and parses it with Prometheus' own parser into
@@ -172,6 +173,6 @@ func TestServer_MetricsOfAWorker(t *testing.T) {
 }
 
 // workerCluster is a Cluster without Raft.
-type workerCluster struct{ Cluster }
+type workerCluster struct{ api.Cluster }
 
 func (workerCluster) RaftStats() (election.RaftStats, bool) { return election.RaftStats{}, false }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/web/pages"
 )
 
 // get fetches path from the fixture and returns status, content type and body.
@@ -121,7 +122,7 @@ func TestServer_OverviewZeroCounters(t *testing.T) {
 // A live refresh gets only the page's main content.
 func TestServer_PageFragment(t *testing.T) {
 	f := newFixture(t)
-	code, _, body := f.get(t, "/jobs", fragmentHeader, "main")
+	code, _, body := f.get(t, "/jobs", pages.FragmentHeader, "main")
 	if code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}

@@ -307,24 +307,6 @@ func TestServer_LargeAnswersStream(t *testing.T) {
 	}
 }
 
-// writeJobList writes what writeJSON writes of the same list, byte for
-// byte: streaming changed nothing a client or a script reads.
-func TestWriteJobList_AsWriteJSON(t *testing.T) {
-	one := apiJob(secretSpec(), &jobs.Run{ID: "hook@x", State: jobs.Failed}, at(0), false)
-	two := apiJob(jobs.Spec{Name: "b<&>", Shell: "echo \"<x>\""}, nil, at(0), true)
-	for name, l := range map[string]wire.JobList{
-		"empty":     {Jobs: []wire.Job{}},
-		"one":       {Jobs: []wire.Job{one}, Matched: 1, Total: 3},
-		"with next": {Jobs: []wire.Job{one, two}, Next: "abc\"", Matched: 2, Total: 2},
-	} {
-		want, got := httptest.NewRecorder(), httptest.NewRecorder()
-		writeJSON(want, http.StatusOK, l)
-		writeJobList(got, l)
-		if got.Body.String() != want.Body.String() {
-			t.Errorf("%s: writeJobList wrote\n%s\nwriteJSON\n%s", name, got.Body, want.Body)
-		}
-		if got.Header().Get("Content-Type") != "application/json" {
-			t.Errorf("%s: content type %q", name, got.Header().Get("Content-Type"))
-		}
-	}
-}
+// maxJobSetExports is web/api's: the exports of the whole job set a node
+// writes at once.
+const maxJobSetExports = 4

@@ -32,7 +32,7 @@ func (s *Server) recoverPanics(next http.Handler) http.Handler {
 			// If the handler had begun its answer, this status is
 			// superfluous and net/http drops it: the client sees a cut
 			// answer.
-			s.error(w, r, errPanic)
+			s.api.Error(w, r, errPanic)
 		}()
 		next.ServeHTTP(w, r)
 	})

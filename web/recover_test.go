@@ -12,11 +12,12 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
 )
 
 // panickingOperator panics in RestoreSnapshot, as the FSM's restore did
 // on a snapshot it could not index.
-type panickingOperator struct{ noOperator }
+type panickingOperator struct{ api.Operator }
 
 func (panickingOperator) RestoreSnapshot(context.Context, io.Reader) (wire.Restored, error) {
 	var run *struct{ Job string }

@@ -1,7 +1,10 @@
-// Package web serves people: the dashboard and the public HTTP API
-// (/api/v1), on each node's HTTP port. Handlers decode, make one call,
-// and render; errors become status codes through the one table in
-// scheduler/wire, whose types are also the API's answers.
+// Package web is each node's HTTP port: it mounts the dashboard and the
+// public API (/api/v1, package web/api) on one router, behind what every
+// request passes first (a handler's panic answered, foreign Host names
+// refused, write deadlines, plain HTTP kept from what needs TLS), and
+// serves that on one listener that sorts plain HTTP from cluster and
+// public TLS (tlsmux.go). Who may act is package web/auth's to say; the
+// figures at /metrics are assembled here.
 //
 // The calls between nodes share the port but not the package: web routes
 // /internal/v1 to Server.Internal (scheduler/rpc.Server) and knows
@@ -11,88 +14,35 @@ package web
 import (
 	"context"
 	"crypto/tls"
-	"embed"
 	"errors"
 	"fmt"
-	"html/template"
 	"log/slog"
 	"net"
 	"net/http"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/election/netlimit"
 	"github.com/fencecron/fencecron/fencedstore"
-	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
+	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
+	"github.com/fencecron/fencecron/web/pages"
 )
-
-//go:embed templates/*.html templates/*.svg static
-var assets embed.FS
-
-// Cluster is the membership and Raft view the API shows.
-type Cluster interface {
-	ID() string
-	State() string
-	Leader() (id, addr string)
-	LeaderHTTP() (string, error)
-	Members() []election.Member
-	Voters() ([]election.Voter, error)
-	Meta() election.Meta
-	// RaftStats returns this node's Raft figures; false on a worker.
-	RaftStats() (election.RaftStats, bool)
-}
-
-// State is the replicated scheduler state the API shows.
-type State interface {
-	Epoch() (uint64, string)
-	// ExportJobSet returns the whole job set, shared and read-only (see
-	// scheduler.JobSetExport): what GET /api/v1/jobset writes out.
-	ExportJobSet() fsm.JobSetExport
-	JobSetInfo() fsm.JobSetInfo
-	// FindJobs returns a page of the job set (see scheduler.JobQuery),
-	// copying only the page: what serves requests, whatever the set's size.
-	FindJobs(q fsm.JobQuery) fsm.JobPage
-	// Spec returns one job of the set.
-	Spec(name string) (jobs.Spec, bool)
-	Runs(f fsm.RunFilter) []jobs.Run
-	LastRun(job string) (jobs.Run, bool)
-	Events(after uint64, limit int) []jobs.Event
-	Skips(job string) []jobs.SkipRange
-	Counters() map[string]uint64
-	// Subscribe returns a channel signalled, coalesced, after every change,
-	// and a function that ends the subscription.
-	Subscribe() (<-chan struct{}, func())
-}
-
-// Scheduler is what the API changes through: every call goes to the
-// leader, forwarded if this node does not lead (scheduler.Scheduler).
-type Scheduler interface {
-	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
-	// Trigger starts a run now; force overrides the job's overlap policy.
-	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
-	Pause(ctx context.Context, job string, paused bool) error
-	// Audit records an entry of kind that node saw in the replicated
-	// audit trail (login lockouts).
-	Audit(ctx context.Context, kind, node, detail string) error
-}
 
 // Server is the HTTP server of one node.
 type Server struct {
 	Addr      string
-	Cluster   Cluster
-	State     State
-	Scheduler Scheduler
+	Cluster   api.Cluster
+	State     api.State
+	Scheduler api.Scheduler
 	// History keeps runs and events beyond State's hot window; nil: the
 	// hot window only.
-	History History
+	History api.History
 	Store   fencedstore.Store
 	// Internal serves the calls between nodes (scheduler/rpc.Server), on
 	// this port under /internal/v1: web routes them there and nothing
@@ -107,27 +57,30 @@ type Server struct {
 	Clock     jobs.Clock
 	Logger    *slog.Logger
 
-	// Outputs asks workers for running attempts' output (output.go); nil:
-	// only finished attempts' recorded output is shown.
-	Outputs Outputs
-	// ClockSkew, if set, names the peers whose clocks are off (skew.go).
-	ClockSkew ClockSkew
+	// Outputs asks workers for running attempts' output (api/output.go);
+	// nil: only finished attempts' recorded output is shown.
+	Outputs api.Outputs
+	// ClockSkew, if set, names the peers whose clocks are off (pages/clockskew.go).
+	ClockSkew pages.ClockSkew
 	// Notifications, if set, is this node's notification sender: while
 	// the node leads, the status, the Overview and /metrics show its
-	// targets (notify.go).
-	Notifications NotifyTargets
+	// targets (api/notify.go).
+	Notifications api.NotifyTargets
 
-	// Operator serves the operator endpoints (operator.go); nil: they
+	// Operator serves the operator endpoints (api/operator.go); nil: they
 	// answer 404.
-	Operator Operator
+	Operator api.Operator
 
-	// StoreAPI serves the store's endpoints (reads and writes); nil serves
-	// Store read-only.
+	// StoreAPI serves the store's endpoints under /api/v1 (store,
+	// establish, history, floor). The caller picks the adapter
+	// (cmd/fencecron hands in fencedstore/httpstore's handler over the
+	// node's store), so web depends on no store implementation; nil: those
+	// paths answer 404. The dashboard reads Store directly either way.
 	StoreAPI http.Handler
 
 	// APIToken, if set, is required by the mutating public endpoints and
 	// the dashboard's buttons; without it only loopback clients may use
-	// them; ReadOnly refuses them all (see auth.go).
+	// them; ReadOnly refuses them all (see web/auth).
 	APIToken string
 	ReadOnly bool
 	// AdvertiseHosts are this node's own names (its node name and the
@@ -147,29 +100,16 @@ type Server struct {
 
 	ln             net.Listener
 	srv            *http.Server
-	pages          map[string]*template.Template
+	dashboard      *pages.Dashboard
 	baseCtx        context.Context
 	cancel         context.CancelFunc
 	done           chan struct{}
-	streams        atomic.Int64 // open event streams
-	exports        atomic.Int64 // job set exports being written (reads.go)
-	http           *httpMetrics
 	metricsHandler http.Handler
-	throttle       *loginThrottle
-	sessions       *sessionTable
-	audits         *auditLimiter
-	// background holds the goroutines a request leaves behind (audit
-	// proposals); Close waits for them.
-	background sync.WaitGroup
-	bgMu       sync.Mutex
-	bgClosed   bool
-	// auditQueue holds lockouts for the one audit writer, in order;
-	// auditWriting says it runs (both under bgMu).
-	auditQueue   []pendingAudit
-	auditWriting bool
-	// restoring is held by the one restore in progress: each holds a
-	// snapshot of up to maxSnapshotBytes, decoded, in memory.
-	restoring sync.Mutex
+	// guard judges who may act (web/auth); Close waits for the lockouts
+	// it is writing to the audit trail.
+	guard *auth.Guard
+	// api answers /api/v1 and holds the reads the dashboard shows too.
+	api *api.Server
 }
 
 // maxSniff bounds how long a new connection may stay silent.
@@ -239,8 +179,13 @@ func (l Limits) withDefaults() Limits {
 	return l
 }
 
-// init sets defaults and parses the templates; Open and tests call it.
+// init sets defaults, builds the guard and the API over the Server's
+// fields and parses the templates, once: Open and tests call it, a test
+// maybe both.
 func (s *Server) init() error {
+	if s.api != nil {
+		return nil
+	}
 	if s.Clock == nil {
 		s.Clock = jobs.SystemClock{}
 	}
@@ -250,18 +195,28 @@ func (s *Server) init() error {
 	if s.Metrics == nil {
 		s.Metrics = metrics.New()
 	}
-	if err := s.initMetrics(); err != nil {
-		return err
-	}
+	// Event streams and the audits of lockouts run under base: Close
+	// cancels it before Shutdown, which would otherwise wait for the
+	// streams forever.
+	s.baseCtx, s.cancel = context.WithCancel(context.Background())
+	s.guard = auth.New(auth.Config{Token: s.APIToken, ReadOnly: s.ReadOnly, Clock: s.Clock, Logger: s.Logger,
+		Auditor: s.Scheduler, Node: s.Cluster.ID(), Base: s.baseCtx})
 	s.Limits = s.Limits.withDefaults()
-	s.throttle = newLoginThrottle(loginTableSize)
-	s.sessions = newSessionTable(maxSessions)
-	s.audits = newAuditLimiter()
-	pages, err := parsePages()
+	s.api = &api.Server{
+		Cluster: s.Cluster, State: s.State, Scheduler: s.Scheduler, History: s.History, Store: s.StoreAPI,
+		Operator: s.Operator, Outputs: s.Outputs, Notifications: s.Notifications,
+		Guard: s.guard, Clock: s.Clock, Logger: s.Logger, HTTPS: s.PublicTLS != nil,
+		MaxEventStreams: s.Limits.MaxEventStreams, EventHeartbeat: s.Limits.EventHeartbeat,
+		Metrics: api.NewMetrics(),
+	}
+	dashboard, err := pages.New(pages.Dashboard{API: s.api, Store: s.Store, ClockSkew: s.ClockSkew, Guard: s.guard, Metrics: s.Metrics})
 	if err != nil {
 		return err
 	}
-	s.pages = pages
+	s.dashboard, s.api.ErrorPage = dashboard, dashboard.RenderError
+	if err := s.initMetrics(); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -279,9 +234,6 @@ func (s *Server) Open() error {
 		return fmt.Errorf("http listen %s: %w", s.Addr, err)
 	}
 	s.ln = ln
-	// Event streams run under base: Close cancels it before Shutdown,
-	// which would otherwise wait for them forever.
-	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	// No WriteTimeout here: it would cut event streams. Handler sets a
 	// write deadline per request instead (see limitWrites), which the
 	// event stream replaces with its own.
@@ -326,10 +278,7 @@ func (s *Server) Close(ctx context.Context) error {
 		s.srv.Close()
 	}
 	<-s.done
-	s.bgMu.Lock()
-	s.bgClosed = true
-	s.bgMu.Unlock()
-	s.background.Wait()
+	s.guard.Close()
 	return err
 }
 
@@ -352,64 +301,21 @@ func (s *Server) Handler() http.Handler {
 	// response may take to write, and limit what plain HTTP may do
 	// (tlsmux.go).
 	r.Use(s.recoverPanics, s.checkHost, s.limitWrites, s.plainPolicy)
-	// The dashboard (pages.go).
-	r.With(s.holdsState).Get("/", s.handleOverview)
-	r.With(s.holdsState).Get("/jobs", s.handleJobsPage)
-	r.With(s.holdsState).Get("/jobs/{name}", s.handleJobPage)
-	r.Get("/store", s.handleStorePage)
-	r.Get("/store/*", s.handleKeyPage)
-	r.With(s.holdsState).Get("/events", s.handleEventsPage)
-	r.With(s.holdsState).Get("/timeline", s.handleTimelinePage)
-	r.With(s.holdsState).Get("/timeline.svg", s.handleTimelineSVG)
-	r.Get("/attempts/{id}", s.handleAttemptPage)
-	r.Get("/login", s.handleLoginForm)
-	r.Post("/login", s.handleLogin)
-	r.Post("/logout", s.handleLogout)
-	r.Handle("/static/*", staticHandler())
+	// The dashboard (web/pages).
+	s.dashboard.Routes(r)
 	r.Get("/metrics", s.handleMetrics)
 	r.Get("/healthz", func(w http.ResponseWriter, r *http.Request) { w.Write([]byte("ok\n")) })
-	r.Get("/readyz", s.handleReady)
-	r.Route("/api/v1", func(r chi.Router) {
-		r.Get("/status", s.handleStatus)
-		r.With(s.holdsState).Get("/jobs", s.handleJobs)
-		r.With(s.holdsState).Get("/jobs/{name}", s.handleJob)
-		r.With(s.holdsState).Get("/jobs/{name}/explain", s.handleExplain)
-		r.With(s.requireWrite).Post("/jobs/{name}/trigger", s.handleTrigger)
-		r.With(s.requireWrite).Post("/jobs/{name}/backfill", s.handleBackfill)
-		r.With(s.requireWrite).Post("/jobs/{name}/pause", s.handlePause(true))
-		r.With(s.requireWrite).Post("/jobs/{name}/resume", s.handlePause(false))
-		r.With(s.requireWrite).Post("/attempts/{id}/release", s.handleRelease)
-		r.With(s.holdsState).Get("/events", s.handleEvents)
-		r.With(s.holdsState).Get("/groups", s.handleGroups)
-		r.With(s.holdsState).Get("/runs", s.handleRuns)
-		r.Get("/attempts/{id}/output", s.handleAttemptOutput)
-		r.With(s.holdsState).Get("/skips", s.handleSkips)
-		store := s.StoreAPI
-		if store == nil {
-			store = &httpstore.Handler{Store: s.Store, Logger: s.Logger}
-		}
-		r.Handle("/store", store)
-		r.Handle("/store/*", store)
-		r.Handle("/establish/*", store)
-		r.Handle("/history/*", store)
-		r.Handle("/floor", store)
-		r.With(s.holdsState).Get("/jobset", s.handleJobSet)
-		r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
-		// Operators (operator.go): Raft's servers, backups and restores.
-		r.Get("/operator/raft/peers", s.handlePeers)
-		r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)
-		r.With(s.requireWrite).Get("/snapshot", s.handleSnapshotSave)
-		r.With(s.requireWrite).Put("/snapshot", s.handleSnapshotRestore)
-	})
+	r.Get("/readyz", s.api.Ready)
+	r.Route("/api/v1", s.api.Routes)
 	if s.Internal != nil {
 		// The nodes' own calls: the handler checks who calls.
 		r.Handle(internalPrefix+"/*", s.Internal)
 	}
 	r.NotFound(func(w http.ResponseWriter, r *http.Request) {
-		s.error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, errNoRoute))
+		s.api.Error(w, r, fmt.Errorf("%s %s: %w", r.Method, r.URL.Path, wire.ErrNoRoute))
 	})
 	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) {
-		s.error(w, r, fmt.Errorf("%w: %s is not allowed on %s", errMethod, r.Method, r.URL.Path))
+		s.api.Error(w, r, fmt.Errorf("%w: %s is not allowed on %s", wire.ErrMethod, r.Method, r.URL.Path))
 	})
 	return r
 }
@@ -426,6 +332,18 @@ func (s *Server) limitWrites(next http.Handler) http.Handler {
 		next.ServeHTTP(w, r)
 	})
 }
+
+// internalPrefix is where the calls between nodes go (scheduler/rpc's
+// Prefix): Server.Internal serves them.
+const internalPrefix = "/internal/v1"
+
+// Operator is what the operator endpoints act through; cmd/fencecron
+// names it here, where it wires the Server.
+type Operator = api.Operator
+
+// BackfillBody is the JSON of POST /api/v1/jobs/{name}/backfill, which
+// cmd/fencecron sends.
+type BackfillBody = api.BackfillBody
 
 // Port returns the port the server listens on.
 func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }

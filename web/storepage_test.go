@@ -146,3 +146,6 @@ func BenchmarkStorePage100k(b *testing.B) {
 	}
 	b.ReportMetric(float64(size), "bytes/page")
 }
+
+// storePageKeys is web/pages': the keys one Store page shows.
+const storePageKeys = 100

@@ -1,16 +1,13 @@
 package web
 
 import (
-	"bytes"
 	"context"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fencecron/fencecron/fencedstore"
-	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 func num(t testing.TB, s string) float64 {
@@ -33,14 +30,13 @@ func translate(t testing.TB, s string) (float64, float64) {
 // The report handoff reads at a glance: two epochs as bands, w1's
 // attempt (3.10) and w2's (4.15) on their own lanes, w1's lease expiry,
 // the publish by 4.15, and after it w1's stale write refused on w1's lane.
-func TestLayoutTimeline_Handoff(t *testing.T) {
+func TestServer_TimelineHandoff(t *testing.T) {
 	f := newFixture(t)
-	tl := f.srv.jobTimeline(t.Context(), "report", 8)
-	var buf bytes.Buffer
-	if err := f.srv.pages["timeline.svg"].ExecuteTemplate(&buf, "timeline", tl); err != nil {
-		t.Fatal(err)
+	code, _, body := f.get(t, "/timeline.svg?job=report&runs=8")
+	if code != http.StatusOK {
+		t.Fatalf("GET /timeline.svg = %d\n%s", code, body)
 	}
-	svg := parseSVG(t, buf.String())
+	svg := parseSVG(t, body)
 
 	bands := svg.find("rect", "band")
 	if len(bands) != 2 || bands[0].attr("data-epoch") != "3" || bands[1].attr("data-epoch") != "4" {
@@ -123,58 +119,6 @@ func TestLayoutTimeline_Handoff(t *testing.T) {
 	_ = w2
 }
 
-func TestLayoutTimeline_EmptyAndOpen(t *testing.T) {
-	if tl := layoutTimeline(timelineData{Title: "x", Now: t0}); !tl.Empty {
-		t.Error("no attempts and no decisions: want Empty")
-	}
-	// A running attempt stretches to now, and now is marked.
-	d := timelineData{Now: at(100), Runs: newFakeState().Runs(scheduler0())}
-	d.Runs[0].Attempts[0].State, d.Runs[0].Attempts[0].EndedAt = "running", time.Time{}
-	tl := layoutTimeline(d)
-	if !tl.ShowNow || tl.To < at(100).UTC().Format(time.RFC3339) {
-		t.Errorf("open attempt: ShowNow %v, window to %s; want now (%s) inside", tl.ShowNow, tl.To, at(100).UTC().Format(time.RFC3339))
-	}
-}
-
-func TestTickStep(t *testing.T) {
-	for _, tt := range []struct {
-		span, want time.Duration
-	}{{8 * time.Second, time.Second}, {50 * time.Second, 5 * time.Second}, {9 * time.Minute, time.Minute}, {100 * time.Hour, 12 * time.Hour}, {29 * time.Hour, 3 * time.Hour}} {
-		if got := tickStep(tt.span); got != tt.want {
-			t.Errorf("tickStep(%s) = %s, want %s", tt.span, got, tt.want)
-		}
-	}
-}
-
-func scheduler0() fsm.RunFilter { return fsm.RunFilter{} }
-
-// A bar too short for its token gets the label beside it, unless the
-// next bar on its lane is too close.
-func TestLayoutTimeline_NarrowBarLabels(t *testing.T) {
-	st := newFakeState()
-	run := st.runs[1] // the report run: w1 long, w2 2s
-	// Spread the window so w2's two-second bar is narrow, and add a
-	// third attempt on w2 right after it.
-	run.Attempts[0].EndedAt = at(600)
-	third := run.Attempts[1]
-	third.ID, third.Number, third.Token, third.GrantedAt, third.StartedAt, third.EndedAt = reportRun+".3", 3, jobs.Fence{Epoch: 4, Seq: 16}, at(35), at(35), at(36)
-	run.Attempts = append(run.Attempts, third)
-	tl := layoutTimeline(timelineData{Runs: []jobs.Run{run}, Now: at(700)})
-	byToken := map[string]svgBar{}
-	for _, b := range tl.Bars {
-		byToken[b.Token] = b
-	}
-	if b := byToken["3.10"]; !b.ShowLabel {
-		t.Errorf("the long bar has no label inside: %+v", b)
-	}
-	if b := byToken["4.15"]; b.ShowLabel || b.LabelOutside {
-		t.Errorf("4.15 is followed closely by 4.16 and should have no label: %+v", b)
-	}
-	if b := byToken["4.16"]; b.ShowLabel || !b.LabelOutside {
-		t.Errorf("4.16 is narrow with room after it: want its label outside: %+v", b)
-	}
-}
-
 // expiredStore is the fixture's store with one more decision on the
 // report's key: a write refused because its token had expired.
 type expiredStore struct{ fakeStore }
@@ -187,19 +131,20 @@ func (s expiredStore) History(ctx context.Context, key string) ([]fencedstore.De
 
 // A write refused for an expired token is drawn as a refusal, like a
 // stale one, and says why.
-func TestKeyTimeline_ExpiredIsARefusal(t *testing.T) {
+func TestServer_KeyTimelineExpiredIsARefusal(t *testing.T) {
 	f := newFixture(t, func(s *Server) { s.Store = expiredStore{} })
-	tl, err := f.srv.keyTimeline(t.Context(), reportKey)
-	if err != nil {
-		t.Fatal(err)
+	code, _, body := f.get(t, "/timeline.svg?key="+reportKey)
+	if code != http.StatusOK {
+		t.Fatalf("GET /timeline.svg = %d\n%s", code, body)
 	}
-	var expired []svgMark
-	for _, m := range tl.Marks {
-		if m.Kind == "refused" && strings.Contains(m.Title, "expired at") {
+	marks := parseSVG(t, body).find("g", "mark-refused")
+	var expired []svgNode
+	for _, m := range marks {
+		if ts := m.find("title", ""); len(ts) > 0 && strings.Contains(ts[0].Text, "expired at") {
 			expired = append(expired, m)
 		}
 	}
 	if len(expired) == 0 {
-		t.Fatalf("no refusal mark for the expired write among %+v", tl.Marks)
+		t.Fatalf("no refusal mark for the expired write among %+v", marks)
 	}
 }

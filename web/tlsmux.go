@@ -12,6 +12,9 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
+	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/api"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 // One port, three kinds of client. The HTTP port serves, by what a
@@ -197,10 +200,10 @@ func (s *Server) plainPolicy(next http.Handler) http.Handler {
 				http.Redirect(w, r, "https://"+r.Host+r.URL.RequestURI(), http.StatusPermanentRedirect)
 				return
 			}
-			s.error(w, r, badRequest("this node serves its API over HTTPS (api.tls): send the request to https://%s", r.Host))
+			s.api.Error(w, r, api.BadRequest("this node serves its API over HTTPS (api.tls): send the request to https://%s", r.Host))
 			return
-		case isStoreWrite(r) && !isLoopbackClient(r):
-			s.error(w, r, fmt.Errorf("%w: a store write from another host must come over TLS, so its fence token never crosses the network in the clear: use https:// and the cluster CA (FENCECRON_STORE_CA), as `fencecron publish` does", errForbidden))
+		case isStoreWrite(r) && !auth.IsLoopbackClient(r):
+			s.api.Error(w, r, fmt.Errorf("%w: a store write from another host must come over TLS, so its fence token never crosses the network in the clear: use https:// and the cluster CA (FENCECRON_STORE_CA), as `fencecron publish` does", wire.ErrForbidden))
 			return
 		}
 		next.ServeHTTP(w, r)

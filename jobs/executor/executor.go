@@ -61,7 +61,7 @@ type Request struct {
 	// as it runs; nil leaves it at the caller's.
 	Spawner *Spawner
 	// OnStart, if set, is called with the process's id once the
-	// Command's exec succeeded, before Run waits for it: the instant a
+	// command's exec succeeded, before Run waits for it: the instant a
 	// job's lateness is measured to. When many commands are due at once
 	// their forks and execs share the CPUs, so this can be well after
 	// Run was called. It must not block.
@@ -293,10 +293,10 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 var pipeBufs = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
 // copyPipe copies r to w until r ends, ignoring w's errors so that the
-// Command never blocks on a full pipe. It exists because io.Copy from an
+// command never blocks on a full pipe. It exists because io.Copy from an
 // *os.File allocates 32 KiB per call (the file's WriteTo hides its reads
 // from io.Copy's buffer reuse): two per run, held for as long as the
-// Command runs, which at hundreds of runs a second was a third of all the
+// command runs, which at hundreds of runs a second was a third of all the
 // node allocated, and under overload, with thousands of commands waiting
 // for a CPU, most of its memory.
 func copyPipe(w io.Writer, r io.Reader) {

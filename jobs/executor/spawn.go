@@ -78,7 +78,7 @@ func niceOf(which, who int) (int, error) {
 var errSpawnerClosed = errors.New("the job spawner is closed")
 
 // Start starts cmd and lowers it, or does not start it if ctx ended. A
-// Command with SysProcAttr.Setpgid (and no Pgid) leads a group of its
+// command with SysProcAttr.Setpgid (and no Pgid) leads a group of its
 // own, and the whole group is lowered, so a child it forked at once is
 // too. A process already at the jobs' priority or lower (the node was
 // lowered after the spawner was made) is left alone: raising it could

@@ -1,6 +1,6 @@
 // Package metrics holds one node's own Prometheus figures: what its
 // worker saw of its attempts and leases (it is the worker's
-// scheduler.Observer), the decisions of the fenced store it serves, and the
+// worker.Observer), the decisions of the fenced store it serves, and the
 // Go runtime and process collectors, on a registry of its own (no global
 // state: two nodes in one process, or two tests, never share a family).
 //
@@ -42,7 +42,7 @@ var catchupBuckets = []float64{2.5, 5, 10, 30, 60, 300, 900, 1800, 3600, 4 * 360
 // Outcomes are the store's decisions in the order the Overview shows them.
 var Outcomes = []fencedstore.Outcome{fencedstore.Applied, fencedstore.Established, fencedstore.StaleOwner, fencedstore.Conflict, fencedstore.Expired}
 
-// Node is one node's metrics. It implements scheduler.Observer; every
+// Node is one node's metrics. It implements worker.Observer; every
 // method is safe for concurrent use and returns at once.
 type Node struct {
 	reg *prometheus.Registry
@@ -136,21 +136,21 @@ func New() *Node {
 // registers its own and the replicated state's collector.
 func (n *Node) Registry() *prometheus.Registry { return n.reg }
 
-// AttemptStarted implements scheduler.Observer: the lease is held and the
+// AttemptStarted implements worker.Observer: the lease is held and the
 // process started; lateness is its start minus the scheduled time.
 func (n *Node) AttemptStarted(job string, scheduled, started time.Time) {
 	n.acquisitions.WithLabelValues("held").Inc()
 	n.lateness.WithLabelValues(job).Observe(max(started.Sub(scheduled), 0).Seconds())
 }
 
-// CatchupStarted implements scheduler.CatchupObserver: as AttemptStarted,
+// CatchupStarted implements worker.CatchupObserver: as AttemptStarted,
 // with the lateness in its own histogram.
 func (n *Node) CatchupStarted(job string, scheduled, started time.Time) {
 	n.acquisitions.WithLabelValues("held").Inc()
 	n.catchup.WithLabelValues(job).Observe(max(started.Sub(scheduled), 0).Seconds())
 }
 
-// AttemptFinished implements scheduler.Observer.
+// AttemptFinished implements worker.Observer.
 func (n *Node) AttemptFinished(job string, c fsm.Completion) {
 	n.finished.WithLabelValues(job, string(c.State)).Inc()
 	if c.StartedAt.IsZero() {
@@ -165,7 +165,7 @@ func (n *Node) AttemptFinished(job string, c fsm.Completion) {
 	}
 }
 
-// LeaseRenewed implements scheduler.Observer.
+// LeaseRenewed implements worker.Observer.
 func (n *Node) LeaseRenewed(latency time.Duration, err error) {
 	n.renewals.Observe(latency.Seconds())
 	if err != nil {
@@ -173,7 +173,7 @@ func (n *Node) LeaseRenewed(latency time.Duration, err error) {
 	}
 }
 
-// LeaseTransition implements scheduler.Observer.
+// LeaseTransition implements worker.Observer.
 func (n *Node) LeaseTransition(kind string) {
 	n.transitions.WithLabelValues(kind).Inc()
 }

@@ -1,4 +1,4 @@
-package web
+package pages
 
 import (
 	"fmt"
@@ -27,7 +27,7 @@ type svgLink struct {
 
 // ancestors returns the runs that runs followed, and theirs, up to the
 // bounds, none of runs itself.
-func (s *Server) ancestors(runs []jobs.Run) []jobs.Run {
+func (s *Dashboard) ancestors(runs []jobs.Run) []jobs.Run {
 	have := map[string]bool{}
 	for _, r := range runs {
 		have[r.ID] = true
@@ -46,7 +46,7 @@ func (s *Server) ancestors(runs []jobs.Run) []jobs.Run {
 				if !ok {
 					continue
 				}
-				for _, p := range s.State.Runs(fsm.RunFilter{Job: job, Limit: 50}) {
+				for _, p := range s.API.State.Runs(fsm.RunFilter{Job: job, Limit: 50}) {
 					if p.ID == id {
 						out = append(out, p)
 						next = append(next, p)

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"encoding/json"
@@ -34,19 +34,19 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
 	b, ok := s.Scheduler.(scheduler.Backfiller)
 	if !ok {
-		s.error(w, r, fmt.Errorf("%w: backfill: this node has no scheduler", errNoRoute))
+		s.Error(w, r, fmt.Errorf("%w: backfill: this node has no scheduler", errNoRoute))
 		return
 	}
 	var body BackfillBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBackfillBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {
-		s.error(w, r, badRequest("decode backfill request (want {\"from\", \"to\", \"dry_run\", \"max_running\"}): %v", err))
+		s.Error(w, r, BadRequest("decode backfill request (want {\"from\", \"to\", \"dry_run\", \"max_running\"}): %v", err))
 		return
 	}
 	spec, ok := s.State.Spec(name)
 	if !ok {
-		s.error(w, r, fmt.Errorf("backfill %s: %w", name, jobs.ErrUnknownJob))
+		s.Error(w, r, fmt.Errorf("backfill %s: %w", name, jobs.ErrUnknownJob))
 		return
 	}
 	loc, err := spec.Location()
@@ -55,20 +55,20 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 	}
 	from, err := ParseBackfillTime(body.From, loc)
 	if err != nil {
-		s.error(w, r, badRequest("from: %v", err))
+		s.Error(w, r, BadRequest("from: %v", err))
 		return
 	}
 	to, err := ParseBackfillTime(body.To, loc)
 	if err != nil {
-		s.error(w, r, badRequest("to: %v", err))
+		s.Error(w, r, BadRequest("to: %v", err))
 		return
 	}
 	res, err := b.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, res)
+	WriteJSON(w, http.StatusOK, res)
 }
 
 // ParseBackfillTime reads an RFC 3339 time, or a date or wall-clock time

@@ -1,4 +1,4 @@
-package web
+package auth
 
 import (
 	"container/list"
@@ -46,7 +46,7 @@ func clientKey(r *http.Request) string {
 }
 
 // loginThrottle counts failed tokens per client address. Times come from
-// the caller (the Server's Clock). It is safe for concurrent use.
+// the caller (the Guard's Clock). It is safe for concurrent use.
 type loginThrottle struct {
 	mu      sync.Mutex
 	max     int
@@ -146,7 +146,7 @@ const (
 	auditEvery = 30 * time.Second
 )
 
-// auditLimiter is a token bucket over the Server's Clock.
+// auditLimiter is a token bucket over the Guard's Clock.
 type auditLimiter struct {
 	mu         sync.Mutex
 	tokens     float64

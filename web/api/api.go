@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"bytes"
@@ -18,9 +18,10 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
-func (s *Server) status() wire.Status {
+func (s *Server) Status() wire.Status {
 	epoch, epochOf := s.State.Epoch()
 	id, addr := s.Cluster.Leader()
 	set := s.State.JobSetInfo()
@@ -32,7 +33,7 @@ func (s *Server) status() wire.Status {
 		Members: []wire.MemberStatus{}, Voters: []election.Voter{},
 	}
 	st.Drifted = drifted(st.ConfigHash)
-	st.Notify = s.notifyStatus()
+	st.Notify = s.NotifyStatus()
 	for _, m := range s.Cluster.Members() {
 		st.Members = append(st.Members, wire.MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
 	}
@@ -43,11 +44,14 @@ func (s *Server) status() wire.Status {
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.status())
+	WriteJSON(w, http.StatusOK, s.Status())
 }
 
-func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
-	st := s.status()
+// Ready answers GET /readyz: 200 once this node is a member of a cluster
+// with a leader that committed an epoch, 503 before (or after its Raft
+// log halted).
+func (s *Server) Ready(w http.ResponseWriter, r *http.Request) {
+	st := s.Status()
 	if h, ok := s.State.(interface{ Halted() error }); ok && h.Halted() != nil {
 		http.Error(w, "not ready: "+h.Halted().Error()+"\n", http.StatusServiceUnavailable)
 		return
@@ -59,6 +63,10 @@ func (s *Server) handleReady(w http.ResponseWriter, r *http.Request) {
 	fmt.Fprintf(w, "ready: leader %s, epoch %d\n", st.Leader, st.Epoch)
 }
 
+// RunStates are the run states in the order the API's figures and the
+// dashboard list them.
+var RunStates = []jobs.State{jobs.Pending, jobs.Running, jobs.Succeeded, jobs.Failed, jobs.Fenced, jobs.TimedOut, jobs.Lost, jobs.Cancelled, jobs.Skipped}
+
 // Paging of the job set (GET /api/v1/jobs and the Jobs page): a set of
 // 100,000 jobs is never copied or rendered whole per request.
 const (
@@ -68,22 +76,22 @@ const (
 	maxJobsLimit     = 5000
 )
 
-// jobQuery reads a job search from a request: q (text in the name or a
+// JobQuery reads a job search from a request: q (text in the name or a
 // target tag), state (of the last run, or "never"), paused, cursor (an
 // earlier answer's next) and limit.
-func jobQuery(r *http.Request, defaultLimit int) (fsm.JobQuery, error) {
+func JobQuery(r *http.Request, defaultLimit int) (fsm.JobQuery, error) {
 	v := r.URL.Query()
 	q := fsm.JobQuery{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
 	if len(q.Text) > 200 {
-		return q, badRequest("q is at most 200 bytes")
+		return q, BadRequest("q is at most 200 bytes")
 	}
 	if q.State != "" && q.State != fsm.NeverRan && !q.State.Known() {
-		return q, badRequest("state must be a run state or %q, got %q", fsm.NeverRan, q.State)
+		return q, BadRequest("state must be a run state or %q, got %q", fsm.NeverRan, q.State)
 	}
 	if p := v.Get("paused"); p != "" {
 		b, err := strconv.ParseBool(p)
 		if err != nil {
-			return q, badRequest("paused must be true or false, got %q", p)
+			return q, BadRequest("paused must be true or false, got %q", p)
 		}
 		q.Paused = b
 	}
@@ -97,7 +105,7 @@ func jobQuery(r *http.Request, defaultLimit int) (fsm.JobQuery, error) {
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > maxJobsLimit {
-			return q, badRequest("limit must be a number from 1 to %d, got %q", maxJobsLimit, l)
+			return q, BadRequest("limit must be a number from 1 to %d, got %q", maxJobsLimit, l)
 		}
 		q.Limit = n
 	}
@@ -113,7 +121,7 @@ func encodeJobCursor(name string) string {
 func decodeJobCursor(c string) (string, error) {
 	b, err := base64.RawURLEncoding.DecodeString(c)
 	if err != nil || !bytes.HasPrefix(b, []byte("j:")) {
-		return "", badRequest("cursor %q is not one this server gave", clipParam(c))
+		return "", BadRequest("cursor %q is not one this server gave", clipParam(c))
 	}
 	return string(b[2:]), nil
 }
@@ -126,9 +134,9 @@ func clipParam(s string) string {
 }
 
 // findJobs returns a page of jobs as the API shows them (with their
-// secrets if full, see seesSecrets), and the cursor of the next page (""
+// secrets if full, see auth.Guard.SeesSecrets), and the cursor of the next page (""
 // if none).
-func (s *Server) findJobs(q fsm.JobQuery, full bool) ([]wire.Job, string, fsm.JobPage) {
+func (s *Server) FindJobs(q fsm.JobQuery, full bool) ([]wire.Job, string, fsm.JobPage) {
 	page := s.State.FindJobs(q)
 	now := s.Clock.Now()
 	out := make([]wire.Job, 0, len(page.Jobs))
@@ -157,22 +165,22 @@ func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time, full bool) wire.Job {
 }
 
 func (s *Server) handleJobs(w http.ResponseWriter, r *http.Request) {
-	q, err := jobQuery(r, defaultJobsLimit)
+	q, err := JobQuery(r, defaultJobsLimit)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	full, err := s.seesSecrets(r)
+	full, err := s.Guard.SeesSecrets(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	list, next, page := s.findJobs(q, full)
+	list, next, page := s.FindJobs(q, full)
 	writeJobList(w, wire.JobList{Jobs: list, Next: next, Matched: page.Matched, Total: page.Total})
 }
 
 // job returns one job as the API shows it, with its secrets if full.
-func (s *Server) job(name string, full bool) (wire.Job, error) {
+func (s *Server) Job(name string, full bool) (wire.Job, error) {
 	spec, ok := s.State.Spec(name)
 	if !ok {
 		return wire.Job{}, fmt.Errorf("job %q: %w", name, jobs.ErrNotFound)
@@ -185,17 +193,17 @@ func (s *Server) job(name string, full bool) (wire.Job, error) {
 }
 
 func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
-	full, err := s.seesSecrets(r)
+	full, err := s.Guard.SeesSecrets(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	j, err := s.job(chi.URLParam(r, "name"), full)
+	j, err := s.Job(chi.URLParam(r, "name"), full)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, j)
+	WriteJSON(w, http.StatusOK, j)
 }
 
 // handleRuns lists runs, newest scheduled first, from the replicated
@@ -203,21 +211,21 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 func (s *Server) handleRuns(w http.ResponseWriter, r *http.Request) {
 	q, err := s.runQuery(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	page, err := s.listRuns(q)
+	page, err := s.ListRuns(q)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	// Nothing for a job the set does not hold: a typo, not "it never
 	// ran" (a removed job's kept runs are still listed).
 	if _, known := s.State.Spec(q.Job); q.Job != "" && q.Cursor == "" && len(page.Runs) == 0 && !known {
-		s.error(w, r, fmt.Errorf("runs of %q: %w", q.Job, jobs.ErrUnknownJob))
+		s.Error(w, r, fmt.Errorf("runs of %q: %w", q.Job, jobs.ErrUnknownJob))
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
+	WriteJSON(w, http.StatusOK, wire.RunList{Runs: nonNil(page.Runs), Next: page.Next})
 }
 
 // maxJobSetBody bounds PUT /api/v1/jobset: a job set's JSON
@@ -232,18 +240,18 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobSetBody))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		s.error(w, r, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20))
+		s.Error(w, r, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20))
 		return
 	}
 	if err != nil {
-		s.error(w, r, badRequest("read job set: %v", err))
+		s.Error(w, r, BadRequest("read job set: %v", err))
 		return
 	}
 	req := wire.JobSetRequest{Jobs: make([]jobs.Spec, 0, jobs.CountSpecs(body))}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&req); err != nil {
-		s.error(w, r, badRequest("decode job set: %v", err))
+		s.Error(w, r, BadRequest("decode job set: %v", err))
 		return
 	}
 	if req.Source == "" {
@@ -251,10 +259,10 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	}
 	hash, err := s.Scheduler.SetJobs(r.Context(), req.Jobs, req.Source)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs)})
+	WriteJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs)})
 }
 
 // handleTrigger starts a run now; ?force=true overrides the job's overlap
@@ -264,14 +272,14 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 	if v := r.URL.Query().Get("force"); v != "" {
 		f, err := strconv.ParseBool(v)
 		if err != nil {
-			s.error(w, r, badRequest("force must be true or false, got %q", v))
+			s.Error(w, r, BadRequest("force must be true or false, got %q", v))
 			return
 		}
 		force = f
 	}
 	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"), force)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	s.answer(w, r, run)
@@ -281,7 +289,7 @@ func (s *Server) handlePause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		name := chi.URLParam(r, "name")
 		if err := s.Scheduler.Pause(r.Context(), name, paused); err != nil {
-			s.error(w, r, err)
+			s.Error(w, r, err)
 			return
 		}
 		s.answer(w, r, wire.Paused{Job: name, Paused: paused})
@@ -294,15 +302,15 @@ func (s *Server) handlePause(paused bool) http.HandlerFunc {
 func (s *Server) handleEventsJSON(w http.ResponseWriter, r *http.Request) {
 	q, err := s.eventQuery(r)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	page, err := s.history().ListEvents(s.State.Events(0, 0), q)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, wire.EventList{Events: nonNil(page.Events), Counters: s.State.Counters(), Next: page.Next})
+	WriteJSON(w, http.StatusOK, wire.EventList{Events: nonNil(page.Events), Counters: s.State.Counters(), Next: page.Next})
 }
 
 // Errors of the request itself: scheduler/wire's, under the names web's files
@@ -319,22 +327,18 @@ var (
 	errNoRoute      = wire.ErrNoRoute
 )
 
-// internalPrefix is where the calls between nodes go (scheduler/rpc's
-// Prefix): Server.Internal serves them.
-const internalPrefix = "/internal/v1"
-
-func badRequest(format string, args ...any) error {
+func BadRequest(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", errBadRequest, fmt.Sprintf(format, args...))
 }
 
-// statusOf is the HTTP status of err, from the one table in scheduler/wire.
-func statusOf(err error) int {
+// StatusOf is the HTTP status of err, from the one table in scheduler/wire.
+func StatusOf(err error) int {
 	status, _ := wire.StatusOf(err)
 	return status
 }
 
-func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
-	code := statusOf(err)
+func (s *Server) Error(w http.ResponseWriter, r *http.Request, err error) {
+	code := StatusOf(err)
 	switch {
 	case code == http.StatusServiceUnavailable:
 		// Not the leader, or no leader yet: the caller looks again.
@@ -345,22 +349,19 @@ func (s *Server) error(w http.ResponseWriter, r *http.Request, err error) {
 	if code == http.StatusUnauthorized {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="fencecron"`)
 	}
-	var re *retryError
-	if errors.As(err, &re) {
-		w.Header().Set("Retry-After", retryAfter(re.after))
-	}
-	if wantsHTML(r) {
-		s.renderError(w, r, code, err)
+	SetRetryAfter(w, err)
+	if s.ErrorPage != nil && wantsHTML(r) {
+		s.ErrorPage(w, r, code, err)
 		return
 	}
-	writeJSON(w, code, wire.Body(err))
+	WriteJSON(w, code, wire.Body(err))
 }
 
 // wantsHTML reports whether an error should be a page: a dashboard page,
 // or a dashboard form posted without script.
 func wantsHTML(r *http.Request) bool {
 	if strings.HasPrefix(r.URL.Path, "/api/") || strings.HasPrefix(r.URL.Path, "/internal/") || r.URL.Path == "/metrics" {
-		return isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html")
+		return auth.IsForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html")
 	}
 	return true
 }
@@ -368,14 +369,35 @@ func wantsHTML(r *http.Request) bool {
 // answer writes v as JSON, or, for a dashboard form posted without
 // script, sends the browser back to the page it came from.
 func (s *Server) answer(w http.ResponseWriter, r *http.Request, v any) {
-	if isForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
-		http.Redirect(w, r, localPath(r.PostFormValue("back")), http.StatusSeeOther)
+	if auth.IsForm(r) && strings.Contains(r.Header.Get("Accept"), "text/html") {
+		http.Redirect(w, r, auth.LocalPath(r.PostFormValue("back")), http.StatusSeeOther)
 		return
 	}
-	writeJSON(w, http.StatusOK, v)
+	WriteJSON(w, http.StatusOK, v)
 }
 
-func writeJSON(w http.ResponseWriter, code int, v any) {
+// retryError is a refusal for now whose answer says when to try again.
+type retryError struct {
+	after time.Duration
+	err   error
+}
+
+func (e *retryError) Error() string             { return e.err.Error() }
+func (e *retryError) Unwrap() error             { return e.err }
+func (e *retryError) RetryAfter() time.Duration { return e.after }
+
+// SetRetryAfter sets Retry-After if err says when to try again: any
+// error in its chain with a RetryAfter method (a refusal for now here, a
+// lockout of web/auth).
+func SetRetryAfter(w http.ResponseWriter, err error) {
+	var re interface{ RetryAfter() time.Duration }
+	if errors.As(err, &re) {
+		// Whole seconds, rounded up, as Retry-After wants them.
+		w.Header().Set("Retry-After", strconv.FormatInt(int64((re.RetryAfter()+time.Second-1)/time.Second), 10))
+	}
+}
+
+func WriteJSON(w http.ResponseWriter, code int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(code)
 	enc := json.NewEncoder(w)

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"net/http"
@@ -9,5 +9,5 @@ import (
 // handleSkips lists the fire times the leader deliberately did not run,
 // as ranges with a reason (misfire and catch-up policies).
 func (s *Server) handleSkips(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(r.URL.Query().Get("job")))})
+	WriteJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(r.URL.Query().Get("job")))})
 }

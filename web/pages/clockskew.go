@@ -1,4 +1,4 @@
-package web
+package pages
 
 import (
 	"time"
@@ -20,7 +20,7 @@ type skewWarning struct {
 	Max   time.Duration
 }
 
-func (s *Server) skewWarning() skewWarning {
+func (s *Dashboard) skewWarning() skewWarning {
 	if s.ClockSkew == nil {
 		return skewWarning{}
 	}

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ type Operator interface {
 }
 
 // maxSnapshotBytes bounds a snapshot sent for restore: what every server
-// can take in (scheduler.MaxSnapshotBytes).
+// can take in (fsm.MaxSnapshotBytes).
 const maxSnapshotBytes = fsm.MaxSnapshotBytes
 
 // snapshotTimeout bounds saving and restoring a snapshot; it replaces the
@@ -46,11 +46,11 @@ const snapshotTimeout = 5 * time.Minute
 func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	voters, err := s.Cluster.Voters()
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	if voters == nil && s.Cluster.State() == "Worker" {
-		s.error(w, r, fmt.Errorf("%w: %s is a worker and holds no Raft configuration: ask a server", wire.ErrBadRequest, s.Cluster.ID()))
+		s.Error(w, r, fmt.Errorf("%w: %s is a worker and holds no Raft configuration: ask a server", wire.ErrBadRequest, s.Cluster.ID()))
 		return
 	}
 	leader, _ := s.Cluster.Leader()
@@ -62,17 +62,17 @@ func (s *Server) handlePeers(w http.ResponseWriter, r *http.Request) {
 	for _, v := range voters {
 		out.Peers = append(out.Peers, wire.Peer{ID: v.ID, Address: v.Address, Voter: v.Voter, Leader: v.ID == leader, Gossip: gossip[v.ID]})
 	}
-	writeJSON(w, http.StatusOK, out)
+	WriteJSON(w, http.StatusOK, out)
 }
 
 func (s *Server) handleRemovePeer(w http.ResponseWriter, r *http.Request) {
 	id := chi.URLParam(r, "id")
 	if err := s.operator().RemovePeer(r.Context(), id); err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	s.Logger.Warn("operator: removed a server from the raft configuration", "server", id, "client", r.RemoteAddr)
-	writeJSON(w, http.StatusOK, wire.PeerRemoved{Removed: id})
+	WriteJSON(w, http.StatusOK, wire.PeerRemoved{Removed: id})
 }
 
 func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +83,7 @@ func (s *Server) handleSnapshotSave(w http.ResponseWriter, r *http.Request) {
 	// failure is answered with its status rather than a cut body.
 	var buf bytes.Buffer
 	if err := s.operator().SaveSnapshot(ctx, &buf); err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -100,7 +100,7 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	if !s.restoring.TryLock() {
 		w.Header().Set("Retry-After", "10")
-		s.error(w, r, fmt.Errorf("%w: a restore is in progress on this node; try again once it has finished", wire.ErrTooMany))
+		s.Error(w, r, fmt.Errorf("%w: a restore is in progress on this node; try again once it has finished", wire.ErrTooMany))
 		return
 	}
 	defer s.restoring.Unlock()
@@ -111,11 +111,11 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 		if errors.As(err, &tooBig) {
 			err = fmt.Errorf("%w: a snapshot is at most %d bytes", wire.ErrTooLarge, int64(maxSnapshotBytes))
 		}
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
 	s.Logger.Warn("operator: restored the replicated state from a snapshot", "client", r.RemoteAddr, "last_index", res.LastIndex, "epoch_base", res.EpochBase)
-	writeJSON(w, http.StatusOK, res)
+	WriteJSON(w, http.StatusOK, res)
 }
 
 // operator is s.Operator, or one that refuses everything.

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"errors"
@@ -20,10 +20,10 @@ import (
 func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	ex, err := s.explain(chi.URLParam(r, "name"), r.URL.Query().Get("at"))
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, ex)
+	WriteJSON(w, http.StatusOK, ex)
 }
 
 func (s *Server) explain(name, at string) (fsm.Explanation, error) {
@@ -32,7 +32,7 @@ func (s *Server) explain(name, at string) (fsm.Explanation, error) {
 		return fsm.Explanation{}, fmt.Errorf("job %q: %w", name, jobs.ErrUnknownJob)
 	}
 	if at == "" {
-		return fsm.Explanation{}, badRequest("at is required: %v", fsm.ErrBadTime)
+		return fsm.Explanation{}, BadRequest("at is required: %v", fsm.ErrBadTime)
 	}
 	ex, err := fsm.Explain(fsm.ExplainInput{
 		Spec:  spec,
@@ -40,7 +40,7 @@ func (s *Server) explain(name, at string) (fsm.Explanation, error) {
 		Now:   s.Clock.Now(),
 		Skips: s.State.Skips(name),
 		Run: func(t time.Time) (*jobs.Run, error) {
-			page, err := s.listRuns(history.RunQuery{Job: name, Since: t, Until: t.Add(time.Nanosecond), Limit: 1})
+			page, err := s.ListRuns(history.RunQuery{Job: name, Since: t, Until: t.Add(time.Nanosecond), Limit: 1})
 			if err != nil || len(page.Runs) == 0 {
 				return nil, err
 			}
@@ -61,7 +61,7 @@ func (s *Server) explain(name, at string) (fsm.Explanation, error) {
 		},
 	})
 	if errors.Is(err, fsm.ErrBadTime) {
-		return ex, badRequest("%v", err)
+		return ex, BadRequest("%v", err)
 	}
 	return ex, err
 }

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // empty list of runs would read as "nothing ran". The answer is 421
 // (misdirected) naming the leader's address to ask instead; a page gets
 // the same as an error page with that link.
-func (s *Server) holdsState(next http.Handler) http.Handler {
+func (s *Server) HoldsState(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if _, server := s.Cluster.RaftStats(); server {
 			next.ServeHTTP(w, r)
@@ -19,11 +19,11 @@ func (s *Server) holdsState(next http.Handler) http.Handler {
 		where := "no leader is known yet; ask a server node"
 		if addr, err := s.Cluster.LeaderHTTP(); err == nil && addr != "" {
 			scheme := "http"
-			if s.PublicTLS != nil {
+			if s.HTTPS {
 				scheme = "https"
 			}
 			where = fmt.Sprintf("ask a server, such as the leader: %s://%s%s", scheme, addr, r.URL.RequestURI())
 		}
-		s.error(w, r, fmt.Errorf("%w: node %s is a worker (server: false) and holds no replicated state (jobs, runs, events); %s", errMisdirected, s.Cluster.ID(), where))
+		s.Error(w, r, fmt.Errorf("%w: node %s is a worker (server: false) and holds no replicated state (jobs, runs, events); %s", errMisdirected, s.Cluster.ID(), where))
 	})
 }

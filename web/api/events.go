@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"encoding/json"
@@ -16,12 +16,12 @@ import (
 //	event: cluster   data = {node, raft_state, leader, epoch, members}
 //	                 whenever that summary changes (gossip and Raft views
 //	                 are not audit entries)
-//	: ping           a comment every Limits.EventHeartbeat, so idle proxies
+//	: ping           a comment every EventHeartbeat, so idle proxies
 //	                 and dead clients are noticed
 //
 // Each stream has its own coalescing subscription to the replicated
 // state, so a slow client delays nobody; one that cannot take a write
-// within sseWriteTimeout is dropped. At most Limits.MaxEventStreams are
+// within sseWriteTimeout is dropped. At most MaxEventStreams are
 // open at once; one more is answered 503 with Retry-After (a dashboard's
 // script tries again then).
 const (
@@ -64,14 +64,14 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get("Last-Event-ID"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.error(w, r, badRequest("Last-Event-ID must be an event sequence number, got %q", v))
+			s.Error(w, r, BadRequest("Last-Event-ID must be an event sequence number, got %q", v))
 			return
 		}
 		after = n
 	} else if v := r.URL.Query().Get("after"); v != "" {
 		n, err := strconv.ParseUint(v, 10, 64)
 		if err != nil {
-			s.error(w, r, badRequest("after must be an event sequence number, got %q", v))
+			s.Error(w, r, BadRequest("after must be an event sequence number, got %q", v))
 			return
 		}
 		after = n
@@ -79,10 +79,10 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	// A stream takes one of a bounded number of places, so that many
 	// clients cannot each hold a goroutine, a subscription and a
 	// connection for as long as they like.
-	if n := s.streams.Add(1); n > int64(s.Limits.MaxEventStreams) {
+	if n := s.streams.Add(1); n > int64(s.MaxEventStreams) {
 		s.streams.Add(-1)
-		s.metrics().sseRefused.Add(1)
-		s.error(w, r, &retryError{after: sseRetryAfter,
+		s.Metrics.EventStreamsRefused.Add(1)
+		s.Error(w, r, &retryError{after: sseRetryAfter,
 			err: fmt.Errorf("%w: %d event streams are open, the most this node serves (api.limits.max_event_streams); try again later", errUnavailable, n-1)})
 		return
 	}
@@ -93,8 +93,8 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	rc := http.NewResponseController(w)
 	changed, unsubscribe := s.State.Subscribe()
 	defer unsubscribe()
-	s.metrics().sseClients.Add(1)
-	defer s.metrics().sseClients.Add(-1)
+	s.Metrics.EventStreams.Add(1)
+	defer s.Metrics.EventStreams.Add(-1)
 
 	h := w.Header()
 	h.Set("Content-Type", "text/event-stream")
@@ -147,7 +147,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	}
 	poll := time.NewTicker(sseClusterPoll)
 	defer poll.Stop()
-	keepAlive := time.NewTicker(s.Limits.EventHeartbeat)
+	keepAlive := time.NewTicker(s.EventHeartbeat)
 	defer keepAlive.Stop()
 	for {
 		select {

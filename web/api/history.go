@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"net/http"
@@ -32,7 +32,7 @@ func (s *Server) history() History {
 }
 
 // listRuns lists runs of the replicated state and the history.
-func (s *Server) listRuns(q history.RunQuery) (history.RunPage, error) {
+func (s *Server) ListRuns(q history.RunQuery) (history.RunPage, error) {
 	return s.history().ListRuns(s.State.Runs(fsm.RunFilter{Job: q.Job}), q)
 }
 
@@ -57,7 +57,7 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 		for p := range strings.SplitSeq(st, ",") {
 			state := jobs.State(strings.TrimSpace(p))
 			if !state.Known() {
-				return q, badRequest("state %q: want one of pending, running, succeeded, failed, fenced, timed_out, lost, cancelled, skipped (comma-separated)", p)
+				return q, BadRequest("state %q: want one of pending, running, succeeded, failed, fenced, timed_out, lost, cancelled, skipped (comma-separated)", p)
 			}
 			q.States = append(q.States, state)
 		}
@@ -76,7 +76,7 @@ func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 	if a := v.Get("after"); a != "" {
 		n, err := strconv.ParseUint(a, 10, 64)
 		if err != nil {
-			return q, badRequest("after must be an event sequence number, got %q", a)
+			return q, BadRequest("after must be an event sequence number, got %q", a)
 		}
 		q.After = n
 	}
@@ -95,7 +95,7 @@ func limitParam(v url.Values, def, most int) (int, error) {
 	}
 	n, err := strconv.Atoi(l)
 	if err != nil || n < 1 || n > most {
-		return 0, badRequest("limit must be a number from 1 to %d, got %q", most, l)
+		return 0, BadRequest("limit must be a number from 1 to %d, got %q", most, l)
 	}
 	return n, nil
 }
@@ -109,11 +109,11 @@ func (s *Server) timeRange(v url.Values) (since, until time.Time, err error) {
 	}
 	if p := v.Get("until"); p != "" {
 		if until, err = time.Parse(time.RFC3339, p); err != nil {
-			return since, until, badRequest("until must be an RFC 3339 time such as 2026-07-01T09:00:00Z, got %q", p)
+			return since, until, BadRequest("until must be an RFC 3339 time such as 2026-07-01T09:00:00Z, got %q", p)
 		}
 	}
 	if !since.IsZero() && !until.IsZero() && !since.Before(until) {
-		return since, until, badRequest("since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
+		return since, until, BadRequest("since (%s) must be before until (%s)", since.Format(time.RFC3339), until.Format(time.RFC3339))
 	}
 	return since, until, nil
 }
@@ -126,7 +126,7 @@ func ParseSince(p string, now time.Time) (time.Time, error) {
 	}
 	d, err := jobs.ParseDuration(p)
 	if err != nil || d <= 0 {
-		return time.Time{}, badRequest("since must be an RFC 3339 time such as 2026-07-01T09:00:00Z or a duration such as 24h or 7d, got %q", p)
+		return time.Time{}, BadRequest("since must be an RFC 3339 time such as 2026-07-01T09:00:00Z or a duration such as 24h or 7d, got %q", p)
 	}
 	return now.Add(-d), nil
 }

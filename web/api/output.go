@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-// An attempt's output (scheduler/output.go): GET /attempts/{id} shows it,
+// An attempt's output (scheduler/output.go): the dashboard's GET /attempts/{id} shows it,
 // GET /api/v1/attempts/{id}/output?stdout_from=&stderr_from= returns it
 // as JSON. While the attempt runs, this node asks its worker (Outputs,
 // over the internal API when the worker is another node) and the page's
@@ -27,7 +27,7 @@ import (
 // (scheduler/rpc.Client). An attempt the worker no longer runs is an
 // error wrapping jobs.ErrNotFound.
 type Outputs interface {
-	AttemptOutput(ctx context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error)
+	AttemptOutput(ctx context.Context, worker string, req worker.OutputRequest) (worker.LiveOutput, error)
 }
 
 // outputAskTimeout bounds the question to a worker while a page renders.
@@ -35,7 +35,7 @@ const outputAskTimeout = 3 * time.Second
 
 // findAttempt returns the run and attempt of an attempt id: from the
 // replicated state, else from the history.
-func (s *Server) findAttempt(id string) (jobs.Run, jobs.Attempt, error) {
+func (s *Server) FindAttempt(id string) (jobs.Run, jobs.Attempt, error) {
 	runID, n, ok := jobs.SplitAttemptID(id)
 	notFound := fmt.Errorf("attempt %q: %w", id, jobs.ErrNotFound)
 	if !ok {
@@ -51,7 +51,7 @@ func (s *Server) findAttempt(id string) (jobs.Run, jobs.Attempt, error) {
 		if !ok {
 			return jobs.Run{}, jobs.Attempt{}, notFound
 		}
-		page, err := s.listRuns(history.RunQuery{Job: job, Since: at, Until: at.Add(time.Millisecond), Limit: 4})
+		page, err := s.ListRuns(history.RunQuery{Job: job, Since: at, Until: at.Add(time.Millisecond), Limit: 4})
 		if err != nil {
 			return jobs.Run{}, jobs.Attempt{}, err
 		}
@@ -84,7 +84,7 @@ func splitRunID(id string) (string, time.Time, bool) {
 // attemptOutput returns what attempt a wrote from the asked offsets on:
 // its worker's live rings while it runs, its record's tails once it has
 // ended (or its worker no longer has it).
-func (s *Server) attemptOutput(ctx context.Context, a jobs.Attempt, req worker.OutputRequest) (worker.LiveOutput, error) {
+func (s *Server) AttemptOutput(ctx context.Context, a jobs.Attempt, req worker.OutputRequest) (worker.LiveOutput, error) {
 	if !a.State.Terminal() && s.Outputs != nil {
 		ctx, cancel := context.WithTimeout(ctx, outputAskTimeout)
 		defer cancel()
@@ -108,49 +108,21 @@ func (s *Server) handleAttemptOutput(w http.ResponseWriter, r *http.Request) {
 		if t := r.URL.Query().Get(name); t != "" {
 			n, err := strconv.ParseInt(t, 10, 64)
 			if err != nil || n < 0 {
-				s.error(w, r, badRequest("%s must be a byte offset (0 or more), got %q", name, t))
+				s.Error(w, r, BadRequest("%s must be a byte offset (0 or more), got %q", name, t))
 				return
 			}
 			*v = n
 		}
 	}
-	_, a, err := s.findAttempt(req.Attempt)
+	_, a, err := s.FindAttempt(req.Attempt)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	out, err := s.attemptOutput(r.Context(), a, req)
+	out, err := s.AttemptOutput(r.Context(), a, req)
 	if err != nil {
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, out)
-}
-
-type attemptPage struct {
-	pageBase
-	Run     jobs.Run
-	Attempt jobs.Attempt
-	Output  worker.LiveOutput
-	// OutputErr says why the live output could not be read.
-	OutputErr string
-	// Published is set when the attempt's stdout went to the store.
-	Published bool
-}
-
-func (s *Server) handleAttemptPage(w http.ResponseWriter, r *http.Request) {
-	id := chi.URLParam(r, "id")
-	run, a, err := s.findAttempt(id)
-	if err != nil {
-		s.error(w, r, err)
-		return
-	}
-	p := &attemptPage{pageBase: s.base(r, "Attempt "+id, "jobs"), Run: run, Attempt: a,
-		Published: run.Output != "" && a.StoreOutcome == "applied"}
-	p.Output, err = s.attemptOutput(r.Context(), a, worker.OutputRequest{Attempt: id})
-	if err != nil {
-		p.OutputErr = err.Error()
-		p.Output = worker.RecordedOutput(a)
-	}
-	s.render(w, r, http.StatusOK, "attempt.html", p)
+	WriteJSON(w, http.StatusOK, out)
 }

@@ -1,4 +1,4 @@
-package web
+package api
 
 import (
 	"bufio"
@@ -17,7 +17,7 @@ import (
 //
 //   - A job's secrets (the URLs of its notifications and of its HTTP
 //     request, its request's header values: jobs.Redact) are shown only
-//     to whoever may change the job set (seesSecrets); everyone else gets
+//     to whoever may change the job set (auth.Guard.SeesSecrets); everyone else gets
 //     scheme and host, and "(hidden)".
 //   - The whole set (GET /api/v1/jobset, what `apply -dry-run` diffs) is
 //     for them only too, and at most maxJobSetExports are written at
@@ -36,28 +36,10 @@ const maxJobSetExports = 4
 // exportRetryAfter is the Retry-After of an export refused for now.
 const exportRetryAfter = time.Second
 
-// seesSecrets reports whether r may see the secrets job specs hold: a
-// holder of the API token (Bearer, or a dashboard login), or, on a node
-// without one, a client on its own host. Whoever may replace the job set
-// may read it whole. A wrong Bearer token is an error (401, throttled as
-// any other), never a quiet fall back to the redacted view.
-func (s *Server) seesSecrets(r *http.Request) (bool, error) {
-	if s.APIToken == "" {
-		return isLoopbackClient(r), nil
-	}
-	if h := r.Header.Get("Authorization"); h != "" {
-		if err := s.checkBearer(r, h); err != nil {
-			return false, err
-		}
-		return true, nil
-	}
-	return s.session(r) != "", nil
-}
-
 // exportRefused is why a request that does not see secrets may not
 // export the job set.
 func (s *Server) exportRefused() error {
-	if s.APIToken == "" {
+	if !s.Guard.Required() {
 		return fmt.Errorf("%w: the whole job set holds the jobs' secrets, and this node has no API token (api.token), so only clients on its own host may export it; "+
 			"set api.token on the node and send it as \"Authorization: Bearer TOKEN\" (fencecron -token or FENCECRON_API_TOKEN), or page through GET /api/v1/jobs", errForbidden)
 	}
@@ -70,18 +52,18 @@ func (s *Server) exportRefused() error {
 // jobs an operator paused beside it: what apply -dry-run compares a file
 // with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
-	switch ok, err := s.seesSecrets(r); {
+	switch ok, err := s.Guard.SeesSecrets(r); {
 	case err != nil:
-		s.error(w, r, err)
+		s.Error(w, r, err)
 		return
 	case !ok:
-		s.error(w, r, s.exportRefused())
+		s.Error(w, r, s.exportRefused())
 		return
 	}
 	if n := s.exports.Add(1); n > maxJobSetExports {
 		s.exports.Add(-1)
-		s.metrics().exportsRefused.Add(1)
-		s.error(w, r, &retryError{after: exportRetryAfter,
+		s.Metrics.ExportsRefused.Add(1)
+		s.Error(w, r, &retryError{after: exportRetryAfter,
 			err: fmt.Errorf("%w: %d job set exports are being written, the most this node writes at once; try again in a moment", errUnavailable, n-1)})
 		return
 	}
@@ -143,7 +125,7 @@ func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool) error {
 	return bw.Flush()
 }
 
-// writeJobList writes l as writeJSON writes it (indented), one job at a
+// writeJobList writes l as WriteJSON writes it (indented), one job at a
 // time: a page of large specs is never encoded whole in memory.
 func writeJobList(w http.ResponseWriter, l wire.JobList) {
 	w.Header().Set("Content-Type", "application/json")
