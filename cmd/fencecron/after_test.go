@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -147,32 +146,6 @@ func TestAfter_ChainRunsInOrderAndSkipsAfterAFailure(t *testing.T) {
 	})
 	if _, _, err := proctest.Get(n.URL() + "/api/v1/store/etl/" + failed.ScheduledAt.Format("150405") + "/transform"); err == nil {
 		t.Error("a skipped transform published its output")
-	}
-}
-
-// validate refuses a cycle, naming it, and an unknown name, and exits 1.
-func TestValidate_RefusesAfterCyclesAndUnknownNames(t *testing.T) {
-	path := writeFile(t, `jobs:
-  - {name: a, after: [c], shell: "true"}
-  - {name: b, after: [a], shell: "true"}
-  - {name: c, after: [b], shell: "true"}
-  - {name: d, after: [nightly], shell: "true"}
-  - {name: e, schedule: "@daily", after: [a], shell: "true"}
-`)
-	out, err := exec.Command(proctest.Binary(t), "validate", path).CombinedOutput()
-	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
-		t.Fatalf("validate: %v, want exit status 1\n%s", err, out)
-	}
-	for _, want := range []string{
-		path + ":3:",
-		"jobs[1].after[0]: cycle: a → b → c → a",
-		path + ":5:",
-		`jobs[3].after[0]: "nightly" is not a job of this set`,
-		"jobs[4].after: a job with after runs for its parents' scheduled times and has no schedule of its own",
-	} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("validate's output lacks %q:\n%s", want, out)
-		}
 	}
 }
 

@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"os"
 	"strconv"
 	"strings"
 	"syscall"
@@ -13,12 +12,6 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 )
-
-func TestMain(m *testing.M) {
-	code := m.Run()
-	proctest.Cleanup()
-	os.Exit(code)
-}
 
 // devNode is one `fencecron dev` process under test.
 type devNode struct {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/pem"
 	"fmt"
 	"io"
@@ -211,33 +210,4 @@ func waitRunDone(t *testing.T, n *localcluster.Node, job string) jobs.Run {
 		return nil
 	})
 	return run
-}
-
-// `fencecron validate` reports what is wrong with an HTTP job, every
-// problem at its line and column, and exits 1.
-func TestValidate_HTTPJob(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "jobs.yaml")
-	src := "jobs:\n" +
-		"  - {name: a, schedule: '@daily', shell: x, http: {url: 'http://127.0.0.1/'}}\n" +
-		"  - {name: b, schedule: '@daily', http: {url: 'ftp://127.0.0.1/', method: FETCH, expect_status: [99], ca_file: /nonexistent/ca.pem}}\n"
-	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stdout, stderr strings.Builder
-	err := run(context.Background(), []string{"validate", path}, &stdout, &stderr)
-	if exitCodeOf(err) != 1 {
-		t.Errorf("validate = %v (exit %d), want exit 1", err, exitCodeOf(err))
-	}
-	out := stdout.String() + stderr.String()
-	for _, want := range []string{
-		":2:51: jobs[0].http: give http, or command or shell, not both",
-		`:3:47: jobs[1].http.url: "ftp://127.0.0.1/": the scheme must be http or https`,
-		`jobs[1].http.method: "FETCH": want one of GET`,
-		"jobs[1].http.expect_status[0]: 99: an HTTP status is 100 to 599",
-		"jobs[1].http.ca_file: cannot read the CA file",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("validate output lacks %q:\n%s", want, out)
-		}
-	}
 }

@@ -2,7 +2,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -16,16 +15,6 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
 )
-
-// cli runs a fencecron client command in this process.
-func cli(t *testing.T, args ...string) (string, error) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var out, errOut bytes.Buffer
-	err := run(ctx, args, &out, &errOut)
-	return out.String() + errOut.String(), err
-}
 
 func addrOf(n *localcluster.Node) string { return strings.TrimPrefix(n.URL(), "http://") }
 
