@@ -151,3 +151,28 @@ func TestLoadOrCreateSecret(t *testing.T) {
 		t.Errorf("left temporary files: %v", entries)
 	}
 }
+
+// A job's token never leaves the host over plain HTTP, even when a user
+// points publish at another host's http:// address: the client refuses
+// before it connects.
+func TestPublish_RefusesTokenInTheClear(t *testing.T) {
+	t.Setenv("FENCECRON_TOKEN", "v2.1.1.1.YQ.ag~cmVwb3J0cy8.AAAA")
+	t.Setenv("FENCECRON_STORE_CA", "")
+	var stdout, stderr bytes.Buffer
+	start := time.Now()
+	err := run(t.Context(), []string{"publish", "-store", "http://192.0.2.10:8080", "reports/x.csv", "/dev/null"}, &stdout, &stderr)
+	if err == nil || !strings.Contains(err.Error(), "refusing to send the fence token in the clear") {
+		t.Fatalf("publish over plain HTTP to another host: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("took %s: it tried to connect", d)
+	}
+	for _, u := range []string{"http://127.0.0.1:8080", "http://localhost:8080", "http://[::1]:8080"} {
+		if !isLoopbackURL(u) {
+			t.Errorf("%s counted as another host", u)
+		}
+	}
+	if isLoopbackURL("http://192.0.2.10:8080") || isLoopbackURL("http://localhost.attacker.example") {
+		t.Error("another host counted as this one")
+	}
+}
