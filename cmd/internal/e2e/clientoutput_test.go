@@ -14,8 +14,10 @@ import (
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
-// The papercuts of issue 17, against a real dev node.
-func TestPapercuts(t *testing.T) {
+// What the client commands print and how they fail, against a real dev
+// node: errors for unknown jobs, runs columns and -limit, paused jobs,
+// times in a job's zone, an empty file (the papercuts of issue 17).
+func TestClient_OutputAgainstDev(t *testing.T) {
 	d, addr := startDevJobs(t, `  - name: tick
     schedule: "@every 1s"
     shell: 'true'
