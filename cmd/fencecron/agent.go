@@ -10,6 +10,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/agent"
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/faults"
@@ -46,63 +47,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 		log.Warn("config: "+w.Msg, "at", w.Pos.String(), "field", w.Path)
 	}
 
-	o := nodeOptions{
-		ID:              f.Node.Name,
-		DataDir:         f.Node.DataDir,
-		Server:          f.Node.Server,
-		RunJobs:         f.Node.RunJobs,
-		Bind:            f.Node.Bind,
-		Advertise:       f.Node.Advertise,
-		HTTPPort:        f.Node.Ports.HTTP,
-		RaftPort:        f.Node.Ports.Raft,
-		GossipPort:      f.Node.Ports.Gossip,
-		BootstrapExpect: f.Node.BootstrapExpect,
-		Join:            f.Node.Join,
-		Tags:            f.Node.Tags,
-		Secret:          []byte(f.Cluster.Secret),
-		PreviousSecret:  []byte(f.Cluster.PreviousSecret),
-		ClusterTLS:      f.Cluster.TLS,
-		PublicTLS:       f.API.TLS,
-		Profile:         f.Cluster.Profile,
-		ReapAfter:       f.Cluster.ReapAfter,
-		MaxClockSkew:    f.Cluster.MaxClockSkew,
-		History:         f.Cluster.History,
-		Store:           f.Store,
-		StorePath:       f.StorePath(),
-		DropEnv:         f.EnvUsed(),
-		JobNice:         f.Node.JobNice,
-		Faults:          faults,
-		API:             f.API,
-		Notify:          f.Notify,
+	nodeJobs, err := agent.ConfigJobs(*path, f)
+	if err != nil {
+		return err
 	}
-	// A node's own jobs (its config's and its jobs_dir's) seed a cluster
-	// that has none; afterwards they only replace the applied set by an
-	// operator's act (SIGHUP, apply).
-	if f.Has(config.SectionJobs) || f.Node.JobsDir != "" {
-		set, err := f.NodeJobs()
-		if err != nil {
-			return err
-		}
-		source := *path
-		if dir := f.JobsDirPath(); dir != "" {
-			source += " and " + dir
-		}
-		o.InitialJobs = set.Jobs
-		o.InitialSource = fmt.Sprintf("%s on %s", source, f.Node.Name)
-		o.ConfigHash = jobs.HashSpecs(set.Jobs)
-		o.Reload = func() ([]jobs.Spec, string, error) {
-			g, err := config.Load(*path)
-			if err != nil {
-				return nil, "", err
-			}
-			set, err := g.NodeJobs()
-			if err != nil {
-				return nil, "", err
-			}
-			return set.Jobs, fmt.Sprintf("SIGHUP: %s on %s", source, f.Node.Name), nil
-		}
-	}
-	return runNode(ctx, log, o)
+	return agent.Run(ctx, f, agent.Options{Logger: log, Faults: faults, Jobs: nodeJobs})
 }
 
 func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) error {

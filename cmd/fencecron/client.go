@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
 	"flag"
@@ -19,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -79,7 +79,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, nil, fmt.Errorf("-ca %s: no PEM certificate in it", *caFile)
 		}
-		hc.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}
+		hc.Transport = &http.Transport{TLSClientConfig: clustertls.CLIClientConfig(pool)}
 	}
 	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }

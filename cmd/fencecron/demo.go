@@ -13,7 +13,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
@@ -275,51 +274,8 @@ func (d *demo) stopAll() error {
 		}()
 	}
 	wg.Wait()
-	if left := killMarked(demoMarker + "=" + d.c.Opts.Dir); len(left) > 0 {
+	if left := localcluster.KillMarked(demoMarker + "=" + d.c.Opts.Dir); len(left) > 0 {
 		fmt.Fprintf(d.out, "killed %d leftover process(es) of the cluster: %v\n", len(left), left)
 	}
 	return errors.Join(errs...)
-}
-
-// killMarked SIGKILLs every process (and its group) of this user whose
-// environment holds marker, and returns their pids. It reads /proc: on a
-// system without one it finds nothing.
-func killMarked(marker string) []int {
-	pids := markedProcs(marker)
-	for _, pid := range pids {
-		killGroupAndProc(pid)
-	}
-	return pids
-}
-
-// markedProcs returns the pids whose environment holds marker exactly.
-func markedProcs(marker string) []int {
-	entries, _ := os.ReadDir("/proc")
-	var out []int
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-		if err != nil {
-			continue
-		}
-		for _, kv := range strings.Split(string(b), "\x00") {
-			if kv == marker {
-				out = append(out, pid)
-				break
-			}
-		}
-	}
-	return out
-}
-
-// killGroupAndProc SIGKILLs pid's process group, unless it is the demo's
-// own, and pid itself.
-func killGroupAndProc(pid int) {
-	if pgid, err := syscall.Getpgid(pid); err == nil && pgid != syscall.Getpgrp() {
-		syscall.Kill(-pgid, syscall.SIGKILL)
-	}
-	syscall.Kill(pid, syscall.SIGKILL)
 }

@@ -53,8 +53,8 @@ func listenStoreLink(target, secret string) (*storeLink, error) {
 	}
 	l := &storeLink{
 		target:  strings.TrimRight(target, "/"),
-		client:  &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: id.ClientConfig(clustertls.ProtoHTTP, "")}},
-		ln:      tls.NewListener(ln, id.ServerConfig(clustertls.ProtoHTTP, false)),
+		client:  &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: id.LinkClientConfig("")}},
+		ln:      tls.NewListener(ln, id.LinkServerConfig()),
 		done:    make(chan struct{}),
 		arrived: make(chan string, 16),
 	}

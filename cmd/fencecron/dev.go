@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/fencecron/fencecron/cmd/internal/agent"
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/deploy/examples"
 	"github.com/fencecron/fencecron/jobs"
@@ -61,25 +62,30 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	return runNode(ctx, log, nodeOptions{
-		ID:              "dev",
-		DataDir:         *dataDir,
-		Server:          true,
-		RunJobs:         true,
-		JobNice:         config.DefaultJobNice,
-		Store:           config.Store{Backend: config.BackendBolt, Serve: true, Retention: devRetention},
-		Bind:            host,
-		HTTPPort:        port,
-		RaftPort:        *raftPort,
-		GossipPort:      *gossipPort,
-		BootstrapExpect: 1,
-		Secret:          secret,
-		InitialJobs:     specs,
-		InitialSource:   source,
-		ReplaceJobs:     *jobsFile != "",
-		ConfigHash:      jobs.HashSpecs(specs),
-		API:             config.API{Token: *apiToken, ReadOnly: *readOnly},
-	})
+	cfg := devConfig(*dataDir, host, port, *raftPort, *gossipPort, secret)
+	cfg.API.Token, cfg.API.ReadOnly = *apiToken, *readOnly
+	return agent.Run(ctx, cfg, agent.Options{Logger: log, Jobs: &agent.Jobs{Specs: specs, Source: source, Replace: *jobsFile != ""}})
+}
+
+// devRetention keeps `fencecron dev`'s store small: its report job
+// writes a key every 5 seconds (17,280 a day), and a dev node keeps the
+// latest 2,000 of them.
+var devRetention = []config.RetentionRule{{Prefix: "reports/", MaxKeys: 2000}}
+
+// devConfig is the config of dev's node: the defaults of a config file,
+// a single server named dev that bootstraps alone and serves its bolt
+// store, listening on host (the default bind if empty).
+func devConfig(dataDir, host string, httpPort, raftPort, gossipPort int, secret []byte) *config.File {
+	cfg := config.Defaults()
+	cfg.Node.Name, cfg.Node.DataDir = "dev", dataDir
+	if host != "" {
+		cfg.Node.Bind = host
+	}
+	cfg.Node.Ports = config.Ports{HTTP: httpPort, Raft: raftPort, Gossip: gossipPort}
+	cfg.Node.BootstrapExpect = 1
+	cfg.Cluster.Secret = string(secret)
+	cfg.Store.Serve, cfg.Store.Retention = true, devRetention
+	return cfg
 }
 
 // devJobs returns the jobs dev runs: the file's (or directory's), checked
@@ -103,8 +109,6 @@ func devJobs(file string) ([]jobs.Spec, string, error) {
 	}
 	return specs, "fencecron dev -jobs " + abs, nil
 }
-
-func netJoin(host string, port int) string { return net.JoinHostPort(host, strconv.Itoa(port)) }
 
 func splitHostPort(addr string) (string, int, error) {
 	host, p, err := net.SplitHostPort(addr)

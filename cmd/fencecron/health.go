@@ -2,13 +2,14 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"flag"
 	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/election/clustertls"
 )
 
 // healthTimeout bounds one health check: a container engine runs it every
@@ -29,7 +30,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	if insecure {
 		// Only a status code is read, and nothing is sent but the path.
-		c.http.Transport = &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true, MinVersion: tls.VersionTLS12}}
+		c.http.Transport = &http.Transport{TLSClientConfig: clustertls.CLIInsecureClientConfig()}
 	}
 	path := "/readyz"
 	if live {

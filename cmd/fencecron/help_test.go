@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 )
@@ -75,4 +78,14 @@ jobs:
 	if out, err := cli(t, "validate", file); err == nil {
 		t.Errorf("validate of a bad timeout: exit 0\n%s", out)
 	}
+}
+
+// cli runs a fencecron client command in this process.
+func cli(t *testing.T, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var out, errOut bytes.Buffer
+	err := run(ctx, args, &out, &errOut)
+	return out.String() + errOut.String(), err
 }

@@ -8,7 +8,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
@@ -21,7 +20,6 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
-	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // Exit codes of `fencecron publish` and `fencecron get`.
@@ -281,20 +279,6 @@ func readSecret(path string) ([]byte, error) {
 		return nil, fmt.Errorf("%s does not hold a hex secret of at least %d bytes; delete it to generate a new one", path, fencedstore.MinSecretLen)
 	}
 	return secret, nil
-}
-
-// tokenText is the worker's TokenText hook: the attempt's token
-// (Assignment.SignedToken) signed with the node's key, for
-// FENCECRON_TOKEN.
-func tokenText(signer *fencedstore.Signer, log *slog.Logger) func(worker.Assignment) string {
-	return func(a worker.Assignment) string {
-		text, err := signer.Sign(a.SignedToken())
-		if err != nil {
-			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)
-			return ""
-		}
-		return text
-	}
 }
 
 // exitCodeOf is for tests: the exit status run's error leads to.

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"flag"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
 )
 
 func writeFile(t *testing.T, content string) string {
@@ -196,5 +199,60 @@ warning: ` + path + `: job loose's output "loose-loose@20260715T120000Z.txt" is 
 `
 	if got := stderr.String(); got != want {
 		t.Errorf("stderr:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// `fencecron validate` reports what is wrong with an HTTP job, every
+// problem at its line and column, and exits 1.
+func TestValidate_HTTPJob(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "jobs.yaml")
+	src := "jobs:\n" +
+		"  - {name: a, schedule: '@daily', shell: x, http: {url: 'http://127.0.0.1/'}}\n" +
+		"  - {name: b, schedule: '@daily', http: {url: 'ftp://127.0.0.1/', method: FETCH, expect_status: [99], ca_file: /nonexistent/ca.pem}}\n"
+	if err := os.WriteFile(path, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr strings.Builder
+	err := run(context.Background(), []string{"validate", path}, &stdout, &stderr)
+	if exitCodeOf(err) != 1 {
+		t.Errorf("validate = %v (exit %d), want exit 1", err, exitCodeOf(err))
+	}
+	out := stdout.String() + stderr.String()
+	for _, want := range []string{
+		":2:51: jobs[0].http: give http, or command or shell, not both",
+		`:3:47: jobs[1].http.url: "ftp://127.0.0.1/": the scheme must be http or https`,
+		`jobs[1].http.method: "FETCH": want one of GET`,
+		"jobs[1].http.expect_status[0]: 99: an HTTP status is 100 to 599",
+		"jobs[1].http.ca_file: cannot read the CA file",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("validate output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+// validate refuses a cycle, naming it, and an unknown name, and exits 1.
+func TestValidate_RefusesAfterCyclesAndUnknownNames(t *testing.T) {
+	path := writeFile(t, `jobs:
+  - {name: a, after: [c], shell: "true"}
+  - {name: b, after: [a], shell: "true"}
+  - {name: c, after: [b], shell: "true"}
+  - {name: d, after: [nightly], shell: "true"}
+  - {name: e, schedule: "@daily", after: [a], shell: "true"}
+`)
+	out, err := exec.Command(proctest.Binary(t), "validate", path).CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 {
+		t.Fatalf("validate: %v, want exit status 1\n%s", err, out)
+	}
+	for _, want := range []string{
+		path + ":3:",
+		"jobs[1].after[0]: cycle: a → b → c → a",
+		path + ":5:",
+		`jobs[3].after[0]: "nightly" is not a job of this set`,
+		"jobs[4].after: a job with after runs for its parents' scheduled times and has no schedule of its own",
+	} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("validate's output lacks %q:\n%s", want, out)
+		}
 	}
 }

@@ -670,6 +670,16 @@ func defaults(hostname func() (string, error)) sections {
 	}
 }
 
+// Defaults returns the config of a file that leaves everything out:
+// every default applied, the node named after this host, no section
+// present (Has is false). Node.Advertise is left empty: a node then
+// advertises its bind address. A node configured by flags rather than a
+// file (`fencecron dev`) starts from it.
+func Defaults() *File {
+	doc := defaults(os.Hostname)
+	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, sections: map[string]bool{}}
+}
+
 // Has reports whether the file has the named section ("node",
 // "cluster", "store", "jobs"). A node needs "node"; a file for
 // `fencecron apply` has only "jobs".

@@ -1,0 +1,102 @@
+package agent
+
+import (
+	"context"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/fencecron/fencecron/election"
+)
+
+// serve runs the started node until ctx ends: SIGHUP reloads its jobs,
+// and the memory a replaced job set left behind is handed back. When ctx
+// ends it hands leadership over; Run's shutdown then stops the parts.
+func (n *node) serve(ctx context.Context) error {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	applied, unsubscribe := n.fsm.Subscribe()
+	defer unsubscribe()
+	setHash := n.fsm.JobSetInfo().Hash
+	release := time.NewTimer(time.Hour)
+	release.Stop()
+	defer release.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			n.handOver()
+			n.log.Info("shutting down", "budget", shutdownBudget)
+			return nil
+		case <-hup:
+			n.reload(ctx)
+		case <-applied:
+			if h := n.fsm.JobSetInfo().Hash; h != setHash {
+				setHash = h
+				// Once the request that carried the set has been answered
+				// and its copies are garbage.
+				release.Reset(releaseAfter)
+			}
+		case <-release.C:
+			releaseMemory()
+		}
+	}
+}
+
+// handOverBudget bounds a planned stop's hand-over; past it the node
+// stops anyway and the cluster elects a leader as after a crash.
+const handOverBudget = 3 * time.Second
+
+// handOver is the first step of a planned stop (SIGTERM, Ctrl-C): tell
+// gossip this node is leaving and, if it leads, hand leadership to another
+// server, so the cluster fires on at once instead of after an election
+// timeout.
+func (n *node) handOver() {
+	ctx, cancel := context.WithTimeout(context.Background(), handOverBudget)
+	defer cancel()
+	start := time.Now()
+	handed, err := n.raft.HandOver(ctx)
+	switch {
+	case err != nil:
+		n.log.Warn("planned stop: could not hand leadership over; the others will elect a leader", "err", err)
+	case handed:
+		n.log.Info("planned stop: handed leadership over", "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// releaseAfter is how long after a new job set is applied its memory is
+// handed back (releaseMemory).
+const releaseAfter = 2 * time.Second
+
+// releaseMemory hands the memory a new job set left behind back to the
+// system. Replacing a set of 100,000 jobs passes several copies of it
+// through the heap (the request, the Raft entry, the decoded set, the
+// leader's queue) and then keeps one: without this the process would hold
+// the peak, twice what it keeps, until the runtime's slow background
+// return. A job set changes rarely, so one full collection then is cheap.
+func releaseMemory() { debug.FreeOSMemory() }
+
+// reload applies this node's config file to the cluster: the operator's
+// explicit act (SIGHUP) that overrides the applied job set.
+func (n *node) reload(ctx context.Context) {
+	if n.opt.Jobs == nil || n.opt.Jobs.Reload == nil {
+		n.log.Info("SIGHUP: no config file to reload")
+		return
+	}
+	specs, source, err := n.opt.Jobs.Reload()
+	if err != nil {
+		n.log.Error("SIGHUP: config not applied; nothing changed", "err", err)
+		return
+	}
+	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	hash, err := n.sched.SetJobs(actx, specs, source)
+	if err != nil {
+		n.log.Error("SIGHUP: config not applied; nothing changed", "err", err)
+		return
+	}
+	n.raft.UpdateMeta(func(m *election.Meta) { m.ConfigHash = hash })
+	n.log.Info("SIGHUP: applied this node's jobs to the cluster", "source", source, "hash", hash, "jobs", len(specs))
+}

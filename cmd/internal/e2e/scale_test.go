@@ -1,0 +1,232 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/scheduler/wire"
+)
+
+// writeJobFiles writes n jobs named job-000000... over files job files
+// in dir, each job four lines after the file's `jobs:` line.
+func writeJobFiles(t *testing.T, dir string, n, files int) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	per := n / files
+	for f := range files {
+		var b bytes.Buffer
+		b.WriteString("jobs:\n")
+		for i := f * per; i < (f+1)*per; i++ {
+			fmt.Fprintf(&b, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n    target: {zone: z%d}\n", i, i%60, (i/60)%24, i%7)
+		}
+		if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("part-%02d.yaml", f)), b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// plainBinary builds cmd/fencecron without the race detector, once. The
+// 100,000-job test runs it for both the dev node and the CLI: under the
+// race detector decoding that set takes minutes, and what the test checks
+// (positions, pages, cursors) is not about concurrency; the race
+// detector's coverage of the same code comes from the smaller tests.
+var plainBinary = sync.OnceValues(func() (string, error) {
+	dir, err := os.MkdirTemp("", "fencecron-plain-")
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, "fencecron")
+	out, err := exec.Command("go", "build", "-o", path, "github.com/fencecron/fencecron/cmd/fencecron").CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go build: %v\n%s", err, out)
+	}
+	return path, nil
+})
+
+// applyCLI runs `fencecron apply` as a user would, a process of its own.
+func applyCLI(t *testing.T, bin, addr, path string) (string, error) {
+	t.Helper()
+	var out bytes.Buffer
+	cmd := exec.Command(bin, "apply", "-addr", addr, path)
+	cmd.Stdout, cmd.Stderr = &out, &out
+	err := cmd.Run()
+	return out.String(), err
+}
+
+// A dev node takes 100,000 jobs from a directory of job files: a bad file
+// is reported at its own line and column and changes nothing; the good
+// set applies; the Jobs page stays one small page and finds any job; the
+// API pages by cursor. How fast is fencebench scale's to say.
+func TestDev_HundredThousandJobs(t *testing.T) {
+	const n = 100000
+	dataDir := t.TempDir()
+	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
+	bin, err := plainBinary()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
+	dev := startPlainDev(t, bin, dataDir, httpPort, raftPort, gossipPort)
+	addr := strings.TrimPrefix(dev.base, "http://")
+	status := func() wire.Status {
+		t.Helper()
+		var st wire.Status
+		if err := proctest.GetJSON(dev.base+"/api/v1/status", &st); err != nil {
+			t.Fatal(err)
+		}
+		return st
+	}
+	proctest.Eventually(t, 30*time.Second, "the example jobs applied", func() error {
+		var st wire.Status
+		if err := proctest.GetJSON(dev.base+"/api/v1/status", &st); err != nil {
+			return err
+		}
+		if st.Jobs.Count == 0 {
+			return fmt.Errorf("no job set yet")
+		}
+		return nil
+	})
+	before := status().Jobs
+
+	dir := filepath.Join(t.TempDir(), "jobs.d")
+	writeJobFiles(t, dir, n, 4)
+
+	t.Run("a bad file is reported at its position and changes nothing", func(t *testing.T) {
+		bad := filepath.Join(t.TempDir(), "bad.d")
+		writeJobFiles(t, bad, 40, 4)
+		// part-02.yaml's second job gets a minute out of range: line 7
+		// (the job's schedule), column 15 (the value).
+		p := filepath.Join(bad, "part-02.yaml")
+		b, _ := os.ReadFile(p)
+		b = bytes.Replace(b, []byte(`schedule: "21 0 * * *"`), []byte(`schedule: "61 0 * * *"`), 1)
+		os.WriteFile(p, b, 0o600)
+		out, err := applyCLI(t, bin, addr, bad)
+		if err == nil || !strings.Contains(out, p+":7:15") {
+			t.Fatalf("apply of a directory with a bad file: err %v, output:\n%s", err, out)
+		}
+		if strings.Contains(out, "part-01.yaml") {
+			t.Errorf("a good file is reported:\n%s", out)
+		}
+		if after := status().Jobs; after.Hash != before.Hash || after.Count != before.Count {
+			t.Errorf("after a refused apply the job set is %+v, was %+v", after, before)
+		}
+	})
+
+	t.Run("apply DIR", func(t *testing.T) {
+		start := time.Now()
+		out, err := applyCLI(t, bin, addr, dir)
+		if err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+		t.Logf("apply of %d jobs (4 files): %s; see fencebench scale for speed", n, time.Since(start).Round(time.Millisecond))
+		if !strings.Contains(out, fmt.Sprintf("applied %d jobs", n)) {
+			t.Errorf("apply printed %q", out)
+		}
+		if st := status(); st.Jobs.Count != n {
+			t.Fatalf("the node has %d jobs, want %d", st.Jobs.Count, n)
+		}
+	})
+
+	t.Run("the Jobs page is one small page and finds any job", func(t *testing.T) {
+		body, _, err := proctest.Get(dev.base + "/jobs")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(body) > 1<<20 {
+			t.Errorf("the Jobs page is %d bytes, more than 1 MiB", len(body))
+		}
+		page := string(body)
+		if got := strings.Count(page, `<tr class="job`); got != 100 {
+			t.Errorf("the Jobs page shows %d jobs, want a page of 100", got)
+		}
+		if !strings.Contains(page, `data-job="job-000000"`) || !strings.Contains(page, `rel="next"`) || !strings.Contains(page, "100000 jobs") {
+			t.Errorf("the first page lacks its first job, the next link or the count")
+		}
+		for _, tc := range []struct{ query, want string }{
+			{"q=job-099999", `data-job="job-099999"`},
+			{"q=zone%3Dz3&state=never", `data-job="job-000003"`},
+		} {
+			body, _, err := proctest.Get(dev.base + "/jobs?" + tc.query)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(body), tc.want) {
+				t.Errorf("/jobs?%s lacks %s", tc.query, tc.want)
+			}
+		}
+		body, _, _ = proctest.Get(dev.base + "/jobs?q=job-099999")
+		if got := strings.Count(string(body), `<tr class="job`); got != 1 {
+			t.Errorf("a search for one job's name shows %d jobs", got)
+		}
+		body, _, _ = proctest.Get(dev.base + "/")
+		if !strings.Contains(string(body), ">100000<") {
+			t.Errorf("the overview does not count 100000 jobs")
+		}
+	})
+
+	t.Run("the API pages by cursor", func(t *testing.T) {
+		var first wire.JobList
+		if err := proctest.GetJSON(dev.base+"/api/v1/jobs", &first); err != nil {
+			t.Fatal(err)
+		}
+		if len(first.Jobs) != 1000 || first.Next == "" || first.Total != n {
+			t.Fatalf("first page: %d jobs, next %q, total %d", len(first.Jobs), first.Next, first.Total)
+		}
+		var second wire.JobList
+		if err := proctest.GetJSON(dev.base+"/api/v1/jobs?limit=5&cursor="+url.QueryEscape(first.Next), &second); err != nil {
+			t.Fatal(err)
+		}
+		if len(second.Jobs) != 5 || second.Jobs[0].Name != "job-001000" {
+			t.Errorf("second page starts at %+v, want job-001000", second.Jobs)
+		}
+	})
+}
+
+// startPlainDev starts `fencecron dev` from bin, killed when the test
+// ends; its log is printed if the test failed.
+func startPlainDev(t *testing.T, bin, dataDir string, httpPort, raftPort, gossipPort int) *devNode {
+	t.Helper()
+	logPath := filepath.Join(t.TempDir(), "dev.log")
+	f, err := os.Create(logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, "dev", "-data", dataDir,
+		"-http", fmt.Sprintf("127.0.0.1:%d", httpPort),
+		"-raft-port", fmt.Sprint(raftPort), "-gossip-port", fmt.Sprint(gossipPort))
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+		f.Close()
+		if t.Failed() {
+			t.Logf("--- log of dev (tail) ---\n%s", tail(logPath, 6000))
+		}
+	})
+	return &devNode{base: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
+}
+
+func tail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	if len(b) > n {
+		b = b[len(b)-n:]
+	}
+	return string(b)
+}
