@@ -11,7 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/explain"
 )
 
 // runExplain answers "why did (or didn't) JOB run at TIME?":
@@ -27,7 +27,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return fmt.Errorf("explain %q: want JOB@TIME, such as nightly@2026-03-29T02:30", rest[0])
 	}
 	job, at := rest[0][:i], rest[0][i+1:]
-	var ex fsm.Explanation
+	var ex explain.Explanation
 	if err := c.do(ctx, http.MethodGet, "/api/v1/jobs/"+url.PathEscape(job)+"/explain?at="+url.QueryEscape(at), nil, &ex); err != nil || c.json {
 		return err
 	}
@@ -35,7 +35,7 @@ func runExplain(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func printExplanation(w io.Writer, ex fsm.Explanation) {
+func printExplanation(w io.Writer, ex explain.Explanation) {
 	fmt.Fprintf(w, "%s at %s (%s)\n", ex.Job, ex.Asked, ex.Timezone)
 	if ex.DST != "" {
 		fmt.Fprintf(w, "daylight saving: %s\n", ex.DST)

@@ -24,26 +24,6 @@ import (
 // runs succeeded.
 const TriggerAfter = "after"
 
-// FollowCmd rides on the entries of completions (complete, completes),
-// which may finish runs: the worker the leader chose for each job that may
-// follow one of them, the output key it rendered for each run that may
-// follow (version 7: a template is never executed inside Apply), and the
-// time of the proposal.
-type FollowCmd struct {
-	Workers map[string]string `json:"workers,omitempty"`
-	// Outputs are by the id of the run that may follow; a job without an
-	// output template has none.
-	Outputs map[string]FollowOutput `json:"outputs,omitempty"`
-	At      time.Time               `json:"at"`
-}
-
-// FollowOutput is the output key the leader rendered for a run that may
-// follow, or why it did not render.
-type FollowOutput struct {
-	Key string `json:"key,omitempty"`
-	Err string `json:"err,omitempty"`
-}
-
 // MaxFollowErr bounds the reason a follower's key did not render, kept as
 // its skip's reason on every server.
 const MaxFollowErr = 512

@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -11,69 +10,8 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-type StartCmd struct {
-	Attempt string    `json:"attempt"`
-	At      time.Time `json:"at"`
-}
-
-// ExpireCmd takes an attempt's lease away (State lost) or cancels it
-// (State cancelled), and if Worker is set and the job allows another
-// attempt, grants the run's next attempt to Worker in the same entry.
-type ExpireCmd struct {
-	Attempt string     `json:"attempt"`
-	State   jobs.State `json:"state"`
-	Reason  string     `json:"reason"`
-	Worker  string     `json:"worker,omitempty"`
-	At      time.Time  `json:"at"`
-	// NeverStarted is the leader's word that the attempt's process never
-	// started (log version 5, startconfirm.go); Apply decides whether
-	// the attempt then counts against the job's retries.
-	NeverStarted bool `json:"never_started,omitempty"`
-}
-
-// RetryCmd grants the next attempt of a run whose attempt number After
-// ended without success.
-type RetryCmd struct {
-	Run    string    `json:"run"`
-	After  int       `json:"after"`
-	Worker string    `json:"worker"`
-	At     time.Time `json:"at"`
-}
-
 // refusedOutcomes are the store outcomes a store_refused note may name.
 var refusedOutcomes = map[string]bool{string(fencedstore.StaleOwner): true, string(fencedstore.Expired): true}
-
-// maxStoreRefusals bounds the refusals kept on one attempt (all are
-// counted), and maxRefusalDetail the size of one (a store key is at most
-// 1024 bytes).
-const (
-	maxStoreRefusals = 8
-	maxRefusalDetail = 1200
-)
-
-// Completion is what a worker reports when an attempt ends. Reporting the
-// same completion twice is harmless.
-type Completion struct {
-	Attempt      string     `json:"attempt"`
-	Node         string     `json:"node,omitempty"`
-	State        jobs.State `json:"state"`
-	ExitCode     *int       `json:"exit_code,omitempty"`
-	Signal       string     `json:"signal,omitempty"`
-	StoreOutcome string     `json:"store_outcome,omitempty"`
-	StoreVersion uint64     `json:"store_version,omitempty"`
-	Error        string     `json:"error,omitempty"`
-	StderrTail   string     `json:"stderr_tail,omitempty"`
-	StartedAt    time.Time  `json:"started_at,omitzero"`
-	EndedAt      time.Time  `json:"ended_at"`
-	// AcceptedAt is when the worker received the dispatch (version 3).
-	AcceptedAt time.Time `json:"accepted_at,omitzero"`
-	// StdoutTail is the end of stdout when it was not published (version
-	// 4; see output.go).
-	StdoutTail string `json:"stdout_tail,omitempty"`
-	// NeverStarted is the worker's word that it gave the attempt up
-	// before starting its process (version 5; see startconfirm.go).
-	NeverStarted bool `json:"never_started,omitempty"`
-}
 
 // attempt finds an attempt by id; it must be called with f.mu held.
 func (f *FSM) attempt(id string) (*jobs.Run, *jobs.Attempt, error) {

@@ -41,15 +41,6 @@ import (
 // TriggerBackfill is the trigger of the runs a backfill creates.
 const TriggerBackfill = "backfill"
 
-// Bounds of a backfill.
-const (
-	// MaxBackfillTimes bounds the fire times of one request, and a job's
-	// queue: each is a timestamp in one log entry and in every snapshot.
-	MaxBackfillTimes          = 10_000
-	DefaultBackfillMaxRunning = 1
-	MaxBackfillMaxRunning     = 100
-)
-
 // ErrBackfillWait refuses a backfill grant while the job has no room for
 // another backfill run (max_running open, or any run open under forbid or
 // replace): nothing is recorded and the time stays queued.
@@ -104,24 +95,6 @@ type BackfillExisting struct {
 	Run     string     `json:"run"`
 	State   jobs.State `json:"state"`
 	Trigger string     `json:"trigger,omitempty"`
-}
-
-// BackfillCmd queues fire times of a job for backfill runs (op
-// "backfill", log version 4).
-type BackfillCmd struct {
-	Job        string      `json:"job"`
-	Times      []time.Time `json:"times"`
-	From       time.Time   `json:"from"`
-	To         time.Time   `json:"to"`
-	MaxRunning int         `json:"max_running"`
-	At         time.Time   `json:"at"`
-}
-
-// backfillQueue is a job's fire times still to grant, oldest first, and
-// how many of its backfill runs may be open at once.
-type backfillQueue struct {
-	Times      []time.Time `json:"times"`
-	MaxRunning int         `json:"max_running"`
 }
 
 // BackfillInput is what DecideBackfill reads.

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -34,12 +33,6 @@ var ErrBatchOverlap = errors.New("keys overlap another grant in the same entry")
 // MaxBatchGrants bounds the grants the leader puts in one entry (the
 // check below is quadratic in it).
 const MaxBatchGrants = 256
-
-// GrantsCmd grants the first attempts of several runs (OpGrants), each as
-// a GrantCmd would on its own.
-type GrantsCmd struct {
-	Grants []GrantCmd `json:"grants"`
-}
 
 // BatchMember is what decides whether a grant may share a batch entry:
 // its job and the keys its token can write, which are the job's token
@@ -131,12 +124,6 @@ func batchRuns(gs []GrantCmd) []string {
 
 // MaxSkipBatch bounds the ranges in one entry.
 const MaxSkipBatch = 1024
-
-// SkipRangesCmd records several skip ranges (OpSkipRanges).
-type SkipRangesCmd struct {
-	Ranges []jobs.SkipRange `json:"ranges"`
-	At     time.Time        `json:"at"`
-}
 
 func (f *FSM) applySkipRanges(l *raft.Log, c *SkipRangesCmd) ApplyResult {
 	for _, r := range c.Ranges {

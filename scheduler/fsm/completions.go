@@ -26,11 +26,6 @@ import (
 // nothing a user sees waits on it but the next run of a job that forbids
 // overlap.
 
-// CompletesCmd records the completions of several attempts (OpCompletes).
-type CompletesCmd struct {
-	Completions []Completion `json:"completions"`
-}
-
 // applyCompletes applies each completion of a group in order.
 func (f *FSM) applyCompletes(l *raft.Log, version int, c *CompletesCmd) ApplyResult {
 	res := ApplyResult{Batch: make([]ApplyResult, len(c.Completions))}

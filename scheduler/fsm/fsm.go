@@ -6,18 +6,10 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
-)
-
-// Bounds on the replicated state, so snapshots stay small.
-const (
-	DefaultMaxRuns = 2000
-	maxEvents      = 2000
-	maxSkipRanges  = 1000
 )
 
 // Cluster counters: their names are fixed here, never taken from what a
@@ -53,73 +45,6 @@ type ApplyResult struct {
 	Backfill *BackfillResult
 	// Epoch and Index are an election entry's (startconfirm.go).
 	Epoch, Index uint64
-}
-
-// state is the replicated state; it is what snapshots hold.
-type state struct {
-	Epoch     uint64    `json:"epoch"`
-	Leader    string    `json:"leader"`
-	ElectedAt time.Time `json:"elected_at"`
-	// ElectedIndex is the log index of the last election entry: an
-	// attempt granted after it was granted by the leader loop that
-	// committed it (startconfirm.go).
-	ElectedIndex uint64 `json:"elected_index,omitempty"`
-	// Jobs is replaced whole by a new set, never changed in place: a
-	// snapshot encodes it after letting go of the lock.
-	Jobs     []jobs.Spec `json:"jobs,omitempty"`
-	JobsFrom string      `json:"jobs_from"`
-	JobsAt   time.Time   `json:"jobs_at"`
-	JobsHash string      `json:"jobs_hash"`
-	HasJobs  bool        `json:"has_jobs"`
-	// Paused is set by pause and cleared by resume, on top of the spec.
-	Paused map[string]bool      `json:"paused"`
-	Runs   map[string]*jobs.Run `json:"runs"`
-	// Order lists run ids oldest grant first.
-	Order []string `json:"order"`
-	// Horizon is, per job, the latest scheduled time of a run dropped to
-	// keep the state bounded; nothing at or before it can be granted again.
-	Horizon map[string]time.Time `json:"horizon"`
-	// LastScheduled is, per job, the latest scheduled time granted or
-	// skipped: where a new leader's catch-up starts.
-	LastScheduled map[string]time.Time `json:"last_scheduled"`
-	// LastRuns is, per job, its newest run as it was last seen: the run
-	// itself may have been dropped (see RunSummary).
-	LastRuns map[string]RunSummary `json:"last_runs,omitempty"`
-	Skips    []jobs.SkipRange      `json:"skips"`
-	Events   []jobs.Event          `json:"events"`
-	EventSeq uint64                `json:"event_seq"`
-	Counters map[string]uint64     `json:"counters"`
-	// LastIndex is the index of the last applied entry.
-	LastIndex uint64 `json:"last_index"`
-	// RangeRefusedTerm is the last term in which a grant was refused for
-	// a token out of range: the refusal is recorded as an event once per
-	// term, so that retrying leaders do not flood the audit trail.
-	RangeRefusedTerm uint64 `json:"range_refused_term,omitempty"`
-	// Version is the format version of a snapshot (LogVersion when
-	// written; absent, and so 1, in snapshots older than versions).
-	Version int `json:"log_version,omitempty"`
-	// EpochBase is added to the Raft term to make the epoch. It is 0
-	// until the cluster is restored from a snapshot (`fencecron snapshot
-	// restore`, PrepareRestore): then it is at least the greatest epoch
-	// the snapshot's cluster, the restoring cluster and its store had
-	// seen, so that epochs and tokens go on growing in a cluster whose
-	// Raft terms started again from 1.
-	EpochBase uint64 `json:"epoch_base,omitempty"`
-	// JobStats are each job's finished runs by state and last success
-	// (jobstats.go); nil until a run of the set finishes.
-	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
-	// Notices are the notifications pending delivery, NoticeSeq the last
-	// notice's id, and LastFinal each job's last finished run's state
-	// (for recovered); see notify.go.
-	Notices   []Notice              `json:"notices,omitempty"`
-	NoticeSeq uint64                `json:"notice_seq,omitempty"`
-	LastFinal map[string]jobs.State `json:"last_final,omitempty"`
-	// Backfills are, per job, the fire times a backfill still has to
-	// grant (backfill.go; log version 4).
-	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
-	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
-	// time first (groups.go).
-	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
 }
 
 // FSM is the scheduler's replicated state machine. It is the only place
@@ -181,15 +106,6 @@ func (f *FSM) logger() *slog.Logger {
 		return f.Logger
 	}
 	return slog.Default()
-}
-
-func emptyState() state {
-	return state{
-		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
-		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
-		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
-		GroupQueue: map[string][]GroupWaiter{},
-	}
 }
 
 var _ raft.FSM = (*FSM)(nil)

@@ -13,29 +13,6 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// GrantCmd grants the first attempt of a new run (OpGrant) as DecideGrant
-// decides, or records the run as skipped with Reason (OpSkip: the
-// leader's own reason, such as no worker matching). Force (version 2)
-// overrides the job's overlap policy.
-type GrantCmd struct {
-	Job         string    `json:"job"`
-	ScheduledAt time.Time `json:"scheduled_at"`
-	Output      string    `json:"output,omitempty"`
-	Worker      string    `json:"worker,omitempty"`
-	Trigger     string    `json:"trigger"`
-	Force       bool      `json:"force,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	At          time.Time `json:"at"`
-	// Ahead marks a grant proposed before the run's fire time (log
-	// version 4, see pregrant.go).
-	Ahead bool `json:"ahead,omitempty"`
-}
-
-type SkipRangeCmd struct {
-	jobs.SkipRange
-	At time.Time `json:"at"`
-}
-
 func (f *FSM) noteScheduled(job string, at time.Time) {
 	if at.After(f.st.LastScheduled[job]) {
 		f.st.LastScheduled[job] = at

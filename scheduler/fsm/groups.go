@@ -40,20 +40,6 @@ import (
 //     and never doubled (a run's first attempt is granted once: "admit"
 //     refuses a run that has one).
 
-// AdmitCmd grants the first attempt of an admitted run to Worker.
-type AdmitCmd struct {
-	Run    string    `json:"run"`
-	Worker string    `json:"worker"`
-	At     time.Time `json:"at"`
-}
-
-// GroupWaiter is one run waiting for a place in its group.
-type GroupWaiter struct {
-	Run         string    `json:"run"`
-	ScheduledAt time.Time `json:"scheduled_at"`
-	Since       time.Time `json:"since"`
-}
-
 // Admission is what DecideAdmission says of a grant of a group's job.
 type Admission int
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -30,20 +29,6 @@ type jobIndex struct {
 	// runs are, per job, the ids of its runs in st.Runs, oldest grant
 	// first (the order of st.Order).
 	runs map[string][]string
-}
-
-// RunSummary is what the replicated state keeps of a job's newest run
-// once the run itself has been dropped to keep the state bounded: enough
-// for the Jobs page and GET /api/v1/jobs to say how it ended, and to
-// search jobs by it, without keeping every run.
-type RunSummary struct {
-	ID          string     `json:"id"`
-	ScheduledAt time.Time  `json:"scheduled_at"`
-	State       jobs.State `json:"state"`
-	Trigger     string     `json:"trigger,omitempty"`
-	Output      string     `json:"output,omitempty"`
-	// Attempt is the run's newest attempt when it was dropped, if any.
-	Attempt *jobs.Attempt `json:"attempt,omitempty"`
 }
 
 // summarize returns the summary of r.

@@ -3,21 +3,9 @@ package fsm
 import (
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 )
-
-// JobStats are one job's lifetime figures in the replicated state, for
-// alerting: its finished runs by final state (skipped fire times
-// included, one per fire time) and when its last successful run ended.
-// They are decided as entries apply, so every server reports the same,
-// and a snapshot carries them. A job's figures go when it leaves the set:
-// their number is bounded by the set's size times the run states.
-type JobStats struct {
-	Runs        map[jobs.State]uint64 `json:"runs"`
-	LastSuccess time.Time             `json:"last_success,omitzero"`
-}
 
 // stats returns job's figures, creating them.
 func (f *FSM) stats(job string) *JobStats {

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/hashicorp/raft"
 )
@@ -94,23 +93,6 @@ const (
 	// (after.go).
 	vLeaderRendersKeys = 7
 )
-
-// logVersionText is LogVersion as text, so that a test can build a binary
-// of an older format with -ldflags
-// "-X github.com/fencecron/fencecron/scheduler.logVersionText=1".
-var logVersionText = "7"
-
-// LogVersion is the newest log and snapshot format this binary reads, and
-// the one it writes.
-var LogVersion = mustVersion(logVersionText)
-
-func mustVersion(s string) int {
-	v, err := strconv.Atoi(s)
-	if err != nil || v < 1 {
-		panic(fmt.Sprintf("scheduler: log version %q is not a positive integer", s))
-	}
-	return v
-}
 
 // ErrLogHalted is returned for every entry a halted FSM is given, and
 // wrapped by Halted.

@@ -4,36 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
 )
-
-type PauseCmd struct {
-	Job    string    `json:"job"`
-	Paused bool      `json:"paused"`
-	At     time.Time `json:"at"`
-}
-
-// NoteCmd records something a worker saw about its attempt (SUSPECT, LOST).
-type NoteCmd struct {
-	Attempt string    `json:"attempt"`
-	Kind    string    `json:"kind"`
-	Node    string    `json:"node"`
-	Detail  string    `json:"detail"`
-	At      time.Time `json:"at"`
-}
-
-// AuditCmd records something a node saw that concerns no run, such as a
-// client locked out of its login (jobs.EventLoginFailed).
-type AuditCmd struct {
-	Kind   string    `json:"kind"`
-	Node   string    `json:"node"`
-	Detail string    `json:"detail"`
-	At     time.Time `json:"at"`
-}
 
 // Bounds on an audit entry: nodes propose them from what clients do, so
 // the FSM keeps them small whatever a proposer sends.
@@ -153,13 +128,6 @@ func CheckAudit(kind string) error {
 		return fmt.Errorf("audit entry of kind %q: want one of %s: %w", Clip(kind, maxAuditKind), strings.Join(jobs.AuditKinds, ", "), jobs.ErrInvalidConfig)
 	}
 	return nil
-}
-
-func Clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "..."
 }
 
 // applyAudit appends a node's audit entry: a known kind (version 2; a

@@ -22,64 +22,11 @@ import (
 // target receives (webhook: the id field and a Fencecron-Notification-Id
 // header; email: the Message-ID), so a receiver can drop the repeat.
 
-// maxNotices bounds the pending notices: past it the oldest is dropped
-// and recorded as notify_failed.
-const maxNotices = 1000
-
 // Counters of notifications.
 const (
 	CounterNotified     = "notified"
 	CounterNotifyFailed = "notify_failed"
 )
-
-// Notice is one notification due: one notify entry of a job for one
-// transition, with what its message says.
-type Notice struct {
-	// ID numbers notices in the order they were decided; Index is the
-	// log index of the entry that decided it.
-	ID    uint64 `json:"id"`
-	Index uint64 `json:"index"`
-	// State is the state notified (an attempt's, a skipped run's, or
-	// recovered); RunState is the run's state then.
-	State    string     `json:"state"`
-	RunState jobs.State `json:"run_state"`
-	Job      string     `json:"job"`
-	Run      string     `json:"run"`
-	Attempt  string     `json:"attempt,omitempty"`
-	Number   int        `json:"number,omitempty"`
-	// Final says the run has finished: no retry follows.
-	Final       bool        `json:"final"`
-	ScheduledAt time.Time   `json:"scheduled_at"`
-	Worker      string      `json:"worker,omitempty"`
-	Token       *jobs.Fence `json:"token,omitempty"`
-	ExitCode    *int        `json:"exit_code,omitempty"`
-	Error       string      `json:"error,omitempty"`
-	Reason      string      `json:"reason,omitempty"`
-	At          time.Time   `json:"at"`
-	// Target is the notify entry it goes to (its On left out).
-	Target jobs.Notify `json:"target"`
-}
-
-// Key is the notice's stable id, the same on every node and every try.
-func (n Notice) Key() string { return fmt.Sprintf("%s/%d/%d", n.Run, n.Index, n.ID) }
-
-// Kind is the notice's target kind.
-func (n Notice) Kind() string { return n.Target.Kind() }
-
-// NotifiedCmd records the outcome of notices the leader sent (or gave
-// up on).
-type NotifiedCmd struct {
-	Deliveries []Delivery `json:"deliveries"`
-	At         time.Time  `json:"at"`
-}
-
-// Delivery is the outcome of one notice: delivered if Error is empty,
-// given up on otherwise.
-type Delivery struct {
-	ID    uint64 `json:"id"`
-	Tries int    `json:"tries"`
-	Error string `json:"error,omitempty"`
-}
 
 // failedStates are the ends after which a success is "recovered".
 var failedStates = map[jobs.State]bool{jobs.Failed: true, jobs.TimedOut: true, jobs.Lost: true, jobs.Fenced: true}

@@ -4,8 +4,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
-
-	"github.com/fencecron/fencecron/jobs"
 )
 
 // The ops of the replicated log. Each is declared once, in opTable: its
@@ -15,30 +13,6 @@ import (
 // not in the table for its version or that lacks the payload; FSM.apply
 // dispatches through the table. An entry's payload travels in the field of
 // Command named after the op (the log's JSON format).
-
-// Ops by name, as they are written in the log.
-const (
-	OpElected    = "elected"
-	OpSetJobs    = "set_jobs"
-	OpGrant      = "grant"
-	OpSkip       = "skip"
-	OpSkipRange  = "skip_range"
-	OpStart      = "start"
-	OpComplete   = "complete"
-	OpExpire     = "expire"
-	OpRetry      = "retry"
-	OpPause      = "pause"
-	OpNote       = "note"
-	OpAudit      = "audit"
-	OpGrants     = "grants"
-	OpCompletes  = "completes"
-	OpSkipRanges = "skip_ranges"
-	OpNotified   = "notified"
-	OpBackfill   = "backfill"
-	OpRelease    = "release"
-	OpAdmit      = "admit"
-	OpStarts     = "starts"
-)
 
 // opSpec is one row of opTable.
 type opSpec struct {
@@ -178,55 +152,4 @@ func commandTime(c Command) time.Time {
 		return o.at(&c)
 	}
 	return time.Time{}
-}
-
-// Command is one entry of the replicated log: its format version (see
-// logversion.go), its op, and exactly one payload, in the field named
-// after the op. Follow may ride along (after.go).
-type Command struct {
-	V         int           `json:"v,omitempty"`
-	Op        string        `json:"op"`
-	Elected   *ElectedCmd   `json:"elected,omitempty"`
-	SetJobs   *SetJobsCmd   `json:"set_jobs,omitempty"`
-	Grant     *GrantCmd     `json:"grant,omitempty"`
-	SkipRange *SkipRangeCmd `json:"skip_range,omitempty"`
-	Start     *StartCmd     `json:"start,omitempty"`
-	Complete  *Completion   `json:"complete,omitempty"`
-	Expire    *ExpireCmd    `json:"expire,omitempty"`
-	Retry     *RetryCmd     `json:"retry,omitempty"`
-	Pause     *PauseCmd     `json:"pause,omitempty"`
-	Note      *NoteCmd      `json:"note,omitempty"`
-	Audit     *AuditCmd     `json:"audit,omitempty"`
-	Grants    *GrantsCmd    `json:"grants,omitempty"`
-	Completes *CompletesCmd `json:"completes,omitempty"`
-	Starts    *StartsCmd    `json:"starts,omitempty"`
-	// SkipRanges is OpSkipRanges' payload.
-	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
-	Notified   *NotifiedCmd   `json:"notified,omitempty"`
-	// Follow rides on entries that may finish runs (after.go).
-	Follow   *FollowCmd   `json:"follow,omitempty"`
-	Backfill *BackfillCmd `json:"backfill,omitempty"`
-	Release  *ReleaseCmd  `json:"release,omitempty"`
-	Admit    *AdmitCmd    `json:"admit,omitempty"`
-}
-
-// ElectedCmd is the first entry a new leader commits; applying it is how
-// every replica learns the epoch from the log itself.
-type ElectedCmd struct {
-	Node string    `json:"node"`
-	At   time.Time `json:"at"`
-}
-
-// SetJobsCmd replaces the job set. Hash, if set, is the set's
-// jobs.HashSpecs, computed once by the leader that proposed it rather
-// than by every replica again (entries without it are hashed when
-// applied; a replica that does not know the field hashes, and gets the
-// same).
-type SetJobsCmd struct {
-	// Jobs is allocated once, at its size: every replica decodes a set of
-	// 100,000 jobs from the entry.
-	Jobs   jobs.SpecList `json:"jobs"`
-	Source string        `json:"source"`
-	At     time.Time     `json:"at"`
-	Hash   string        `json:"hash,omitempty"`
 }

@@ -3,7 +3,6 @@ package fsm
 import (
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -50,14 +49,6 @@ const ReleasedPrefix = "released by "
 
 // CounterReleases counts forced releases.
 const CounterReleases = "releases"
-
-// ReleaseCmd ends an attempt's lease now (OpRelease).
-type ReleaseCmd struct {
-	Attempt string    `json:"attempt"`
-	Reason  string    `json:"reason"`
-	Asker   string    `json:"asker"`
-	At      time.Time `json:"at"`
-}
 
 // WasReleased reports whether a forced release ended attempt a.
 func WasReleased(a jobs.Attempt) bool {

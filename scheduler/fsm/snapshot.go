@@ -204,3 +204,38 @@ func (f *FSM) takeIn(st state) (err error) {
 	}
 	return nil
 }
+
+// WriteSnapshot writes the FSM's state to w, in the format Restore and
+// PrepareRestore read: the same bytes as Raft's own snapshots. It is
+// consistent: one applied index. Take it on the leader after a barrier
+// to include everything committed so far. What a restore would refuse is
+// not written: a state checkState refuses, or one over MaxSnapshotBytes
+// (then w has had part of it).
+func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
+	snap, info, err := f.snapshot(true)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	if err := snap.writeTo(&cappedWriter{w: w, left: MaxSnapshotBytes}); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
+	}
+	return info, nil
+}
+
+// errSnapshotTooLarge is a snapshot over MaxSnapshotBytes: the node's
+// own state, not the request, is at fault.
+var errSnapshotTooLarge = fmt.Errorf("the replicated state is over %d MiB, the most a restore takes (its job set and the output tails of its newest runs make it up)", MaxSnapshotBytes>>20)
+
+// cappedWriter writes to w until left bytes are written, then refuses.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, errSnapshotTooLarge
+	}
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}

@@ -16,11 +16,6 @@ import (
 // group is applied exactly as a single one (applyStart) and answered on
 // its own; a repeated start changes nothing.
 
-// StartsCmd records the starts of several attempts (OpStarts).
-type StartsCmd struct {
-	Starts []StartCmd `json:"starts"`
-}
-
 // applyStarts applies each start of a group in order.
 func (f *FSM) applyStarts(l *raft.Log, c *StartsCmd) ApplyResult {
 	res := ApplyResult{Batch: make([]ApplyResult, len(c.Starts))}

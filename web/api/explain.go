@@ -9,7 +9,7 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/explain"
 	"github.com/fencecron/fencecron/scheduler/history"
 )
 
@@ -26,15 +26,15 @@ func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
 	WriteJSON(w, http.StatusOK, ex)
 }
 
-func (s *Server) explain(name, at string) (fsm.Explanation, error) {
+func (s *Server) explain(name, at string) (explain.Explanation, error) {
 	spec, ok := s.State.Spec(name)
 	if !ok {
-		return fsm.Explanation{}, fmt.Errorf("job %q: %w", name, jobs.ErrUnknownJob)
+		return explain.Explanation{}, fmt.Errorf("job %q: %w", name, jobs.ErrUnknownJob)
 	}
 	if at == "" {
-		return fsm.Explanation{}, BadRequest("at is required: %v", fsm.ErrBadTime)
+		return explain.Explanation{}, BadRequest("at is required: %v", explain.ErrBadTime)
 	}
-	ex, err := fsm.Explain(fsm.ExplainInput{
+	ex, err := explain.Explain(explain.ExplainInput{
 		Spec:  spec,
 		Asked: at,
 		Now:   s.Clock.Now(),
@@ -60,7 +60,7 @@ func (s *Server) explain(name, at string) (fsm.Explanation, error) {
 			return last.Kind == jobs.EventPaused, last.Seq > 0, nil
 		},
 	})
-	if errors.Is(err, fsm.ErrBadTime) {
+	if errors.Is(err, explain.ErrBadTime) {
 		return ex, BadRequest("%v", err)
 	}
 	return ex, err

@@ -11,7 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/explain"
 )
 
 // startDevJobs runs `fencecron dev -jobs FILE` with the given jobs
@@ -87,11 +87,11 @@ func TestExplain_ForbidAndDSTGap(t *testing.T) {
 	// The open run it names (a run id is JOB@TIME too) is a real run of
 	// the job, with an attempt and a token.
 	proctest.Eventually(t, 30*time.Second, "the open run finished", func() error {
-		var ex fsm.Explanation
+		var ex explain.Explanation
 		if err := proctest.GetJSON(d.base+"/api/v1/jobs/solo/explain?at="+strings.TrimPrefix(open, "solo@"), &ex); err != nil {
 			return err
 		}
-		if len(ex.Fates) != 1 || ex.Fates[0].Outcome != fsm.FateRan || ex.Fates[0].Run == nil || len(ex.Fates[0].Run.Attempts) == 0 {
+		if len(ex.Fates) != 1 || ex.Fates[0].Outcome != explain.FateRan || ex.Fates[0].Run == nil || len(ex.Fates[0].Run.Attempts) == 0 {
 			return fmt.Errorf("explanation of %s: %+v", open, ex)
 		}
 		return nil

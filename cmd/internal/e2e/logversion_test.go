@@ -25,7 +25,7 @@ func buildWithLogVersion(t *testing.T, v string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "fencecron-log-v"+v)
 	cmd := exec.Command("go", "build", "-o", path,
-		"-ldflags", "-X github.com/fencecron/fencecron/scheduler.logVersionText="+v,
+		"-ldflags", "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText="+v,
 		"github.com/fencecron/fencecron/cmd/fencecron")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build (log version %s): %v\n%s", v, err, out)
