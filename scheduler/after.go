@@ -5,14 +5,15 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // followWorkers picks, for each job that follows one of runs' jobs, the
 // worker its run would get if it were granted now, and renders the output
 // key of each run that may follow: the leader sends them with the entry
 // that may finish those runs (FollowCmd).
-func (l *leader) followWorkers(runIDs []string) *fsm.FollowCmd {
-	fc := &fsm.FollowCmd{At: l.s.now()}
+func (l *leader) followWorkers(runIDs []string) *replicated.FollowCmd {
+	fc := &replicated.FollowCmd{At: l.s.now()}
 	for _, run := range l.s.FSM.RunFollowers(runIDs) {
 		for _, d := range run.Followers {
 			spec, ok := l.s.FSM.Spec(d)
@@ -21,14 +22,14 @@ func (l *leader) followWorkers(runIDs []string) *fsm.FollowCmd {
 			}
 			id := jobs.RunID(d, run.ScheduledAt)
 			if _, done := fc.Outputs[id]; !done && spec.Output != "" {
-				var o fsm.FollowOutput
+				var o replicated.FollowOutput
 				if key, err := spec.OutputKey(run.ScheduledAt); err != nil {
-					o.Err = fsm.Clip(err.Error(), fsm.MaxFollowErr)
+					o.Err = replicated.Clip(err.Error(), fsm.MaxFollowErr)
 				} else {
 					o.Key = key
 				}
 				if fc.Outputs == nil {
-					fc.Outputs = map[string]fsm.FollowOutput{}
+					fc.Outputs = map[string]replicated.FollowOutput{}
 				}
 				fc.Outputs[id] = o
 			}
@@ -67,7 +68,7 @@ func (l *leader) trackFollower(ch fsm.Change) {
 }
 
 // runsOf returns the runs of a group of completions.
-func runsOf(group []fsm.Completion) []string {
+func runsOf(group []replicated.Completion) []string {
 	out := make([]string, 0, len(group))
 	for _, c := range group {
 		if id, _, ok := jobs.SplitAttemptID(c.Attempt); ok {

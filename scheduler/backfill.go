@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Backfiller is the leader's backfill, which Scheduler and Local
@@ -39,14 +40,14 @@ func (l local) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.Backf
 		return fsm.BackfillResult{}, fmt.Errorf("backfill %s: %w", req.Job, jobs.ErrUnknownJob)
 	}
 	if req.MaxRunning == 0 {
-		req.MaxRunning = fsm.DefaultBackfillMaxRunning
+		req.MaxRunning = replicated.DefaultBackfillMaxRunning
 	}
 	now := l.s.now()
 	switch {
 	case req.From.IsZero() || req.To.IsZero():
 		return fsm.BackfillResult{}, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: from and to are required", req.Job)}
-	case req.MaxRunning < 1 || req.MaxRunning > fsm.MaxBackfillMaxRunning:
-		return fsm.BackfillResult{}, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: max_running %d: want 1 to %d", req.Job, req.MaxRunning, fsm.MaxBackfillMaxRunning)}
+	case req.MaxRunning < 1 || req.MaxRunning > replicated.MaxBackfillMaxRunning:
+		return fsm.BackfillResult{}, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: max_running %d: want 1 to %d", req.Job, req.MaxRunning, replicated.MaxBackfillMaxRunning)}
 	case req.To.After(now):
 		return fsm.BackfillResult{}, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: to %s is in the future (now %s): the schedule fires those times itself",
 			req.Job, req.To.Format(time.RFC3339), now.Format(time.RFC3339))}
@@ -60,7 +61,7 @@ func (l local) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.Backf
 		res.From, res.To, res.DryRun, res.MaxRunning = req.From, req.To, true, req.MaxRunning
 		return res, nil
 	}
-	res, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpBackfill, Backfill: &fsm.BackfillCmd{
+	res, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpBackfill, Backfill: &replicated.BackfillCmd{
 		Job: req.Job, Times: times, From: req.From.UTC(), To: req.To.UTC(), MaxRunning: req.MaxRunning, At: now,
 	}})
 	if err != nil {
@@ -108,11 +109,11 @@ func (l *leader) pumpBackfills() {
 // queued) and reports false.
 func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 	s := l.s
-	g := &fsm.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: fsm.TriggerBackfill, At: s.now()}
-	op := fsm.OpGrant
+	g := &replicated.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: fsm.TriggerBackfill, At: s.now()}
+	op := replicated.OpGrant
 	key, err := spec.OutputKey(at)
 	if err != nil {
-		op, g.Reason = fsm.OpSkip, err.Error()
+		op, g.Reason = replicated.OpSkip, err.Error()
 	} else {
 		worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), "")
 		if !ok {
@@ -121,7 +122,7 @@ func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 		}
 		g.Output, g.Worker = key, worker
 	}
-	res, err := l.propose(fsm.Command{Op: op, Grant: g})
+	res, err := l.propose(replicated.Command{Op: op, Grant: g})
 	if errors.Is(err, fsm.ErrBackfillWait) {
 		return false
 	}

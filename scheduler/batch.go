@@ -3,6 +3,7 @@ package scheduler
 import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // skipRanges records ranges of skipped fire times: a lone one in an
@@ -21,7 +22,7 @@ func (l *leader) skipRanges(rs []jobs.SkipRange) {
 			chunk[i].From, chunk[i].To = chunk[i].From.UTC(), chunk[i].To.UTC()
 			count += chunk[i].Count
 		}
-		if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpSkipRanges, SkipRanges: &fsm.SkipRangesCmd{Ranges: chunk, At: l.s.now()}}); err != nil {
+		if _, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpSkipRanges, SkipRanges: &replicated.SkipRangesCmd{Ranges: chunk, At: l.s.now()}}); err != nil {
 			l.log.Error("could not record skipped fire times", "jobs", len(chunk), "count", count, "err", err)
 			continue
 		}

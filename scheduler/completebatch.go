@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -15,7 +15,7 @@ var (
 
 // CompleteMany reports completions: as the leader, or through the
 // Forwarder (in one call if it can, one per completion if not).
-func (s *Scheduler) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
+func (s *Scheduler) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
 	if s.answersHere() {
 		return local{s}.CompleteMany(ctx, cs)
 	}
@@ -27,7 +27,7 @@ func (s *Scheduler) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]er
 
 // CompleteMany answers as the leader: every completion at once, so that
 // they share the committer's groups, each answered as Complete answers.
-func (l local) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
+func (l local) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
 	if len(cs) > worker.MaxCompleteBatch {
 		return nil, invalid("complete %d attempts at once: at most %d", len(cs), worker.MaxCompleteBatch)
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -210,7 +211,7 @@ func (l *leader) fireMany(fires []dueFire) {
 	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
 	var (
 		singles []dueFire
-		batch   []fsm.GrantCmd
+		batch   []replicated.GrantCmd
 		specs   = map[string]jobs.Spec{}
 	)
 	for _, d := range fires {
@@ -228,7 +229,7 @@ func (l *leader) fireMany(fires []dueFire) {
 		}
 		load[wk]++
 		specs[d.spec.Name] = d.spec
-		batch = append(batch, fsm.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now()})
+		batch = append(batch, replicated.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now()})
 	}
 	var (
 		wg sync.WaitGroup
@@ -281,11 +282,11 @@ func (l *leader) fireMany(fires []dueFire) {
 // granted; it returns the runs the FSM refused to batch, for fire. A
 // batch whose outcome is unknown (leadership lost mid-apply) is left to
 // the unique (job, scheduled time), as fire leaves a single grant.
-func (l *leader) grantBatch(gs []fsm.GrantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
+func (l *leader) grantBatch(gs []replicated.GrantCmd, specs map[string]jobs.Spec) (refused []dueFire) {
 	if len(gs) == 1 {
 		return []dueFire{{specs[gs[0].Job], gs[0].ScheduledAt}}
 	}
-	res, err := l.propose(fsm.Command{Op: fsm.OpGrants, Grants: &fsm.GrantsCmd{Grants: gs}})
+	res, err := l.propose(replicated.Command{Op: replicated.OpGrants, Grants: &replicated.GrantsCmd{Grants: gs}})
 	if err == nil && len(res.Batch) != len(gs) {
 		err = fmt.Errorf("batch of %d grants answered with %d results", len(gs), len(res.Batch))
 	}
@@ -422,7 +423,7 @@ func rangeOf(job string, times []time.Time, reason string) jobs.SkipRange {
 
 func (l *leader) skipRange(r jobs.SkipRange) {
 	r.From, r.To = r.From.UTC(), r.To.UTC()
-	if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpSkipRange, SkipRange: &fsm.SkipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
+	if _, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpSkipRange, SkipRange: &replicated.SkipRangeCmd{SkipRange: r, At: l.s.now()}}); err != nil {
 		l.log.Error("could not record skipped fire times", "job", r.Job, "count", r.Count, "err", err)
 		return
 	}
@@ -442,18 +443,18 @@ func (l *leader) paused(job string) bool {
 // overlap policy.
 func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) (jobs.Run, error) {
 	s := l.s
-	g := &fsm.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
-	op := fsm.OpGrant
+	g := &replicated.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
+	op := replicated.OpGrant
 	key, err := spec.OutputKey(at)
 	switch wk, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 	case err != nil:
-		op, g.Reason = fsm.OpSkip, err.Error()
+		op, g.Reason = replicated.OpSkip, err.Error()
 	case !ok:
-		op, g.Reason = fsm.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
+		op, g.Reason = replicated.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
 	default:
 		g.Output, g.Worker = key, wk
 	}
-	res, err := l.propose(fsm.Command{Op: op, Grant: g})
+	res, err := l.propose(replicated.Command{Op: op, Grant: g})
 	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -28,7 +29,7 @@ type Forwarder interface {
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
 	Started(ctx context.Context, attempt string, at time.Time) error
-	Complete(ctx context.Context, c fsm.Completion) error
+	Complete(ctx context.Context, c replicated.Completion) error
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 	Audit(ctx context.Context, kind, node, detail string) error
 	Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error)
@@ -83,10 +84,10 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 		return "", err
 	}
 	if len(source) > maxSourceLen {
-		source = fsm.Clip(source, maxSourceLen)
+		source = replicated.Clip(source, maxSourceLen)
 	}
 	hash := jobs.HashSpecs(specs)
-	if _, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
+	if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
 		return "", err
 	}
 	return hash, nil
@@ -97,7 +98,7 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 // max_output_bytes within MaxBodyBytes, email only with an SMTP server). It returns the normalized set,
 // or an error wrapping jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
-	return fsm.CheckJobSet(specs, s.JobLimits())
+	return replicated.CheckJobSet(specs, s.JobLimits())
 }
 
 // JobLimits are what this node checks a job set against: the store's body
@@ -124,14 +125,14 @@ func (l local) Pause(ctx context.Context, job string, paused bool) error {
 	if _, ok := l.s.FSM.Spec(job); !ok {
 		return fmt.Errorf("pause %s: %w", job, jobs.ErrUnknownJob)
 	}
-	_, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpPause, Pause: &fsm.PauseCmd{Job: job, Paused: paused, At: l.s.now()}})
+	_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpPause, Pause: &replicated.PauseCmd{Job: job, Paused: paused, At: l.s.now()}})
 	return err
 }
 
 // checkAttempt refuses an attempt id that cannot name an attempt.
 func checkAttempt(id string) error {
 	if _, _, ok := jobs.SplitAttemptID(id); !ok || len(id) > 2*jobs.MaxNameLen+64 {
-		return invalid("attempt %q is not an attempt id", fsm.Clip(id, 80))
+		return invalid("attempt %q is not an attempt id", replicated.Clip(id, 80))
 	}
 	return nil
 }
@@ -143,15 +144,15 @@ func (l local) Started(ctx context.Context, attempt string, at time.Time) error 
 	if err := checkAttempt(attempt); err != nil {
 		return err
 	}
-	s := fsm.StartCmd{Attempt: attempt, At: at.UTC()}
+	s := replicated.StartCmd{Attempt: attempt, At: at.UTC()}
 	if lead := l.s.term.Load(); lead != nil {
 		return lead.start(ctx, s) // committed in a group
 	}
-	_, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpStart, Start: &s})
+	_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpStart, Start: &s})
 	return err
 }
 
-func (l local) Complete(ctx context.Context, c fsm.Completion) error {
+func (l local) Complete(ctx context.Context, c replicated.Completion) error {
 	if err := l.leads("complete " + c.Attempt); err != nil {
 		return err
 	}
@@ -161,18 +162,18 @@ func (l local) Complete(ctx context.Context, c fsm.Completion) error {
 	if lead := l.s.term.Load(); lead != nil {
 		return lead.complete(ctx, c) // committed in a group
 	}
-	_, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpComplete, Complete: &c})
+	_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 	return err
 }
 
 // checkCompletion refuses a completion that no worker sends: an unknown
 // or open state, or fields beyond their bounds.
-func checkCompletion(c fsm.Completion) error {
+func checkCompletion(c replicated.Completion) error {
 	switch {
 	case checkAttempt(c.Attempt) != nil:
 		return checkAttempt(c.Attempt)
 	case !c.State.Known() || !c.State.Terminal() || c.State == jobs.Skipped:
-		return invalid("complete %s: state %q is not how an attempt ends", c.Attempt, fsm.Clip(string(c.State), 32))
+		return invalid("complete %s: state %q is not how an attempt ends", c.Attempt, replicated.Clip(string(c.State), 32))
 	case len(c.Node) > maxNodeLen, len(c.Signal) > maxSignalLen, len(c.StoreOutcome) > maxOutcomeLen,
 		len(c.Error) > maxErrorLen, len(c.StderrTail) > maxStderrTail:
 		return invalid("complete %s: a field is too long (node %d, signal %d, store_outcome %d, error %d, stderr_tail %d bytes; at most %d, %d, %d, %d, %d)",
@@ -197,7 +198,7 @@ func (l local) Note(ctx context.Context, attempt, kind, node, detail string) err
 	if len(node) > maxNodeLen {
 		return invalid("note: node name of %d bytes", len(node))
 	}
-	_, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpNote, Note: &fsm.NoteCmd{Attempt: attempt, Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
+	_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpNote, Note: &replicated.NoteCmd{Attempt: attempt, Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
 	return err
 }
 
@@ -212,7 +213,7 @@ func (l local) Audit(ctx context.Context, kind, node, detail string) error {
 		return invalid("audit: node name of %d bytes", len(node))
 	}
 	// The FSM cuts a long detail.
-	_, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpAudit, Audit: &fsm.AuditCmd{Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
+	_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpAudit, Audit: &replicated.AuditCmd{Kind: kind, Node: node, Detail: detail, At: l.s.now()}})
 	return err
 }
 

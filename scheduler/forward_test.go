@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // recordingForwarder stands for the transport's client: it records what a
@@ -83,9 +84,9 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		"note of a bad attempt id":     s.Local().Note(ctx, "nope", jobs.EventSuspect, "n2", ""),
 		"audit of an unknown kind":     s.Local().Audit(ctx, "future_kind", "n2", ""),
 		"audit posing as the FSM":      s.Local().Audit(ctx, jobs.EventGranted, "n2", ""),
-		"completion in an open state":  s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: jobs.Running}),
-		"completion in no state":       s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: "bogus"}),
-		"completion too long":          s.Local().Complete(ctx, fsm.Completion{Attempt: id, State: jobs.Failed, Error: strings.Repeat("x", maxErrorLen+1)}),
+		"completion in an open state":  s.Local().Complete(ctx, replicated.Completion{Attempt: id, State: jobs.Running}),
+		"completion in no state":       s.Local().Complete(ctx, replicated.Completion{Attempt: id, State: "bogus"}),
+		"completion too long":          s.Local().Complete(ctx, replicated.Completion{Attempt: id, State: jobs.Failed, Error: strings.Repeat("x", maxErrorLen+1)}),
 	} {
 		if !errors.Is(err, jobs.ErrInvalidConfig) {
 			t.Errorf("%s: %v, want ErrInvalidConfig", name, err)
@@ -144,7 +145,7 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	if !l.leased(a.ID) {
 		t.Fatal("no lease for the granted attempt")
 	}
-	if err := l.s.Complete(t.Context(), fsm.Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
+	if err := l.s.Complete(t.Context(), replicated.Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
 		t.Fatal(err)
 	}
 	if l.onChanges(feed.Take()) {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // The few log entries tests of the leader, worker and notifier put in an
@@ -17,24 +18,24 @@ import (
 
 var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
 
-func grant(job string, at time.Time) fsm.Command {
-	return fsm.Command{Op: fsm.OpGrant, Grant: &fsm.GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: "schedule", At: at}}
+func grant(job string, at time.Time) replicated.Command {
+	return replicated.Command{Op: replicated.OpGrant, Grant: &replicated.GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: "schedule", At: at}}
 }
 
-func complete(attempt string, st jobs.State, exit int, workers map[string]string) fsm.Command {
-	return fsm.Command{Op: fsm.OpComplete, Complete: &fsm.Completion{Attempt: attempt, State: st, ExitCode: &exit, EndedAt: t0.Add(time.Second)},
-		Follow: &fsm.FollowCmd{Workers: workers, At: t0.Add(time.Second)}}
+func complete(attempt string, st jobs.State, exit int, workers map[string]string) replicated.Command {
+	return replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: attempt, State: st, ExitCode: &exit, EndedAt: t0.Add(time.Second)},
+		Follow: &replicated.FollowCmd{Workers: workers, At: t0.Add(time.Second)}}
 }
 
 // applyAt applies c as log entry (term, index); a grant in a term whose
 // election entry is not applied yet gets one first, as a leader loop's
 // would be (the FSM refuses tokens of a term it has not seen start).
-func applyAt(t *testing.T, f *fsm.FSM, term, index uint64, c fsm.Command) fsm.ApplyResult {
+func applyAt(t *testing.T, f *fsm.FSM, term, index uint64, c replicated.Command) fsm.ApplyResult {
 	t.Helper()
-	if e, _ := f.Epoch(); c.Op == fsm.OpGrant && e != term {
-		applyRaw(t, f, term, index, rawEntry(t, fsm.LogVersion, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "test-leader", At: t0}}))
+	if e, _ := f.Epoch(); c.Op == replicated.OpGrant && e != term {
+		applyRaw(t, f, term, index, rawEntry(t, replicated.LogVersion, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "test-leader", At: t0}}))
 	}
-	return applyRaw(t, f, term, index, rawEntry(t, fsm.LogVersion, c))
+	return applyRaw(t, f, term, index, rawEntry(t, replicated.LogVersion, c))
 }
 
 func applyRaw(t *testing.T, f *fsm.FSM, term, index uint64, b []byte) fsm.ApplyResult {
@@ -50,7 +51,7 @@ func rawLog(term, index uint64, data []byte) *raft.Log {
 	return &raft.Log{Term: term, Index: index, Type: raft.LogCommand, Data: data}
 }
 
-func rawEntry(t *testing.T, v int, c fsm.Command) []byte {
+func rawEntry(t *testing.T, v int, c replicated.Command) []byte {
 	t.Helper()
 	c.V = v
 	b, err := json.Marshal(c)

@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // grantAdmitted grants the first attempt of a run its group admitted
@@ -28,7 +28,7 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		later()
 		return
 	}
-	res, err := l.propose(fsm.Command{Op: fsm.OpAdmit, Admit: &fsm.AdmitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
+	res, err := l.propose(replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("grant of an admitted run failed; trying again later", "run", run.ID, "err", err)

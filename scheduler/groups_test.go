@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A leader grants the first attempt of a run its group admitted, and so
@@ -27,7 +28,7 @@ func TestLeader_GrantsAdmittedRuns(t *testing.T) {
 	}
 	a, _ := runA.Latest()
 	code := 0
-	if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpComplete, Complete: &fsm.Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := sm.Run(runB.ID); !fsm.IsAdmitted(got) {

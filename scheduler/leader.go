@@ -13,6 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -49,8 +50,8 @@ type leader struct {
 
 	// completions and starts wait here for their groups' entries
 	// (groupcommit.go).
-	completions *grouper[fsm.Completion]
-	starts      *grouper[fsm.StartCmd]
+	completions *grouper[replicated.Completion]
+	starts      *grouper[replicated.StartCmd]
 
 	// endTerm ends the loop (set by run before anything proposes); see
 	// propose.
@@ -86,7 +87,7 @@ func (l *leader) run() {
 		l.log.Warn("barrier failed; not leading", "err", err)
 		return
 	}
-	res, err := s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: s.Raft.ID(), At: s.now()}})
+	res, err := s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: s.Raft.ID(), At: s.now()}})
 	if err != nil {
 		l.log.Warn("could not commit election entry; not leading", "err", err)
 		return
@@ -285,7 +286,7 @@ func (l *leader) checkRetries() {
 			l.mu.Unlock()
 			continue
 		}
-		res, err := l.propose(fsm.Command{Op: fsm.OpRetry, Retry: &fsm.RetryCmd{Run: run.ID, After: a.Number, Worker: wk, At: l.s.now()}})
+		res, err := l.propose(replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: a.Number, Worker: wk, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
@@ -355,13 +356,13 @@ func (l *leader) recover() {
 // one if the node still leads (as after a restore), which commits the
 // term's election entry before it grants. The error then also says
 // jobs.ErrNotLeader, so an operator's trigger is answered "retry".
-func (l *leader) propose(c fsm.Command) (fsm.ApplyResult, error) {
+func (l *leader) propose(c replicated.Command) (fsm.ApplyResult, error) {
 	return l.proposeWith(l.ctx, c)
 }
 
 // proposeWith is propose for a proposal made on behalf of a caller whose
 // ctx bounds it (an operator's release).
-func (l *leader) proposeWith(ctx context.Context, c fsm.Command) (fsm.ApplyResult, error) {
+func (l *leader) proposeWith(ctx context.Context, c replicated.Command) (fsm.ApplyResult, error) {
 	res, err := l.s.applyLocalCmd(ctx, c)
 	if !errors.Is(err, fsm.ErrTermNotStarted) {
 		return res, err

@@ -15,6 +15,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -69,7 +70,7 @@ func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *fsm.FSM) {
 	l.endTerm = cancel
 	t.Cleanup(func() { cancel(); l.wg.Wait() })
 	// As run does: the term's election entry precedes its grants.
-	res, err := s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n1", At: base}})
+	res, err := s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base}})
 	if err != nil {
 		t.Fatal(err)
 	}

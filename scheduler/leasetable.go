@@ -11,6 +11,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -269,14 +270,14 @@ func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reaso
 	l.mu.Lock()
 	delete(l.leases, att.ID)
 	l.mu.Unlock()
-	cmd := &fsm.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
+	cmd := &replicated.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
 	spec, ok := l.s.FSM.Spec(run.Job)
 	if takeover && ok && (neverStarted || fsm.CountedAttempts(run) < spec.Retries+1) {
 		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
 			cmd.Worker = w
 		}
 	}
-	res, err := l.propose(fsm.Command{Op: fsm.OpExpire, Expire: cmd})
+	res, err := l.propose(replicated.Command{Op: replicated.OpExpire, Expire: cmd})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("expire failed", "attempt", att.ID, "err", err)

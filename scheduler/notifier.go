@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/election/clustertls"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // NotifyConfig is how a leader sends notifications (the config's
@@ -210,7 +210,7 @@ func (n *notifier) pump(wg *sync.WaitGroup) {
 // up, through the log: after MaxTries tries, or when its target has not
 // answered MaxTries tries in a row, together with every notice waiting
 // for that target.
-func (n *notifier) sendOne(no fsm.Notice, key string, gen uint64) {
+func (n *notifier) sendOne(no replicated.Notice, key string, gen uint64) {
 	l := n.l
 	ctx, cancel := context.WithTimeout(l.ctx, n.cfg.Timeout)
 	err := n.deliver(ctx, no)
@@ -224,7 +224,7 @@ func (n *notifier) sendOne(no fsm.Notice, key string, gen uint64) {
 	t := n.targets[key]
 	t.inflight--
 	tries := n.tries[no.ID]
-	var out []fsm.Delivery
+	var out []replicated.Delivery
 	var down bool
 	var downMsg string
 	switch {
@@ -233,22 +233,22 @@ func (n *notifier) sendOne(no fsm.Notice, key string, gen uint64) {
 	case err == nil:
 		t.answered()
 		t.lastDelivery = now
-		out = append(out, fsm.Delivery{ID: no.ID, Tries: tries})
+		out = append(out, replicated.Delivery{ID: no.ID, Tries: tries})
 	default:
 		if refusedNotice(err) {
 			t.answered()
 		} else {
 			t.failed(now, gen, n.cfg.backoff)
 		}
-		t.lastError, t.lastFailure = fsm.Clip(msg, maxTargetError), now
+		t.lastError, t.lastFailure = replicated.Clip(msg, maxTargetError), now
 		if t.fails >= n.cfg.MaxTries {
 			down, downMsg = true, t.downError(msg)
 		}
 		switch {
 		case tries >= n.cfg.MaxTries:
-			out = append(out, fsm.Delivery{ID: no.ID, Tries: tries, Error: msg})
+			out = append(out, replicated.Delivery{ID: no.ID, Tries: tries, Error: msg})
 		case down:
-			out = append(out, fsm.Delivery{ID: no.ID, Tries: tries, Error: downMsg})
+			out = append(out, replicated.Delivery{ID: no.ID, Tries: tries, Error: downMsg})
 		default:
 			n.next[no.ID] = now.Add(n.cfg.backoff(tries))
 		}
@@ -274,7 +274,7 @@ func (n *notifier) sendOne(no fsm.Notice, key string, gen uint64) {
 		out = append(out, waiting...)
 	}
 	for chunk := range slices.Chunk(out, maxGivenUpPerEntry) {
-		if _, err := l.s.applyLocalCmd(l.ctx, fsm.Command{Op: fsm.OpNotified, Notified: &fsm.NotifiedCmd{Deliveries: chunk, At: l.s.now()}}); err != nil {
+		if _, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpNotified, Notified: &replicated.NotifiedCmd{Deliveries: chunk, At: l.s.now()}}); err != nil {
 			log.Warn("could not record the notifications' outcome; the next leader sends them again", "notices", len(chunk), "err", err)
 		}
 	}
@@ -287,7 +287,7 @@ func (n *notifier) sendOne(no fsm.Notice, key string, gen uint64) {
 }
 
 // deliver sends a notice to its target once.
-func (n *notifier) deliver(ctx context.Context, no fsm.Notice) error {
+func (n *notifier) deliver(ctx context.Context, no replicated.Notice) error {
 	switch no.Kind() {
 	case "webhook":
 		b, err := json.Marshal(n.payload(no))
@@ -342,7 +342,7 @@ type TokenJSON struct {
 	Seq   uint64 `json:"seq"`
 }
 
-func (n *notifier) payload(no fsm.Notice) WebhookPayload {
+func (n *notifier) payload(no replicated.Notice) WebhookPayload {
 	p := WebhookPayload{
 		ID: no.Key(), Job: no.Job, Run: no.Run, Attempt: no.Attempt, AttemptNumber: no.Number,
 		State: no.State, RunState: string(no.RunState), Final: no.Final, ExitCode: no.ExitCode, Error: no.Error,
@@ -355,7 +355,7 @@ func (n *notifier) payload(no fsm.Notice) WebhookPayload {
 }
 
 // link is the dashboard's page of the notice's run.
-func (n *notifier) link(no fsm.Notice) string {
+func (n *notifier) link(no replicated.Notice) string {
 	base := strings.TrimRight(n.cfg.DashboardURL, "/")
 	if base == "" {
 		return ""
@@ -364,7 +364,7 @@ func (n *notifier) link(no fsm.Notice) string {
 }
 
 // summary is a one-line account of the notice.
-func (n *notifier) summary(no fsm.Notice) string {
+func (n *notifier) summary(no replicated.Notice) string {
 	s := fmt.Sprintf("fencecron: job %s %s (run %s", no.Job, no.State, no.Run)
 	if no.Attempt != "" {
 		s += fmt.Sprintf(", attempt %d on %s", no.Number, no.Worker)
@@ -382,7 +382,7 @@ func (n *notifier) summary(no fsm.Notice) string {
 }
 
 // post sends body as JSON; any 2xx answer is a delivery.
-func (n *notifier) post(ctx context.Context, target string, no fsm.Notice, body []byte) error {
+func (n *notifier) post(ctx context.Context, target string, no replicated.Notice, body []byte) error {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, target, bytes.NewReader(body))
 	if err != nil {
 		return err
@@ -432,7 +432,7 @@ var errNoSMTP = errors.New("no SMTP server configured on the leader (top-level n
 
 // mail sends an email notice through the SMTP server, with STARTTLS
 // first when asked, and PLAIN authentication when a username is set.
-func (n *notifier) mail(ctx context.Context, no fsm.Notice) error {
+func (n *notifier) mail(ctx context.Context, no replicated.Notice) error {
 	c := n.cfg.SMTP
 	if c.Host == "" || c.From == "" {
 		return errNoSMTP
@@ -494,7 +494,7 @@ func (n *notifier) mail(ctx context.Context, no fsm.Notice) error {
 
 // message is an email notice: headers (Message-ID the notice's stable
 // id) and a plain text body.
-func (n *notifier) message(no fsm.Notice) []byte {
+func (n *notifier) message(no replicated.Notice) []byte {
 	var b bytes.Buffer
 	host := "fencecron"
 	if at := strings.LastIndex(n.cfg.SMTP.From, "@"); at >= 0 {

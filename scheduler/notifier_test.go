@@ -18,6 +18,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // target is a loopback HTTP target that answers status and keeps what
@@ -159,7 +160,7 @@ func TestNotifier_ErrorsHideTheTargetPath(t *testing.T) {
 	addr := srv.URL
 	srv.Close() // nothing listens there now
 	n := &notifier{cfg: NotifyConfig{}.withDefaults()}
-	err := n.deliver(t.Context(), fsm.Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
+	err := n.deliver(t.Context(), replicated.Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
 	if err == nil {
 		t.Fatal("delivered to a closed port")
 	}
@@ -251,7 +252,7 @@ func TestNotifier_MailStartTLS(t *testing.T) {
 	pool := x509.NewCertPool()
 	pool.AddCert(tsrv.Certificate())
 	tsrv.Close()
-	notice := fsm.Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
+	notice := replicated.Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
 	for _, tc := range []struct {
 		name    string
 		offer   bool

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Notification targets: the sender keeps each one apart, so that a
@@ -111,7 +112,7 @@ func refusedNotice(err error) bool {
 }
 
 // targetKey is the target a notice goes to, whole (it is never shown).
-func (n *notifier) targetKey(no fsm.Notice) string {
+func (n *notifier) targetKey(no replicated.Notice) string {
 	switch no.Kind() {
 	case jobs.NotifyWebhook:
 		return "webhook " + no.Target.Webhook
@@ -124,7 +125,7 @@ func (n *notifier) targetKey(no fsm.Notice) string {
 }
 
 // targetName is how a notice's target is shown: scheme and host.
-func (n *notifier) targetName(no fsm.Notice) string {
+func (n *notifier) targetName(no replicated.Notice) string {
 	switch no.Kind() {
 	case jobs.NotifyWebhook:
 		return redact(no.Target.Webhook)
@@ -142,14 +143,14 @@ func (n *notifier) smtpAddr() string {
 
 // scrub is err's text, as recorded and shown: with the notice's target
 // URL cut to scheme and host wherever it is quoted, and clipped.
-func (n *notifier) scrub(err error, no fsm.Notice) string {
+func (n *notifier) scrub(err error, no replicated.Notice) string {
 	s := err.Error()
 	for _, u := range []string{no.Target.Webhook, no.Target.Slack} {
 		if u != "" {
 			s = strings.ReplaceAll(s, u, redact(u))
 		}
 	}
-	return fsm.Clip(s, fsm.MaxAuditDetail)
+	return replicated.Clip(s, fsm.MaxAuditDetail)
 }
 
 // busy counts the notices in flight, and those to targets backing off;
@@ -167,7 +168,7 @@ func (n *notifier) busy() (all, backingOff int) {
 // countPending tracks the targets of the pending notices, counts them
 // and names their first jobs, and returns the keys of those it saw; n.mu
 // is held.
-func (n *notifier) countPending(pending []fsm.Notice) map[string]bool {
+func (n *notifier) countPending(pending []replicated.Notice) map[string]bool {
 	seen := map[string]bool{}
 	for _, no := range pending {
 		key := n.targetKey(no)
@@ -205,17 +206,17 @@ func (n *notifier) forgetTargets(seen map[string]bool, now time.Time) {
 // takeWaiting marks the notices waiting for target key (pending, not in
 // flight, other than except) as in flight, and returns them given up
 // with msg.
-func (n *notifier) takeWaiting(key string, except uint64, msg string) []fsm.Delivery {
+func (n *notifier) takeWaiting(key string, except uint64, msg string) []replicated.Delivery {
 	pending := n.l.s.FSM.Notices()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	var out []fsm.Delivery
+	var out []replicated.Delivery
 	for _, no := range pending {
 		if no.ID == except || n.inflight[no.ID] || n.targetKey(no) != key {
 			continue
 		}
 		n.inflight[no.ID] = true
-		out = append(out, fsm.Delivery{ID: no.ID, Tries: n.tries[no.ID], Error: msg})
+		out = append(out, replicated.Delivery{ID: no.ID, Tries: n.tries[no.ID], Error: msg})
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Firing goroutines and manual triggers propose at once; whatever the
@@ -37,7 +38,7 @@ func TestLeader_ConcurrentFiresOfAForbidJob(t *testing.T) {
 					// End whatever is open, as a worker would.
 					for _, r := range sm.OpenRuns("j") {
 						if a, ok := r.Latest(); ok {
-							l.s.Complete(context.Background(), fsm.Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: base})
+							l.s.Complete(context.Background(), replicated.Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: base})
 						}
 					}
 				}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -21,7 +22,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 	s := l.s
 	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
 	var (
-		gs     []fsm.GrantCmd
+		gs     []replicated.GrantCmd
 		owners []*fireEntry
 		specs  = map[string]jobs.Spec{}
 	)
@@ -38,7 +39,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 		}
 		load[wk]++
 		specs[spec.Name] = spec
-		gs = append(gs, fsm.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now(), Ahead: true})
+		gs = append(gs, replicated.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now(), Ahead: true})
 		owners = append(owners, e)
 	}
 	var wg sync.WaitGroup
@@ -50,11 +51,11 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			chunk := gs[from:to]
 			results := make([]fsm.ApplyResult, len(chunk))
 			if len(chunk) == 1 {
-				res, err := l.propose(fsm.Command{Op: fsm.OpGrant, Grant: &chunk[0]})
+				res, err := l.propose(replicated.Command{Op: replicated.OpGrant, Grant: &chunk[0]})
 				res.Err = err
 				results[0] = res
 			} else {
-				res, err := l.propose(fsm.Command{Op: fsm.OpGrants, Grants: &fsm.GrantsCmd{Grants: chunk}})
+				res, err := l.propose(replicated.Command{Op: replicated.OpGrants, Grants: &replicated.GrantsCmd{Grants: chunk}})
 				if err == nil && len(res.Batch) != len(chunk) {
 					err = fmt.Errorf("batch of %d grants answered with %d results", len(chunk), len(res.Batch))
 				}

@@ -9,6 +9,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Releaser is what forced releases go through: the leader decides, a
@@ -79,13 +80,13 @@ func (l local) Release(ctx context.Context, attempt, reason, asker string) (Rele
 		return Released{}, err
 	}
 	if len(asker) > fsm.MaxReleaseAsker {
-		asker = fsm.Clip(asker, fsm.MaxReleaseAsker)
+		asker = replicated.Clip(asker, fsm.MaxReleaseAsker)
 	}
 	t := l.s.term.Load()
 	if t == nil {
 		return Released{}, fmt.Errorf("release %s: %w", attempt, jobs.ErrNotLeader)
 	}
-	res, err := t.proposeWith(ctx, fsm.Command{Op: fsm.OpRelease, Release: &fsm.ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
+	res, err := t.proposeWith(ctx, replicated.Command{Op: replicated.OpRelease, Release: &replicated.ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
 	a, found := attemptIn(res.Run, attempt)
 	out := Released{Run: res.Run}
 	switch {

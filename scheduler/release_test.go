@@ -13,7 +13,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/bolt"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // floorlessStore is a store whose RaiseFloor fails as an unreachable
@@ -122,7 +122,7 @@ func TestScheduler_ReleaseRaisesTheStoreFloor(t *testing.T) {
 	// An attempt that ended otherwise is still nothing to release.
 	c := grantOne(base.Add(2 * time.Hour))
 	code := 0
-	if _, err := l.s.applyLocalCmd(ctx, fsm.Command{Op: fsm.OpComplete, Complete: &fsm.Completion{Attempt: c.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: c.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: base}}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := l.s.Release(ctx, c.ID, "late", "loopback 127.0.0.1"); !errors.Is(err, jobs.ErrStaleAttempt) {

@@ -30,6 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -214,7 +215,7 @@ func (s *Scheduler) startLeading() *leaderTerm {
 
 // applyLocalCmd proposes c to this node's Raft, as an entry of this
 // binary's log version, and unwraps the FSM's answer.
-func (s *Scheduler) applyLocalCmd(ctx context.Context, c fsm.Command) (fsm.ApplyResult, error) {
+func (s *Scheduler) applyLocalCmd(ctx context.Context, c replicated.Command) (fsm.ApplyResult, error) {
 	b, err := fsm.EncodeEntry(c)
 	if err != nil {
 		return fsm.ApplyResult{}, err
@@ -264,7 +265,7 @@ func (s *Scheduler) Started(ctx context.Context, attempt string, at time.Time) e
 
 // Complete records how an attempt ended. Completing twice is harmless, and
 // a completion of an attempt that was superseded touches only that one.
-func (s *Scheduler) Complete(ctx context.Context, c fsm.Completion) error {
+func (s *Scheduler) Complete(ctx context.Context, c replicated.Completion) error {
 	return s.toLeader().Complete(ctx, c)
 }
 

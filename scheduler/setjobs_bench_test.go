@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // scaleSpecs is a set of n jobs as `fencecron apply` sends the file
@@ -63,13 +64,13 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			jobs.HashSpecs(specs)
 		}
 	})
-	entry, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}})
+	entry, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.Run("encode", func(b *testing.B) {
 		for b.Loop() {
-			if _, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}}); err != nil {
+			if _, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: "h"}}); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -94,7 +95,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 				b.Fatal(err)
 			}
 			hash := jobs.HashSpecs(set)
-			e, err := fsm.EncodeEntry(fsm.Command{Op: fsm.OpSetJobs, SetJobs: &fsm.SetJobsCmd{Jobs: set, Source: "bench", At: t0, Hash: hash}})
+			e, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: set, Source: "bench", At: t0, Hash: hash}})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -73,7 +73,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := l.s.applyLocalCmd(t.Context(), fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n1", At: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(t.Context(), replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base}}); err != nil {
 		t.Fatal(err)
 	}
 	runOut()
@@ -134,7 +134,7 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 
 	// A newer election entry: this loop's term is over.
 	c := fire(3 * time.Second)
-	if _, err := l.s.applyLocalCmd(t.Context(), fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n2", At: base}}); err != nil {
+	if _, err := l.s.applyLocalCmd(t.Context(), replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n2", At: base}}); err != nil {
 		t.Fatal(err)
 	}
 	if r, err := l.renew(worker.Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {

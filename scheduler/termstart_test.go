@@ -9,6 +9,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A leader loop whose grant is refused for a term it did not start ends
@@ -17,7 +18,7 @@ func TestLeader_TermNotStartedEndsTheLoop(t *testing.T) {
 	l, sm := newTestLeader(t, spec("j", jobs.MisfireSkip, jobs.OverlapAllow))
 	// Another term's election entry: this loop's term is no longer the
 	// one the log last started.
-	if res := applyRaw(t, sm, 9, 1000, rawEntry(t, fsm.LogVersion, fsm.Command{Op: fsm.OpElected, Elected: &fsm.ElectedCmd{Node: "n2", At: base}})); res.Err != nil {
+	if res := applyRaw(t, sm, 9, 1000, rawEntry(t, replicated.LogVersion, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n2", At: base}})); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	_, err := l.trigger(context.Background(), "j", false)

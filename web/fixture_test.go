@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -406,8 +407,8 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 
 // The calls only workers make: the fake is the leader's
 // scheduler.Forwarder too, which the internal API (scheduler/rpc) calls.
-func (f *fakeScheduler) Started(context.Context, string, time.Time) error { return nil }
-func (f *fakeScheduler) Complete(context.Context, fsm.Completion) error   { return nil }
+func (f *fakeScheduler) Started(context.Context, string, time.Time) error      { return nil }
+func (f *fakeScheduler) Complete(context.Context, replicated.Completion) error { return nil }
 func (f *fakeScheduler) Note(context.Context, string, string, string, string) error {
 	return nil
 }

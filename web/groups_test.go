@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/web/api"
 )
 
@@ -21,7 +22,7 @@ func (groupedState) Groups() []fsm.GroupStatus {
 		Defined: true,
 		Holding: []jobs.Run{{ID: "a@20260801T090000Z", Job: "a", ScheduledAt: at(0), State: jobs.Running, Group: "db",
 			Attempts: []jobs.Attempt{{ID: "a@20260801T090000Z.1", Number: 1, Worker: "w2", State: jobs.Running, Token: jobs.Fence{Epoch: 4, Seq: 20}}}}},
-		Waiting: []fsm.GroupWaiter{
+		Waiting: []replicated.GroupWaiter{
 			{Run: "b@20260801T090000Z", ScheduledAt: at(0), Since: at(30)},
 			{Run: "c@20260801T090001Z", ScheduledAt: at(1), Since: at(40)},
 		},

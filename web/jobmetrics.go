@@ -3,7 +3,7 @@ package web
 import (
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // maxJobStatSeries bounds how many jobs the per-job figures are exported
@@ -25,7 +25,7 @@ var (
 
 // jobStats is the replicated state's per-job figures (fsm.FSM).
 type jobStats interface {
-	JobStatsPage(limit int) (map[string]fsm.JobStats, int)
+	JobStatsPage(limit int) (map[string]replicated.JobStats, int)
 }
 
 // jobCollector exports the per-job figures at scrape time.

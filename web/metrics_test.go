@@ -15,7 +15,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/web/api"
 )
 
@@ -81,8 +81,8 @@ func TestServer_Metrics(t *testing.T) {
 	m.LeaseRenewed(2*time.Second, errors.New("timeout"))
 	m.LeaseTransition(jobs.EventSuspect)
 	m.LeaseTransition(jobs.EventLost)
-	m.AttemptFinished("report", fsm.Completion{State: jobs.Lost, StartedAt: at(0), EndedAt: at(12)})
-	m.AttemptFinished("report", fsm.Completion{State: jobs.Fenced, EndedAt: at(13)})
+	m.AttemptFinished("report", replicated.Completion{State: jobs.Lost, StartedAt: at(0), EndedAt: at(12)})
+	m.AttemptFinished("report", replicated.Completion{State: jobs.Fenced, EndedAt: at(13)})
 	m.AttemptStarted("weird \"job\"\n", at(0), at(7))
 	// This node's store: two applied publishes and a stale one.
 	m.StoreDecided(fencedstore.Applied)

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -23,7 +23,7 @@ func (f fakeSender) NotifyTargets() ([]scheduler.NotifyTarget, bool) { return f.
 // noticedState is the fixture's state with two notices pending.
 type noticedState struct{ *fakeState }
 
-func (noticedState) Notices() []fsm.Notice { return make([]fsm.Notice, 2) }
+func (noticedState) Notices() []replicated.Notice { return make([]replicated.Notice, 2) }
 
 func TestServer_NotifyTargets(t *testing.T) {
 	hung := scheduler.NotifyTarget{Target: "https://hooks.example.com", Kind: "webhook", Jobs: []string{"report"}, Pending: 7, InFlight: 0,

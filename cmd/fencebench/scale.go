@@ -20,6 +20,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // fencebench scale: how the job set's size weighs on a cluster. A real
@@ -299,10 +300,10 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 	}
 	at := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
 	// The term's election entry precedes its grants, as a leader writes it.
-	if err := apply(map[string]any{"v": fsm.LogVersion, "op": "elected", "elected": map[string]any{"node": "fencebench", "at": at}}); err != nil {
+	if err := apply(map[string]any{"v": replicated.LogVersion, "op": "elected", "elected": map[string]any{"node": "fencebench", "at": at}}); err != nil {
 		return r, err
 	}
-	if err := apply(map[string]any{"v": fsm.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
+	if err := apply(map[string]any{"v": replicated.LogVersion, "op": "set_jobs", "set_jobs": map[string]any{"jobs": specs, "source": "fencebench", "at": at}}); err != nil {
 		return r, err
 	}
 	if got := f.JobSetInfo().Count; got != n {
@@ -314,7 +315,7 @@ func measureFSM(r scaleResult, n int) (scaleResult, error) {
 	const grants = 2000
 	entries := make([][]byte, grants)
 	for i := range entries {
-		b, err := json.Marshal(map[string]any{"v": fsm.LogVersion, "op": "grant", "grant": map[string]any{
+		b, err := json.Marshal(map[string]any{"v": replicated.LogVersion, "op": "grant", "grant": map[string]any{
 			"job": specs[i*n/grants].Name, "scheduled_at": at.Add(time.Minute), "worker": "w1", "trigger": "schedule", "at": at}})
 		if err != nil {
 			return r, err

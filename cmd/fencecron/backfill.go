@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/web"
 )
 
@@ -29,7 +30,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		fs.StringVar(&body.From, "from", "", "first fire time to backfill, included: RFC 3339 (2026-07-01T00:00:00Z), or a date or 2006-01-02T15:04 in the job's time zone")
 		fs.StringVar(&body.To, "to", "", "end of the range, excluded (same forms); not in the future")
 		fs.BoolVar(&body.DryRun, "dry-run", false, "list the fire times it would create and those that already have a run; create nothing")
-		fs.IntVar(&body.MaxRunning, "max-running", fsm.DefaultBackfillMaxRunning, fmt.Sprintf("at most this many backfill runs of the job open at once (1 to %d)", fsm.MaxBackfillMaxRunning))
+		fs.IntVar(&body.MaxRunning, "max-running", replicated.DefaultBackfillMaxRunning, fmt.Sprintf("at most this many backfill runs of the job open at once (1 to %d)", replicated.MaxBackfillMaxRunning))
 	})
 	if err != nil {
 		return err
@@ -37,8 +38,8 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if body.From == "" || body.To == "" {
 		return fmt.Errorf("backfill: -from and -to are required")
 	}
-	if body.MaxRunning < 1 || body.MaxRunning > fsm.MaxBackfillMaxRunning {
-		return fmt.Errorf("backfill: -max-running %d: want 1 to %d", body.MaxRunning, fsm.MaxBackfillMaxRunning)
+	if body.MaxRunning < 1 || body.MaxRunning > replicated.MaxBackfillMaxRunning {
+		return fmt.Errorf("backfill: -max-running %d: want 1 to %d", body.MaxRunning, replicated.MaxBackfillMaxRunning)
 	}
 	var res fsm.BackfillResult
 	if err := c.do(ctx, http.MethodPost, "/api/v1/jobs/"+url.PathEscape(rest[0])+"/backfill", body, &res); err != nil || c.json {

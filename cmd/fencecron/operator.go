@@ -17,7 +17,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -106,8 +106,8 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err != nil {
 		return err
 	}
-	if len(data) > fsm.MaxSnapshotBytes {
-		return fmt.Errorf("%s is %d MiB: a snapshot is at most %d MiB, and no node takes a larger one", path, len(data)>>20, fsm.MaxSnapshotBytes>>20)
+	if len(data) > replicated.MaxSnapshotBytes {
+		return fmt.Errorf("%s is %d MiB: a snapshot is at most %d MiB, and no node takes a larger one", path, len(data)>>20, replicated.MaxSnapshotBytes>>20)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPut, c.base+"/api/v1/snapshot", bytes.NewReader(data))
 	if err != nil {

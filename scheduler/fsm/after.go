@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Dependencies (jobs.Spec.After, log version 4). A job with after has no
@@ -35,7 +36,7 @@ const MaxFollowErr = 512
 // wrote it (the whole language, unbounded): a server that rendered it
 // with today's narrower rules could decide otherwise than they did, and
 // the replicas of a cluster being upgraded would diverge.
-func followKey(version int, follow *FollowCmd, spec jobs.Spec, id string, t time.Time) (string, error) {
+func followKey(version int, follow *replicated.FollowCmd, spec jobs.Spec, id string, t time.Time) (string, error) {
 	if spec.Output == "" {
 		return "", nil
 	}
@@ -47,7 +48,7 @@ func followKey(version int, follow *FollowCmd, spec jobs.Spec, id string, t time
 	case !ok:
 		return "", errors.New("the leader proposed no output key for it")
 	case o.Err != "":
-		return "", errors.New(Clip(o.Err, MaxFollowErr))
+		return "", errors.New(replicated.Clip(o.Err, MaxFollowErr))
 	}
 	if err := fencedstore.CheckKey(o.Key); err != nil {
 		return "", fmt.Errorf("its output key is not a store key: %v", err)
@@ -124,7 +125,7 @@ func DecideFollow(in FollowInput) FollowDecision {
 			if r.Reason != "" {
 				// A skipped parent says why; a long chain's reasons nest,
 				// so keep the first of them.
-				why += ": " + Clip(r.Reason, 300)
+				why += ": " + replicated.Clip(r.Reason, 300)
 			}
 			return FollowDecision{Verdict: FollowSkip, Parents: []string{r.ID},
 				Reason: fmt.Sprintf("parent %s did not succeed: its run %s ended %s", p, r.ID, why)}
@@ -165,10 +166,10 @@ func (f *FSM) followers(job string) []string {
 // notifications due (notify.go) and decide the runs that follow. A run
 // skipped here finishes in this entry too, so chains are followed to
 // their end in the same entry.
-func (f *FSM) afterEntry(l *raft.Log, c Command) {
+func (f *FSM) afterEntry(l *raft.Log, c replicated.Command) {
 	follow := c.Follow
 	if follow == nil {
-		follow = &FollowCmd{}
+		follow = &replicated.FollowCmd{}
 	}
 	seen := map[string]bool{}
 	for i := 0; i < len(f.changes); i++ {
@@ -207,7 +208,7 @@ func (f *FSM) afterEntry(l *raft.Log, c Command) {
 
 // follow decides the run of job d for scheduled time t (DecideFollow),
 // with the worker and key the entry's follow field names, and records it.
-func (f *FSM) follow(l *raft.Log, version int, follow *FollowCmd, d string, t time.Time, at time.Time) {
+func (f *FSM) follow(l *raft.Log, version int, follow *replicated.FollowCmd, d string, t time.Time, at time.Time) {
 	spec, ok := f.spec(d)
 	if !ok {
 		return

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func code(n int) *int { return &n }
@@ -22,15 +23,15 @@ func chainFSM(t *testing.T) *FSM {
 		{Name: "b", After: []string{"a"}, Shell: "true", Notify: n},
 		{Name: "c", After: []string{"b"}, Shell: "true"},
 	}
-	if res := applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+	if res := applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	return f
 }
 
-func complete(attempt string, st jobs.State, exit int, workers map[string]string) Command {
-	return Command{Op: OpComplete, Complete: &Completion{Attempt: attempt, State: st, ExitCode: code(exit), EndedAt: t0.Add(time.Second)},
-		Follow: &FollowCmd{Workers: workers, At: t0.Add(time.Second)}}
+func complete(attempt string, st jobs.State, exit int, workers map[string]string) replicated.Command {
+	return replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: attempt, State: st, ExitCode: code(exit), EndedAt: t0.Add(time.Second)},
+		Follow: &replicated.FollowCmd{Workers: workers, At: t0.Add(time.Second)}}
 }
 
 func TestFSM_AfterGrantsInTheEntryThatFinishesTheParent(t *testing.T) {
@@ -110,7 +111,7 @@ func TestFSM_AfterSkipsTheChainWhenAParentFails(t *testing.T) {
 		t.Errorf("restored notices = %+v", got)
 	}
 	// Recording a delivery removes it; recording it again changes nothing.
-	d := Command{Op: OpNotified, Notified: &NotifiedCmd{Deliveries: []Delivery{{ID: ns[0].ID, Tries: 1}}, At: t0}}
+	d := replicated.Command{Op: replicated.OpNotified, Notified: &replicated.NotifiedCmd{Deliveries: []replicated.Delivery{{ID: ns[0].ID, Tries: 1}}, At: t0}}
 	applyAt(t, f, 2, 12, d)
 	applyAt(t, f, 2, 13, d)
 	if got := f.Notices(); len(got) != 1 || got[0].ID != ns[1].ID {
@@ -151,7 +152,7 @@ func TestFSM_OlderEntriesNeitherFollowNorNotify(t *testing.T) {
 		t.Fatal(err)
 	}
 	// EncodeEntry writes this binary's version: write version 3 by hand.
-	b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), `"v":3`, 1))
+	b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, replicated.LogVersion), `"v":3`, 1))
 	applyRaw(t, f, 2, 11, b)
 	if _, ok := f.Run(jobs.RunID("b", t0)); ok {
 		t.Error("a version 3 entry decided a dependent run")
@@ -217,7 +218,7 @@ func TestFSM_FollowersInTheOrderOfTheSetNow(t *testing.T) {
 	f := NewFSM()
 	setJobs := func(index uint64, specs ...jobs.Spec) {
 		t.Helper()
-		if res := applyAt(t, f, 1, index, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+		if res := applyAt(t, f, 1, index, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 			t.Fatal(res.Err)
 		}
 	}
@@ -260,7 +261,7 @@ func TestFSM_AfterTakesTheKeyItsLeaderRendered(t *testing.T) {
 			{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"},
 			{Name: "b", After: []string{"a"}, Shell: "true", Output: `b/{{ .Scheduled.Format "2006" }}.txt`},
 		}
-		if res := applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+		if res := applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 			t.Fatal(res.Err)
 		}
 		ra := applyAt(t, f, 2, 10, grant("a", t0))
@@ -272,16 +273,16 @@ func TestFSM_AfterTakesTheKeyItsLeaderRendered(t *testing.T) {
 	bID := jobs.RunID("b", t0)
 	for _, tc := range []struct {
 		name    string
-		outputs map[string]FollowOutput
+		outputs map[string]replicated.FollowOutput
 		version int
 		state   jobs.State
 		output  string
 		reason  string
 	}{
-		{"the leader's key", map[string]FollowOutput{bID: {Key: "b/from-the-leader.txt"}}, LogVersion, jobs.Pending, "b/from-the-leader.txt", ""},
-		{"the leader could not render it", map[string]FollowOutput{bID: {Err: "output template: over its bound"}}, LogVersion, jobs.Skipped, "", "output template: over its bound"},
-		{"no key in the entry", nil, LogVersion, jobs.Skipped, "", "the leader proposed no output key for it"},
-		{"a key the store would refuse", map[string]FollowOutput{bID: {Key: "../evil"}}, LogVersion, jobs.Skipped, "", "not a store key"},
+		{"the leader's key", map[string]replicated.FollowOutput{bID: {Key: "b/from-the-leader.txt"}}, replicated.LogVersion, jobs.Pending, "b/from-the-leader.txt", ""},
+		{"the leader could not render it", map[string]replicated.FollowOutput{bID: {Err: "output template: over its bound"}}, replicated.LogVersion, jobs.Skipped, "", "output template: over its bound"},
+		{"no key in the entry", nil, replicated.LogVersion, jobs.Skipped, "", "the leader proposed no output key for it"},
+		{"a key the store would refuse", map[string]replicated.FollowOutput{bID: {Key: "../evil"}}, replicated.LogVersion, jobs.Skipped, "", "not a store key"},
 		{"an entry of version 6 renders it", nil, 6, jobs.Pending, "b/" + t0.Format("2006") + ".txt", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -292,7 +293,7 @@ func TestFSM_AfterTakesTheKeyItsLeaderRendered(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
+			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, replicated.LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
 			if res := applyRaw(t, f, 2, 11, b); res.Err != nil {
 				t.Fatal(res.Err)
 			}

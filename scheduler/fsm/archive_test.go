@@ -15,13 +15,14 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // entry is a raw log entry of this binary's format, as the leader writes
 // them (only the fields the FSM reads).
 func entry(t *testing.T, index uint64, v map[string]any) *raft.Log {
 	t.Helper()
-	v["v"] = fsm.LogVersion
+	v["v"] = replicated.LogVersion
 	b, err := json.Marshal(v)
 	if err != nil {
 		t.Fatal(err)

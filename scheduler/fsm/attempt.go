@@ -8,6 +8,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // refusedOutcomes are the store outcomes a store_refused note may name.
@@ -28,7 +29,7 @@ func (f *FSM) attempt(id string) (*jobs.Run, *jobs.Attempt, error) {
 
 func isLatest(r *jobs.Run, a *jobs.Attempt) bool { return a.Number == len(r.Attempts) }
 
-func (f *FSM) applyStart(l *raft.Log, s *StartCmd) ApplyResult {
+func (f *FSM) applyStart(l *raft.Log, s *replicated.StartCmd) ApplyResult {
 	r, a, err := f.attempt(s.Attempt)
 	if err != nil {
 		return ApplyResult{Err: err}
@@ -45,7 +46,7 @@ func (f *FSM) applyStart(l *raft.Log, s *StartCmd) ApplyResult {
 	return ApplyResult{Run: r.Clone()}
 }
 
-func (f *FSM) applyComplete(l *raft.Log, version int, c *Completion) ApplyResult {
+func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) ApplyResult {
 	r, a, err := f.attempt(c.Attempt)
 	if err != nil {
 		return ApplyResult{Err: err}
@@ -156,7 +157,7 @@ func (f *FSM) maxAttempts(job string) int {
 	return s.Retries + 1
 }
 
-func (f *FSM) applyExpire(l *raft.Log, version int, e *ExpireCmd) ApplyResult {
+func (f *FSM) applyExpire(l *raft.Log, version int, e *replicated.ExpireCmd) ApplyResult {
 	r, a, err := f.attempt(e.Attempt)
 	if err != nil {
 		return ApplyResult{Err: err}
@@ -196,7 +197,7 @@ func (f *FSM) applyExpire(l *raft.Log, version int, e *ExpireCmd) ApplyResult {
 	return ApplyResult{Run: r.Clone()}
 }
 
-func (f *FSM) applyRetry(l *raft.Log, c *RetryCmd) ApplyResult {
+func (f *FSM) applyRetry(l *raft.Log, c *replicated.RetryCmd) ApplyResult {
 	r, ok := f.st.Runs[c.Run]
 	if !ok {
 		return ApplyResult{Err: fmt.Errorf("retry %s: %w", c.Run, jobs.ErrNotFound)}

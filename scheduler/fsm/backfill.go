@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A backfill creates one run per fire time of a job's schedule in a past
@@ -152,7 +153,7 @@ func BackfillRoom(overlap string, open []jobs.Run, maxRunning int) int {
 
 // applyBackfill queues the fire times of c that have no run (a job's
 // queue merges requests, in time order; the latest max_running holds).
-func (f *FSM) applyBackfill(l *raft.Log, c *BackfillCmd) ApplyResult {
+func (f *FSM) applyBackfill(l *raft.Log, c *replicated.BackfillCmd) ApplyResult {
 	if _, ok := f.spec(c.Job); !ok {
 		return ApplyResult{Err: fmt.Errorf("backfill %s: %w", c.Job, jobs.ErrUnknownJob)}
 	}
@@ -160,11 +161,11 @@ func (f *FSM) applyBackfill(l *raft.Log, c *BackfillCmd) ApplyResult {
 	res.From, res.To, res.MaxRunning = c.From, c.To, c.MaxRunning
 	q := f.st.Backfills[c.Job]
 	if q == nil {
-		q = &backfillQueue{}
+		q = &replicated.BackfillQueue{}
 	}
-	if len(q.Times)+len(res.Create) > MaxBackfillTimes {
+	if len(q.Times)+len(res.Create) > replicated.MaxBackfillTimes {
 		return ApplyResult{Err: &BackfillError{Msg: fmt.Sprintf("backfill %s: %d fire times are queued already; with %d more the queue would pass %d: wait for it to drain",
-			c.Job, len(q.Times), len(res.Create), MaxBackfillTimes)}}
+			c.Job, len(q.Times), len(res.Create), replicated.MaxBackfillTimes)}}
 	}
 	if len(res.Create) > 0 {
 		q.Times = append(q.Times, res.Create...)
@@ -173,7 +174,7 @@ func (f *FSM) applyBackfill(l *raft.Log, c *BackfillCmd) ApplyResult {
 	q.MaxRunning = c.MaxRunning
 	if len(q.Times) > 0 {
 		if f.st.Backfills == nil {
-			f.st.Backfills = map[string]*backfillQueue{}
+			f.st.Backfills = map[string]*replicated.BackfillQueue{}
 		}
 		f.st.Backfills[c.Job] = q
 	}
@@ -203,7 +204,7 @@ func (f *FSM) planBackfill(job string, times []time.Time) BackfillResult {
 // its time must be queued, and a grant (not a skip) needs room
 // (BackfillRoom). An admitted time leaves the queue; what happens to it
 // then is an ordinary grant's decision (DecideGrant). f.mu held.
-func (f *FSM) admitBackfill(op string, g *GrantCmd, spec jobs.Spec) error {
+func (f *FSM) admitBackfill(op string, g *replicated.GrantCmd, spec jobs.Spec) error {
 	q := f.st.Backfills[g.Job]
 	i := -1
 	if q != nil {
@@ -212,7 +213,7 @@ func (f *FSM) admitBackfill(op string, g *GrantCmd, spec jobs.Spec) error {
 	if i < 0 {
 		return fmt.Errorf("backfill grant %s: not queued by a backfill: %w", jobs.RunID(g.Job, g.ScheduledAt), jobs.ErrInvalidConfig)
 	}
-	if op == OpGrant && BackfillRoom(spec.Overlap, f.openRuns(g.Job), q.MaxRunning) < 1 {
+	if op == replicated.OpGrant && BackfillRoom(spec.Overlap, f.openRuns(g.Job), q.MaxRunning) < 1 {
 		return fmt.Errorf("grant %s: %w", jobs.RunID(g.Job, g.ScheduledAt), ErrBackfillWait)
 	}
 	q.Times = slices.Delete(q.Times, i, i+1)
@@ -281,9 +282,9 @@ func BackfillTimes(spec jobs.Spec, from, to time.Time) ([]time.Time, error) {
 	}
 	var times []time.Time
 	for t := sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = sched.Next(t) {
-		if len(times) == MaxBackfillTimes {
+		if len(times) == replicated.MaxBackfillTimes {
 			return nil, &BackfillError{Msg: fmt.Sprintf("backfill %s: [%s, %s) holds more than %d fire times of %v; backfill at most %d at once: narrow the range",
-				spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), MaxBackfillTimes, spec.Schedules, MaxBackfillTimes)}
+				spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), replicated.MaxBackfillTimes, spec.Schedules, replicated.MaxBackfillTimes)}
 		}
 		times = append(times, t.UTC())
 	}

@@ -7,14 +7,15 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-func backfillCmdOf(job string, maxRunning int, times ...time.Time) Command {
-	return Command{Op: OpBackfill, Backfill: &BackfillCmd{Job: job, Times: times, From: times[0], To: times[len(times)-1].Add(time.Second), MaxRunning: maxRunning, At: t0}}
+func backfillCmdOf(job string, maxRunning int, times ...time.Time) replicated.Command {
+	return replicated.Command{Op: replicated.OpBackfill, Backfill: &replicated.BackfillCmd{Job: job, Times: times, From: times[0], To: times[len(times)-1].Add(time.Second), MaxRunning: maxRunning, At: t0}}
 }
 
-func backfillGrant(job string, at time.Time) Command {
-	return Command{Op: OpGrant, Grant: &GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: TriggerBackfill, At: at}}
+func backfillGrant(job string, at time.Time) replicated.Command {
+	return replicated.Command{Op: replicated.OpGrant, Grant: &replicated.GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: TriggerBackfill, At: at}}
 }
 
 func TestBackfillRoom(t *testing.T) {
@@ -89,7 +90,7 @@ func TestFSM_Backfill(t *testing.T) {
 	// The queue survives a snapshot; once a run ends there is room.
 	g := snapshotRestored(t, f)
 	first := jobs.AttemptID(jobs.RunID("j", ts[0]), 1)
-	applyAt(t, g, 2, 16, Command{Op: OpComplete, Complete: &Completion{Attempt: first, State: jobs.Succeeded, EndedAt: t0}})
+	applyAt(t, g, 2, 16, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: first, State: jobs.Succeeded, EndedAt: t0}})
 	if got := g.BackfillDue()["j"]; !slices.EqualFunc(got, ts[3:], time.Time.Equal) {
 		t.Errorf("after a snapshot and a completion, due = %v, want %v", got, ts[3:])
 	}
@@ -119,8 +120,8 @@ func TestFSM_BackfillRefusesTimesAtOrBeforeTheHorizon(t *testing.T) {
 		at := t0.Add(time.Duration(i) * 5 * time.Second)
 		times = append(times, at)
 		g := applyAt(t, f, 2, idx, grant("report", at))
-		c := Completion{Attempt: g.Run.Attempts[0].ID, State: jobs.Succeeded, EndedAt: at}
-		applyAt(t, f, 2, idx+1, Command{Op: OpComplete, Complete: &c})
+		c := replicated.Completion{Attempt: g.Run.Attempts[0].ID, State: jobs.Succeeded, EndedAt: at}
+		applyAt(t, f, 2, idx+1, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		idx += 2
 	}
 	// The first two runs were dropped; a backfill of them and a new time.
@@ -151,7 +152,7 @@ func TestFSM_BackfillOfUnknownOrRemovedJob(t *testing.T) {
 	if b := res.Backfill; res.Err != nil || len(b.Queued) != 1 || !b.Queued[0].Equal(t0) || len(b.Create) != 1 || b.Pending != 2 {
 		t.Errorf("second backfill = %+v, %v; want t0 already queued, one created, 2 pending", res.Backfill, res.Err)
 	}
-	applyAt(t, f, 2, 13, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
+	applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
 	if got := f.BackfillPending("b"); got != 0 {
 		t.Errorf("pending after b left the set = %d, want 0", got)
 	}
@@ -175,10 +176,10 @@ func TestBackfillTimes(t *testing.T) {
 		t.Errorf("empty range: %v, want a BackfillError", err)
 	}
 	often := jobs.Spec{Name: "o", Schedules: []string{"@every 1s"}}
-	if _, err := BackfillTimes(often, from, from.Add(MaxBackfillTimes*time.Second)); err != nil {
-		t.Errorf("exactly %d times: %v", MaxBackfillTimes, err)
+	if _, err := BackfillTimes(often, from, from.Add(replicated.MaxBackfillTimes*time.Second)); err != nil {
+		t.Errorf("exactly %d times: %v", replicated.MaxBackfillTimes, err)
 	}
-	if _, err := BackfillTimes(often, from, from.Add((MaxBackfillTimes+1)*time.Second)); !errors.As(err, &be) {
-		t.Errorf("%d times: %v, want a BackfillError", MaxBackfillTimes+1, err)
+	if _, err := BackfillTimes(often, from, from.Add((replicated.MaxBackfillTimes+1)*time.Second)); !errors.As(err, &be) {
+		t.Errorf("%d times: %v, want a BackfillError", replicated.MaxBackfillTimes+1, err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A batch grant (OpGrants, log version 3) is one Raft entry that grants
@@ -85,7 +86,7 @@ func keysMeet(a, b BatchMember) bool {
 // applyGrants applies a batch: each grant DecideBatch keeps is applied as
 // a grant of its own would be (applyGrant), in the entry's order. The
 // result holds one ApplyResult per grant, in the same order.
-func (f *FSM) applyGrants(l *raft.Log, version int, c *GrantsCmd) ApplyResult {
+func (f *FSM) applyGrants(l *raft.Log, version int, c *replicated.GrantsCmd) ApplyResult {
 	members := make([]BatchMember, len(c.Grants))
 	for i, g := range c.Grants {
 		m := BatchMember{Job: g.Job, Output: g.Output}
@@ -101,13 +102,13 @@ func (f *FSM) applyGrants(l *raft.Log, version int, c *GrantsCmd) ApplyResult {
 			res.Batch[i] = ApplyResult{Err: verdicts[i]}
 			continue
 		}
-		res.Batch[i] = f.applyGrant(l, version, OpGrant, &c.Grants[i])
+		res.Batch[i] = f.applyGrant(l, version, replicated.OpGrant, &c.Grants[i])
 	}
 	return res
 }
 
 // batchRuns returns the runs of a batch's grants, for the log.
-func batchRuns(gs []GrantCmd) []string {
+func batchRuns(gs []replicated.GrantCmd) []string {
 	out := make([]string, len(gs))
 	for i, g := range gs {
 		out[i] = jobs.RunID(g.Job, g.ScheduledAt)
@@ -125,9 +126,9 @@ func batchRuns(gs []GrantCmd) []string {
 // MaxSkipBatch bounds the ranges in one entry.
 const MaxSkipBatch = 1024
 
-func (f *FSM) applySkipRanges(l *raft.Log, c *SkipRangesCmd) ApplyResult {
+func (f *FSM) applySkipRanges(l *raft.Log, c *replicated.SkipRangesCmd) ApplyResult {
 	for _, r := range c.Ranges {
-		f.applySkipRange(l, &SkipRangeCmd{SkipRange: r, At: c.At})
+		f.applySkipRange(l, &replicated.SkipRangeCmd{SkipRange: r, At: c.At})
 	}
 	return ApplyResult{}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideBatch(t *testing.T) {
@@ -54,12 +55,12 @@ func TestDecideBatch(t *testing.T) {
 	}
 }
 
-func grants(gs ...*GrantCmd) Command {
-	c := &GrantsCmd{}
+func grants(gs ...*replicated.GrantCmd) replicated.Command {
+	c := &replicated.GrantsCmd{}
 	for _, g := range gs {
 		c.Grants = append(c.Grants, *g)
 	}
-	return Command{Op: OpGrants, Grants: c}
+	return replicated.Command{Op: replicated.OpGrants, Grants: c}
 }
 
 // A batch grants each run as a grant of its own would, every attempt
@@ -133,7 +134,7 @@ func TestFSM_CompleteRecordsAcceptedAt(t *testing.T) {
 	g := applyAt(t, f, 2, 10, grant("a", t0))
 	att, _ := g.Run.Latest()
 	accepted := t0.Add(3 * time.Millisecond)
-	res := applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &Completion{Attempt: att.ID, State: jobs.Succeeded, AcceptedAt: accepted, StartedAt: t0.Add(5 * time.Millisecond), EndedAt: t0.Add(9 * time.Millisecond)}})
+	res := applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: att.ID, State: jobs.Succeeded, AcceptedAt: accepted, StartedAt: t0.Add(5 * time.Millisecond), EndedAt: t0.Add(9 * time.Millisecond)}})
 	if res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -168,13 +169,13 @@ func TestFSM_CompletesGroup(t *testing.T) {
 	gb := applyAt(t, f, 2, 11, grant("b", t0))
 	aa, _ := ga.Run.Latest()
 	ab, _ := gb.Run.Latest()
-	done := func(id string, st jobs.State) Completion {
-		return Completion{Attempt: id, State: st, StartedAt: t0.Add(time.Millisecond), EndedAt: t0.Add(2 * time.Millisecond)}
+	done := func(id string, st jobs.State) replicated.Completion {
+		return replicated.Completion{Attempt: id, State: st, StartedAt: t0.Add(time.Millisecond), EndedAt: t0.Add(2 * time.Millisecond)}
 	}
-	group := &CompletesCmd{Completions: []Completion{
+	group := &replicated.CompletesCmd{Completions: []replicated.Completion{
 		done(aa.ID, jobs.Succeeded), done("nope@20260701T090005Z.1", jobs.Succeeded), done(ab.ID, jobs.Failed), done(aa.ID, jobs.Failed),
 	}}
-	res := applyAt(t, f, 2, 12, Command{Op: OpCompletes, Completes: group})
+	res := applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpCompletes, Completes: group})
 	checkGroupOfFour(t, res)
 	for id, want := range map[string]jobs.State{ga.Run.ID: jobs.Succeeded, gb.Run.ID: jobs.Failed} {
 		if r, _ := f.Run(id); r.State != want || !r.Attempts[0].StartedAt.Equal(t0.Add(time.Millisecond)) {

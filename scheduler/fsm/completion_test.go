@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // The record keeps the tail from a version 4 entry on, in the snapshot
@@ -16,8 +17,8 @@ func TestFSM_CompletionKeepsStdoutTail(t *testing.T) {
 	g := applyAt(t, f, 2, 10, grant("report", t0))
 	id := g.Run.Attempts[0].ID
 	zero := 0
-	done := Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "<b>total</b> 42\n", EndedAt: t0.Add(time.Second)}
-	if res := applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &done}); res.Err != nil || res.Run.Attempts[0].StdoutTail != done.StdoutTail {
+	done := replicated.Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "<b>total</b> 42\n", EndedAt: t0.Add(time.Second)}
+	if res := applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &done}); res.Err != nil || res.Run.Attempts[0].StdoutTail != done.StdoutTail {
 		t.Fatalf("complete: %v, attempt %+v", res.Err, res.Run.Attempts)
 	}
 	if r, _ := snapshotRestored(t, f).Run(g.Run.ID); r.Attempts[0].StdoutTail != done.StdoutTail {
@@ -25,7 +26,7 @@ func TestFSM_CompletionKeepsStdoutTail(t *testing.T) {
 	}
 
 	g3 := applyAt(t, f, 2, 12, grant("old", t0))
-	c3 := Command{Op: OpComplete, V: 3, Complete: &Completion{Attempt: g3.Run.Attempts[0].ID, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "x", EndedAt: t0}}
+	c3 := replicated.Command{Op: replicated.OpComplete, V: 3, Complete: &replicated.Completion{Attempt: g3.Run.Attempts[0].ID, State: jobs.Succeeded, ExitCode: &zero, StdoutTail: "x", EndedAt: t0}}
 	b, err := json.Marshal(c3)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Completions reach the leader one by one, from every worker, and each
@@ -27,7 +29,7 @@ import (
 // overlap.
 
 // applyCompletes applies each completion of a group in order.
-func (f *FSM) applyCompletes(l *raft.Log, version int, c *CompletesCmd) ApplyResult {
+func (f *FSM) applyCompletes(l *raft.Log, version int, c *replicated.CompletesCmd) ApplyResult {
 	res := ApplyResult{Batch: make([]ApplyResult, len(c.Completions))}
 	for i := range c.Completions {
 		res.Batch[i] = f.applyComplete(l, version, &c.Completions[i])

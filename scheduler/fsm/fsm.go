@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Cluster counters: their names are fixed here, never taken from what a
@@ -64,7 +65,7 @@ type FSM struct {
 	Logger *slog.Logger
 
 	mu       sync.RWMutex
-	st       state
+	st       replicated.State
 	idx      jobIndex
 	halted   error
 	logHalts atomic.Uint64
@@ -91,8 +92,8 @@ type FSM struct {
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
 	f := &FSM{
-		MaxRuns: DefaultMaxRuns,
-		st:      emptyState(),
+		MaxRuns: replicated.DefaultMaxRuns,
+		st:      replicated.EmptyState(),
 		subs:    map[chan struct{}]bool{},
 		feeds:   map[*ChangeFeed]bool{},
 	}
@@ -155,7 +156,7 @@ func (f *FSM) Apply(l *raft.Log) any {
 // later entries to a state the panic left half-changed. A halted FSM takes
 // no snapshot, so after a restart on a fixed binary Raft applies the entry
 // again from the last snapshot. f.mu held.
-func (f *FSM) applyEntry(l *raft.Log, c Command) (res ApplyResult, ok bool) {
+func (f *FSM) applyEntry(l *raft.Log, c replicated.Command) (res ApplyResult, ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
 			f.logger().Error("applying an entry panicked", "index", l.Index, "term", l.Term, "op", c.Op,
@@ -189,7 +190,7 @@ func (f *FSM) ended(l *raft.Log, r *jobs.Run, a *jobs.Attempt) {
 
 // apply applies a decoded entry by its op's row of opTable; c.V says by
 // which version's rules.
-func (f *FSM) apply(l *raft.Log, c Command) ApplyResult {
+func (f *FSM) apply(l *raft.Log, c replicated.Command) ApplyResult {
 	o := opsByName[c.Op]
 	if err := DecideTermStarted(c.V, o.mintsToken(&c), f.epochOf(l), f.st.Epoch); err != nil {
 		return ApplyResult{Err: err} // termstart.go: nothing changes
@@ -199,7 +200,7 @@ func (f *FSM) apply(l *raft.Log, c Command) ApplyResult {
 
 // applyElected records a new leader's first entry: its epoch comes from
 // the entry itself.
-func (f *FSM) applyElected(l *raft.Log, e *ElectedCmd) ApplyResult {
+func (f *FSM) applyElected(l *raft.Log, e *replicated.ElectedCmd) ApplyResult {
 	epoch := f.epochOf(l)
 	f.st.Epoch, f.st.Leader, f.st.ElectedAt, f.st.ElectedIndex = epoch, e.Node, e.At, l.Index
 	f.st.Counters[CounterElections]++
@@ -209,7 +210,7 @@ func (f *FSM) applyElected(l *raft.Log, e *ElectedCmd) ApplyResult {
 }
 
 // applySetJobs replaces the job set.
-func (f *FSM) applySetJobs(l *raft.Log, c *SetJobsCmd) ApplyResult {
+func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.Jobs, c.Source, c.At, true
 	f.st.JobsHash = c.Hash
 	if f.st.JobsHash == "" {
@@ -249,7 +250,7 @@ func (f *FSM) event(l *raft.Log, e jobs.Event) {
 	f.st.Events = append(f.st.Events, e)
 	limit := f.MaxEvents
 	if limit <= 0 {
-		limit = maxEvents
+		limit = replicated.MaxEvents
 	}
 	if over := len(f.st.Events) - limit; over > 0 {
 		if f.History != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
@@ -23,10 +24,10 @@ var t0 = time.Date(2026, 7, 1, 9, 0, 5, 0, time.UTC)
 // the term's election entry (at the same index, by "test-leader") when c
 // mints a token in a term that has none yet (termstart.go); tests of that
 // rule itself use applyRaw.
-func applyAt(t *testing.T, f *FSM, term, index uint64, c Command) ApplyResult {
+func applyAt(t *testing.T, f *FSM, term, index uint64, c replicated.Command) ApplyResult {
 	t.Helper()
 	if e, _ := f.Epoch(); opsByName[c.Op].mintsToken(&c) && e != term+f.st.EpochBase {
-		b, err := EncodeEntry(Command{Op: OpElected, Elected: &ElectedCmd{Node: "test-leader", At: t0}})
+		b, err := EncodeEntry(replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "test-leader", At: t0}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func applyAt(t *testing.T, f *FSM, term, index uint64, c Command) ApplyResult {
 }
 
 // applyV1 feeds one command as an entry written before log versions.
-func applyV1(t *testing.T, f *FSM, term, index uint64, c Command) ApplyResult {
+func applyV1(t *testing.T, f *FSM, term, index uint64, c replicated.Command) ApplyResult {
 	t.Helper()
 	c.V = 0
 	b, err := json.Marshal(c)
@@ -68,14 +69,14 @@ func withJobs(t *testing.T, names ...string) *FSM {
 	for _, n := range names {
 		specs = append(specs, jobs.Spec{Name: n, Schedules: []string{"@every 5s"}, Shell: "true"})
 	}
-	if res := applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+	if res := applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	return f
 }
 
-func grant(job string, at time.Time) Command {
-	return Command{Op: OpGrant, Grant: &GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: "schedule", At: at}}
+func grant(job string, at time.Time) replicated.Command {
+	return replicated.Command{Op: replicated.OpGrant, Grant: &replicated.GrantCmd{Job: job, ScheduledAt: at, Worker: "w1", Trigger: "schedule", At: at}}
 }
 
 func TestFSM_GrantMintsTokenFromTermAndIndex(t *testing.T) {
@@ -131,15 +132,15 @@ func TestFSM_CompleteIsIdempotent(t *testing.T) {
 	f := withJobs(t, "report")
 	g := applyAt(t, f, 2, 10, grant("report", t0))
 	id := g.Run.Attempts[0].ID
-	applyAt(t, f, 2, 11, Command{Op: OpStart, Start: &StartCmd{Attempt: id, At: t0}})
+	applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpStart, Start: &replicated.StartCmd{Attempt: id, At: t0}})
 	zero := 0
-	done := Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StoreOutcome: "applied", EndedAt: t0.Add(time.Second)}
-	if res := applyAt(t, f, 2, 12, Command{Op: OpComplete, Complete: &done}); res.Err != nil || res.Run.State != jobs.Succeeded {
+	done := replicated.Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StoreOutcome: "applied", EndedAt: t0.Add(time.Second)}
+	if res := applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpComplete, Complete: &done}); res.Err != nil || res.Run.State != jobs.Succeeded {
 		t.Fatalf("complete: %v, state %s", res.Err, res.Run.State)
 	}
 	// A late, different report of the same attempt changes nothing.
-	late := Completion{Attempt: id, State: jobs.Failed, Error: "late", EndedAt: t0.Add(time.Minute)}
-	res := applyAt(t, f, 2, 13, Command{Op: OpComplete, Complete: &late})
+	late := replicated.Completion{Attempt: id, State: jobs.Failed, Error: "late", EndedAt: t0.Add(time.Minute)}
+	res := applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpComplete, Complete: &late})
 	if res.Err != nil || res.Run.State != jobs.Succeeded || res.Run.Attempts[0].Error != "" {
 		t.Errorf("after late completion: err %v, run %+v", res.Err, res.Run)
 	}
@@ -202,8 +203,8 @@ func TestFSM_TrimKeepsDroppedRunsUngrantable(t *testing.T) {
 		at := t0.Add(time.Duration(i) * 5 * time.Second)
 		g := applyAt(t, f, 2, idx, grant("report", at))
 		idx++
-		c := Completion{Attempt: g.Run.Attempts[0].ID, State: jobs.Succeeded, EndedAt: at}
-		applyAt(t, f, 2, idx, Command{Op: OpComplete, Complete: &c})
+		c := replicated.Completion{Attempt: g.Run.Attempts[0].ID, State: jobs.Succeeded, EndedAt: at}
+		applyAt(t, f, 2, idx, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		idx++
 	}
 	if got := len(f.Runs(RunFilter{})); got > 4 {
@@ -226,11 +227,11 @@ func (s *memSink) Close() error  { return nil }
 func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	f := NewFSM()
 	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 1}
-	applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	complete := func(index uint64, id string, st jobs.State) jobs.Run {
 		t.Helper()
-		c := Completion{Attempt: id, State: st, Error: "exit code 1", EndedAt: t0.Add(time.Second)}
-		res := applyAt(t, f, 2, index, Command{Op: OpComplete, Complete: &c})
+		c := replicated.Completion{Attempt: id, State: st, Error: "exit code 1", EndedAt: t0.Add(time.Second)}
+		res := applyAt(t, f, 2, index, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -245,7 +246,7 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	if load := f.OpenAttemptsByWorker()["w1"]; load != 0 {
 		t.Errorf("a run awaiting its retry counts %d towards w1's load, want 0", load)
 	}
-	run = applyAt(t, f, 2, 12, Command{Op: OpRetry, Retry: &RetryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}}).Run
+	run = applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}}).Run
 	run = complete(13, run.Attempts[1].ID, jobs.Failed)
 	if run.State != jobs.Failed || AwaitsRetry(run) {
 		t.Errorf("after the last attempt failed: run %s, want failed", run.State)
@@ -254,19 +255,19 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	// Overlap replace cancels a run waiting for its retry; no retry after.
 	next := applyAt(t, f, 2, 20, grant("report", t0.Add(5*time.Second))).Run
 	next = complete(21, next.Attempts[0].ID, jobs.Failed)
-	res := applyAt(t, f, 2, 22, Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: next.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
+	res := applyAt(t, f, 2, 22, replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: next.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
 	if res.Err != nil || res.Run.State != jobs.Cancelled {
 		t.Fatalf("cancel a run awaiting retry: %v, run %s; want cancelled", res.Err, res.Run.State)
 	}
-	if res := applyAt(t, f, 2, 23, Command{Op: OpRetry, Retry: &RetryCmd{Run: next.ID, After: 1, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) || len(res.Run.Attempts) != 1 {
+	if res := applyAt(t, f, 2, 23, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: next.ID, After: 1, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) || len(res.Run.Attempts) != 1 {
 		t.Errorf("retry of a cancelled run: %v with %d attempts, want refused", res.Err, len(res.Run.Attempts))
 	}
 
 	// Its lease was taken (no worker to take over), the run was replaced,
 	// and then the partitioned worker reports: the run stays cancelled.
 	lost := applyAt(t, f, 2, 24, grant("report", t0.Add(7*time.Second))).Run
-	applyAt(t, f, 2, 25, Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", At: t0}})
-	applyAt(t, f, 2, 26, Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
+	applyAt(t, f, 2, 25, replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", At: t0}})
+	applyAt(t, f, 2, 26, replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: lost.Attempts[0].ID, State: jobs.Cancelled, Reason: "replaced", At: t0}})
 	if late := complete(27, lost.Attempts[0].ID, jobs.Failed); late.State != jobs.Cancelled || AwaitsRetry(late) {
 		t.Errorf("late failure of a replaced run: %s, want cancelled with no retry", late.State)
 	}
@@ -274,7 +275,7 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	// A job set without the job finishes its runs that wait for a retry.
 	last := applyAt(t, f, 2, 30, grant("report", t0.Add(10*time.Second))).Run
 	complete(31, last.Attempts[0].ID, jobs.TimedOut)
-	applyAt(t, f, 2, 32, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Source: "test"}})
+	applyAt(t, f, 2, 32, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Source: "test"}})
 	if got, _ := f.Run(last.ID); got.State != jobs.TimedOut {
 		t.Errorf("run awaiting retry of a removed job: %s, want timed_out", got.State)
 	}
@@ -285,10 +286,10 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 	f := NewFSM()
 	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 2}
-	applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	run := applyAt(t, f, 2, 10, grant("report", t0)).Run
-	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
-	applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &c})
+	c := replicated.Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
+	applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 	f.st.Runs[run.ID].State = jobs.Failed // as the old rule left it
 	g := NewFSM()
 	if err := g.Restore(io.NopCloser(bytes.NewReader(unversionedSnapshot(t, f)))); err != nil { // as snapshots of then were
@@ -305,12 +306,12 @@ func TestFSM_RestoreSettlesRunsAwaitingRetry(t *testing.T) {
 func TestFSM_RestoreKeepsAFinishedRunFinished(t *testing.T) {
 	f := NewFSM()
 	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false"}
-	applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	run := applyAt(t, f, 2, 10, grant("report", t0)).Run
-	c := Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
-	applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &c})
+	c := replicated.Completion{Attempt: run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0}
+	applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 	spec.Retries = 2
-	applyAt(t, f, 2, 12, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	live, _ := f.Run(run.ID)
 	restored, _ := snapshotRestored(t, f).Run(run.ID)
 	if live.State != jobs.Failed || restored.State != live.State {
@@ -323,8 +324,8 @@ func TestFSM_RestoreKeepsAFinishedRunFinished(t *testing.T) {
 // bounded whatever the proposer sends.
 func TestFSM_Audit(t *testing.T) {
 	f := withJobs(t, "report")
-	audit := func(kind, detail string) Command {
-		return Command{Op: OpAudit, Audit: &AuditCmd{Kind: kind, Node: "n2", Detail: detail, At: t0}}
+	audit := func(kind, detail string) replicated.Command {
+		return replicated.Command{Op: replicated.OpAudit, Audit: &replicated.AuditCmd{Kind: kind, Node: "n2", Detail: detail, At: t0}}
 	}
 	if res := applyAt(t, f, 2, 10, audit(jobs.EventLoginFailed, "5 failed logins from 10.1.2.3; locked out for 30s")); res.Err != nil {
 		t.Fatal(res.Err)
@@ -370,7 +371,7 @@ func TestFSM_MintsOnlyTokensInRange(t *testing.T) {
 	const top = math.MaxInt64
 	f := NewFSM()
 	spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "false", Retries: 3, Overlap: jobs.OverlapAllow}
-	applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 	refusals := func() []jobs.Event {
 		var out []jobs.Event
 		for _, e := range f.Events(0, 0) {
@@ -409,25 +410,25 @@ func TestFSM_MintsOnlyTokensInRange(t *testing.T) {
 		t.Fatalf("grant at (2^63-1, 2^63-4): %v", res.Err)
 	}
 	complete := func(index uint64, attempt string) {
-		c := Completion{Attempt: attempt, State: jobs.Failed, EndedAt: t0}
-		if r := applyAt(t, f, top, index, Command{Op: OpComplete, Complete: &c}); r.Err != nil {
+		c := replicated.Completion{Attempt: attempt, State: jobs.Failed, EndedAt: t0}
+		if r := applyAt(t, f, top, index, replicated.Command{Op: replicated.OpComplete, Complete: &c}); r.Err != nil {
 			t.Fatal(r.Err)
 		}
 	}
 	run := res.Run
 	complete(top-2, run.Attempts[0].ID)
-	res = applyAt(t, f, top, top, Command{Op: OpRetry, Retry: &RetryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}})
+	res = applyAt(t, f, top, top, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}})
 	if res.Err != nil || len(res.Run.Attempts) != 2 || res.Run.Attempts[1].Token != (jobs.Fence{Epoch: top, Seq: top}) {
 		t.Fatalf("retry at (2^63-1, 2^63-1): %+v, %v; want a second attempt with that token", res.Run.Attempts, res.Err)
 	}
 	complete(top, res.Run.Attempts[1].ID) // an index repeated: only the token range matters here
-	res = applyAt(t, f, 1<<63, 1<<63, Command{Op: OpRetry, Retry: &RetryCmd{Run: run.ID, After: 2, Worker: "w1", At: t0}})
+	res = applyAt(t, f, 1<<63, 1<<63, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: 2, Worker: "w1", At: t0}})
 	if !errors.Is(res.Err, jobs.ErrTokenRange) || len(res.Run.Attempts) != 2 {
 		t.Errorf("retry at 2^63: %d attempts, %v; want ErrTokenRange and none added", len(res.Run.Attempts), res.Err)
 	}
 
 	taken := applyAt(t, f, top, top-1, grant("report", t0.Add(2*time.Minute))).Run
-	res = applyAt(t, f, 1<<63, 1<<63, Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: taken.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0}})
+	res = applyAt(t, f, 1<<63, 1<<63, replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: taken.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0}})
 	if res.Err != nil || len(res.Run.Attempts) != 1 || res.Run.Attempts[0].State != jobs.Lost || !AwaitsRetry(res.Run) {
 		t.Errorf("takeover at 2^63: %+v, %v; want the expiry applied, no new attempt, the run awaiting a retry", res.Run, res.Err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func (f *FSM) noteScheduled(job string, at time.Time) {
@@ -19,7 +20,7 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 	}
 }
 
-func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *GrantCmd) ApplyResult {
+func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.GrantCmd) ApplyResult {
 	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
 	if g.Trigger == TriggerBackfill && version >= vBackfill && known {
@@ -31,7 +32,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *GrantCmd) Apply
 		Job: g.Job, ScheduledAt: g.ScheduledAt, Trigger: g.Trigger, Force: g.Force, Version: version,
 		Known: known, Overlap: spec.Overlap, Horizon: f.st.Horizon[g.Job], Existing: f.st.Runs[id],
 	}
-	if op == OpSkip {
+	if op == replicated.OpSkip {
 		in.Skip = g.Reason
 		if in.Skip == "" {
 			in.Skip = "skipped by the leader"
@@ -55,7 +56,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *GrantCmd) Apply
 	}
 	r := &jobs.Run{ID: id, Job: g.Job, ScheduledAt: g.ScheduledAt, Output: g.Output, Trigger: g.Trigger}
 	if d.Verdict == GrantSkipped {
-		if op == OpSkip {
+		if op == replicated.OpSkip {
 			d.Reason = g.Reason // as written, even empty
 		}
 		r.State, r.Reason = jobs.Skipped, d.Reason
@@ -169,9 +170,9 @@ func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) 
 	return nil
 }
 
-func (f *FSM) applySkipRange(l *raft.Log, c *SkipRangeCmd) ApplyResult {
+func (f *FSM) applySkipRange(l *raft.Log, c *replicated.SkipRangeCmd) ApplyResult {
 	f.st.Skips = append(f.st.Skips, c.SkipRange)
-	if over := len(f.st.Skips) - maxSkipRanges; over > 0 {
+	if over := len(f.st.Skips) - replicated.MaxSkipRanges; over > 0 {
 		f.st.Skips = slices.Delete(f.st.Skips, 0, over)
 	}
 	f.noteScheduled(c.Job, c.To)
@@ -196,7 +197,7 @@ func (f *FSM) recordRun(r *jobs.Run) {
 func (f *FSM) trim() {
 	limit := f.MaxRuns
 	if limit <= 0 {
-		limit = DefaultMaxRuns
+		limit = replicated.DefaultMaxRuns
 	}
 	drop := 0
 	for len(f.st.Order)-drop > limit {

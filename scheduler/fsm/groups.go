@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Concurrency groups (log version 4). A job may name a group (jobs.Spec
@@ -115,8 +116,8 @@ func (f *FSM) admit(l *raft.Log, r *jobs.Run, g jobs.Group, at time.Time) Admiss
 	switch d := DecideAdmission(g, load); d {
 	case Wait:
 		r.State, r.Reason = jobs.Pending, jobs.WaitingReason(g.Name)
-		q := append(f.st.GroupQueue[g.Name], GroupWaiter{Run: r.ID, ScheduledAt: r.ScheduledAt, Since: at})
-		slices.SortStableFunc(q, func(a, b GroupWaiter) int {
+		q := append(f.st.GroupQueue[g.Name], replicated.GroupWaiter{Run: r.ID, ScheduledAt: r.ScheduledAt, Since: at})
+		slices.SortStableFunc(q, func(a, b replicated.GroupWaiter) int {
 			return cmp.Or(a.ScheduledAt.Compare(b.ScheduledAt), cmp.Compare(a.Run, b.Run))
 		})
 		f.st.GroupQueue[g.Name] = q
@@ -189,7 +190,7 @@ func (f *FSM) cancelUnstarted(l *raft.Log, r *jobs.Run, reason string, at time.T
 		return
 	}
 	if waiting {
-		q := slices.DeleteFunc(slices.Clone(f.st.GroupQueue[r.Group]), func(w GroupWaiter) bool { return w.Run == r.ID })
+		q := slices.DeleteFunc(slices.Clone(f.st.GroupQueue[r.Group]), func(w replicated.GroupWaiter) bool { return w.Run == r.ID })
 		if len(q) == 0 {
 			delete(f.st.GroupQueue, r.Group)
 		} else {
@@ -210,7 +211,7 @@ func IsAdmitted(r jobs.Run) bool {
 // applyAdmit grants an admitted run's first attempt, minting its token
 // from this entry. A run that is not admitted (waiting, granted already,
 // finished) is refused with ErrStaleAttempt and nothing changes.
-func (f *FSM) applyAdmit(l *raft.Log, c *AdmitCmd) ApplyResult {
+func (f *FSM) applyAdmit(l *raft.Log, c *replicated.AdmitCmd) ApplyResult {
 	r, ok := f.st.Runs[c.Run]
 	if !ok {
 		return ApplyResult{Err: fmt.Errorf("admit %s: %w", c.Run, jobs.ErrNotFound)}
@@ -237,8 +238,8 @@ func (f *FSM) applyAdmit(l *raft.Log, c *AdmitCmd) ApplyResult {
 // order with how long each has waited.
 type GroupStatus struct {
 	jobs.Group
-	Holding []jobs.Run    `json:"holding"`
-	Waiting []GroupWaiter `json:"waiting"`
+	Holding []jobs.Run               `json:"holding"`
+	Waiting []replicated.GroupWaiter `json:"waiting"`
 	// Defined is false for a group that still has runs but is no longer
 	// in the job set.
 	Defined bool `json:"defined"`

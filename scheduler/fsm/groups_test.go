@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideAdmission(t *testing.T) {
@@ -49,9 +50,9 @@ func groupSpecs(maxRunning, maxWaiting int, names ...string) []jobs.Spec {
 	return out
 }
 
-func completeOK(attempt string, at time.Time) Command {
+func completeOK(attempt string, at time.Time) replicated.Command {
 	code := 0
-	return Command{Op: OpComplete, Complete: &Completion{Attempt: attempt, State: jobs.Succeeded, ExitCode: &code, EndedAt: at}}
+	return replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: attempt, State: jobs.Succeeded, ExitCode: &code, EndedAt: at}}
 }
 
 // A group with max_running 1: the first grant runs, the next wait in
@@ -102,16 +103,16 @@ func TestFSM_Groups(t *testing.T) {
 	if !admitted {
 		t.Error("no ChangeAdmitted for c from the completing entry")
 	}
-	res = applyAt(t, f, 3, 21, Command{Op: OpAdmit, Admit: &AdmitCmd{Run: c.ID, Worker: "w2", At: t0.Add(5 * time.Second)}})
+	res = applyAt(t, f, 3, 21, replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: c.ID, Worker: "w2", At: t0.Add(5 * time.Second)}})
 	ca, ok := res.Run.Latest()
 	if res.Err != nil || !ok || ca.Token != (jobs.Fence{Epoch: 3, Seq: 21}) || ca.Worker != "w2" {
 		t.Fatalf("admit: %v, attempt %+v; want token 3.21 to w2", res.Err, ca)
 	}
 	// Admitted twice (a retried proposal, a second leader): refused.
-	if res := applyAt(t, f, 3, 22, Command{Op: OpAdmit, Admit: &AdmitCmd{Run: c.ID, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) {
+	if res := applyAt(t, f, 3, 22, replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: c.ID, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) {
 		t.Errorf("second admit: %v; want ErrStaleAttempt", res.Err)
 	}
-	if res := applyAt(t, f, 3, 23, Command{Op: OpAdmit, Admit: &AdmitCmd{Run: b.ID, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) {
+	if res := applyAt(t, f, 3, 23, replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: b.ID, Worker: "w1", At: t0}}); !errors.Is(res.Err, jobs.ErrStaleAttempt) {
 		t.Errorf("admit of a waiter: %v; want ErrStaleAttempt", res.Err)
 	}
 	// Released with no retries left: the run ends, and b is admitted.
@@ -130,8 +131,8 @@ func TestFSM_GroupsInBatchesAndReplace(t *testing.T) {
 	t.Run("batch", func(t *testing.T) {
 		f := withSpecs(t, groupSpecs(1, 5, "a", "b")...)
 		res := applyAt(t, f, 2, 10, grants(
-			&GrantCmd{Job: "a", ScheduledAt: t0, Worker: "w1", Trigger: "schedule", At: t0},
-			&GrantCmd{Job: "b", ScheduledAt: t0, Worker: "w2", Trigger: "schedule", At: t0}))
+			&replicated.GrantCmd{Job: "a", ScheduledAt: t0, Worker: "w1", Trigger: "schedule", At: t0},
+			&replicated.GrantCmd{Job: "b", ScheduledAt: t0, Worker: "w2", Trigger: "schedule", At: t0}))
 		if res.Batch[0].Err != nil || len(res.Batch[0].Run.Attempts) != 1 {
 			t.Errorf("a: %+v", res.Batch[0])
 		}
@@ -178,8 +179,8 @@ func TestFSM_AdmitAfterTheJobLeft(t *testing.T) {
 	c := applyAt(t, f, 2, 12, grant("c", t0.Add(2*time.Second))).Run
 	at, _ := a.Latest()
 	applyAt(t, f, 2, 13, completeOK(at.ID, t0.Add(3*time.Second)))
-	applyAt(t, f, 2, 14, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{specs[0], specs[2]}, Source: "test", At: t0.Add(4 * time.Second)}})
-	res := applyAt(t, f, 2, 15, Command{Op: OpAdmit, Admit: &AdmitCmd{Run: b.ID, At: t0.Add(5 * time.Second)}})
+	applyAt(t, f, 2, 14, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{specs[0], specs[2]}, Source: "test", At: t0.Add(4 * time.Second)}})
+	res := applyAt(t, f, 2, 15, replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: b.ID, At: t0.Add(5 * time.Second)}})
 	if res.Err != nil || res.Run.State != jobs.Cancelled || len(res.Run.Attempts) != 0 {
 		t.Fatalf("admit of a removed job's run: %v, %s with %d attempts; want cancelled, none", res.Err, res.Run.State, len(res.Run.Attempts))
 	}

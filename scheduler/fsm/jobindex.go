@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A job set may hold 100,000 jobs. Everything the leader does per fire
@@ -32,8 +33,8 @@ type jobIndex struct {
 }
 
 // summarize returns the summary of r.
-func summarize(r *jobs.Run) RunSummary {
-	s := RunSummary{ID: r.ID, ScheduledAt: r.ScheduledAt, State: r.State, Trigger: r.Trigger, Output: r.Output}
+func summarize(r *jobs.Run) replicated.RunSummary {
+	s := replicated.RunSummary{ID: r.ID, ScheduledAt: r.ScheduledAt, State: r.State, Trigger: r.Trigger, Output: r.Output}
 	if a, ok := r.Latest(); ok {
 		c := *a
 		// The tail and refusals stay with the run; the summary is small.
@@ -41,15 +42,6 @@ func summarize(r *jobs.Run) RunSummary {
 		s.Attempt = &c
 	}
 	return s
-}
-
-// run returns the summary as a run: its newest attempt only.
-func (s RunSummary) run(job string) jobs.Run {
-	r := jobs.Run{ID: s.ID, Job: job, ScheduledAt: s.ScheduledAt, State: s.State, Trigger: s.Trigger, Output: s.Output}
-	if s.Attempt != nil {
-		r.Attempts = []jobs.Attempt{*s.Attempt}
-	}
-	return r
 }
 
 // indexJobs rebuilds the job half of the index after st.Jobs changed.
@@ -129,7 +121,7 @@ func (f *FSM) lastRun(job string) (jobs.Run, bool) {
 	if r, ok := f.st.Runs[s.ID]; ok {
 		return r.Clone(), true
 	}
-	return s.run(job), true
+	return s.Run(job), true
 }
 
 // lastState is the state of a job's newest run, without copying it;

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func pageNames(p JobPage) []string {
@@ -29,11 +30,11 @@ func TestFSM_FindJobs(t *testing.T) {
 		{Name: "Report-Monthly", Schedules: []string{"@every 5s"}, Shell: "true", Paused: true},
 		{Name: "beta", Schedules: []string{"@every 5s"}, Shell: "true"},
 	}
-	if res := applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+	if res := applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	applyAt(t, f, 1, 2, grant("alpha", t0))
-	applyAt(t, f, 1, 3, Command{Op: OpPause, Pause: &PauseCmd{Job: "beta", Paused: true, At: t0}})
+	applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpPause, Pause: &replicated.PauseCmd{Job: "beta", Paused: true, At: t0}})
 
 	t.Run("pages in name order", func(t *testing.T) {
 		p := f.FindJobs(JobQuery{Limit: 2})
@@ -92,13 +93,13 @@ func TestFSM_LastRunOutlivesTrim(t *testing.T) {
 	f := withJobs(t, "rare", "busy")
 	f.MaxRuns = 3
 	applyAt(t, f, 1, 2, grant("rare", t0))
-	c := Completion{Attempt: jobs.AttemptID(jobs.RunID("rare", t0), 1), State: jobs.Succeeded, EndedAt: t0.Add(time.Second)}
-	applyAt(t, f, 1, 3, Command{Op: OpComplete, Complete: &c})
+	c := replicated.Completion{Attempt: jobs.AttemptID(jobs.RunID("rare", t0), 1), State: jobs.Succeeded, EndedAt: t0.Add(time.Second)}
+	applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 	for i := range 5 {
 		at := t0.Add(time.Duration(i+1) * time.Minute)
 		applyAt(t, f, 1, uint64(4+2*i), grant("busy", at))
-		c := Completion{Attempt: jobs.AttemptID(jobs.RunID("busy", at), 1), State: jobs.Failed, EndedAt: at}
-		applyAt(t, f, 1, uint64(5+2*i), Command{Op: OpComplete, Complete: &c})
+		c := replicated.Completion{Attempt: jobs.AttemptID(jobs.RunID("busy", at), 1), State: jobs.Failed, EndedAt: at}
+		applyAt(t, f, 1, uint64(5+2*i), replicated.Command{Op: replicated.OpComplete, Complete: &c})
 	}
 	if _, ok := f.Run(jobs.RunID("rare", t0)); ok {
 		t.Fatal("rare's run was not dropped; the test needs it dropped")
@@ -130,7 +131,7 @@ func BenchmarkFSM_GrantInLargeSet(b *testing.B) {
 			for i := range specs {
 				specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{"@every 1m"}, Shell: "true", Overlap: jobs.OverlapAllow}
 			}
-			b2, _ := EncodeEntry(Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "bench"}})
+			b2, _ := EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "bench"}})
 			f.Apply(rawLog(1, 1, b2))
 			b.ResetTimer()
 			for i := range b.N {

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // ExportJobSet hands out the set as applied, with the jobs an operator
@@ -14,9 +15,9 @@ import (
 func TestFSM_ExportJobSet(t *testing.T) {
 	f := NewFSM()
 	set := []jobs.Spec{{Name: "gamma", Schedules: []string{"@daily"}}, {Name: "alpha", Schedules: []string{"@daily"}, Paused: true}, {Name: "beta", Schedules: []string{"@daily"}}}
-	applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: set, Source: "test"}})
-	applyAt(t, f, 1, 2, Command{Op: OpPause, Pause: &PauseCmd{Job: "gamma", Paused: true, At: t0}})
-	applyAt(t, f, 1, 3, Command{Op: OpPause, Pause: &PauseCmd{Job: "beta", Paused: true, At: t0}})
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: set, Source: "test"}})
+	applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpPause, Pause: &replicated.PauseCmd{Job: "gamma", Paused: true, At: t0}})
+	applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpPause, Pause: &replicated.PauseCmd{Job: "beta", Paused: true, At: t0}})
 
 	e := f.ExportJobSet()
 	if got := []string{e.Jobs[0].Name, e.Jobs[1].Name, e.Jobs[2].Name}; !slices.Equal(got, []string{"gamma", "alpha", "beta"}) {
@@ -35,7 +36,7 @@ func TestFSM_ExportJobSet(t *testing.T) {
 		t.Error("the export copied the set")
 	}
 
-	applyAt(t, f, 1, 4, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{{Name: "delta", Schedules: []string{"@daily"}}}, Source: "test"}})
+	applyAt(t, f, 1, 4, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{{Name: "delta", Schedules: []string{"@daily"}}}, Source: "test"}})
 	if len(e.Jobs) != 3 || e.Jobs[0].Name != "gamma" || e.Info.Count != 3 {
 		t.Errorf("an apply changed what an earlier export holds: %d jobs, first %q", len(e.Jobs), e.Jobs[0].Name)
 	}

@@ -5,16 +5,17 @@ import (
 	"slices"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // stats returns job's figures, creating them.
-func (f *FSM) stats(job string) *JobStats {
+func (f *FSM) stats(job string) *replicated.JobStats {
 	if f.st.JobStats == nil {
-		f.st.JobStats = map[string]*JobStats{}
+		f.st.JobStats = map[string]*replicated.JobStats{}
 	}
 	s := f.st.JobStats[job]
 	if s == nil {
-		s = &JobStats{}
+		s = &replicated.JobStats{}
 		f.st.JobStats[job] = s
 	}
 	if s.Runs == nil {
@@ -55,7 +56,7 @@ func (f *FSM) pruneJobStats() {
 
 // JobStatsPage returns, for up to limit jobs in name order, the figures of
 // the jobs that have any, and how many more jobs have some.
-func (f *FSM) JobStatsPage(limit int) (page map[string]JobStats, more int) {
+func (f *FSM) JobStatsPage(limit int) (page map[string]replicated.JobStats, more int) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	names := slices.Sorted(maps.Keys(f.st.JobStats))
@@ -63,10 +64,10 @@ func (f *FSM) JobStatsPage(limit int) (page map[string]JobStats, more int) {
 		more = len(names) - limit
 		names = names[:limit]
 	}
-	page = make(map[string]JobStats, len(names))
+	page = make(map[string]replicated.JobStats, len(names))
 	for _, n := range names {
 		s := f.st.JobStats[n]
-		page[n] = JobStats{Runs: maps.Clone(s.Runs), LastSuccess: s.LastSuccess}
+		page[n] = replicated.JobStats{Runs: maps.Clone(s.Runs), LastSuccess: s.LastSuccess}
 	}
 	return page, more
 }

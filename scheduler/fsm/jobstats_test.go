@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Per-job figures count each run once, when it finishes, skipped fire
@@ -14,10 +15,10 @@ func TestFSM_JobStats(t *testing.T) {
 	g := applyAt(t, f, 2, 10, grant("report", t0))
 	id := g.Run.Attempts[0].ID
 	zero := 0
-	done := Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StoreOutcome: "applied", EndedAt: t0.Add(3 * time.Second)}
-	applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &done})
-	applyAt(t, f, 2, 12, Command{Op: OpComplete, Complete: &done}) // again: no second count
-	applyAt(t, f, 2, 13, Command{Op: OpSkipRange, SkipRange: &SkipRangeCmd{SkipRange: jobs.SkipRange{Job: "report", From: t0.Add(time.Minute), To: t0.Add(2 * time.Minute), Count: 2, Reason: "missed"}}})
+	done := replicated.Completion{Attempt: id, State: jobs.Succeeded, ExitCode: &zero, StoreOutcome: "applied", EndedAt: t0.Add(3 * time.Second)}
+	applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &done})
+	applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpComplete, Complete: &done}) // again: no second count
+	applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpSkipRange, SkipRange: &replicated.SkipRangeCmd{SkipRange: jobs.SkipRange{Job: "report", From: t0.Add(time.Minute), To: t0.Add(2 * time.Minute), Count: 2, Reason: "missed"}}})
 	// A run still open is not counted.
 	applyAt(t, f, 2, 14, grant("other", t0))
 
@@ -41,7 +42,7 @@ func TestFSM_JobStats(t *testing.T) {
 	check(f, "applied")
 	check(snapshotRestored(t, f), "restored")
 
-	applyAt(t, f, 2, 15, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{{Name: "other", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
+	applyAt(t, f, 2, 15, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{{Name: "other", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
 	if page, _ := f.JobStatsPage(10); len(page) != 0 {
 		t.Errorf("figures of a removed job stay: %v", page)
 	}

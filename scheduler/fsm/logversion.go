@@ -6,6 +6,8 @@ import (
 	"fmt"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // The replicated log is versioned so that servers of different releases
@@ -99,23 +101,23 @@ const (
 var ErrLogHalted = errors.New("stopped applying the replicated log")
 
 // EncodeEntry encodes c as an entry of this binary's version.
-func EncodeEntry(c Command) ([]byte, error) {
-	c.V = LogVersion
+func EncodeEntry(c replicated.Command) ([]byte, error) {
+	c.V = replicated.LogVersion
 	return json.Marshal(c)
 }
 
 // decodeEntry reads an entry, or says why this binary cannot: such an
 // entry halts the FSM.
-func decodeEntry(l *raft.Log) (Command, error) {
-	var c Command
+func decodeEntry(l *raft.Log) (replicated.Command, error) {
+	var c replicated.Command
 	if err := json.Unmarshal(l.Data, &c); err != nil {
 		return c, fmt.Errorf("entry %d cannot be decoded: %v", l.Index, err)
 	}
 	if c.V == 0 {
 		c.V = 1
 	}
-	if c.V > LogVersion {
-		return c, fmt.Errorf("entry %d (op %q) is of log format version %d; this binary reads up to version %d", l.Index, c.Op, c.V, LogVersion)
+	if c.V > replicated.LogVersion {
+		return c, fmt.Errorf("entry %d (op %q) is of log format version %d; this binary reads up to version %d", l.Index, c.Op, c.V, replicated.LogVersion)
 	}
 	o, ok := opsByName[c.Op]
 	if !ok || o.since > c.V {
@@ -132,7 +134,7 @@ func (f *FSM) halt(l *raft.Log, err error) {
 	f.halted = fmt.Errorf("%w at index %d (term %d): %v; this node applies nothing more until it runs a binary that reads it (upgrade it: see the upgrade rule in docs/operations.md)",
 		ErrLogHalted, l.Index, l.Term, err)
 	f.logHalts.Add(1)
-	f.logger().Error("replicated log halted: an entry this binary cannot read", "index", l.Index, "term", l.Term, "err", err, "log_version", LogVersion)
+	f.logger().Error("replicated log halted: an entry this binary cannot read", "index", l.Index, "term", l.Term, "err", err, "log_version", replicated.LogVersion)
 }
 
 // Halted returns nil while the FSM applies the log, and otherwise why it

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // An entry this binary cannot read stops the FSM there: it is not
@@ -19,7 +20,7 @@ import (
 // counted, snapshots are refused (Raft must keep the entries after the
 // halt), and Halted says why.
 func TestFSM_HaltsAtAnEntryItCannotRead(t *testing.T) {
-	newer, err := json.Marshal(Command{V: LogVersion + 1, Op: OpGrant, Grant: &GrantCmd{Job: "report", ScheduledAt: t0, Worker: "w1", At: t0}})
+	newer, err := json.Marshal(replicated.Command{V: replicated.LogVersion + 1, Op: replicated.OpGrant, Grant: &replicated.GrantCmd{Job: "report", ScheduledAt: t0, Worker: "w1", At: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -28,7 +29,7 @@ func TestFSM_HaltsAtAnEntryItCannotRead(t *testing.T) {
 		entry []byte
 		says  string
 	}{
-		{"newer version", newer, fmt.Sprintf("log format version %d; this binary reads up to version %d", LogVersion+1, LogVersion)},
+		{"newer version", newer, fmt.Sprintf("log format version %d; this binary reads up to version %d", replicated.LogVersion+1, replicated.LogVersion)},
 		{"unknown op", []byte(`{"v":2,"op":"backfill","backfill":{}}`), `op "backfill", unknown`},
 		{"an op newer than its entry", []byte(`{"v":5,"op":"starts","starts":{"starts":[{"attempt":"report@x.1","at":"2026-07-01T09:00:00Z"}]}}`), `op "starts", unknown in log format version 5`},
 		{"op without its payload", []byte(`{"v":2,"op":"grant"}`), "no payload"},
@@ -99,8 +100,8 @@ func TestFSM_SnapshotVersions(t *testing.T) {
 	if err := json.Unmarshal(snapshotBytes(t, f), &top); err != nil {
 		t.Fatal(err)
 	}
-	if got := top["log_version"]; got != float64(LogVersion) {
-		t.Errorf("snapshot log_version = %v, want %d", got, LogVersion)
+	if got := top["log_version"]; got != float64(replicated.LogVersion) {
+		t.Errorf("snapshot log_version = %v, want %d", got, replicated.LogVersion)
 	}
 
 	g := NewFSM()
@@ -111,11 +112,11 @@ func TestFSM_SnapshotVersions(t *testing.T) {
 		t.Errorf("unversioned snapshot: run kept %v, halted %v", ok, g.Halted())
 	}
 
-	top["log_version"] = LogVersion + 1
+	top["log_version"] = replicated.LogVersion + 1
 	newer, _ := json.Marshal(top)
 	h := NewFSM()
 	h.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
-	if err := h.Restore(io.NopCloser(bytes.NewReader(newer))); !errors.Is(err, ErrLogHalted) || !strings.Contains(err.Error(), fmt.Sprintf("snapshot of log format version %d", LogVersion+1)) {
+	if err := h.Restore(io.NopCloser(bytes.NewReader(newer))); !errors.Is(err, ErrLogHalted) || !strings.Contains(err.Error(), fmt.Sprintf("snapshot of log format version %d", replicated.LogVersion+1)) {
 		t.Fatalf("restore a newer snapshot: %v, want refused", err)
 	}
 	if _, ok := h.Run(jobs.RunID("report", t0)); ok || h.Halted() == nil || h.LogHalts() != 1 {

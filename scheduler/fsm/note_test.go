@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-func note(attempt, kind, detail string) Command {
-	return Command{Op: OpNote, Note: &NoteCmd{Attempt: attempt, Kind: kind, Node: "store", Detail: detail, At: t0}}
+func note(attempt, kind, detail string) replicated.Command {
+	return replicated.Command{Op: replicated.OpNote, Note: &replicated.NoteCmd{Attempt: attempt, Kind: kind, Node: "store", Detail: detail, At: t0}}
 }
 
 // A store_refused note is the ledger of a refusal the store made of an
@@ -28,9 +29,9 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 		}
 		return res.Run
 	}
-	complete := func(f *FSM, idx uint64, c Completion) jobs.Run {
+	complete := func(f *FSM, idx uint64, c replicated.Completion) jobs.Run {
 		t.Helper()
-		res := applyAt(t, f, 2, idx, Command{Op: OpComplete, Complete: &c})
+		res := applyAt(t, f, 2, idx, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -48,7 +49,7 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 		}
 		// The same note again (a retried RPC) is not counted twice.
 		applyAt(t, f, 2, 12, note(id, jobs.NoteStoreRefused, detail))
-		run = complete(f, 13, Completion{Attempt: id, State: jobs.Failed, ExitCode: &three, Error: "exit code 3", EndedAt: t0})
+		run = complete(f, 13, replicated.Completion{Attempt: id, State: jobs.Failed, ExitCode: &three, Error: "exit code 3", EndedAt: t0})
 		a := run.Attempts[0]
 		if a.State != jobs.Fenced || a.StoreOutcome != "stale_owner" || !strings.Contains(a.Error, "exit code 3") || !strings.Contains(a.Error, detail) {
 			t.Errorf("attempt %s, store %q, error %q; want fenced, stale_owner, saying both", a.State, a.StoreOutcome, a.Error)
@@ -68,7 +69,7 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 		f := withSpecs(t, jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "fencecron publish", Retries: 2})
 		run := out(f, 10, t0)
 		id := run.Attempts[0].ID
-		if run = complete(f, 11, Completion{Attempt: id, State: jobs.Failed, ExitCode: &three, EndedAt: t0}); !AwaitsRetry(run) {
+		if run = complete(f, 11, replicated.Completion{Attempt: id, State: jobs.Failed, ExitCode: &three, EndedAt: t0}); !AwaitsRetry(run) {
 			t.Fatalf("failed with retries left: %s, want awaiting a retry", run.State)
 		}
 		feed := f.Changes()
@@ -89,11 +90,11 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 		run := out(f, 10, t0)
 		id := run.Attempts[0].ID
 		applyAt(t, f, 2, 11, note(id, jobs.NoteStoreRefused, "stale_owner reports/x.csv greatest=2.18"))
-		complete(f, 12, Completion{Attempt: id, State: jobs.Fenced, StoreOutcome: "stale_owner", EndedAt: t0})
+		complete(f, 12, replicated.Completion{Attempt: id, State: jobs.Fenced, StoreOutcome: "stale_owner", EndedAt: t0})
 		// And in the other order, for another run.
 		run = out(f, 13, t0.Add(5*time.Second))
 		id = run.Attempts[0].ID
-		complete(f, 14, Completion{Attempt: id, State: jobs.Fenced, StoreOutcome: "stale_owner", EndedAt: t0})
+		complete(f, 14, replicated.Completion{Attempt: id, State: jobs.Fenced, StoreOutcome: "stale_owner", EndedAt: t0})
 		applyAt(t, f, 2, 15, note(id, jobs.NoteStoreRefused, "stale_owner reports/x.csv greatest=2.18"))
 		if c := f.Counters(); c[CounterStaleRefused] != 2 || c[CounterFenced] != 2 {
 			t.Errorf("counters = %v, want stale_refused 2 (one per refusal), fenced 2", c)
@@ -102,12 +103,12 @@ func TestFSM_StoreRefusedNote(t *testing.T) {
 	t.Run("kinds and details are checked; counters have fixed names", func(t *testing.T) {
 		f := withSpecs(t, jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true"})
 		id := out(f, 10, t0).Attempts[0].ID
-		for _, n := range []Command{
+		for _, n := range []replicated.Command{
 			note(id, "grants", "x"),
 			note(id, "", "x"),
 			note(id, jobs.NoteStoreRefused, "applied reports/x.csv greatest=2.1"),
 			note(id, jobs.NoteStoreRefused, "stale_owner"),
-			note(id, jobs.NoteStoreRefused, "stale_owner "+strings.Repeat("k", maxRefusalDetail)+" greatest=1.1"),
+			note(id, jobs.NoteStoreRefused, "stale_owner "+strings.Repeat("k", replicated.MaxRefusalDetail)+" greatest=1.1"),
 		} {
 			if res := applyAt(t, f, 2, 11, n); !errors.Is(res.Err, jobs.ErrInvalidConfig) {
 				t.Errorf("note %s %q: %v, want ErrInvalidConfig", n.Note.Kind, n.Note.Detail, res.Err)

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Bounds on an audit entry: nodes propose them from what clients do, so
@@ -27,7 +28,7 @@ var fsmKinds = map[string]bool{
 	jobs.EventReleased: true, jobs.EventWaiting: true, jobs.EventAdmitted: true,
 }
 
-func (f *FSM) applyPause(l *raft.Log, p *PauseCmd) ApplyResult {
+func (f *FSM) applyPause(l *raft.Log, p *replicated.PauseCmd) ApplyResult {
 	if _, ok := f.spec(p.Job); !ok {
 		return ApplyResult{Err: fmt.Errorf("pause %s: %w", p.Job, jobs.ErrUnknownJob)}
 	}
@@ -50,7 +51,7 @@ func (f *FSM) applyPause(l *raft.Log, p *PauseCmd) ApplyResult {
 // counts in stale_refused, is kept on the attempt, and fences it if it
 // already ended failed as its run's newest attempt. Version 1 counted any
 // kind under its own name, and still does for its entries.
-func (f *FSM) applyNote(l *raft.Log, version int, n *NoteCmd) ApplyResult {
+func (f *FSM) applyNote(l *raft.Log, version int, n *replicated.NoteCmd) ApplyResult {
 	r, a, err := f.attempt(n.Attempt)
 	if err != nil {
 		return ApplyResult{Err: err}
@@ -63,7 +64,7 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *NoteCmd) ApplyResult {
 	if err := CheckNote(n.Kind, n.Detail); err != nil {
 		return ApplyResult{Run: r.Clone(), Err: err}
 	}
-	n.Detail = Clip(n.Detail, MaxAuditDetail)
+	n.Detail = replicated.Clip(n.Detail, MaxAuditDetail)
 	switch n.Kind {
 	case jobs.EventSuspect:
 		f.st.Counters[CounterSuspect]++
@@ -76,7 +77,7 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *NoteCmd) ApplyResult {
 		// A worker's completion may have counted this very refusal (its
 		// own publish of the run's output) before the note came.
 		counted := repeated || (a.State.Terminal() && a.StoreOutcome == outcome && key == r.Output)
-		if !repeated && len(a.StoreRefusals) < maxStoreRefusals {
+		if !repeated && len(a.StoreRefusals) < replicated.MaxStoreRefusals {
 			a.StoreRefusals = append(a.StoreRefusals, n.Detail)
 		}
 		if !counted {
@@ -103,19 +104,19 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *NoteCmd) ApplyResult {
 // CheckNote checks a note's kind and detail: a known kind
 // (jobs.NoteKinds), and for jobs.NoteStoreRefused a detail
 // "<stale_owner|expired> <key> greatest=<token>" of at most
-// maxRefusalDetail bytes (other details are cut to MaxAuditDetail bytes
+// MaxRefusalDetail bytes (other details are cut to MaxAuditDetail bytes
 // when applied). It wraps jobs.ErrInvalidConfig.
 func CheckNote(kind, detail string) error {
 	if !slices.Contains(jobs.NoteKinds, kind) {
-		return fmt.Errorf("note of kind %q: want one of %s: %w", Clip(kind, maxAuditKind), strings.Join(jobs.NoteKinds, ", "), jobs.ErrInvalidConfig)
+		return fmt.Errorf("note of kind %q: want one of %s: %w", replicated.Clip(kind, maxAuditKind), strings.Join(jobs.NoteKinds, ", "), jobs.ErrInvalidConfig)
 	}
 	if kind == jobs.NoteStoreRefused {
-		if len(detail) > maxRefusalDetail {
-			return fmt.Errorf("note %s: detail of %d bytes, at most %d: %w", kind, len(detail), maxRefusalDetail, jobs.ErrInvalidConfig)
+		if len(detail) > replicated.MaxRefusalDetail {
+			return fmt.Errorf("note %s: detail of %d bytes, at most %d: %w", kind, len(detail), replicated.MaxRefusalDetail, jobs.ErrInvalidConfig)
 		}
 		fields := strings.Fields(detail)
 		if len(fields) != 3 || !refusedOutcomes[fields[0]] || !strings.HasPrefix(fields[2], "greatest=") || fields[1] == "" {
-			return fmt.Errorf("note %s: detail %q: want \"<stale_owner|expired> <key> greatest=<epoch.seq>\": %w", kind, Clip(detail, 80), jobs.ErrInvalidConfig)
+			return fmt.Errorf("note %s: detail %q: want \"<stale_owner|expired> <key> greatest=<epoch.seq>\": %w", kind, replicated.Clip(detail, 80), jobs.ErrInvalidConfig)
 		}
 	}
 	return nil
@@ -125,7 +126,7 @@ func CheckNote(kind, detail string) error {
 // a version 1 entry, any kind the FSM does not record itself).
 func CheckAudit(kind string) error {
 	if !slices.Contains(jobs.AuditKinds, kind) {
-		return fmt.Errorf("audit entry of kind %q: want one of %s: %w", Clip(kind, maxAuditKind), strings.Join(jobs.AuditKinds, ", "), jobs.ErrInvalidConfig)
+		return fmt.Errorf("audit entry of kind %q: want one of %s: %w", replicated.Clip(kind, maxAuditKind), strings.Join(jobs.AuditKinds, ", "), jobs.ErrInvalidConfig)
 	}
 	return nil
 }
@@ -133,7 +134,7 @@ func CheckAudit(kind string) error {
 // applyAudit appends a node's audit entry: a known kind (version 2; a
 // version 1 entry took any kind but the FSM's own). The detail is cut to
 // MaxAuditDetail bytes.
-func (f *FSM) applyAudit(l *raft.Log, version int, a *AuditCmd) ApplyResult {
+func (f *FSM) applyAudit(l *raft.Log, version int, a *replicated.AuditCmd) ApplyResult {
 	if a.Kind == "" || len(a.Kind) > maxAuditKind || fsmKinds[a.Kind] {
 		return ApplyResult{Err: fmt.Errorf("audit entry of kind %q: %w", a.Kind, jobs.ErrInvalidConfig)}
 	}

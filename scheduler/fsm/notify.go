@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Notifications (jobs.Spec.Notify, log version 4). Which transitions are
@@ -37,7 +38,7 @@ var failedStates = map[jobs.State]bool{jobs.Failed: true, jobs.TimedOut: true, j
 // finished run (for recovered). An entry that wants both the state and
 // recovered gets one notice, as recovered. IDs and Index are left for
 // the caller.
-func DecideNotices(list []jobs.Notify, r *jobs.Run, att *jobs.Attempt, prev jobs.State) []Notice {
+func DecideNotices(list []jobs.Notify, r *jobs.Run, att *jobs.Attempt, prev jobs.State) []replicated.Notice {
 	if len(list) == 0 {
 		return nil
 	}
@@ -48,7 +49,7 @@ func DecideNotices(list []jobs.Notify, r *jobs.Run, att *jobs.Attempt, prev jobs
 		return nil
 	}
 	recovered := r.State == jobs.Succeeded && failedStates[prev]
-	var out []Notice
+	var out []replicated.Notice
 	for _, n := range list {
 		var state string
 		switch {
@@ -61,10 +62,10 @@ func DecideNotices(list []jobs.Notify, r *jobs.Run, att *jobs.Attempt, prev jobs
 		}
 		target := n
 		target.On = nil
-		no := Notice{State: state, RunState: r.State, Job: r.Job, Run: r.ID, Final: r.State.Terminal(),
+		no := replicated.Notice{State: state, RunState: r.State, Job: r.Job, Run: r.ID, Final: r.State.Terminal(),
 			ScheduledAt: r.ScheduledAt, Reason: r.Reason, Target: target}
 		if att != nil {
-			no.Attempt, no.Number, no.Worker, no.Error = att.ID, att.Number, att.Worker, Clip(att.Error, 1024)
+			no.Attempt, no.Number, no.Worker, no.Error = att.ID, att.Number, att.Worker, replicated.Clip(att.Error, 1024)
 			tok := att.Token
 			no.Token = &tok
 			if att.ExitCode != nil {
@@ -88,11 +89,11 @@ func (f *FSM) noticeEnded(l *raft.Log, r *jobs.Run, att *jobs.Attempt, at time.T
 			n.ID, n.Index, n.At = f.st.NoticeSeq, l.Index, at
 			f.st.Notices = append(f.st.Notices, n)
 		}
-		if over := len(f.st.Notices) - maxNotices; over > 0 {
+		if over := len(f.st.Notices) - replicated.MaxNotices; over > 0 {
 			for _, n := range f.st.Notices[:over] {
 				f.st.Counters[CounterNotifyFailed]++
 				f.event(l, jobs.Event{Time: at, Kind: jobs.EventNotifyFailed, Job: n.Job, Run: n.Run, Attempt: n.Attempt,
-					Detail: fmt.Sprintf("%s notice %s (%s) dropped unsent: more than %d notices pending", n.Kind(), n.Key(), n.State, maxNotices)})
+					Detail: fmt.Sprintf("%s notice %s (%s) dropped unsent: more than %d notices pending", n.Kind(), n.Key(), n.State, replicated.MaxNotices)})
 			}
 			f.st.Notices = slices.Delete(f.st.Notices, 0, over)
 		}
@@ -109,9 +110,9 @@ func (f *FSM) noticeEnded(l *raft.Log, r *jobs.Run, att *jobs.Attempt, at time.T
 // list, delivered (event notified) or given up on (event notify_failed).
 // A notice already recorded is left alone, so a repeated record changes
 // nothing.
-func (f *FSM) applyNotified(l *raft.Log, c *NotifiedCmd) ApplyResult {
+func (f *FSM) applyNotified(l *raft.Log, c *replicated.NotifiedCmd) ApplyResult {
 	for _, d := range c.Deliveries {
-		i := slices.IndexFunc(f.st.Notices, func(n Notice) bool { return n.ID == d.ID })
+		i := slices.IndexFunc(f.st.Notices, func(n replicated.Notice) bool { return n.ID == d.ID })
 		if i < 0 {
 			continue
 		}
@@ -125,7 +126,7 @@ func (f *FSM) applyNotified(l *raft.Log, c *NotifiedCmd) ApplyResult {
 		} else {
 			f.st.Counters[CounterNotifyFailed]++
 			e.Kind = jobs.EventNotifyFailed
-			e.Detail = fmt.Sprintf("%s notice %s (%s) given up after %d tries: %s", n.Kind(), n.Key(), n.State, d.Tries, Clip(d.Error, MaxAuditDetail))
+			e.Detail = fmt.Sprintf("%s notice %s (%s) given up after %d tries: %s", n.Kind(), n.Key(), n.State, d.Tries, replicated.Clip(d.Error, MaxAuditDetail))
 		}
 		f.event(l, e)
 	}
@@ -133,10 +134,10 @@ func (f *FSM) applyNotified(l *raft.Log, c *NotifiedCmd) ApplyResult {
 }
 
 // Notices returns the notices pending delivery, oldest first.
-func (f *FSM) Notices() []Notice {
+func (f *FSM) Notices() []replicated.Notice {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]Notice, len(f.st.Notices))
+	out := make([]replicated.Notice, len(f.st.Notices))
 	copy(out, f.st.Notices)
 	return out
 }

@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // The ops of the replicated log. Each is declared once, in opTable: its
@@ -20,105 +22,115 @@ type opSpec struct {
 	// since is the first log version that has the op.
 	since int
 	// has says whether c carries the op's payload.
-	has func(c *Command) bool
+	has func(c *replicated.Command) bool
 	// mints says whether the entry may mint a token (nil: never, but
 	// for the runs that follow; see mintsToken).
-	mints func(c *Command) bool
+	mints func(c *replicated.Command) bool
 	// at is when the proposer says the entry happened (nil: no time).
-	at func(c *Command) time.Time
+	at func(c *replicated.Command) time.Time
 	// apply applies the entry; c.V says by which version's rules.
-	apply func(f *FSM, l *raft.Log, c *Command) ApplyResult
+	apply func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult
 }
 
-func always(*Command) bool { return true }
+func always(*replicated.Command) bool { return true }
 
 // opTable is every op this binary applies.
 var opTable = []opSpec{
-	{name: OpElected, since: 1,
-		has:   func(c *Command) bool { return c.Elected != nil },
-		at:    func(c *Command) time.Time { return c.Elected.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyElected(l, c.Elected) }},
-	{name: OpSetJobs, since: 1,
-		has:   func(c *Command) bool { return c.SetJobs != nil },
-		at:    func(c *Command) time.Time { return c.SetJobs.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySetJobs(l, c.SetJobs) }},
-	{name: OpGrant, since: 1, mints: always,
-		has:   func(c *Command) bool { return c.Grant != nil },
-		at:    func(c *Command) time.Time { return c.Grant.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrant(l, c.V, c.Op, c.Grant) }},
+	{name: replicated.OpElected, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Elected != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Elected.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyElected(l, c.Elected) }},
+	{name: replicated.OpSetJobs, since: 1,
+		has:   func(c *replicated.Command) bool { return c.SetJobs != nil },
+		at:    func(c *replicated.Command) time.Time { return c.SetJobs.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applySetJobs(l, c.SetJobs) }},
+	{name: replicated.OpGrant, since: 1, mints: always,
+		has: func(c *replicated.Command) bool { return c.Grant != nil },
+		at:  func(c *replicated.Command) time.Time { return c.Grant.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applyGrant(l, c.V, c.Op, c.Grant)
+		}},
 	// A skip is a grant the leader records as skipped (no worker, a key
 	// that does not render): the same payload, decided by DecideGrant.
-	{name: OpSkip, since: 1,
-		has:   func(c *Command) bool { return c.Grant != nil },
-		at:    func(c *Command) time.Time { return c.Grant.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrant(l, c.V, c.Op, c.Grant) }},
-	{name: OpSkipRange, since: 1,
-		has:   func(c *Command) bool { return c.SkipRange != nil },
-		at:    func(c *Command) time.Time { return c.SkipRange.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySkipRange(l, c.SkipRange) }},
-	{name: OpStart, since: 1,
-		has:   func(c *Command) bool { return c.Start != nil },
-		at:    func(c *Command) time.Time { return c.Start.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyStart(l, c.Start) }},
-	{name: OpComplete, since: 1,
-		has:   func(c *Command) bool { return c.Complete != nil },
-		at:    func(c *Command) time.Time { return c.Complete.EndedAt },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyComplete(l, c.V, c.Complete) }},
+	{name: replicated.OpSkip, since: 1,
+		has: func(c *replicated.Command) bool { return c.Grant != nil },
+		at:  func(c *replicated.Command) time.Time { return c.Grant.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applyGrant(l, c.V, c.Op, c.Grant)
+		}},
+	{name: replicated.OpSkipRange, since: 1,
+		has:   func(c *replicated.Command) bool { return c.SkipRange != nil },
+		at:    func(c *replicated.Command) time.Time { return c.SkipRange.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applySkipRange(l, c.SkipRange) }},
+	{name: replicated.OpStart, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Start != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Start.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyStart(l, c.Start) }},
+	{name: replicated.OpComplete, since: 1,
+		has: func(c *replicated.Command) bool { return c.Complete != nil },
+		at:  func(c *replicated.Command) time.Time { return c.Complete.EndedAt },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applyComplete(l, c.V, c.Complete)
+		}},
 	// An expiry that names a worker grants the run's next attempt in the
 	// same entry.
-	{name: OpExpire, since: 1,
-		has:   func(c *Command) bool { return c.Expire != nil },
-		mints: func(c *Command) bool { return c.Expire.Worker != "" },
-		at:    func(c *Command) time.Time { return c.Expire.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyExpire(l, c.V, c.Expire) }},
-	{name: OpRetry, since: 1, mints: always,
-		has:   func(c *Command) bool { return c.Retry != nil },
-		at:    func(c *Command) time.Time { return c.Retry.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyRetry(l, c.Retry) }},
-	{name: OpPause, since: 1,
-		has:   func(c *Command) bool { return c.Pause != nil },
-		at:    func(c *Command) time.Time { return c.Pause.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyPause(l, c.Pause) }},
-	{name: OpNote, since: 1,
-		has:   func(c *Command) bool { return c.Note != nil },
-		at:    func(c *Command) time.Time { return c.Note.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyNote(l, c.V, c.Note) }},
-	{name: OpAudit, since: 1,
-		has:   func(c *Command) bool { return c.Audit != nil },
-		at:    func(c *Command) time.Time { return c.Audit.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyAudit(l, c.V, c.Audit) }},
-	{name: OpGrants, since: vBatches, mints: always,
-		has:   func(c *Command) bool { return c.Grants != nil && len(c.Grants.Grants) > 0 },
-		at:    func(c *Command) time.Time { return c.Grants.Grants[0].At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyGrants(l, c.V, c.Grants) }},
-	{name: OpCompletes, since: vBatches,
-		has: func(c *Command) bool { return c.Completes != nil && len(c.Completes.Completions) > 0 },
-		at: func(c *Command) time.Time {
+	{name: replicated.OpExpire, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Expire != nil },
+		mints: func(c *replicated.Command) bool { return c.Expire.Worker != "" },
+		at:    func(c *replicated.Command) time.Time { return c.Expire.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyExpire(l, c.V, c.Expire) }},
+	{name: replicated.OpRetry, since: 1, mints: always,
+		has:   func(c *replicated.Command) bool { return c.Retry != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Retry.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyRetry(l, c.Retry) }},
+	{name: replicated.OpPause, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Pause != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Pause.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyPause(l, c.Pause) }},
+	{name: replicated.OpNote, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Note != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Note.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyNote(l, c.V, c.Note) }},
+	{name: replicated.OpAudit, since: 1,
+		has:   func(c *replicated.Command) bool { return c.Audit != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Audit.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyAudit(l, c.V, c.Audit) }},
+	{name: replicated.OpGrants, since: vBatches, mints: always,
+		has:   func(c *replicated.Command) bool { return c.Grants != nil && len(c.Grants.Grants) > 0 },
+		at:    func(c *replicated.Command) time.Time { return c.Grants.Grants[0].At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyGrants(l, c.V, c.Grants) }},
+	{name: replicated.OpCompletes, since: vBatches,
+		has: func(c *replicated.Command) bool { return c.Completes != nil && len(c.Completes.Completions) > 0 },
+		at: func(c *replicated.Command) time.Time {
 			return c.Completes.Completions[len(c.Completes.Completions)-1].EndedAt
 		},
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyCompletes(l, c.V, c.Completes) }},
-	{name: OpSkipRanges, since: vSkipRanges,
-		has:   func(c *Command) bool { return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0 },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applySkipRanges(l, c.SkipRanges) }},
-	{name: OpNotified, since: vFollow,
-		has:   func(c *Command) bool { return c.Notified != nil },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyNotified(l, c.Notified) }},
-	{name: OpBackfill, since: vBackfill,
-		has:   func(c *Command) bool { return c.Backfill != nil },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyBackfill(l, c.Backfill) }},
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applyCompletes(l, c.V, c.Completes)
+		}},
+	{name: replicated.OpSkipRanges, since: vSkipRanges,
+		has: func(c *replicated.Command) bool { return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0 },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applySkipRanges(l, c.SkipRanges)
+		}},
+	{name: replicated.OpNotified, since: vFollow,
+		has:   func(c *replicated.Command) bool { return c.Notified != nil },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyNotified(l, c.Notified) }},
+	{name: replicated.OpBackfill, since: vBackfill,
+		has:   func(c *replicated.Command) bool { return c.Backfill != nil },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyBackfill(l, c.Backfill) }},
 	// The released attempt's run is retried in the same entry when its
 	// policy allows.
-	{name: OpRelease, since: vRelease, mints: always,
-		has:   func(c *Command) bool { return c.Release != nil },
-		at:    func(c *Command) time.Time { return c.Release.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyRelease(l, c.Release) }},
-	{name: OpAdmit, since: vGroups, mints: always,
-		has:   func(c *Command) bool { return c.Admit != nil },
-		at:    func(c *Command) time.Time { return c.Admit.At },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyAdmit(l, c.Admit) }},
-	{name: OpStarts, since: vStartBatches,
-		has:   func(c *Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
-		apply: func(f *FSM, l *raft.Log, c *Command) ApplyResult { return f.applyStarts(l, c.Starts) }},
+	{name: replicated.OpRelease, since: vRelease, mints: always,
+		has:   func(c *replicated.Command) bool { return c.Release != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Release.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyRelease(l, c.Release) }},
+	{name: replicated.OpAdmit, since: vGroups, mints: always,
+		has:   func(c *replicated.Command) bool { return c.Admit != nil },
+		at:    func(c *replicated.Command) time.Time { return c.Admit.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyAdmit(l, c.Admit) }},
+	{name: replicated.OpStarts, since: vStartBatches,
+		has:   func(c *replicated.Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyStarts(l, c.Starts) }},
 }
 
 // opsByName indexes opTable.
@@ -138,7 +150,7 @@ func indexOps(table []opSpec) map[string]opSpec {
 // mintsToken says whether entry c, of op o, may mint a token: the op's
 // own grants, or the runs that follow the runs it finishes, granted to
 // the workers its follow field names (after.go).
-func (o opSpec) mintsToken(c *Command) bool {
+func (o opSpec) mintsToken(c *replicated.Command) bool {
 	if o.mints != nil && o.mints(c) {
 		return true
 	}
@@ -147,7 +159,7 @@ func (o opSpec) mintsToken(c *Command) bool {
 
 // commandTime is when the proposer says entry c happened: the time
 // promotions it causes are recorded at (Apply never reads a clock).
-func commandTime(c Command) time.Time {
+func commandTime(c replicated.Command) time.Time {
 	if o, ok := opsByName[c.Op]; ok && o.at != nil && o.has(&c) {
 		return o.at(&c)
 	}

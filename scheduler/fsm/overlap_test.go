@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideGrant(t *testing.T) {
@@ -67,7 +68,7 @@ func TestDecideGrant(t *testing.T) {
 func withSpecs(t *testing.T, specs ...jobs.Spec) *FSM {
 	t.Helper()
 	f := NewFSM()
-	if res := applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
+	if res := applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "test"}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	return f
@@ -103,15 +104,15 @@ func TestFSM_GrantDecidesOverlap(t *testing.T) {
 			t.Errorf("re-grant of a skipped time: %v, %s; want ErrDuplicateRun with the skipped run", res.Err, res.Run.State)
 		}
 		// A run waiting for its retry is still open.
-		c := Completion{Attempt: first.Run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0.Add(time.Second)}
-		applyAt(t, f, 2, 13, Command{Op: OpComplete, Complete: &c})
+		c := replicated.Completion{Attempt: first.Run.Attempts[0].ID, State: jobs.Failed, EndedAt: t0.Add(time.Second)}
+		applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		if res := applyAt(t, f, 2, 14, grant("j", t0.Add(2*time.Second))); res.Run.State != jobs.Skipped {
 			t.Errorf("grant while a run awaits its retry: %s, want skipped", res.Run.State)
 		}
 		// Once it finished, the next grant runs.
-		applyAt(t, f, 2, 15, Command{Op: OpRetry, Retry: &RetryCmd{Run: first.Run.ID, After: 1, Worker: "w1", At: t0}})
-		c = Completion{Attempt: jobs.AttemptID(first.Run.ID, 2), State: jobs.Succeeded, EndedAt: t0.Add(2 * time.Second)}
-		applyAt(t, f, 2, 16, Command{Op: OpComplete, Complete: &c})
+		applyAt(t, f, 2, 15, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: first.Run.ID, After: 1, Worker: "w1", At: t0}})
+		c = replicated.Completion{Attempt: jobs.AttemptID(first.Run.ID, 2), State: jobs.Succeeded, EndedAt: t0.Add(2 * time.Second)}
+		applyAt(t, f, 2, 16, replicated.Command{Op: replicated.OpComplete, Complete: &c})
 		if res := applyAt(t, f, 2, 17, grant("j", t0.Add(3*time.Second))); res.Err != nil || res.Run.State != jobs.Pending {
 			t.Errorf("grant after the open run ended: %v, %s; want granted", res.Err, res.Run.State)
 		}
@@ -121,7 +122,7 @@ func TestFSM_GrantDecidesOverlap(t *testing.T) {
 		feed := f.Changes()
 		defer feed.Close()
 		first := applyAt(t, f, 2, 10, grant("j", t0))
-		applyAt(t, f, 2, 11, Command{Op: OpStart, Start: &StartCmd{Attempt: first.Run.Attempts[0].ID, At: t0}})
+		applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpStart, Start: &replicated.StartCmd{Attempt: first.Run.Attempts[0].ID, At: t0}})
 		feed.Take()
 		second := applyAt(t, f, 2, 12, grant("j", t0.Add(time.Second)))
 		if second.Err != nil || second.Run.State != jobs.Pending {
@@ -144,8 +145,8 @@ func TestFSM_GrantDecidesOverlap(t *testing.T) {
 			t.Errorf("%d open runs, want 1", got)
 		}
 		// The replaced worker's late report does not revive it.
-		c := Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: t0.Add(2 * time.Second)}
-		if res := applyAt(t, f, 2, 13, Command{Op: OpComplete, Complete: &c}); res.Run.State != jobs.Cancelled {
+		c := replicated.Completion{Attempt: a.ID, State: jobs.Succeeded, EndedAt: t0.Add(2 * time.Second)}
+		if res := applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpComplete, Complete: &c}); res.Run.State != jobs.Cancelled {
 			t.Errorf("late completion of the replaced attempt: run %s, want cancelled", res.Run.State)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideAhead(t *testing.T) {
@@ -43,7 +44,7 @@ func TestFSM_GrantAhead(t *testing.T) {
 	if res := applyAt(t, f, 2, 2, grant("report", t0)); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	ahead := func(at time.Time) Command {
+	ahead := func(at time.Time) replicated.Command {
 		c := grant("report", at)
 		c.Grant.Ahead = true
 		return c
@@ -59,7 +60,7 @@ func TestFSM_GrantAhead(t *testing.T) {
 	if got, _ := f.LastScheduled("report"); !got.Equal(t0) {
 		t.Errorf("last scheduled %s after a refused grant ahead, want %s", got, t0)
 	}
-	if res := applyAt(t, f, 2, 4, Command{Op: OpComplete, Complete: &Completion{Attempt: jobs.AttemptID(jobs.RunID("report", t0), 1), Node: "w1", State: jobs.Succeeded, EndedAt: t0}}); res.Err != nil {
+	if res := applyAt(t, f, 2, 4, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: jobs.AttemptID(jobs.RunID("report", t0), 1), Node: "w1", State: jobs.Succeeded, EndedAt: t0}}); res.Err != nil {
 		t.Fatal(res.Err)
 	}
 	res = applyAt(t, f, 2, 5, ahead(next))

@@ -7,6 +7,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A forced release (op "release", log version 4) ends an attempt's lease
@@ -59,7 +60,7 @@ func WasReleased(a jobs.Attempt) bool {
 // of at most maxReleaseReason bytes (the audit trail keeps it).
 func CheckRelease(attempt, reason string) error {
 	if _, _, ok := jobs.SplitAttemptID(attempt); !ok {
-		return fmt.Errorf("release: attempt %q is not an attempt id (JOB@TIME.N, as `fencecron runs` shows it): %w", Clip(attempt, 80), jobs.ErrInvalidConfig)
+		return fmt.Errorf("release: attempt %q is not an attempt id (JOB@TIME.N, as `fencecron runs` shows it): %w", replicated.Clip(attempt, 80), jobs.ErrInvalidConfig)
 	}
 	if strings.TrimSpace(reason) == "" {
 		return fmt.Errorf("release %s: a reason is required (-reason TEXT): it goes into the audit trail: %w", attempt, jobs.ErrInvalidConfig)
@@ -84,7 +85,7 @@ func DecideRelease(r jobs.Run, a jobs.Attempt) error {
 }
 
 // applyRelease ends the attempt's lease as DecideRelease allows.
-func (f *FSM) applyRelease(l *raft.Log, c *ReleaseCmd) ApplyResult {
+func (f *FSM) applyRelease(l *raft.Log, c *replicated.ReleaseCmd) ApplyResult {
 	r, a, err := f.attempt(c.Attempt)
 	if err != nil {
 		return ApplyResult{Err: fmt.Errorf("release: %w", err)}
@@ -92,7 +93,7 @@ func (f *FSM) applyRelease(l *raft.Log, c *ReleaseCmd) ApplyResult {
 	if err := DecideRelease(*r, *a); err != nil {
 		return ApplyResult{Run: r.Clone(), Err: err}
 	}
-	reason, asker := Clip(c.Reason, maxReleaseReason), Clip(c.Asker, MaxReleaseAsker)
+	reason, asker := replicated.Clip(c.Reason, maxReleaseReason), replicated.Clip(c.Asker, MaxReleaseAsker)
 	if asker == "" {
 		asker = "unknown"
 	}

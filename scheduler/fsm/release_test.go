@@ -6,10 +6,11 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-func release(attempt, reason, asker string) Command {
-	return Command{Op: OpRelease, Release: &ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: t0}}
+func release(attempt, reason, asker string) replicated.Command {
+	return replicated.Command{Op: replicated.OpRelease, Release: &replicated.ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: t0}}
 }
 
 func TestFSM_Release(t *testing.T) {
@@ -17,7 +18,7 @@ func TestFSM_Release(t *testing.T) {
 		f := withSpecs(t, jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true", Retries: 1})
 		res := applyAt(t, f, 2, 10, grant("report", t0))
 		a, _ := res.Run.Latest()
-		applyAt(t, f, 2, 11, Command{Op: OpStart, Start: &StartCmd{Attempt: a.ID, At: t0}})
+		applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpStart, Start: &replicated.StartCmd{Attempt: a.ID, At: t0}})
 		res = applyAt(t, f, 2, 12, release(a.ID, "stuck on a dead NFS mount", "api.token (bearer) from 127.0.0.1"))
 		if res.Err != nil {
 			t.Fatal(res.Err)
@@ -36,7 +37,7 @@ func TestFSM_Release(t *testing.T) {
 			t.Errorf("last event = %+v, want a release naming asker and reason", last)
 		}
 		// The retry's token is newer than the released one's.
-		res = applyAt(t, f, 3, 15, Command{Op: OpRetry, Retry: &RetryCmd{Run: res.Run.ID, After: 1, Worker: "w2", At: t0}})
+		res = applyAt(t, f, 3, 15, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: res.Run.ID, After: 1, Worker: "w2", At: t0}})
 		if res.Err != nil {
 			t.Fatal(res.Err)
 		}
@@ -62,7 +63,7 @@ func TestFSM_Release(t *testing.T) {
 		res := applyAt(t, f, 2, 10, grant("report", t0))
 		a, _ := res.Run.Latest()
 		code := 0
-		applyAt(t, f, 2, 11, Command{Op: OpComplete, Complete: &Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: t0}})
+		applyAt(t, f, 2, 11, replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: a.ID, State: jobs.Succeeded, ExitCode: &code, EndedAt: t0}})
 		before := len(f.Events(0, 0))
 		res = applyAt(t, f, 2, 12, release(a.ID, "too late", "loopback 127.0.0.1"))
 		if !errors.Is(res.Err, jobs.ErrStaleAttempt) || !strings.Contains(res.Err.Error(), "already ended succeeded") {

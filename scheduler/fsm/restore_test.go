@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // TestPrepareRestore_EpochsKeepGrowing: a snapshot of a cluster at epoch 9,
@@ -15,7 +16,7 @@ import (
 // greater epochs than any in the snapshot or the floor the caller knows.
 func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 	old := withJobs(t, "report", "other")
-	applyAt(t, old, 9, 2, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	applyAt(t, old, 9, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	res := applyAt(t, old, 9, 3, grant("report", t0))
 	if res.Err != nil {
 		t.Fatal(res.Err)
@@ -35,7 +36,7 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 		wantBase uint64
 	}{{"the snapshot's epoch", 0, 9}, {"a greater floor", 12, 12}} {
 		t.Run(tc.name, func(t *testing.T) {
-			data, info, err := PrepareRestore(buf.Bytes(), RestoreFloor{Epoch: tc.floor})
+			data, info, err := replicated.PrepareRestore(buf.Bytes(), replicated.RestoreFloor{Epoch: tc.floor})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -47,7 +48,7 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 				t.Fatal(err)
 			}
 			// A new cluster: term 2, the index after the restored one.
-			applyAt(t, f, 2, 5, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n2", At: t0.Add(time.Minute)}})
+			applyAt(t, f, 2, 5, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n2", At: t0.Add(time.Minute)}})
 			if got, _ := f.Epoch(); got != tc.wantBase+2 {
 				t.Errorf("epoch %d; want term 2 + base %d", got, tc.wantBase)
 			}
@@ -70,7 +71,7 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 			}
 		})
 	}
-	if _, _, err := PrepareRestore([]byte("not json"), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) {
+	if _, _, err := replicated.PrepareRestore([]byte("not json"), replicated.RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) {
 		t.Errorf("garbage: %v; want ErrInvalidConfig", err)
 	}
 }
@@ -81,7 +82,7 @@ func TestPrepareRestore_EpochsKeepGrowing(t *testing.T) {
 // ones after them still may be.
 func TestPrepareRestore_InPlaceGrantsNoFireTimeTwice(t *testing.T) {
 	live := withJobs(t, "report")
-	applyAt(t, live, 2, 2, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	applyAt(t, live, 2, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	if res := applyAt(t, live, 2, 3, grant("report", t0)); res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -95,11 +96,11 @@ func TestPrepareRestore_InPlaceGrantsNoFireTimeTwice(t *testing.T) {
 			t.Fatal(res.Err)
 		}
 	}
-	floor := RestoreFloor{Epoch: 2, Granted: live.GrantedThrough()}
+	floor := replicated.RestoreFloor{Epoch: 2, Granted: live.GrantedThrough()}
 	if got := floor.Granted["report"]; !got.Equal(t0.Add(10 * time.Second)) {
 		t.Fatalf("GrantedThrough = %v; want the last fire time granted", got)
 	}
-	data, _, err := PrepareRestore(saved.Bytes(), floor)
+	data, _, err := replicated.PrepareRestore(saved.Bytes(), floor)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +108,7 @@ func TestPrepareRestore_InPlaceGrantsNoFireTimeTwice(t *testing.T) {
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, f, 3, 7, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0.Add(11 * time.Second)}})
+	applyAt(t, f, 3, 7, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0.Add(11 * time.Second)}})
 	for i, at := range []time.Time{t0.Add(5 * time.Second), t0.Add(10 * time.Second)} {
 		if res := applyAt(t, f, 3, uint64(8+i), grant("report", at)); res.Err == nil {
 			t.Errorf("fire time %s granted again after the restore: %+v", at.Format(time.TimeOnly), res.Run)

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // savedSnapshot returns a snapshot of a cluster with two jobs and one
@@ -19,7 +20,7 @@ import (
 func savedSnapshot(t *testing.T) map[string]any {
 	t.Helper()
 	f := withJobs(t, "report", "other")
-	applyAt(t, f, 3, 2, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	applyAt(t, f, 3, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	if res := applyAt(t, f, 3, 3, grant("report", t0)); res.Err != nil {
 		t.Fatal(res.Err)
 	}
@@ -50,7 +51,7 @@ func firstJob(m map[string]any) map[string]any { return m["jobs"].([]any)[0].(ma
 // would leave the cluster unable to live with is refused before Raft sees
 // it, with an error that names the problem; the snapshot as saved passes.
 func TestPrepareRestore_RefusesCraftedSnapshots(t *testing.T) {
-	if _, _, err := PrepareRestore(encodeJSON(t, savedSnapshot(t)), RestoreFloor{}); err != nil {
+	if _, _, err := replicated.PrepareRestore(encodeJSON(t, savedSnapshot(t)), replicated.RestoreFloor{}); err != nil {
 		t.Fatalf("the snapshot as saved: %v", err)
 	}
 	for _, tc := range []struct {
@@ -104,12 +105,12 @@ func TestPrepareRestore_RefusesCraftedSnapshots(t *testing.T) {
 			m["notice_seq"] = 1
 		}, "notices[0].target"},
 		{"a wrapped counter", func(m map[string]any) { m["counters"].(map[string]any)["grants"] = uint64(math.MaxUint64) }, `counter "grants"`},
-		{"a newer log format", func(m map[string]any) { m["log_version"] = LogVersion + 1 }, "this binary reads up to version"},
+		{"a newer log format", func(m map[string]any) { m["log_version"] = replicated.LogVersion + 1 }, "this binary reads up to version"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := savedSnapshot(t)
 			tc.change(m)
-			_, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{})
+			_, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{})
 			if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("PrepareRestore: %v; want ErrInvalidConfig naming %q", err, tc.want)
 			}
@@ -128,36 +129,36 @@ func TestPrepareRestore_JobSetBounds(t *testing.T) {
 			specs[i] = map[string]any{"name": fmt.Sprintf("j%d", i), "schedules": []any{"@every 5s"}, "shell": "true"}
 		}
 		m["jobs"] = specs
-		if _, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a job set holds at most 200000") {
+		if _, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a job set holds at most 200000") {
 			t.Fatalf("%v; want the job count refused", err)
 		}
 	})
 	t.Run("an output cap over the store's", func(t *testing.T) {
 		m := savedSnapshot(t)
 		firstJob(m)["max_output_bytes"] = 2 << 20
-		if _, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{Limits: jobs.Limits{MaxBodyBytes: 1 << 20}}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "max_output_bytes") {
+		if _, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{Limits: jobs.Limits{MaxBodyBytes: 1 << 20}}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "max_output_bytes") {
 			t.Fatalf("%v; want max_output_bytes refused", err)
 		}
 	})
 	t.Run("a horizon a year after now", func(t *testing.T) {
 		m := savedSnapshot(t)
 		m["horizon"] = map[string]any{"report": t0.AddDate(1, 0, 0)}
-		if _, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{Now: t0}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "would hold its job back") {
+		if _, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{Now: t0}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "would hold its job back") {
 			t.Fatalf("%v; want the horizon refused", err)
 		}
-		if _, _, err := PrepareRestore(encodeJSON(t, savedSnapshot(t)), RestoreFloor{Now: t0}); err != nil {
+		if _, _, err := replicated.PrepareRestore(encodeJSON(t, savedSnapshot(t)), replicated.RestoreFloor{Now: t0}); err != nil {
 			t.Fatalf("the snapshot as saved, restored at its own time: %v", err)
 		}
 	})
 	t.Run("a snapshot over MaxSnapshotBytes", func(t *testing.T) {
-		if _, _, err := PrepareRestore(make([]byte, MaxSnapshotBytes+1), RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a snapshot is at most 256 MiB") {
+		if _, _, err := replicated.PrepareRestore(make([]byte, replicated.MaxSnapshotBytes+1), replicated.RestoreFloor{}); !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "a snapshot is at most 256 MiB") {
 			t.Fatalf("%v; want the size refused", err)
 		}
 	})
 	t.Run("a spec left without a default gets it", func(t *testing.T) {
 		m := savedSnapshot(t)
 		delete(firstJob(m), "max_output_bytes")
-		data, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{})
+		data, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -208,7 +209,7 @@ func TestFSM_RestoreRefusesWhatItCannotIndex(t *testing.T) {
 func TestFSM_RestoredJobStatsWithoutRuns(t *testing.T) {
 	m := savedSnapshot(t)
 	m["job_stats"] = map[string]any{"report": map[string]any{}}
-	data, _, err := PrepareRestore(encodeJSON(t, m), RestoreFloor{})
+	data, _, err := replicated.PrepareRestore(encodeJSON(t, m), replicated.RestoreFloor{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestFSM_RestoredJobStatsWithoutRuns(t *testing.T) {
 	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
 		t.Fatal(err)
 	}
-	applyAt(t, f, 4, 10, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	applyAt(t, f, 4, 10, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	r, _ := f.Run(jobs.RunID("report", t0))
 	if res := applyAt(t, f, 4, 11, complete(r.Attempts[0].ID, jobs.Succeeded, 0, nil)); res.Err != nil {
 		t.Fatal(res.Err)
@@ -232,7 +233,7 @@ func TestFSM_RestoredJobStatsWithoutRuns(t *testing.T) {
 func TestFSM_ApplyPanicHalts(t *testing.T) {
 	f := withJobs(t, "report")
 	f.st.Counters = nil // what Restore never lets in: counting an election panics
-	res := applyAt(t, f, 2, 2, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	res := applyAt(t, f, 2, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	if !errors.Is(res.Err, ErrLogHalted) || !strings.Contains(res.Err.Error(), "panicked") {
 		t.Fatalf("applied: %v; want the FSM halted at the entry that panicked", res.Err)
 	}
@@ -249,7 +250,7 @@ func TestFSM_ApplyPanicHalts(t *testing.T) {
 // day of the restore.
 func TestFSM_WriteSnapshotRefusesWhatRestoreWould(t *testing.T) {
 	f := withJobs(t, "report")
-	applyAt(t, f, 2, 2, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})
+	applyAt(t, f, 2, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
 	if _, err := f.WriteSnapshot(io.Discard); err != nil {
 		t.Fatalf("a state the log made: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Snapshot implements raft.FSM. The snapshot carries LogVersion. A
@@ -31,31 +32,31 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // snapshot takes a snapshot and says what it holds, both of one applied
 // index. With check, it refuses a state that a restore would refuse
-// (checkState).
-func (f *FSM) snapshot(check bool) (*stateSnapshot, SnapshotInfo, error) {
+// (CheckState).
+func (f *FSM) snapshot(check bool) (*stateSnapshot, replicated.SnapshotInfo, error) {
 	if f.History != nil {
 		if err := f.History.Sync(); err != nil {
-			return nil, SnapshotInfo{}, fmt.Errorf("no snapshot until the history is durable: %w", err)
+			return nil, replicated.SnapshotInfo{}, fmt.Errorf("no snapshot until the history is durable: %w", err)
 		}
 	}
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	if f.halted != nil {
-		return nil, SnapshotInfo{}, fmt.Errorf("no snapshot: %w", f.halted)
+		return nil, replicated.SnapshotInfo{}, fmt.Errorf("no snapshot: %w", f.halted)
 	}
 	// Raft takes the snapshot between two entries: Apply waits while
 	// this runs. Everything Apply changes in place is encoded now; the
 	// job set, most of a large state and never changed in place, is
 	// encoded by Persist.
 	st := f.st
-	st.Version = LogVersion
+	st.Version = replicated.LogVersion
 	if check {
-		if err := checkState(&st, time.Time{}); err != nil {
+		if err := replicated.CheckState(&st, time.Time{}); err != nil {
 			// Not the request's fault: no ErrInvalidConfig.
-			return nil, SnapshotInfo{}, fmt.Errorf("a restore would refuse this state: %v", err)
+			return nil, replicated.SnapshotInfo{}, fmt.Errorf("a restore would refuse this state: %v", err)
 		}
 	}
-	info := infoOf(&st)
+	info := replicated.InfoOf(&st)
 	set := st.Jobs
 	st.Jobs = nil
 	// Not HTML-escaped: a tail of "<" or "&" would take six times its
@@ -64,7 +65,7 @@ func (f *FSM) snapshot(check bool) (*stateSnapshot, SnapshotInfo, error) {
 	enc := json.NewEncoder(&b)
 	enc.SetEscapeHTML(false)
 	if err := enc.Encode(st); err != nil {
-		return nil, SnapshotInfo{}, err
+		return nil, replicated.SnapshotInfo{}, err
 	}
 	return &stateSnapshot{rest: bytes.TrimSuffix(b.Bytes(), []byte("\n")), jobs: set}, info, nil
 }
@@ -113,30 +114,30 @@ func (s *stateSnapshot) Release() {}
 // Restore implements raft.FSM. It refuses a snapshot of a newer format
 // than LogVersion (and halts: the node cannot follow this cluster); a
 // snapshot without a version is version 1. It refuses, with an error and
-// the state unchanged, one it cannot index (checkIndexable), and never
+// the state unchanged, one it cannot index (CheckIndexable), and never
 // panics: a panic while taking the state in is returned as an error. A
 // snapshot it restores replaces the state whole, halted or not.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	st := emptyState()
+	st := replicated.EmptyState()
 	if err := json.NewDecoder(rc).Decode(&st); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
 	if st.Version == 0 {
 		st.Version = 1
 	}
-	if st.Version > LogVersion {
-		err := fmt.Errorf("snapshot of log format version %d (up to index %d); this binary reads up to version %d", st.Version, st.LastIndex, LogVersion)
+	if st.Version > replicated.LogVersion {
+		err := fmt.Errorf("snapshot of log format version %d (up to index %d); this binary reads up to version %d", st.Version, st.LastIndex, replicated.LogVersion)
 		f.mu.Lock()
 		f.halt(&raft.Log{Index: st.LastIndex}, err)
 		err = f.halted
 		f.mu.Unlock()
 		return err
 	}
-	if err := checkIndexable(&st); err != nil {
+	if err := replicated.CheckIndexable(&st); err != nil {
 		return fmt.Errorf("restore snapshot: %w", err)
 	}
-	fresh := emptyState()
+	fresh := replicated.EmptyState()
 	if st.Runs == nil {
 		st.Runs = fresh.Runs
 	}
@@ -175,8 +176,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // takeIn replaces the state with st and indexes it. If that panics, the
 // state before it is put back and the panic returned as an error
-// (errRestorePanic), logged with its stack.
-func (f *FSM) takeIn(st state) (err error) {
+// (ErrRestorePanic), logged with its stack.
+func (f *FSM) takeIn(st replicated.State) (err error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	before, idx, halted := f.st, f.idx, f.halted
@@ -184,7 +185,7 @@ func (f *FSM) takeIn(st state) (err error) {
 		if p := recover(); p != nil {
 			f.st, f.idx, f.halted, f.deps, f.groupsOf = before, idx, halted, nil, ""
 			f.logger().Error("restore snapshot: panic while taking the state in; the state before it is kept", "index", st.LastIndex, "panic", fmt.Sprint(p), "stack", string(debug.Stack()))
-			err = fmt.Errorf("%w: %v", errRestorePanic, p)
+			err = fmt.Errorf("%w: %v", replicated.ErrRestorePanic, p)
 		}
 	}()
 	f.st = st
@@ -209,22 +210,22 @@ func (f *FSM) takeIn(st state) (err error) {
 // PrepareRestore read: the same bytes as Raft's own snapshots. It is
 // consistent: one applied index. Take it on the leader after a barrier
 // to include everything committed so far. What a restore would refuse is
-// not written: a state checkState refuses, or one over MaxSnapshotBytes
+// not written: a state CheckState refuses, or one over MaxSnapshotBytes
 // (then w has had part of it).
-func (f *FSM) WriteSnapshot(w io.Writer) (SnapshotInfo, error) {
+func (f *FSM) WriteSnapshot(w io.Writer) (replicated.SnapshotInfo, error) {
 	snap, info, err := f.snapshot(true)
 	if err != nil {
-		return SnapshotInfo{}, err
+		return replicated.SnapshotInfo{}, err
 	}
-	if err := snap.writeTo(&cappedWriter{w: w, left: MaxSnapshotBytes}); err != nil {
-		return SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
+	if err := snap.writeTo(&cappedWriter{w: w, left: replicated.MaxSnapshotBytes}); err != nil {
+		return replicated.SnapshotInfo{}, fmt.Errorf("write snapshot: %w", err)
 	}
 	return info, nil
 }
 
 // errSnapshotTooLarge is a snapshot over MaxSnapshotBytes: the node's
 // own state, not the request, is at fault.
-var errSnapshotTooLarge = fmt.Errorf("the replicated state is over %d MiB, the most a restore takes (its job set and the output tails of its newest runs make it up)", MaxSnapshotBytes>>20)
+var errSnapshotTooLarge = fmt.Errorf("the replicated state is over %d MiB, the most a restore takes (its job set and the output tails of its newest runs make it up)", replicated.MaxSnapshotBytes>>20)
 
 // cappedWriter writes to w until left bytes are written, then refuses.
 type cappedWriter struct {

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideNeverStarted(t *testing.T) {
@@ -40,7 +41,7 @@ func TestDecideNeverStarted(t *testing.T) {
 // commits it before it grants.
 func electedAt(t *testing.T, f *FSM, term, index uint64) {
 	t.Helper()
-	b, err := EncodeEntry(Command{Op: OpElected, Elected: &ElectedCmd{Node: "test-leader", At: t0}})
+	b, err := EncodeEntry(replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "test-leader", At: t0}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,12 +59,12 @@ func TestFSM_NeverStartedAttemptDoesNotCountAgainstRetries(t *testing.T) {
 	setup := func(t *testing.T) (*FSM, jobs.Run) {
 		f := NewFSM()
 		spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true"} // retries: 0
-		applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+		applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 		electedAt(t, f, 2, 9)
 		return f, applyAt(t, f, 2, 10, grant("report", t0)).Run
 	}
-	expire := func(id string, never bool) Command {
-		return Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0, NeverStarted: never}}
+	expire := func(id string, never bool) replicated.Command {
+		return replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0, NeverStarted: never}}
 	}
 
 	t.Run("the granting leader's word", func(t *testing.T) {
@@ -94,7 +95,7 @@ func TestFSM_NeverStartedAttemptDoesNotCountAgainstRetries(t *testing.T) {
 			t.Fatal(err)
 		}
 		// EncodeEntry writes this binary's version: write version 4 by hand.
-		b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), `"v":4`, 1))
+		b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, replicated.LogVersion), `"v":4`, 1))
 		res := applyRaw(t, f, 2, 11, b)
 		if res.Err != nil || len(res.Run.Attempts) != 1 || res.Run.Attempts[0].NeverStarted {
 			t.Errorf("a version 4 expiry: %v, attempts %+v; want counted", res.Err, res.Run.Attempts)
@@ -122,28 +123,28 @@ func TestFSM_WorkersWordThatItNeverStarted(t *testing.T) {
 	setup := func(t *testing.T) (*FSM, jobs.Run) {
 		f := NewFSM()
 		spec := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true"} // retries: 0
-		applyAt(t, f, 1, 1, Command{Op: OpSetJobs, SetJobs: &SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
+		applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{spec}, Source: "test"}})
 		return f, applyAt(t, f, 2, 10, grant("report", t0)).Run
 	}
-	started := func(id string) Command {
-		return Command{Op: OpStart, Start: &StartCmd{Attempt: id, At: t0}}
+	started := func(id string) replicated.Command {
+		return replicated.Command{Op: replicated.OpStart, Start: &replicated.StartCmd{Attempt: id, At: t0}}
 	}
-	gaveUp := func(id, node string) Command {
-		return Command{Op: OpComplete, Complete: &Completion{Attempt: id, Node: node, State: jobs.Lost, Error: "worker shutting down before the fire time", EndedAt: t0, NeverStarted: true}}
+	gaveUp := func(id, node string) replicated.Command {
+		return replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: id, Node: node, State: jobs.Lost, Error: "worker shutting down before the fire time", EndedAt: t0, NeverStarted: true}}
 	}
 	for _, tc := range []struct {
 		name    string
 		node    string
-		before  func(id string) Command // applied before the completion
+		before  func(id string) replicated.Command // applied before the completion
 		version int
 		free    bool
 	}{
-		{"its own worker", "w1", nil, LogVersion, true},
-		{"another node", "w2", nil, LogVersion, false},
-		{"after the lease was taken", "w1", func(id string) Command {
-			return Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", At: t0}}
-		}, LogVersion, false},
-		{"after its start was recorded", "w1", started, LogVersion, false},
+		{"its own worker", "w1", nil, replicated.LogVersion, true},
+		{"another node", "w2", nil, replicated.LogVersion, false},
+		{"after the lease was taken", "w1", func(id string) replicated.Command {
+			return replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: id, State: jobs.Lost, Reason: "lease expired", At: t0}}
+		}, replicated.LogVersion, false},
+		{"after its start was recorded", "w1", started, replicated.LogVersion, false},
 		{"a version 4 entry", "w1", nil, 4, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,7 +157,7 @@ func TestFSM_WorkersWordThatItNeverStarted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
+			b = []byte(strings.Replace(string(b), fmt.Sprintf(`"v":%d`, replicated.LogVersion), fmt.Sprintf(`"v":%d`, tc.version), 1))
 			res := applyRaw(t, f, 2, 12, b)
 			a := res.Run.Attempts[0]
 			if res.Err != nil || a.NeverStarted != tc.free || AwaitsRetry(res.Run) != tc.free {

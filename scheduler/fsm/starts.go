@@ -2,6 +2,8 @@ package fsm
 
 import (
 	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A worker reports a start when its process has run for startReportDelay
@@ -17,7 +19,7 @@ import (
 // its own; a repeated start changes nothing.
 
 // applyStarts applies each start of a group in order.
-func (f *FSM) applyStarts(l *raft.Log, c *StartsCmd) ApplyResult {
+func (f *FSM) applyStarts(l *raft.Log, c *replicated.StartsCmd) ApplyResult {
 	res := ApplyResult{Batch: make([]ApplyResult, len(c.Starts))}
 	for i := range c.Starts {
 		res.Batch[i] = f.applyStart(l, &c.Starts[i])

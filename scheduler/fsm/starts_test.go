@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A group of starts applies each as a start of its own would: one that
@@ -16,8 +17,8 @@ func TestFSM_StartsGroup(t *testing.T) {
 	aa, _ := ga.Run.Latest()
 	ab, _ := gb.Run.Latest()
 	at := t0.Add(time.Second)
-	group := &StartsCmd{Starts: []StartCmd{{Attempt: aa.ID, At: at}, {Attempt: "nope@20260701T090005Z.1", At: at}, {Attempt: ab.ID, At: at}, {Attempt: aa.ID, At: at.Add(time.Second)}}}
-	res := applyAt(t, f, 2, 12, Command{Op: OpStarts, Starts: group})
+	group := &replicated.StartsCmd{Starts: []replicated.StartCmd{{Attempt: aa.ID, At: at}, {Attempt: "nope@20260701T090005Z.1", At: at}, {Attempt: ab.ID, At: at}, {Attempt: aa.ID, At: at.Add(time.Second)}}}
+	res := applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpStarts, Starts: group})
 	checkGroupOfFour(t, res)
 	for _, id := range []string{ga.Run.ID, gb.Run.ID} {
 		if r, _ := f.Run(id); r.State != jobs.Running || !r.Attempts[0].StartedAt.Equal(at) {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 func TestDecideTermStarted(t *testing.T) {
@@ -36,7 +37,7 @@ func TestDecideTermStarted(t *testing.T) {
 
 // rawEntry encodes c as an entry of log version v, without applyAt's
 // election entry.
-func rawEntry(t *testing.T, v int, c Command) []byte {
+func rawEntry(t *testing.T, v int, c replicated.Command) []byte {
 	t.Helper()
 	c.V = v
 	b, err := json.Marshal(c)
@@ -53,7 +54,7 @@ func TestFSM_GrantInTermNotStartedRefused(t *testing.T) {
 	f := withJobs(t, "report", "other")
 	elect := func(term, index uint64) {
 		t.Helper()
-		if res := applyRaw(t, f, term, index, rawEntry(t, LogVersion, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}})); res.Err != nil {
+		if res := applyRaw(t, f, term, index, rawEntry(t, replicated.LogVersion, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})); res.Err != nil {
 			t.Fatal(res.Err)
 		}
 	}
@@ -74,9 +75,9 @@ func TestFSM_GrantInTermNotStartedRefused(t *testing.T) {
 	if n := len(f.Events(0, 1000)); n != events {
 		t.Errorf("%d events after the refusal, want %d", n, events)
 	}
-	for name, c := range map[string]Command{
-		"grants": {Op: OpGrants, Grants: &GrantsCmd{Grants: []GrantCmd{*grant("report", t0).Grant}}},
-		"retry":  {Op: OpRetry, Retry: &RetryCmd{Run: jobs.RunID("report", t0), After: 1, Worker: "w1", At: t0}},
+	for name, c := range map[string]replicated.Command{
+		"grants": {Op: replicated.OpGrants, Grants: &replicated.GrantsCmd{Grants: []replicated.GrantCmd{*grant("report", t0).Grant}}},
+		"retry":  {Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: jobs.RunID("report", t0), After: 1, Worker: "w1", At: t0}},
 	} {
 		if res := applyRaw(t, f, 24, 3, rawEntry(t, 4, c)); !errors.Is(res.Err, ErrTermNotStarted) {
 			t.Errorf("v4 %s in term 24: %v, want ErrTermNotStarted", name, res.Err)
@@ -107,21 +108,21 @@ func TestFSM_GrantInTermNotStartedRefused(t *testing.T) {
 // loop to expire again), while a completion, which mints nothing, applies.
 func TestFSM_TermNotStartedKeepsCompletionsRefusesTakeovers(t *testing.T) {
 	f := withJobs(t, "a", "b")
-	applyRaw(t, f, 2, 2, rawEntry(t, 4, Command{Op: OpElected, Elected: &ElectedCmd{Node: "n1", At: t0}}))
+	applyRaw(t, f, 2, 2, rawEntry(t, 4, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}}))
 	ra := applyRaw(t, f, 2, 3, rawEntry(t, 4, grant("a", t0))).Run
 	rb := applyRaw(t, f, 2, 4, rawEntry(t, 4, grant("b", t0))).Run
 	if len(ra.Attempts) != 1 || len(rb.Attempts) != 1 {
 		t.Fatalf("grants in the started term: %+v %+v", ra, rb)
 	}
 
-	exp := Command{Op: OpExpire, Expire: &ExpireCmd{Attempt: ra.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0}}
+	exp := replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: ra.Attempts[0].ID, State: jobs.Lost, Reason: "lease expired", Worker: "w2", At: t0}}
 	if res := applyRaw(t, f, 3, 5, rawEntry(t, 4, exp)); !errors.Is(res.Err, ErrTermNotStarted) {
 		t.Fatalf("takeover expiry in term 3: %v, want ErrTermNotStarted", res.Err)
 	}
 	if r, _ := f.Run(ra.ID); len(r.Attempts) != 1 || r.Attempts[0].State != jobs.Pending {
 		t.Errorf("after the refused takeover: %+v, want its one attempt still pending", r.Attempts)
 	}
-	done := Command{Op: OpComplete, Complete: &Completion{Attempt: rb.Attempts[0].ID, State: jobs.Succeeded, EndedAt: t0}}
+	done := replicated.Command{Op: replicated.OpComplete, Complete: &replicated.Completion{Attempt: rb.Attempts[0].ID, State: jobs.Succeeded, EndedAt: t0}}
 	if res := applyRaw(t, f, 3, 6, rawEntry(t, 4, done)); res.Err != nil {
 		t.Fatalf("completion in term 3: %v", res.Err)
 	}

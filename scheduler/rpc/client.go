@@ -19,8 +19,8 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/faults"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -142,7 +142,7 @@ func (c *Client) Started(ctx context.Context, attempt string, at time.Time) erro
 }
 
 // Complete implements scheduler.Forwarder.
-func (c *Client) Complete(ctx context.Context, comp fsm.Completion) error {
+func (c *Client) Complete(ctx context.Context, comp replicated.Completion) error {
 	err := c.toLeader(ctx, pathComplete, comp, nil)
 	if (comp.StdoutTail != "" || comp.NeverStarted) && errors.Is(err, wire.ErrBadRequest) {
 		// A leader of an older release (log version 3) does not know
@@ -158,7 +158,7 @@ func (c *Client) Complete(ctx context.Context, comp fsm.Completion) error {
 // (scheduler.BatchCompleter), once: the worker retries what failed. A
 // leader of a version without it answers no_route; each completion is
 // then reported on its own.
-func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
+func (c *Client) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
 	if len(cs) > maxCompleteMany {
 		return nil, fmt.Errorf("complete %d attempts at once: at most %d", len(cs), maxCompleteMany)
 	}

@@ -24,7 +24,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -91,7 +91,7 @@ type fakeLeader struct {
 	calls []string
 
 	renew    func(attempt, node string) (worker.RenewReply, error)
-	complete func(fsm.Completion) error
+	complete func(replicated.Completion) error
 	note     func(attempt string) error
 }
 
@@ -130,7 +130,7 @@ func (f *fakeLeader) Started(_ context.Context, attempt string, at time.Time) er
 	f.record("started %s at %s", attempt, at.Format(time.RFC3339Nano))
 	return nil
 }
-func (f *fakeLeader) Complete(_ context.Context, c fsm.Completion) error {
+func (f *fakeLeader) Complete(_ context.Context, c replicated.Completion) error {
 	f.record("complete %s %s exit=%d store=%s error=%q", c.Attempt, c.State, *c.ExitCode, c.StoreOutcome, c.Error)
 	if f.complete != nil {
 		return f.complete(c)
@@ -341,7 +341,7 @@ func TestClient_ChecksThePeer(t *testing.T) {
 // once.
 func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 	exit := 0
-	comp := fsm.Completion{Attempt: "job@1.1", State: jobs.Succeeded, ExitCode: &exit, EndedAt: time.Now()}
+	comp := replicated.Completion{Attempt: "job@1.1", State: jobs.Succeeded, ExitCode: &exit, EndedAt: time.Now()}
 	for _, tc := range []struct {
 		name string
 		h    http.HandlerFunc
@@ -381,7 +381,7 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 		})
 	}
 
-	leader := &fakeLeader{complete: func(c fsm.Completion) error {
+	leader := &fakeLeader{complete: func(c replicated.Completion) error {
 		return fmt.Errorf("attempt %s: %w", c.Attempt, jobs.ErrNotFound)
 	}}
 	c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return node(t, leader, nil), nil }}
@@ -424,7 +424,7 @@ func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 	const calls = 40
 	var arrived atomic.Int32
 	all := make(chan struct{})
-	leader := &fakeLeader{complete: func(fsm.Completion) error {
+	leader := &fakeLeader{complete: func(replicated.Completion) error {
 		if arrived.Add(1) == calls {
 			close(all)
 		}
@@ -450,7 +450,7 @@ func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 	exit := 0
 	for i := range calls {
 		wg.Go(func() {
-			errs <- c.Complete(ctx, fsm.Completion{Attempt: fmt.Sprintf("report@1.%d", i+1), Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
+			errs <- c.Complete(ctx, replicated.Completion{Attempt: fmt.Sprintf("report@1.%d", i+1), Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
 		})
 	}
 	wg.Wait()
@@ -575,7 +575,7 @@ func TestClient_RenewManyToAnOlderLeader(t *testing.T) {
 func TestClient_CompleteMany(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
-			leader := &fakeLeader{complete: func(c fsm.Completion) error {
+			leader := &fakeLeader{complete: func(c replicated.Completion) error {
 				switch c.Attempt {
 				case "gone@1.1":
 					return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotFound)
@@ -599,9 +599,9 @@ func TestClient_CompleteMany(t *testing.T) {
 			addr := stub(t, h)
 			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
 			exit := 0
-			var cs []fsm.Completion
+			var cs []replicated.Completion
 			for _, id := range []string{"ok@1.1", "gone@1.1", "busy@1.1"} {
-				cs = append(cs, fsm.Completion{Attempt: id, Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
+				cs = append(cs, replicated.Completion{Attempt: id, Node: "w1", State: jobs.Succeeded, ExitCode: &exit})
 			}
 			ctx := t.Context()
 			if old {

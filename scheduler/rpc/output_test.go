@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -83,9 +83,9 @@ func TestClient_CompleteToAnOlderLeader(t *testing.T) {
 			writeJSON(w, http.StatusOK, done{})
 		}))
 		c := &Client{Self: "w1", TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }}
-		comp := fsm.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"}
+		comp := replicated.Completion{Attempt: "a@x.1", State: jobs.Succeeded, StdoutTail: "hi\n"}
 		if field == "never_started" {
-			comp = fsm.Completion{Attempt: "a@x.1", State: jobs.Lost, NeverStarted: true}
+			comp = replicated.Completion{Attempt: "a@x.1", State: jobs.Lost, NeverStarted: true}
 		}
 		err := c.Complete(t.Context(), comp)
 		mu.Lock()

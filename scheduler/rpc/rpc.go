@@ -27,7 +27,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -148,7 +148,7 @@ type (
 		Starts []bool `json:"starts,omitempty"`
 	}
 	completeManyRequest struct {
-		Completions []fsm.Completion `json:"completions"`
+		Completions []replicated.Completion `json:"completions"`
 	}
 	// completeManyReply has each completion's error, in order: null
 	// where it was recorded.

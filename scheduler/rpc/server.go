@@ -14,8 +14,8 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -95,7 +95,7 @@ func (s *Server) init() {
 			}
 			return done{}, l().Started(ctx, req.Attempt, req.At)
 		}),
-		pathComplete: handle(s, func(ctx context.Context, req fsm.Completion) (done, error) {
+		pathComplete: handle(s, func(ctx context.Context, req replicated.Completion) (done, error) {
 			if err := required("attempt", req.Attempt); err != nil {
 				return done{}, err
 			}

@@ -14,7 +14,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -46,7 +46,7 @@ func TestServer_TypedCalls(t *testing.T) {
 	}
 	must("Pause", c.Pause(ctx, "report", true))
 	must("Started", c.Started(ctx, "report@1.1", at))
-	must("Complete", c.Complete(ctx, fsm.Completion{Attempt: "report@1.1", State: jobs.Failed, ExitCode: &exit, StoreOutcome: "stale_owner", Error: "refused", EndedAt: at}))
+	must("Complete", c.Complete(ctx, replicated.Completion{Attempt: "report@1.1", State: jobs.Failed, ExitCode: &exit, StoreOutcome: "stale_owner", Error: "refused", EndedAt: at}))
 	must("Note", c.Note(ctx, "report@1.1", "suspect", "w1", "late"))
 	must("Audit", c.Audit(ctx, jobs.EventLoginFailed, "n3", "locked out"))
 	reply, err := c.Renew(ctx, "report@1.1", "w1")

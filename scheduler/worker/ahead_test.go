@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A worker given a run granted ahead confirms the lease at once and
@@ -52,7 +52,7 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 // fireAt, whose process touches a marker file, and returns its completion
 // and the marker's path. The clock stops at the fire time: the process
 // runs in real time, and nothing after its start needs the clock to move.
-func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (fsm.Completion, string) {
+func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (replicated.Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
@@ -90,7 +90,7 @@ func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	}
 	closed := make(chan error, 1)
 	go func() { closed <- f.w.Close(context.Background()) }()
-	var c fsm.Completion
+	var c replicated.Completion
 	select {
 	case c = <-f.leader.done:
 	case <-time.After(30 * time.Second):

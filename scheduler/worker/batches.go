@@ -5,7 +5,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // BatchCompleter reports several attempts' completions in one call,
@@ -18,7 +18,7 @@ import (
 // reaches the log in no way; a completion waits only for the call before
 // it on its worker to be answered.
 type BatchCompleter interface {
-	CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error)
+	CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error)
 }
 
 // Bounds on one batch: how many completions (the leader refuses more),
@@ -38,7 +38,7 @@ const (
 )
 
 // completionRequestBytes estimates c's size in a request.
-func completionRequestBytes(c fsm.Completion) int {
+func completionRequestBytes(c replicated.Completion) int {
 	return 512 + 6*(len(c.StderrTail)+len(c.StdoutTail)+len(c.Error))
 }
 
@@ -46,8 +46,8 @@ func completionRequestBytes(c fsm.Completion) int {
 // returns each one's error: what a batch falls back to when the leader
 // does not take batches (an older version).
 func CompleteEach(ctx context.Context, c interface {
-	Complete(ctx context.Context, c fsm.Completion) error
-}, cs []fsm.Completion) []error {
+	Complete(ctx context.Context, c replicated.Completion) error
+}, cs []replicated.Completion) []error {
 	errs := make([]error, len(cs))
 	var wg sync.WaitGroup
 	for i := range cs {
@@ -59,7 +59,7 @@ func CompleteEach(ctx context.Context, c interface {
 
 // complete reports c to the leader, in a batch with the worker's other
 // completions if its Leader takes batches.
-func (w *Worker) complete(c fsm.Completion) error {
+func (w *Worker) complete(c replicated.Completion) error {
 	if w.completeQ == nil {
 		return w.Leader.Complete(w.report, c)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // gatedCompleter takes completions in batches. Its first calls wait for
@@ -19,7 +19,7 @@ type gatedCompleter struct {
 	holdingLeader
 	gate    chan struct{}
 	arrived chan int // the size of each batch, as it arrives
-	answer  func(c fsm.Completion, tries int) error
+	answer  func(c replicated.Completion, tries int) error
 
 	mu      sync.Mutex
 	singles int
@@ -27,14 +27,14 @@ type gatedCompleter struct {
 	tries   map[string]int
 }
 
-func (l *gatedCompleter) Complete(context.Context, fsm.Completion) error {
+func (l *gatedCompleter) Complete(context.Context, replicated.Completion) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.singles++
 	return nil
 }
 
-func (l *gatedCompleter) CompleteMany(_ context.Context, cs []fsm.Completion) ([]error, error) {
+func (l *gatedCompleter) CompleteMany(_ context.Context, cs []replicated.Completion) ([]error, error) {
 	l.arrived <- len(cs)
 	<-l.gate
 	l.mu.Lock()
@@ -56,7 +56,7 @@ func (l *gatedCompleter) CompleteMany(_ context.Context, cs []fsm.Completion) ([
 }
 
 func newGatedCompleter(n int) *gatedCompleter {
-	return &gatedCompleter{holdingLeader: holdingLeader{done: make(chan fsm.Completion, n)}, gate: make(chan struct{}),
+	return &gatedCompleter{holdingLeader: holdingLeader{done: make(chan replicated.Completion, n)}, gate: make(chan struct{}),
 		arrived: make(chan int, 4*n), tries: map[string]int{}}
 }
 
@@ -130,7 +130,7 @@ func TestWorker_CompletesInBatches(t *testing.T) {
 func TestWorker_BatchAnswersEachCompletion(t *testing.T) {
 	l := newGatedCompleter(2)
 	close(l.gate)
-	l.answer = func(c fsm.Completion, tries int) error {
+	l.answer = func(c replicated.Completion, tries int) error {
 		switch {
 		case c.Attempt == "j0@x.1":
 			return fmt.Errorf("complete %s: %w", c.Attempt, jobs.ErrNotFound)

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // An HTTP attempt keeps a command's fence order: it establishes its token
@@ -32,8 +32,8 @@ func TestWorker_HTTPJobEstablishesBeforeSending(t *testing.T) {
 	}))
 	defer srv.Close()
 	scheduled := time.Date(2026, 7, 1, 9, 0, 0, 0, time.UTC)
-	run := func(t *testing.T, s fencedstore.Store) fsm.Completion {
-		l := holdingLeader{done: make(chan fsm.Completion, 1)}
+	run := func(t *testing.T, s fencedstore.Store) replicated.Completion {
+		l := holdingLeader{done: make(chan replicated.Completion, 1)}
 		w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler),
 			TokenText: func(a Assignment) string { return "signed-" + a.Attempt.Token.String() }}
 		if err := w.Open(); err != nil {

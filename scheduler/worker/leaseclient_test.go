@@ -18,7 +18,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/clocktest"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // leaseT0 is when every lease test starts, on its fake clock.
@@ -48,7 +48,7 @@ var (
 // each renewal was sent and the notes it was told.
 type scriptLeader struct {
 	clock *clocktest.Clock
-	done  chan fsm.Completion
+	done  chan replicated.Completion
 
 	mu      sync.Mutex
 	script  []*renewAnswer
@@ -89,7 +89,7 @@ func (l *scriptLeader) Started(context.Context, string, time.Time) error {
 	return nil
 }
 
-func (l *scriptLeader) Complete(_ context.Context, c fsm.Completion) error {
+func (l *scriptLeader) Complete(_ context.Context, c replicated.Completion) error {
 	l.done <- c
 	return nil
 }
@@ -134,7 +134,7 @@ const testTTL = 30 * time.Second
 func newLeaseFixture(t *testing.T, script ...*renewAnswer) *leaseFixture {
 	t.Helper()
 	clock := clocktest.New(leaseT0)
-	l := &scriptLeader{clock: clock, script: script, done: make(chan fsm.Completion, 1)}
+	l := &scriptLeader{clock: clock, script: script, done: make(chan replicated.Completion, 1)}
 	obs := &transitions{}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Clock: clock, Observer: obs, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {
@@ -244,14 +244,14 @@ func TestLeaseClient_States(t *testing.T) {
 
 // completion drives the fixture's clock until its attempt reports its
 // completion, for at most 30s of real time.
-func (f *leaseFixture) completion(t *testing.T) fsm.Completion {
+func (f *leaseFixture) completion(t *testing.T) replicated.Completion {
 	t.Helper()
 	return f.completionBy(t, time.Time{})
 }
 
 // completionBy is completion with the clock stopped at limit (driveUntil);
 // zero: never stopped.
-func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) fsm.Completion {
+func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) replicated.Completion {
 	t.Helper()
 	driven := make(chan struct{})
 	defer close(driven)
@@ -261,7 +261,7 @@ func (f *leaseFixture) completionBy(t *testing.T, limit time.Time) fsm.Completio
 		return c
 	case <-time.After(30 * time.Second):
 		t.Fatal("the attempt did not end within 30s")
-		return fsm.Completion{}
+		return replicated.Completion{}
 	}
 }
 

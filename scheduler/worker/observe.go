@@ -3,7 +3,7 @@ package worker
 import (
 	"time"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Observer sees what happens to attempts on one worker: the node-local
@@ -19,7 +19,7 @@ type Observer interface {
 	// AttemptFinished is called once per attempt this worker accepted, with
 	// what it will report: a Completion whose StartedAt is zero never got
 	// its lease confirmed or was fenced before it started.
-	AttemptFinished(job string, c fsm.Completion)
+	AttemptFinished(job string, c replicated.Completion)
 	// LeaseRenewed is called after every renewal call with its latency and
 	// its error (nil when the leader answered, whatever it answered).
 	LeaseRenewed(latency time.Duration, err error)
@@ -35,7 +35,7 @@ type NopObserver struct{}
 func (NopObserver) AttemptStarted(string, time.Time, time.Time) {}
 
 // AttemptFinished implements Observer.
-func (NopObserver) AttemptFinished(string, fsm.Completion) {}
+func (NopObserver) AttemptFinished(string, replicated.Completion) {}
 
 // LeaseRenewed implements Observer.
 func (NopObserver) LeaseRenewed(time.Duration, error) {}

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // The live ring keeps the last LiveOutputBytes, says what it dropped, and
@@ -86,7 +86,7 @@ func TestTailText(t *testing.T) {
 // the completion carries stdout's tail (the job publishes nothing), and
 // once the completion is reported the worker forgets it.
 func TestWorker_LiveOutput(t *testing.T) {
-	l := holdingLeader{done: make(chan fsm.Completion, 1)}
+	l := holdingLeader{done: make(chan replicated.Completion, 1)}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {
 		t.Fatal(err)
@@ -155,7 +155,7 @@ func TestWorker_StdoutTail(t *testing.T) {
 	if _, c := runOne(t, ok, time.Now()); c.State != jobs.Succeeded || c.StdoutTail != "" {
 		t.Errorf("published: state %s, stdout tail %q; want succeeded and none", c.State, c.StdoutTail)
 	}
-	l := holdingLeader{done: make(chan fsm.Completion, 1)}
+	l := holdingLeader{done: make(chan replicated.Completion, 1)}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {
 		t.Fatal(err)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // batchLeader confirms every lease, counting single renewals and the
@@ -51,7 +51,7 @@ func (l *batchLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]Re
 // A worker whose leader takes batches confirms its attempts' leases
 // through them, never one call each, and runs every attempt.
 func TestWorker_RenewsInBatches(t *testing.T) {
-	l := &batchLeader{holdingLeader: holdingLeader{done: make(chan fsm.Completion, 8)}}
+	l := &batchLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 8)}}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {
 		t.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // startLeader takes renewals in batches; it answers the renewals that ask
@@ -58,7 +58,7 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 		{"never confirmed", -1, jobs.Lost},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l := &startLeader{holdingLeader: holdingLeader{done: make(chan fsm.Completion, 1)}, refuse: tc.refuse}
+			l := &startLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}, refuse: tc.refuse}
 			w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 			if err := w.Open(); err != nil {
 				t.Fatal(err)

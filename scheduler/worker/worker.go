@@ -15,7 +15,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
 	"github.com/fencecron/fencecron/scheduler/faults"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Leader is what a worker talks to about its attempts: the scheduler,
@@ -23,7 +23,7 @@ import (
 // attempt id.
 type Leader interface {
 	Started(ctx context.Context, attempt string, at time.Time) error
-	Complete(ctx context.Context, c fsm.Completion) error
+	Complete(ctx context.Context, c replicated.Completion) error
 	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 }
@@ -76,7 +76,7 @@ type Worker struct {
 	// with ctx; the completions' run until reporting ends, after the
 	// attempts are done, and senders counts them.
 	renewQ    *batchQueue[Renewal, RenewReply]
-	completeQ *batchQueue[fsm.Completion, error]
+	completeQ *batchQueue[replicated.Completion, error]
 	senders   sync.WaitGroup
 	live      liveOutputs // output of the attempts running here (output.go)
 	spawn     *executor.Spawner
@@ -222,12 +222,12 @@ func (w *Worker) forget(id string) {
 }
 
 // runAttempt is the life of an attempt on the worker, DESIGN.md steps 4-7.
-func (w *Worker) runAttempt(a Assignment) fsm.Completion {
+func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
 	tok := a.Attempt.Token
 	expires := a.TokenExpires()
-	done := func(st jobs.State, outcome, format string, args ...any) fsm.Completion {
-		c := fsm.Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}
+	done := func(st jobs.State, outcome, format string, args ...any) replicated.Completion {
+		c := replicated.Completion{Attempt: a.Attempt.ID, Node: w.ID, State: st, StoreOutcome: outcome, EndedAt: w.clock().Now().UTC()}
 		if format != "" {
 			c.Error = fmt.Sprintf(format, args...)
 		}
@@ -359,7 +359,7 @@ func (w *Worker) runAttempt(a Assignment) fsm.Completion {
 	close(exited)
 	reportAt.Stop()
 	out.exited()
-	c := fsm.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
+	c := replicated.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
 		c.ExitCode = &code
@@ -565,7 +565,7 @@ var binEnv = sync.OnceValue(func() []string {
 
 // reportCompletion reports c until the leader has it or the worker gives
 // up at Close.
-func (w *Worker) reportCompletion(c fsm.Completion) {
+func (w *Worker) reportCompletion(c replicated.Completion) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := w.complete(c)

@@ -16,7 +16,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // funcStore is a fencedstore.Store whose writes are function fields; it
@@ -46,10 +46,10 @@ func (s *funcStore) Publish(_ context.Context, req fencedstore.PublishRequest) (
 }
 
 // holdingLeader confirms every lease and hands completions to a channel.
-type holdingLeader struct{ done chan fsm.Completion }
+type holdingLeader struct{ done chan replicated.Completion }
 
 func (holdingLeader) Started(context.Context, string, time.Time) error { return nil }
-func (l holdingLeader) Complete(_ context.Context, c fsm.Completion) error {
+func (l holdingLeader) Complete(_ context.Context, c replicated.Completion) error {
 	l.done <- c
 	return nil
 }
@@ -59,22 +59,22 @@ func (holdingLeader) Renew(context.Context, string, string) (RenewReply, error) 
 func (holdingLeader) Note(context.Context, string, string, string, string) error { return nil }
 
 // completion waits up to 30s for the next completion a worker reports.
-func (l holdingLeader) completion(t *testing.T) fsm.Completion {
+func (l holdingLeader) completion(t *testing.T) replicated.Completion {
 	t.Helper()
 	select {
 	case c := <-l.done:
 		return c
 	case <-time.After(30 * time.Second):
 		t.Fatal("the attempt did not finish in 30s")
-		return fsm.Completion{}
+		return replicated.Completion{}
 	}
 }
 
 // runOne runs one attempt of a job that prints "report" on a worker with
 // store s and returns what the worker reported.
-func runOne(t *testing.T, s fencedstore.Store, granted time.Time) (Assignment, fsm.Completion) {
+func runOne(t *testing.T, s fencedstore.Store, granted time.Time) (Assignment, replicated.Completion) {
 	t.Helper()
-	l := holdingLeader{done: make(chan fsm.Completion, 1)}
+	l := holdingLeader{done: make(chan replicated.Completion, 1)}
 	w := &Worker{ID: "w1", Store: s, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {
 		t.Fatal(err)
@@ -186,7 +186,7 @@ func TestWorker_RunsJobsBelowItsPriority(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := holdingLeader{done: make(chan fsm.Completion, 1)}
+	l := holdingLeader{done: make(chan replicated.Completion, 1)}
 	s := &funcStore{establish: func(req fencedstore.EstablishRequest) (fencedstore.Result, error) {
 		return fencedstore.Result{Outcome: fencedstore.Established, Key: req.Key, Greatest: req.Token}, nil
 	}}

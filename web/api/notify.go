@@ -2,7 +2,7 @@ package api
 
 import (
 	"github.com/fencecron/fencecron/scheduler"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -30,7 +30,7 @@ func (s *Server) NotifyStatus() *wire.NotifyStatus {
 // pendingNotices counts the notices of the replicated state, for a node
 // that does not lead to say where their targets are shown.
 func (s *Server) PendingNotices() int {
-	if ns, ok := s.State.(interface{ Notices() []fsm.Notice }); ok {
+	if ns, ok := s.State.(interface{ Notices() []replicated.Notice }); ok {
 		return len(ns.Notices())
 	}
 	return 0

@@ -12,7 +12,7 @@ import (
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -35,7 +35,7 @@ type Operator interface {
 
 // maxSnapshotBytes bounds a snapshot sent for restore: what every server
 // can take in (fsm.MaxSnapshotBytes).
-const maxSnapshotBytes = fsm.MaxSnapshotBytes
+const maxSnapshotBytes = replicated.MaxSnapshotBytes
 
 // snapshotTimeout bounds saving and restoring a snapshot; it replaces the
 // server's write timeout for these two requests.

@@ -25,7 +25,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -151,7 +151,7 @@ func (n *Node) CatchupStarted(job string, scheduled, started time.Time) {
 }
 
 // AttemptFinished implements worker.Observer.
-func (n *Node) AttemptFinished(job string, c fsm.Completion) {
+func (n *Node) AttemptFinished(job string, c replicated.Completion) {
 	n.finished.WithLabelValues(job, string(c.State)).Inc()
 	if c.StartedAt.IsZero() {
 		// Never held: fenced at establish, or the lease never confirmed.

@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	historydb "github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/scheduler/worker"
 	"github.com/fencecron/fencecron/web"
@@ -78,7 +79,7 @@ func (n *node) openRaft() error {
 	n.fsm = fsm.NewFSM()
 	n.fsm.Logger = n.log
 	tuning := faults.TuningOf(n.opt.Faults)
-	n.fsm.MaxRuns, n.fsm.MaxEvents = cmp.Or(tuning.HotRuns, fsm.DefaultMaxRuns), tuning.HotEvents
+	n.fsm.MaxRuns, n.fsm.MaxEvents = cmp.Or(tuning.HotRuns, replicated.DefaultMaxRuns), tuning.HotEvents
 	// A server keeps the run history in its data dir, fed by the FSM, so
 	// it must be open before Raft restores a snapshot or replays the log
 	// into the FSM, and close after Raft has stopped.

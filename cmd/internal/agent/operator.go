@@ -10,6 +10,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -54,11 +55,11 @@ func (o *operator) RestoreSnapshot(ctx context.Context, r io.Reader) (wire.Resto
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	prepared, info, err := fsm.PrepareRestore(data, floor)
+	prepared, info, err := replicated.PrepareRestore(data, floor)
 	if err != nil {
 		return wire.Restored{}, err
 	}
-	if err := o.node.Restore(ctx, fsm.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
+	if err := o.node.Restore(ctx, replicated.RestoreMeta(prepared, info), bytes.NewReader(prepared)); err != nil {
 		return wire.Restored{}, err
 	}
 	// The restored state names the snapshot's leader and epoch; this

@@ -16,7 +16,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // buildWithLogVersion builds cmd/fencecron as a release whose log format
@@ -94,7 +94,7 @@ func TestCluster_OlderBinaryStopsAtANewerEntry(t *testing.T) {
 	leader := c.Node(a.Leader)
 
 	// n3 stops at the first newer entry, and says so.
-	says := fmt.Sprintf("log format version %d; this binary reads up to version 1", fsm.LogVersion)
+	says := fmt.Sprintf("log format version %d; this binary reads up to version 1", replicated.LogVersion)
 	if err := localcluster.Until(30*time.Second, func() error {
 		code, body, err := readyz(n3)
 		if err != nil {

@@ -1,4 +1,4 @@
-package fsm
+package replicated
 
 import (
 	"errors"
@@ -125,8 +125,8 @@ func (p *restoreProblems) jobName(what, name string) {
 	}
 }
 
-// checkState says whether st is a state every part of the scheduler can
-// live with: what FSM.Restore needs (checkIndexable); every run under its
+// CheckState says whether st is a state every part of the scheduler can
+// live with: what FSM.Restore needs (CheckIndexable); every run under its
 // own id and in the order exactly once, with an attempt unless it waits
 // in its group's queue; every attempt numbered and named for its run;
 // every reference to a run resolvable; every index, epoch, text, counter
@@ -134,7 +134,7 @@ func (p *restoreProblems) jobName(what, name string) {
 // maxRestoreAhead after now (zero: not checked). It does not check the job
 // set (PrepareRestore does) and reads st only. Problems are listed in a
 // stable order: the order's, then by name.
-func checkState(st *state, now time.Time) error {
+func CheckState(st *State, now time.Time) error {
 	p := restoreProblems{}
 	if !now.IsZero() {
 		p.fireBy = now.Add(maxRestoreAhead)
@@ -185,8 +185,8 @@ func checkState(st *state, now time.Time) error {
 			p.add("counter %q: %d", Clip(name, 80), n)
 		}
 	}
-	if len(st.Skips) > maxSkipRanges {
-		p.add("%d skipped ranges; at most %d", len(st.Skips), maxSkipRanges)
+	if len(st.Skips) > MaxSkipRanges {
+		p.add("%d skipped ranges; at most %d", len(st.Skips), MaxSkipRanges)
 	}
 	for i, s := range st.Skips {
 		what := fmt.Sprintf("skips[%d]", i)
@@ -198,8 +198,8 @@ func checkState(st *state, now time.Time) error {
 	for i, e := range st.Events {
 		checkEvent(&p, fmt.Sprintf("events[%d]", i), e, st)
 	}
-	if len(st.Notices) > maxNotices {
-		p.add("%d notices pending; at most %d", len(st.Notices), maxNotices)
+	if len(st.Notices) > MaxNotices {
+		p.add("%d notices pending; at most %d", len(st.Notices), MaxNotices)
 	}
 	for i, n := range st.Notices {
 		what := fmt.Sprintf("notices[%d]", i)
@@ -218,8 +218,8 @@ func checkState(st *state, now time.Time) error {
 	return p.err()
 }
 
-// checkRuns checks st's runs and their order (checkState).
-func checkRuns(p *restoreProblems, st *state) {
+// checkRuns checks st's runs and their order (CheckState).
+func checkRuns(p *restoreProblems, st *State) {
 	inOrder := make(map[string]bool, len(st.Order))
 	for i, id := range st.Order {
 		if inOrder[id] {
@@ -249,7 +249,7 @@ func checkRuns(p *restoreProblems, st *state) {
 }
 
 // checkRun checks run r, stored under id (checkRuns).
-func checkRun(p *restoreProblems, what, id string, r *jobs.Run, st *state) {
+func checkRun(p *restoreProblems, what, id string, r *jobs.Run, st *State) {
 	p.jobName(what+".job", r.Job)
 	p.fireTime(what+".scheduled_at", r.ScheduledAt)
 	if r.ID != id || id != jobs.RunID(r.Job, r.ScheduledAt) {
@@ -280,7 +280,7 @@ func checkRun(p *restoreProblems, what, id string, r *jobs.Run, st *state) {
 }
 
 // checkAttemptOf checks attempt i of run r (checkRun).
-func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *state) {
+func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *State) {
 	a := &r.Attempts[i]
 	if a.Number != i+1 || a.ID != jobs.AttemptID(r.ID, i+1) {
 		p.add("%s: id %q and number %d; want %q and %d", what, Clip(a.ID, 120), a.Number, Clip(jobs.AttemptID(r.ID, i+1), 120), i+1)
@@ -297,8 +297,8 @@ func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *sta
 	p.text(what+".error", a.Error)
 	p.text(what+".stderr_tail", a.StderrTail)
 	p.text(what+".stdout_tail", a.StdoutTail)
-	if len(a.StoreRefusals) > maxStoreRefusals {
-		p.add("%s: %d store refusals; at most %d", what, len(a.StoreRefusals), maxStoreRefusals)
+	if len(a.StoreRefusals) > MaxStoreRefusals {
+		p.add("%s: %d store refusals; at most %d", what, len(a.StoreRefusals), MaxStoreRefusals)
 	}
 	for _, s := range a.StoreRefusals {
 		p.text(what+".store_refusals", s)
@@ -309,10 +309,10 @@ func checkAttemptOf(p *restoreProblems, what string, r *jobs.Run, i int, st *sta
 	p.time(what+".ended_at", a.EndedAt)
 }
 
-// checkJobMaps checks the parts of st kept per job (checkState). A job
+// checkJobMaps checks the parts of st kept per job (CheckState). A job
 // that left the set may still be named there; a name that no job set
 // could hold may not.
-func checkJobMaps(p *restoreProblems, st *state) {
+func checkJobMaps(p *restoreProblems, st *State) {
 	for _, m := range []struct {
 		field string
 		times map[string]time.Time
@@ -354,8 +354,8 @@ func checkJobMaps(p *restoreProblems, st *state) {
 	}
 }
 
-// checkEvent checks one event of the audit trail (checkState).
-func checkEvent(p *restoreProblems, what string, e jobs.Event, st *state) {
+// checkEvent checks one event of the audit trail (CheckState).
+func checkEvent(p *restoreProblems, what string, e jobs.Event, st *State) {
 	if e.Seq > st.EventSeq {
 		p.add("%s: seq %d is after event_seq %d", what, e.Seq, st.EventSeq)
 	}
@@ -377,21 +377,21 @@ func checkEvent(p *restoreProblems, what string, e jobs.Event, st *state) {
 	p.text(what+".detail", e.Detail)
 }
 
-// checkIndexable is what FSM.Restore asks of every snapshot, its own
+// CheckIndexable is what FSM.Restore asks of every snapshot, its own
 // ones included: only what indexing the state needs (a run for every id
 // of the order, no null where the FSM keeps a pointer). It is less than
-// checkState on purpose: a node must not refuse, on restart, a snapshot
+// CheckState on purpose: a node must not refuse, on restart, a snapshot
 // of its own that a later rule finds wanting. PrepareRestore checks it
-// too (checkState): a user restore that FSM.Restore refused would stop
+// too (CheckState): a user restore that FSM.Restore refused would stop
 // the leader (hashicorp/raft panics on it).
-func checkIndexable(st *state) error {
+func CheckIndexable(st *State) error {
 	var p restoreProblems
 	indexable(&p, st)
 	return p.err()
 }
 
-// indexable adds the problems checkIndexable looks for to p.
-func indexable(p *restoreProblems, st *state) {
+// indexable adds the problems CheckIndexable looks for to p.
+func indexable(p *restoreProblems, st *State) {
 	for i, id := range st.Order {
 		if st.Runs[id] == nil {
 			p.add("order[%d]: run %q is not in runs", i, Clip(id, 120))
@@ -414,6 +414,6 @@ func indexable(p *restoreProblems, st *state) {
 	}
 }
 
-// errRestorePanic wraps a panic of FSM.Restore: a state the checks let
+// ErrRestorePanic wraps a panic of FSM.Restore: a state the checks let
 // through that the FSM still could not take in.
-var errRestorePanic = errors.New("the FSM could not take in the snapshot's state")
+var ErrRestorePanic = errors.New("the FSM could not take in the snapshot's state")

@@ -1,4 +1,4 @@
-package fsm
+package replicated
 
 import (
 	"bytes"
@@ -51,7 +51,7 @@ type RestoreFloor struct {
 
 // PrepareRestore readies a saved snapshot for raft.Restore into a
 // cluster. Raft keeps what it restores and every server takes it in, so
-// the snapshot is checked whole first: the state itself (checkState:
+// the snapshot is checked whole first: the state itself (CheckState:
 // every run and reference, every bound), its job set as PUT
 // /api/v1/jobset checks one (jobs.CheckSet against floor.Limits,
 // jobs.MaxSetBytes), and its size (MaxSnapshotBytes).
@@ -112,7 +112,7 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 // checks one (CheckJobSet), and stores it normalized: a spec that left
 // out a field the snapshot's writer filled in gets its default here, not a
 // zero (a max_output_bytes of 0 would be no cap at all).
-func checkRestoredJobs(st *state, l jobs.Limits) error {
+func checkRestoredJobs(st *State, l jobs.Limits) error {
 	specs, err := CheckJobSet(st.Jobs, l)
 	if err != nil {
 		return fmt.Errorf("snapshot: its job set: %w", err)
@@ -141,22 +141,22 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // decodeSnapshot decodes a snapshot's state once, checks it
-// (checkState, with fire times bounded by now) and says what it holds.
-func decodeSnapshot(data []byte, now time.Time) (state, SnapshotInfo, error) {
-	var st state
+// (CheckState, with fire times bounded by now) and says what it holds.
+func decodeSnapshot(data []byte, now time.Time) (State, SnapshotInfo, error) {
+	var st State
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if err := dec.Decode(&st); err != nil {
-		return state{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
+		return State{}, SnapshotInfo{}, fmt.Errorf("%w: not a fencecron snapshot: %v", jobs.ErrInvalidConfig, err)
 	}
-	if err := checkState(&st, now); err != nil {
-		return state{}, SnapshotInfo{}, err
+	if err := CheckState(&st, now); err != nil {
+		return State{}, SnapshotInfo{}, err
 	}
-	return st, infoOf(&st), nil
+	return st, InfoOf(&st), nil
 }
 
-// infoOf says what state st holds: the greatest epoch is its leader's,
+// InfoOf says what state st holds: the greatest epoch is its leader's,
 // its base, or a greater one of a token it holds.
-func infoOf(st *state) SnapshotInfo {
+func InfoOf(st *State) SnapshotInfo {
 	info := SnapshotInfo{LastIndex: st.LastIndex, Epoch: max(st.Epoch, st.EpochBase), EpochBase: st.EpochBase, Version: st.Version, Jobs: len(st.Jobs), Runs: len(st.Runs)}
 	if info.Version == 0 {
 		info.Version = 1 // written before versions

@@ -1,4 +1,4 @@
-package fsm
+package replicated
 
 import (
 	"fmt"
@@ -11,12 +11,12 @@ import (
 // Bounds on the replicated state, so snapshots stay small.
 const (
 	DefaultMaxRuns = 2000
-	maxEvents      = 2000
-	maxSkipRanges  = 1000
+	MaxEvents      = 2000
+	MaxSkipRanges  = 1000
 )
 
-// state is the replicated state; it is what snapshots hold.
-type state struct {
+// State is the replicated state; it is what snapshots hold.
+type State struct {
 	Epoch     uint64    `json:"epoch"`
 	Leader    string    `json:"leader"`
 	ElectedAt time.Time `json:"elected_at"`
@@ -76,14 +76,14 @@ type state struct {
 	LastFinal map[string]jobs.State `json:"last_final,omitempty"`
 	// Backfills are, per job, the fire times a backfill still has to
 	// grant (backfill.go; log version 4).
-	Backfills map[string]*backfillQueue `json:"backfills,omitempty"`
+	Backfills map[string]*BackfillQueue `json:"backfills,omitempty"`
 	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
 	// time first (groups.go).
 	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
 }
 
-func emptyState() state {
-	return state{
+func EmptyState() State {
+	return State{
 		Runs: map[string]*jobs.Run{}, Horizon: map[string]time.Time{},
 		Paused: map[string]bool{}, LastScheduled: map[string]time.Time{},
 		LastRuns: map[string]RunSummary{}, Counters: map[string]uint64{},
@@ -98,9 +98,9 @@ type GroupWaiter struct {
 	Since       time.Time `json:"since"`
 }
 
-// maxNotices bounds the pending notices: past it the oldest is dropped
+// MaxNotices bounds the pending notices: past it the oldest is dropped
 // and recorded as notify_failed.
-const maxNotices = 1000
+const MaxNotices = 1000
 
 // Notice is one notification due: one notify entry of a job for one
 // transition, with what its message says.
@@ -167,19 +167,19 @@ const (
 	MaxBackfillMaxRunning     = 100
 )
 
-// backfillQueue is a job's fire times still to grant, oldest first, and
+// BackfillQueue is a job's fire times still to grant, oldest first, and
 // how many of its backfill runs may be open at once.
-type backfillQueue struct {
+type BackfillQueue struct {
 	Times      []time.Time `json:"times"`
 	MaxRunning int         `json:"max_running"`
 }
 
-// maxStoreRefusals bounds the refusals kept on one attempt (all are
-// counted), and maxRefusalDetail the size of one (a store key is at most
+// MaxStoreRefusals bounds the refusals kept on one attempt (all are
+// counted), and MaxRefusalDetail the size of one (a store key is at most
 // 1024 bytes).
 const (
-	maxStoreRefusals = 8
-	maxRefusalDetail = 1200
+	MaxStoreRefusals = 8
+	MaxRefusalDetail = 1200
 )
 
 // JobStats are one job's lifetime figures in the replicated state, for
@@ -200,4 +200,13 @@ func Clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// Run returns the summary as a run: its newest attempt only.
+func (s RunSummary) Run(job string) jobs.Run {
+	r := jobs.Run{ID: s.ID, Job: job, ScheduledAt: s.ScheduledAt, State: s.State, Trigger: s.Trigger, Output: s.Output}
+	if s.Attempt != nil {
+		r.Attempts = []jobs.Attempt{*s.Attempt}
+	}
+	return r
 }
