@@ -96,80 +96,26 @@ type Limits struct {
 // problems at their file:line:column, and the leader applies no job set
 // that fails it.
 func (s *Spec) Validate(l Limits) error {
-	var errs []FieldError
-	bad := func(field string, index int, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
-	}
-	badKey := func(field, key string, format string, args ...any) {
-		errs = append(errs, FieldError{Field: field, Index: -1, Key: key, Msg: fmt.Sprintf(format, args...)})
-	}
-
+	var errs fieldErrors
 	switch {
 	case s.Name == "":
-		bad("name", -1, "required")
+		errs.bad("name", -1, "required")
 	case !ValidName(s.Name):
-		bad("name", -1, "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s.Name, MaxNameLen)
+		errs.bad("name", -1, "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s.Name, MaxNameLen)
 	}
 
 	loc, zerr := LoadZone(s.Timezone)
 	if zerr != nil {
-		bad("timezone", -1, "%v", zerr)
+		errs.bad("timezone", -1, "%v", zerr)
 	}
 	if len(s.Schedules) == 0 && len(s.After) == 0 {
-		bad("schedule", -1, "required: a cron expression, a descriptor such as @daily, or @every 90s (or after: [job, ...] to follow other jobs)")
+		errs.bad("schedule", -1, "required: a cron expression, a descriptor such as @daily, or @every 90s (or after: [job, ...] to follow other jobs)")
 	}
-	schedOK := len(s.Schedules) > 0
 	errs = append(errs, checkAfter(s)...)
 	errs = append(errs, checkNotify(s.Notify, l)...)
-	for i, e := range s.Schedules {
-		if _, _, err := ParseExpr(e); err != nil {
-			bad("schedules", i, "%q: %v", e, err)
-			schedOK = false
-		}
-	}
-	if s.DST.Spring != "" && s.DST.Spring != SpringShift && s.DST.Spring != SpringSkip {
-		bad("dst.spring", -1, "%q: want shift or skip", s.DST.Spring)
-	}
-	if s.DST.Fall != "" && s.DST.Fall != FallOnce && s.DST.Fall != FallTwice {
-		bad("dst.fall", -1, "%q: want once or twice", s.DST.Fall)
-	}
-
-	switch {
-	case s.HTTP != nil:
-		hloc := loc
-		if zerr != nil || hloc == nil {
-			hloc = time.UTC
-		}
-		errs = append(errs, s.checkHTTP(hloc)...)
-	case len(s.Command) == 0 && s.Shell == "":
-		bad("command", -1, "required: an argv list, shell: with a script for /bin/sh -c, or http: with a request")
-	case len(s.Command) > 0 && s.Shell != "":
-		bad("shell", -1, "give command or shell, not both")
-	}
-	for i, a := range s.Command {
-		switch {
-		case i == 0 && strings.TrimSpace(a) == "":
-			bad("command", i, "the program is empty")
-		case strings.ContainsRune(a, 0):
-			bad("command", i, "contains a NUL byte")
-		}
-	}
-	if strings.ContainsRune(s.Shell, 0) {
-		bad("shell", -1, "contains a NUL byte")
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
-		switch {
-		case !envKeyRE.MatchString(k):
-			badKey("env", k, "%q is not a variable name (letters, digits, '_', not starting with a digit)", k)
-		case strings.HasPrefix(k, FenceEnvPrefix):
-			badKey("env", k, "%q: names starting with %s are reserved for the fence environment", k, FenceEnvPrefix)
-		case strings.ContainsRune(s.Env[k], 0):
-			badKey("env", k, "%q: value contains a NUL byte", k)
-		}
-	}
-	if s.Dir != "" && !filepath.IsAbs(s.Dir) {
-		bad("dir", -1, "%q: want an absolute path", s.Dir)
-	}
+	schedOK := s.checkSchedules(&errs)
+	s.checkAction(&errs, loc, zerr)
+	s.checkEnvironment(&errs)
 
 	if s.Output != "" {
 		// A key's syntax does not depend on the zone: check it even when
@@ -178,61 +124,18 @@ func (s *Spec) Validate(l Limits) error {
 			loc = time.UTC
 		}
 		if err := s.checkOutput(loc); err != nil {
-			bad("output", -1, "%v", err)
+			errs.bad("output", -1, "%v", err)
 		}
 	}
 
-	nonNegative := func(field string, d Duration) {
-		if d < 0 {
-			bad(field, -1, "%s: must not be negative", d)
-		}
-	}
-	nonNegative("timeout", s.Timeout)
-	nonNegative("backoff", s.Backoff)
-	nonNegative("catchup_window", s.CatchupWindow)
-	nonNegative("jitter", s.Jitter)
-	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL.D() < MinLeaseTTL) {
-		bad("lease_ttl", -1, "%s: want at least %s", s.LeaseTTL, MinLeaseTTL)
-	}
-	if s.Retries < 0 || s.Retries > MaxRetries {
-		bad("retries", -1, "%d: want 0 to %d", s.Retries, MaxRetries)
-	}
-	switch {
-	case s.MaxOutputBytes < 0:
-		bad("max_output_bytes", -1, "%d: must not be negative", s.MaxOutputBytes)
-	case l.MaxBodyBytes <= 0:
-	case s.MaxOutputBytes > l.MaxBodyBytes:
-		bad("max_output_bytes", -1, "%d is more than store.max_body_bytes (%d): a larger output could never be published; want at most %d",
-			s.MaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
-	case s.MaxOutputBytes == 0 && DefaultMaxOutputBytes > l.MaxBodyBytes:
-		bad("max_output_bytes", -1, "the default, %d, is more than store.max_body_bytes (%d): set max_output_bytes to at most %d",
-			DefaultMaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
-	}
-	switch s.Overlap {
-	case "", OverlapForbid, OverlapAllow, OverlapReplace:
-	default:
-		bad("overlap", -1, "%q: want forbid, allow or replace", s.Overlap)
-	}
-	switch s.Misfire {
-	case "", MisfireSkip, MisfireLatest, MisfireAll:
-	default:
-		bad("misfire", -1, "%q: want skip, latest or all", s.Misfire)
-	}
-	for _, e := range s.History.Check(true) {
-		e.Field = "history." + e.Field
-		errs = append(errs, e)
-	}
-	for _, k := range slices.Sorted(maps.Keys(s.Target)) {
-		if k == "" {
-			badKey("target", k, "empty tag name")
-		}
-	}
+	s.checkLimits(&errs, l)
+	s.checkPolicies(&errs)
 
 	// Jitter that reaches the next fire time would let runs pile up.
 	if schedOK && zerr == nil && s.Jitter > 0 {
 		if sched, err := s.Schedule(); err == nil {
 			if gap := minGap(sched); gap > 0 && s.Jitter.D() >= gap {
-				bad("jitter", -1, "%s: want less than the shortest interval between fire times (%s)", s.Jitter, gap)
+				errs.bad("jitter", -1, "%s: want less than the shortest interval between fire times (%s)", s.Jitter, gap)
 			}
 		}
 	}
@@ -242,6 +145,145 @@ func (s *Spec) Validate(l Limits) error {
 		return nil
 	}
 	return &SpecError{Job: s.Name, Problems: errs}
+}
+
+// fieldErrors collects a spec's problems in the order they are found,
+// which is the order SpecError reports them in: Validate's checks are
+// split into steps, but they still read as one list.
+type fieldErrors []FieldError
+
+func (errs *fieldErrors) bad(field string, index int, format string, args ...any) {
+	*errs = append(*errs, FieldError{Field: field, Index: index, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (errs *fieldErrors) badKey(field, key string, format string, args ...any) {
+	*errs = append(*errs, FieldError{Field: field, Index: -1, Key: key, Msg: fmt.Sprintf(format, args...)})
+}
+
+// checkSchedules checks each schedule and the daylight-saving policy. It
+// reports whether there is at least one schedule and all parse, as the
+// jitter check needs fire times to compare with.
+func (s *Spec) checkSchedules(errs *fieldErrors) (schedOK bool) {
+	schedOK = len(s.Schedules) > 0
+	for i, e := range s.Schedules {
+		if _, _, err := ParseExpr(e); err != nil {
+			errs.bad("schedules", i, "%q: %v", e, err)
+			schedOK = false
+		}
+	}
+	if s.DST.Spring != "" && s.DST.Spring != SpringShift && s.DST.Spring != SpringSkip {
+		errs.bad("dst.spring", -1, "%q: want shift or skip", s.DST.Spring)
+	}
+	if s.DST.Fall != "" && s.DST.Fall != FallOnce && s.DST.Fall != FallTwice {
+		errs.bad("dst.fall", -1, "%q: want once or twice", s.DST.Fall)
+	}
+	return schedOK
+}
+
+// checkAction checks what the job runs: exactly one of an HTTP request, an
+// argv list or a shell script. An HTTP request's templates are checked in
+// loc, or in UTC when the zone is wrong, so that a bad zone does not hide
+// their own problems.
+func (s *Spec) checkAction(errs *fieldErrors, loc *time.Location, zerr error) {
+	switch {
+	case s.HTTP != nil:
+		hloc := loc
+		if zerr != nil || hloc == nil {
+			hloc = time.UTC
+		}
+		*errs = append(*errs, s.checkHTTP(hloc)...)
+	case len(s.Command) == 0 && s.Shell == "":
+		errs.bad("command", -1, "required: an argv list, shell: with a script for /bin/sh -c, or http: with a request")
+	case len(s.Command) > 0 && s.Shell != "":
+		errs.bad("shell", -1, "give command or shell, not both")
+	}
+	for i, a := range s.Command {
+		switch {
+		case i == 0 && strings.TrimSpace(a) == "":
+			errs.bad("command", i, "the program is empty")
+		case strings.ContainsRune(a, 0):
+			errs.bad("command", i, "contains a NUL byte")
+		}
+	}
+	if strings.ContainsRune(s.Shell, 0) {
+		errs.bad("shell", -1, "contains a NUL byte")
+	}
+}
+
+// checkEnvironment checks the variables and the directory the command is
+// given. Variables go in name order, so that the messages do not change
+// from one run to the next with the map's order.
+func (s *Spec) checkEnvironment(errs *fieldErrors) {
+	for _, k := range slices.Sorted(maps.Keys(s.Env)) {
+		switch {
+		case !envKeyRE.MatchString(k):
+			errs.badKey("env", k, "%q is not a variable name (letters, digits, '_', not starting with a digit)", k)
+		case strings.HasPrefix(k, FenceEnvPrefix):
+			errs.badKey("env", k, "%q: names starting with %s are reserved for the fence environment", k, FenceEnvPrefix)
+		case strings.ContainsRune(s.Env[k], 0):
+			errs.badKey("env", k, "%q: value contains a NUL byte", k)
+		}
+	}
+	if s.Dir != "" && !filepath.IsAbs(s.Dir) {
+		errs.bad("dir", -1, "%q: want an absolute path", s.Dir)
+	}
+}
+
+// checkLimits checks the durations, counts and sizes that bound a run. An
+// output larger than the store takes is refused here rather than after
+// the run, when it could only be lost.
+func (s *Spec) checkLimits(errs *fieldErrors, l Limits) {
+	nonNegative := func(field string, d Duration) {
+		if d < 0 {
+			errs.bad(field, -1, "%s: must not be negative", d)
+		}
+	}
+	nonNegative("timeout", s.Timeout)
+	nonNegative("backoff", s.Backoff)
+	nonNegative("catchup_window", s.CatchupWindow)
+	nonNegative("jitter", s.Jitter)
+	if s.LeaseTTL < 0 || (s.LeaseTTL > 0 && s.LeaseTTL.D() < MinLeaseTTL) {
+		errs.bad("lease_ttl", -1, "%s: want at least %s", s.LeaseTTL, MinLeaseTTL)
+	}
+	if s.Retries < 0 || s.Retries > MaxRetries {
+		errs.bad("retries", -1, "%d: want 0 to %d", s.Retries, MaxRetries)
+	}
+	switch {
+	case s.MaxOutputBytes < 0:
+		errs.bad("max_output_bytes", -1, "%d: must not be negative", s.MaxOutputBytes)
+	case l.MaxBodyBytes <= 0:
+	case s.MaxOutputBytes > l.MaxBodyBytes:
+		errs.bad("max_output_bytes", -1, "%d is more than store.max_body_bytes (%d): a larger output could never be published; want at most %d",
+			s.MaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
+	case s.MaxOutputBytes == 0 && DefaultMaxOutputBytes > l.MaxBodyBytes:
+		errs.bad("max_output_bytes", -1, "the default, %d, is more than store.max_body_bytes (%d): set max_output_bytes to at most %d",
+			DefaultMaxOutputBytes, l.MaxBodyBytes, l.MaxBodyBytes)
+	}
+}
+
+// checkPolicies checks how runs are handled (overlap, misfire), kept
+// (history) and placed (target). An empty overlap or misfire is valid:
+// Normalize picks the default.
+func (s *Spec) checkPolicies(errs *fieldErrors) {
+	switch s.Overlap {
+	case "", OverlapForbid, OverlapAllow, OverlapReplace:
+	default:
+		errs.bad("overlap", -1, "%q: want forbid, allow or replace", s.Overlap)
+	}
+	switch s.Misfire {
+	case "", MisfireSkip, MisfireLatest, MisfireAll:
+	default:
+		errs.bad("misfire", -1, "%q: want skip, latest or all", s.Misfire)
+	}
+	for _, e := range s.History.Check(true) {
+		e.Field = "history." + e.Field
+		*errs = append(*errs, e)
+	}
+	for _, k := range slices.Sorted(maps.Keys(s.Target)) {
+		if k == "" {
+			errs.badKey("target", k, "empty tag name")
+		}
+	}
 }
 
 // checkOutput parses the output key template, renders it for a sample

@@ -295,8 +295,10 @@ func (s *Store) decide(ctx context.Context, op string, c call, rule rule) (fence
 	}
 }
 
+// decideOnce is one try of decide. committing says an error came from the
+// commit, so the caller cannot know whether the call took effect.
 func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedstore.Result, committing bool, err error) {
-	key, body := c.key, c.body
+	key := c.key
 	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return res, false, err
@@ -314,45 +316,9 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 	if err := s.withinQuota(ctx, tx, c); err != nil {
 		return res, false, err
 	}
-
-	// Lock the key's row, creating it if new, and read it.
-	b := &pgx.Batch{}
-	b.Queue(fmt.Sprintf(`INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING true`, s.keys), key)
-	b.Queue(fmt.Sprintf(`SELECT version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, hist_first, hist_next, touched, deleted, coalesce(deleted_by, '')
-		FROM %s WHERE key = $1 FOR UPDATE`, s.keys), key)
-	br := tx.SendBatch(ctx, b)
-	inserted := false
-	rows, err := br.Query()
-	if err == nil {
-		inserted = rows.Next()
-		rows.Close()
-		err = rows.Err()
-	}
-	if err != nil {
-		br.Close()
-		return res, false, err
-	}
-	var m fencedstore.Meta
-	var histFirst, histNext int64
-	var ge, gs, te, ts int64
-	var updated, deleted *time.Time
-	var touched time.Time
-	var deletedBy string
-	err = br.QueryRow().Scan(&m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated, &histFirst, &histNext, &touched, &deleted, &deletedBy)
-	if cerr := br.Close(); err == nil {
-		err = cerr
-	}
+	row, inserted, err := s.lockKey(ctx, tx, key)
 	if err != nil {
 		return res, false, err
-	}
-	m.Key = key
-	m.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
-	m.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
-	if updated != nil {
-		m.Updated = *updated
-	}
-	if deleted != nil {
-		m.Deleted = deleted.UTC()
 	}
 
 	// Decide, then write the decision guarded by what was read. The
@@ -369,20 +335,86 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 		}
 		if !floor.IsZero() {
 			var d fencedstore.Decision
-			m, d = fencedstore.DecideDelete(fencedstore.Meta{Key: key, Greatest: floor}, now)
-			decisions, deletedBy = append(decisions, d), prefix
+			row.meta, d = fencedstore.DecideDelete(fencedstore.Meta{Key: key, Greatest: floor}, now)
+			decisions, row.deletedBy = append(decisions, d), prefix
 		}
 	}
-	next, d := rule(m, floor, now)
+	next, d := rule(row.meta, floor, now)
 	decisions = append(decisions, d)
-	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && next.Version != m.Version) {
-		touched = now
+	if d.Outcome == fencedstore.Established || (d.Outcome == fencedstore.Applied && next.Version != row.meta.Version) {
+		row.touched = now
 	}
 	if next.Deleted.IsZero() {
-		deletedBy = ""
+		row.deletedBy = ""
 	}
-	newNext := histNext + int64(len(decisions))
-	newFirst := max(histFirst, newNext-int64(s.HistoryRetention))
+	b, guard := s.queueWrite(key, row, next, decisions, c.body)
+	if err := execGuarded(ctx, tx, b, guard, key); err != nil {
+		return res, false, err
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, true, err
+	}
+	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: next.Version, Greatest: next.Greatest, Floor: d.Floor}, false, d.Err()
+}
+
+// keyRow is a key's row as read under its lock: what the rules decide
+// from, and what the write is guarded by and carries over.
+type keyRow struct {
+	meta                fencedstore.Meta
+	histFirst, histNext int64
+	touched             time.Time
+	deletedBy           string
+}
+
+// lockKey locks the key's row, creating it if new (inserted), and reads it.
+// Insert and select go in one batch to save a round trip while the job's
+// floor and the quota are held.
+func (s *Store) lockKey(ctx context.Context, tx pgx.Tx, key string) (row keyRow, inserted bool, err error) {
+	b := &pgx.Batch{}
+	b.Queue(fmt.Sprintf(`INSERT INTO %s (key) VALUES ($1) ON CONFLICT (key) DO NOTHING RETURNING true`, s.keys), key)
+	b.Queue(fmt.Sprintf(`SELECT version, greatest_epoch, greatest_seq, token_epoch, token_seq, attempt, hash, size, updated, hist_first, hist_next, touched, deleted, coalesce(deleted_by, '')
+		FROM %s WHERE key = $1 FOR UPDATE`, s.keys), key)
+	br := tx.SendBatch(ctx, b)
+	rows, err := br.Query()
+	if err == nil {
+		inserted = rows.Next()
+		rows.Close()
+		err = rows.Err()
+	}
+	if err != nil {
+		br.Close()
+		return row, false, err
+	}
+	m := &row.meta
+	var ge, gs, te, ts int64
+	var updated, deleted *time.Time
+	err = br.QueryRow().Scan(&m.Version, &ge, &gs, &te, &ts, &m.Attempt, &m.Hash, &m.Size, &updated, &row.histFirst, &row.histNext, &row.touched, &deleted, &row.deletedBy)
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return row, false, err
+	}
+	m.Key = key
+	m.Greatest = fencedstore.Token{Epoch: uint64(ge), Seq: uint64(gs)}
+	m.Token = fencedstore.Token{Epoch: uint64(te), Seq: uint64(ts)}
+	if updated != nil {
+		m.Updated = *updated
+	}
+	if deleted != nil {
+		m.Deleted = deleted.UTC()
+	}
+	return row, inserted, nil
+}
+
+// queueWrite queues the write of a decided call: the versions kept, the
+// key's row (at index guard, guarded by the version and history position
+// read under the lock, so a write that lost the row is caught rather than
+// applied twice), the decisions' history and its trim.
+func (s *Store) queueWrite(key string, row keyRow, next fencedstore.Meta, decisions []fencedstore.Decision, body []byte) (b *pgx.Batch, guard int) {
+	m := row.meta
+	newNext := row.histNext + int64(len(decisions))
+	newFirst := max(row.histFirst, newNext-int64(s.HistoryRetention))
 	b = &pgx.Batch{}
 	if next.Version != m.Version {
 		if m.Version > 0 && m.Deleted.IsZero() && s.KeepVersions > 1 {
@@ -395,15 +427,15 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 	set := `version = $4, greatest_epoch = $5, greatest_seq = $6, token_epoch = $7, token_seq = $8,
 		attempt = $9, hash = $10, size = $11, updated = $12, hist_first = $13, hist_next = $14,
 		touched = $15, deleted = $16, deleted_by = nullif($17, '')`
-	args := []any{key, int64(m.Version), histNext,
+	args := []any{key, int64(m.Version), row.histNext,
 		int64(next.Version), int64(next.Greatest.Epoch), int64(next.Greatest.Seq), int64(next.Token.Epoch), int64(next.Token.Seq),
 		next.Attempt, next.Hash, next.Size, nullTime(next.Updated), newFirst, newNext,
-		touched, nullTime(next.Deleted), deletedBy}
+		row.touched, nullTime(next.Deleted), row.deletedBy}
 	if next.Version != m.Version {
 		set += `, body = $18`
 		args = append(args, body)
 	}
-	guard := len(b.QueuedQueries)
+	guard = len(b.QueuedQueries)
 	b.Queue(fmt.Sprintf(`UPDATE %s SET %s WHERE key = $1 AND version = $2 AND hist_next = $3`, s.keys, set), args...)
 	for i, d := range decisions {
 		var fe, fs *int64
@@ -413,13 +445,21 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 		}
 		b.Queue(fmt.Sprintf(`INSERT INTO %s (key, n, outcome, token_epoch, token_seq, attempt, version, greatest_epoch, greatest_seq, hash, at, expires, floor_epoch, floor_seq)
 		VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)`, s.hist),
-			key, histNext+int64(i), string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
+			key, row.histNext+int64(i), string(d.Outcome), int64(d.Token.Epoch), int64(d.Token.Seq), d.Attempt, int64(d.Version),
 			int64(d.Greatest.Epoch), int64(d.Greatest.Seq), d.Hash, d.Time, nullTime(d.Expires), fe, fs)
 	}
-	if newFirst > histFirst {
+	if newFirst > row.histFirst {
 		b.Queue(fmt.Sprintf(`DELETE FROM %s WHERE key = $1 AND n < $2`, s.hist), key, newFirst)
 	}
-	br = tx.SendBatch(ctx, b)
+	return b, guard
+}
+
+// execGuarded runs b, stopping at the first error, and fails if the
+// statement at index guard did not change exactly one row: the row's
+// lock should make that impossible, so it is reported, never ignored.
+func execGuarded(ctx context.Context, tx pgx.Tx, b *pgx.Batch, guard int, key string) error {
+	br := tx.SendBatch(ctx, b)
+	var err error
 	for i := 0; err == nil && i < b.Len(); i++ {
 		tag, e := br.Exec()
 		if err = e; err == nil && i == guard && tag.RowsAffected() != 1 {
@@ -429,13 +469,7 @@ func (s *Store) decideOnce(ctx context.Context, c call, rule rule) (res fencedst
 	if cerr := br.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		return res, false, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, true, err
-	}
-	return fencedstore.Result{Outcome: d.Outcome, Key: key, Version: next.Version, Greatest: next.Greatest, Floor: d.Floor}, false, d.Err()
+	return err
 }
 
 func nullTime(t time.Time) *time.Time {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"math"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -169,158 +170,201 @@ func testConcurrent(t *testing.T, newStore Factory) {
 	}
 }
 
+// rulesCase is one rules-table scenario: calls on one key, in order.
+type rulesCase struct {
+	name  string
+	steps []step
+}
+
+// testRulesTable runs every backend through the same scenarios, so that
+// none drifts from the pure rule (fencedstore.DecideEstablish and
+// DecidePublish).
 func testRulesTable(t *testing.T, newStore Factory) {
-	est := func(tok fencedstore.Token, want fencedstore.Outcome, v uint64, body string) step {
-		return step{establish: true, tok: tok, attempt: "a" + tok.String(), want: want, wantVersion: v, wantBody: body}
-	}
-	pub := func(tok fencedstore.Token, attempt, body string, expected *uint64, want fencedstore.Outcome, v uint64, after string) step {
-		return step{tok: tok, attempt: attempt, body: body, expected: expected, want: want, wantVersion: v, wantBody: after}
-	}
-	expiring := func(st step, at time.Time) step {
-		st.expires = at
-		return st
-	}
-	cases := []struct {
-		name  string
-		steps []step
-	}{
-		{"establish on a new key", []step{
-			est(T(1, 5), fencedstore.Established, 0, ""),
-		}},
-		{"establish older is stale and changes nothing", []step{
-			est(T(2, 9), fencedstore.Established, 0, ""),
-			est(T(1, 50), fencedstore.StaleOwner, 0, ""),
-			pub(T(2, 9), "w2", "new", nil, fencedstore.Applied, 1, "new"),
-		}},
-		{"establish equal is accepted", []step{
-			est(T(1, 5), fencedstore.Established, 0, ""),
-			est(T(1, 5), fencedstore.Established, 0, ""),
-		}},
-		{"establish newer shuts out the current writer", []step{
-			pub(T(1, 5), "w1", "old", nil, fencedstore.Applied, 1, "old"),
-			est(T(1, 7), fencedstore.Established, 1, "old"),
-			pub(T(1, 5), "w1", "late", nil, fencedstore.StaleOwner, 1, "old"),
-		}},
-		{"publish older is stale and changes nothing", []step{
-			pub(T(3, 10), "w2", "new", nil, fencedstore.Applied, 1, "new"),
-			pub(T(2, 99), "w1", "stale", nil, fencedstore.StaleOwner, 1, "new"),
-			pub(T(2, 99), "w1", "stale", ver(1), fencedstore.StaleOwner, 1, "new"),
-		}},
-		{"publish newer applies", []step{
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-			pub(T(1, 2), "w2", "two", nil, fencedstore.Applied, 2, "two"),
-			pub(T(2, 1), "w3", "three", ver(2), fencedstore.Applied, 3, "three"),
-		}},
-		{"publish newer with a wrong expected version conflicts but still fences", []step{
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-			pub(T(1, 2), "w2", "two", ver(7), fencedstore.Conflict, 1, "one"),
-			pub(T(1, 1), "w1", "late", nil, fencedstore.StaleOwner, 1, "one"),
-		}},
-		{"expected version 0 means the key must be new", []step{
-			pub(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
-			pub(T(1, 2), "w2", "two", ver(0), fencedstore.Conflict, 1, "one"),
-		}},
-		{"equal token, same attempt and body is an idempotent retry", []step{
-			pub(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
-			pub(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-		}},
-		{"equal token, new body applies", []step{
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-			pub(T(1, 1), "w1", "two", ver(1), fencedstore.Applied, 2, "two"),
-		}},
-		{"equal token, wrong expected version conflicts", []step{
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-			pub(T(1, 1), "w1", "two", ver(5), fencedstore.Conflict, 1, "one"),
-		}},
-		{"publish after establish of the same token", []step{
-			est(T(4, 4), fencedstore.Established, 0, ""),
-			pub(T(4, 4), "a4.4", "r", ver(0), fencedstore.Applied, 1, "r"),
-		}},
-		{"expired establish on a new key is refused and changes nothing", []step{
-			expiring(est(T(1, 5), fencedstore.Expired, 0, ""), longAgo),
-			pub(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
-		}},
-		{"expired publish with a newer token is refused and changes nothing", []step{
-			pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
-			expiring(pub(T(2, 1), "w2", "two", nil, fencedstore.Expired, 1, "one"), longAgo),
-			expiring(est(T(3, 1), fencedstore.Expired, 1, "one"), longAgo),
-			pub(T(1, 1), "w1", "three", ver(1), fencedstore.Applied, 2, "three"),
-		}},
-		{"expired is decided before stale", []step{
-			pub(T(5, 5), "w5", "new", nil, fencedstore.Applied, 1, "new"),
-			expiring(pub(T(1, 1), "w1", "old", nil, fencedstore.Expired, 1, "new"), longAgo),
-		}},
-		{"expired retry of an applied publish is refused", []step{
-			expiring(pub(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"), farAhead),
-			expiring(pub(T(1, 1), "w1", "one", nil, fencedstore.Expired, 1, "one"), longAgo),
-		}},
-		{"an expiry still ahead is no obstacle", []step{
-			expiring(est(T(1, 5), fencedstore.Established, 0, ""), farAhead),
-			expiring(pub(T(1, 5), "a1.5", "r", ver(0), fencedstore.Applied, 1, "r"), farAhead),
-			expiring(pub(T(1, 4), "a1.4", "x", nil, fencedstore.StaleOwner, 1, "r"), farAhead),
-		}},
-	}
+	cases := slices.Concat(establishCases(), publishCases(), expiryCases())
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			s := newStore(t)
-			ctx := context.Background()
 			const key = "reports/2026-07.csv"
-			greatest := fencedstore.Token{}
-			for i, st := range tc.steps {
-				before := snapshot(t, s, key)
-				var res fencedstore.Result
-				var err error
-				if st.establish {
-					res, err = s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Expires: st.expires})
-				} else {
-					res, err = s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Body: []byte(st.body), ExpectedVersion: st.expected, Expires: st.expires})
-				}
-				wantErr := fencedstore.Decision{Outcome: st.want}.Err()
-				if !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
-					t.Fatalf("step %d: err = %v, want %v", i, err, wantErr)
-				}
-				if st.want.Accepted() && greatest.Less(st.tok) {
-					greatest = st.tok
-				}
-				if got, want := res.Outcome, st.want; got != want {
-					t.Fatalf("step %d: outcome = %s, want %s", i, got, want)
-				}
-				if got, want := res.Version, st.wantVersion; got != want {
-					t.Errorf("step %d: version = %d, want %d", i, got, want)
-				}
-				if got, want := res.Greatest, greatest; got != want {
-					t.Errorf("step %d: greatest = %s, want %s", i, got, want)
-				}
-				after := snapshot(t, s, key)
-				if got, want := after.body, st.wantBody; got != want {
-					t.Errorf("step %d: body = %q, want %q", i, got, want)
-				}
-				if !st.want.Accepted() && after != before {
-					t.Errorf("step %d: a %s call changed the key: before %+v, after %+v", i, st.want, before, after)
-				}
-			}
-			// Every call, refused or not, is in the key's history, with
-			// the expiry it carried, and the history replays.
-			h, err := s.History(ctx, key)
-			if err != nil {
-				t.Fatalf("history: %v", err)
-			}
-			if len(h) != len(tc.steps) {
-				t.Fatalf("history has %d decisions, want one per call (%d): %+v", len(h), len(tc.steps), h)
-			}
-			for i, d := range h {
-				// A call without an expiry may still carry one the
-				// transport added (the HTTP client signs every token with
-				// one).
-				if st := tc.steps[i]; d.Outcome != st.want || (!st.expires.IsZero() && !d.Expires.Equal(st.expires)) {
-					t.Errorf("history[%d] = %s expiring %v, want %s expiring %v", i, d.Outcome, d.Expires, tc.steps[i].want, tc.steps[i].expires)
-				}
-			}
-			if err := fencemodel.CheckHistory(h); err != nil {
-				t.Errorf("history does not replay: %v", err)
-			}
+			checkRuleSteps(t, s, key, tc.steps)
+			checkRuleHistory(t, s, key, tc.steps)
 		})
+	}
+}
+
+// estStep, like pubStep and expiring, keeps a scenario one call to a line.
+func estStep(tok fencedstore.Token, want fencedstore.Outcome, v uint64, body string) step {
+	return step{establish: true, tok: tok, attempt: "a" + tok.String(), want: want, wantVersion: v, wantBody: body}
+}
+
+func pubStep(tok fencedstore.Token, attempt, body string, expected *uint64, want fencedstore.Outcome, v uint64, after string) step {
+	return step{tok: tok, attempt: attempt, body: body, expected: expected, want: want, wantVersion: v, wantBody: after}
+}
+
+func expiring(st step, at time.Time) step {
+	st.expires = at
+	return st
+}
+
+// establishCases are the scenarios an establish decides: it claims a key
+// without writing it, and still shuts out older writers.
+func establishCases() []rulesCase {
+	return []rulesCase{
+		{"establish on a new key", []step{
+			estStep(T(1, 5), fencedstore.Established, 0, ""),
+		}},
+		{"establish older is stale and changes nothing", []step{
+			estStep(T(2, 9), fencedstore.Established, 0, ""),
+			estStep(T(1, 50), fencedstore.StaleOwner, 0, ""),
+			pubStep(T(2, 9), "w2", "new", nil, fencedstore.Applied, 1, "new"),
+		}},
+		{"establish equal is accepted", []step{
+			estStep(T(1, 5), fencedstore.Established, 0, ""),
+			estStep(T(1, 5), fencedstore.Established, 0, ""),
+		}},
+		{"establish newer shuts out the current writer", []step{
+			pubStep(T(1, 5), "w1", "old", nil, fencedstore.Applied, 1, "old"),
+			estStep(T(1, 7), fencedstore.Established, 1, "old"),
+			pubStep(T(1, 5), "w1", "late", nil, fencedstore.StaleOwner, 1, "old"),
+		}},
+	}
+}
+
+// publishCases are the ways a second writer meets the first: older and
+// newer tokens, expected versions, retries.
+func publishCases() []rulesCase {
+	return []rulesCase{
+		{"publish older is stale and changes nothing", []step{
+			pubStep(T(3, 10), "w2", "new", nil, fencedstore.Applied, 1, "new"),
+			pubStep(T(2, 99), "w1", "stale", nil, fencedstore.StaleOwner, 1, "new"),
+			pubStep(T(2, 99), "w1", "stale", ver(1), fencedstore.StaleOwner, 1, "new"),
+		}},
+		{"publish newer applies", []step{
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 2), "w2", "two", nil, fencedstore.Applied, 2, "two"),
+			pubStep(T(2, 1), "w3", "three", ver(2), fencedstore.Applied, 3, "three"),
+		}},
+		{"publish newer with a wrong expected version conflicts but still fences", []step{
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 2), "w2", "two", ver(7), fencedstore.Conflict, 1, "one"),
+			pubStep(T(1, 1), "w1", "late", nil, fencedstore.StaleOwner, 1, "one"),
+		}},
+		{"expected version 0 means the key must be new", []step{
+			pubStep(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 2), "w2", "two", ver(0), fencedstore.Conflict, 1, "one"),
+		}},
+		{"equal token, same attempt and body is an idempotent retry", []step{
+			pubStep(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+		}},
+		{"equal token, new body applies", []step{
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 1), "w1", "two", ver(1), fencedstore.Applied, 2, "two"),
+		}},
+		{"equal token, wrong expected version conflicts", []step{
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			pubStep(T(1, 1), "w1", "two", ver(5), fencedstore.Conflict, 1, "one"),
+		}},
+		{"publish after establish of the same token", []step{
+			estStep(T(4, 4), fencedstore.Established, 0, ""),
+			pubStep(T(4, 4), "a4.4", "r", ver(0), fencedstore.Applied, 1, "r"),
+		}},
+	}
+}
+
+// expiryCases check that an expired call changes nothing, whatever its
+// token, and that expiry is judged before staleness.
+func expiryCases() []rulesCase {
+	return []rulesCase{
+		{"expired establish on a new key is refused and changes nothing", []step{
+			expiring(estStep(T(1, 5), fencedstore.Expired, 0, ""), longAgo),
+			pubStep(T(1, 1), "w1", "one", ver(0), fencedstore.Applied, 1, "one"),
+		}},
+		{"expired publish with a newer token is refused and changes nothing", []step{
+			pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"),
+			expiring(pubStep(T(2, 1), "w2", "two", nil, fencedstore.Expired, 1, "one"), longAgo),
+			expiring(estStep(T(3, 1), fencedstore.Expired, 1, "one"), longAgo),
+			pubStep(T(1, 1), "w1", "three", ver(1), fencedstore.Applied, 2, "three"),
+		}},
+		{"expired is decided before stale", []step{
+			pubStep(T(5, 5), "w5", "new", nil, fencedstore.Applied, 1, "new"),
+			expiring(pubStep(T(1, 1), "w1", "old", nil, fencedstore.Expired, 1, "new"), longAgo),
+		}},
+		{"expired retry of an applied publish is refused", []step{
+			expiring(pubStep(T(1, 1), "w1", "one", nil, fencedstore.Applied, 1, "one"), farAhead),
+			expiring(pubStep(T(1, 1), "w1", "one", nil, fencedstore.Expired, 1, "one"), longAgo),
+		}},
+		{"an expiry still ahead is no obstacle", []step{
+			expiring(estStep(T(1, 5), fencedstore.Established, 0, ""), farAhead),
+			expiring(pubStep(T(1, 5), "a1.5", "r", ver(0), fencedstore.Applied, 1, "r"), farAhead),
+			expiring(pubStep(T(1, 4), "a1.4", "x", nil, fencedstore.StaleOwner, 1, "r"), farAhead),
+		}},
+	}
+}
+
+// checkRuleSteps makes the calls in order and checks each answer, and that
+// a refused call left the key as it was: a refusal has no side effects.
+func checkRuleSteps(t *testing.T, s fencedstore.Store, key string, steps []step) {
+	ctx := context.Background()
+	greatest := fencedstore.Token{}
+	for i, st := range steps {
+		before := snapshot(t, s, key)
+		var res fencedstore.Result
+		var err error
+		if st.establish {
+			res, err = s.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Expires: st.expires})
+		} else {
+			res, err = s.Publish(ctx, fencedstore.PublishRequest{Key: key, Token: st.tok, Attempt: st.attempt, Body: []byte(st.body), ExpectedVersion: st.expected, Expires: st.expires})
+		}
+		wantErr := fencedstore.Decision{Outcome: st.want}.Err()
+		if !errors.Is(err, wantErr) || (wantErr == nil && err != nil) {
+			t.Fatalf("step %d: err = %v, want %v", i, err, wantErr)
+		}
+		if st.want.Accepted() && greatest.Less(st.tok) {
+			greatest = st.tok
+		}
+		if got, want := res.Outcome, st.want; got != want {
+			t.Fatalf("step %d: outcome = %s, want %s", i, got, want)
+		}
+		if got, want := res.Version, st.wantVersion; got != want {
+			t.Errorf("step %d: version = %d, want %d", i, got, want)
+		}
+		if got, want := res.Greatest, greatest; got != want {
+			t.Errorf("step %d: greatest = %s, want %s", i, got, want)
+		}
+		after := snapshot(t, s, key)
+		if got, want := after.body, st.wantBody; got != want {
+			t.Errorf("step %d: body = %q, want %q", i, got, want)
+		}
+		if !st.want.Accepted() && after != before {
+			t.Errorf("step %d: a %s call changed the key: before %+v, after %+v", i, st.want, before, after)
+		}
+	}
+}
+
+// checkRuleHistory checks the key's history against the calls: it is what
+// an operator audits, so refusals must be in it too.
+func checkRuleHistory(t *testing.T, s fencedstore.Store, key string, steps []step) {
+	ctx := context.Background()
+	// Every call, refused or not, is in the key's history, with
+	// the expiry it carried, and the history replays.
+	h, err := s.History(ctx, key)
+	if err != nil {
+		t.Fatalf("history: %v", err)
+	}
+	if len(h) != len(steps) {
+		t.Fatalf("history has %d decisions, want one per call (%d): %+v", len(h), len(steps), h)
+	}
+	for i, d := range h {
+		// A call without an expiry may still carry one the
+		// transport added (the HTTP client signs every token with
+		// one).
+		if st := steps[i]; d.Outcome != st.want || (!st.expires.IsZero() && !d.Expires.Equal(st.expires)) {
+			t.Errorf("history[%d] = %s expiring %v, want %s expiring %v", i, d.Outcome, d.Expires, steps[i].want, steps[i].expires)
+		}
+	}
+	if err := fencemodel.CheckHistory(h); err != nil {
+		t.Errorf("history does not replay: %v", err)
 	}
 }
 

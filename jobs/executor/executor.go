@@ -125,130 +125,188 @@ func Run(ctx context.Context, req Request) Result {
 		return res
 	}
 
-	// Our own pipes, so that Wait returns when the command exits even if
-	// a grandchild still holds them; we reap the group before draining.
-	outR, outW, err := os.Pipe()
+	p, err := openPipes()
 	if err != nil {
 		res.Err = err
 		return res
 	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outR.Close()
-		outW.Close()
-		res.Err = err
-		return res
-	}
-	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
-	cmd.Env = environ(os.Environ(), req.DropEnv, req.Env)
-	cmd.Dir = req.Dir
-	cmd.Stdout, cmd.Stderr = outW, errW
-	if null, err := devNull(); err == nil {
-		cmd.Stdin = null
-	} // else exec opens it itself, and says why it could not
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-
+	cmd := command(req, p)
 	err = req.Spawner.Start(ctx, cmd)
 	res.Started = time.Now()
-	outW.Close()
-	errW.Close()
+	p.outW.Close()
+	p.errW.Close()
 	if err != nil {
-		outR.Close()
-		errR.Close()
+		p.closeReaders()
 		res.Err = fmt.Errorf("start %s: %w", req.Argv[0], err)
 		res.Cancelled = ctx.Err() != nil // it ended before or during the start
 		res.Ended = time.Now()
 		return res
 	}
 	pgid := cmd.Process.Pid
-
-	var wg sync.WaitGroup
-	stdout := &capBuffer{max: req.MaxOutput}
-	stderr := &tailBuffer{max: req.StderrTail}
-	var outW2, errW2 io.Writer = stdout, stderr
-	if req.Stdout != nil {
-		outW2 = io.MultiWriter(stdout, req.Stdout)
-	}
-	if req.Stderr != nil {
-		errW2 = io.MultiWriter(stderr, req.Stderr)
-	}
-	wg.Add(2)
-	go func() { defer wg.Done(); copyPipe(outW2, outR) }()
-	go func() { defer wg.Done(); copyPipe(errW2, errR) }()
+	out := captureOutput(req, p)
 	if req.OnStart != nil {
 		req.OnStart(pgid)
 	}
 
-	// Terminate the group on timeout or cancel.
-	var timeout <-chan time.Time
-	if req.Timeout > 0 {
-		t := time.NewTimer(req.Timeout)
-		defer t.Stop()
-		timeout = t.C
+	w := watchGroup(ctx, pgid, req.Timeout, req.Grace)
+	waitErr := cmd.Wait()
+	w.exit()
+	// Whatever the command left in its group goes with it.
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	out.drain(p, req.Grace)
+
+	res.Ended = time.Now()
+	res.Cancelled, res.TimedOut = w.cancelled, w.timedOut
+	res.Stdout = out.stdout.buf
+	res.OutputTruncated = out.stdout.truncated
+	res.StderrTail = string(out.stderr.bytes())
+	res.setExit(waitErr)
+	return res
+}
+
+// pipes are the command's stdout and stderr. They are our own, not
+// exec's, so that Wait returns when the command exits even if a
+// grandchild still holds them; the group is reaped before they are
+// drained.
+type pipes struct {
+	outR, outW, errR, errW *os.File
+}
+
+func openPipes() (pipes, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return pipes{}, err
 	}
-	exited := make(chan struct{})
-	watcherDone := make(chan struct{})
-	var cancelled, timedOut bool
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return pipes{}, err
+	}
+	return pipes{outR: outR, outW: outW, errR: errR, errW: errW}, nil
+}
+
+func (p pipes) closeReaders() {
+	p.outR.Close()
+	p.errR.Close()
+}
+
+// command builds req's command in a process group of its own, so that
+// the whole group can be signalled and nothing in it outlives the run.
+func command(req Request, p pipes) *exec.Cmd {
+	cmd := exec.Command(req.Argv[0], req.Argv[1:]...)
+	cmd.Env = environ(os.Environ(), req.DropEnv, req.Env)
+	cmd.Dir = req.Dir
+	cmd.Stdout, cmd.Stderr = p.outW, p.errW
+	if null, err := devNull(); err == nil {
+		cmd.Stdin = null
+	} // else exec opens it itself, and says why it could not
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// capture is a running command's output: what is kept of it, filled by
+// one copy per pipe, which also feeds Request.Stdout and Stderr.
+type capture struct {
+	stdout *capBuffer
+	stderr *tailBuffer
+	wg     sync.WaitGroup
+}
+
+func captureOutput(req Request, p pipes) *capture {
+	c := &capture{stdout: &capBuffer{max: req.MaxOutput}, stderr: &tailBuffer{max: req.StderrTail}}
+	var outW, errW io.Writer = c.stdout, c.stderr
+	if req.Stdout != nil {
+		outW = io.MultiWriter(c.stdout, req.Stdout)
+	}
+	if req.Stderr != nil {
+		errW = io.MultiWriter(c.stderr, req.Stderr)
+	}
+	c.wg.Add(2)
+	go func() { defer c.wg.Done(); copyPipe(outW, p.outR) }()
+	go func() { defer c.wg.Done(); copyPipe(errW, p.errR) }()
+	return c
+}
+
+// drain waits for the copies to end and closes the pipes. The pipes close
+// when the last holder dies. A process that left the group (setsid) could
+// hold them forever, so it waits at most grace.
+func (c *capture) drain(p pipes, grace time.Duration) {
+	copied := make(chan struct{})
+	go func() { c.wg.Wait(); close(copied) }()
+	select {
+	case <-copied:
+	case <-time.After(grace):
+		p.closeReaders()
+		<-copied
+	}
+	p.closeReaders()
+}
+
+// groupWatch terminates a command's process group on timeout or cancel:
+// SIGTERM, then SIGKILL after the grace period, unless the command exits
+// first.
+type groupWatch struct {
+	exited, done chan struct{}
+	// cancelled and timedOut say why the group was terminated; read
+	// them only after exit.
+	cancelled, timedOut bool
+}
+
+func watchGroup(ctx context.Context, pgid int, timeout, grace time.Duration) *groupWatch {
+	w := &groupWatch{exited: make(chan struct{}), done: make(chan struct{})}
+	var expired <-chan time.Time
+	stop := func() bool { return false }
+	if timeout > 0 {
+		t := time.NewTimer(timeout)
+		expired, stop = t.C, t.Stop
+	}
 	go func() {
-		defer close(watcherDone)
+		defer close(w.done)
+		defer stop()
 		select {
-		case <-exited:
+		case <-w.exited:
 			return
 		case <-ctx.Done():
-			cancelled = true
-		case <-timeout:
-			timedOut = true
+			w.cancelled = true
+		case <-expired:
+			w.timedOut = true
 		}
 		// Ask the whole group to stop, then make it.
 		syscall.Kill(-pgid, syscall.SIGTERM)
-		t := time.NewTimer(req.Grace)
+		t := time.NewTimer(grace)
 		defer t.Stop()
 		select {
-		case <-exited:
+		case <-w.exited:
 		case <-t.C:
 			syscall.Kill(-pgid, syscall.SIGKILL)
 		}
 	}()
+	return w
+}
 
-	waitErr := cmd.Wait()
-	close(exited)
-	<-watcherDone
-	// Whatever the command left in its group goes with it.
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	// The pipes close when the last holder dies. A process that left the
-	// group (setsid) could hold them forever, so drain for a bounded time.
-	copied := make(chan struct{})
-	go func() { wg.Wait(); close(copied) }()
-	select {
-	case <-copied:
-	case <-time.After(req.Grace):
-		outR.Close()
-		errR.Close()
-		<-copied
-	}
-	outR.Close()
-	errR.Close()
+// exit tells the watch the command has exited and waits for it to end.
+func (w *groupWatch) exit() {
+	close(w.exited)
+	<-w.done
+}
 
-	res.Ended = time.Now()
-	res.Cancelled, res.TimedOut = cancelled, timedOut
-	res.Stdout = stdout.buf
-	res.OutputTruncated = stdout.truncated
-	res.StderrTail = string(stderr.bytes())
+// setExit records how the command ended, from Wait's error.
+func (r *Result) setExit(waitErr error) {
 	var ee *exec.ExitError
 	switch {
 	case waitErr == nil:
-		res.ExitCode = 0
+		r.ExitCode = 0
 	case errors.As(waitErr, &ee):
 		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
-			res.Signal = ws.Signal().String()
-			res.ExitCode = -1
+			r.Signal = ws.Signal().String()
+			r.ExitCode = -1
 		} else {
-			res.ExitCode = ee.ExitCode()
+			r.ExitCode = ee.ExitCode()
 		}
 	default:
-		res.Err = waitErr
+		r.Err = waitErr
 	}
-	return res
 }
 
 // devNull is the commands' standard input, opened once: exec would open

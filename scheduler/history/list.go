@@ -70,7 +70,32 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 		}
 		cur = &c
 	}
-	// What was trimmed but not yet committed is hot too.
+	hot = s.hotRuns(hot)
+	now := s.now()
+	rs := &runScan{q: q, cur: cur}
+	err := s.view(func(tx *bbolt.Tx) error {
+		rs.vis = &visibility{s: s, tx: tx, hot: hot, now: now, cutoffs: map[string]*time.Time{}}
+		rs.seen = map[string]bool{}
+		for _, r := range hot {
+			if (cur == nil || cur.before(r)) && q.match(r) && rs.vis.visible(r) {
+				rs.page = append(rs.page, r)
+				rs.seen[r.ID] = true
+			}
+		}
+		if tx == nil {
+			return nil
+		}
+		return rs.file(tx)
+	})
+	if err != nil {
+		return RunPage{}, err
+	}
+	return runPage(rs.page, rs.stoppedAt, q.Limit), nil
+}
+
+// hotRuns adds to hot what was trimmed but not yet committed (it is hot
+// too, or it would be listed nowhere), newest first, each run once.
+func (s *Store) hotRuns(hot []jobs.Run) []jobs.Run {
 	s.mu.Lock()
 	for _, it := range s.pending {
 		if it.run != nil {
@@ -79,112 +104,127 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	}
 	s.mu.Unlock()
 	slices.SortFunc(hot, newer)
-	hot = slices.CompactFunc(hot, func(a, b jobs.Run) bool { return a.ID == b.ID })
+	return slices.CompactFunc(hot, func(a, b jobs.Run) bool { return a.ID == b.ID })
+}
 
-	now := s.now()
-	var page []jobs.Run
-	var stoppedAt *runCursor
-	err := s.view(func(tx *bbolt.Tx) error {
-		v := &visibility{s: s, tx: tx, hot: hot, now: now, cutoffs: map[string]*time.Time{}}
-		seen := map[string]bool{}
-		for _, r := range hot {
-			if (cur == nil || cur.before(r)) && q.match(r) && v.visible(r) {
-				page = append(page, r)
-				seen[r.ID] = true
-			}
-		}
-		if tx == nil {
-			return nil
-		}
-		// From the file: newest first, after the cursor, up to Limit+1
-		// matches, at most scanBudget records read.
-		fromFile := 0
-		scan := func(v0 []byte) (bool, error) {
-			var rec runRecord
-			if err := json.Unmarshal(v0, &rec); err != nil {
-				return false, err
-			}
-			r := rec.Run
-			stoppedAt = &runCursor{at: r.ScheduledAt, job: r.Job}
-			if seen[r.ID] || (cur != nil && !cur.before(r)) || !q.match(r) || !v.visible(r) {
-				return true, nil
-			}
-			page = append(page, r)
-			fromFile++
-			return fromFile <= q.Limit, nil
-		}
-		budget := scanBudget
-		runs := tx.Bucket(bucketRuns)
-		upper := q.Until
-		if cur != nil && (upper.IsZero() || cur.at.Before(upper)) {
-			upper = cur.at.Add(1) // the cursor's own time: before() sorts it out
-		}
-		if q.Job != "" {
-			prefix := jobPrefix(q.Job)
-			c := runs.Cursor()
-			var k, val []byte
-			if upper.IsZero() {
-				k, val = c.Seek(append([]byte(q.Job), 1)) // the next job's first key
-			} else {
-				k, val = c.Seek(runKey(q.Job, upper))
-			}
-			if k == nil {
-				k, val = c.Last()
-			} else {
-				k, val = c.Prev()
-			}
-			for ; k != nil && bytes.HasPrefix(k, prefix); k, val = c.Prev() {
-				if _, at, _ := splitRunKey(k); !q.Since.IsZero() && at.Before(q.Since) {
-					stoppedAt = nil
-					return nil
-				}
-				if budget--; budget < 0 {
-					return nil
-				}
-				more, err := scan(val)
-				if err != nil || !more {
-					return err
-				}
-			}
-			stoppedAt = nil
-			return nil
-		}
-		c := tx.Bucket(bucketByTime).Cursor()
-		var k []byte
-		if upper.IsZero() {
-			k, _ = c.Last()
-		} else if k, _ = c.Seek(timeBytes(upper)); k == nil {
-			k, _ = c.Last()
-		} else {
-			k, _ = c.Prev()
-		}
-		for ; k != nil; k, _ = c.Prev() {
-			job, at, ok := splitTimeKey(k)
-			if !ok {
-				return fmt.Errorf("bad time key %q", k)
-			}
-			if !q.Since.IsZero() && at.Before(q.Since) {
-				stoppedAt = nil
-				return nil
-			}
-			if budget--; budget < 0 {
-				return nil
-			}
-			val := runs.Get(runKey(job, at))
-			if val == nil {
-				continue
-			}
-			more, err := scan(val)
-			if err != nil || !more {
-				return err
-			}
-		}
-		stoppedAt = nil
-		return nil
-	})
-	if err != nil {
-		return RunPage{}, err
+// runScan is one listing's read of the stored runs: newest first, after
+// the cursor, up to Limit+1 matches, at most scanBudget records read, so
+// that a filter matching little cannot make one page read the whole file.
+type runScan struct {
+	q    RunQuery
+	cur  *runCursor
+	vis  *visibility
+	seen map[string]bool // the hot runs listed
+	page []jobs.Run
+	// stoppedAt is the last run read when the read stopped before the
+	// file's end, nil when it did not.
+	stoppedAt        *runCursor
+	fromFile, budget int
+}
+
+// file reads the job's own runs when the query names one (they are
+// together in bucketRuns), else every run by time.
+func (rs *runScan) file(tx *bbolt.Tx) error {
+	rs.budget = scanBudget
+	runs := tx.Bucket(bucketRuns)
+	upper := rs.q.Until
+	if rs.cur != nil && (upper.IsZero() || rs.cur.at.Before(upper)) {
+		upper = rs.cur.at.Add(1) // the cursor's own time: before() sorts it out
 	}
+	if rs.q.Job != "" {
+		return rs.byJob(runs, upper)
+	}
+	return rs.byTime(tx.Bucket(bucketByTime), runs, upper)
+}
+
+// byJob reads the job's runs backwards from upper (exclusive).
+func (rs *runScan) byJob(runs *bbolt.Bucket, upper time.Time) error {
+	prefix := jobPrefix(rs.q.Job)
+	c := runs.Cursor()
+	var k, val []byte
+	if upper.IsZero() {
+		k, val = c.Seek(append([]byte(rs.q.Job), 1)) // the next job's first key
+	} else {
+		k, val = c.Seek(runKey(rs.q.Job, upper))
+	}
+	if k == nil {
+		k, val = c.Last()
+	} else {
+		k, val = c.Prev()
+	}
+	for ; k != nil && bytes.HasPrefix(k, prefix); k, val = c.Prev() {
+		if _, at, _ := splitRunKey(k); !rs.q.Since.IsZero() && at.Before(rs.q.Since) {
+			rs.stoppedAt = nil
+			return nil
+		}
+		if rs.budget--; rs.budget < 0 {
+			return nil
+		}
+		more, err := rs.scan(val)
+		if err != nil || !more {
+			return err
+		}
+	}
+	rs.stoppedAt = nil
+	return nil
+}
+
+// byTime reads every job's runs backwards from upper (exclusive), through
+// the time index.
+func (rs *runScan) byTime(byTime, runs *bbolt.Bucket, upper time.Time) error {
+	c := byTime.Cursor()
+	var k []byte
+	if upper.IsZero() {
+		k, _ = c.Last()
+	} else if k, _ = c.Seek(timeBytes(upper)); k == nil {
+		k, _ = c.Last()
+	} else {
+		k, _ = c.Prev()
+	}
+	for ; k != nil; k, _ = c.Prev() {
+		job, at, ok := splitTimeKey(k)
+		if !ok {
+			return fmt.Errorf("bad time key %q", k)
+		}
+		if !rs.q.Since.IsZero() && at.Before(rs.q.Since) {
+			rs.stoppedAt = nil
+			return nil
+		}
+		if rs.budget--; rs.budget < 0 {
+			return nil
+		}
+		val := runs.Get(runKey(job, at))
+		if val == nil {
+			continue
+		}
+		more, err := rs.scan(val)
+		if err != nil || !more {
+			return err
+		}
+	}
+	rs.stoppedAt = nil
+	return nil
+}
+
+// scan takes one stored run onto the page if it is new to it, matches and
+// is visible, and says whether to read on.
+func (rs *runScan) scan(v []byte) (bool, error) {
+	var rec runRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return false, err
+	}
+	r := rec.Run
+	rs.stoppedAt = &runCursor{at: r.ScheduledAt, job: r.Job}
+	if rs.seen[r.ID] || (rs.cur != nil && !rs.cur.before(r)) || !rs.q.match(r) || !rs.vis.visible(r) {
+		return true, nil
+	}
+	rs.page = append(rs.page, r)
+	rs.fromFile++
+	return rs.fromFile <= rs.q.Limit, nil
+}
+
+// runPage cuts page to limit and sets the next page's cursor.
+func runPage(page []jobs.Run, stoppedAt *runCursor, limit int) RunPage {
 	if stoppedAt != nil {
 		// The file was not read to its end: nothing older than where it
 		// stopped may be listed on this page (the next one starts there).
@@ -193,8 +233,8 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	slices.SortFunc(page, newer)
 	out := RunPage{Runs: page}
 	switch {
-	case len(page) > q.Limit:
-		out.Runs = page[:q.Limit]
+	case len(page) > limit:
+		out.Runs = page[:limit]
 		last := out.Runs[len(out.Runs)-1]
 		out.Next = runCursor{at: last.ScheduledAt, job: last.Job}.encode()
 	case stoppedAt != nil:
@@ -208,7 +248,7 @@ func (s *Store) ListRuns(hot []jobs.Run, q RunQuery) (RunPage, error) {
 	if out.Runs == nil {
 		out.Runs = []jobs.Run{}
 	}
-	return out, nil
+	return out
 }
 
 // view runs f in a read transaction, or with a nil one on a store never
