@@ -241,37 +241,14 @@ func (r rateResult) entriesPerRun() string {
 // was applied, and reads the leader's last Raft log index at both ends of
 // the window.
 func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
-	// Each job keeps every run of the window in its history (100 by
-	// default), so that all of them can be read back at the end.
-	keep := int((warmup+window+settle)/time.Second) + 60
-	var b strings.Builder
-	for i := range rate {
-		fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n    history: {runs: %d}\n", i, keep)
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return rateResult{}, err
-	}
-	cl, err := localcluster.Start(localcluster.Options{
-		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: b.String(),
-	})
+	cl, err := startRateCluster(bin, dir, rate, warmup, window)
 	if err != nil {
 		return rateResult{}, err
 	}
 	defer cl.Stop()
-	a, err := waitAgreed(cl, 60*time.Second)
+	watch, reader, err := leaderAndFollower(cl)
 	if err != nil {
 		return rateResult{}, err
-	}
-	watch := cl.Node(a.Leader)
-	// The runs are read from a follower, which applies the same log, so
-	// that the harness's reads (2,000 runs a second) do not load the
-	// leader it measures.
-	reader := watch
-	for _, n := range cl.Servers() {
-		if n.Name != a.Leader {
-			reader = n
-			break
-		}
 	}
 	select {
 	case <-ctx.Done():
@@ -291,36 +268,9 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(start)) {
 		return res, ctx.Err()
 	}
-	log0, err := readLog(watch.URL())
-	if err != nil {
+	if err := res.watchWindow(ctx, cl, watch, end, window); err != nil {
 		return res, err
 	}
-	use0, err := clusterUsage(cl)
-	if err != nil {
-		return res, err
-	}
-	// The nodes' memory every 10 s, to tell a flat line from a slope.
-	res.rssMax = use0.rss
-	use := use0
-	for range int(window/(10*time.Second)) + 1 {
-		if !time.Now().Before(end) {
-			break
-		}
-		if !jobs.Sleep(ctx, jobs.SystemClock{}, min(10*time.Second, time.Until(end))) {
-			return res, ctx.Err()
-		}
-		if use, err = clusterUsage(cl); err != nil {
-			return res, err
-		}
-		res.rssMax = max(res.rssMax, use.rss)
-	}
-	res.rssFirst, res.rssLast = use0.rss, use.rss
-	res.nodesCPU, res.jobsCPU = use.own-use0.own, use.children-use0.children
-	log1, err := readLog(watch.URL())
-	if err != nil {
-		return res, err
-	}
-	res.elections = log1.elections - log0.elections
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
@@ -328,7 +278,6 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	}
 	stopStream()
 	events := seenAt()
-	res.entries = log1.index - log0.index
 	res.due = rate * seconds
 	// Every run due in the window, read once at the end (from a follower,
 	// which applies the same log, so the reads do not load the leader
@@ -339,35 +288,115 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 		return res, err
 	}
 	for _, r := range runs {
-		a, ok := r.Latest()
-		if !ok {
-			continue // skipped: never granted
-		}
-		res.granted++
-		if r.State == jobs.Succeeded {
-			res.succeeded++
-		}
-		if !a.StartedAt.IsZero() {
-			res.lateness = append(res.lateness, a.StartedAt.Sub(r.ScheduledAt))
-		}
-		if !r.State.Terminal() {
-			continue
-		}
-		tr := runTrace{}
-		rel := func(stage string, t time.Time) {
-			if !t.IsZero() {
-				tr[stage] = t.Sub(r.ScheduledAt)
-			}
-		}
-		rel("fired", a.GrantedAt)
-		rel("granted", events[a.ID+"\x00"+jobs.EventGranted].at)
-		rel("accepted", a.AcceptedAt)
-		rel("started", a.StartedAt)
-		rel("ended", a.EndedAt)
-		rel("completed", events[a.ID+"\x00"+jobs.EventCompleted].at)
-		res.traces = append(res.traces, tr)
+		res.addRun(r, events)
 	}
 	return res, nil
+}
+
+// startRateCluster starts three servers and a store node running `rate`
+// jobs that fire every second.
+func startRateCluster(bin, dir string, rate int, warmup, window time.Duration) (*localcluster.Cluster, error) {
+	// Each job keeps every run of the window in its history (100 by
+	// default), so that all of them can be read back at the end.
+	keep := int((warmup+window+settle)/time.Second) + 60
+	var b strings.Builder
+	for i := range rate {
+		fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n    history: {runs: %d}\n", i, keep)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return localcluster.Start(localcluster.Options{
+		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: b.String(),
+	})
+}
+
+// leaderAndFollower returns the leader, to watch, and a follower to read
+// the runs from: it applies the same log, so that the harness's reads
+// (2,000 runs a second) do not load the leader it measures.
+func leaderAndFollower(cl *localcluster.Cluster) (watch, reader *localcluster.Node, err error) {
+	a, err := waitAgreed(cl, 60*time.Second)
+	if err != nil {
+		return nil, nil, err
+	}
+	watch = cl.Node(a.Leader)
+	reader = watch
+	for _, n := range cl.Servers() {
+		if n.Name != a.Leader {
+			reader = n
+			break
+		}
+	}
+	return watch, reader, nil
+}
+
+// watchWindow waits out the window, from its start to end, reading the
+// leader's log and the nodes' usage at both ends and their memory every
+// 10 s in between, to tell a flat line from a slope.
+func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, watch *localcluster.Node, end time.Time, window time.Duration) error {
+	log0, err := readLog(watch.URL())
+	if err != nil {
+		return err
+	}
+	use0, err := clusterUsage(cl)
+	if err != nil {
+		return err
+	}
+	r.rssMax = use0.rss
+	use := use0
+	for range int(window/(10*time.Second)) + 1 {
+		if !time.Now().Before(end) {
+			break
+		}
+		if !jobs.Sleep(ctx, jobs.SystemClock{}, min(10*time.Second, time.Until(end))) {
+			return ctx.Err()
+		}
+		if use, err = clusterUsage(cl); err != nil {
+			return err
+		}
+		r.rssMax = max(r.rssMax, use.rss)
+	}
+	r.rssFirst, r.rssLast = use0.rss, use.rss
+	r.nodesCPU, r.jobsCPU = use.own-use0.own, use.children-use0.children
+	log1, err := readLog(watch.URL())
+	if err != nil {
+		return err
+	}
+	r.elections = log1.elections - log0.elections
+	r.entries = log1.index - log0.index
+	return nil
+}
+
+// addRun counts one run due in the window; only a run that ended has
+// every stage of its trace to give.
+func (r *rateResult) addRun(run jobs.Run, events map[string]seenEvent) {
+	a, ok := run.Latest()
+	if !ok {
+		return // skipped: never granted
+	}
+	r.granted++
+	if run.State == jobs.Succeeded {
+		r.succeeded++
+	}
+	if !a.StartedAt.IsZero() {
+		r.lateness = append(r.lateness, a.StartedAt.Sub(run.ScheduledAt))
+	}
+	if !run.State.Terminal() {
+		return
+	}
+	tr := runTrace{}
+	rel := func(stage string, t time.Time) {
+		if !t.IsZero() {
+			tr[stage] = t.Sub(run.ScheduledAt)
+		}
+	}
+	rel("fired", a.GrantedAt)
+	rel("granted", events[a.ID+"\x00"+jobs.EventGranted].at)
+	rel("accepted", a.AcceptedAt)
+	rel("started", a.StartedAt)
+	rel("ended", a.EndedAt)
+	rel("completed", events[a.ID+"\x00"+jobs.EventCompleted].at)
+	r.traces = append(r.traces, tr)
 }
 
 // settle is how long after the window its runs may still finish and count.

@@ -71,7 +71,76 @@ var demoTags = map[string]map[string]string{
 	"w2": {"role": "worker", "backup": "yes"},
 }
 
+// demoOptions are the demo's flags.
+type demoOptions struct {
+	httpAddr string
+	dataDir  string
+	pause    time.Duration
+	loop     bool
+}
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	opts, err := parseDemoFlags(args, stderr)
+	if err != nil {
+		return err
+	}
+	binary, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("find this binary to start the nodes: %w", err)
+	}
+
+	// The dashboard's address comes first: bind it before anything else,
+	// so a taken port fails at once.
+	ln, err := net.Listen("tcp", opts.httpAddr)
+	if err != nil {
+		return fmt.Errorf("-http %s: %w (pass -http 127.0.0.1:0 for any free port)", opts.httpAddr, err)
+	}
+	defer ln.Close()
+	dash := "http://" + ln.Addr().String()
+	fmt.Fprintf(stdout, "fencecron demo: dashboard %s/  (the story's timeline: %s/timeline?job=report); open it in a browser, nothing opens by itself\n", dash, dash)
+
+	dir, keep, err := demoDir(opts.dataDir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "starting a cluster of %s on loopback, in %s:\n", binary, dir)
+	c, link, err := startDemoCluster(binary, dir, demoEnv(dir))
+	if err != nil {
+		removeDemoDir(dir, keep, stdout, stderr)
+		return fmt.Errorf("start the cluster: %w", err)
+	}
+	defer link.close()
+	d := &demo{c: c, link: link, out: stdout, pause: opts.pause, dash: dash}
+	d.printCluster()
+
+	srv := &http.Server{Handler: d.proxy(), ReadHeaderTimeout: 10 * time.Second}
+	served := make(chan struct{})
+	go func() {
+		defer close(served)
+		srv.Serve(ln)
+	}()
+
+	storyErr := d.tell(ctx, opts.loop)
+
+	if storyErr != nil && ctx.Err() == nil {
+		fmt.Fprintf(stdout, "the story stopped: %v\n", storyErr)
+		keep = true // the node logs say why
+	}
+	stopErr := d.stop(srv, served)
+	removeDemoDir(dir, keep, stdout, stderr)
+	if ctx.Err() != nil && storyErr != nil {
+		storyErr = nil // Ctrl-C: the way a demo ends
+	}
+	if err := errors.Join(storyErr, stopErr); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "stopped.")
+	return nil
+}
+
+// parseDemoFlags refuses, before anything starts, a pause too short for
+// the story to happen and a dashboard address off loopback.
+func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	httpAddr := fs.String("http", config.DefaultAddr, "loopback address of the dashboard (port 0: any free port)")
@@ -85,64 +154,52 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
-		return err
+		return demoOptions{}, err
 	}
 	if fs.NArg() > 0 {
-		return fmt.Errorf("demo takes no arguments, got %q", fs.Args())
+		return demoOptions{}, fmt.Errorf("demo takes no arguments, got %q", fs.Args())
 	}
 	if *pause <= demoLease {
-		return fmt.Errorf("-pause %s: must be longer than the report's lease (%s), or w1's lease never expires", *pause, demoLease)
+		return demoOptions{}, fmt.Errorf("-pause %s: must be longer than the report's lease (%s), or w1's lease never expires", *pause, demoLease)
 	}
 	host, _, err := splitHostPort(*httpAddr)
 	if err != nil {
-		return fmt.Errorf("-http: %w", err)
+		return demoOptions{}, fmt.Errorf("-http: %w", err)
 	}
 	if !isLoopbackHost(host) {
 		// Behind the demo's proxy every visitor looks local to the nodes,
 		// which let local clients trigger and pause jobs.
-		return fmt.Errorf("-http %s: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", *httpAddr)
+		return demoOptions{}, fmt.Errorf("-http %s: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", *httpAddr)
 	}
-	binary, err := os.Executable()
-	if err != nil {
-		return fmt.Errorf("find this binary to start the nodes: %w", err)
-	}
+	return demoOptions{httpAddr: *httpAddr, dataDir: *dataDir, pause: *pause, loop: *loop}, nil
+}
 
-	// The dashboard's address comes first: bind it before anything else,
-	// so a taken port fails at once.
-	ln, err := net.Listen("tcp", *httpAddr)
-	if err != nil {
-		return fmt.Errorf("-http %s: %w (pass -http 127.0.0.1:0 for any free port)", *httpAddr, err)
-	}
-	defer ln.Close()
-	dash := "http://" + ln.Addr().String()
-	fmt.Fprintf(stdout, "fencecron demo: dashboard %s/  (the story's timeline: %s/timeline?job=report); open it in a browser, nothing opens by itself\n", dash, dash)
-
-	dir, keep, err := demoDir(*dataDir)
-	if err != nil {
-		return err
-	}
-	removeDir := func() {
-		if keep {
-			fmt.Fprintf(stdout, "configs, data and node logs kept in %s\n", dir)
-			return
-		}
-		if err := os.RemoveAll(dir); err != nil {
-			fmt.Fprintf(stderr, "fencecron demo: remove %s: %v\n", dir, err)
-		}
-	}
+// demoEnv marks every node's environment with the demo's directory, so
+// that stopAll can find what outlived its node.
+func demoEnv(dir string) map[string][]string {
 	env := map[string][]string{}
 	for _, name := range []string{"n1", "n2", "n3", "w1", "w2", "store"} {
 		env[name] = []string{demoMarker + "=" + dir}
 	}
-	fmt.Fprintf(stdout, "starting a cluster of %s on loopback, in %s:\n", binary, dir)
-	c, link, err := startDemoCluster(binary, dir, env)
-	if err != nil {
-		removeDir()
-		return fmt.Errorf("start the cluster: %w", err)
+	return env
+}
+
+// removeDemoDir removes the cluster's directory unless it is kept: asked
+// for with -data, or left for the node logs after a failed story.
+func removeDemoDir(dir string, keep bool, stdout, stderr io.Writer) {
+	if keep {
+		fmt.Fprintf(stdout, "configs, data and node logs kept in %s\n", dir)
+		return
 	}
-	defer link.close()
-	d := &demo{c: c, link: link, out: stdout, pause: *pause, dash: dash}
-	for _, n := range c.Nodes {
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintf(stderr, "fencecron demo: remove %s: %v\n", dir, err)
+	}
+}
+
+// printCluster lists the nodes with their ports, pids and logs, for
+// whoever wants to watch or stop one by hand.
+func (d *demo) printCluster() {
+	for _, n := range d.c.Nodes {
 		role := "server (votes in Raft)"
 		switch {
 		case n.Store:
@@ -150,43 +207,24 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		case !n.Server:
 			role = "worker (runs jobs, never votes)"
 		}
-		fmt.Fprintf(stdout, "  %-5s %s  http 127.0.0.1:%d  gossip %d  raft %d  pid %d  log %s\n",
+		fmt.Fprintf(d.out, "  %-5s %s  http 127.0.0.1:%d  gossip %d  raft %d  pid %d  log %s\n",
 			n.Name, role, n.HTTP, n.Gossip, n.Raft, n.Pid(), n.LogPath)
 	}
-	fmt.Fprintf(stdout, "  w1 reaches the store through the demo's link %s, which can hold its writes in flight\n", link.URL())
+	fmt.Fprintf(d.out, "  w1 reaches the store through the demo's link %s, which can hold its writes in flight\n", d.link.URL())
+}
 
-	srv := &http.Server{Handler: d.proxy(), ReadHeaderTimeout: 10 * time.Second}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		srv.Serve(ln)
-	}()
-
-	storyErr := d.tell(ctx, *loop)
-
-	// Stop: the dashboard first, then every node, then whatever of theirs
-	// outlived them.
-	if storyErr != nil && ctx.Err() == nil {
-		fmt.Fprintf(stdout, "the story stopped: %v\n", storyErr)
-		keep = true // the node logs say why
-	}
-	fmt.Fprintln(stdout, "stopping every process of the demo…")
+// stop ends the demo: the dashboard first, then every node, then
+// whatever of theirs outlived them.
+func (d *demo) stop(srv *http.Server, served <-chan struct{}) error {
+	fmt.Fprintln(d.out, "stopping every process of the demo…")
 	// Close, not Shutdown: a dashboard open in a browser holds an event
 	// stream that never goes idle.
 	srv.Close()
 	<-served
-	link.close()
-	stopErr := d.stopAll()
+	d.link.close()
+	err := d.stopAll()
 	localcluster.ReleasePorts()
-	removeDir()
-	if ctx.Err() != nil && storyErr != nil {
-		storyErr = nil // Ctrl-C: the way a demo ends
-	}
-	if err := errors.Join(storyErr, stopErr); err != nil {
-		return err
-	}
-	fmt.Fprintln(stdout, "stopped.")
-	return nil
+	return err
 }
 
 // startDemoCluster lays out the cluster, points w1 at the store through a

@@ -64,20 +64,64 @@ func (d *demo) tell(ctx context.Context, loop bool) error {
 	}
 }
 
-// story is the paused-worker story, then a leader's death.
+// story is the paused-worker story, then a leader's death. Each chapter
+// waits for what the previous one set going, so they run in order and
+// the first that does not happen in time ends the story.
 func (d *demo) story(ctx context.Context, n int) error {
 	d.start = time.Now()
 	fmt.Fprintf(d.out, "\nstory %d: a worker stalls while it holds the report (%s)\n", n, d.start.Format("15:04:05"))
+	if err := d.occupyW2(ctx); err != nil {
+		return err
+	}
+	// w1's publish will wait on the link, however soon it comes.
+	d.link.hold()
+	defer d.link.let()
+	rep, err := d.stallW1(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.takeOver(ctx, rep); err != nil {
+		return err
+	}
+	if err := d.refuseLate(ctx, rep); err != nil {
+		return err
+	}
+	old, b, err := d.killLeader(ctx)
+	if err != nil {
+		return err
+	}
+	if err := d.rejoin(ctx, old, b); err != nil {
+		return err
+	}
+	if err := d.publishInNewEpoch(ctx, rep.second); err != nil {
+		return err
+	}
+	fmt.Fprintf(d.out, "story %d done in %.0fs: the timeline at %s/timeline?job=report shows it, the key at %s/store/%s\n",
+		n, time.Since(d.start).Seconds(), d.dash, d.dash, rep.key)
+	return nil
+}
+
+// reportRun is what the story's chapters hand on to each other about the
+// report: its run, its output key and the two attempts at it.
+type reportRun struct {
+	run    jobs.Run
+	key    string
+	first  jobs.Attempt // w1's, paused
+	second jobs.Attempt // w2's, after w1's lease expired
+	w1     *localcluster.Node
+	paused time.Time
+}
+
+// occupyW2 waits for the cluster and gives w2 some other work first.
+// Placement: the leader gives a run to the least loaded matching worker.
+// There is no "prefer this worker"; a target that names w1 alone would
+// also keep w2 from taking over.
+func (d *demo) occupyW2(ctx context.Context) error {
 	a, err := d.ready(ctx)
 	if err != nil {
 		return err
 	}
 	d.say("the cluster is ready: %s leads in epoch %d; w1, w2 and the store node are alive", a.Leader, a.Epoch)
-
-	// Placement: the leader gives a run to the least loaded matching
-	// worker. There is no "prefer this worker"; a target that names w1
-	// alone would also keep w2 from taking over. So w2 gets some other
-	// work first.
 	backup, err := d.trigger(ctx, "backup")
 	if err != nil {
 		return err
@@ -86,43 +130,50 @@ func (d *demo) story(ctx context.Context, n int) error {
 		return fmt.Errorf("backup went to %s, not w2", w)
 	}
 	d.say("w2 runs the backup job (token %s): w2 has one attempt open, w1 none", backup.Attempts[0].Token)
+	return nil
+}
 
-	// w1's publish will wait on the link, however soon it comes.
-	d.link.hold()
-	defer d.link.let()
+// stallW1 gives the report to w1 and stops w1 the moment its publish is
+// in flight: the one moment a stale write can still reach the store.
+func (d *demo) stallW1(ctx context.Context) (*reportRun, error) {
 	run, err := d.trigger(ctx, "report")
 	if err != nil {
-		return err
+		return nil, err
 	}
-	first, key := run.Attempts[0], run.Output
-	if first.Worker != "w1" {
-		return fmt.Errorf("the leader gave report to %s, not the less loaded w1 (run %s)", first.Worker, run.ID)
+	rep := &reportRun{run: run, first: run.Attempts[0], key: run.Output}
+	if rep.first.Worker != "w1" {
+		return nil, fmt.Errorf("the leader gave report to %s, not the less loaded w1 (run %s)", rep.first.Worker, run.ID)
 	}
-	d.say("w1 holds report with token %s (the least loaded worker); it will write %s", first.Token, key)
+	d.say("w1 holds report with token %s (the least loaded worker); it will write %s", rep.first.Token, rep.key)
 
 	// w1 shuts older tokens out at the store, runs the command, looks at
 	// its lease once more and publishes.
-	if _, err := d.waitDecision(ctx, key, "w1 did not establish "+first.Token.String()+" at the store", func(dec fencedstore.Decision) bool {
-		return dec.Outcome == fencedstore.Established && dec.Token == fencedstore.Token(first.Token)
+	if _, err := d.waitDecision(ctx, rep.key, "w1 did not establish "+rep.first.Token.String()+" at the store", func(dec fencedstore.Decision) bool {
+		return dec.Outcome == fencedstore.Established && dec.Token == fencedstore.Token(rep.first.Token)
 	}); err != nil {
-		return err
+		return nil, err
 	}
-	d.say("w1 established %s at the store for %s: no older token can write it now; the report runs (%s)", first.Token, key, demoReportRuns)
-	if err := d.waitHeld(ctx, key, demoReportRuns+demoStepWait); err != nil {
-		return err
+	d.say("w1 established %s at the store for %s: no older token can write it now; the report runs (%s)", rep.first.Token, rep.key, demoReportRuns)
+	if err := d.waitHeld(ctx, rep.key, demoReportRuns+demoStepWait); err != nil {
+		return nil, err
 	}
-	w1 := d.c.Node("w1")
-	pid := w1.Pid()
-	if err := w1.PauseGroup(); err != nil {
-		return err
+	rep.w1 = d.c.Node("w1")
+	pid := rep.w1.Pid()
+	if err := rep.w1.PauseGroup(); err != nil {
+		return nil, err
 	}
-	paused := time.Now()
-	d.say("w1 finished the report, found its lease held and sent its publish with %s; the link holds it in flight", first.Token)
+	rep.paused = time.Now()
+	d.say("w1 finished the report, found its lease held and sent its publish with %s; the link holds it in flight", rep.first.Token)
 	d.say("w1 paused right after sending: SIGSTOP to its process group (pid %d), for at least %s; its lease is %s", pid, d.pause, demoLease)
+	return rep, nil
+}
 
-	// The lease runs out; the leader expires it and, in the same Raft
-	// entry, grants the run to another worker with a newer token.
-	if run, err = d.waitRun(ctx, run.ID, "the leader did not expire w1's lease", func(r jobs.Run) error {
+// takeOver waits while the lease runs out: the leader expires it and, in
+// the same Raft entry, grants the run to another worker with a newer
+// token, which publishes.
+func (d *demo) takeOver(ctx context.Context, rep *reportRun) error {
+	var err error
+	if rep.run, err = d.waitRun(ctx, rep.run.ID, "the leader did not expire w1's lease", func(r jobs.Run) error {
 		if !r.Attempts[0].Expired {
 			return fmt.Errorf("w1's attempt is %s, not expired", r.Attempts[0].State)
 		}
@@ -130,8 +181,8 @@ func (d *demo) story(ctx context.Context, n int) error {
 	}); err != nil {
 		return err
 	}
-	d.say("lease expired (%s): the leader took report back from w1", strings.TrimPrefix(d.expiry(first.ID), "lease expired: "))
-	if run, err = d.waitRun(ctx, run.ID, "w2 was not granted report", func(r jobs.Run) error {
+	d.say("lease expired (%s): the leader took report back from w1", strings.TrimPrefix(d.expiry(rep.first.ID), "lease expired: "))
+	if rep.run, err = d.waitRun(ctx, rep.run.ID, "w2 was not granted report", func(r jobs.Run) error {
 		if len(r.Attempts) < 2 {
 			return errors.New("no second attempt")
 		}
@@ -139,44 +190,48 @@ func (d *demo) story(ctx context.Context, n int) error {
 	}); err != nil {
 		return err
 	}
-	second := run.Attempts[1]
-	if second.Worker != "w2" {
-		return fmt.Errorf("the takeover went to %s, not w2", second.Worker)
+	rep.second = rep.run.Attempts[1]
+	if rep.second.Worker != "w2" {
+		return fmt.Errorf("the takeover went to %s, not w2", rep.second.Worker)
 	}
-	d.say("w2 granted report with token %s, newer than w1's %s", second.Token, first.Token)
-	applied, err := d.waitDecision(ctx, key, "w2 did not publish "+key, func(dec fencedstore.Decision) bool {
-		return dec.Outcome == fencedstore.Applied && dec.Token == fencedstore.Token(second.Token)
+	d.say("w2 granted report with token %s, newer than w1's %s", rep.second.Token, rep.first.Token)
+	applied, err := d.waitDecision(ctx, rep.key, "w2 did not publish "+rep.key, func(dec fencedstore.Decision) bool {
+		return dec.Outcome == fencedstore.Applied && dec.Token == fencedstore.Token(rep.second.Token)
 	})
 	if err != nil {
 		return err
 	}
-	d.say("w2 published v%d of %s with %s", applied.Version, key, second.Token)
+	d.say("w2 published v%d of %s with %s", applied.Version, rep.key, rep.second.Token)
+	return nil
+}
 
-	// w1 wakes up: its command finished while it was stopped, so it goes
-	// straight on to publish what it computed, with its old token.
-	if !sleepCtx(ctx, d.pause-time.Since(paused)) {
+// refuseLate wakes w1: its command finished while it was stopped, so it
+// goes straight on to publish what it computed, with its old token, and
+// the store refuses it.
+func (d *demo) refuseLate(ctx context.Context, rep *reportRun) error {
+	if !sleepCtx(ctx, d.pause-time.Since(rep.paused)) {
 		return ctx.Err()
 	}
 	d.link.let()
-	if err := w1.ResumeGroup(); err != nil {
+	if err := rep.w1.ResumeGroup(); err != nil {
 		return err
 	}
-	d.say("w1 resumed (SIGCONT) after %.1fs, unaware of it; the link lets go and w1 sends its publish with %s again", time.Since(paused).Seconds(), first.Token)
-	refused, err := d.waitDecision(ctx, key, "w1's publish with "+first.Token.String()+" did not reach the store", func(dec fencedstore.Decision) bool {
-		return dec.Outcome == fencedstore.StaleOwner && dec.Token == fencedstore.Token(first.Token)
+	d.say("w1 resumed (SIGCONT) after %.1fs, unaware of it; the link lets go and w1 sends its publish with %s again", time.Since(rep.paused).Seconds(), rep.first.Token)
+	refused, err := d.waitDecision(ctx, rep.key, "w1's publish with "+rep.first.Token.String()+" did not reach the store", func(dec fencedstore.Decision) bool {
+		return dec.Outcome == fencedstore.StaleOwner && dec.Token == fencedstore.Token(rep.first.Token)
 	})
 	if err != nil {
-		if r, ok := d.findRun(run.ID); ok {
+		if r, ok := d.findRun(rep.run.ID); ok {
 			err = fmt.Errorf("%w (w1's attempt: %s, %s)", err, r.Attempts[0].State, r.Attempts[0].Error)
 		}
 		return err
 	}
-	body, err := d.body(key)
+	body, err := d.body(rep.key)
 	if err != nil {
 		return err
 	}
-	d.say("w1 tried %s: refused (stale_owner), the store holds %s and keeps w2's v%d: %q", first.Token, refused.Greatest, refused.Version, strings.TrimSpace(body))
-	if run, err = d.waitRun(ctx, run.ID, "w1's attempt was not recorded as fenced", func(r jobs.Run) error {
+	d.say("w1 tried %s: refused (stale_owner), the store holds %s and keeps w2's v%d: %q", rep.first.Token, refused.Greatest, refused.Version, strings.TrimSpace(body))
+	if rep.run, err = d.waitRun(ctx, rep.run.ID, "w1's attempt was not recorded as fenced", func(r jobs.Run) error {
 		if a := r.Attempts[0]; a.State != jobs.Fenced {
 			return fmt.Errorf("w1's attempt is %s", a.State)
 		}
@@ -184,12 +239,16 @@ func (d *demo) story(ctx context.Context, n int) error {
 	}); err != nil {
 		return err
 	}
-	d.say("w1 reports the refusal: its attempt ends %s; the run is %s, by w2", run.Attempts[0].State, run.State)
+	d.say("w1 reports the refusal: its attempt ends %s; the run is %s, by w2", rep.run.Attempts[0].State, rep.run.State)
+	return nil
+}
 
-	// The leader dies; the others elect a new one in a new epoch.
-	a, err = d.ready(ctx)
+// killLeader kills the leader; the others elect a new one in a new
+// epoch, which it returns with the killed node.
+func (d *demo) killLeader(ctx context.Context) (*localcluster.Node, localcluster.Agreement, error) {
+	a, err := d.ready(ctx)
 	if err != nil {
-		return err
+		return nil, localcluster.Agreement{}, err
 	}
 	old := d.c.Node(a.Leader)
 	old.Kill()
@@ -202,14 +261,19 @@ func (d *demo) story(ctx context.Context, n int) error {
 		}
 		return err
 	}); err != nil {
-		return err
+		return nil, localcluster.Agreement{}, err
 	}
 	d.say("%s elected leader: epoch %d", b.Leader, b.Epoch)
+	return old, b, nil
+}
+
+// rejoin restarts the killed leader. It catches up from the others; it
+// may also call an election of its own, so the leader is read again and
+// compared with b, the one elected without it.
+func (d *demo) rejoin(ctx context.Context, old *localcluster.Node, b localcluster.Agreement) error {
 	if err := old.Start(); err != nil {
 		return fmt.Errorf("restart %s: %w", old.Name, err)
 	}
-	// The restarted node catches up from the others; it may also call an
-	// election of its own, so the leader is read again.
 	var c localcluster.Agreement
 	if err := d.wait(ctx, demoReadyWait, old.Name+" did not rejoin", func() error {
 		var err error
@@ -228,6 +292,12 @@ func (d *demo) story(ctx context.Context, n int) error {
 	} else {
 		d.say("%s restarted on its data directory (pid %d); another election followed: %s leads in epoch %d", old.Name, old.Pid(), c.Leader, c.Epoch)
 	}
+	return nil
+}
+
+// publishInNewEpoch runs the report once more, to show that any token of
+// the new epoch outranks w2's from the old one.
+func (d *demo) publishInNewEpoch(ctx context.Context, second jobs.Attempt) error {
 	if _, err := d.ready(ctx); err != nil {
 		return err
 	}
@@ -244,8 +314,6 @@ func (d *demo) story(ctx context.Context, n int) error {
 		return err
 	}
 	d.say("%s published v%d of %s with %s: every token of epoch %d outranks %s", na.Worker, pub.Version, next.Output, na.Token, na.Token.Epoch, second.Token)
-	fmt.Fprintf(d.out, "story %d done in %.0fs: the timeline at %s/timeline?job=report shows it, the key at %s/store/%s\n",
-		n, time.Since(d.start).Seconds(), d.dash, d.dash, key)
 	return nil
 }
 

@@ -70,176 +70,228 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// init builds the route table once, on the first call, so that the
+// fields may be set in any order after the Server is made.
 func (s *Server) init() {
-	l := func() scheduler.Forwarder { return s.Leader }
-	s.routes = map[string]http.HandlerFunc{
-		pathSetJobs: handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
-			hash, err := l().SetJobs(ctx, req.Jobs, req.Source)
-			return setJobsReply{Hash: hash}, err
-		}),
-		pathTrigger: handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
-			if err := required("job", req.Job); err != nil {
-				return jobs.Run{}, err
-			}
-			return l().Trigger(ctx, req.Job, req.Force)
-		}),
-		pathPause: handle(s, func(ctx context.Context, req pauseRequest) (done, error) {
-			if err := required("job", req.Job); err != nil {
-				return done{}, err
-			}
-			return done{}, l().Pause(ctx, req.Job, req.Paused)
-		}),
-		pathStarted: handle(s, func(ctx context.Context, req startedRequest) (done, error) {
-			if err := required("attempt", req.Attempt); err != nil {
-				return done{}, err
-			}
-			return done{}, l().Started(ctx, req.Attempt, req.At)
-		}),
-		pathComplete: handle(s, func(ctx context.Context, req replicated.Completion) (done, error) {
-			if err := required("attempt", req.Attempt); err != nil {
-				return done{}, err
-			}
-			return done{}, l().Complete(ctx, req)
-		}),
-		pathNote: handle(s, func(ctx context.Context, req noteRequest) (done, error) {
-			if err := required("attempt", req.Attempt, "kind", req.Kind); err != nil {
-				return done{}, err
-			}
-			return done{}, l().Note(ctx, req.Attempt, req.Kind, req.Node, req.Detail)
-		}),
-		pathAudit: handle(s, func(ctx context.Context, req auditRequest) (done, error) {
-			if err := required("kind", req.Kind); err != nil {
-				return done{}, err
-			}
-			return done{}, l().Audit(ctx, req.Kind, req.Node, req.Detail)
-		}),
-		pathRenew: handle(s, func(ctx context.Context, req renewRequest) (worker.RenewReply, error) {
-			if err := required("attempt", req.Attempt, "node", req.Node); err != nil {
-				return worker.RenewReply{}, err
-			}
-			return l().Renew(ctx, req.Attempt, req.Node)
-		}),
-		pathDispatch: handle(s, func(ctx context.Context, a worker.Assignment) (dispatchReply, error) {
-			if err := required("attempt.id", a.Attempt.ID); err != nil {
-				return dispatchReply{}, err
-			}
-			if s.Worker == nil {
-				return dispatchReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
-			}
-			if err := s.Worker.Accept(a); err != nil {
-				return dispatchReply{}, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
-			}
-			return dispatchReply{Accepted: a.Attempt.ID}, nil
-		}),
+	s.routes = make(map[string]http.HandlerFunc)
+	s.leaderRoutes()
+	s.leaderBatchRoutes()
+	s.workerRoutes()
+	s.nodeRoutes()
+	if s.Leader == nil {
+		s.refuseLeaderRoutes()
 	}
-	s.routes[pathRelease] = handle(s, func(ctx context.Context, req releaseRequest) (scheduler.Released, error) {
-		if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
-			return scheduler.Released{}, err
-		}
-		rl, ok := s.Leader.(scheduler.Releaser)
-		if !ok {
-			return scheduler.Released{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
-		}
-		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
+}
+
+// leaderRoutes are the Forwarder's calls one at a time: each checks what
+// it requires and hands the request to the leader, which re-validates it.
+func (s *Server) leaderRoutes() {
+	s.routes[pathSetJobs] = handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
+		hash, err := s.Leader.SetJobs(ctx, req.Jobs, req.Source)
+		return setJobsReply{Hash: hash}, err
 	})
-	s.routes[pathCompleteMany] = handle(s, func(ctx context.Context, req completeManyRequest) (completeManyReply, error) {
-		if len(req.Completions) == 0 || len(req.Completions) > maxCompleteMany {
-			return completeManyReply{}, fmt.Errorf("%w: %d completions: want 1 to %d", wire.ErrBadRequest, len(req.Completions), maxCompleteMany)
+	s.routes[pathTrigger] = handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
+		if err := required("job", req.Job); err != nil {
+			return jobs.Run{}, err
 		}
-		// An item without an attempt is refused alone, by the leader's
-		// checkCompletion: the rest of the batch is recorded.
-		var (
-			errs []error
-			err  error
-		)
-		if bc, ok := l().(worker.BatchCompleter); ok {
-			errs, err = bc.CompleteMany(ctx, req.Completions)
-		} else {
-			errs = worker.CompleteEach(ctx, l(), req.Completions)
-		}
-		if err != nil {
-			return completeManyReply{}, err
-		}
-		reply := completeManyReply{Errors: make([]*errcode.Body, len(errs))}
-		for i, e := range errs {
-			if e != nil {
-				b := wire.Body(e)
-				reply.Errors[i] = &b
-			}
-		}
-		return reply, nil
+		return s.Leader.Trigger(ctx, req.Job, req.Force)
 	})
-	s.routes[pathRenewMany] = handle(s, func(ctx context.Context, req renewManyRequest) (renewManyReply, error) {
-		if err := required("node", req.Node); err != nil {
-			return renewManyReply{}, err
+	s.routes[pathPause] = handle(s, func(ctx context.Context, req pauseRequest) (done, error) {
+		if err := required("job", req.Job); err != nil {
+			return done{}, err
 		}
-		if len(req.Attempts) == 0 || len(req.Attempts) > maxRenewMany {
-			return renewManyReply{}, fmt.Errorf("%w: %d attempts: want 1 to %d", wire.ErrBadRequest, len(req.Attempts), maxRenewMany)
-		}
-		if req.Starts != nil && len(req.Starts) != len(req.Attempts) {
-			return renewManyReply{}, fmt.Errorf("%w: %d starts for %d attempts", wire.ErrBadRequest, len(req.Starts), len(req.Attempts))
-		}
-		rs := make([]worker.Renewal, len(req.Attempts))
-		for i, a := range req.Attempts {
-			if err := required("attempt", a); err != nil {
-				return renewManyReply{}, err
-			}
-			rs[i] = worker.Renewal{Attempt: a, Confirming: req.Starts != nil}
-			if req.Starts != nil {
-				rs[i].Start = req.Starts[i]
-			}
-		}
-		var (
-			replies []worker.RenewReply
-			err     error
-		)
-		if br, ok := l().(worker.BatchRenewer); ok {
-			replies, err = br.RenewMany(ctx, req.Node, rs)
-		} else {
-			replies, err = worker.RenewEach(ctx, l(), req.Node, rs)
-		}
-		return renewManyReply{Replies: replies}, err
+		return done{}, s.Leader.Pause(ctx, req.Job, req.Paused)
 	})
-	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []worker.Assignment) (dispatchManyReply, error) {
-		if s.Worker == nil {
-			return dispatchManyReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+	s.routes[pathStarted] = handle(s, func(ctx context.Context, req startedRequest) (done, error) {
+		if err := required("attempt", req.Attempt); err != nil {
+			return done{}, err
 		}
-		if len(as) == 0 || len(as) > maxDispatchMany {
-			return dispatchManyReply{}, fmt.Errorf("%w: %d assignments: want 1 to %d", wire.ErrBadRequest, len(as), maxDispatchMany)
-		}
-		for _, a := range as {
-			if err := required("attempt.id", a.Attempt.ID); err != nil {
-				return dispatchManyReply{}, err
-			}
-		}
-		reply := dispatchManyReply{Accepted: make([]string, 0, len(as))}
-		for _, a := range as {
-			if err := s.Worker.Accept(a); err != nil {
-				return dispatchManyReply{}, fmt.Errorf("%w: %s: %v", wire.ErrUnavailable, a.Attempt.ID, err)
-			}
-			reply.Accepted = append(reply.Accepted, a.Attempt.ID)
-		}
-		return reply, nil
+		return done{}, s.Leader.Started(ctx, req.Attempt, req.At)
 	})
+	s.routes[pathComplete] = handle(s, func(ctx context.Context, req replicated.Completion) (done, error) {
+		if err := required("attempt", req.Attempt); err != nil {
+			return done{}, err
+		}
+		return done{}, s.Leader.Complete(ctx, req)
+	})
+	s.routes[pathNote] = handle(s, func(ctx context.Context, req noteRequest) (done, error) {
+		if err := required("attempt", req.Attempt, "kind", req.Kind); err != nil {
+			return done{}, err
+		}
+		return done{}, s.Leader.Note(ctx, req.Attempt, req.Kind, req.Node, req.Detail)
+	})
+	s.routes[pathAudit] = handle(s, func(ctx context.Context, req auditRequest) (done, error) {
+		if err := required("kind", req.Kind); err != nil {
+			return done{}, err
+		}
+		return done{}, s.Leader.Audit(ctx, req.Kind, req.Node, req.Detail)
+	})
+	s.routes[pathRenew] = handle(s, func(ctx context.Context, req renewRequest) (worker.RenewReply, error) {
+		if err := required("attempt", req.Attempt, "node", req.Node); err != nil {
+			return worker.RenewReply{}, err
+		}
+		return s.Leader.Renew(ctx, req.Attempt, req.Node)
+	})
+	s.routes[pathRelease] = handle(s, s.release)
+	s.routes[pathBackfill] = handle(s, s.backfillRoute())
+}
+
+// release is the one leader call outside Forwarder: a node without a
+// scheduler cannot answer it, whatever its Leader is.
+func (s *Server) release(ctx context.Context, req releaseRequest) (scheduler.Released, error) {
+	if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
+		return scheduler.Released{}, err
+	}
+	rl, ok := s.Leader.(scheduler.Releaser)
+	if !ok {
+		return scheduler.Released{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
+	}
+	return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
+}
+
+// leaderBatchRoutes are the calls that carry many reports at once; a
+// leader without the batch interface answers them one by one.
+func (s *Server) leaderBatchRoutes() {
+	s.routes[pathCompleteMany] = handle(s, s.completeMany)
+	s.routes[pathRenewMany] = handle(s, s.renewMany)
+}
+
+func (s *Server) completeMany(ctx context.Context, req completeManyRequest) (completeManyReply, error) {
+	if len(req.Completions) == 0 || len(req.Completions) > maxCompleteMany {
+		return completeManyReply{}, fmt.Errorf("%w: %d completions: want 1 to %d", wire.ErrBadRequest, len(req.Completions), maxCompleteMany)
+	}
+	// An item without an attempt is refused alone, by the leader's
+	// checkCompletion: the rest of the batch is recorded.
+	var (
+		errs []error
+		err  error
+	)
+	if bc, ok := s.Leader.(worker.BatchCompleter); ok {
+		errs, err = bc.CompleteMany(ctx, req.Completions)
+	} else {
+		errs = worker.CompleteEach(ctx, s.Leader, req.Completions)
+	}
+	if err != nil {
+		return completeManyReply{}, err
+	}
+	reply := completeManyReply{Errors: make([]*errcode.Body, len(errs))}
+	for i, e := range errs {
+		if e != nil {
+			b := wire.Body(e)
+			reply.Errors[i] = &b
+		}
+	}
+	return reply, nil
+}
+
+func (s *Server) renewMany(ctx context.Context, req renewManyRequest) (renewManyReply, error) {
+	rs, err := renewals(req)
+	if err != nil {
+		return renewManyReply{}, err
+	}
+	var replies []worker.RenewReply
+	if br, ok := s.Leader.(worker.BatchRenewer); ok {
+		replies, err = br.RenewMany(ctx, req.Node, rs)
+	} else {
+		replies, err = worker.RenewEach(ctx, s.Leader, req.Node, rs)
+	}
+	return renewManyReply{Replies: replies}, err
+}
+
+// renewals checks a renew_many request whole before any of it reaches
+// the leader, so that a bad item renews nothing.
+func renewals(req renewManyRequest) ([]worker.Renewal, error) {
+	if err := required("node", req.Node); err != nil {
+		return nil, err
+	}
+	if len(req.Attempts) == 0 || len(req.Attempts) > maxRenewMany {
+		return nil, fmt.Errorf("%w: %d attempts: want 1 to %d", wire.ErrBadRequest, len(req.Attempts), maxRenewMany)
+	}
+	if req.Starts != nil && len(req.Starts) != len(req.Attempts) {
+		return nil, fmt.Errorf("%w: %d starts for %d attempts", wire.ErrBadRequest, len(req.Starts), len(req.Attempts))
+	}
+	rs := make([]worker.Renewal, len(req.Attempts))
+	for i, a := range req.Attempts {
+		if err := required("attempt", a); err != nil {
+			return nil, err
+		}
+		rs[i] = worker.Renewal{Attempt: a, Confirming: req.Starts != nil}
+		if req.Starts != nil {
+			rs[i].Start = req.Starts[i]
+		}
+	}
+	return rs, nil
+}
+
+// workerRoutes are the leader's calls to this node's worker, and the
+// questions asked of it about what it runs.
+func (s *Server) workerRoutes() {
+	s.routes[pathDispatch] = handle(s, s.dispatch)
+	s.routes[pathDispatchMany] = handle(s, s.dispatchMany)
+	s.routes[pathOutput] = handle(s, func(ctx context.Context, req worker.OutputRequest) (worker.LiveOutput, error) {
+		return s.output(req)
+	})
+}
+
+func (s *Server) dispatch(ctx context.Context, a worker.Assignment) (dispatchReply, error) {
+	if err := required("attempt.id", a.Attempt.ID); err != nil {
+		return dispatchReply{}, err
+	}
+	if s.Worker == nil {
+		return dispatchReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+	}
+	if err := s.Worker.Accept(a); err != nil {
+		return dispatchReply{}, fmt.Errorf("%w: %v", wire.ErrUnavailable, err)
+	}
+	return dispatchReply{Accepted: a.Attempt.ID}, nil
+}
+
+// dispatchMany checks every assignment before accepting any, so that a
+// malformed batch starts nothing.
+func (s *Server) dispatchMany(ctx context.Context, as []worker.Assignment) (dispatchManyReply, error) {
+	if s.Worker == nil {
+		return dispatchManyReply{}, fmt.Errorf("%w: this node runs no jobs", wire.ErrBadRequest)
+	}
+	if len(as) == 0 || len(as) > maxDispatchMany {
+		return dispatchManyReply{}, fmt.Errorf("%w: %d assignments: want 1 to %d", wire.ErrBadRequest, len(as), maxDispatchMany)
+	}
+	for _, a := range as {
+		if err := required("attempt.id", a.Attempt.ID); err != nil {
+			return dispatchManyReply{}, err
+		}
+	}
+	reply := dispatchManyReply{Accepted: make([]string, 0, len(as))}
+	for _, a := range as {
+		if err := s.Worker.Accept(a); err != nil {
+			return dispatchManyReply{}, fmt.Errorf("%w: %s: %v", wire.ErrUnavailable, a.Attempt.ID, err)
+		}
+		reply.Accepted = append(reply.Accepted, a.Attempt.ID)
+	}
+	return reply, nil
+}
+
+// nodeRoutes are what any node answers, whatever its role: its history,
+// its clock, and the path older versions still call.
+func (s *Server) nodeRoutes() {
 	s.routes[pathHistoryRange] = handle(s, func(ctx context.Context, req history.RangeRequest) (history.RangePage, error) {
 		if s.History == nil {
 			return history.RangePage{}, fmt.Errorf("%w: this node keeps no run history", history.ErrNotCovered)
 		}
 		return s.History.Range(req)
 	})
-	s.routes[pathBackfill] = handle(s, s.backfillRoute())
-	s.routes[pathOutput] = handle(s, func(ctx context.Context, req worker.OutputRequest) (worker.LiveOutput, error) {
-		return s.output(req)
-	})
 	s.routes[pathTime] = handle(s, func(context.Context, done) (done, error) { return done{}, nil })
 	s.routes[pathRetired] = func(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}
-	if s.Leader == nil {
-		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany} {
-			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
-				s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
-			}
+}
+
+// refuseLeaderRoutes answers the Forwarder's calls on a node without a
+// scheduler with jobs.ErrNotLeader, which sends the caller to look for
+// the leader elsewhere rather than call a nil Leader.
+func (s *Server) refuseLeaderRoutes() {
+	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany} {
+		s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
+			s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 		}
 	}
 }

@@ -60,30 +60,12 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 		s.handleEventsJSON(w, r)
 		return
 	}
-	var after uint64
-	if v := r.Header.Get("Last-Event-ID"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.Error(w, r, BadRequest("Last-Event-ID must be an event sequence number, got %q", v))
-			return
-		}
-		after = n
-	} else if v := r.URL.Query().Get("after"); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			s.Error(w, r, BadRequest("after must be an event sequence number, got %q", v))
-			return
-		}
-		after = n
+	after, err := resumeAfter(r)
+	if err != nil {
+		s.Error(w, r, err)
+		return
 	}
-	// A stream takes one of a bounded number of places, so that many
-	// clients cannot each hold a goroutine, a subscription and a
-	// connection for as long as they like.
-	if n := s.streams.Add(1); n > int64(s.MaxEventStreams) {
-		s.streams.Add(-1)
-		s.Metrics.EventStreamsRefused.Add(1)
-		s.Error(w, r, &retryError{after: sseRetryAfter,
-			err: fmt.Errorf("%w: %d event streams are open, the most this node serves (api.limits.max_event_streams); try again later", errUnavailable, n-1)})
+	if !s.takeStream(w, r) {
 		return
 	}
 	defer s.streams.Add(-1)
@@ -102,69 +84,123 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	// write sends one chunk and flushes it, or reports the client gone.
-	write := func(chunk string) bool {
-		rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-		if _, err := fmt.Fprint(w, chunk); err != nil {
-			return false
-		}
-		return rc.Flush() == nil
-	}
+	es := &eventStream{s: s, w: w, rc: rc, after: after}
 	defer rc.SetWriteDeadline(time.Time{})
+	es.run(r, changed)
+}
 
-	var lastCluster string
-	sendCluster := func() bool {
-		b, _ := json.Marshal(s.clusterSummary())
-		if string(b) == lastCluster {
-			return true
+// resumeAfter is the sequence number a reconnecting client last saw:
+// the browser's Last-Event-ID wins over a script's ?after=.
+func resumeAfter(r *http.Request) (uint64, error) {
+	if v := r.Header.Get("Last-Event-ID"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, BadRequest("Last-Event-ID must be an event sequence number, got %q", v)
 		}
-		lastCluster = string(b)
-		return write("event: cluster\ndata: " + lastCluster + "\n\n")
+		return n, nil
 	}
-	// sendAudit writes every entry after the last one sent.
-	sendAudit := func() bool {
-		for {
-			evs := s.State.Events(after, sseBatch)
-			if len(evs) == 0 {
-				return true
-			}
-			var b strings.Builder
-			for _, e := range evs {
-				data, _ := json.Marshal(e)
-				fmt.Fprintf(&b, "id: %d\nevent: audit\ndata: %s\n\n", e.Seq, data)
-				after = e.Seq
-			}
-			if !write(b.String()) {
-				return false
-			}
-			if len(evs) < sseBatch {
-				return true
-			}
+	if v := r.URL.Query().Get("after"); v != "" {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return 0, BadRequest("after must be an event sequence number, got %q", v)
 		}
+		return n, nil
 	}
-	if !write("retry: 2000\n\n") || !sendCluster() || !sendAudit() {
+	return 0, nil
+}
+
+// takeStream takes one of a bounded number of places for a stream, so
+// that many clients cannot each hold a goroutine, a subscription and a
+// connection for as long as they like. When it reports false it has
+// answered the request; when true the caller gives the place back.
+func (s *Server) takeStream(w http.ResponseWriter, r *http.Request) bool {
+	if n := s.streams.Add(1); n > int64(s.MaxEventStreams) {
+		s.streams.Add(-1)
+		s.Metrics.EventStreamsRefused.Add(1)
+		s.Error(w, r, &retryError{after: sseRetryAfter,
+			err: fmt.Errorf("%w: %d event streams are open, the most this node serves (api.limits.max_event_streams); try again later", errUnavailable, n-1)})
+		return false
+	}
+	return true
+}
+
+// eventStream is one client's stream: where it is in the audit trail
+// and the last cluster summary it was sent, so it is sent only changes.
+type eventStream struct {
+	s           *Server
+	w           http.ResponseWriter
+	rc          *http.ResponseController
+	after       uint64
+	lastCluster string
+}
+
+// run sends the backlog, then whatever changes, until the client goes
+// or cannot keep up.
+func (es *eventStream) run(r *http.Request, changed <-chan struct{}) {
+	if !es.write("retry: 2000\n\n") || !es.sendCluster() || !es.sendAudit() {
 		return
 	}
 	poll := time.NewTicker(sseClusterPoll)
 	defer poll.Stop()
-	keepAlive := time.NewTicker(s.EventHeartbeat)
+	keepAlive := time.NewTicker(es.s.EventHeartbeat)
 	defer keepAlive.Stop()
 	for {
 		select {
 		case <-r.Context().Done():
 			return
 		case <-changed:
-			if !sendAudit() || !sendCluster() {
+			if !es.sendAudit() || !es.sendCluster() {
 				return
 			}
 		case <-poll.C:
-			if !sendCluster() {
+			if !es.sendCluster() {
 				return
 			}
 		case <-keepAlive.C:
-			if !write(": ping\n\n") {
+			if !es.write(": ping\n\n") {
 				return
 			}
+		}
+	}
+}
+
+// write sends one chunk and flushes it, or reports the client gone.
+func (es *eventStream) write(chunk string) bool {
+	es.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
+	if _, err := fmt.Fprint(es.w, chunk); err != nil {
+		return false
+	}
+	return es.rc.Flush() == nil
+}
+
+func (es *eventStream) sendCluster() bool {
+	b, _ := json.Marshal(es.s.clusterSummary())
+	if string(b) == es.lastCluster {
+		return true
+	}
+	es.lastCluster = string(b)
+	return es.write("event: cluster\ndata: " + es.lastCluster + "\n\n")
+}
+
+// sendAudit writes every entry after the last one sent, in batches so
+// that a long backlog is not held in memory at once.
+func (es *eventStream) sendAudit() bool {
+	for {
+		evs := es.s.State.Events(es.after, sseBatch)
+		if len(evs) == 0 {
+			return true
+		}
+		var b strings.Builder
+		for _, e := range evs {
+			data, _ := json.Marshal(e)
+			fmt.Fprintf(&b, "id: %d\nevent: audit\ndata: %s\n\n", e.Seq, data)
+			es.after = e.Seq
+		}
+		if !es.write(b.String()) {
+			return false
+		}
+		if len(evs) < sseBatch {
+			return true
 		}
 	}
 }
