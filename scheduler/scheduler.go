@@ -30,6 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -76,8 +77,9 @@ type Scheduler struct {
 	// ReplaceJobs applies InitialJobs also over a job set that differs
 	// from it (fencecron dev -jobs: the file as it is now).
 	ReplaceJobs bool
-	// Notify is how this node sends notifications while it leads.
-	Notify NotifyConfig
+	// Notify is how this node sends notifications while it leads
+	// (package notify).
+	Notify notify.Config
 	// Store is the fenced store, where a forced release raises its job's
 	// floor (Release); nil: a release raises none, and says so.
 	Store fencedstore.Store
