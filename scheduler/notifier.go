@@ -31,8 +31,11 @@ type notifier interface {
 
 // termNotifier returns a new term's notifier: a notify.Sender of the
 // FSM's pending notices, which records their outcomes through this
-// node's log.
+// node's log (s.newNotifier instead, if a test set it).
 func (s *Scheduler) termNotifier() notifier {
+	if s.newNotifier != nil {
+		return s.newNotifier()
+	}
 	propose := func(ctx context.Context, c fsm.Command) error {
 		_, err := s.applyLocalCmd(ctx, c)
 		return err

@@ -30,6 +30,22 @@ func waitFor(t *testing.T, what string, cond func() error) {
 	}
 }
 
+// fakeNotifier is a term's notifier that delivers nothing: it hands the
+// term's context to the test and says when Run returned.
+type fakeNotifier struct {
+	targets  []NotifyTarget
+	started  chan context.Context
+	returned chan struct{}
+}
+
+func (f *fakeNotifier) Run(ctx context.Context) {
+	defer close(f.returned)
+	f.started <- ctx
+	<-ctx.Done()
+}
+
+func (f *fakeNotifier) Targets() []NotifyTarget { return f.targets }
+
 // newOneNodeScheduler returns a scheduler over a fake one-node cluster
 // that leads as soon as it is opened.
 func newOneNodeScheduler() (*Scheduler, *fsm.FSM) {
@@ -39,6 +55,65 @@ func newOneNodeScheduler() (*Scheduler, *fsm.FSM) {
 	s.Dispatcher = &recordingDispatcher{}
 	s.Logger = slogDiscard()
 	return s, sm
+}
+
+// The leader starts notification delivery for its term, under the term's
+// context, and shows its targets while it leads; when the term ends, so
+// does delivery, before the leader loop is done.
+func TestLeader_NotifiesForItsTerm(t *testing.T) {
+	s, _ := newOneNodeScheduler()
+	f := &fakeNotifier{targets: []NotifyTarget{{Target: "https://hooks.example.com", Kind: jobs.NotifyWebhook, Pending: 1}},
+		started: make(chan context.Context, 1), returned: make(chan struct{})}
+	var made int
+	s.newNotifier = func() notifier { made++; return f }
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close(context.Background())
+		}
+	}()
+
+	var termCtx context.Context
+	select {
+	case termCtx = <-f.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader did not start delivery for its term")
+	}
+	waitFor(t, "the leader shows its sender's targets", func() error {
+		ts, ok := s.NotifyTargets()
+		if !ok || len(ts) != 1 || ts[0].Target != "https://hooks.example.com" {
+			return fmt.Errorf("NotifyTargets = %+v, %v", ts, ok)
+		}
+		return nil
+	})
+	if err := termCtx.Err(); err != nil {
+		t.Fatalf("delivery's context ended while leading: %v", err)
+	}
+
+	// The term ends: delivery has stopped by the time Close returns.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
+	}
+	closed = true
+	select {
+	case <-f.returned:
+	default:
+		t.Fatal("delivery still runs after the term ended")
+	}
+	if termCtx.Err() == nil {
+		t.Error("delivery's context not cancelled when the term ended")
+	}
+	if ts, ok := s.NotifyTargets(); ok {
+		t.Errorf("NotifyTargets after the term = %+v, true; want not leading", ts)
+	}
+	if made != 1 {
+		t.Errorf("%d notifiers made for one term, want 1", made)
+	}
 }
 
 // The leader's own delivery (package notify) sends a pending notice and

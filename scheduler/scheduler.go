@@ -89,6 +89,9 @@ type Scheduler struct {
 	wg           sync.WaitGroup
 	term         atomic.Pointer[leader] // set while this node leads
 	lastStepDown time.Time              // watch's own
+	// newNotifier, if set, makes each term's notifier instead of
+	// termNotifier's notify.Sender (tests).
+	newNotifier func() notifier
 }
 
 // New returns a scheduler; Dispatcher must be set before Open.
