@@ -45,8 +45,9 @@ type leader struct {
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
 	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
-	// sender is the term's notifier, once notifyLoop made it.
-	sender atomic.Pointer[notifier]
+	// sender is the term's notification delivery (notifier.go), set
+	// before the term is published.
+	sender notifier
 
 	// completions and starts wait here for their groups' entries
 	// (groupcommit.go).
@@ -110,8 +111,7 @@ func (l *leader) run() {
 		l.wg.Go(func() { l.completions.run(l.ctx) })
 		l.wg.Go(func() { l.starts.run(l.ctx) })
 	}
-	l.wg.Add(1)
-	go l.notifyLoop()
+	l.startNotifying()
 	s.term.Store(l)
 	defer s.term.CompareAndSwap(l, nil)
 	l.recover()

@@ -1,61 +1,20 @@
 package scheduler
 
 import (
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
+	"context"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"net/textproto"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
-
-// target is a loopback HTTP target that answers status and keeps what
-// it got.
-type target struct {
-	mu     sync.Mutex
-	status int
-	bodies []string
-}
-
-func (h *target) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	b, _ := io.ReadAll(r.Body)
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.bodies = append(h.bodies, string(b))
-	w.WriteHeader(h.status)
-}
-
-func (h *target) got() []string {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]string(nil), h.bodies...)
-}
-
-// failNotice records a failed run of job in the leader's FSM: one notice
-// is then pending.
-func failNotice(t *testing.T, l *leader, sm *fsm.FSM, job string) {
-	t.Helper()
-	res := applyAt(t, sm, 3, 100, grant(job, t0))
-	if res.Err != nil {
-		t.Fatal(res.Err)
-	}
-	applyAt(t, sm, 3, 101, complete(res.Run.Attempts[0].ID, jobs.Failed, 7, nil))
-	if n := len(sm.Notices()); n != 1 {
-		t.Fatalf("%d notices pending, want 1", n)
-	}
-}
 
 func waitFor(t *testing.T, what string, cond func() error) {
 	t.Helper()
@@ -72,227 +31,138 @@ func waitFor(t *testing.T, what string, cond func() error) {
 	}
 }
 
-// A Slack target gets Slack's incoming-webhook message, and the delivery
-// is recorded: the notice leaves the state and is not sent again.
-func TestNotifier_SlackDeliveredOnce(t *testing.T) {
-	h := &target{status: http.StatusOK}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
-		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}})
-	l.s.Clock = jobs.SystemClock{}
-	l.s.Notify = NotifyConfig{DashboardURL: "http://127.0.0.1:8080"}
-	failNotice(t, l, sm, "j")
-	l.wg.Add(1)
-	go l.notifyLoop()
-	waitFor(t, "the delivery recorded", func() error {
-		if n := len(sm.Notices()); n != 0 {
-			return fmt.Errorf("%d pending", n)
-		}
-		return nil
-	})
-	bodies := h.got()
-	if len(bodies) != 1 {
-		t.Fatalf("slack got %d messages, want 1", len(bodies))
-	}
-	var msg struct {
-		Text   string           `json:"text"`
-		Blocks []map[string]any `json:"blocks"`
-	}
-	if err := json.Unmarshal([]byte(bodies[0]), &msg); err != nil {
+// fakeNotifier is a term's notifier that delivers nothing: it hands the
+// term's context to the test and says when Run returned.
+type fakeNotifier struct {
+	targets  []notify.Target
+	started  chan context.Context
+	returned chan struct{}
+}
+
+func (f *fakeNotifier) Run(ctx context.Context) {
+	defer close(f.returned)
+	f.started <- ctx
+	<-ctx.Done()
+}
+
+func (f *fakeNotifier) Targets() []notify.Target { return f.targets }
+
+// newOneNodeScheduler returns a scheduler over a fake one-node cluster
+// that leads as soon as it is opened.
+func newOneNodeScheduler() (*Scheduler, *fsm.FSM) {
+	sm := fsm.NewFSM()
+	s := New(&fakeRaft{fsm: sm}, sm)
+	s.Clock = fixedClock{base}
+	s.Dispatcher = &recordingDispatcher{}
+	s.Logger = slogDiscard()
+	return s, sm
+}
+
+// The leader starts notification delivery for its term, under the term's
+// context, and shows its targets while it leads; when the term ends, so
+// does delivery, before the leader loop is done.
+func TestLeader_NotifiesForItsTerm(t *testing.T) {
+	s, _ := newOneNodeScheduler()
+	f := &fakeNotifier{targets: []notify.Target{{Target: "https://hooks.example.com", Kind: jobs.NotifyWebhook, Pending: 1}},
+		started: make(chan context.Context, 1), returned: make(chan struct{})}
+	var made int
+	s.newNotifier = func() notifier { made++; return f }
+	if err := s.Open(); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"job j failed", "exit code 7", "http://127.0.0.1:8080/jobs/j#run-"} {
-		if !strings.Contains(msg.Text, want) {
-			t.Errorf("text %q lacks %q", msg.Text, want)
+	closed := false
+	defer func() {
+		if !closed {
+			s.Close(context.Background())
 		}
-	}
-	if len(msg.Blocks) != 1 || msg.Blocks[0]["type"] != "section" {
-		t.Errorf("blocks = %v", msg.Blocks)
-	}
-	if n := sm.Counters()[fsm.CounterNotified]; n != 1 {
-		t.Errorf("notified = %d, want 1", n)
-	}
-}
+	}()
 
-// A target that keeps refusing is tried MaxTries times with backoff,
-// then given up, and that is recorded as notify_failed; scheduling goes
-// on meanwhile.
-func TestNotifier_GivesUpAfterMaxTries(t *testing.T) {
-	h := &target{status: http.StatusServiceUnavailable}
-	srv := httptest.NewServer(h)
-	defer srv.Close()
-	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
-		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL}}})
-	l.s.Clock = jobs.SystemClock{}
-	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 10 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}
-	failNotice(t, l, sm, "j")
-	l.wg.Add(1)
-	go l.notifyLoop()
-	waitFor(t, "given up", func() error {
-		if n := sm.Counters()[fsm.CounterNotifyFailed]; n != 1 {
-			return fmt.Errorf("notify_failed = %d", n)
+	var termCtx context.Context
+	select {
+	case termCtx = <-f.started:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the leader did not start delivery for its term")
+	}
+	waitFor(t, "the leader shows its sender's targets", func() error {
+		ts, ok := s.NotifyTargets()
+		if !ok || len(ts) != 1 || ts[0].Target != "https://hooks.example.com" {
+			return fmt.Errorf("NotifyTargets = %+v, %v", ts, ok)
 		}
 		return nil
 	})
-	if n := len(h.got()); n != 3 {
-		t.Errorf("target tried %d times, want 3", n)
+	if err := termCtx.Err(); err != nil {
+		t.Fatalf("delivery's context ended while leading: %v", err)
 	}
-	if n := len(sm.Notices()); n != 0 {
-		t.Errorf("%d notices still pending", n)
+
+	// The term ends: delivery has stopped by the time Close returns.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := s.Close(ctx); err != nil {
+		t.Fatal(err)
 	}
-	evs := sm.Events(0, 0)
-	last := evs[len(evs)-1]
-	if last.Kind != jobs.EventNotifyFailed || !strings.Contains(last.Detail, "503") || !strings.Contains(last.Detail, "3 tries") {
-		t.Errorf("last event = %s %q", last.Kind, last.Detail)
+	closed = true
+	select {
+	case <-f.returned:
+	default:
+		t.Fatal("delivery still runs after the term ended")
 	}
-	// The target's path never shows in what is recorded (a Slack URL's
-	// path is its secret).
-	if strings.Contains(last.Detail, srv.URL+"/") {
-		t.Errorf("event detail shows the target's path: %q", last.Detail)
+	if termCtx.Err() == nil {
+		t.Error("delivery's context not cancelled when the term ended")
+	}
+	if ts, ok := s.NotifyTargets(); ok {
+		t.Errorf("NotifyTargets after the term = %+v, true; want not leading", ts)
+	}
+	if made != 1 {
+		t.Errorf("%d notifiers made for one term, want 1", made)
 	}
 }
 
-// A target that cannot be reached is reported by scheme and host only:
-// a Slack URL's path is its secret.
-func TestNotifier_ErrorsHideTheTargetPath(t *testing.T) {
-	srv := httptest.NewServer(http.NotFoundHandler())
-	addr := srv.URL
-	srv.Close() // nothing listens there now
-	n := &notifier{cfg: NotifyConfig{}.withDefaults()}
-	err := n.deliver(t.Context(), replicated.Notice{Run: "j@1", Target: jobs.Notify{Slack: addr + "/services/T0/B0/SECRET"}})
-	if err == nil {
-		t.Fatal("delivered to a closed port")
+// The leader's own delivery (package notify) sends a pending notice and
+// records it through the leader's log.
+func TestLeader_DeliversNotificationsThroughItsLog(t *testing.T) {
+	var mu sync.Mutex
+	got := 0
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		mu.Lock()
+		got++
+		mu.Unlock()
+	}))
+	defer srv.Close()
+	s, sm := newOneNodeScheduler()
+	s.Notify = notify.Config{DashboardURL: "http://127.0.0.1:8080"}
+	ctx := t.Context()
+	if _, err := s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base}}); err != nil {
+		t.Fatal(err)
 	}
-	if strings.Contains(err.Error(), "SECRET") || !strings.Contains(err.Error(), addr) {
-		t.Errorf("error %q: want the host, not the path", err)
+	if _, err := s.SetJobs(ctx, []jobs.Spec{{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}}}, "test"); err != nil {
+		t.Fatal(err)
 	}
-}
+	res, err := s.applyLocalCmd(ctx, grant("j", t0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.applyLocalCmd(ctx, complete(res.Run.Attempts[0].ID, jobs.Failed, 7, nil)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(sm.Notices()); n != 1 {
+		t.Fatalf("%d notices pending, want 1", n)
+	}
 
-// fakeSMTP is a minimal SMTP server for one conversation at a time: it
-// offers STARTTLS when tlsConf is set, and records the commands it got
-// in clear and after the upgrade.
-type fakeSMTP struct {
-	ln      net.Listener
-	tlsConf *tls.Config
-	mu      sync.Mutex
-	clear   []string
-	secure  []string
-	data    string
-}
-
-func (s *fakeSMTP) serve() {
-	for {
-		c, err := s.ln.Accept()
-		if err != nil {
-			return
+	if err := s.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	waitFor(t, "the delivery recorded", func() error {
+		if n := sm.Counters()[fsm.CounterNotified]; n != 1 {
+			return fmt.Errorf("notified = %d, %d pending", n, len(sm.Notices()))
 		}
-		s.converse(c)
-	}
-}
-
-func (s *fakeSMTP) converse(c net.Conn) {
-	defer func() { c.Close() }()
-	c.SetDeadline(time.Now().Add(10 * time.Second))
-	tp := textproto.NewConn(c)
-	secure := false
-	tp.PrintfLine("220 fake ESMTP")
-	for {
-		line, err := tp.ReadLine()
-		if err != nil {
-			return
-		}
-		cmd, _, _ := strings.Cut(strings.ToUpper(line), " ")
-		s.mu.Lock()
-		if secure {
-			s.secure = append(s.secure, cmd)
-		} else {
-			s.clear = append(s.clear, cmd)
-		}
-		s.mu.Unlock()
-		switch cmd {
-		case "EHLO":
-			if s.tlsConf != nil && !secure {
-				tp.PrintfLine("250-fake\r\n250 STARTTLS")
-			} else {
-				tp.PrintfLine("250 fake")
-			}
-		case "STARTTLS":
-			tp.PrintfLine("220 go ahead")
-			tc := tls.Server(c, s.tlsConf)
-			if err := tc.Handshake(); err != nil {
-				return
-			}
-			c, tp, secure = tc, textproto.NewConn(tc), true
-		case "DATA":
-			tp.PrintfLine("354 go on")
-			b, err := tp.ReadDotBytes()
-			if err != nil {
-				return
-			}
-			s.mu.Lock()
-			s.data = string(b)
-			s.mu.Unlock()
-			tp.PrintfLine("250 queued")
-		case "QUIT":
-			tp.PrintfLine("221 bye")
-			return
-		default:
-			tp.PrintfLine("250 ok")
-		}
-	}
-}
-
-// With starttls, the mail goes only after the upgrade (nothing but EHLO
-// and STARTTLS in clear), with the server's certificate verified; a
-// server that does not offer STARTTLS is refused before anything is sent.
-func TestNotifier_MailStartTLS(t *testing.T) {
-	tsrv := httptest.NewTLSServer(http.NotFoundHandler()) // for its certificate
-	cert := tsrv.TLS.Certificates[0]
-	pool := x509.NewCertPool()
-	pool.AddCert(tsrv.Certificate())
-	tsrv.Close()
-	notice := replicated.Notice{ID: 1, Index: 9, Job: "j", Run: "j@1", State: "failed", Target: jobs.Notify{Email: []string{"ops@example.test"}}}
-	for _, tc := range []struct {
-		name    string
-		offer   bool
-		wantErr string
-	}{{"upgrades first", true, ""}, {"refuses a server without STARTTLS", false, "does not offer it"}} {
-		t.Run(tc.name, func(t *testing.T) {
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			s := &fakeSMTP{ln: ln}
-			if tc.offer {
-				s.tlsConf = &tls.Config{Certificates: []tls.Certificate{cert}}
-			}
-			done := make(chan struct{})
-			go func() { defer close(done); s.serve() }()
-			defer func() { ln.Close(); <-done }()
-			port := ln.Addr().(*net.TCPAddr).Port
-			n := &notifier{cfg: NotifyConfig{SMTP: SMTPConfig{Host: "127.0.0.1", Port: port, From: "fencecron@example.test", StartTLS: true, RootCAs: pool}}.withDefaults()}
-			err = n.deliver(t.Context(), notice)
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("deliver = %v, want %q", err, tc.wantErr)
-				}
-				if slices.Contains(s.clear, "MAIL") || s.data != "" {
-					t.Errorf("sent in clear: %v", s.clear)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := strings.Join(s.clear, " "); got != "EHLO STARTTLS" {
-				t.Errorf("in clear: %s, want EHLO STARTTLS", got)
-			}
-			if !slices.Contains(s.secure, "MAIL") || !strings.Contains(s.data, "Message-ID: <j.1.9.1@example.test>") {
-				t.Errorf("after the upgrade: %v, message:\n%s", s.secure, s.data)
-			}
-		})
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if got != 1 {
+		t.Errorf("target got %d messages, want 1", got)
 	}
 }

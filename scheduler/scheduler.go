@@ -30,6 +30,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -77,8 +78,9 @@ type Scheduler struct {
 	// ReplaceJobs applies InitialJobs also over a job set that differs
 	// from it (fencecron dev -jobs: the file as it is now).
 	ReplaceJobs bool
-	// Notify is how this node sends notifications while it leads.
-	Notify NotifyConfig
+	// Notify is how this node sends notifications while it leads
+	// (package notify).
+	Notify notify.Config
 	// Store is the fenced store, where a forced release raises its job's
 	// floor (Release); nil: a release raises none, and says so.
 	Store fencedstore.Store
@@ -88,6 +90,9 @@ type Scheduler struct {
 	wg           sync.WaitGroup
 	term         atomic.Pointer[leader] // set while this node leads
 	lastStepDown time.Time              // watch's own
+	// newNotifier, if set, makes each term's notifier instead of
+	// termNotifier's notify.Sender (tests).
+	newNotifier func() notifier
 }
 
 // New returns a scheduler; Dispatcher must be set before Open.

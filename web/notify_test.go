@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -14,11 +14,11 @@ import (
 // fakeSender is a notification sender with the targets it is given; ok
 // false: this node does not lead.
 type fakeSender struct {
-	targets []scheduler.NotifyTarget
+	targets []notify.Target
 	ok      bool
 }
 
-func (f fakeSender) NotifyTargets() ([]scheduler.NotifyTarget, bool) { return f.targets, f.ok }
+func (f fakeSender) NotifyTargets() ([]notify.Target, bool) { return f.targets, f.ok }
 
 // noticedState is the fixture's state with two notices pending.
 type noticedState struct{ *fakeState }
@@ -26,11 +26,11 @@ type noticedState struct{ *fakeState }
 func (noticedState) Notices() []replicated.Notice { return make([]replicated.Notice, 2) }
 
 func TestServer_NotifyTargets(t *testing.T) {
-	hung := scheduler.NotifyTarget{Target: "https://hooks.example.com", Kind: "webhook", Jobs: []string{"report"}, Pending: 7, InFlight: 0,
+	hung := notify.Target{Target: "https://hooks.example.com", Kind: "webhook", Jobs: []string{"report"}, Pending: 7, InFlight: 0,
 		BackingOff: true, Failures: 3, RetryAt: at(60), LastError: "Post https://hooks.example.com: context deadline exceeded", LastFailure: at(45)}
-	slackA := scheduler.NotifyTarget{Target: "https://hooks.slack.com", Kind: "slack", Pending: 1, InFlight: 1}
-	slackB := scheduler.NotifyTarget{Target: "https://hooks.slack.com", Kind: "slack", Pending: 2, InFlight: 1, LastDelivery: at(40)}
-	sender := fakeSender{targets: []scheduler.NotifyTarget{hung, slackA, slackB}, ok: true}
+	slackA := notify.Target{Target: "https://hooks.slack.com", Kind: "slack", Pending: 1, InFlight: 1}
+	slackB := notify.Target{Target: "https://hooks.slack.com", Kind: "slack", Pending: 2, InFlight: 1, LastDelivery: at(40)}
+	sender := fakeSender{targets: []notify.Target{hung, slackA, slackB}, ok: true}
 
 	t.Run("leader", func(t *testing.T) {
 		f := newFixture(t, func(s *Server) { s.Notifications = sender })

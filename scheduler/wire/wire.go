@@ -19,8 +19,8 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/notify"
 )
 
 // Status is the answer of GET /api/v1/status.
@@ -48,7 +48,7 @@ type Status struct {
 // NotifyStatus is the leader's notification sender: its targets, those
 // backing off first.
 type NotifyStatus struct {
-	Targets []scheduler.NotifyTarget `json:"targets"`
+	Targets []notify.Target `json:"targets"`
 }
 
 // LeaderHTTP returns the HTTP address of the leader st names, from its

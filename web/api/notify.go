@@ -1,7 +1,7 @@
 package api
 
 import (
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -10,7 +10,7 @@ import (
 // targets (scheduler.Scheduler implements it); ok is false on a node
 // that does not lead, which sends nothing. Safe for concurrent use.
 type NotifyTargets interface {
-	NotifyTargets() (targets []scheduler.NotifyTarget, ok bool)
+	NotifyTargets() (targets []notify.Target, ok bool)
 }
 
 // notifyStatus is the sender's part of the status: nil unless this node

@@ -5,16 +5,16 @@ import (
 	"strconv"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
-	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/notify"
 )
 
 // notifyConfig is how this node sends notifications when it leads: the
 // config's notify: section, and links to its own dashboard unless the
 // section names another.
-func notifyConfig(cfg *config.File, advertise string) scheduler.NotifyConfig {
+func notifyConfig(cfg *config.File, advertise string) notify.Config {
 	n := cfg.Notify
-	c := scheduler.NotifyConfig{
-		SMTP: scheduler.SMTPConfig{Host: n.Host, Port: n.SMTPPort(), From: n.From,
+	c := notify.Config{
+		SMTP: notify.SMTPConfig{Host: n.Host, Port: n.SMTPPort(), From: n.From,
 			Username: n.Username, Password: n.Password, StartTLS: n.StartTLS},
 		DashboardURL: n.DashboardURL,
 	}

@@ -22,8 +22,8 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -175,11 +175,11 @@ type hookReceiver struct {
 	mu       sync.Mutex
 	refuse   bool
 	refused  map[string]int
-	accepted map[string][]scheduler.WebhookPayload
+	accepted map[string][]notify.WebhookPayload
 }
 
 func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var p scheduler.WebhookPayload
+	var p notify.WebhookPayload
 	b, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	if err := json.Unmarshal(b, &p); err != nil || p.Run == "" || r.Header.Get("Fencecron-Notification-Id") != p.ID {
 		http.Error(w, "bad notification", http.StatusBadRequest)
@@ -197,10 +197,10 @@ func (h *hookReceiver) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 func (h *hookReceiver) setRefuse(v bool) { h.mu.Lock(); h.refuse = v; h.mu.Unlock() }
 
-func (h *hookReceiver) counts(run string) (accepted []scheduler.WebhookPayload, refused int) {
+func (h *hookReceiver) counts(run string) (accepted []notify.WebhookPayload, refused int) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]scheduler.WebhookPayload(nil), h.accepted[run]...), h.refused[run]
+	return append([]notify.WebhookPayload(nil), h.accepted[run]...), h.refused[run]
 }
 
 // A job that fails notifies a webhook and an email address, exactly
@@ -210,7 +210,7 @@ func (h *hookReceiver) counts(run string) (accepted []scheduler.WebhookPayload, 
 // (the new leader sends what the dead one could not).
 func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
 	smtp := startSMTP(t)
-	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]scheduler.WebhookPayload{}}
+	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]notify.WebhookPayload{}}
 	srv := httptest.NewServer(hooks)
 	defer srv.Close()
 
@@ -407,7 +407,7 @@ func TestNotify_StuckWebhookDelaysOnlyItsOwn(t *testing.T) {
 	stuckSrv := httptest.NewServer(stuck)
 	defer stuckSrv.Close()
 	defer close(stuck.stop) // before Close, which waits for the handlers
-	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]scheduler.WebhookPayload{}}
+	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]notify.WebhookPayload{}}
 	okSrv := httptest.NewServer(hooks)
 	defer okSrv.Close()
 

@@ -1,4 +1,4 @@
-package scheduler
+package notify
 
 import (
 	"cmp"
@@ -112,7 +112,7 @@ func refusedNotice(err error) bool {
 }
 
 // targetKey is the target a notice goes to, whole (it is never shown).
-func (n *notifier) targetKey(no replicated.Notice) string {
+func (n *Sender) targetKey(no replicated.Notice) string {
 	switch no.Kind() {
 	case jobs.NotifyWebhook:
 		return "webhook " + no.Target.Webhook
@@ -125,7 +125,7 @@ func (n *notifier) targetKey(no replicated.Notice) string {
 }
 
 // targetName is how a notice's target is shown: scheme and host.
-func (n *notifier) targetName(no replicated.Notice) string {
+func (n *Sender) targetName(no replicated.Notice) string {
 	switch no.Kind() {
 	case jobs.NotifyWebhook:
 		return redact(no.Target.Webhook)
@@ -137,13 +137,13 @@ func (n *notifier) targetName(no replicated.Notice) string {
 	return "none"
 }
 
-func (n *notifier) smtpAddr() string {
+func (n *Sender) smtpAddr() string {
 	return net.JoinHostPort(n.cfg.SMTP.Host, strconv.Itoa(n.cfg.SMTP.Port))
 }
 
 // scrub is err's text, as recorded and shown: with the notice's target
 // URL cut to scheme and host wherever it is quoted, and clipped.
-func (n *notifier) scrub(err error, no replicated.Notice) string {
+func (n *Sender) scrub(err error, no replicated.Notice) string {
 	s := err.Error()
 	for _, u := range []string{no.Target.Webhook, no.Target.Slack} {
 		if u != "" {
@@ -155,7 +155,7 @@ func (n *notifier) scrub(err error, no replicated.Notice) string {
 
 // busy counts the notices in flight, and those to targets backing off;
 // n.mu is held.
-func (n *notifier) busy() (all, backingOff int) {
+func (n *Sender) busy() (all, backingOff int) {
 	for _, t := range n.targets {
 		all += t.inflight
 		if t.backingOff() {
@@ -168,7 +168,7 @@ func (n *notifier) busy() (all, backingOff int) {
 // countPending tracks the targets of the pending notices, counts them
 // and names their first jobs, and returns the keys of those it saw; n.mu
 // is held.
-func (n *notifier) countPending(pending []replicated.Notice) map[string]bool {
+func (n *Sender) countPending(pending []replicated.Notice) map[string]bool {
 	seen := map[string]bool{}
 	for _, no := range pending {
 		key := n.targetKey(no)
@@ -191,7 +191,7 @@ func (n *notifier) countPending(pending []replicated.Notice) map[string]bool {
 
 // forgetTargets drops the targets with nothing pending or in flight,
 // unless they failed within forgetTarget; n.mu is held.
-func (n *notifier) forgetTargets(seen map[string]bool, now time.Time) {
+func (n *Sender) forgetTargets(seen map[string]bool, now time.Time) {
 	for key, t := range n.targets {
 		if seen[key] || t.inflight > 0 {
 			continue
@@ -206,8 +206,8 @@ func (n *notifier) forgetTargets(seen map[string]bool, now time.Time) {
 // takeWaiting marks the notices waiting for target key (pending, not in
 // flight, other than except) as in flight, and returns them given up
 // with msg.
-func (n *notifier) takeWaiting(key string, except uint64, msg string) []replicated.Delivery {
-	pending := n.l.s.FSM.Notices()
+func (n *Sender) takeWaiting(key string, except uint64, msg string) []replicated.Delivery {
+	pending := n.state.Notices()
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	var out []replicated.Delivery
@@ -221,9 +221,9 @@ func (n *notifier) takeWaiting(key string, except uint64, msg string) []replicat
 	return out
 }
 
-// NotifyTarget is one notification target as the leader's sender sees
-// it (GET /api/v1/status, the Overview).
-type NotifyTarget struct {
+// Target is one notification target as the leader's sender sees it
+// (GET /api/v1/status, the Overview).
+type Target struct {
 	// Target is the target's scheme and host (smtp://host:port for
 	// email): never its path or query, which may be its secret.
 	Target string `json:"target"`
@@ -246,18 +246,20 @@ type NotifyTarget struct {
 	LastDelivery time.Time `json:"last_delivery,omitzero"`
 }
 
-// targetsView returns the tracked targets, those backing off first.
-func (n *notifier) targetsView() []NotifyTarget {
+// Targets returns the targets the sender tracks: those with notices
+// pending, and those that failed within the last hour, the ones backing
+// off first.
+func (n *Sender) Targets() []Target {
 	n.mu.Lock()
-	out := make([]NotifyTarget, 0, len(n.targets))
+	out := make([]Target, 0, len(n.targets))
 	for _, t := range n.targets {
-		v := NotifyTarget{Target: t.name, Kind: t.kind, Jobs: slices.Clone(t.jobs), Pending: t.pending, InFlight: t.inflight,
+		v := Target{Target: t.name, Kind: t.kind, Jobs: slices.Clone(t.jobs), Pending: t.pending, InFlight: t.inflight,
 			BackingOff: t.backingOff(), Failures: t.fails, RetryAt: t.retryAt, LastError: t.lastError,
 			LastFailure: t.lastFailure, LastDelivery: t.lastDelivery}
 		out = append(out, v)
 	}
 	n.mu.Unlock()
-	slices.SortFunc(out, func(a, b NotifyTarget) int {
+	slices.SortFunc(out, func(a, b Target) int {
 		if a.BackingOff != b.BackingOff {
 			if a.BackingOff {
 				return -1
@@ -267,20 +269,4 @@ func (n *notifier) targetsView() []NotifyTarget {
 		return cmp.Or(cmp.Compare(b.Failures, a.Failures), cmp.Compare(b.Pending, a.Pending), cmp.Compare(a.Target, b.Target))
 	})
 	return out
-}
-
-// NotifyTargets returns the notification targets this node's sender
-// tracks while it leads (ok false when it does not lead: only the
-// leader sends): those with notices pending, and those that failed
-// within the last hour, the ones backing off first.
-func (s *Scheduler) NotifyTargets() (targets []NotifyTarget, ok bool) {
-	l := s.term.Load()
-	if l == nil {
-		return nil, false
-	}
-	n := l.sender.Load()
-	if n == nil {
-		return []NotifyTarget{}, true
-	}
-	return n.targetsView(), true
 }

@@ -1,4 +1,4 @@
-package scheduler
+package notify
 
 import (
 	"fmt"
@@ -48,23 +48,20 @@ func (h *hangingTarget) counts() (got, open int) {
 
 func (h *hangingTarget) unblock() { h.once.Do(func() { close(h.release) }) }
 
-// failRuns records n failed runs of job through the leader's log, one
-// after another: each leaves one notice per notify entry.
-func failRuns(t *testing.T, l *leader, job string, n int) {
+// failRuns records n failed runs of job in lg, one after another: each
+// leaves one notice per notify entry.
+func failRuns(t *testing.T, lg *testLog, job string, n int) {
 	t.Helper()
 	for range n {
 		at := t0
-		if last, ok := l.s.FSM.LastRun(job); ok {
+		if last, ok := lg.fsm.LastRun(job); ok {
 			at = last.ScheduledAt.Add(time.Hour)
 		}
-		res, err := l.s.applyLocalCmd(t.Context(), grant(job, at))
-		if err == nil {
-			err = res.Err
-		}
+		res, err := lg.apply(grant(job, at))
 		if err != nil {
 			t.Fatalf("grant %s at %s: %v", job, at, err)
 		}
-		if _, err := l.s.applyLocalCmd(t.Context(), complete(res.Run.Attempts[0].ID, jobs.Failed, 1, nil)); err != nil {
+		if _, err := lg.apply(complete(res.Run.Attempts[0].ID, jobs.Failed, 1)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -81,18 +78,15 @@ func pendingOf(sm *fsm.FSM, job string) int {
 	return n
 }
 
-// targetNamed returns what the leader shows of the target named name.
-func targetNamed(l *leader, name string) (NotifyTarget, error) {
-	ts, ok := l.s.NotifyTargets()
-	if !ok {
-		return NotifyTarget{}, fmt.Errorf("the leader shows no targets")
-	}
+// targetNamed returns what the sender shows of the target named name.
+func targetNamed(n *Sender, name string) (Target, error) {
+	ts := n.Targets()
 	for _, tg := range ts {
 		if tg.Target == name {
 			return tg, nil
 		}
 	}
-	return NotifyTarget{}, fmt.Errorf("no target %s in %+v", name, ts)
+	return Target{}, fmt.Errorf("no target %s in %+v", name, ts)
 }
 
 // A webhook that hangs holds its own notices only: another target's
@@ -100,7 +94,7 @@ func targetNamed(l *leader, name string) (NotifyTarget, error) {
 // are delivered while the hung target's tries are still open; when those
 // fail the hung target is shown backing off, by scheme and host only,
 // and the other target still gets its notices.
-func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
+func TestSender_HungTargetDoesNotDelayOthers(t *testing.T) {
 	hung := newHangingTarget()
 	srvA := httptest.NewServer(hung)
 	defer srvA.Close()
@@ -108,18 +102,15 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 	b := &target{status: http.StatusOK}
 	srvB := httptest.NewServer(b)
 	defer srvB.Close()
-	l, sm := newTestLeader(t,
+	lg := newTestLog(t,
 		jobs.Spec{Name: "a", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srvA.URL + "/hook/SECRET-A"}}},
 		jobs.Spec{Name: "b", Schedules: []string{"@daily"}, Shell: "false", Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srvB.URL + "/services/T/B/X"}}})
-	l.s.Clock = jobs.SystemClock{}
-	// A try lasts until the test ends, and a failed target waits a minute.
-	l.s.Notify = NotifyConfig{Timeout: time.Minute, Backoff: time.Minute, MaxBackoff: time.Minute}
-	l.s.term.Store(l)
+	sm := lg.fsm
 	// More of a's notices than there are senders, then b's.
-	failRuns(t, l, "a", 2*maxSenders)
-	failRuns(t, l, "b", 2)
-	l.wg.Add(1)
-	go l.notifyLoop()
+	failRuns(t, lg, "a", 2*maxSenders)
+	failRuns(t, lg, "b", 2)
+	// A try lasts until the test ends, and a failed target waits a minute.
+	n := runSender(t, lg, Config{Timeout: time.Minute, Backoff: time.Minute, MaxBackoff: time.Minute})
 
 	waitFor(t, "a's target holds tries open", func() error {
 		if got, _ := hung.counts(); got == 0 {
@@ -142,7 +133,7 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 	if open != got || got > maxPerTarget {
 		t.Errorf("a's target: %d tries, %d still open; want all open and at most %d", got, open, maxPerTarget)
 	}
-	if tg, err := targetNamed(l, srvA.URL); err != nil {
+	if tg, err := targetNamed(n, srvA.URL); err != nil {
 		t.Fatal(err)
 	} else if tg.BackingOff || tg.InFlight != got || tg.Pending != 2*maxSenders || tg.Kind != jobs.NotifyWebhook {
 		t.Errorf("a's target while hung = %+v", tg)
@@ -150,9 +141,9 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 
 	// a's tries fail: it backs off, and holds no sender meanwhile.
 	hung.unblock()
-	var shown NotifyTarget
+	var shown Target
 	waitFor(t, "a's target shown backing off", func() error {
-		tg, err := targetNamed(l, srvA.URL)
+		tg, err := targetNamed(n, srvA.URL)
 		if err != nil {
 			return err
 		}
@@ -169,12 +160,12 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 	if !strings.Contains(shown.LastError, "503") || strings.Contains(shown.LastError, "SECRET") {
 		t.Errorf("a's last error %q: want the 503, and not the path", shown.LastError)
 	}
-	if tg, err := targetNamed(l, srvB.URL); err == nil && tg.BackingOff {
+	if tg, err := targetNamed(n, srvB.URL); err == nil && tg.BackingOff {
 		t.Errorf("b's target backing off: %+v", tg)
 	}
 
 	// b is still served while a backs off.
-	failRuns(t, l, "b", 1)
+	failRuns(t, lg, "b", 1)
 	waitFor(t, "b's next notice delivered", func() error {
 		if n := pendingOf(sm, "b"); n != 0 {
 			return fmt.Errorf("%d of b's notices pending", n)
@@ -189,18 +180,16 @@ func TestNotifier_HungTargetDoesNotDelayOthers(t *testing.T) {
 // A target that keeps failing is given up with everything waiting for
 // it once it failed MaxTries tries in a row: its backlog does not wait
 // for MaxTries tries of each notice.
-func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
+func TestSender_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
 	h := &target{status: http.StatusServiceUnavailable}
 	srv := httptest.NewServer(h)
 	defer srv.Close()
-	l, sm := newTestLeader(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
+	lg := newTestLog(t, jobs.Spec{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
 		Notify: []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}})
-	l.s.Clock = jobs.SystemClock{}
-	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
+	sm := lg.fsm
 	const backlog = 6
-	failRuns(t, l, "j", backlog)
-	l.wg.Add(1)
-	go l.notifyLoop()
+	failRuns(t, lg, "j", backlog)
+	runSender(t, lg, Config{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	waitFor(t, "every notice given up", func() error {
 		if n := sm.Counters()[fsm.CounterNotifyFailed]; n != backlog {
 			return fmt.Errorf("notify_failed = %d", n)
@@ -229,7 +218,7 @@ func TestNotifier_TargetThatKeepsFailingGivesUpItsBacklog(t *testing.T) {
 // A target that answers, refusing some notices (a 4xx), is not backed
 // off: each refused notice is tried MaxTries times on its own, and the
 // target's other notices are delivered.
-func TestNotifier_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
+func TestSender_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
 	var mu sync.Mutex
 	refused := 0
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -243,15 +232,13 @@ func TestNotifier_RefusedNoticeDoesNotBackOffItsTarget(t *testing.T) {
 	}))
 	defer srv.Close()
 	notify := []jobs.Notify{{On: []string{"failed"}, Webhook: srv.URL + "/hook"}}
-	l, sm := newTestLeader(t,
+	lg := newTestLog(t,
 		jobs.Spec{Name: "bad", Schedules: []string{"@daily"}, Shell: "false", Notify: notify},
 		jobs.Spec{Name: "good", Schedules: []string{"@daily"}, Shell: "false", Notify: notify})
-	l.s.Clock = jobs.SystemClock{}
-	l.s.Notify = NotifyConfig{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond}
-	failRuns(t, l, "bad", 3)
-	failRuns(t, l, "good", 3)
-	l.wg.Add(1)
-	go l.notifyLoop()
+	sm := lg.fsm
+	failRuns(t, lg, "bad", 3)
+	failRuns(t, lg, "good", 3)
+	runSender(t, lg, Config{MaxTries: 3, Backoff: 5 * time.Millisecond, MaxBackoff: 10 * time.Millisecond})
 	waitFor(t, "every notice settled", func() error {
 		if n := len(sm.Notices()); n != 0 {
 			return fmt.Errorf("%d pending", n)
