@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -402,6 +404,17 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 		return jobs.ErrUnknownJob
 	}
 	return nil
+}
+
+// errNotImplemented answers the calls a fake does not take: a test that
+// needs one overrides it (releasingScheduler, backfillSched).
+var errNotImplemented = errors.New("not implemented by the fake")
+
+func (f *fakeScheduler) Release(context.Context, string, string, string) (scheduler.Released, error) {
+	return scheduler.Released{}, fmt.Errorf("release: %w", errNotImplemented)
+}
+func (f *fakeScheduler) Backfill(context.Context, fsm.BackfillRequest) (fsm.BackfillResult, error) {
+	return fsm.BackfillResult{}, fmt.Errorf("backfill: %w", errNotImplemented)
 }
 
 // The calls only workers make: the fake is the leader's
