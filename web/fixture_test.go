@@ -427,6 +427,12 @@ func (f *fakeScheduler) Note(context.Context, string, string, string, string) er
 func (f *fakeScheduler) Renew(context.Context, string, string) (worker.RenewReply, error) {
 	return worker.RenewReply{}, nil
 }
+func (f *fakeScheduler) CompleteMany(_ context.Context, cs []fsm.Completion) ([]error, error) {
+	return make([]error, len(cs)), nil
+}
+func (f *fakeScheduler) RenewMany(_ context.Context, _ string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	return make([]worker.RenewReply, len(rs)), nil
+}
 
 var _ scheduler.Forwarder = (*fakeScheduler)(nil)
 

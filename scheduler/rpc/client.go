@@ -68,7 +68,6 @@ type Client struct {
 }
 
 var (
-	_ scheduler.Releaser        = (*Client)(nil)
 	_ scheduler.Forwarder       = (*Client)(nil)
 	_ scheduler.Dispatcher      = (*Client)(nil)
 	_ scheduler.BatchDispatcher = (*Client)(nil)
@@ -129,7 +128,7 @@ func (c *Client) Pause(ctx context.Context, job string, paused bool) error {
 	return c.toLeader(ctx, pathPause, pauseRequest{Job: job, Paused: paused}, nil)
 }
 
-// Release implements scheduler.Releaser.
+// Release implements scheduler.Forwarder.
 func (c *Client) Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error) {
 	var rel scheduler.Released
 	err := c.toLeader(ctx, pathRelease, releaseRequest{Attempt: attempt, Reason: reason, Asker: asker}, &rel)
@@ -155,9 +154,9 @@ func (c *Client) Complete(ctx context.Context, comp fsm.Completion) error {
 }
 
 // CompleteMany reports several completions to the leader in one call
-// (scheduler.BatchCompleter), once: the worker retries what failed. A
-// leader of a version without it answers no_route; each completion is
-// then reported on its own.
+// (scheduler.Forwarder), once: the worker retries what failed. A leader
+// of a version without it answers no_route; each completion is then
+// reported on its own.
 func (c *Client) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {
 	if len(cs) > maxCompleteMany {
 		return nil, fmt.Errorf("complete %d attempts at once: at most %d", len(cs), maxCompleteMany)
@@ -201,7 +200,7 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (worker.RenewR
 }
 
 // RenewMany asks the leader once to renew several attempts' leases
-// (scheduler.BatchRenewer). A leader of a version without it answers
+// (scheduler.Forwarder). A leader of a version without it answers
 // no_route; the attempts are then renewed one call each.
 func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	if len(rs) > maxRenewMany {

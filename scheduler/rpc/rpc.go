@@ -43,15 +43,15 @@ const (
 	pathStarted  = "/started"
 	pathComplete = "/complete"
 	// pathCompleteMany reports several completions
-	// (scheduler.BatchCompleter); a leader without it answers 404, and
-	// the client then reports each on its own.
+	// (scheduler.Forwarder.CompleteMany); a leader of an older version
+	// answers 404, and the client then reports each on its own.
 	pathCompleteMany = "/complete_many"
 	pathNote         = "/note"
 	pathAudit        = "/audit"
 	pathRenew        = "/renew"
 	// pathRenewMany renews several attempts of one node
-	// (scheduler.BatchRenewer); a leader without it answers 404, and the
-	// client then renews each on its own.
+	// (scheduler.Forwarder.RenewMany); a leader of an older version
+	// answers 404, and the client then renews each on its own.
 	pathRenewMany = "/renew_many"
 	pathDispatch  = "/dispatch"
 	// pathDispatchMany delivers several assignments to one worker

@@ -136,11 +136,7 @@ func (s *Server) init() {
 		if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
 			return scheduler.Released{}, err
 		}
-		rl, ok := s.Leader.(scheduler.Releaser)
-		if !ok {
-			return scheduler.Released{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
-		}
-		return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
+		return l().Release(ctx, req.Attempt, req.Reason, req.Asker)
 	})
 	s.routes[pathCompleteMany] = handle(s, func(ctx context.Context, req completeManyRequest) (completeManyReply, error) {
 		if len(req.Completions) == 0 || len(req.Completions) > maxCompleteMany {
@@ -148,15 +144,7 @@ func (s *Server) init() {
 		}
 		// An item without an attempt is refused alone, by the leader's
 		// checkCompletion: the rest of the batch is recorded.
-		var (
-			errs []error
-			err  error
-		)
-		if bc, ok := l().(worker.BatchCompleter); ok {
-			errs, err = bc.CompleteMany(ctx, req.Completions)
-		} else {
-			errs = worker.CompleteEach(ctx, l(), req.Completions)
-		}
+		errs, err := l().CompleteMany(ctx, req.Completions)
 		if err != nil {
 			return completeManyReply{}, err
 		}
@@ -189,15 +177,7 @@ func (s *Server) init() {
 				rs[i].Start = req.Starts[i]
 			}
 		}
-		var (
-			replies []worker.RenewReply
-			err     error
-		)
-		if br, ok := l().(worker.BatchRenewer); ok {
-			replies, err = br.RenewMany(ctx, req.Node, rs)
-		} else {
-			replies, err = worker.RenewEach(ctx, l(), req.Node, rs)
-		}
+		replies, err := l().RenewMany(ctx, req.Node, rs)
 		return renewManyReply{Replies: replies}, err
 	})
 	s.routes[pathDispatchMany] = handle(s, func(ctx context.Context, as []worker.Assignment) (dispatchManyReply, error) {
@@ -236,7 +216,7 @@ func (s *Server) init() {
 		s.fail(w, r, fmt.Errorf("%w: %s: this node takes typed calls only, not the encoded log commands of older versions: upgrade the caller", wire.ErrUnavailable, r.URL.Path))
 	}
 	if s.Leader == nil {
-		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany} {
+		for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill} {
 			s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 				s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 			}
