@@ -8,11 +8,6 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-var (
-	_ worker.BatchCompleter = (*Scheduler)(nil)
-	_ worker.BatchCompleter = local{}
-)
-
 // CompleteMany reports completions: as the leader, or through the
 // Forwarder.
 func (s *Scheduler) CompleteMany(ctx context.Context, cs []fsm.Completion) ([]error, error) {

@@ -59,8 +59,9 @@ type Forwarder interface {
 }
 
 var (
-	_ Forwarder = (*Scheduler)(nil)
-	_ Forwarder = local{}
+	_ Forwarder     = (*Scheduler)(nil)
+	_ Forwarder     = local{}
+	_ worker.Leader = (*Scheduler)(nil)
 )
 
 // Bounds on what a caller may send the leader; the leader refuses more

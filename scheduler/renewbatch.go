@@ -8,11 +8,6 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-var (
-	_ worker.BatchRenewer = (*Scheduler)(nil)
-	_ worker.BatchRenewer = local{}
-)
-
 // RenewMany renews attempts of node: as the leader, or through the
 // Forwarder.
 func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {

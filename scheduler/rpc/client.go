@@ -71,7 +71,6 @@ var (
 	_ scheduler.Forwarder       = (*Client)(nil)
 	_ scheduler.Dispatcher      = (*Client)(nil)
 	_ scheduler.BatchDispatcher = (*Client)(nil)
-	_ worker.BatchRenewer       = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -230,13 +229,28 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal
 	var re *errcode.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
-		return worker.RenewEach(ctx, c, node, rs)
+		return c.renewEach(ctx, node, rs)
 	case err != nil:
 		return nil, err
 	case len(reply.Replies) != len(rs):
 		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(rs), len(reply.Replies))
 	}
 	return reply.Replies, nil
+}
+
+// renewEach renews attempts one call each: a batch to a leader of a
+// version without renew_many. Such a leader confirms no start: its
+// answers have no Started.
+func (c *Client) renewEach(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	out := make([]worker.RenewReply, len(rs))
+	for i, r := range rs {
+		reply, err := c.Renew(ctx, r.Attempt, node)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
+	}
+	return out, nil
 }
 
 // Dispatch delivers an assignment to its worker: directly when it is this
