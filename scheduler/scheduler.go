@@ -49,10 +49,20 @@ type Raft interface {
 	Members() []election.Member
 }
 
-// Dispatcher delivers an assignment to the named worker. Delivering the
-// same attempt twice must start it at most once.
+// Dispatcher delivers assignments to the named worker. Delivering the
+// same attempt twice must start it at most once. It is safe for
+// concurrent use.
 type Dispatcher interface {
+	// Dispatch delivers one assignment.
 	Dispatch(ctx context.Context, wk string, a worker.Assignment) error
+	// DispatchMany delivers several assignments (at most 64) in one call:
+	// the runs granted in one entry for one instant reach each worker in
+	// one request instead of one each (at hundreds of fires a second,
+	// that request is most of what a run costs the leader). An error
+	// says nothing about which assignments arrived: the leader then
+	// dispatches each on its own (Dispatch), which the worker answers for
+	// a duplicate without starting anything.
+	DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running

@@ -68,9 +68,8 @@ type Client struct {
 }
 
 var (
-	_ scheduler.Forwarder       = (*Client)(nil)
-	_ scheduler.Dispatcher      = (*Client)(nil)
-	_ scheduler.BatchDispatcher = (*Client)(nil)
+	_ scheduler.Forwarder  = (*Client)(nil)
+	_ scheduler.Dispatcher = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -263,7 +262,7 @@ func (c *Client) Dispatch(ctx context.Context, wk string, a worker.Assignment) e
 }
 
 // DispatchMany delivers several assignments to one worker in one call
-// (scheduler.BatchDispatcher), directly when it is this node. It tries
+// (scheduler.Dispatcher), directly when it is this node. It tries
 // once; on an error the leader dispatches each on its own.
 func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
 	if len(as) > maxDispatchMany {

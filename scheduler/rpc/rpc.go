@@ -55,8 +55,8 @@ const (
 	pathRenewMany = "/renew_many"
 	pathDispatch  = "/dispatch"
 	// pathDispatchMany delivers several assignments to one worker
-	// (scheduler.BatchDispatcher); a node without it answers 404, and the
-	// leader then dispatches each on its own.
+	// (scheduler.Dispatcher.DispatchMany); a node of an older version
+	// answers 404, and the leader then dispatches each on its own.
 	pathDispatchMany = "/dispatch_many"
 	pathRelease      = "/release"
 	// pathOutput is a running attempt's output, asked of its worker
