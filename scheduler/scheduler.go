@@ -243,9 +243,6 @@ func (s *Scheduler) applyLocalCmd(ctx context.Context, c fsm.Command) (fsm.Apply
 	return res, res.Err
 }
 
-// toLeader returns who answers a call: this node when it leads (or has no
-// Forwarder, and so fails with ErrNotLeader if it does not), the leader
-// through Forwarder otherwise.
 // answersHere reports whether this node answers a leader's call itself:
 // its own leader loop runs (term), Raft says it leads, or it has no one
 // to forward to.
@@ -253,6 +250,9 @@ func (s *Scheduler) answersHere() bool {
 	return s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader()
 }
 
+// toLeader returns who answers a call: this node when it leads (or has no
+// Forwarder, and so fails with ErrNotLeader if it does not), the leader
+// through Forwarder otherwise.
 func (s *Scheduler) toLeader() Forwarder {
 	if s.Raft.IsLeader() || s.Forwarder == nil {
 		return s.Local()
