@@ -11,26 +11,16 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-// Backfiller is the leader's backfill, which Scheduler and Local
-// implement, and the transport's client forwards.
-type Backfiller interface {
-	Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error)
-}
-
 // Backfill queues runs of a job for the fire times in [req.From, req.To)
 // that have none (or, with DryRun, says which it would), on the leader.
 func (s *Scheduler) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error) {
 	if s.answersHere() {
 		return local{s}.Backfill(ctx, req)
 	}
-	b, ok := s.Forwarder.(Backfiller)
-	if !ok {
-		return fsm.BackfillResult{}, fmt.Errorf("backfill %s: %w", req.Job, jobs.ErrNotLeader)
-	}
-	return b.Backfill(ctx, req)
+	return s.Forwarder.Backfill(ctx, req)
 }
 
-// Backfill implements Backfiller as the leader.
+// Backfill answers Forwarder.Backfill as the leader.
 func (l local) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error) {
 	if err := l.leads("backfill " + req.Job); err != nil {
 		return fsm.BackfillResult{}, err

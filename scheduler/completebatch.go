@@ -8,21 +8,13 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-var (
-	_ worker.BatchCompleter = (*Scheduler)(nil)
-	_ worker.BatchCompleter = local{}
-)
-
 // CompleteMany reports completions: as the leader, or through the
-// Forwarder (in one call if it can, one per completion if not).
+// Forwarder.
 func (s *Scheduler) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
 	if s.answersHere() {
 		return local{s}.CompleteMany(ctx, cs)
 	}
-	if bc, ok := s.Forwarder.(worker.BatchCompleter); ok {
-		return bc.CompleteMany(ctx, cs)
-	}
-	return worker.CompleteEach(ctx, s.Forwarder, cs), nil
+	return s.Forwarder.CompleteMany(ctx, cs)
 }
 
 // CompleteMany answers as the leader: every completion at once, so that

@@ -7,28 +7,15 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-// BatchDispatcher is a Dispatcher that can also deliver several
-// assignments to one worker in one call: the runs granted in one entry
-// for one instant reach each worker in one request instead of one each
-// (at hundreds of fires a second, that request is most of what a run
-// costs the leader). Delivering an attempt twice must still start it at
-// most once. An error says nothing about which assignments arrived: the
-// leader then dispatches each on its own (Dispatch), which the worker
-// answers for a duplicate without starting anything.
-type BatchDispatcher interface {
-	DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error
-}
-
 // maxDispatchBatch bounds the assignments of one call (each carries its
 // job's spec).
 const maxDispatchBatch = 64
 
 // dispatchAll delivers assignments: those for one worker in calls of up
-// to maxDispatchBatch where the Dispatcher can (BatchDispatcher), each on
-// its own otherwise or if its call fails.
+// to maxDispatchBatch (Dispatcher.DispatchMany), each on its own if alone
+// or if its call fails.
 func (l *leader) dispatchAll(as []worker.Assignment) {
-	bd, ok := l.s.Dispatcher.(BatchDispatcher)
-	if !ok || len(as) < 2 {
+	if len(as) < 2 {
 		for _, a := range as {
 			l.dispatch(a)
 		}
@@ -66,7 +53,7 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 			go func() {
 				defer l.wg.Done()
 				ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
-				err := bd.DispatchMany(ctx, w, mine)
+				err := l.s.Dispatcher.DispatchMany(ctx, w, mine)
 				cancel()
 				l.mu.Lock()
 				for _, a := range mine {

@@ -30,14 +30,39 @@ type Forwarder interface {
 	Pause(ctx context.Context, job string, paused bool) error
 	Started(ctx context.Context, attempt string, at time.Time) error
 	Complete(ctx context.Context, c replicated.Completion) error
+	// CompleteMany reports several completions (at most
+	// worker.MaxCompleteBatch) at once, answering for each, in order, as
+	// Complete would; its own error says none was recorded.
+	CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error)
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 	Audit(ctx context.Context, kind, node, detail string) error
 	Renew(ctx context.Context, attempt, node string) (worker.RenewReply, error)
+	// RenewMany renews the leases of several attempts of node (at most
+	// worker.MaxRenewBatch), answering for each, in order, as Renew would.
+	RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error)
+	// Release ends attempt's lease now for reason, as asker asked, raises
+	// its job's floor at the store to its token, and returns its run as
+	// the entry left it with what became of the floor. An attempt a
+	// release already ended is released again: the run is unchanged
+	// (Again) and the floor raised again. Errors wrap
+	// jobs.ErrInvalidConfig (no reason), jobs.ErrNotFound (no such
+	// attempt), jobs.ErrStaleAttempt (it ended otherwise or was
+	// superseded: nothing to release), jobs.ErrNotLeader. A floor the
+	// store did not raise is no error: the lease is released all the
+	// same, and Released.Floor says so.
+	Release(ctx context.Context, attempt, reason, asker string) (Released, error)
+	// Backfill queues runs of req.Job for the fire times in [req.From,
+	// req.To) that have none (with DryRun, says which it would). Errors
+	// wrap jobs.ErrUnknownJob, jobs.ErrInvalidConfig (an
+	// *fsm.BackfillError when the request cannot be done as asked),
+	// jobs.ErrNotLeader.
+	Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error)
 }
 
 var (
-	_ Forwarder = (*Scheduler)(nil)
-	_ Forwarder = local{}
+	_ Forwarder     = (*Scheduler)(nil)
+	_ Forwarder     = local{}
+	_ worker.Leader = (*Scheduler)(nil)
 )
 
 // Bounds on what a caller may send the leader; the leader refuses more

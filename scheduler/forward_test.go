@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // recordingForwarder stands for the transport's client: it records what a
@@ -35,6 +37,26 @@ func (r *recordingForwarder) Trigger(_ context.Context, job string, force bool) 
 func (r *recordingForwarder) Note(_ context.Context, attempt, kind, node, detail string) error {
 	r.calls = append(r.calls, "note "+kind)
 	return nil
+}
+
+func (r *recordingForwarder) CompleteMany(_ context.Context, cs []replicated.Completion) ([]error, error) {
+	r.calls = append(r.calls, fmt.Sprintf("complete_many %d", len(cs)))
+	return make([]error, len(cs)), nil
+}
+
+func (r *recordingForwarder) RenewMany(_ context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	r.calls = append(r.calls, fmt.Sprintf("renew_many %d for %s", len(rs), node))
+	return make([]worker.RenewReply, len(rs)), nil
+}
+
+func (r *recordingForwarder) Release(_ context.Context, attempt, reason, asker string) (Released, error) {
+	r.calls = append(r.calls, "release "+attempt)
+	return Released{}, nil
+}
+
+func (r *recordingForwarder) Backfill(_ context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error) {
+	r.calls = append(r.calls, "backfill "+req.Job)
+	return fsm.BackfillResult{}, nil
 }
 
 // The leader re-validates whatever it is sent, whoever sent it, and an
@@ -119,7 +141,12 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		s.SetJobs(ctx, []jobs.Spec{good}, "api")
 		s.Trigger(ctx, "report", true)
 		s.Note(ctx, "report@x.1", jobs.EventLost, "w1", "")
-		if got := strings.Join(fwd.calls, ", "); got != "set_jobs api, trigger report force, note lost" {
+		s.CompleteMany(ctx, []replicated.Completion{{Attempt: "report@x.1"}, {Attempt: "report@x.2"}})
+		s.RenewMany(ctx, "w1", []worker.Renewal{{Attempt: "report@x.2"}})
+		s.Release(ctx, "report@x.2", "stuck", "api")
+		s.Backfill(ctx, fsm.BackfillRequest{Job: "report"})
+		const want = "set_jobs api, trigger report force, note lost, complete_many 2, renew_many 1 for w1, release report@x.2, backfill report"
+		if got := strings.Join(fwd.calls, ", "); got != want {
 			t.Errorf("forwarded %s", got)
 		}
 		if sm.LastIndex() != 0 {

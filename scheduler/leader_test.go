@@ -56,6 +56,14 @@ func (d *recordingDispatcher) Dispatch(ctx context.Context, wk string, a worker.
 	return nil
 }
 
+// DispatchMany remembers each assignment of the batch, as delivered.
+func (d *recordingDispatcher) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.sent = append(d.sent, as...)
+	return nil
+}
+
 // newTestLeader returns a leader term over a fake one-node cluster with
 // the given job set.
 func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *fsm.FSM) {

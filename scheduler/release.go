@@ -12,22 +12,6 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-// Releaser is what forced releases go through: the leader decides, a
-// node that does not lead forwards (Scheduler, Local(), rpc.Client).
-type Releaser interface {
-	// Release ends attempt's lease now for reason, as asker asked, raises
-	// its job's floor at the store to its token, and returns its run as
-	// the entry left it with what became of the floor. An attempt a
-	// release already ended is released again: the run is unchanged
-	// (Again) and the floor raised again. Errors wrap
-	// jobs.ErrInvalidConfig (no reason), jobs.ErrNotFound (no such
-	// attempt), jobs.ErrStaleAttempt (it ended otherwise or was
-	// superseded: nothing to release), jobs.ErrNotLeader. A floor the
-	// store did not raise is no error: the lease is released all the
-	// same, and Released.Floor says so.
-	Release(ctx context.Context, attempt, reason, asker string) (Released, error)
-}
-
 // Released is the answer to a forced release.
 type Released struct {
 	// Run is the run as the release left it.
@@ -58,19 +42,13 @@ type StoreFloor struct {
 // call, with room for the release's own entry.
 const floorRetryWindow = 4 * time.Second
 
-// Release ends an attempt's lease now, on the leader (see Releaser).
+// Release ends an attempt's lease now, on the leader (see
+// Forwarder.Release).
 func (s *Scheduler) Release(ctx context.Context, attempt, reason, asker string) (Released, error) {
-	if s.Raft.IsLeader() || s.Forwarder == nil {
-		return s.Local().(local).Release(ctx, attempt, reason, asker)
-	}
-	fw, ok := s.Forwarder.(Releaser)
-	if !ok {
-		return Released{}, fmt.Errorf("release %s: this node cannot forward a release: %w", attempt, jobs.ErrNotLeader)
-	}
-	return fw.Release(ctx, attempt, reason, asker)
+	return s.toLeader().Release(ctx, attempt, reason, asker)
 }
 
-// Release implements Releaser as the leader: it checks what it is sent,
+// Release answers Forwarder.Release as the leader: it checks what it is sent,
 // whoever sent it, proposes the release, then raises the job's floor.
 func (l local) Release(ctx context.Context, attempt, reason, asker string) (Released, error) {
 	if err := l.leads("release " + attempt); err != nil {
@@ -141,8 +119,3 @@ func (s *Scheduler) raiseFloor(ctx context.Context, job string, a jobs.Attempt) 
 		backoff = min(2*backoff, time.Second)
 	}
 }
-
-var (
-	_ Releaser = (*Scheduler)(nil)
-	_ Releaser = local{}
-)

@@ -8,21 +8,13 @@ import (
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
-var (
-	_ worker.BatchRenewer = (*Scheduler)(nil)
-	_ worker.BatchRenewer = local{}
-)
-
 // RenewMany renews attempts of node: as the leader, or through the
-// Forwarder (in one call if it can, one per attempt if not).
+// Forwarder.
 func (s *Scheduler) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	if s.answersHere() {
 		return local{s}.RenewMany(ctx, node, rs)
 	}
-	if br, ok := s.Forwarder.(worker.BatchRenewer); ok {
-		return br.RenewMany(ctx, node, rs)
-	}
-	return worker.RenewEach(ctx, s.Forwarder, node, rs)
+	return s.Forwarder.RenewMany(ctx, node, rs)
 }
 
 // RenewMany answers as the leader, each attempt as Renew does.

@@ -51,10 +51,20 @@ type Raft interface {
 	Members() []election.Member
 }
 
-// Dispatcher delivers an assignment to the named worker. Delivering the
-// same attempt twice must start it at most once.
+// Dispatcher delivers assignments to the named worker. Delivering the
+// same attempt twice must start it at most once. It is safe for
+// concurrent use.
 type Dispatcher interface {
+	// Dispatch delivers one assignment.
 	Dispatch(ctx context.Context, wk string, a worker.Assignment) error
+	// DispatchMany delivers several assignments (at most 64) in one call:
+	// the runs granted in one entry for one instant reach each worker in
+	// one request instead of one each (at hundreds of fires a second,
+	// that request is most of what a run costs the leader). An error
+	// says nothing about which assignments arrived: the leader then
+	// dispatches each on its own (Dispatch), which the worker answers for
+	// a duplicate without starting anything.
+	DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running
@@ -239,9 +249,6 @@ func (s *Scheduler) applyLocalCmd(ctx context.Context, c replicated.Command) (fs
 	return res, res.Err
 }
 
-// toLeader returns who answers a call: this node when it leads (or has no
-// Forwarder, and so fails with ErrNotLeader if it does not), the leader
-// through Forwarder otherwise.
 // answersHere reports whether this node answers a leader's call itself:
 // its own leader loop runs (term), Raft says it leads, or it has no one
 // to forward to.
@@ -249,6 +256,9 @@ func (s *Scheduler) answersHere() bool {
 	return s.term.Load() != nil || s.Forwarder == nil || s.Raft.IsLeader()
 }
 
+// toLeader returns who answers a call: this node when it leads (or has no
+// Forwarder, and so fails with ErrNotLeader if it does not), the leader
+// through Forwarder otherwise.
 func (s *Scheduler) toLeader() Forwarder {
 	if s.Raft.IsLeader() || s.Forwarder == nil {
 		return s.Local()

@@ -2,6 +2,8 @@ package web
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http/httptest"
@@ -405,6 +407,17 @@ func (f *fakeScheduler) Pause(_ context.Context, job string, paused bool) error 
 	return nil
 }
 
+// errNotImplemented answers the calls a fake does not take: a test that
+// needs one overrides it (releasingScheduler, backfillSched).
+var errNotImplemented = errors.New("not implemented by the fake")
+
+func (f *fakeScheduler) Release(context.Context, string, string, string) (scheduler.Released, error) {
+	return scheduler.Released{}, fmt.Errorf("release: %w", errNotImplemented)
+}
+func (f *fakeScheduler) Backfill(context.Context, fsm.BackfillRequest) (fsm.BackfillResult, error) {
+	return fsm.BackfillResult{}, fmt.Errorf("backfill: %w", errNotImplemented)
+}
+
 // The calls only workers make: the fake is the leader's
 // scheduler.Forwarder too, which the internal API (scheduler/rpc) calls.
 func (f *fakeScheduler) Started(context.Context, string, time.Time) error      { return nil }
@@ -414,6 +427,12 @@ func (f *fakeScheduler) Note(context.Context, string, string, string, string) er
 }
 func (f *fakeScheduler) Renew(context.Context, string, string) (worker.RenewReply, error) {
 	return worker.RenewReply{}, nil
+}
+func (f *fakeScheduler) CompleteMany(_ context.Context, cs []replicated.Completion) ([]error, error) {
+	return make([]error, len(cs)), nil
+}
+func (f *fakeScheduler) RenewMany(_ context.Context, _ string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	return make([]worker.RenewReply, len(rs)), nil
 }
 
 var _ scheduler.Forwarder = (*fakeScheduler)(nil)

@@ -10,7 +10,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler"
 )
 
-// releasingScheduler is the fixture's scheduler that also releases.
+// releasingScheduler is the fixture's scheduler, recording a release.
 type releasingScheduler struct {
 	*fakeScheduler
 	attempt, reason, asker string

@@ -2,19 +2,14 @@ package rpc
 
 import (
 	"context"
-	"fmt"
 
-	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
 // pathBackfill forwards a backfill request to the leader.
 const pathBackfill = "/backfill"
 
-var _ scheduler.Backfiller = (*Client)(nil)
-
-// Backfill implements scheduler.Backfiller.
+// Backfill implements scheduler.Forwarder.
 func (c *Client) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error) {
 	var res fsm.BackfillResult
 	err := c.toLeader(ctx, pathBackfill, req, &res)
@@ -27,10 +22,6 @@ func (s *Server) backfillRoute() func(context.Context, fsm.BackfillRequest) (fsm
 		if err := required("job", req.Job); err != nil {
 			return fsm.BackfillResult{}, err
 		}
-		b, ok := s.Leader.(scheduler.Backfiller)
-		if !ok {
-			return fsm.BackfillResult{}, fmt.Errorf("%s: this node has no scheduler: %w", pathBackfill, jobs.ErrNotLeader)
-		}
-		return b.Backfill(ctx, req)
+		return s.Leader.Backfill(ctx, req)
 	}
 }

@@ -68,11 +68,8 @@ type Client struct {
 }
 
 var (
-	_ scheduler.Releaser        = (*Client)(nil)
-	_ scheduler.Forwarder       = (*Client)(nil)
-	_ scheduler.Dispatcher      = (*Client)(nil)
-	_ scheduler.BatchDispatcher = (*Client)(nil)
-	_ worker.BatchRenewer       = (*Client)(nil)
+	_ scheduler.Forwarder  = (*Client)(nil)
+	_ scheduler.Dispatcher = (*Client)(nil)
 )
 
 // client returns the HTTP client of the cluster's links: TLS with this
@@ -129,7 +126,7 @@ func (c *Client) Pause(ctx context.Context, job string, paused bool) error {
 	return c.toLeader(ctx, pathPause, pauseRequest{Job: job, Paused: paused}, nil)
 }
 
-// Release implements scheduler.Releaser.
+// Release implements scheduler.Forwarder.
 func (c *Client) Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error) {
 	var rel scheduler.Released
 	err := c.toLeader(ctx, pathRelease, releaseRequest{Attempt: attempt, Reason: reason, Asker: asker}, &rel)
@@ -155,9 +152,9 @@ func (c *Client) Complete(ctx context.Context, comp replicated.Completion) error
 }
 
 // CompleteMany reports several completions to the leader in one call
-// (scheduler.BatchCompleter), once: the worker retries what failed. A
-// leader of a version without it answers no_route; each completion is
-// then reported on its own.
+// (scheduler.Forwarder), once: the worker retries what failed. A leader
+// of a version without it answers no_route; each completion is then
+// reported on its own.
 func (c *Client) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
 	if len(cs) > maxCompleteMany {
 		return nil, fmt.Errorf("complete %d attempts at once: at most %d", len(cs), maxCompleteMany)
@@ -201,7 +198,7 @@ func (c *Client) Renew(ctx context.Context, attempt, node string) (worker.RenewR
 }
 
 // RenewMany asks the leader once to renew several attempts' leases
-// (scheduler.BatchRenewer). A leader of a version without it answers
+// (scheduler.Forwarder). A leader of a version without it answers
 // no_route; the attempts are then renewed one call each.
 func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	if len(rs) > maxRenewMany {
@@ -224,20 +221,35 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal
 		// starts: it confirms no start, and answers the renewals
 		// without them. It never takes a lease that ran out for a start
 		// that did not happen, nor does a newer leader that gets them
-		// without Confirming (scheduler.Renewal).
+		// without Confirming (worker.Renewal).
 		req.Starts = nil
 		err = c.callLeader(ctx, pathRenewMany, req, &reply)
 	}
 	var re *errcode.RemoteError
 	switch {
 	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
-		return worker.RenewEach(ctx, c, node, rs)
+		return c.renewEach(ctx, node, rs)
 	case err != nil:
 		return nil, err
 	case len(reply.Replies) != len(rs):
 		return nil, fmt.Errorf("renewed %d attempts, the leader answered for %d", len(rs), len(reply.Replies))
 	}
 	return reply.Replies, nil
+}
+
+// renewEach renews attempts one call each: a batch to a leader of a
+// version without renew_many. Such a leader confirms no start: its
+// answers have no Started.
+func (c *Client) renewEach(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	out := make([]worker.RenewReply, len(rs))
+	for i, r := range rs {
+		reply, err := c.Renew(ctx, r.Attempt, node)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
+	}
+	return out, nil
 }
 
 // Dispatch delivers an assignment to its worker: directly when it is this
@@ -250,7 +262,7 @@ func (c *Client) Dispatch(ctx context.Context, wk string, a worker.Assignment) e
 }
 
 // DispatchMany delivers several assignments to one worker in one call
-// (scheduler.BatchDispatcher), directly when it is this node. It tries
+// (scheduler.Dispatcher), directly when it is this node. It tries
 // once; on an error the leader dispatches each on its own.
 func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
 	if len(as) > maxDispatchMany {

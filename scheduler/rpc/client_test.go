@@ -24,6 +24,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
@@ -85,7 +86,8 @@ type acceptFunc func(worker.Assignment) error
 func (f acceptFunc) Accept(a worker.Assignment) error { return f(a) }
 
 // fakeLeader is a scheduler.Forwarder that records its calls; a nil
-// field answers as a leader that accepts everything.
+// field answers as a leader that accepts everything. Its batches answer
+// each item as the single call does; it takes no release or backfill.
 type fakeLeader struct {
 	mu    sync.Mutex
 	calls []string
@@ -154,6 +156,35 @@ func (f *fakeLeader) Renew(_ context.Context, attempt, node string) (worker.Rene
 		return f.renew(attempt, node)
 	}
 	return worker.RenewReply{Held: true, TTL: jobs.Duration(2 * time.Second)}, nil
+}
+
+func (f *fakeLeader) CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error) {
+	errs := make([]error, len(cs))
+	for i, c := range cs {
+		errs[i] = f.Complete(ctx, c)
+	}
+	return errs, nil
+}
+func (f *fakeLeader) RenewMany(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	out := make([]worker.RenewReply, len(rs))
+	for i, r := range rs {
+		reply, err := f.Renew(ctx, r.Attempt, node)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
+	}
+	return out, nil
+}
+
+// errNotImplemented answers the calls no test here makes of a fakeLeader.
+var errNotImplemented = errors.New("not implemented by the fake")
+
+func (f *fakeLeader) Release(context.Context, string, string, string) (scheduler.Released, error) {
+	return scheduler.Released{}, fmt.Errorf("release: %w", errNotImplemented)
+}
+func (f *fakeLeader) Backfill(context.Context, fsm.BackfillRequest) (fsm.BackfillResult, error) {
+	return fsm.BackfillResult{}, fmt.Errorf("backfill: %w", errNotImplemented)
 }
 
 // notLeader answers every call as a follower does.

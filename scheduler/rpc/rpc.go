@@ -43,24 +43,24 @@ const (
 	pathStarted  = "/started"
 	pathComplete = "/complete"
 	// pathCompleteMany reports several completions
-	// (scheduler.BatchCompleter); a leader without it answers 404, and
-	// the client then reports each on its own.
+	// (scheduler.Forwarder.CompleteMany); a leader of an older version
+	// answers 404, and the client then reports each on its own.
 	pathCompleteMany = "/complete_many"
 	pathNote         = "/note"
 	pathAudit        = "/audit"
 	pathRenew        = "/renew"
 	// pathRenewMany renews several attempts of one node
-	// (scheduler.BatchRenewer); a leader without it answers 404, and the
-	// client then renews each on its own.
+	// (scheduler.Forwarder.RenewMany); a leader of an older version
+	// answers 404, and the client then renews each on its own.
 	pathRenewMany = "/renew_many"
 	pathDispatch  = "/dispatch"
 	// pathDispatchMany delivers several assignments to one worker
-	// (scheduler.BatchDispatcher); a node without it answers 404, and the
-	// leader then dispatches each on its own.
+	// (scheduler.Dispatcher.DispatchMany); a node of an older version
+	// answers 404, and the leader then dispatches each on its own.
 	pathDispatchMany = "/dispatch_many"
 	pathRelease      = "/release"
 	// pathOutput is a running attempt's output, asked of its worker
-	// (scheduler.Worker.Output).
+	// (worker.Worker.Output).
 	pathOutput = "/output"
 	// pathTime asks a node for its wall time, which every answer carries
 	// in TimeHeader (peerclock.go).
@@ -144,7 +144,7 @@ type (
 		Attempts []string `json:"attempts"`
 		// Starts, one per attempt, ask for start confirmations; a
 		// worker that sends them confirms its starts
-		// (scheduler.Renewal). An older worker sends none.
+		// (worker.Renewal). An older worker sends none.
 		Starts []bool `json:"starts,omitempty"`
 	}
 	completeManyRequest struct {

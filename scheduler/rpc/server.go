@@ -136,21 +136,16 @@ func (s *Server) leaderRoutes() {
 	s.routes[pathBackfill] = handle(s, s.backfillRoute())
 }
 
-// release is the one leader call outside Forwarder: a node without a
-// scheduler cannot answer it, whatever its Leader is.
+// release ends an attempt's lease on an operator's word, through the
+// leader.
 func (s *Server) release(ctx context.Context, req releaseRequest) (scheduler.Released, error) {
 	if err := required("attempt", req.Attempt, "reason", req.Reason); err != nil {
 		return scheduler.Released{}, err
 	}
-	rl, ok := s.Leader.(scheduler.Releaser)
-	if !ok {
-		return scheduler.Released{}, fmt.Errorf("release: this node has no scheduler: %w", jobs.ErrNotLeader)
-	}
-	return rl.Release(ctx, req.Attempt, req.Reason, req.Asker)
+	return s.Leader.Release(ctx, req.Attempt, req.Reason, req.Asker)
 }
 
-// leaderBatchRoutes are the calls that carry many reports at once; a
-// leader without the batch interface answers them one by one.
+// leaderBatchRoutes are the calls that carry many reports at once.
 func (s *Server) leaderBatchRoutes() {
 	s.routes[pathCompleteMany] = handle(s, s.completeMany)
 	s.routes[pathRenewMany] = handle(s, s.renewMany)
@@ -162,15 +157,7 @@ func (s *Server) completeMany(ctx context.Context, req completeManyRequest) (com
 	}
 	// An item without an attempt is refused alone, by the leader's
 	// checkCompletion: the rest of the batch is recorded.
-	var (
-		errs []error
-		err  error
-	)
-	if bc, ok := s.Leader.(worker.BatchCompleter); ok {
-		errs, err = bc.CompleteMany(ctx, req.Completions)
-	} else {
-		errs = worker.CompleteEach(ctx, s.Leader, req.Completions)
-	}
+	errs, err := s.Leader.CompleteMany(ctx, req.Completions)
 	if err != nil {
 		return completeManyReply{}, err
 	}
@@ -189,12 +176,7 @@ func (s *Server) renewMany(ctx context.Context, req renewManyRequest) (renewMany
 	if err != nil {
 		return renewManyReply{}, err
 	}
-	var replies []worker.RenewReply
-	if br, ok := s.Leader.(worker.BatchRenewer); ok {
-		replies, err = br.RenewMany(ctx, req.Node, rs)
-	} else {
-		replies, err = worker.RenewEach(ctx, s.Leader, req.Node, rs)
-	}
+	replies, err := s.Leader.RenewMany(ctx, req.Node, rs)
 	return renewManyReply{Replies: replies}, err
 }
 
@@ -289,7 +271,7 @@ func (s *Server) nodeRoutes() {
 // scheduler with jobs.ErrNotLeader, which sends the caller to look for
 // the leader elsewhere rather than call a nil Leader.
 func (s *Server) refuseLeaderRoutes() {
-	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany} {
+	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill} {
 		s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 		}

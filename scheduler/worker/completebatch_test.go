@@ -22,16 +22,8 @@ type gatedCompleter struct {
 	answer  func(c replicated.Completion, tries int) error
 
 	mu      sync.Mutex
-	singles int
 	batches [][]string
 	tries   map[string]int
-}
-
-func (l *gatedCompleter) Complete(context.Context, replicated.Completion) error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.singles++
-	return nil
 }
 
 func (l *gatedCompleter) CompleteMany(_ context.Context, cs []replicated.Completion) ([]error, error) {
@@ -71,9 +63,8 @@ func acceptTrue(t *testing.T, w *Worker, i int) string {
 	return a.Attempt.ID
 }
 
-// A worker whose leader takes batches reports its completions through
-// them, never one call each: what ends while a batch is in flight goes
-// in the next one, together.
+// A worker reports its completions in batches: what ends while a batch
+// is in flight goes in the next one, together.
 func TestWorker_CompletesInBatches(t *testing.T) {
 	const n = 8
 	l := newGatedCompleter(n)
@@ -120,8 +111,8 @@ func TestWorker_CompletesInBatches(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.singles != 0 || queued != n-inFlight || len(l.batches) != completeSenders+min(n-inFlight, 1) {
-		t.Errorf("%d single calls, batches %q; want none single, and the %d queued in one batch", l.singles, l.batches, n-inFlight)
+	if queued != n-inFlight || len(l.batches) != completeSenders+min(n-inFlight, 1) {
+		t.Errorf("batches %q; want the %d queued in one batch", l.batches, n-inFlight)
 	}
 }
 

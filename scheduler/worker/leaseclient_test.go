@@ -47,8 +47,8 @@ var (
 // is used up, every renewal fails (no leader answers). It records when
 // each renewal was sent and the notes it was told.
 type scriptLeader struct {
+	holdingLeader
 	clock *clocktest.Clock
-	done  chan replicated.Completion
 
 	mu      sync.Mutex
 	script  []*renewAnswer
@@ -57,7 +57,21 @@ type scriptLeader struct {
 	started int
 }
 
-func (l *scriptLeader) Renew(context.Context, string, string) (RenewReply, error) {
+// RenewMany answers each renewal from the script; a failed one fails
+// the batch.
+func (l *scriptLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
+	out := make([]RenewReply, len(rs))
+	for i := range rs {
+		reply, err := l.renew()
+		if err != nil {
+			return nil, err
+		}
+		out[i] = reply
+	}
+	return out, nil
+}
+
+func (l *scriptLeader) renew() (RenewReply, error) {
 	l.mu.Lock()
 	l.sent = append(l.sent, l.clock.Now().Sub(leaseT0))
 	var a *renewAnswer
@@ -86,11 +100,6 @@ func (l *scriptLeader) Started(context.Context, string, time.Time) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.started++
-	return nil
-}
-
-func (l *scriptLeader) Complete(_ context.Context, c replicated.Completion) error {
-	l.done <- c
 	return nil
 }
 
@@ -134,7 +143,7 @@ const testTTL = 30 * time.Second
 func newLeaseFixture(t *testing.T, script ...*renewAnswer) *leaseFixture {
 	t.Helper()
 	clock := clocktest.New(leaseT0)
-	l := &scriptLeader{clock: clock, script: script, done: make(chan replicated.Completion, 1)}
+	l := &scriptLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}, clock: clock, script: script}
 	obs := &transitions{}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Clock: clock, Observer: obs, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
 	if err := w.Open(); err != nil {

@@ -20,11 +20,18 @@ import (
 
 // Leader is what a worker talks to about its attempts: the scheduler,
 // which answers as leader or forwards to it. Every call is idempotent by
-// attempt id.
+// attempt id, and safe for concurrent use. Completions and renewals go
+// in batches (batches.go says why).
 type Leader interface {
 	Started(ctx context.Context, attempt string, at time.Time) error
-	Complete(ctx context.Context, c replicated.Completion) error
-	Renew(ctx context.Context, attempt, node string) (RenewReply, error)
+	// CompleteMany reports several attempts' completions (at most
+	// MaxCompleteBatch) in one call, answering for each, in order; its
+	// own error says none was recorded.
+	CompleteMany(ctx context.Context, cs []replicated.Completion) ([]error, error)
+	// RenewMany renews the leases of several attempts of node (at most
+	// MaxRenewBatch) in one call, and confirms the starts they ask for,
+	// answering for each, in order.
+	RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error)
 	Note(ctx context.Context, attempt, kind, node, detail string) error
 }
 
@@ -71,10 +78,10 @@ type Worker struct {
 	seen   map[string]bool // attempts accepted here, running or recently finished
 	recent []string        // finished attempts, oldest first, bounded by maxRecent
 	active map[string]*leaseClient
-	// renewQ and completeQ carry renewals and completions to a leader
-	// that takes batches (nil: one call each). The renewals' sender runs
-	// with ctx; the completions' run until reporting ends, after the
-	// attempts are done, and senders counts them.
+	// renewQ and completeQ carry renewals and completions to the leader
+	// in batches. The renewals' sender runs with ctx; the completions'
+	// run until reporting ends, after the attempts are done, and senders
+	// counts them.
 	renewQ    *batchQueue[Renewal, RenewReply]
 	completeQ *batchQueue[replicated.Completion, error]
 	senders   sync.WaitGroup
@@ -111,20 +118,16 @@ func (w *Worker) Open() error {
 	w.active = map[string]*leaseClient{}
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	w.report, w.stopRp = context.WithCancel(context.Background())
-	if br, ok := w.Leader.(BatchRenewer); ok {
-		w.renewQ = newBatchQueue(MaxRenewBatch, renewBatchTimeout, func(ctx context.Context, rs []Renewal) ([]RenewReply, error) {
-			return br.RenewMany(ctx, w.ID, rs)
-		})
-		for range renewSenders {
-			w.wg.Go(func() { w.renewQ.run(w.ctx) })
-		}
+	w.renewQ = newBatchQueue(MaxRenewBatch, renewBatchTimeout, func(ctx context.Context, rs []Renewal) ([]RenewReply, error) {
+		return w.Leader.RenewMany(ctx, w.ID, rs)
+	})
+	for range renewSenders {
+		w.wg.Go(func() { w.renewQ.run(w.ctx) })
 	}
-	if bc, ok := w.Leader.(BatchCompleter); ok {
-		w.completeQ = newBatchQueue(MaxCompleteBatch, completeBatchTimeout, bc.CompleteMany)
-		w.completeQ.maxBytes, w.completeQ.size = maxCompleteBatchBytes, completionRequestBytes
-		for range completeSenders {
-			w.senders.Go(func() { w.completeQ.run(w.report) })
-		}
+	w.completeQ = newBatchQueue(MaxCompleteBatch, completeBatchTimeout, w.Leader.CompleteMany)
+	w.completeQ.maxBytes, w.completeQ.size = maxCompleteBatchBytes, completionRequestBytes
+	for range completeSenders {
+		w.senders.Go(func() { w.completeQ.run(w.report) })
 	}
 	return nil
 }

@@ -45,16 +45,24 @@ func (s *funcStore) Publish(_ context.Context, req fencedstore.PublishRequest) (
 	return s.publish(req)
 }
 
-// holdingLeader confirms every lease and hands completions to a channel.
+// holdingLeader confirms every lease and start and hands completions to a
+// channel. It is the base of the tests' leaders: each overrides what its
+// test watches.
 type holdingLeader struct{ done chan replicated.Completion }
 
 func (holdingLeader) Started(context.Context, string, time.Time) error { return nil }
-func (l holdingLeader) Complete(_ context.Context, c replicated.Completion) error {
-	l.done <- c
-	return nil
+func (l holdingLeader) CompleteMany(_ context.Context, cs []replicated.Completion) ([]error, error) {
+	for _, c := range cs {
+		l.done <- c
+	}
+	return make([]error, len(cs)), nil
 }
-func (holdingLeader) Renew(context.Context, string, string) (RenewReply, error) {
-	return RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second)}, nil
+func (holdingLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
+	out := make([]RenewReply, len(rs))
+	for i, r := range rs {
+		out[i] = RenewReply{Held: true, TTL: jobs.Duration(5 * time.Second), Started: r.Start}
+	}
+	return out, nil
 }
 func (holdingLeader) Note(context.Context, string, string, string, string) error { return nil }
 

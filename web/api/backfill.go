@@ -9,7 +9,6 @@ import (
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
@@ -32,11 +31,6 @@ const maxBackfillBody = 4 << 10
 // already had a run.
 func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	b, ok := s.Scheduler.(scheduler.Backfiller)
-	if !ok {
-		s.Error(w, r, fmt.Errorf("%w: backfill: this node has no scheduler", errNoRoute))
-		return
-	}
 	var body BackfillBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBackfillBody))
 	dec.DisallowUnknownFields()
@@ -63,7 +57,7 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, BadRequest("to: %v", err))
 		return
 	}
-	res, err := b.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
+	res, err := s.Scheduler.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
 	if err != nil {
 		s.Error(w, r, err)
 		return

@@ -1,27 +1,15 @@
 package api
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"strings"
 
 	"github.com/go-chi/chi/v5"
 
-	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/web/auth"
 )
-
-// Releaser ends an attempt's lease now, on an operator's word
-// (scheduler.Scheduler implements it; see scheduler.Releaser for its
-// errors). A Server whose Scheduler does not implement it answers
-// release requests 503.
-type Releaser interface {
-	Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error)
-}
 
 // maxReleaseBody bounds a release request's body: a reason and nothing
 // else.
@@ -36,11 +24,6 @@ type releaseRequest struct {
 // handleRelease ends an attempt's lease through the log; the audit trail
 // names the reason and who asked (auth.Guard.Asker).
 func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
-	rl, ok := s.Scheduler.(Releaser)
-	if !ok {
-		s.Error(w, r, fmt.Errorf("release: this node cannot release attempts: %w", jobs.ErrNotLeader))
-		return
-	}
 	var req releaseRequest
 	if auth.IsForm(r) {
 		r.Body = http.MaxBytesReader(w, r.Body, maxReleaseBody)
@@ -57,7 +40,7 @@ func (s *Server) handleRelease(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, BadRequest("release: a reason is required ({\"reason\": TEXT}): it goes into the audit trail"))
 		return
 	}
-	rel, err := rl.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.Guard.Asker(r))
+	rel, err := s.Scheduler.Release(r.Context(), chi.URLParam(r, "id"), req.Reason, s.Guard.Asker(r))
 	if err != nil {
 		s.Error(w, r, err)
 		return

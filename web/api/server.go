@@ -22,6 +22,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -71,6 +72,12 @@ type Scheduler interface {
 	// Audit records an entry of kind that node saw in the replicated
 	// audit trail (login lockouts).
 	Audit(ctx context.Context, kind, node, detail string) error
+	// Release ends an attempt's lease now, on an operator's word (see
+	// scheduler.Forwarder for its errors).
+	Release(ctx context.Context, attempt, reason, asker string) (scheduler.Released, error)
+	// Backfill queues runs for the fire times of a job's schedule that
+	// have none, or with DryRun lists them.
+	Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error)
 }
 
 // Server answers /api/v1 for one node.
