@@ -38,6 +38,7 @@ func TestCluster_Backfill(t *testing.T) {
 	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: backfillJobs})
 	a := agree(t, c, 30*time.Second)
 	n := c.Node(a.Leader)
+	waitJob(t, n, "daily")
 	bin := proctest.Binary(t)
 	cli := func(args ...string) (string, error) {
 		cmd := exec.Command(bin, append([]string{"backfill", "-addr", addrOf(n)}, args...)...)
@@ -250,6 +251,16 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 	}
 }
 
+// waitJob waits until n knows job: a leader proposes the config's job
+// set once its epoch is committed, which agree waits for, and not for the
+// set itself.
+func waitJob(t *testing.T, n *localcluster.Node, job string) {
+	t.Helper()
+	proctest.Eventually(t, 30*time.Second, "job "+job+" in the applied set", func() error {
+		return n.GetJSON("/api/v1/jobs/"+job, &struct{}{})
+	})
+}
+
 // Runs trimmed from the replicated state (here a hot window of 3 runs)
 // cannot be backfilled again: the times at or before the job's horizon
 // are refused and said to be, the others that ran are named, and nothing
@@ -259,6 +270,7 @@ func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
 		Env: map[string][]string{"n1": {"FENCECRON_FAULTS=hot-runs=3"}}})
 	a := agree(t, c, 30*time.Second)
 	n := c.Node(a.Leader)
+	waitJob(t, n, "daily")
 	const days = 6
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)

@@ -140,8 +140,12 @@ func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 	if err != nil {
 		t.Fatalf("snapshot save: %v\n%s", err, out)
 	}
-	// The greatest token so far, from the runs (the store saw these).
-	var before jobs.Fence
+	// The greatest token the snapshot holds, which the restored state
+	// must hold too; and the greatest the cluster granted before the wipe
+	// (the job keeps firing after the save, and the store saw those), which
+	// every token granted after the restore must exceed.
+	inSnapshot := greatestIn(t, file)
+	before := inSnapshot
 	runs, err := c.Node(a.Leader).Runs("last", 2000)
 	if err != nil {
 		t.Fatal(err)
@@ -193,7 +197,7 @@ func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 		restored, applied := false, 0
 		for _, r := range runs {
 			for _, at := range r.Attempts {
-				if at.Token == before {
+				if at.Token == inSnapshot {
 					restored = true
 				}
 				if at.GrantedAt.Before(restoredAt) {
@@ -211,7 +215,7 @@ func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 			}
 		}
 		if !restored {
-			return fmt.Errorf("the restored state lacks the run of token %d.%d", before.Epoch, before.Seq)
+			return fmt.Errorf("the restored state lacks the run of token %d.%d", inSnapshot.Epoch, inSnapshot.Seq)
 		}
 		if applied < 2 {
 			return fmt.Errorf("%d runs applied by the store since the restore", applied)
@@ -223,6 +227,33 @@ func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
 }
 
 // less orders fence tokens as the store does.
+// greatestIn is the greatest token of the runs in a saved snapshot.
+func greatestIn(t *testing.T, file string) jobs.Fence {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var snap struct {
+		Runs map[string]jobs.Run `json:"runs"`
+	}
+	if err := json.Unmarshal(b, &snap); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	var g jobs.Fence
+	for _, r := range snap.Runs {
+		for _, at := range r.Attempts {
+			if less(g, at.Token) {
+				g = at.Token
+			}
+		}
+	}
+	if g == (jobs.Fence{}) {
+		t.Fatalf("%s holds no granted run", file)
+	}
+	return g
+}
+
 func less(a, b jobs.Fence) bool { return a.Epoch < b.Epoch || (a.Epoch == b.Epoch && a.Seq < b.Seq) }
 
 // TestOperator_SnapshotRestoreSingleServer: a lone server, which has no
