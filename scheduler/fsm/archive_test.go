@@ -38,12 +38,12 @@ func (s *snapSink) Close() error  { return nil }
 
 // An FSM with a history: what trim lets go of is listed from the history
 // after a snapshot, and a second FSM that restores that snapshot over an
-// empty history records the gap and backfills it from the first.
+// empty history records the gap and fills it in from the first.
 func TestFSM_HistoryKeepsTrimmedRunsAcrossSnapshots(t *testing.T) {
 	t0 := time.Now().UTC().Truncate(time.Second).Add(-time.Hour)
 	year := 365 * 24 * time.Hour
 	open := func(name string, set func(*history.Store)) *history.Store {
-		h := &history.Store{Path: filepath.Join(t.TempDir(), name), FlushEvery: year, SweepEvery: year, BackfillEvery: year}
+		h := &history.Store{Path: filepath.Join(t.TempDir(), name), FlushEvery: year, SweepEvery: year, FillEvery: year}
 		if set != nil {
 			set(h)
 		}
@@ -113,10 +113,10 @@ func TestFSM_HistoryKeepsTrimmedRunsAcrossSnapshots(t *testing.T) {
 	if _, gaps := h2.Coverage(); len(gaps) != 1 {
 		t.Fatalf("gaps after restoring over an empty history: %v", gaps)
 	}
-	if err := h2.Backfill(context.Background(), history.Range{From: 0, To: idx - 1}); err != nil {
+	if err := h2.FillGap(context.Background(), history.Range{From: 0, To: idx - 1}); err != nil {
 		t.Fatal(err)
 	}
 	if got := list(h2, g); !slices.Equal(got, all) {
-		t.Fatalf("after backfill listed %v\nwant %v", got, all)
+		t.Fatalf("after the fill listed %v\nwant %v", got, all)
 	}
 }

@@ -14,7 +14,7 @@
 //
 // The one thing replay cannot give back is what a server never applied:
 // the entries a snapshot install skips. Store.Restored records such a
-// range of log indexes as a gap, durably, and a backfill loop asks the
+// range of log indexes as a gap, durably, and a gap-filling loop asks the
 // other servers for what they archived in it (Store.Range answers only for
 // ranges its own history covers) until the gap is closed.
 //
@@ -60,9 +60,9 @@ const (
 	DefaultMaxPending    = 20_000
 	DefaultSweepEvery    = time.Minute
 	DefaultSweepBudget   = 10_000
-	DefaultBackfillEvery = 2 * time.Second
+	DefaultFillEvery = 2 * time.Second
 	DefaultMaxEvents     = 1_000_000
-	// pageRecords bounds one page of a backfill.
+	// pageRecords bounds one page of a gap filling.
 	pageRecords = 500
 	// trimOnInsert bounds the runs one insert deletes; the sweep takes
 	// the rest (after history.runs was lowered).
@@ -102,10 +102,10 @@ type Store struct {
 	SweepBudget int
 	// Peers returns the other servers' addresses, and Fetch reads one
 	// page of a range from one of them (scheduler/rpc); either nil: no
-	// backfill.
+	// gap filling.
 	Peers         func() []string
 	Fetch         func(ctx context.Context, peer string, req RangeRequest) (RangePage, error)
-	BackfillEvery time.Duration
+	FillEvery time.Duration
 	Clock         jobs.Clock
 	Logger        *slog.Logger
 
@@ -115,7 +115,7 @@ type Store struct {
 	pending []item
 	applied uint64
 
-	// wmu serializes the writers (flush, restore, backfill, sweep) and
+	// wmu serializes the writers (flush, restore, gap filling, sweep) and
 	// guards through and gaps, the durable coverage.
 	wmu       sync.Mutex
 	through   uint64
@@ -136,7 +136,7 @@ type item struct {
 }
 
 // Open opens (creating) the file, reads its coverage and starts the
-// flusher, the sweeper and the backfill loop.
+// flusher, the sweeper and the gap-filling loop.
 func (s *Store) Open() error {
 	if s.FlushEvery <= 0 {
 		s.FlushEvery = DefaultFlushEvery
@@ -150,8 +150,8 @@ func (s *Store) Open() error {
 	if s.SweepBudget <= 0 {
 		s.SweepBudget = DefaultSweepBudget
 	}
-	if s.BackfillEvery <= 0 {
-		s.BackfillEvery = DefaultBackfillEvery
+	if s.FillEvery <= 0 {
+		s.FillEvery = DefaultFillEvery
 	}
 	if s.MaxEvents <= 0 {
 		s.MaxEvents = DefaultMaxEvents
@@ -196,7 +196,7 @@ func (s *Store) Open() error {
 	s.wg.Add(3)
 	go s.flushLoop(ctx)
 	go s.sweepLoop(ctx)
-	go s.backfillLoop(ctx)
+	go s.fillGapsLoop(ctx)
 	return nil
 }
 
@@ -258,7 +258,7 @@ func (s *Store) Sync() error { return s.Flush() }
 
 // Restored is called when the FSM restored a snapshot of index: if this
 // history has not archived that far, the range in between was skipped by
-// the snapshot and is recorded, durably, as a gap to backfill.
+// the snapshot and is recorded, durably, as a gap to gap filling.
 func (s *Store) Restored(index uint64) error {
 	if err := s.Flush(); err != nil {
 		return err
@@ -277,7 +277,7 @@ func (s *Store) Restored(index uint64) error {
 	if err := s.db.Update(func(tx *bbolt.Tx) error { return putCoverage(tx, index, gaps) }); err != nil {
 		return fmt.Errorf("history: record gap: %w", err)
 	}
-	s.Logger.Info("history: a snapshot skipped log entries; backfilling their history from a peer", "gap", Range{From: s.through, To: index}.String())
+	s.Logger.Info("history: a snapshot skipped log entries; filling their history from a peer", "gap", Range{From: s.through, To: index}.String())
 	s.through, s.gaps = index, gaps
 	return nil
 }
@@ -291,7 +291,7 @@ func putCoverage(tx *bbolt.Tx, through uint64, gaps []Range) error {
 }
 
 // Coverage returns the index up to which this history has archived
-// everything, and the gaps in it still to backfill.
+// everything, and the gaps in it still to gap filling.
 func (s *Store) Coverage() (through uint64, gaps []Range) {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()

@@ -34,7 +34,7 @@ func MustOpen(t testing.TB, def jobs.History, path string, set ...func(*Store)) 
 	}
 	// The loops wait on the fake clock: tests sweep and flush themselves.
 	year := 365 * 24 * time.Hour
-	s := &Store{Path: path, Default: def, Clock: clk, SweepEvery: year, FlushEvery: year, BackfillEvery: year}
+	s := &Store{Path: path, Default: def, Clock: clk, SweepEvery: year, FlushEvery: year, FillEvery: year}
 	for _, f := range set {
 		f(s)
 	}
@@ -96,7 +96,7 @@ func TestKeep(t *testing.T) {
 func TestStore_RetentionByCountIsOrderFree(t *testing.T) {
 	h := jobs.History{Runs: 3, MaxAge: jobs.Duration(30 * 24 * time.Hour)}
 	// The same runs archived in two orders (a server's own trim, and a
-	// backfill that comes later with older ones) keep the same newest 3.
+	// gap filling that comes later with older ones) keep the same newest 3.
 	var lists [][]string
 	for _, order := range [][]int{{1, 2, 3, 4, 5, 6}, {6, 5, 4, 3, 2, 1}, {3, 6, 1, 5, 2, 4}} {
 		s, _ := MustOpen(t, h, "")
@@ -253,7 +253,7 @@ func TestStore_ListRunsMergesAndPages(t *testing.T) {
 	}
 }
 
-func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
+func TestStore_RestoreRecordsGapAndFillsIt(t *testing.T) {
 	peer, _ := MustOpen(t, jobs.History{}, "")
 	for i := range 1200 { // more than two pages
 		peer.Archive(uint64(i+1), []jobs.Run{run("a", i, jobs.Succeeded)}, []jobs.Event{{Seq: uint64(i + 1), Time: t0, Kind: "completed"}})
@@ -310,18 +310,18 @@ func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
 	if _, gaps := s.Coverage(); len(gaps) != 1 {
 		t.Fatalf("gaps after restart: %v", gaps)
 	}
-	if err := s.Backfill(context.Background(), Range{From: 0, To: 1000}); err == nil {
-		t.Fatal("backfill from a peer that covers half the gap: nil error")
+	if err := s.FillGap(context.Background(), Range{From: 0, To: 1000}); err == nil {
+		t.Fatal("filling from a peer that covers half the gap: nil error")
 	}
 	if _, gaps := s.Coverage(); fmt.Sprint(gaps) != "[(0, 500]]" {
-		t.Fatalf("gaps after a partial backfill: %v, want [(0, 500]]", gaps)
+		t.Fatalf("gaps after a partial fill: %v, want [(0, 500]]", gaps)
 	}
 	peers = []string{"partial", "peer"}
-	if err := s.Backfill(context.Background(), Range{From: 0, To: 1000}); err != nil {
+	if err := s.FillGap(context.Background(), Range{From: 0, To: 1000}); err != nil {
 		t.Fatal(err)
 	}
 	if _, gaps := s.Coverage(); len(gaps) != 0 {
-		t.Fatalf("gaps after backfill: %v", gaps)
+		t.Fatalf("gaps after the fill: %v", gaps)
 	}
 	for _, st := range []*Store{peer, s} {
 		page, err := st.ListRuns(nil, RunQuery{Job: "a", Limit: 1000})
@@ -338,7 +338,7 @@ func TestStore_RestoreRecordsGapAndBackfills(t *testing.T) {
 	a, _ := peer.ListEvents(nil, EventQuery{Limit: 5000})
 	b, _ := s.ListEvents(nil, EventQuery{Limit: 5000})
 	if len(a.Events) != 1200 || len(b.Events) != 1200 {
-		t.Fatalf("events: peer %d, backfilled %d; want 1200 each", len(a.Events), len(b.Events))
+		t.Fatalf("events: peer %d, filled %d; want 1200 each", len(a.Events), len(b.Events))
 	}
 }
 

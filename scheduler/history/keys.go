@@ -22,7 +22,7 @@ import (
 //	runs      job 0 time            -> record (a run and the index that archived it)
 //	bytime    time job 0            -> nothing: runs of every job by scheduled time
 //	events    seq                   -> record (an event and the index that archived it)
-//	archived  index kind primary    -> nothing: what each entry archived, for backfill
+//	archived  index kind primary    -> nothing: what each entry archived, for gap filling
 //	counts    job                   -> how many runs the job has here
 //	meta      "through", "gaps"     -> coverage
 
@@ -157,7 +157,7 @@ func RemoveGap(gaps []Range, g Range) []Range {
 
 // Covered returns the parts of r that a history which has archived
 // everything up to through, except the gaps, holds: what it can answer a
-// backfill of r for. Pure, so both ends of a backfill agree.
+// gap filling of r for. Pure, so both ends of a gap filling agree.
 func Covered(through uint64, gaps []Range, r Range) []Range {
 	if r.To > through {
 		r.To = through
@@ -178,7 +178,7 @@ func Covered(through uint64, gaps []Range, r Range) []Range {
 // Keep returns how many of a job's finished runs to keep, given their
 // scheduled times newest first: at most h.Runs, none scheduled before
 // now-h.MaxAge. Every server applies it to the runs it holds, and since
-// each holds every run (or backfills it), they keep the same ones.
+// each holds every run (or fills it in from a peer), they keep the same ones.
 func Keep(newestFirst []time.Time, h jobs.History, now time.Time) int {
 	n := min(len(newestFirst), h.Runs)
 	cutoff := now.Add(-h.MaxAge.D())

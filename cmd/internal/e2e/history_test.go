@@ -345,7 +345,7 @@ func TestCluster_HistoryKeepsEveryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	if err := localcluster.Until(60*time.Second, func() error {
-		if !strings.Contains(victim.LogTail(1<<20), "history: gap backfilled") {
+		if !strings.Contains(victim.LogTail(1<<20), "history: gap filled") {
 			return fmt.Errorf("%s's log does not tell of a backfilled gap", victim.Name)
 		}
 		return nil

@@ -43,7 +43,7 @@ type RangeEvent struct {
 	Event jobs.Event `json:"event"`
 }
 
-// Range answers a peer's backfill: one page of what this history
+// Range answers a peer's gap filling: one page of what this history
 // archived in req.Range, with the parts of it this history holds whole
 // (Covered: not in a gap of its own, and archived already); ErrNotCovered
 // if it holds no part whole. What retention has deleted here is missing
@@ -112,20 +112,20 @@ func beUint64(b []byte) uint64 {
 	return n
 }
 
-// maxBackfillWait bounds the wait between rounds of a backfill no peer
+// maxFillWait bounds the wait between rounds of a gap filling no peer
 // can finish (every server of a cluster upgraded from a version without
 // history has a gap before its upgrade that nobody will ever cover).
-const maxBackfillWait = 10 * time.Minute
+const maxFillWait = 10 * time.Minute
 
-// backfillLoop closes gaps: every BackfillEvery, while there are any, it
+// fillGapsLoop closes gaps: every FillEvery, while there are any, it
 // asks the peers in turn for the first one; after a round that left it
-// open it waits twice as long, up to maxBackfillWait.
-func (s *Store) backfillLoop(ctx context.Context) {
+// open it waits twice as long, up to maxFillWait.
+func (s *Store) fillGapsLoop(ctx context.Context) {
 	defer s.wg.Done()
 	if s.Peers == nil || s.Fetch == nil {
 		return
 	}
-	wait := s.BackfillEvery
+	wait := s.FillEvery
 	for {
 		t := s.Clock.NewTimer(wait)
 		select {
@@ -136,23 +136,23 @@ func (s *Store) backfillLoop(ctx context.Context) {
 		}
 		_, gaps := s.Coverage()
 		if len(gaps) == 0 {
-			wait = s.BackfillEvery
+			wait = s.FillEvery
 			continue
 		}
-		if err := s.Backfill(ctx, gaps[0]); err != nil && ctx.Err() == nil {
-			wait = min(2*wait, maxBackfillWait)
-			s.Logger.Warn("history: backfill not done; will try again", "gap", gaps[0].String(), "in", wait, "err", err)
+		if err := s.FillGap(ctx, gaps[0]); err != nil && ctx.Err() == nil {
+			wait = min(2*wait, maxFillWait)
+			s.Logger.Warn("history: gap not filled yet; will try again", "gap", gaps[0].String(), "in", wait, "err", err)
 			continue
 		}
-		wait = s.BackfillEvery
+		wait = s.FillEvery
 	}
 }
 
-// Backfill fills gap g from the peers in turn: from each, what it holds
+// FillGap fills gap g from the peers in turn: from each, what it holds
 // of what is still missing of g, stored as anything archived here is
 // (retention applied), and the parts it covered recorded closed. It
 // returns nil once g is closed whole.
-func (s *Store) Backfill(ctx context.Context, g Range) error {
+func (s *Store) FillGap(ctx context.Context, g Range) error {
 	var errs []error
 	for _, peer := range s.Peers() {
 		_, gaps := s.Coverage()
@@ -166,12 +166,12 @@ func (s *Store) Backfill(ctx context.Context, g Range) error {
 			break
 		}
 		for _, r := range left {
-			covered, err := s.backfillFrom(ctx, peer, r)
+			covered, err := s.fillFrom(ctx, peer, r)
 			if err != nil {
 				errs = append(errs, fmt.Errorf("%s: %w", peer, err))
 				continue
 			}
-			s.Logger.Info("history: gap backfilled", "gap", r.String(), "covered", fmt.Sprint(covered), "peer", peer)
+			s.Logger.Info("history: gap filled", "gap", r.String(), "covered", fmt.Sprint(covered), "peer", peer)
 		}
 		if ctx.Err() != nil {
 			return ctx.Err()
@@ -187,15 +187,15 @@ func (s *Store) Backfill(ctx context.Context, g Range) error {
 	return nil
 }
 
-// maxBackfillPages bounds one backfill from one peer: a gap of more
+// maxFillPages bounds one gap filling from one peer: a gap of more
 // records than this many pages is finished on the next round.
-const maxBackfillPages = 10_000
+const maxFillPages = 10_000
 
-// backfillFrom copies what peer archived in g, and closes the parts of
+// fillFrom copies what peer archived in g, and closes the parts of
 // g it covered, which it returns.
-func (s *Store) backfillFrom(ctx context.Context, peer string, g Range) ([]Range, error) {
+func (s *Store) fillFrom(ctx context.Context, peer string, g Range) ([]Range, error) {
 	req := RangeRequest{Range: g}
-	for range maxBackfillPages {
+	for range maxFillPages {
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		page, err := s.Fetch(cctx, peer, req)
 		cancel()
@@ -210,10 +210,10 @@ func (s *Store) backfillFrom(ctx context.Context, peer string, g Range) ([]Range
 		}
 		req.After = page.Next
 	}
-	return nil, fmt.Errorf("more than %d pages", maxBackfillPages)
+	return nil, fmt.Errorf("more than %d pages", maxFillPages)
 }
 
-// store writes a backfilled page, as Flush writes archived records.
+// store writes a gap-filled page, as Flush writes archived records.
 func (s *Store) store(page RangePage) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
