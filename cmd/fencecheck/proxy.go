@@ -68,7 +68,7 @@ func (p *Proxy) Mode() string {
 func (p *Proxy) SetMode(mode string) {
 	p.mu.Lock()
 	if p.mode == ProxyHold && mode != ProxyHold {
-		releaseAll(p.held)
+		deliverAll(p.held)
 		p.held = nil
 	}
 	p.mode = mode
@@ -94,7 +94,7 @@ func (p *Proxy) Release(rng *rand.Rand, gap time.Duration) int {
 	p.held = nil
 	p.mode = ProxyPass
 	p.mu.Unlock()
-	return releaseShuffled(held, rng, gap, p.done)
+	return deliverShuffled(held, rng, gap, p.done)
 }
 
 func (p *Proxy) cutCount() int {

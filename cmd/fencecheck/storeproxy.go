@@ -110,7 +110,7 @@ func (p *StoreProxy) SetMode(mode string) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.mode == ProxyHold && mode != ProxyHold {
-		releaseAll(p.held)
+		deliverAll(p.held)
 		p.held = nil
 	}
 	p.mode = mode
@@ -131,7 +131,7 @@ func (p *StoreProxy) Release(rng *rand.Rand, gap time.Duration) int {
 	p.held = nil
 	p.mode = ProxyPass
 	p.mu.Unlock()
-	return releaseShuffled(held, rng, gap, p.done)
+	return deliverShuffled(held, rng, gap, p.done)
 }
 
 // Quiesce stops the store's traffic for good: new calls are refused and

@@ -223,7 +223,7 @@ func (d *demo) stop(srv *http.Server, served <-chan struct{}) error {
 	<-served
 	d.link.close()
 	err := d.stopAll()
-	localcluster.ReleasePorts()
+	localcluster.UnreservePorts()
 	return err
 }
 

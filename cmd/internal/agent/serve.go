@@ -21,9 +21,9 @@ func (n *node) serve(ctx context.Context) error {
 	applied, unsubscribe := n.fsm.Subscribe()
 	defer unsubscribe()
 	setHash := n.fsm.JobSetInfo().Hash
-	release := time.NewTimer(time.Hour)
-	release.Stop()
-	defer release.Stop()
+	scavenge := time.NewTimer(time.Hour)
+	scavenge.Stop()
+	defer scavenge.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -37,10 +37,10 @@ func (n *node) serve(ctx context.Context) error {
 				setHash = h
 				// Once the request that carried the set has been answered
 				// and its copies are garbage.
-				release.Reset(releaseAfter)
+				scavenge.Reset(scavengeAfter)
 			}
-		case <-release.C:
-			releaseMemory()
+		case <-scavenge.C:
+			scavengeMemory()
 		}
 	}
 }
@@ -66,17 +66,17 @@ func (n *node) handOver() {
 	}
 }
 
-// releaseAfter is how long after a new job set is applied its memory is
-// handed back (releaseMemory).
-const releaseAfter = 2 * time.Second
+// scavengeAfter is how long after a new job set is applied its memory is
+// handed back (scavengeMemory).
+const scavengeAfter = 2 * time.Second
 
-// releaseMemory hands the memory a new job set left behind back to the
+// scavengeMemory hands the memory a new job set left behind back to the
 // system. Replacing a set of 100,000 jobs passes several copies of it
 // through the heap (the request, the Raft entry, the decoded set, the
 // leader's queue) and then keeps one: without this the process would hold
 // the peak, twice what it keeps, until the runtime's slow background
 // return. A job set changes rarely, so one full collection then is cheap.
-func releaseMemory() { debug.FreeOSMemory() }
+func scavengeMemory() { debug.FreeOSMemory() }
 
 // reload applies this node's config file to the cluster: the operator's
 // explicit act (SIGHUP) that overrides the applied job set.

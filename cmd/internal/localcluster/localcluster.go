@@ -692,11 +692,11 @@ func (n *Node) Shutdown(d time.Duration) error {
 	return fmt.Errorf("%s: killed: %w", n.Name, err)
 }
 
-// ReleasePorts drops this process's port reservations (see reserve), for
+// UnreservePorts drops this process's port reservations (see reserve), for
 // a long-lived process that has stopped its clusters: `fencecron demo`.
 // Reservations of exited processes are taken over anyway; this only
 // leaves nothing behind.
-func ReleasePorts() {
+func UnreservePorts() {
 	entries, err := os.ReadDir(portsDir)
 	if err != nil {
 		return
