@@ -54,7 +54,7 @@ const (
 	// vStdoutTail (4): a completion records the end of stdout when it was
 	// not published (Attempt.StdoutTail, output.go).
 	vStdoutTail = 4
-	// vClockSkew (4): an audit entry may be of kind clock_skew (skew.go).
+	// vClockSkew (4): an audit entry may be of kind clock_skew (scheduler/skewmonitor.go).
 	vClockSkew = 4
 	// vFollow (4): an entry that ends attempts or finishes runs records
 	// the notifications due (notify.go) and decides the runs of the jobs
