@@ -112,9 +112,13 @@ func TestSender_HungTargetDoesNotDelayOthers(t *testing.T) {
 	// A try lasts until the test ends, and a failed target waits a minute.
 	n := runSender(t, lg, Config{Timeout: time.Minute, Backoff: time.Minute, MaxBackoff: time.Minute})
 
-	waitFor(t, "a's target holds tries open", func() error {
-		if got, _ := hung.counts(); got == 0 {
-			return fmt.Errorf("no try yet")
+	// The sender marks a try in flight before its request reaches the
+	// server: wait until the target holds all the tries it may have open
+	// (its 16 notices are more than that), so that what the sender shows
+	// and what the server holds are compared at rest.
+	waitFor(t, "a's target holds its tries open", func() error {
+		if got, open := hung.counts(); got != maxPerTarget || open != maxPerTarget {
+			return fmt.Errorf("%d tries, %d open; want %d held open", got, open, maxPerTarget)
 		}
 		return nil
 	})
