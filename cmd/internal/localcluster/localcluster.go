@@ -576,6 +576,33 @@ func UntilEvery(d, every time.Duration, cond func() error) error {
 	}
 }
 
+// UntilProgressStops polls cond every every until it returns a nil error.
+// It gives up when what cond reports as its progress has not changed for
+// stall, or after limit in all: a slow machine gets the time it needs as
+// long as the cluster moves, and a stuck one fails in stall.
+func UntilProgressStops[P comparable](stall, limit, every time.Duration, cond func() (P, error)) error {
+	start := time.Now()
+	var last P
+	moved := start
+	for {
+		p, err := cond()
+		if err == nil {
+			return nil
+		}
+		now := time.Now()
+		if p != last {
+			last, moved = p, now
+		}
+		switch {
+		case now.Sub(moved) > stall:
+			return fmt.Errorf("no progress in %s: %w", stall, err)
+		case now.Sub(start) > limit:
+			return fmt.Errorf("after %s: %w", limit, err)
+		}
+		time.Sleep(every)
+	}
+}
+
 // FreePorts returns n distinct ports on 127.0.0.1 that were free for TCP
 // and UDP a moment ago. They are drawn below the kernel's ephemeral range
 // (32768 and up on Linux), so the outgoing connections of busy test

@@ -1,12 +1,15 @@
 package localcluster
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestPrepare_LaysOutWithoutStarting(t *testing.T) {
@@ -82,5 +85,26 @@ func TestReserve_SharedAcrossProcesses(t *testing.T) {
 		if b, err := os.ReadFile(filepath.Join(portsDir, strconv.Itoa(p))); err != nil || string(b) != strconv.Itoa(os.Getpid()) {
 			t.Errorf("port %d: reservation %q, %v; want this process's pid", p, b, err)
 		}
+	}
+}
+
+// UntilProgressStops waits as long as the progress moves, and gives up
+// once it stalls.
+func TestUntilProgressStops(t *testing.T) {
+	n := 0
+	err := UntilProgressStops(time.Second, time.Minute, time.Millisecond, func() (int, error) {
+		if n++; n < 50 {
+			return n, fmt.Errorf("at %d", n)
+		}
+		return n, nil
+	})
+	if err != nil || n != 50 {
+		t.Errorf("moving: %v after %d polls, want nil after 50", err, n)
+	}
+	err = UntilProgressStops(20*time.Millisecond, time.Minute, time.Millisecond, func() (int, error) {
+		return 7, errors.New("stuck at 7")
+	})
+	if err == nil || !strings.Contains(err.Error(), "no progress in 20ms: stuck at 7") {
+		t.Errorf("stalled: %v, want it to give up naming the stall", err)
 	}
 }
