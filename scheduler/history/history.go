@@ -56,12 +56,12 @@ var (
 
 // Defaults of a Store's fields.
 const (
-	DefaultFlushEvery    = 200 * time.Millisecond
-	DefaultMaxPending    = 20_000
-	DefaultSweepEvery    = time.Minute
-	DefaultSweepBudget   = 10_000
-	DefaultFillEvery = 2 * time.Second
-	DefaultMaxEvents     = 1_000_000
+	DefaultFlushEvery  = 200 * time.Millisecond
+	DefaultMaxPending  = 20_000
+	DefaultSweepEvery  = time.Minute
+	DefaultSweepBudget = 10_000
+	DefaultFillEvery   = 2 * time.Second
+	DefaultMaxEvents   = 1_000_000
 	// pageRecords bounds one page of a gap filling.
 	pageRecords = 500
 	// trimOnInsert bounds the runs one insert deletes; the sweep takes
@@ -103,11 +103,11 @@ type Store struct {
 	// Peers returns the other servers' addresses, and Fetch reads one
 	// page of a range from one of them (scheduler/rpc); either nil: no
 	// gap filling.
-	Peers         func() []string
-	Fetch         func(ctx context.Context, peer string, req RangeRequest) (RangePage, error)
+	Peers     func() []string
+	Fetch     func(ctx context.Context, peer string, req RangeRequest) (RangePage, error)
 	FillEvery time.Duration
-	Clock         jobs.Clock
-	Logger        *slog.Logger
+	Clock     jobs.Clock
+	Logger    *slog.Logger
 
 	db *bbolt.DB
 
