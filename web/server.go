@@ -337,13 +337,5 @@ func (s *Server) limitWrites(next http.Handler) http.Handler {
 // Prefix): Server.Internal serves them.
 const internalPrefix = "/internal/v1"
 
-// Operator is what the operator endpoints act through; cmd/fencecron
-// names it here, where it wires the Server.
-type Operator = api.Operator
-
-// BackfillBody is the JSON of POST /api/v1/jobs/{name}/backfill, which
-// cmd/fencecron sends.
-type BackfillBody = api.BackfillBody
-
 // Port returns the port the server listens on.
 func (s *Server) Port() int { return s.ln.Addr().(*net.TCPAddr).Port }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // runBackfill is `fencecron backfill [-addr ADDR] -from TIME -to TIME
@@ -25,7 +25,7 @@ func runBackfill(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		args = append(slices.Clone(args[1:]), args[0])
 	}
-	var body web.BackfillBody
+	var body wire.BackfillBody
 	c, rest, err := clientFlags("backfill", args, stdout, stderr, 1, "-from TIME -to TIME [-dry-run] [-max-running N] JOB", func(fs *flag.FlagSet) {
 		fs.StringVar(&body.From, "from", "", "first fire time to backfill, included: RFC 3339 (2026-07-01T00:00:00Z), or a date or 2006-01-02T15:04 in the job's time zone")
 		fs.StringVar(&body.To, "to", "", "end of the range, excluded (same forms); not in the future")

@@ -145,3 +145,13 @@ type Paused struct {
 	Job    string `json:"job"`
 	Paused bool   `json:"paused"`
 }
+
+// BackfillBody is the JSON of POST /api/v1/jobs/{name}/backfill. From and
+// To are RFC 3339 times, or a date (2006-01-02) or a wall-clock time
+// without offset (2006-01-02T15:04) read in the job's time zone.
+type BackfillBody struct {
+	From       string `json:"from"`
+	To         string `json:"to"`
+	DryRun     bool   `json:"dry_run,omitempty"`
+	MaxRunning int    `json:"max_running,omitempty"`
+}

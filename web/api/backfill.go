@@ -10,17 +10,8 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
-
-// BackfillBody is the JSON of POST /api/v1/jobs/{name}/backfill. From and
-// To are RFC 3339 times, or a date (2006-01-02) or a wall-clock time
-// without offset (2006-01-02T15:04) read in the job's time zone.
-type BackfillBody struct {
-	From       string `json:"from"`
-	To         string `json:"to"`
-	DryRun     bool   `json:"dry_run,omitempty"`
-	MaxRunning int    `json:"max_running,omitempty"`
-}
 
 // maxBackfillBody bounds the request.
 const maxBackfillBody = 4 << 10
@@ -31,7 +22,7 @@ const maxBackfillBody = 4 << 10
 // already had a run.
 func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 	name := chi.URLParam(r, "name")
-	var body BackfillBody
+	var body wire.BackfillBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBackfillBody))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil {

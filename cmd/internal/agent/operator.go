@@ -14,7 +14,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
-// operator carries out the operator endpoints (web.Operator) with this
+// operator carries out the operator endpoints (api.Operator) with this
 // node's Raft, FSM and scheduler.
 type operator struct {
 	node  *election.Node

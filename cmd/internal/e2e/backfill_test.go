@@ -12,7 +12,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
-	"github.com/fencecron/fencecron/web"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // backfillJobs: a daily job whose process publishes its run id, and a
@@ -92,7 +92,7 @@ func TestCluster_Backfill(t *testing.T) {
 
 	// The backfill, through the API.
 	var res fsm.BackfillResult
-	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: rfc(from), To: rfc(to)}, &res); err != nil {
+	if err := n.Post("/api/v1/jobs/daily/backfill", wire.BackfillBody{From: rfc(from), To: rfc(to)}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.EqualFunc(res.Create, want, time.Time.Equal) || len(res.Existing) != 0 || res.MaxRunning != 1 {
@@ -183,7 +183,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)
 	var res fsm.BackfillResult
-	if err := follower.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339)}, &res); err != nil {
+	if err := follower.Post("/api/v1/jobs/daily/backfill", wire.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339)}, &res); err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Create) != days {
@@ -243,7 +243,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 		}
 	}
 	var again fsm.BackfillResult
-	if err := n.Post("/api/v1/jobs/daily/backfill", web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), DryRun: true}, &again); err != nil {
+	if err := n.Post("/api/v1/jobs/daily/backfill", wire.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), DryRun: true}, &again); err != nil {
 		t.Fatal(err)
 	}
 	if len(again.Create) != 0 || len(again.Existing) != days || again.Pending != 0 {
@@ -274,7 +274,7 @@ func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
 	const days = 6
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)
-	body := web.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), MaxRunning: 3}
+	body := wire.BackfillBody{From: from.Format(time.RFC3339), To: to.Format(time.RFC3339), MaxRunning: 3}
 	var res fsm.BackfillResult
 	if err := n.Post("/api/v1/jobs/daily/backfill", body, &res); err != nil || len(res.Create) != days {
 		t.Fatalf("backfill = %+v, %v; want %d to create", res, err, days)
