@@ -45,7 +45,7 @@ type leader struct {
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
 	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
-	// sender is the term's notification delivery (notifier.go), set
+	// sender is the term's notification delivery (notifier.go, scheduler/notify), set
 	// before the term is published.
 	sender notifier
 

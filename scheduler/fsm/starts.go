@@ -7,7 +7,7 @@ import (
 )
 
 // A worker reports a start when its process has run for startReportDelay
-// (worker.go), so that the run shows as running; a shorter run's start
+// (scheduler/worker/worker.go), so that the run shows as running; a shorter run's start
 // rides on its completion. Each report used to be a Raft entry of its
 // own. On a loaded host every run can outlast the delay (its process
 // waits for a CPU), and a start entry for every run then took more of

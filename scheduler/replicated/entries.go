@@ -34,7 +34,7 @@ const (
 
 // Command is one entry of the replicated log: its format version (see
 // logversion.go), its op, and exactly one payload, in the field named
-// after the op. Follow may ride along (after.go).
+// after the op. Follow may ride along (fsm/after.go).
 type Command struct {
 	V         int           `json:"v,omitempty"`
 	Op        string        `json:"op"`
@@ -55,7 +55,7 @@ type Command struct {
 	// SkipRanges is OpSkipRanges' payload.
 	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *NotifiedCmd   `json:"notified,omitempty"`
-	// Follow rides on entries that may finish runs (after.go).
+	// Follow rides on entries that may finish runs (fsm/after.go).
 	Follow   *FollowCmd   `json:"follow,omitempty"`
 	Backfill *BackfillCmd `json:"backfill,omitempty"`
 	Release  *ReleaseCmd  `json:"release,omitempty"`

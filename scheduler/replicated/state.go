@@ -22,7 +22,7 @@ type State struct {
 	ElectedAt time.Time `json:"elected_at"`
 	// ElectedIndex is the log index of the last election entry: an
 	// attempt granted after it was granted by the leader loop that
-	// committed it (startconfirm.go).
+	// committed it (fsm/startconfirm.go).
 	ElectedIndex uint64 `json:"elected_index,omitempty"`
 	// Jobs is replaced whole by a new set, never changed in place: a
 	// snapshot encodes it after letting go of the lock.
@@ -66,7 +66,7 @@ type State struct {
 	// Raft terms started again from 1.
 	EpochBase uint64 `json:"epoch_base,omitempty"`
 	// JobStats are each job's finished runs by state and last success
-	// (jobstats.go); nil until a run of the set finishes.
+	// (fsm/jobstats.go); nil until a run of the set finishes.
 	JobStats map[string]*JobStats `json:"job_stats,omitempty"`
 	// Notices are the notifications pending delivery, NoticeSeq the last
 	// notice's id, and LastFinal each job's last finished run's state
@@ -78,7 +78,7 @@ type State struct {
 	// grant (backfill.go; log version 4).
 	Backfills map[string]*BackfillQueue `json:"backfills,omitempty"`
 	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
-	// time first (groups.go).
+	// time first (fsm/groups.go).
 	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
 }
 

@@ -54,7 +54,7 @@ type RenewReply struct {
 	TTL    jobs.Duration `json:"ttl"`
 	Reason string        `json:"reason,omitempty"`
 	// Started confirms the start the renewal asked for (Renewal.Start):
-	// the worker may start the attempt's process (startconfirm.go).
+	// the worker may start the attempt's process (scheduler/startconfirm.go).
 	Started bool `json:"started,omitempty"`
 }
 

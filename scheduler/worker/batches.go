@@ -13,7 +13,7 @@ import (
 // process, the largest part of what a short run cost the cluster: a
 // request, its TLS records and HTTP/2 frames, and a handler on the
 // leader, at hundreds of runs a second. The leader commits completions in
-// groups anyway (completions.go), so a batch changes what reaches the log
+// groups anyway (scheduler/completions.go), so a batch changes what reaches the log
 // in no way; a completion waits only for the call before it on its
 // worker to be answered.
 

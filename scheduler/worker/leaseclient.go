@@ -18,7 +18,7 @@ import (
 // means less than a third of the TTL is left, too little to start another
 // unit of work; LOST comes on a definite "not yours" from the leader or
 // when the lease runs out, and kills the attempt's process group. Time is
-// the worker's Clock (lease_test.go drives it).
+// the worker's Clock (leaseclient_test.go drives it).
 type leaseClient struct {
 	w       *Worker
 	attempt string
@@ -34,7 +34,7 @@ type leaseClient struct {
 	dropped    int
 	// start: renewals ask the leader to confirm the start, from when the
 	// process is about to start; startOK: a leader did
-	// (startconfirm.go).
+	// (scheduler/startconfirm.go).
 	start, startOK bool
 }
 
