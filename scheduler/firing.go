@@ -222,14 +222,14 @@ func (l *leader) fireMany(fires []dueFire) {
 			continue
 		}
 		key, err := d.spec.OutputKey(d.at)
-		wk, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		picked, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
 		if err != nil || !ok {
 			singles = append(singles, d)
 			continue
 		}
-		load[wk]++
+		load[picked]++
 		specs[d.spec.Name] = d.spec
-		batch = append(batch, replicated.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now()})
+		batch = append(batch, replicated.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: picked, At: s.now()})
 	}
 	var (
 		wg sync.WaitGroup
@@ -446,13 +446,13 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 	g := &replicated.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := replicated.OpGrant
 	key, err := spec.OutputKey(at)
-	switch wk, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
+	switch picked, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 	case err != nil:
 		op, g.Reason = replicated.OpSkip, err.Error()
 	case !ok:
 		op, g.Reason = replicated.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
 	default:
-		g.Output, g.Worker = key, wk
+		g.Output, g.Worker = key, picked
 	}
 	res, err := l.propose(replicated.Command{Op: op, Grant: g})
 	return l.granted(spec, at, res.Run, err, 1, nil)

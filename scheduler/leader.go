@@ -278,7 +278,7 @@ func (l *leader) checkRetries() {
 		if !known || !fsm.AwaitsRetry(run) {
 			continue
 		}
-		wk, ok := l.chooseWorker(spec, run.ID, a.Worker)
+		picked, ok := l.chooseWorker(spec, run.ID, a.Worker)
 		if !ok {
 			l.log.Warn("no worker for retry; trying again later", "run", run.ID)
 			l.mu.Lock()
@@ -286,7 +286,7 @@ func (l *leader) checkRetries() {
 			l.mu.Unlock()
 			continue
 		}
-		res, err := l.propose(replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: a.Number, Worker: wk, At: l.s.now()}})
+		res, err := l.propose(replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: a.Number, Worker: picked, At: l.s.now()}})
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.

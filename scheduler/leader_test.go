@@ -49,7 +49,7 @@ type recordingDispatcher struct {
 	sent []worker.Assignment
 }
 
-func (d *recordingDispatcher) Dispatch(ctx context.Context, wk string, a worker.Assignment) error {
+func (d *recordingDispatcher) Dispatch(ctx context.Context, workerID string, a worker.Assignment) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.sent = append(d.sent, a)
@@ -57,7 +57,7 @@ func (d *recordingDispatcher) Dispatch(ctx context.Context, wk string, a worker.
 }
 
 // DispatchMany remembers each assignment of the batch, as delivered.
-func (d *recordingDispatcher) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
+func (d *recordingDispatcher) DispatchMany(ctx context.Context, workerID string, as []worker.Assignment) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.sent = append(d.sent, as...)

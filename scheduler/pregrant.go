@@ -33,13 +33,13 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			continue
 		}
 		key, err := spec.OutputKey(e.next)
-		wk, ok := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
+		picked, ok := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
 		if err != nil || !ok {
 			continue
 		}
-		load[wk]++
+		load[picked]++
 		specs[spec.Name] = spec
-		gs = append(gs, replicated.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: wk, At: s.now(), Ahead: true})
+		gs = append(gs, replicated.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: picked, At: s.now(), Ahead: true})
 		owners = append(owners, e)
 	}
 	var wg sync.WaitGroup

@@ -86,7 +86,7 @@ type batchDispatcher struct {
 	batches  [][]worker.Assignment
 }
 
-func (d *batchDispatcher) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
+func (d *batchDispatcher) DispatchMany(ctx context.Context, workerID string, as []worker.Assignment) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if d.failMany {

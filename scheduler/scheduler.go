@@ -56,7 +56,7 @@ type Raft interface {
 // concurrent use.
 type Dispatcher interface {
 	// Dispatch delivers one assignment.
-	Dispatch(ctx context.Context, wk string, a worker.Assignment) error
+	Dispatch(ctx context.Context, workerID string, a worker.Assignment) error
 	// DispatchMany delivers several assignments (at most 64) in one call:
 	// the runs granted in one entry for one instant reach each worker in
 	// one request instead of one each (at hundreds of fires a second,
@@ -64,7 +64,7 @@ type Dispatcher interface {
 	// says nothing about which assignments arrived: the leader then
 	// dispatches each on its own (Dispatch), which the worker answers for
 	// a duplicate without starting anything.
-	DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error
+	DispatchMany(ctx context.Context, workerID string, as []worker.Assignment) error
 }
 
 // Scheduler fires jobs while its node leads, keeps the leases of running

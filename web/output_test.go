@@ -21,18 +21,18 @@ type fakeOutputs struct {
 	down  bool
 }
 
-func (o *fakeOutputs) AttemptOutput(_ context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error) {
+func (o *fakeOutputs) AttemptOutput(_ context.Context, workerID string, req worker.OutputRequest) (worker.LiveOutput, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.asked = append(o.asked, req)
 	switch {
 	case o.down:
 		return worker.LiveOutput{}, errors.New("dial tcp 127.0.0.1:1: connection refused")
-	case wk != "w1" || req.Attempt != "talk@20260801T090000Z.1":
-		return worker.LiveOutput{}, fmt.Errorf("attempt %s on %s: %w", req.Attempt, wk, jobs.ErrNotFound)
+	case workerID != "w1" || req.Attempt != "talk@20260801T090000Z.1":
+		return worker.LiveOutput{}, fmt.Errorf("attempt %s on %s: %w", req.Attempt, workerID, jobs.ErrNotFound)
 	}
 	text := "live <b>line</b> & more\n"
-	return worker.LiveOutput{Attempt: req.Attempt, Node: wk, Running: true,
+	return worker.LiveOutput{Attempt: req.Attempt, Node: workerID, Running: true,
 		Stdout: worker.OutputChunk{Text: text[min(int(req.StdoutFrom), len(text)):], From: req.StdoutFrom, Next: int64(len(text))},
 		Stderr: worker.OutputChunk{Text: "warming up\n", Next: 11}}, nil
 }

@@ -255,8 +255,8 @@ func (c *Client) renewEach(ctx context.Context, node string, rs []worker.Renewal
 // Dispatch delivers an assignment to its worker: directly when it is this
 // node, over the network otherwise. It tries once; the leader decides
 // what a failure means.
-func (c *Client) Dispatch(ctx context.Context, wk string, a worker.Assignment) error {
-	return c.toWorker(wk, func() error { return c.Local.Accept(a) }, func(addr string) error {
+func (c *Client) Dispatch(ctx context.Context, workerID string, a worker.Assignment) error {
+	return c.toWorker(workerID, func() error { return c.Local.Accept(a) }, func(addr string) error {
 		return c.post(ctx, addr, pathDispatch, a, nil)
 	})
 }
@@ -264,7 +264,7 @@ func (c *Client) Dispatch(ctx context.Context, wk string, a worker.Assignment) e
 // DispatchMany delivers several assignments to one worker in one call
 // (scheduler.Dispatcher), directly when it is this node. It tries
 // once; on an error the leader dispatches each on its own.
-func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assignment) error {
+func (c *Client) DispatchMany(ctx context.Context, workerID string, as []worker.Assignment) error {
 	if len(as) > maxDispatchMany {
 		return fmt.Errorf("dispatch %d assignments at once: at most %d", len(as), maxDispatchMany)
 	}
@@ -276,13 +276,13 @@ func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assign
 		}
 		return nil
 	}
-	return c.toWorker(wk, local, func(addr string) error {
+	return c.toWorker(workerID, local, func(addr string) error {
 		var reply dispatchManyReply
 		if err := c.post(ctx, addr, pathDispatchMany, as, &reply); err != nil {
 			return err
 		}
 		if len(reply.Accepted) != len(as) {
-			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", wk, len(reply.Accepted), len(as))
+			return fmt.Errorf("dispatch to %s: %d of %d assignments accepted", workerID, len(reply.Accepted), len(as))
 		}
 		return nil
 	})
@@ -291,13 +291,13 @@ func (c *Client) DispatchMany(ctx context.Context, wk string, as []worker.Assign
 // toWorker delivers to worker with local when it is this node, else with
 // remote at its HTTP address; a delivery that succeeded then passes the
 // fault hook that may drop its reply.
-func (c *Client) toWorker(wk string, local func() error, remote func(addr string) error) error {
+func (c *Client) toWorker(workerID string, local func() error, remote func(addr string) error) error {
 	var err error
-	if wk == c.Self && c.Local != nil {
+	if workerID == c.Self && c.Local != nil {
 		err = local()
 	} else {
 		var addr string
-		if addr, err = c.NodeHTTP(wk); err == nil {
+		if addr, err = c.NodeHTTP(workerID); err == nil {
 			err = remote(addr)
 		}
 	}

@@ -73,10 +73,10 @@ func countingStub(t *testing.T, h http.Handler) (string, *atomic.Int32) {
 }
 
 // node serves a real Server over leader (and worker, if not nil).
-func node(t *testing.T, leader scheduler.Forwarder, wk func(worker.Assignment) error) string {
+func node(t *testing.T, leader scheduler.Forwarder, workerID func(worker.Assignment) error) string {
 	srv := &Server{Leader: leader}
-	if wk != nil {
-		srv.Worker = acceptFunc(wk)
+	if workerID != nil {
+		srv.Worker = acceptFunc(workerID)
 	}
 	return stub(t, srv)
 }

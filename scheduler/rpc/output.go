@@ -35,15 +35,15 @@ func (s *Server) output(req worker.OutputRequest) (worker.LiveOutput, error) {
 // scheduler.Worker.Output): this node's own worker directly, another's
 // over the network, once. An attempt the worker no longer runs answers
 // an error wrapping jobs.ErrNotFound.
-func (c *Client) AttemptOutput(ctx context.Context, wk string, req worker.OutputRequest) (worker.LiveOutput, error) {
-	if wk == c.Self {
+func (c *Client) AttemptOutput(ctx context.Context, workerID string, req worker.OutputRequest) (worker.LiveOutput, error) {
+	if workerID == c.Self {
 		if src, ok := c.Local.(outputSource); ok {
 			return src.Output(req)
 		}
 	}
-	addr, err := c.NodeHTTP(wk)
+	addr, err := c.NodeHTTP(workerID)
 	if err != nil {
-		return worker.LiveOutput{}, fmt.Errorf("output of attempt %s: worker %s: %w", req.Attempt, wk, err)
+		return worker.LiveOutput{}, fmt.Errorf("output of attempt %s: worker %s: %w", req.Attempt, workerID, err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, outputTimeout)
 	defer cancel()
