@@ -1,0 +1,10 @@
+package auth
+
+import (
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+// No handler, stream or timer a test starts may outlive it.
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
