@@ -1,13 +1,15 @@
-// Package scheduler is the only package that knows both leadership and
-// jobs: the replicated FSM that grants runs and mints fence tokens, the
-// leader's firing loop and lease table, and the worker that runs what it
-// is granted.
+// Package scheduler is the leader and the node's glue: a leader's term
+// (its firing loop, granting ahead, lease table, retries and the group
+// commits of completions and starts), and Scheduler, which answers as the
+// leader or forwards to it. The replicated state machine that grants runs
+// and mints fence tokens is package fsm; the worker that runs what it is
+// granted is package worker; notification delivery is package notify.
 //
 // The replicated log decides. Whatever must hold on every replica (a
 // (job, scheduled time) granted once, a job's overlap policy, which
 // attempt a retry follows) is decided inside FSM.Apply from the
-// replicated state, by pure functions such as DecideGrant, never by the
-// leader reading the state and then proposing: proposals made at once
+// replicated state, by pure functions such as fsm.DecideGrant, never by
+// the leader reading the state and then proposing: proposals made at once
 // (the leader fires many jobs in parallel, triggers arrive at every node)
 // are then ordered by the log and decided one after the other. Entries
 // are versioned (fsm/logversion.go), so servers of two releases never apply

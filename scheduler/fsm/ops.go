@@ -140,7 +140,7 @@ func indexOps(table []opSpec) map[string]opSpec {
 	m := make(map[string]opSpec, len(table))
 	for _, o := range table {
 		if _, twice := m[o.name]; twice {
-			panic("scheduler: op " + o.name + " declared twice")
+			panic("fsm: op " + o.name + " declared twice")
 		}
 		m[o.name] = o
 	}
