@@ -1,3 +1,7 @@
+// Package explain answers why a job did or did not fire at a time: from
+// its spec (its schedules in its time zone, DST gaps and repeats included)
+// and the runs the cluster recorded, it names each fire time's fate. It
+// reads and decides nothing the cluster must agree on.
 package explain
 
 import (
