@@ -49,6 +49,9 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 				}
 			}
 			l.mu.Unlock()
+			if len(mine) == 0 {
+				continue // every one of them is being dispatched already
+			}
 			l.wg.Add(1)
 			go func() {
 				defer l.wg.Done()
