@@ -121,3 +121,39 @@ func TestLeader_DispatchesABatchInOneCall(t *testing.T) {
 		})
 	}
 }
+
+// A batch whose assignments are all being dispatched already (a change
+// and a resync can name the same attempts) sends nothing; one with some
+// new sends only those.
+func TestLeader_DispatchAllSendsOnlyWhatIsNotInFlight(t *testing.T) {
+	l, _ := newTestLeader(t)
+	d := &batchDispatcher{}
+	l.s.Dispatcher = d
+	as := func(ids ...string) []worker.Assignment {
+		var out []worker.Assignment
+		for _, id := range ids {
+			out = append(out, worker.Assignment{Attempt: jobs.Attempt{ID: id, Worker: "w2"}})
+		}
+		return out
+	}
+	l.mu.Lock()
+	l.inflight["a.1"], l.inflight["b.1"] = true, true
+	l.mu.Unlock()
+	l.dispatchAll(as("a.1", "b.1"))
+	l.wg.Wait()
+	l.dispatchAll(as("a.1", "b.1", "c.1"))
+	l.wg.Wait()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var sent [][]string
+	for _, b := range d.batches {
+		var ids []string
+		for _, a := range b {
+			ids = append(ids, a.Attempt.ID)
+		}
+		sent = append(sent, ids)
+	}
+	if fmt.Sprint(sent) != "[[c.1]]" {
+		t.Errorf("batches sent: %v; want one, of c.1 alone", sent)
+	}
+}
