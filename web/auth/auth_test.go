@@ -26,24 +26,6 @@ type fakeClock struct{ now time.Time }
 func (c fakeClock) Now() time.Time                      { return c.now }
 func (c fakeClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
 
-// stepClock is a clock a test moves forward while the guard works.
-type stepClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-func (c *stepClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
-func (c *stepClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
 // auditTrail records the lockouts written to it.
 type auditTrail struct {
 	mu  sync.Mutex

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/jobs/clocktest"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -14,7 +15,7 @@ import (
 // proposes at most auditBurst lockout entries at once, then one per
 // auditEvery, and the next entry counts those it left out.
 func TestGuard_LockoutAuditsAreRateLimited(t *testing.T) {
-	clock := &stepClock{now: at(50)}
+	clock := clocktest.New(at(50))
 	audits := &auditTrail{}
 	g := newGuard(t, Config{Token: testToken, Clock: clock, Auditor: audits})
 	lockOut := func(ip string) {
