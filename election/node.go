@@ -591,7 +591,13 @@ func (n *Node) shutdown() error {
 		errs = append(errs, n.ml.Shutdown())
 	}
 	if n.raft != nil {
-		errs = append(errs, n.raft.Shutdown().Error())
+		// Raft closes its transport only once its goroutines have ended,
+		// and one may be blocked in a request to a peer that does not
+		// answer (up to the transport's timeout). Closing the transport
+		// first ends such a request at once; raft then stops as after
+		// any failed request.
+		f := n.raft.Shutdown()
+		errs = append(errs, n.transport.Close(), f.Error())
 	} else if n.transport != nil {
 		errs = append(errs, n.transport.Close())
 	}

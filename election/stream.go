@@ -1,6 +1,7 @@
 package election
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"log/slog"
@@ -41,16 +42,26 @@ type tlsStream struct {
 
 	mu      sync.Mutex
 	refused map[string]time.Time // remote IP -> last logged refusal
-	conns   map[*serverConn]bool // accepted and not closed; closed by Close
-	closed  bool
+	// conns are the TCP connections under the TLS ones accepted or
+	// dialed and not closed yet; Close closes them. (Closing a TLS
+	// connection would first wait to send its alert behind any write
+	// blocked on a peer that does not read.)
+	conns  map[net.Conn]bool
+	closed bool
+	// dialing ends, with Close, the dials still connecting or in their
+	// handshake (a paused peer's kernel accepts, and nobody answers).
+	dialing     context.Context
+	stopDialing context.CancelFunc
 }
 
 func newTLSStream(ln net.Listener, advertise net.Addr, id *clustertls.Identity, peerName func(string) string, log *slog.Logger) *tlsStream {
+	dialing, stopDialing := context.WithCancel(context.Background())
 	return &tlsStream{
+		dialing: dialing, stopDialing: stopDialing,
 		ln: netlimit.Listener(ln, raftMaxConns, raftMaxConnsPerHost), advertise: advertise, id: id, peerName: peerName, log: log,
 		server:  id.RaftServerConfig(),
 		refused: map[string]time.Time{},
-		conns:   map[*serverConn]bool{},
+		conns:   map[net.Conn]bool{},
 	}
 }
 
@@ -63,27 +74,48 @@ func (s *tlsStream) Accept() (net.Conn, error) {
 		return nil, err
 	}
 	sc := &serverConn{Conn: tls.Server(c, s.server), s: s}
+	if !s.track(c) {
+		return nil, net.ErrClosed
+	}
+	return sc, nil
+}
+
+// track adds the TCP connection c to those Close closes, or closes it and
+// reports false if the stream is closed already.
+func (s *tlsStream) track(c net.Conn) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.closed {
 		c.Close()
-		return nil, net.ErrClosed
+		return false
 	}
-	s.conns[sc] = true
-	return sc, nil
+	s.conns[c] = true
+	return true
 }
 
-// Close stops accepting and closes every accepted connection, so raft's
-// handlers of them end too.
+// closeTracked closes the TLS connection c and forgets it.
+func (s *tlsStream) closeTracked(c *tls.Conn) error {
+	s.mu.Lock()
+	delete(s.conns, c.NetConn())
+	s.mu.Unlock()
+	return c.Close()
+}
+
+// Close stops accepting and closes every connection, accepted or dialed,
+// so raft's handlers of them end, and so does any request this node has
+// in flight or is still connecting for: raft waits for its replication and heartbeat goroutines
+// before it lets a node stop, and one blocked on a peer that does not
+// answer would otherwise hold the stop for the transport's whole timeout.
 func (s *tlsStream) Close() error {
 	err := s.ln.Close()
+	s.stopDialing()
 	s.mu.Lock()
 	s.closed = true
 	conns := s.conns
 	s.conns = nil
 	s.mu.Unlock()
 	for c := range conns {
-		c.Conn.Close()
+		c.Close()
 	}
 	return err
 }
@@ -94,9 +126,25 @@ func (s *tlsStream) Addr() net.Addr { return s.advertise }
 // the cluster (and, when known, the node expected at that address).
 func (s *tlsStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	cfg := s.id.RaftClientConfig(s.peerName(string(address)))
-	d := &net.Dialer{Timeout: timeout}
-	return tls.DialWithDialer(d, "tcp", string(address), cfg)
+	d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: timeout}, Config: cfg}
+	nc, err := d.DialContext(s.dialing, "tcp", string(address))
+	if err != nil {
+		return nil, err
+	}
+	c := nc.(*tls.Conn)
+	if !s.track(c.NetConn()) {
+		return nil, net.ErrClosed
+	}
+	return &clientConn{Conn: c, s: s}, nil
 }
+
+// clientConn is a dialed connection the stream's Close closes too.
+type clientConn struct {
+	*tls.Conn
+	s *tlsStream
+}
+
+func (c *clientConn) Close() error { return c.s.closeTracked(c.Conn) }
 
 // noteRefusal logs a refused connection, at most once a minute per
 // address, so a stranger's probes or another cluster's node that shares a
@@ -156,9 +204,4 @@ func (c *serverConn) Write(b []byte) (int, error) {
 	return c.Conn.Write(b)
 }
 
-func (c *serverConn) Close() error {
-	c.s.mu.Lock()
-	delete(c.s.conns, c)
-	c.s.mu.Unlock()
-	return c.Conn.Close()
-}
+func (c *serverConn) Close() error { return c.s.closeTracked(c.Conn) }

@@ -10,6 +10,9 @@ import (
 	"context"
 	"crypto/tls"
 	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
@@ -61,7 +64,7 @@ type node struct {
 	opt Options
 	log *slog.Logger
 	// closers stop the parts opened so far, in reverse order.
-	closers []func(context.Context) error
+	closers []closer
 
 	bind, advertise string
 	signer          *fencedstore.Signer
@@ -89,7 +92,7 @@ type node struct {
 // defaults of its own.
 func Run(ctx context.Context, cfg *config.File, opt Options) error {
 	n := &node{cfg: cfg, opt: opt, log: cmp.Or(opt.Logger, slog.Default())}
-	defer n.shutdown()
+	defer n.shutdown(shutdownBudget)
 	for _, step := range []func() error{
 		n.openDataDir,
 		n.openIdentity,
@@ -108,18 +111,66 @@ func Run(ctx context.Context, cfg *config.File, opt Options) error {
 	return n.serve(ctx)
 }
 
-// closeWith adds a part's closer.
-func (n *node) closeWith(c func(context.Context) error) { n.closers = append(n.closers, c) }
+// closer stops one part of a node.
+type closer struct {
+	part  string
+	close func(context.Context) error
+}
 
-// shutdown stops the parts opened, the last first, within shutdownBudget.
-func (n *node) shutdown() {
-	ctx, cancel := context.WithTimeout(context.Background(), shutdownBudget)
+// closeWith adds how to stop a part.
+func (n *node) closeWith(part string, c func(context.Context) error) {
+	n.closers = append(n.closers, closer{part, c})
+}
+
+// shutdown stops the parts opened, the last first, within budget: their
+// closers' context ends with it. Past it, each part still gets a fifth of
+// the budget of its own to answer, so one slow part does not cost the
+// next its chance. A part that overruns that is left running, with every
+// part not stopped yet (it may be using them), and the process exits as
+// after a crash, which Raft's log and the stores are written to survive:
+// otherwise one stuck part would hold the node until its supervisor
+// killed it, and say nothing of why.
+func (n *node) shutdown(budget time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	start := time.Now()
+	deadline, _ := ctx.Deadline()
 	for i := len(n.closers) - 1; i >= 0; i-- {
-		if err := n.closers[i](ctx); err != nil {
-			n.log.Warn("shutdown", "err", err)
+		c := n.closers[i]
+		done := make(chan error, 1)
+		go func() { done <- c.close(ctx) }()
+		giveUp := time.NewTimer(max(time.Until(deadline), 0) + budget/5)
+		select {
+		case err := <-done:
+			giveUp.Stop()
+			if err != nil {
+				n.log.Warn("shutdown", "part", c.part, "err", err)
+			}
+		case <-giveUp.C:
+			var left []string
+			for j := i - 1; j >= 0; j-- {
+				left = append(left, n.closers[j].part)
+			}
+			n.log.Error("shutdown: a part did not stop within the budget; exiting without stopping it or the parts after it, as after a crash",
+				"part", c.part, "budget", budget, "not_stopped", left, "goroutines", n.dumpGoroutines())
+			return
 		}
 	}
 	n.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+}
+
+// dumpGoroutines writes every goroutine's stack to a file in the data
+// directory, for the report of a stuck shutdown, and returns its path
+// (or why there is none).
+func (n *node) dumpGoroutines() string {
+	path := filepath.Join(n.cfg.Node.DataDir, "shutdown-goroutines.txt")
+	f, err := os.Create(path)
+	if err != nil {
+		return err.Error()
+	}
+	defer f.Close()
+	if err := pprof.Lookup("goroutine").WriteTo(f, 2); err != nil {
+		return err.Error()
+	}
+	return path
 }

@@ -123,12 +123,12 @@ func (n *node) openRaft() error {
 		if err := n.hist.Open(); err != nil {
 			return err
 		}
-		n.closeWith(n.hist.Close)
+		n.closeWith("history", n.hist.Close)
 	}
 	if err := n.raft.Open(); err != nil {
 		return err
 	}
-	n.closeWith(n.raft.Close)
+	n.closeWith("raft", n.raft.Close)
 	return nil
 }
 
@@ -174,7 +174,7 @@ func (n *node) newWorker() error {
 		return err
 	}
 	if stopRetention != nil {
-		n.closeWith(stopRetention)
+		n.closeWith("store retention", stopRetention)
 	}
 	if c.Store.Backend != config.BackendRemote {
 		// Count this node's store's decisions, whoever asks for them.
@@ -224,7 +224,7 @@ func (n *node) newWeb() error {
 	if err := refusals.Open(); err != nil {
 		return err
 	}
-	n.closeWith(refusals.Close)
+	n.closeWith("refusal log", refusals.Close)
 	storeAPI.OnRefused = refusalsTo(refusals)
 	n.srv.StoreAPI = storeAPI
 	// Running attempts' output comes from their workers.
@@ -246,7 +246,7 @@ func (n *node) start() error {
 	if err := n.srv.Open(); err != nil {
 		return err
 	}
-	n.closeWith(n.srv.Close)
+	n.closeWith("web server", n.srv.Close)
 	// Jobs publish through the node that serves the store, over TLS.
 	n.worker.StoreAddr = "https://" + netJoin(n.advertise, n.srv.Port())
 	if n.cfg.Store.Backend == config.BackendRemote {
@@ -255,17 +255,17 @@ func (n *node) start() error {
 	if err := n.worker.Open(); err != nil {
 		return err
 	}
-	n.closeWith(n.worker.Close)
+	n.closeWith("worker", n.worker.Close)
 	// Only now may others dispatch here: advertise the HTTP address.
 	n.raft.UpdateMeta(func(m *election.Meta) { m.HTTPAddr = netJoin(n.advertise, n.srv.Port()) })
 	if err := n.sched.Open(); err != nil {
 		return err
 	}
-	n.closeWith(n.sched.Close)
+	n.closeWith("scheduler", n.sched.Close)
 	if err := n.skew.Open(); err != nil {
 		return err
 	}
-	n.closeWith(n.skew.Close)
+	n.closeWith("clock skew monitor", n.skew.Close)
 	return nil
 }
 

@@ -30,7 +30,7 @@ func (n *node) openStore() error {
 			return err
 		}
 		n.store = b
-		n.closeWith(func(context.Context) error { return b.Close() })
+		n.closeWith("store", func(context.Context) error { return b.Close() })
 	case config.BackendPostgres:
 		p := postgres.New(s.URL)
 		p.MaxBodyBytes, p.HistoryRetention, p.KeepVersions = s.MaxBodyBytes, s.HistoryRetention, s.KeepVersions
@@ -38,7 +38,7 @@ func (n *node) openStore() error {
 			return err
 		}
 		n.store = p
-		n.closeWith(func(context.Context) error { return p.Close() })
+		n.closeWith("store", func(context.Context) error { return p.Close() })
 	case config.BackendRemote:
 		if n.signer == nil {
 			return fmt.Errorf("store backend remote needs cluster.secret to sign tokens")
@@ -46,7 +46,7 @@ func (n *node) openStore() error {
 		c := httpstore.NewClient(clusterURL(s.URL), n.signer)
 		c.HTTP = clusterHTTPClient(n.id)
 		n.store = c
-		n.closeWith(func(context.Context) error { c.HTTP.CloseIdleConnections(); return nil })
+		n.closeWith("store client", func(context.Context) error { c.HTTP.CloseIdleConnections(); return nil })
 	default:
 		return fmt.Errorf("unknown store backend %q", s.Backend)
 	}

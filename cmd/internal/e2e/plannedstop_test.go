@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
@@ -117,4 +119,46 @@ func TestCluster_PlannedStopLosesNoFireTime(t *testing.T) {
 		t.Fatalf("from %s to %s (%d seconds), fire times lost or doubled:\n%s", first.Format(time.TimeOnly), last.Format(time.TimeOnly), int(last.Sub(first)/time.Second)+1, strings.Join(problems, "\n"))
 	}
 	t.Logf("%d seconds from %s to %s, each granted once", int(last.Sub(first)/time.Second)+1, first.Format(time.TimeOnly), last.Format(time.TimeOnly))
+}
+
+// TestCluster_PlannedStopWithAPausedFollower: a leader told to stop while
+// a follower is paused (SIGSTOP: its connections stay open and nothing
+// on them is answered) stops cleanly: the requests it has in flight to
+// the paused node end with the stop, instead of holding it for their
+// whole timeout until the node gives up on its own parts.
+func TestCluster_PlannedStopWithAPausedFollower(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: everySecond})
+	a := agree(t, c, 30*time.Second)
+	leader := c.Node(a.Leader)
+	var paused *localcluster.Node
+	for _, n := range c.Servers() {
+		if n != leader {
+			paused = n
+			break
+		}
+	}
+	if err := paused.Pause(); err != nil {
+		t.Fatal(err)
+	}
+	defer paused.Resume()
+	// The leader has noticed: its requests to the paused node go unanswered.
+	if err := localcluster.Until(30*time.Second, func() error {
+		if !strings.Contains(leader.LogTail(100000), "failed to contact: server-id="+paused.Name) {
+			return fmt.Errorf("%s has not missed %s yet", leader.Name, paused.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	if err := leader.Terminate(15 * time.Second); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	log := leader.LogTail(100000)
+	if !strings.Contains(log, "msg=stopped") || strings.Contains(log, "did not stop within the budget") {
+		stacks, _ := os.ReadFile(filepath.Join(leader.DataDir, "shutdown-goroutines.txt"))
+		t.Fatalf("%s did not stop cleanly (exit took %s):\n%s\n--- its goroutines ---\n%s", leader.Name, took.Round(time.Millisecond), log, stacks)
+	}
+	t.Logf("%s stopped cleanly in %s with %s paused", leader.Name, took.Round(time.Millisecond), paused.Name)
 }
