@@ -19,6 +19,7 @@ import (
 // fails, transform and load are skipped for that time, each naming the
 // parent that did not succeed.
 func TestAfter_ChainRunsInOrderAndSkipsAfterAFailure(t *testing.T) {
+	t.Parallel()
 	flag := filepath.Join(t.TempDir(), "fail")
 	c := startCluster(t, localcluster.Options{Servers: 1, Profile: "fast", Jobs: fmt.Sprintf(`  - name: extract
     schedule: "@every 2s"

@@ -35,6 +35,7 @@ const backfillJobs = `  - name: daily
 // `fencecron backfill` against a real node; the runs are read back
 // through the API.
 func TestCluster_Backfill(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: backfillJobs})
 	a := agree(t, c, 30*time.Second)
 	n := c.Node(a.Leader)
@@ -163,6 +164,7 @@ func TestCluster_Backfill(t *testing.T) {
 // and no backfill run is granted while another is open (max_running 1 is
 // decided in the log, whoever proposes).
 func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
+	t.Parallel()
 	const job = `  - name: daily
     schedule: "@daily"
     shell: 'sleep 1; echo "ran $FENCECRON_RUN_ID"'
@@ -266,6 +268,7 @@ func waitJob(t *testing.T, n *localcluster.Node, job string) {
 // are refused and said to be, the others that ran are named, and nothing
 // is created.
 func TestCluster_BackfillAfterTrimCreatesNothing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: backfillJobs,
 		Env: map[string][]string{"n1": {"FENCECRON_FAULTS=hot-runs=3"}}})
 	a := agree(t, c, 30*time.Second)

@@ -18,6 +18,7 @@ import (
 // node: errors for unknown jobs, runs columns and -limit, paused jobs,
 // times in a job's zone, an empty file (the papercuts of issue 17).
 func TestClient_OutputAgainstDev(t *testing.T) {
+	t.Parallel()
 	d, addr := startDevJobs(t, `  - name: tick
     schedule: "@every 1s"
     shell: 'true'

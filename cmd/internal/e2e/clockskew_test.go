@@ -40,6 +40,7 @@ func skewMetric(n *localcluster.Node, series string) (float64, error) {
 // an audit entry of kind clock_skew, and a warning on the dashboard; n1
 // and n2 are not flagged to each other, and n3 sees them 3 s behind.
 func TestCluster_ClockSkewFlagged(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast",
 		Env: map[string][]string{"n3": {"FENCECRON_FAULTS=clock-offset-ms=3000"}}})
 	agree(t, c, 60*time.Second)

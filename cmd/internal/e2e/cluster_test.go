@@ -236,6 +236,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 // restarted on its data directory, rejoins as a follower; a node whose
 // data directory was wiped rejoins too and catches up.
 func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	first := agree(t, c, 30*time.Second)
 	old := c.Node(first.Leader)
@@ -307,6 +308,7 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 // proposed while deposed was committed: every grant after the new
 // leader's election carries the new epoch.
 func TestCluster_PausedLeaderStepsDownAndCommitsNothing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	first := agree(t, c, 30*time.Second)
 	old := c.Node(first.Leader)
@@ -370,6 +372,7 @@ func TestCluster_PausedLeaderStepsDownAndCommitsNothing(t *testing.T) {
 // Five servers keep working with two gone and refuse writes with three
 // gone.
 func TestCluster_FiveServersQuorum(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 5, StoreNode: true, Jobs: tickJobs})
 	first := agree(t, c, 40*time.Second)
 	// Kill two followers.

@@ -39,6 +39,7 @@ func closedWithin(t *testing.T, c net.Conn, start time.Time, limit time.Duration
 // connection at idle_timeout. Its config holds a literal secret at mode
 // 0644, so the agent also logs the warning at startup.
 func TestAgent_CutsSlowAndIdleConnections(t *testing.T) {
+	t.Parallel()
 	const (
 		readHeaderTimeout = time.Second
 		readTimeout       = 2 * time.Second

@@ -17,6 +17,7 @@ import (
 // timeline must show the attempts on the two worker lanes and the refused
 // write as a cross on w1's lane (screenshot suffix "-handoff").
 func TestDashboard_HandoffPicture(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	c, leader := startHandoffCluster(t)
 	must := func(what string, d time.Duration, cond func() error) {

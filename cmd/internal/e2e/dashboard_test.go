@@ -46,6 +46,7 @@ func chromium(t *testing.T) string {
 // reload, click Trigger and see that run, open the timeline, and save a
 // screenshot (in the test's temp dir, and at $FENCECRON_SCREENSHOT if set).
 func TestDashboard_Chromium(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	const token = "dashboard-test-token-0123456789-abcdef"
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)

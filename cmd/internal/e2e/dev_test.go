@@ -68,6 +68,7 @@ func tokenLess(a, b jobs.Fence) bool {
 // after a restart on the same data directory keeps its history and only
 // issues greater tokens.
 func TestDev_ReportPublishedAndHistorySurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dataDir := t.TempDir()
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
 

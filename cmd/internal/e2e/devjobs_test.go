@@ -18,6 +18,7 @@ import (
 // A bad job file stops dev before anything starts, with the problem's
 // line and column.
 func TestDev_JobsFileChecked(t *testing.T) {
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(file, []byte("jobs:\n  - name: x\n    schedule: \"not a schedule\"\n    shell: 'true'\n"), 0o600); err != nil {
 		t.Fatal(err)
@@ -38,6 +39,7 @@ func TestDev_JobsFileChecked(t *testing.T) {
 // dev -jobs runs the file's jobs, not the examples; started again on the
 // same data folder after the file changed, it runs the file as it is now.
 func TestDev_JobsFileReplacesOnRestart(t *testing.T) {
+	t.Parallel()
 	dir, data := t.TempDir(), t.TempDir()
 	file := filepath.Join(dir, "jobs.yaml")
 	write := func(names ...string) {

@@ -59,6 +59,7 @@ func putJobSet(t *testing.T, base, host, origin, body string) (int, string) {
 // refused with 421 and the job set is unchanged. The same request
 // addressed to 127.0.0.1 is taken, so it is the name that was refused.
 func TestDev_RefusesDNSRebinding(t *testing.T) {
+	t.Parallel()
 	httpPort := proctest.FreePort(t)
 	dev := startDev(t, t.TempDir(), httpPort, proctest.FreePort(t), proctest.FreePort(t))
 	var before string

@@ -16,6 +16,7 @@ import (
 // source and time, its jobs, and the audit trail's applies stay as they
 // were.
 func TestApply_DryRunChangesNothing(t *testing.T) {
+	t.Parallel()
 	d, addr := startDevJobs(t, `  - name: alpha
     schedule: "0 0 1 1 *"
     shell: 'true'

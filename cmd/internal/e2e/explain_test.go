@@ -59,6 +59,7 @@ const explainJobs = `  - name: solo
 // 02:30 on the day Berlin's clocks jump from 02:00 to 03:00 from the
 // schedule itself.
 func TestExplain_ForbidAndDSTGap(t *testing.T) {
+	t.Parallel()
 	d, addr := startDevJobs(t, explainJobs)
 
 	var skipped jobs.Run

@@ -28,6 +28,7 @@ import (
 // refuses them as stale, also on a key of its scope that no newer token
 // has touched.
 func TestCluster_ForcedRelease(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	// The first attempt records its environment and pid, then hangs; the
 	// retry prints and exits 0, so its output is published with its token.

@@ -25,6 +25,7 @@ import (
 // once: the jobs themselves check with an O_EXCL marker file, and their
 // attempts' start and end times (the workers' own) never overlap.
 func TestCluster_GroupLimitsAcrossLeaderKill(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"pool": "db"}}})

@@ -64,6 +64,7 @@ func (h *hookServer) snapshot(path string) []hookCall {
 // fails the attempt and names the status; a self-signed server is
 // trusted with ca_file and refused without it.
 func TestCluster_HTTPJob(t *testing.T) {
+	t.Parallel()
 	hooks := &hookServer{}
 	plain := httptest.NewServer(hooks) // 127.0.0.1
 	defer plain.Close()

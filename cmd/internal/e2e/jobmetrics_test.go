@@ -20,6 +20,7 @@ import (
 // succeeded: its successful runs and when the last one ended, labelled
 // job_name (never job); the whole exposition passes promtool.
 func TestDev_JobMetrics(t *testing.T) {
+	t.Parallel()
 	tool := promtool(t)
 	dev := startDev(t, t.TempDir(), proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t))
 	run := dev.waitSucceeded(t, jobs.Fence{})
@@ -59,6 +60,7 @@ func TestDev_JobMetrics(t *testing.T) {
 // The example alert rules of docs/operations.md pass `promtool check
 // rules`, and name the per-job metrics by their real names.
 func TestOperationsDoc_AlertRulesPassPromtool(t *testing.T) {
+	t.Parallel()
 	tool := promtool(t)
 	doc, err := os.ReadFile("../../../docs/operations.md")
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 // a search by the state of the last run, and the way back to the first
 // page.
 func TestDashboard_JobsSearchAndPaging(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	const n = 250
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)

@@ -19,6 +19,7 @@ import (
 // rejoins under its old name, and Raft's configuration follows it to the
 // new address, so it votes again.
 func TestCluster_JoinByNameAndNewAddress(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, JoinHost: "localhost"})
 	for _, n := range c.Nodes {
 		cfg, err := os.ReadFile(n.ConfigPath)

@@ -17,6 +17,7 @@ import (
 // catch-up runs; their lateness goes to its own histogram, and the
 // lateness of runs granted on time stays small.
 func TestDev_CatchupLatenessApart(t *testing.T) {
+	// Alone, not in parallel (see the package comment): lateness bounds.
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(file, []byte("jobs:\n  - name: tick\n    schedule: \"@every 1s\"\n    shell: 'true'\n    misfire: all\n    overlap: allow\n"), 0o600); err != nil {
 		t.Fatal(err)

@@ -50,6 +50,7 @@ func readyz(n *localcluster.Node) (int, string, error) {
 // at error, does not lead; the others go on. Upgraded, n3 catches up on
 // everything it did not apply and agrees with the cluster again.
 func TestCluster_OlderBinaryStopsAtANewerEntry(t *testing.T) {
+	t.Parallel()
 	newBin := proctest.Binary(t)
 	oldBin := buildWithLogVersion(t, "1")
 	c, err := localcluster.Prepare(localcluster.Options{Binary: newBin, Dir: t.TempDir(), Servers: 3, Jobs: tickJobs})

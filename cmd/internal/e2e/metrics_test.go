@@ -45,6 +45,7 @@ func promtoolCheck(t *testing.T, tool string, exposition []byte) error {
 // Prometheus' own linter; and the linter is really run: the same output
 // with one counter not named *_total fails it.
 func TestDev_MetricsPassPromtool(t *testing.T) {
+	t.Parallel()
 	tool := promtool(t)
 	dev := startDev(t, t.TempDir(), proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t))
 	dev.waitSucceeded(t, jobs.Fence{})

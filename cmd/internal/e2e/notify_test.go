@@ -209,6 +209,7 @@ func (h *hookReceiver) counts(run string) (accepted []notify.WebhookPayload, ref
 // again), and right after the failure while the targets were refusing
 // (the new leader sends what the dead one could not).
 func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
+	t.Parallel()
 	smtp := startSMTP(t)
 	hooks := &hookReceiver{refused: map[string]int{}, accepted: map[string][]notify.WebhookPayload{}}
 	srv := httptest.NewServer(hooks)
@@ -403,6 +404,7 @@ func (h *stuckReceiver) counts() (got, ended int) {
 // the leader's Overview, status and metrics, by scheme and host only,
 // and the other servers' Overviews point to the leader.
 func TestNotify_StuckWebhookDelaysOnlyItsOwn(t *testing.T) {
+	t.Parallel()
 	stuck := &stuckReceiver{stop: make(chan struct{})}
 	stuckSrv := httptest.NewServer(stuck)
 	defer stuckSrv.Close()

@@ -22,6 +22,7 @@ func addrOf(n *localcluster.Node) string { return strings.TrimPrefix(n.URL(), "h
 // server gossip sees alive, and removes one that is gone, asked through a
 // follower (the command finds the leader).
 func TestOperator_RaftPeers(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3})
 	a := agree(t, c, 30*time.Second)
 	var follower, gone *localcluster.Node
@@ -104,6 +105,7 @@ const lastKeyJob = `  - name: last
 // after the restore is greater than any before, so the store applies its
 // writes to the key it had seen newer tokens for.
 func TestOperator_SnapshotRestoreTokensKeepGrowing(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: lastKeyJob})
 	// Elections, until the epoch is well past what a fresh cluster
 	// reaches (under load its first elections may take a few terms).
@@ -260,6 +262,7 @@ func less(a, b jobs.Fence) bool { return a.Epoch < b.Epoch || (a.Epoch == b.Epoc
 // one to hand leadership to, starts a new epoch of its own after a
 // restore (into its running cluster), above every epoch before.
 func TestOperator_SnapshotRestoreSingleServer(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: lastKeyJob})
 	before := agree(t, c, 30*time.Second)
 	n := c.Servers()[0]
@@ -306,6 +309,7 @@ func succeedsInAnEpochAbove(t *testing.T, n *localcluster.Node, epoch uint64) {
 // unchanged, and comes back after a restart on its data directory (a
 // restore that Raft had kept would have stopped it on every start).
 func TestOperator_CraftedSnapshotsRefused(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Jobs: lastKeyJob})
 	before := agree(t, c, 30*time.Second)
 	n := c.Servers()[0]

@@ -23,6 +23,7 @@ import (
 // the finished attempt's stdout (the job publishes nothing) is on the
 // job page. Markup in the output stays text.
 func TestDashboard_LiveOutputChromium(t *testing.T) {
+	t.Parallel()
 	browser := chromium(t)
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
 	proctest.Start(t, "dev",
@@ -120,6 +121,7 @@ func TestDashboard_LiveOutputChromium(t *testing.T) {
 // asking w1 over the internal API (TLS between real processes), then
 // from the run's record once it has ended.
 func TestCluster_LiveOutputAcrossNodes(t *testing.T) {
+	t.Parallel()
 	gate := filepath.Join(t.TempDir(), "go-on")
 	c := startCluster(t, localcluster.Options{Servers: 1, Workers: 1, Profile: "fast",
 		Tags: map[string]map[string]string{"w1": {"zone": "w"}},

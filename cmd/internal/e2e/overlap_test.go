@@ -39,6 +39,7 @@ const soloJob = `  - name: solo
 // with its reason. Before, the leader read the open runs and then
 // proposed, from many goroutines at once, and two runs ran together.
 func TestCluster_ForbidHoldsUnderConcurrentTriggers(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: soloJob})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
@@ -229,6 +230,7 @@ func followerOf(c *localcluster.Cluster, leader string) string {
 // the store takes, is a 400 whichever node it is sent to, and changes
 // nothing.
 func TestCluster_LeaderRevalidatesJobSets(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: tickJobs})
 	a := agree(t, c, 30*time.Second)
 	var before struct {

@@ -32,6 +32,7 @@ const everySecond = `  - name: second
 // time the hand-over takes is measured by `fencebench failover -signal
 // term`, not here.
 func TestCluster_PlannedStopLosesNoFireTime(t *testing.T) {
+	// Alone, not in parallel (see the package comment): no fire time lost.
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: everySecond})
 	a := agree(t, c, 30*time.Second)
 	// Wait for the schedule to run; the window checked starts after it.
@@ -127,6 +128,7 @@ func TestCluster_PlannedStopLosesNoFireTime(t *testing.T) {
 // the paused node end with the stop, instead of holding it for their
 // whole timeout until the node gives up on its own parts.
 func TestCluster_PlannedStopWithAPausedFollower(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: everySecond})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)

@@ -47,6 +47,7 @@ func preJobs(starts string) string {
 // processes that started (a file each appends to), the run's attempts,
 // and the store's history of the run's key.
 func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
+	// Alone, not in parallel (see the package comment): lateness bounds.
 	starts := filepath.Join(t.TempDir(), "starts")
 	c := startCluster(t, localcluster.Options{
 		Servers: 3, Workers: 2, StoreNode: true,

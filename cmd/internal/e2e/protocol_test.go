@@ -101,6 +101,7 @@ func fence(f jobs.Fence) fencedstore.Token { return fencedstore.Token(f) }
 // says why. 4. An old completion and an old renewal of W1's attempt,
 // delivered afterwards, leave W2's attempt untouched.
 func TestProtocol_ReportHandoff(t *testing.T) {
+	t.Parallel()
 	c, leader := startHandoffCluster(t)
 	run := trigger(t, leader, "report")
 	first := run.Attempts[0]
@@ -191,6 +192,9 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 	}
 
 	// 4. Late messages for the old attempt leave the new one untouched.
+	// They go to whoever leads now (a loaded machine may have had an
+	// election since the trigger).
+	leader = c.Node(agree(t, c, 30*time.Second).Leader)
 	old := map[string]any{"attempt": first.ID, "state": "succeeded", "store_outcome": "applied", "ended_at": time.Now().UTC()}
 	if err := leader.Post("/internal/v1/complete", old, nil); err != nil {
 		t.Fatal(err)
@@ -246,6 +250,7 @@ func getBody(n *localcluster.Node, key string) (string, error) {
 // with one attempt; every scheduled time is granted at most once; none in
 // the window is lost.
 func TestProtocol_LeaderKilledMidRun(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{
 		Servers: 3, Workers: 1, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"role": "worker"}},
@@ -339,6 +344,7 @@ func checkTicksAccounted(t *testing.T, n *localcluster.Node, from, to time.Time)
 // 3. The dispatch reply is dropped and the dispatch retried: still one
 // attempt, and the command ran once.
 func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
+	t.Parallel()
 	marks := t.TempDir()
 	drop := []string{"FENCECRON_FAULTS=drop-dispatch-replies=1"}
 	c := startCluster(t, localcluster.Options{
@@ -396,6 +402,7 @@ func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
 // SUSPECT, then LOST, kills the process group, and the run is granted
 // again.
 func TestProtocol_LostRenewalsKillTheJobAndRegrant(t *testing.T) {
+	t.Parallel()
 	pids := t.TempDir()
 	c := startCluster(t, localcluster.Options{
 		Servers: 3, Workers: 2, StoreNode: true, Tags: workerTags,
@@ -459,6 +466,7 @@ func TestProtocol_LostRenewalsKillTheJobAndRegrant(t *testing.T) {
 // 6. The whole cluster restarted on its data directories issues only
 // tokens greater than every token issued before.
 func TestProtocol_WholeClusterRestartTokensGrow(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)

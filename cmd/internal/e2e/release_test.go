@@ -38,6 +38,7 @@ var anyFaultSymbol = regexp.MustCompile(`fencecron/scheduler/faults\.(\(\*Faults
 // -tags fencecron_faults) is the control: it holds every symbol and text
 // looked for, so their absence means something.
 func TestReleaseBuild_HasNoFaultHooks(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}

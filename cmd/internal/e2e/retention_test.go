@@ -22,6 +22,7 @@ import (
 // bring it back with its token (exit 3, stale_owner, recorded), while a
 // newer token recreates it.
 func TestAgent_RetentionAndVersions(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Profile: "fast"})
 	n := c.Nodes[0]
 	sg, err := fencedstore.NewSigner([]byte(c.Secret))

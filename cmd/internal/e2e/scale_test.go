@@ -70,6 +70,7 @@ func applyCLI(t *testing.T, bin, addr, path string) (string, error) {
 // set applies; the Jobs page stays one small page and finds any job; the
 // API pages by cursor. How fast is fencebench scale's to say.
 func TestDev_HundredThousandJobs(t *testing.T) {
+	t.Parallel()
 	const n = 100000
 	dataDir := t.TempDir()
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)

@@ -72,6 +72,7 @@ const securityJobs = `
 // heartbeat at term+100. Both are refused at the TLS handshake: no term
 // moves, the job set stays, the forged job never runs.
 func TestSecurity_ForgedRaftMessagesRefused(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: securityJobs})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
@@ -182,22 +183,30 @@ func tcpdump(t *testing.T) string {
 	return ""
 }
 
-const leakJobs = `
+// leakJobs publishes every second, twice: its stdout through its worker,
+// and a key of its own with fencecron publish, after which it appends a
+// line to $PUBLISHED (a file the test reads; nothing on the wire).
+func leakJobs(published string) string {
+	return fmt.Sprintf(`
   - name: leakcheck
     schedule: "@every 1s"
-    shell: 'echo "leakcheck-body $FENCECRON_SEQ"; echo leakcheck-side | fencecron publish "leakcheck/side-$FENCECRON_SEQ.txt"'
+    shell: 'echo "leakcheck-body $FENCECRON_SEQ"; echo leakcheck-side | fencecron publish "leakcheck/side-$FENCECRON_SEQ.txt" && echo "$FENCECRON_SEQ" >> "$PUBLISHED"'
+    env: {PUBLISHED: %q}
     output: 'leakcheck/{{ .Scheduled.Format "150405" }}.txt'
     overlap: allow
     timeout: 10s
-`
+`, published)
+}
 
 // Everything nodes and jobs say to each other, captured on loopback while
 // jobs run and publish (three servers, a worker, and a store node that the
 // others reach over the network): no fence token, credential, log entry,
 // job name or report body in the clear.
 func TestSecurity_NothingInCleartext(t *testing.T) {
+	t.Parallel()
 	bin := tcpdump(t)
-	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true, Profile: "fast", Jobs: leakJobs})
+	publishedFile := filepath.Join(t.TempDir(), "published")
+	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true, Profile: "fast", Jobs: leakJobs(publishedFile)})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
 	waitAlive(t, leader, "w1", "store")
@@ -244,13 +253,29 @@ func TestSecurity_NothingInCleartext(t *testing.T) {
 	}
 	// The window: jobs fire every second, each publishing twice (its
 	// stdout through its worker, and a key of its own with fencecron
-	// publish), renewing and reporting; the test sends nothing.
-	time.Sleep(6 * time.Second)
+	// publish), renewing and reporting; the test sends nothing. It lasts
+	// until the jobs have published 6 keys of their own (a minute at
+	// most: a busy machine runs fewer jobs a second), which the file they
+	// append to tells without a request.
+	lines := func() int {
+		b, _ := os.ReadFile(publishedFile)
+		return bytes.Count(b, []byte("\n"))
+	}
+	before := lines()
+	err := localcluster.UntilEvery(time.Minute, 200*time.Millisecond, func() error {
+		if n := lines() - before; n < 6 {
+			return fmt.Errorf("the jobs published %d keys of their own since the capture started; want 6", n)
+		}
+		return nil
+	})
 	dump.Process.Signal(os.Interrupt)
 	dump.Wait()
 	end := time.Now()
+	if err != nil {
+		t.Fatal(err)
+	}
 
-	// The window held real work.
+	// The window held real work of both kinds.
 	published := 0
 	for _, prefix := range []string{"leakcheck/side-", "leakcheck/"} {
 		var list struct {
@@ -463,6 +488,7 @@ jobs:
 // its job publishes over that PKI; a certificate that names another node
 // stops it at start with a message that says so.
 func TestAgent_OwnClusterPKI(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := newTestCA(t, dir)
 	both := []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth, x509.ExtKeyUsageClientAuth}
@@ -514,6 +540,7 @@ const rollJobs = `
 // that it switched to the new secret once all had it; and at the end no
 // node holds the old one.
 func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: rollJobs})
 	oldSecret := c.Secret
 	newSecret := "rolled-cluster-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-0123456789"
@@ -597,6 +624,7 @@ func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
 // included, and are logged, counted and audited; logging out ends the
 // session on the server.
 func TestAgent_QuotaLoginThrottleAndLogout(t *testing.T) {
+	t.Parallel()
 	const token = "quota-test-api-token-0123456789abcdefgh"
 	path, httpPort := agentConfig(t, t.TempDir(), "q1", "quota-test-cluster-secret-9876543210zyxw", "", fmt.Sprintf(`store:
   backend: bolt

@@ -88,6 +88,7 @@ func (d *devStore) fencecron(t *testing.T, token string, stdin string, args ...s
 // store's write endpoint, and `fencecron publish`/`get` work against it
 // with only a signed token, as a job would.
 func TestDev_PublishWithSignedToken(t *testing.T) {
+	t.Parallel()
 	d := startDevStore(t)
 	sg := d.sg
 	fencecron := func(token string, stdin string, args ...string) (string, int) {
@@ -121,6 +122,7 @@ func TestDev_PublishWithSignedToken(t *testing.T) {
 // a token scoped to its own directory, not the whole store, so it cannot
 // overwrite another job's report.
 func TestDev_ExpiredAndWholeStoreTokensRefused(t *testing.T) {
+	t.Parallel()
 	d := startDevStore(t)
 	report := d.waitSucceeded(t, jobs.Fence{})
 	hook := agent.TokenText(d.sg, slog.New(slog.DiscardHandler))
@@ -212,6 +214,7 @@ func metricValue(t *testing.T, base, sample string) (float64, bool) {
 // token) and waits for a file; early is triggered next (a newer token)
 // and publishes stale/shared.txt; then the file lets late publish there.
 func TestAgent_RefusedJobPublishReachesTheLedger(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	gate := filepath.Join(dir, "go")
 	path, httpPort := agentConfig(t, dir, "l1", "ledger-test-cluster-secret-0123456789abc", "", fmt.Sprintf(`store:

@@ -18,6 +18,7 @@ import (
 // `fencecron publish` is refused, and the refusal names the setting that
 // is missing, not a cluster secret the node has.
 func TestAgent_PublishToAStoreNotServedNamesTheSetting(t *testing.T) {
+	t.Parallel()
 	path, httpPort := agentConfig(t, t.TempDir(), "ns1", "noserve-test-cluster-secret-0123456789ab", "", `store:
   backend: bolt
 jobs:

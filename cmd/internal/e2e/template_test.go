@@ -17,6 +17,7 @@ import (
 // bound, naming it, and an HTTP job's attempt whose body is over its bound
 // fails, naming it; neither holds a server, and the node goes on firing.
 func TestTemplates_BoundTripsAtRunTime(t *testing.T) {
+	t.Parallel()
 	notAtTheSample := `{{ if ne (.Scheduled.Format "15:04:05") "23:59:58" }}`
 	key := notAtTheSample + `{{ printf "%099d%099d%099d%099d%099d%099d%099d%099d%099d%099d%099d" 1 2 3 4 5 6 7 8 9 10 11 }}{{ end }}x`
 	// 64 bytes doubled nine times is 32 KiB; printed 40 times, 1.25 MiB.

@@ -16,6 +16,7 @@ import (
 // than an empty list that reads as "nothing ran"; the CLI prints that.
 // The server it names answers the same request with the runs.
 func TestWorker_ReadsOfStateSayWhereToAsk(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 1, Workers: 1, Jobs: `  - name: tick
     schedule: "@every 1s"
     shell: 'true'
