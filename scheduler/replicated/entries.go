@@ -205,6 +205,11 @@ type ExpireCmd struct {
 	// started (log version 5, startconfirm.go); Apply decides whether
 	// the attempt then counts against the job's retries.
 	NeverStarted bool `json:"never_started,omitempty"`
+	// BeforeStart says the lease that ran out was the short one an
+	// attempt holds until its start (log version 8,
+	// scheduler/fsm/prestart.go): Apply refuses the expiry unless
+	// DecidePreStartExpiry allows it.
+	BeforeStart bool `json:"before_start,omitempty"`
 }
 
 // RetryCmd grants the next attempt of a run whose attempt number After
@@ -261,7 +266,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "7"
+var logVersionText = "8"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.
