@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,5 +77,27 @@ func TestWorker_GrantedAheadShortLeaseRunsOut(t *testing.T) {
 	f.leader.mu.Unlock()
 	if len(pre) < 2 || slices.Contains(pre, false) {
 		t.Errorf("renewals' PreStart %v: want every one for the short lease", pre)
+	}
+}
+
+// A worker that never gets its lease confirmed gives the attempt up
+// within the short lease of a run granted ahead, and says it never
+// started it, so the run is taken over without using a retry.
+func TestWorker_LeaseNeverConfirmedNeverStarted(t *testing.T) {
+	f := newLeaseFixture(t) // no leader answers
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := tickAhead(marker, leaseT0.Add(PreGrantLead), leaseT0, testTTL)
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	c := f.completionBy(t, leaseT0.Add(time.Minute))
+	if c.State != jobs.Lost || !c.NeverStarted || !strings.Contains(c.Error, "lease not confirmed") {
+		t.Errorf("completion %+v: want lost, lease not confirmed, never started", c)
+	}
+	if ended := c.EndedAt.Sub(leaseT0); ended > a.Spec.PreStartLease() {
+		t.Errorf("gave the attempt up %s after the grant; want within its short lease %s", ended, a.Spec.PreStartLease())
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
 	}
 }

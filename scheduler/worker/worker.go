@@ -277,7 +277,11 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 		}
 	}
 	if !<-held {
-		return done(jobs.Lost, "", "lease not confirmed: %s", lc.reason())
+		// Nothing ran: on the worker's word, the run is taken over
+		// without using a retry.
+		c := done(jobs.Lost, "", "lease not confirmed: %s; the process never started", lc.reason())
+		c.NeverStarted = true
+		return c
 	}
 
 	// HELD: run the command while the lease is renewed; LOST cancels it.
