@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 	"unicode/utf8"
@@ -98,8 +99,9 @@ func invalid(format string, args ...any) error {
 
 // SetJobs checks the job set as the config parser does (jobs.CheckSet and
 // Spec.Validate, output keys against the store's key rules, and
-// max_output_bytes against the store's body cap), then replicates it. An
-// invalid set changes nothing.
+// max_output_bytes against the store's body cap), then replicates it: by
+// difference from the replicated set when that fits one small entry
+// (scheduler/fsm/jobsdiff.go), else whole. An invalid set changes nothing.
 func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
@@ -112,10 +114,33 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 		source = replicated.Clip(source, maxSourceLen)
 	}
 	hash := jobs.HashSpecs(specs)
+	if diff, ok := l.jobsDiff(specs, source, hash); ok {
+		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: diff})
+		if !errors.Is(err, fsm.ErrJobsDiffBase) {
+			if err != nil {
+				return "", err
+			}
+			return hash, nil
+		}
+		// Another set was applied since the difference was computed.
+	}
 	if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
 		return "", err
 	}
 	return hash, nil
+}
+
+// jobsDiff is the entry that changes the replicated job set into specs
+// (of hash) by difference, if its encoding is at most
+// fsm.MaxJobsDiffBytes.
+func (l local) jobsDiff(specs []jobs.Spec, source, hash string) (*replicated.SetJobsDiffCmd, bool) {
+	base, upsert, remove, ok := l.s.FSM.DiffJobs(specs)
+	if !ok {
+		return nil, false
+	}
+	d := &replicated.SetJobsDiffCmd{Base: base, Upsert: upsert, Remove: remove, Hash: hash, Source: source, At: l.s.now()}
+	b, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d})
+	return d, err == nil && len(b) <= fsm.MaxJobsDiffBytes
 }
 
 // CheckJobs normalizes a job set and checks it as the config parser does

@@ -30,6 +30,10 @@ type fakeRaft struct {
 	oldRelease bool
 	mu         sync.Mutex
 	index      uint64
+	// heads are the first bytes of every entry applied, and sizes their
+	// lengths.
+	heads []string
+	sizes []int
 }
 
 func (r *fakeRaft) ID() string                         { return "n1" }
@@ -43,6 +47,7 @@ func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.index++
+	r.heads, r.sizes = append(r.heads, string(cmd[:min(len(cmd), 64)])), append(r.sizes, len(cmd))
 	return r.fsm.Apply(&raft.Log{Term: 3, Index: r.index, Type: raft.LogCommand, Data: cmd}), nil
 }
 

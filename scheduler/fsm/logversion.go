@@ -99,6 +99,9 @@ const (
 	// Apply refuses it unless DecidePreStartExpiry allows it, and
 	// marks the attempt never started (prestart.go).
 	vPreStartLease = 8
+	// vJobsDiff (8): op "set_jobs_diff" changes the job set by
+	// difference, against the set whose hash it names (jobsdiff.go).
+	vJobsDiff = 8
 )
 
 // ErrLogHalted is returned for every entry a halted FSM is given, and

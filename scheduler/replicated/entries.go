@@ -10,48 +10,51 @@ import (
 
 // Ops by name, as they are written in the log.
 const (
-	OpElected    = "elected"
-	OpSetJobs    = "set_jobs"
-	OpGrant      = "grant"
-	OpSkip       = "skip"
-	OpSkipRange  = "skip_range"
-	OpStart      = "start"
-	OpComplete   = "complete"
-	OpExpire     = "expire"
-	OpRetry      = "retry"
-	OpPause      = "pause"
-	OpNote       = "note"
-	OpAudit      = "audit"
-	OpGrants     = "grants"
-	OpCompletes  = "completes"
-	OpSkipRanges = "skip_ranges"
-	OpNotified   = "notified"
-	OpBackfill   = "backfill"
-	OpRelease    = "release"
-	OpAdmit      = "admit"
-	OpStarts     = "starts"
+	OpElected     = "elected"
+	OpSetJobs     = "set_jobs"
+	OpGrant       = "grant"
+	OpSkip        = "skip"
+	OpSkipRange   = "skip_range"
+	OpStart       = "start"
+	OpComplete    = "complete"
+	OpExpire      = "expire"
+	OpRetry       = "retry"
+	OpPause       = "pause"
+	OpNote        = "note"
+	OpAudit       = "audit"
+	OpGrants      = "grants"
+	OpCompletes   = "completes"
+	OpSkipRanges  = "skip_ranges"
+	OpNotified    = "notified"
+	OpBackfill    = "backfill"
+	OpRelease     = "release"
+	OpAdmit       = "admit"
+	OpStarts      = "starts"
+	OpSetJobsDiff = "set_jobs_diff"
 )
 
 // Command is one entry of the replicated log: its format version (see
 // logversion.go), its op, and exactly one payload, in the field named
 // after the op. Follow may ride along (fsm/after.go).
 type Command struct {
-	V         int           `json:"v,omitempty"`
-	Op        string        `json:"op"`
-	Elected   *ElectedCmd   `json:"elected,omitempty"`
-	SetJobs   *SetJobsCmd   `json:"set_jobs,omitempty"`
-	Grant     *GrantCmd     `json:"grant,omitempty"`
-	SkipRange *SkipRangeCmd `json:"skip_range,omitempty"`
-	Start     *StartCmd     `json:"start,omitempty"`
-	Complete  *Completion   `json:"complete,omitempty"`
-	Expire    *ExpireCmd    `json:"expire,omitempty"`
-	Retry     *RetryCmd     `json:"retry,omitempty"`
-	Pause     *PauseCmd     `json:"pause,omitempty"`
-	Note      *NoteCmd      `json:"note,omitempty"`
-	Audit     *AuditCmd     `json:"audit,omitempty"`
-	Grants    *GrantsCmd    `json:"grants,omitempty"`
-	Completes *CompletesCmd `json:"completes,omitempty"`
-	Starts    *StartsCmd    `json:"starts,omitempty"`
+	V       int         `json:"v,omitempty"`
+	Op      string      `json:"op"`
+	Elected *ElectedCmd `json:"elected,omitempty"`
+	SetJobs *SetJobsCmd `json:"set_jobs,omitempty"`
+	// SetJobsDiff is OpSetJobsDiff's payload.
+	SetJobsDiff *SetJobsDiffCmd `json:"set_jobs_diff,omitempty"`
+	Grant       *GrantCmd       `json:"grant,omitempty"`
+	SkipRange   *SkipRangeCmd   `json:"skip_range,omitempty"`
+	Start       *StartCmd       `json:"start,omitempty"`
+	Complete    *Completion     `json:"complete,omitempty"`
+	Expire      *ExpireCmd      `json:"expire,omitempty"`
+	Retry       *RetryCmd       `json:"retry,omitempty"`
+	Pause       *PauseCmd       `json:"pause,omitempty"`
+	Note        *NoteCmd        `json:"note,omitempty"`
+	Audit       *AuditCmd       `json:"audit,omitempty"`
+	Grants      *GrantsCmd      `json:"grants,omitempty"`
+	Completes   *CompletesCmd   `json:"completes,omitempty"`
+	Starts      *StartsCmd      `json:"starts,omitempty"`
 	// SkipRanges is OpSkipRanges' payload.
 	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *NotifiedCmd   `json:"notified,omitempty"`
@@ -81,6 +84,20 @@ type SetJobsCmd struct {
 	Source string        `json:"source"`
 	At     time.Time     `json:"at"`
 	Hash   string        `json:"hash,omitempty"`
+}
+
+// SetJobsDiffCmd changes the job set by difference (log version 8,
+// scheduler/fsm/jobsdiff.go): the jobs in Upsert are added or replace
+// the job of their name, the jobs named in Remove leave, every other job
+// stays as it is. It applies only to the set whose hash is Base; Hash is
+// the resulting set's jobs.HashSpecs, computed by the leader.
+type SetJobsDiffCmd struct {
+	Base   string      `json:"base"`
+	Upsert []jobs.Spec `json:"upsert,omitempty"`
+	Remove []string    `json:"remove,omitempty"`
+	Hash   string      `json:"hash"`
+	Source string      `json:"source"`
+	At     time.Time   `json:"at"`
 }
 
 // GrantCmd grants the first attempt of a new run (OpGrant) as DecideGrant

@@ -1,0 +1,82 @@
+package fsm
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
+)
+
+func TestDecideJobsDiff(t *testing.T) {
+	spec := func(name, shell string) jobs.Spec { return jobs.Spec{Name: name, Shell: shell} }
+	cur := []jobs.Spec{spec("a", "1"), spec("b", "1"), spec("c", "1")}
+	byName := map[string]int{"a": 0, "b": 1, "c": 2}
+	names := func(specs []jobs.Spec) (out []string) {
+		for _, s := range specs {
+			out = append(out, s.Name+"="+s.Shell)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		d      replicated.SetJobsDiffCmd
+		want   []string
+		errIs  error
+		failed bool
+	}{
+		{"change, add, remove", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("d", "1"), spec("b", "2")}, Remove: []string{"a"}}, []string{"b=2", "c=1", "d=1"}, nil, false},
+		{"nothing", replicated.SetJobsDiffCmd{Base: "h"}, []string{"a=1", "b=1", "c=1"}, nil, false},
+		{"against another set", replicated.SetJobsDiffCmd{Base: "other", Remove: []string{"a"}}, nil, ErrJobsDiffBase, true},
+		{"removes a job not in the set", replicated.SetJobsDiffCmd{Base: "h", Remove: []string{"x"}}, nil, jobs.ErrInvalidConfig, true},
+		{"names a job twice", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("a", "2")}, Remove: []string{"a"}}, nil, jobs.ErrInvalidConfig, true},
+	} {
+		got, err := DecideJobsDiff(cur, byName, "h", &tc.d)
+		if tc.failed {
+			if !errors.Is(err, tc.errIs) {
+				t.Errorf("%s: err %v, want %v", tc.name, err, tc.errIs)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(names(got), tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, names(got), err, tc.want)
+		}
+	}
+	if !slices.Equal(names(cur), []string{"a=1", "b=1", "c=1"}) {
+		t.Errorf("the current set changed: %v", names(cur))
+	}
+}
+
+// A difference the leader computed with DiffJobs, applied, gives the set
+// it was computed for, with that set's hash; applied again (its base is
+// gone) it changes nothing.
+func TestFSM_SetJobsDiff(t *testing.T) {
+	f := NewFSM()
+	mk := func(name, shell string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
+		s.Normalize()
+		return s
+	}
+	first := []jobs.Spec{mk("a", "true"), mk("b", "true"), mk("c", "true")}
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
+	next := []jobs.Spec{mk("c", "true"), mk("b", "false"), mk("d", "true")}
+	base, upsert, remove, ok := f.DiffJobs(next)
+	if !ok || base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
+		t.Fatalf("DiffJobs = %s, %d upserts, removes %v, %v; want the first set's hash, b and d, a", base, len(upsert), remove, ok)
+	}
+	d := &replicated.SetJobsDiffCmd{Base: base, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
+	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	got, _, _, _ := f.JobSet()
+	if h := jobs.HashSpecs(got); h != jobs.HashSpecs(next) || f.JobSetInfo().Hash != h {
+		t.Errorf("after the difference: hash %s (recorded %s), want %s, the set it was computed for", h, f.JobSetInfo().Hash, jobs.HashSpecs(next))
+	}
+	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); !errors.Is(res.Err, ErrJobsDiffBase) {
+		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
+	}
+	if _, _, _, ok := NewFSM().DiffJobs(next); ok {
+		t.Error("DiffJobs with no set yet: ok, want the set sent whole")
+	}
+}
