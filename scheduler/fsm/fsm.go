@@ -225,6 +225,8 @@ func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, source string, at time.Time, hash, detail string) {
 	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = specs, source, at, true
 	f.st.JobsHash = hash
+	// A difference still arriving was against the set replaced here.
+	f.st.JobsStage = nil
 	f.indexJobs()
 	f.pruneJobStats()
 	f.dropBackfills()

@@ -13,29 +13,36 @@ import (
 )
 
 // Job sets by difference (log version 8). A set of 100,000 jobs is about
-// 32 MB of JSON; replacing it whole to change one job appended all of it
-// to the log again (56 MiB more on each node's disk, measured), and every
-// replica decoded and applied all of it. So the leader compares the set
-// it is given with the replicated one and proposes only what differs (op
-// set_jobs_diff): the jobs added or changed, whole, and the names of the
-// jobs removed, in one entry of at most MaxJobsDiffBytes. A larger
-// difference, or the first set, still travels whole (op set_jobs).
+// 30 MB of JSON; replacing it whole to change one job appended all of it
+// to the log again (56 MiB more on each node's disk, measured), in one
+// entry every follower received, decoded and applied whole. So the leader
+// compares the set it is given with the replicated one and proposes only
+// what differs (op set_jobs_diff): the jobs added or changed, whole, and
+// the names of the jobs removed. A difference larger than
+// MaxJobsDiffBytes (the first set of 100,000 jobs is one) travels in
+// parts, each an entry of at most that size (one job larger than it
+// travels alone): the parts are kept in the replicated state as they
+// arrive (State.JobsStage), in whatever order the leader's concurrent
+// proposals reached the log, and the set changes at once when the last
+// one is applied, so no grant ever sees half of a new set.
 //
 // A difference is decided in Apply (DecideJobsDiff), against the set it
 // was computed from: the entry names that set's hash (Base), and a set
 // replaced meanwhile (another apply, a restored snapshot) makes Apply
-// refuse it (ErrJobsDiffBase) and change nothing; the leader then sends
-// the set whole. The resulting set keeps the order of the one it changes,
-// new jobs last; its hash (Hash) is the leader's, as for a whole set, and
+// refuse it (ErrJobsDiffBase) and change nothing; the leader then
+// computes it again. A part of another difference than the stage's (a
+// leader that lost its term between parts left it unfinished) starts a
+// new stage in its place; a part the stage has already is applied again
+// as nothing (the leader computes the same parts from the same sets,
+// so an apply retried after an error sends them again). The
+// resulting set keeps the order of the one it changes, new jobs last;
+// its hash (Hash) is the leader's, as for a whole set, and
 // jobs.HashSpecs does not depend on the order.
 
-// MaxJobsDiffBytes bounds the entry of a job set sent by difference; a
-// larger difference is sent whole.
-const MaxJobsDiffBytes = 60 << 10
-
-// maxJobsDiffItems bounds the jobs a difference names, so that the
-// leader does not build an entry it will not send.
-const maxJobsDiffItems = 1024
+// MaxJobsDiffBytes bounds a job set difference's entry (about: the jobs
+// of a part are counted by their JSON); a larger difference travels in
+// parts.
+const MaxJobsDiffBytes = 1 << 20
 
 // ErrJobsDiffBase refuses a difference computed against a job set that
 // is no longer the replicated one: nothing changes.
@@ -87,47 +94,67 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 }
 
 // applySetJobsDiff changes the job set by difference, as DecideJobsDiff
-// decides; a refused difference changes nothing.
+// decides, once its last part is applied; a refused entry changes
+// nothing.
 func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyResult {
-	if !f.st.HasJobs {
-		return ApplyResult{Err: fmt.Errorf("job set difference with no job set yet: %w", ErrJobsDiffBase)}
+	parts := max(d.Parts, 1)
+	if d.Part < 0 || d.Part >= parts {
+		return ApplyResult{Err: fmt.Errorf("job set difference part %d of %d: %w", d.Part, parts, jobs.ErrInvalidConfig)}
 	}
-	specs, err := DecideJobsDiff(f.st.Jobs, f.idx.byName, f.st.JobsHash, d)
+	whole := d
+	if parts > 1 {
+		if d.Base != f.st.JobsHash {
+			return ApplyResult{Err: fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, f.st.JobsHash, ErrJobsDiffBase)}
+		}
+		st := f.st.JobsStage
+		switch {
+		case st == nil || st.Base != d.Base || st.Hash != d.Hash || st.Parts != parts || len(st.Got) != parts:
+			st = &replicated.JobsStage{Base: d.Base, Hash: d.Hash, Parts: parts, Got: make([]bool, parts)}
+		case st.Got[d.Part]:
+			return ApplyResult{}
+		default:
+			// A new stage value: a snapshot being written may hold the
+			// old one.
+			c := *st
+			c.Got = slices.Clone(st.Got)
+			st = &c
+		}
+		st.Upsert, st.Remove = append(st.Upsert[:len(st.Upsert):len(st.Upsert)], d.Upsert...), append(st.Remove[:len(st.Remove):len(st.Remove)], d.Remove...)
+		st.Got[d.Part] = true
+		if slices.Contains(st.Got, false) {
+			f.st.JobsStage = st
+			return ApplyResult{}
+		}
+		// The last part ends the stage, applied or refused.
+		f.st.JobsStage = nil
+		whole = &replicated.SetJobsDiffCmd{Base: st.Base, Upsert: st.Upsert, Remove: st.Remove, Hash: st.Hash, Source: d.Source, At: d.At}
+	}
+	specs, err := DecideJobsDiff(f.st.Jobs, f.idx.byName, f.st.JobsHash, whole)
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	f.replaceJobs(l, specs, d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(d.Upsert), len(d.Remove)))
+	f.replaceJobs(l, specs, d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
 	return ApplyResult{}
 }
 
 // DiffJobs returns the difference that makes the replicated job set into
 // next (normalized, as the leader checked it): the hash of the set it is
-// against, the jobs of next that are new or differ, and the names of the
-// jobs next does not have. ok is false when there is no set yet, or the
-// difference names more jobs than one entry should carry: send next whole.
-func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string, ok bool) {
+// against (empty before the first), the jobs of next that are new or
+// differ, and the names of the jobs next does not have.
+func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	if !f.st.HasJobs {
-		return "", nil, nil, false
-	}
 	seen := make(map[string]bool, len(next))
 	for _, s := range next {
 		seen[s.Name] = true
-		i, had := f.idx.byName[s.Name]
-		if had && reflect.DeepEqual(f.st.Jobs[i], s) {
-			continue
-		}
-		if upsert = append(upsert, s); len(upsert) > maxJobsDiffItems {
-			return "", nil, nil, false
+		if i, had := f.idx.byName[s.Name]; !had || !reflect.DeepEqual(f.st.Jobs[i], s) {
+			upsert = append(upsert, s)
 		}
 	}
 	for _, s := range f.st.Jobs {
 		if !seen[s.Name] {
-			if remove = append(remove, s.Name); len(upsert)+len(remove) > maxJobsDiffItems {
-				return "", nil, nil, false
-			}
+			remove = append(remove, s.Name)
 		}
 	}
-	return f.st.JobsHash, upsert, slices.Clip(remove), true
+	return f.st.JobsHash, upsert, slices.Clip(remove)
 }

@@ -61,9 +61,9 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	first := []jobs.Spec{mk("a", "true"), mk("b", "true"), mk("c", "true")}
 	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
 	next := []jobs.Spec{mk("c", "true"), mk("b", "false"), mk("d", "true")}
-	base, upsert, remove, ok := f.DiffJobs(next)
-	if !ok || base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
-		t.Fatalf("DiffJobs = %s, %d upserts, removes %v, %v; want the first set's hash, b and d, a", base, len(upsert), remove, ok)
+	base, upsert, remove := f.DiffJobs(next)
+	if base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
+		t.Fatalf("DiffJobs = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
 	}
 	d := &replicated.SetJobsDiffCmd{Base: base, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
 	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
@@ -76,7 +76,51 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); !errors.Is(res.Err, ErrJobsDiffBase) {
 		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
 	}
-	if _, _, _, ok := NewFSM().DiffJobs(next); ok {
-		t.Error("DiffJobs with no set yet: ok, want the set sent whole")
+	if base, upsert, remove := NewFSM().DiffJobs(next); base != "" || len(upsert) != len(next) || len(remove) != 0 {
+		t.Errorf("DiffJobs with no set yet: %q, %d upserts, %v; want every job", base, len(upsert), remove)
+	}
+}
+
+// A difference in parts changes the set when its last part is applied,
+// not before, whatever order the parts come in; a part applied again
+// changes nothing; a part of another difference replaces a stage left
+// unfinished.
+func TestFSM_SetJobsDiffInParts(t *testing.T) {
+	f := NewFSM()
+	mk := func(name string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
+		s.Normalize()
+		return s
+	}
+	set := []jobs.Spec{mk("a"), mk("b"), mk("c")}
+	hash := jobs.HashSpecs(set)
+	part := func(hash string, i int, specs ...jobs.Spec) replicated.Command {
+		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Base: "", Upsert: specs, Hash: hash, Source: "test", Part: i, Parts: 3}}
+	}
+	index := uint64(0)
+	apply := func(c replicated.Command) {
+		t.Helper()
+		index++
+		if res := applyAt(t, f, 1, index, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	// A stage of another difference, left unfinished.
+	apply(part("other", 0, mk("x")))
+	apply(part(hash, 2, set[2]))
+	apply(part(hash, 0, set[0]))
+	apply(part(hash, 2, set[2]))
+	if n := f.JobSetInfo().Count; n != 0 {
+		t.Fatalf("after 2 of 3 parts (one twice): %d jobs; want the set unchanged", n)
+	}
+	apply(part(hash, 1, set[1]))
+	got, _, _, _ := f.JobSet()
+	if info := f.JobSetInfo(); info.Count != 3 || info.Hash != hash || jobs.HashSpecs(got) != hash {
+		t.Errorf("after the last part: %d jobs of hash %s; want 3 of %s", info.Count, info.Hash, hash)
+	}
+	// Against the set now: a part of a difference against the old one.
+	index++
+	if res := applyAt(t, f, 1, index, part(hash, 0, set[0])); !errors.Is(res.Err, ErrJobsDiffBase) {
+		t.Errorf("a part against the set before: %v, want %v", res.Err, ErrJobsDiffBase)
 	}
 }

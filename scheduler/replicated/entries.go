@@ -90,7 +90,9 @@ type SetJobsCmd struct {
 // scheduler/fsm/jobsdiff.go): the jobs in Upsert are added or replace
 // the job of their name, the jobs named in Remove leave, every other job
 // stays as it is. It applies only to the set whose hash is Base; Hash is
-// the resulting set's jobs.HashSpecs, computed by the leader.
+// the resulting set's jobs.HashSpecs, computed by the leader. A large
+// difference travels in Parts entries, numbered by Part from 0, each of
+// a bounded size, in any order; the set changes when all are applied.
 type SetJobsDiffCmd struct {
 	Base   string      `json:"base"`
 	Upsert []jobs.Spec `json:"upsert,omitempty"`
@@ -98,6 +100,20 @@ type SetJobsDiffCmd struct {
 	Hash   string      `json:"hash"`
 	Source string      `json:"source"`
 	At     time.Time   `json:"at"`
+	Part   int         `json:"part,omitempty"`
+	Parts  int         `json:"parts,omitempty"`
+}
+
+// JobsStage is a job set difference arriving in parts: what its parts
+// applied so far carry (scheduler/fsm/jobsdiff.go). Got says which parts
+// those are.
+type JobsStage struct {
+	Base   string      `json:"base"`
+	Hash   string      `json:"hash"`
+	Parts  int         `json:"parts"`
+	Got    []bool      `json:"got"`
+	Upsert []jobs.Spec `json:"upsert,omitempty"`
+	Remove []string    `json:"remove,omitempty"`
 }
 
 // GrantCmd grants the first attempt of a new run (OpGrant) as DecideGrant
