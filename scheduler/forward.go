@@ -115,6 +115,12 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 		source = replicated.Clip(source, maxSourceLen)
 	}
 	hash := jobs.HashSpecs(specs)
+	if !fsm.WritesJobsDiff() {
+		if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
+			return "", err
+		}
+		return hash, nil
+	}
 	// Computed again if another set was applied meanwhile.
 	for try := 1; ; try++ {
 		err := l.setJobsByDiff(ctx, specs, source, hash)
