@@ -1,7 +1,9 @@
 package fsm
 
 import (
+	"bytes"
 	"errors"
+	"io"
 	"slices"
 	"testing"
 
@@ -122,5 +124,36 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 	index++
 	if res := applyAt(t, f, 1, index, part(hash, 0, set[0])); !errors.Is(res.Err, ErrJobsDiffBase) {
 		t.Errorf("a part against the set before: %v, want %v", res.Err, ErrJobsDiffBase)
+	}
+}
+
+// The parts applied so far are in a snapshot: a server that installs it
+// between two parts finishes the difference as the others do.
+func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
+	mk := func(name string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
+		s.Normalize()
+		return s
+	}
+	set := []jobs.Spec{mk("a"), mk("b")}
+	hash := jobs.HashSpecs(set)
+	part := func(i int) replicated.Command {
+		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 2}}
+	}
+	old := NewFSM()
+	applyAt(t, old, 1, 1, part(0))
+	var buf bytes.Buffer
+	if _, err := old.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if res := applyAt(t, f, 1, 2, part(1)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if info := f.JobSetInfo(); info.Count != 2 || info.Hash != hash {
+		t.Errorf("the restored server after the last part: %d jobs of hash %s; want 2 of %s", info.Count, info.Hash, hash)
 	}
 }
