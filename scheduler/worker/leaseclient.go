@@ -306,8 +306,16 @@ func (c *leaseClient) evaluate(now time.Time) {
 	case now.After(c.suspectAt(until)) && st == LeaseHeld:
 		c.mu.Lock()
 		c.state = LeaseSuspect
+		preStart := c.short > 0 && !c.working
 		c.mu.Unlock()
 		c.log.Warn("lease SUSPECT: too little left to start more work", "left", left.Round(time.Millisecond))
+		if preStart {
+			// Before the start a SUSPECT only holds the start back, and
+			// the short lease makes it as frequent as renewals are slow:
+			// counted here, not made a Raft entry on a busy leader.
+			c.w.observer().LeaseTransition(jobs.EventSuspect)
+			return
+		}
 		c.note(jobs.EventSuspect, fmt.Sprintf("%s of %s lease left without a confirmed renewal", left.Round(time.Millisecond), c.currentTTL()))
 	}
 }

@@ -101,3 +101,25 @@ func TestWorker_LeaseNeverConfirmedNeverStarted(t *testing.T) {
 		t.Errorf("the process ran (marker: %v)", err)
 	}
 }
+
+// A SUSPECT before the start is counted on the worker but is not sent to
+// the leader as a note (a Raft entry): the short lease makes it as
+// frequent as renewals are slow.
+func TestLeaseClient_SuspectBeforeTheStartIsNotANote(t *testing.T) {
+	f := newLeaseFixture(t, held)
+	f.lc.short = time.Second
+	f.lc.renewOnce(t.Context())
+	f.lc.evaluate(leaseT0.Add(700 * time.Millisecond))
+	if got := f.lc.State(); got != LeaseSuspect {
+		t.Fatalf("700ms into a 1s lease before the start: %s, want suspect", got)
+	}
+	if got := f.obs.seen(); !slices.Equal(got, []string{jobs.EventSuspect}) {
+		t.Errorf("transitions seen %v, want one suspect", got)
+	}
+	f.w.Close(t.Context()) // waits for notes in flight
+	f.leader.mu.Lock()
+	defer f.leader.mu.Unlock()
+	if len(f.leader.noted) != 0 {
+		t.Errorf("the leader was told %v, want nothing", f.leader.noted)
+	}
+}
