@@ -14,8 +14,10 @@ import (
 // small entry: the difference, not the set. The replicated set is each
 // time the one applied, with its hash.
 func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
-	if testing.Short() {
-		t.Skip("applies a set of 100,000 jobs (seconds): run without -short")
+	if testing.Short() || raceEnabled {
+		// Under the race detector a minute, for code that runs on one
+		// goroutine: TestSetJobs_LargeSetTravelsInParts covers it there.
+		t.Skip("applies a set of 100,000 jobs (seconds; a minute with -race): run without -short or -race")
 	}
 	l, sm := newTestLeader(t)
 	r := l.s.Raft.(*fakeRaft)
@@ -59,5 +61,43 @@ func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
 	}
 	if s, _ := sm.Spec(changed[54_321].Name); !slices.Equal(s.Command, []string{"/bin/false"}) || sm.JobSetInfo().Count != 100_000 {
 		t.Errorf("after the change: %s runs %v, %d jobs; want /bin/false, 100000", s.Name, s.Command, sm.JobSetInfo().Count)
+	}
+}
+
+// A set larger than one entry reaches the log in parts, each at most
+// fsm.MaxJobsDiffBytes, and the set changes whole when the last is
+// applied; a change then is one entry again.
+func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
+	l, sm := newTestLeader(t)
+	r := l.s.Raft.(*fakeRaft)
+	r.mu.Lock()
+	entries := len(r.sizes)
+	r.mu.Unlock()
+	specs := scaleSpecs(4_000) // about 1.2 MB
+	if _, err := l.s.SetJobs(t.Context(), specs, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	sizes := slices.Clone(r.sizes[entries:])
+	entries = len(r.sizes)
+	r.mu.Unlock()
+	if len(sizes) < 2 || slices.Max(sizes) > fsm.MaxJobsDiffBytes {
+		t.Errorf("a set of 4,000 jobs in %d entries of %v bytes; want several, each at most %d", len(sizes), sizes, fsm.MaxJobsDiffBytes)
+	}
+	if got := sm.JobSetInfo(); got.Count != 4_000 || got.Hash != jobs.HashSpecs(specs) {
+		t.Fatalf("after the set: %d jobs of hash %s; want 4000 of %s", got.Count, got.Hash, jobs.HashSpecs(specs))
+	}
+	changed := slices.Delete(slices.Clone(specs), 10, 11)
+	if _, err := l.s.SetJobs(t.Context(), changed, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	sizes = slices.Clone(r.sizes[entries:])
+	r.mu.Unlock()
+	if len(sizes) != 1 || sizes[0] > 1<<10 {
+		t.Errorf("removing one job: %d entries of %v bytes; want one small entry", len(sizes), sizes)
+	}
+	if got := sm.JobSetInfo(); got.Count != 3_999 || got.Hash != jobs.HashSpecs(changed) {
+		t.Errorf("after removing one: %d jobs of hash %s; want 3999 of %s", got.Count, got.Hash, jobs.HashSpecs(changed))
 	}
 }

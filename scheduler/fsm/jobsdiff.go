@@ -147,19 +147,23 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 // against (empty before the first), the jobs of next that are new or
 // differ, and the names of the jobs next does not have.
 func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
+	// Compared outside the lock, so that Apply does not wait on a
+	// comparison of 100,000 jobs: the set and its index are only ever
+	// replaced whole, never changed in place.
 	f.mu.RLock()
-	defer f.mu.RUnlock()
+	cur, byName, base := f.st.Jobs, f.idx.byName, f.st.JobsHash
+	f.mu.RUnlock()
 	seen := make(map[string]bool, len(next))
 	for _, s := range next {
 		seen[s.Name] = true
-		if i, had := f.idx.byName[s.Name]; !had || !reflect.DeepEqual(f.st.Jobs[i], s) {
+		if i, had := byName[s.Name]; !had || !reflect.DeepEqual(cur[i], s) {
 			upsert = append(upsert, s)
 		}
 	}
-	for _, s := range f.st.Jobs {
+	for _, s := range cur {
 		if !seen[s.Name] {
 			remove = append(remove, s.Name)
 		}
 	}
-	return f.st.JobsHash, upsert, slices.Clip(remove)
+	return base, upsert, slices.Clip(remove)
 }
