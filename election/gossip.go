@@ -48,6 +48,11 @@ type Meta struct {
 	// confirm every process start before it (scheduler/startconfirm.go):
 	// the leader may take its silence for a start that did not happen.
 	ConfirmsStarts bool `json:"confirms_starts,omitempty"`
+	// PreStartLeases is set by a node whose worker holds an attempt
+	// granted ahead on a short lease until its start, renewed at a third
+	// of it (scheduler/fsm/prestart.go): the leader may take its silence
+	// for that short lease running out.
+	PreStartLeases bool `json:"pre_start_leases,omitempty"`
 }
 
 // Member is one node as gossip sees it.

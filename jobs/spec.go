@@ -174,6 +174,20 @@ func (s *Spec) Lease() time.Duration {
 	return s.LeaseTTL.D()
 }
 
+// MaxPreStartLease caps the lease of an attempt whose process has not
+// started (PreStartLease).
+const MaxPreStartLease = time.Second
+
+// PreStartLease is the lease an attempt granted ahead of its fire time
+// holds until its process (or request) starts: a third of Lease, at most
+// MaxPreStartLease. A worker that dies or is cut off while it waits for
+// the fire time has then cost its run this much, not a whole Lease: a
+// process that has not started needs no room for a slow unit of work,
+// only for a renewal's round trip.
+func (s *Spec) PreStartLease() time.Duration {
+	return min(MaxPreStartLease, s.Lease()/3)
+}
+
 // Location returns the job's time zone.
 func (s *Spec) Location() (*time.Location, error) {
 	if s.Timezone == "" {

@@ -2,7 +2,9 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -98,8 +100,9 @@ func invalid(format string, args ...any) error {
 
 // SetJobs checks the job set as the config parser does (jobs.CheckSet and
 // Spec.Validate, output keys against the store's key rules, and
-// max_output_bytes against the store's body cap), then replicates it. An
-// invalid set changes nothing.
+// max_output_bytes against the store's body cap), then replicates it: by
+// difference from the replicated set when that fits one small entry
+// (scheduler/fsm/jobsdiff.go), else whole. An invalid set changes nothing.
 func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
@@ -112,10 +115,88 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 		source = replicated.Clip(source, maxSourceLen)
 	}
 	hash := jobs.HashSpecs(specs)
-	if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
-		return "", err
+	if !fsm.WritesJobsDiff() {
+		if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
+			return "", err
+		}
+		return hash, nil
 	}
-	return hash, nil
+	// Computed again if another set was applied meanwhile.
+	for try := 1; ; try++ {
+		err := l.setJobsByDiff(ctx, specs, source, hash)
+		if try < 3 && errors.Is(err, fsm.ErrJobsDiffBase) {
+			continue
+		}
+		if err != nil {
+			return "", err
+		}
+		return hash, nil
+	}
+}
+
+// setJobsByDiff replicates the difference between the replicated job
+// set and specs (of hash), in parts of at most fsm.MaxJobsDiffBytes,
+// diffParallel of them proposed at once: Raft commits what is proposed
+// together in fewer disk writes, and the FSM takes the parts in any
+// order.
+func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, source, hash string) error {
+	base, upsert, remove := l.s.FSM.DiffJobs(specs)
+	parts := jobsDiffParts(base, upsert, remove, hash, source, l.s.now())
+	if len(parts) == 1 {
+		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})
+		return err
+	}
+	errs := make([]error, len(parts))
+	sem := make(chan struct{}, diffParallel)
+	var wg sync.WaitGroup
+	for i := range parts {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[i]}); err != nil {
+				errs[i] = fmt.Errorf("job set difference, part %d of %d: %w", i+1, len(parts), err)
+			}
+		})
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// diffParallel is how many parts of a job set difference the leader
+// proposes at once.
+const diffParallel = 4
+
+// jobsDiffParts splits a job set difference into entries of at most
+// fsm.MaxJobsDiffBytes each (a job larger than that alone in its part);
+// a difference with nothing in it is one entry, which records the apply.
+func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, source string, at time.Time) []replicated.SetJobsDiffCmd {
+	// The entry's envelope: op, version, hashes, part numbers, time.
+	envelope := 256 + 6*len(source)
+	var parts []replicated.SetJobsDiffCmd
+	cur, size := replicated.SetJobsDiffCmd{}, envelope
+	add := func(n int) {
+		if size+n > fsm.MaxJobsDiffBytes && len(cur.Upsert)+len(cur.Remove) > 0 {
+			parts, cur, size = append(parts, cur), replicated.SetJobsDiffCmd{}, envelope
+		}
+		size += n
+	}
+	for _, s := range upsert {
+		add(jobs.SpecBytes(&s) + 1)
+		cur.Upsert = append(cur.Upsert, s)
+	}
+	for _, name := range remove {
+		add(6*len(name) + 3) // quoted, escaped at worst, a comma
+		cur.Remove = append(cur.Remove, name)
+	}
+	parts = append(parts, cur)
+	for i := range parts {
+		p := &parts[i]
+		p.Base, p.Hash, p.Source, p.At = base, hash, source, at
+		if len(parts) > 1 {
+			p.Part, p.Parts = i, len(parts)
+		}
+	}
+	return parts
 }
 
 // CheckJobs normalizes a job set and checks it as the config parser does

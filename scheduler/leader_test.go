@@ -25,8 +25,15 @@ type fakeRaft struct {
 	fsm      *fsm.FSM
 	follower bool // IsLeader says no (Apply still applies)
 	confirms bool // n1's gossip says it confirms starts
-	mu       sync.Mutex
-	index    uint64
+	// oldRelease: n1's gossip does not say it holds short leases before
+	// starts (a release before them).
+	oldRelease bool
+	mu         sync.Mutex
+	index      uint64
+	// heads are the first bytes of every entry applied, and sizes their
+	// lengths.
+	heads []string
+	sizes []int
 }
 
 func (r *fakeRaft) ID() string                         { return "n1" }
@@ -34,12 +41,13 @@ func (r *fakeRaft) IsLeader() bool                     { return !r.follower }
 func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
 func (r *fakeRaft) Barrier(context.Context) error      { return nil }
 func (r *fakeRaft) Members() []election.Member {
-	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1", ConfirmsStarts: r.confirms}}}
+	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1", ConfirmsStarts: r.confirms, PreStartLeases: !r.oldRelease}}}
 }
 func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.index++
+	r.heads, r.sizes = append(r.heads, string(cmd[:min(len(cmd), 64)])), append(r.sizes, len(cmd))
 	return r.fsm.Apply(&raft.Log{Term: 3, Index: r.index, Type: raft.LogCommand, Data: cmd}), nil
 }
 

@@ -24,6 +24,12 @@ type lease struct {
 	// confirming: the worker confirms starts before starting; started:
 	// this term confirmed the attempt's start (startconfirm.go).
 	confirming, started bool
+	// short is the lease before the start of an attempt this term
+	// granted ahead (0: none; scheduler/fsm/prestart.go); onShort says
+	// the deadline in force is a short one, and preStart that the worker
+	// said it holds the short lease.
+	short             time.Duration
+	onShort, preStart bool
 }
 
 // newLease is att's lease of ttl, running from now.
@@ -91,13 +97,21 @@ func (l *leader) track(run jobs.Run, att jobs.Attempt, spec jobs.Spec) {
 	l.dispatch(l.lease(run, att, spec))
 }
 
-// lease starts the lease of a new attempt and returns its assignment.
+// lease starts the lease of a new attempt and returns its assignment. An
+// attempt granted ahead of its fire time starts on the short lease before
+// its start.
 func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) worker.Assignment {
-	ttl := spec.Lease()
+	a := worker.Assignment{Run: run, Attempt: att, Spec: spec}
+	now := l.s.Clock.Now()
+	le := newLease(run, att, spec.Lease(), now)
+	if a.StartAt().After(now) {
+		le.short, le.onShort = spec.PreStartLease(), true
+		le.deadline = now.Add(le.short)
+	}
 	l.mu.Lock()
-	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
+	l.leases[att.ID] = le
 	l.mu.Unlock()
-	return worker.Assignment{Run: run, Attempt: att, Spec: spec}
+	return a
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id
@@ -190,10 +204,17 @@ func (l *leader) renew(r worker.Renewal, node string) (worker.RenewReply, error)
 		le = newLease(run, att, l.ttlOf(run.Job), now)
 		l.leases[attemptID] = le
 	}
-	le.deadline = now.Add(le.ttl)
 	le.confirming = le.confirming || r.Confirming
 	le.started = le.started || start
-	return worker.RenewReply{Held: true, TTL: jobs.Duration(le.ttl), Started: r.Start}, nil
+	// Until its start is confirmed, an attempt granted ahead this term
+	// whose worker holds the short lease gets no more than that.
+	ttl := le.ttl
+	le.onShort = le.short > 0 && r.PreStart && !le.started
+	if le.onShort {
+		ttl, le.preStart = le.short, true
+	}
+	le.deadline = now.Add(ttl)
+	return worker.RenewReply{Held: true, TTL: jobs.Duration(ttl), Started: r.Start}, nil
 }
 
 // current returns the attempt if it is its run's latest and still open.
@@ -222,23 +243,33 @@ func (l *leader) checkLeases() {
 	// A worker confirms its starts if it said so in a renewal or its
 	// node says so in gossip (one that died before its first renewal).
 	// Only this term's own grants can be known never to have started.
-	confirms := map[string]bool{}
+	// Likewise a worker holds the short lease before a start if it said
+	// so in a renewal or its node says so in gossip.
+	confirms, shorts := map[string]bool{}, map[string]bool{}
 	for _, m := range l.s.Raft.Members() {
-		confirms[m.Name] = m.Meta.ConfirmsStarts
+		confirms[m.Name], shorts[m.Name] = m.Meta.ConfirmsStarts, m.Meta.PreStartLeases
 	}
 	epoch, electedIndex := l.s.FSM.Elected()
 	var due []*lease
-	unstarted := map[string]bool{}
+	unstarted, before := map[string]bool{}, map[string]bool{}
 	l.mu.Lock()
 	for id, le := range l.leases {
-		if now.After(le.deadline) {
-			due = append(due, le)
-			delete(l.leases, id)
-			if (le.confirming || confirms[le.worker]) && !le.started && fsm.GrantedSinceElection(le.token, epoch, epoch, electedIndex) {
-				// From here on its start is refused (renew), so the
-				// word given with the expiry stays true.
-				l.unstarted[id], unstarted[id] = true, true
-			}
+		if !now.After(le.deadline) {
+			continue
+		}
+		if le.onShort && !le.preStart && !shorts[le.worker] {
+			// A worker of a release before short leases, never heard
+			// from: it holds the whole lease, counted from the grant.
+			le.onShort, le.deadline = false, le.deadline.Add(le.ttl-le.short)
+			continue
+		}
+		due = append(due, le)
+		delete(l.leases, id)
+		if (le.confirming || confirms[le.worker]) && !le.started && fsm.GrantedSinceElection(le.token, epoch, epoch, electedIndex) {
+			// From here on its start is refused (renew), so the
+			// word given with the expiry stays true.
+			l.unstarted[id], unstarted[id] = true, true
+			before[id] = le.onShort
 		}
 	}
 	l.mu.Unlock()
@@ -247,37 +278,62 @@ func (l *leader) checkLeases() {
 		if !ok {
 			continue
 		}
-		reason := fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, le.ttl)
+		ttl := le.ttl
+		if before[le.attempt] {
+			ttl = le.short
+		}
+		reason := fmt.Sprintf("lease expired: no renewal from %s for %s", le.worker, ttl)
 		never := unstarted[le.attempt] && att.StartedAt.IsZero()
-		if never {
+		switch {
+		case never && before[le.attempt]:
+			reason = fmt.Sprintf("lease before the start expired: no renewal from %s for %s before the fire time; its start was never confirmed, so the process never started", le.worker, ttl)
+		case never:
 			reason += "; its start was never confirmed, so the process never started"
 		}
-		l.expireWith(run, att, jobs.Lost, reason, true, never)
+		l.expireAttempt(run, att, jobs.Lost, reason, expiry{takeover: true, neverStarted: never, beforeStart: never && before[le.attempt]})
 	}
 }
 
 // expire takes an attempt's lease away through Raft; with takeover, the
 // next attempt goes to another worker in the same entry.
 func (l *leader) expire(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover bool) {
-	l.expireWith(run, att, st, reason, takeover, false)
+	l.expireAttempt(run, att, st, reason, expiry{takeover: takeover})
 }
 
-// expireWith is expire, with the leader's word that the attempt never
-// started (startconfirm.go): the FSM decides whether it then counts
-// against the job's retries, so a takeover worker is named whenever the
-// run might get another attempt.
-func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, takeover, neverStarted bool) {
+// expiry is what the leader says with an expiry.
+type expiry struct {
+	// takeover: grant the run's next attempt in the same entry.
+	takeover bool
+	// neverStarted: the leader's word that the attempt never started
+	// (startconfirm.go); beforeStart: the lease that ran out was the
+	// short one before the start (scheduler/fsm/prestart.go).
+	neverStarted, beforeStart bool
+}
+
+// expireAttempt is expire, with the leader's word in x: the FSM decides
+// whether the attempt then counts against the job's retries, so a
+// takeover worker is named whenever the run might get another attempt.
+// An expiry before the start that the FSM refuses leaves the attempt
+// its whole lease.
+func (l *leader) expireAttempt(run jobs.Run, att jobs.Attempt, st jobs.State, reason string, x expiry) {
 	l.mu.Lock()
 	delete(l.leases, att.ID)
 	l.mu.Unlock()
-	cmd := &replicated.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: neverStarted}
+	cmd := &replicated.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: x.neverStarted, BeforeStart: x.beforeStart}
 	spec, ok := l.s.FSM.Spec(run.Job)
-	if takeover && ok && (neverStarted || fsm.CountedAttempts(run) < spec.Retries+1) {
+	if x.takeover && ok && (x.neverStarted || fsm.CountedAttempts(run) < spec.Retries+1) {
 		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
 			cmd.Worker = w
 		}
 	}
 	res, err := l.propose(replicated.Command{Op: replicated.OpExpire, Expire: cmd})
+	if errors.Is(err, fsm.ErrPreStartLeaseHeld) {
+		l.log.Warn("expiry before the start refused; the attempt keeps its whole lease", "attempt", att.ID, "err", err)
+		l.mu.Lock()
+		l.leases[att.ID] = newLease(run, att, spec.Lease(), l.s.Clock.Now())
+		l.mu.Unlock()
+		return
+	}
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
 			l.log.Error("expire failed", "attempt", att.ID, "err", err)

@@ -25,6 +25,11 @@ const (
 	FaultKillNode     = "kill-node"         // SIGKILL any job-running node, restart it
 	FaultRestartAuth  = "restart-authority" // SIGKILL every server at once, restart them all
 	FaultStoreRestart = "store-restart"     // SIGKILL the store node, restart it
+	// A node holding a run granted ahead, hit between the grant and the
+	// run's start (scheduler/fsm/prestart.go): SIGKILLed, or SIGSTOPped
+	// across the fire time.
+	FaultKillHolder  = "kill-holder"
+	FaultPauseHolder = "pause-holder"
 	// Store link faults (the proxy in front of the store).
 	FaultStoreHold = "store-hold" // hold store calls, then deliver them in a random order
 	FaultStoreDown = "store-down" // the store unreachable, calls in flight cut
@@ -61,6 +66,11 @@ var faultKinds = []faultKind{
 	{FaultKillNode, 2, false, seconds(0.5, 3)},
 	{FaultRestartAuth, 1, false, seconds(1, 4)},
 	{FaultStoreRestart, 1, false, seconds(0.5, 2)},
+	{FaultKillHolder, 2, false, seconds(0.5, 3)},
+	// Longer than the short lease before the start, mostly shorter than
+	// the whole lease: a holder that wakes within its lease_ttl must
+	// still not start.
+	{FaultPauseHolder, 2, false, between(0.5, 1.5)},
 	{FaultStoreHold, 3, false, between(0.5, 2)},
 	{FaultStoreDown, 1, false, between(0.5, 1.5)},
 	{FaultIsolateLeader, 2, true, between(1.5, 3)},
@@ -150,6 +160,10 @@ type nemesisStats struct {
 	HeldCalls     int `json:"held_calls"`
 	StoreDowns    int `json:"store_downs"`
 	CutCalls      int `json:"cut_calls"`
+	// HolderKills and HolderPauses count the holders of runs granted
+	// ahead hit between the grant and the start.
+	HolderKills  int `json:"holder_kills"`
+	HolderPauses int `json:"holder_pauses"`
 }
 
 // runNemesis runs the schedule, each fault healed before the next.
@@ -239,6 +253,36 @@ func (h *Harness) apply(ctx context.Context, op *Op) {
 		if note := h.restart(n); note != "" {
 			op.Note = note
 		}
+	case FaultKillHolder, FaultPauseHolder:
+		run, n := h.holder()
+		if n == nil {
+			op.Note = "no run granted ahead"
+			return
+		}
+		op.Nodes = []string{n.Name}
+		// At a point the seed draws inside what is left of the window
+		// between the grant and the start (the worker asks for its
+		// start 25 ms before the fire time).
+		if window := time.Until(run.ScheduledAt) - holderMargin; window > 0 {
+			sleep(ctx, time.Duration(r.Float64()*float64(window)))
+		}
+		op.Note = fmt.Sprintf("holding %s, %s before its fire time", run.Attempts[0].ID, time.Until(run.ScheduledAt).Round(time.Millisecond))
+		if op.Kind == FaultKillHolder {
+			h.count(func(s *nemesisStats) { s.HolderKills++ })
+			h.kill(n)
+			sleep(ctx, op.For)
+			if note := h.restart(n); note != "" {
+				op.Note += "; " + note
+			}
+			return
+		}
+		if err := h.pause(n, "nemesis"); err != nil {
+			op.Note += "; " + err.Error()
+			return
+		}
+		h.count(func(s *nemesisStats) { s.HolderPauses++ })
+		sleep(ctx, op.For)
+		h.resume(n, "nemesis")
 	case FaultRestartAuth:
 		servers := h.c.Servers()
 		for _, n := range servers {
@@ -360,6 +404,47 @@ func (h *Harness) runningWorker(r *rand.Rand, leader *localcluster.Node) *localc
 		return idle[r.IntN(len(idle))]
 	}
 	return nil
+}
+
+// holderMargin is how long before a fire time the holder faults aim no
+// later than: a fault that lands after the holder asked for its start
+// hits a started run, which other faults cover.
+const holderMargin = 60 * time.Millisecond
+
+// holder finds a run granted ahead (pending, one attempt, its fire time
+// still more than holderMargin away) whose worker is a live node that no
+// fault holds, waiting a little for one; nil if none came.
+func (h *Harness) holder() (jobs.Run, *localcluster.Node) {
+	var (
+		run jobs.Run
+		n   *localcluster.Node
+	)
+	leader := h.currentLeader()
+	if leader == nil {
+		return run, nil
+	}
+	localcluster.UntilEvery(3*time.Second, 20*time.Millisecond, func() error {
+		runs, err := getRuns(leader, 50, time.Second)
+		if err != nil {
+			return err
+		}
+		for _, r := range runs {
+			a, ok := r.Latest()
+			if !ok || len(r.Attempts) != 1 || a.State != jobs.Pending || time.Until(r.ScheduledAt) <= holderMargin {
+				continue
+			}
+			node := h.c.Node(a.Worker)
+			h.mu.Lock()
+			_, held := h.pausedBy[a.Worker]
+			h.mu.Unlock()
+			if node != nil && node.Running() && !held {
+				run, n = r, node
+				return nil
+			}
+		}
+		return errNoTarget
+	})
+	return run, n
 }
 
 // target resolves a process fault's node, waiting a little for one

@@ -220,6 +220,7 @@ func (r *Report) Print(w io.Writer) {
 		{"elections", fmt.Sprintf("%d (%d failovers)", c.Elections, c.Failovers)},
 		{"pauses", fmt.Sprintf("%d by the nemesis, %d self-pauses before publish", c.Nemesis.Pauses, c.Nemesis.SelfPauses)},
 		{"kills / restarts", fmt.Sprintf("%d / %d (%d store restarts)", c.Nemesis.Kills, c.Nemesis.Restarts, c.Nemesis.StoreRestarts)},
+		{"holders hit between grant and start", fmt.Sprintf("%d killed, %d stopped across the fire time", c.Nemesis.HolderKills, c.Nemesis.HolderPauses)},
 		{"partitions", fmt.Sprint(c.Nemesis.Partitions)},
 		{"store calls delayed+reordered", fmt.Sprintf("%d in %d holds; %d calls cut or refused in %d outages", c.Nemesis.HeldCalls, c.Nemesis.StoreHolds, c.Nemesis.CutCalls, c.Nemesis.StoreDowns)},
 		{"faults", tally(c.Faults)},

@@ -176,6 +176,12 @@ func (f *FSM) applyExpire(l *raft.Log, version int, e *replicated.ExpireCmd) App
 	if st != jobs.Cancelled {
 		st = jobs.Lost
 	}
+	if e.BeforeStart && version >= vPreStartLease {
+		spec, _ := f.spec(r.Job) // a job gone from the set: the default lease
+		if err := DecidePreStartExpiry(*r, *a, spec.PreStartLease(), e.At, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex); err != nil {
+			return ApplyResult{Run: r.Clone(), Err: err}
+		}
+	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
 	if st == jobs.Lost && e.NeverStarted && version >= vNeverStarted {
 		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)

@@ -6,6 +6,7 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -211,18 +212,28 @@ func (f *FSM) applyElected(l *raft.Log, e *replicated.ElectedCmd) ApplyResult {
 
 // applySetJobs replaces the job set.
 func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
-	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = c.Jobs, c.Source, c.At, true
-	f.st.JobsHash = c.Hash
-	if f.st.JobsHash == "" {
-		f.st.JobsHash = jobs.HashSpecs(c.Jobs)
+	hash := c.Hash
+	if hash == "" {
+		hash = jobs.HashSpecs(c.Jobs)
 	}
+	f.replaceJobs(l, c.Jobs, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
+	return ApplyResult{}
+}
+
+// replaceJobs makes specs, of hash, the job set, and records it with
+// detail.
+func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, source string, at time.Time, hash, detail string) {
+	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = specs, source, at, true
+	f.st.JobsHash = hash
+	// A difference still arriving was against the set replaced here.
+	f.st.JobsStage = nil
 	f.indexJobs()
 	f.pruneJobStats()
 	f.dropBackfills()
-	for _, s := range c.Jobs {
+	for _, s := range specs {
 		// A job new to the cluster starts from now, not from the epoch.
 		if _, ok := f.st.LastScheduled[s.Name]; !ok {
-			f.st.LastScheduled[s.Name] = c.At
+			f.st.LastScheduled[s.Name] = at
 		}
 	}
 	// A run waiting for a retry its job no longer allows (removed, or
@@ -230,17 +241,15 @@ func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 	for _, id := range f.st.Order {
 		if r := f.st.Runs[id]; AwaitsRetry(*r) {
 			if f.settle(r); r.State != jobs.Pending {
-				f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
+				f.event(l, jobs.Event{Time: at, Kind: jobs.EventCancelled, Job: r.Job, Run: r.ID,
 					Detail: fmt.Sprintf("no retry: the new job set allows none; the run ends %s", r.State)})
 				a, _ := r.Latest()
 				f.ended(l, r, a)
 			}
 		}
 	}
-	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventJobSet,
-		Detail: fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, f.st.JobsHash)})
+	f.event(l, jobs.Event{Time: at, Kind: jobs.EventJobSet, Detail: detail})
 	f.changed(l, Change{Kind: ChangeJobs})
-	return ApplyResult{}
 }
 
 // event appends to the bounded audit trail.

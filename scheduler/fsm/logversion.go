@@ -94,6 +94,14 @@ const (
 	// and is skipped if there is none; Apply executes no template
 	// (after.go).
 	vLeaderRendersKeys = 7
+	// vPreStartLease (8): an expiry may say that the short lease an
+	// attempt holds until its start ran out (ExpireCmd.BeforeStart);
+	// Apply refuses it unless DecidePreStartExpiry allows it, and
+	// marks the attempt never started (prestart.go).
+	vPreStartLease = 8
+	// vJobsDiff (8): op "set_jobs_diff" changes the job set by
+	// difference, against the set whose hash it names (jobsdiff.go).
+	vJobsDiff = 8
 )
 
 // ErrLogHalted is returned for every entry a halted FSM is given, and

@@ -128,6 +128,12 @@ var opTable = []opSpec{
 		has:   func(c *replicated.Command) bool { return c.Admit != nil },
 		at:    func(c *replicated.Command) time.Time { return c.Admit.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyAdmit(l, c.Admit) }},
+	{name: replicated.OpSetJobsDiff, since: vJobsDiff,
+		has: func(c *replicated.Command) bool { return c.SetJobsDiff != nil },
+		at:  func(c *replicated.Command) time.Time { return c.SetJobsDiff.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applySetJobsDiff(l, c.SetJobsDiff)
+		}},
 	{name: replicated.OpStarts, since: vStartBatches,
 		has:   func(c *replicated.Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyStarts(l, c.Starts) }},

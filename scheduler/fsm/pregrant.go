@@ -32,9 +32,11 @@ import (
 // Failures before the fire time: a worker that dies stops renewing, the
 // lease expires and the run is taken over by a new attempt with a newer
 // token (leader.expire), which the new worker also starts no earlier than
-// the fire time; the dead worker never started anything. The lease is
-// created at the grant and runs its whole TTL (at least 4 times the
-// lead), so it always expires after the fire time; what tells the leader
+// the fire time; the dead worker never started anything. The lease
+// created at the grant is the short one before the start (prestart.go:
+// a third of the TTL, at most a second), still longer than the lead (a
+// quarter of the TTL, at most 500 ms), so it always expires after the
+// fire time; what tells the leader
 // that the dead worker never started the process is that it never
 // confirmed the start (startconfirm.go), so the takeover costs no retry.
 // A leader that dies leaves the attempt open in the replicated state: the

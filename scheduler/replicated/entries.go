@@ -10,48 +10,51 @@ import (
 
 // Ops by name, as they are written in the log.
 const (
-	OpElected    = "elected"
-	OpSetJobs    = "set_jobs"
-	OpGrant      = "grant"
-	OpSkip       = "skip"
-	OpSkipRange  = "skip_range"
-	OpStart      = "start"
-	OpComplete   = "complete"
-	OpExpire     = "expire"
-	OpRetry      = "retry"
-	OpPause      = "pause"
-	OpNote       = "note"
-	OpAudit      = "audit"
-	OpGrants     = "grants"
-	OpCompletes  = "completes"
-	OpSkipRanges = "skip_ranges"
-	OpNotified   = "notified"
-	OpBackfill   = "backfill"
-	OpRelease    = "release"
-	OpAdmit      = "admit"
-	OpStarts     = "starts"
+	OpElected     = "elected"
+	OpSetJobs     = "set_jobs"
+	OpGrant       = "grant"
+	OpSkip        = "skip"
+	OpSkipRange   = "skip_range"
+	OpStart       = "start"
+	OpComplete    = "complete"
+	OpExpire      = "expire"
+	OpRetry       = "retry"
+	OpPause       = "pause"
+	OpNote        = "note"
+	OpAudit       = "audit"
+	OpGrants      = "grants"
+	OpCompletes   = "completes"
+	OpSkipRanges  = "skip_ranges"
+	OpNotified    = "notified"
+	OpBackfill    = "backfill"
+	OpRelease     = "release"
+	OpAdmit       = "admit"
+	OpStarts      = "starts"
+	OpSetJobsDiff = "set_jobs_diff"
 )
 
 // Command is one entry of the replicated log: its format version (see
 // logversion.go), its op, and exactly one payload, in the field named
 // after the op. Follow may ride along (fsm/after.go).
 type Command struct {
-	V         int           `json:"v,omitempty"`
-	Op        string        `json:"op"`
-	Elected   *ElectedCmd   `json:"elected,omitempty"`
-	SetJobs   *SetJobsCmd   `json:"set_jobs,omitempty"`
-	Grant     *GrantCmd     `json:"grant,omitempty"`
-	SkipRange *SkipRangeCmd `json:"skip_range,omitempty"`
-	Start     *StartCmd     `json:"start,omitempty"`
-	Complete  *Completion   `json:"complete,omitempty"`
-	Expire    *ExpireCmd    `json:"expire,omitempty"`
-	Retry     *RetryCmd     `json:"retry,omitempty"`
-	Pause     *PauseCmd     `json:"pause,omitempty"`
-	Note      *NoteCmd      `json:"note,omitempty"`
-	Audit     *AuditCmd     `json:"audit,omitempty"`
-	Grants    *GrantsCmd    `json:"grants,omitempty"`
-	Completes *CompletesCmd `json:"completes,omitempty"`
-	Starts    *StartsCmd    `json:"starts,omitempty"`
+	V       int         `json:"v,omitempty"`
+	Op      string      `json:"op"`
+	Elected *ElectedCmd `json:"elected,omitempty"`
+	SetJobs *SetJobsCmd `json:"set_jobs,omitempty"`
+	// SetJobsDiff is OpSetJobsDiff's payload.
+	SetJobsDiff *SetJobsDiffCmd `json:"set_jobs_diff,omitempty"`
+	Grant       *GrantCmd       `json:"grant,omitempty"`
+	SkipRange   *SkipRangeCmd   `json:"skip_range,omitempty"`
+	Start       *StartCmd       `json:"start,omitempty"`
+	Complete    *Completion     `json:"complete,omitempty"`
+	Expire      *ExpireCmd      `json:"expire,omitempty"`
+	Retry       *RetryCmd       `json:"retry,omitempty"`
+	Pause       *PauseCmd       `json:"pause,omitempty"`
+	Note        *NoteCmd        `json:"note,omitempty"`
+	Audit       *AuditCmd       `json:"audit,omitempty"`
+	Grants      *GrantsCmd      `json:"grants,omitempty"`
+	Completes   *CompletesCmd   `json:"completes,omitempty"`
+	Starts      *StartsCmd      `json:"starts,omitempty"`
 	// SkipRanges is OpSkipRanges' payload.
 	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *NotifiedCmd   `json:"notified,omitempty"`
@@ -81,6 +84,36 @@ type SetJobsCmd struct {
 	Source string        `json:"source"`
 	At     time.Time     `json:"at"`
 	Hash   string        `json:"hash,omitempty"`
+}
+
+// SetJobsDiffCmd changes the job set by difference (log version 8,
+// scheduler/fsm/jobsdiff.go): the jobs in Upsert are added or replace
+// the job of their name, the jobs named in Remove leave, every other job
+// stays as it is. It applies only to the set whose hash is Base; Hash is
+// the resulting set's jobs.HashSpecs, computed by the leader. A large
+// difference travels in Parts entries, numbered by Part from 0, each of
+// a bounded size, in any order; the set changes when all are applied.
+type SetJobsDiffCmd struct {
+	Base   string      `json:"base"`
+	Upsert []jobs.Spec `json:"upsert,omitempty"`
+	Remove []string    `json:"remove,omitempty"`
+	Hash   string      `json:"hash"`
+	Source string      `json:"source"`
+	At     time.Time   `json:"at"`
+	Part   int         `json:"part,omitempty"`
+	Parts  int         `json:"parts,omitempty"`
+}
+
+// JobsStage is a job set difference arriving in parts: what its parts
+// applied so far carry (scheduler/fsm/jobsdiff.go). Got says which parts
+// those are.
+type JobsStage struct {
+	Base   string      `json:"base"`
+	Hash   string      `json:"hash"`
+	Parts  int         `json:"parts"`
+	Got    []bool      `json:"got"`
+	Upsert []jobs.Spec `json:"upsert,omitempty"`
+	Remove []string    `json:"remove,omitempty"`
 }
 
 // GrantCmd grants the first attempt of a new run (OpGrant) as DecideGrant
@@ -205,6 +238,11 @@ type ExpireCmd struct {
 	// started (log version 5, startconfirm.go); Apply decides whether
 	// the attempt then counts against the job's retries.
 	NeverStarted bool `json:"never_started,omitempty"`
+	// BeforeStart says the lease that ran out was the short one an
+	// attempt holds until its start (log version 8,
+	// scheduler/fsm/prestart.go): Apply refuses the expiry unless
+	// DecidePreStartExpiry allows it.
+	BeforeStart bool `json:"before_start,omitempty"`
 }
 
 // RetryCmd grants the next attempt of a run whose attempt number After
@@ -261,7 +299,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "7"
+var logVersionText = "8"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

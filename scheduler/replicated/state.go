@@ -80,6 +80,9 @@ type State struct {
 	// GroupQueue is, per concurrency group, its waiting runs, oldest fire
 	// time first (fsm/groups.go).
 	GroupQueue map[string][]GroupWaiter `json:"group_queue,omitempty"`
+	// JobsStage is a job set difference whose parts are still arriving
+	// (log version 8; nil when none is).
+	JobsStage *JobsStage `json:"jobs_stage,omitempty"`
 }
 
 func EmptyState() State {

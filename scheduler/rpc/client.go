@@ -213,9 +213,22 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal
 			}
 			req.Starts[i] = r.Start
 		}
+		if r.PreStart && r.Confirming {
+			if req.PreStart == nil {
+				req.PreStart = make([]bool, len(rs))
+			}
+			req.PreStart[i] = true
+		}
 	}
 	var reply renewManyReply
 	err := c.callLeader(ctx, pathRenewMany, req, &reply)
+	if req.PreStart != nil && errors.Is(err, wire.ErrBadRequest) {
+		// A leader of an older release (log version 7) does not know
+		// short leases: it gives every renewal the whole lease, which
+		// the worker, counting only the short one, never overstays.
+		req.PreStart = nil
+		err = c.callLeader(ctx, pathRenewMany, req, &reply)
+	}
 	if req.Starts != nil && errors.Is(err, wire.ErrBadRequest) {
 		// A leader of an older release (log version 4) does not know
 		// starts: it confirms no start, and answers the renewals

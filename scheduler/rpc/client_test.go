@@ -544,13 +544,14 @@ func (b *batchingLeader) RenewMany(_ context.Context, _ string, rs []worker.Rene
 }
 
 // A batch's start confirmations cross the wire both ways: which attempts
-// ask, that their worker confirms starts, and the leader's Started. A
-// worker that does not confirm starts (an older one) sends no starts.
+// ask, that their worker confirms starts, which it holds on the short
+// lease before the start, and the leader's Started. A worker that does
+// not confirm starts (an older one) sends no starts.
 func TestClient_RenewManyCarriesStarts(t *testing.T) {
 	leader := &batchingLeader{}
 	addr := stub(t, &Server{Leader: leader})
 	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
-	sent := []worker.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}, {Attempt: "c@1.1"}}
+	sent := []worker.Renewal{{Attempt: "a@1.1", Confirming: true, PreStart: true}, {Attempt: "b@1.1", Start: true, Confirming: true}, {Attempt: "c@1.1"}}
 	for _, batch := range [][]worker.Renewal{sent[:2], sent[2:]} {
 		replies, err := c.RenewMany(t.Context(), "w1", batch)
 		if err != nil || len(replies) != len(batch) {
@@ -661,5 +662,35 @@ func TestClient_CompleteMany(t *testing.T) {
 				t.Errorf("the leader saw %q, want each completion once", got)
 			}
 		})
+	}
+}
+
+// A leader of log version 7 knows starts but not short leases before
+// them, and refuses the unknown field: the renewals are sent again
+// without it, still asking for their starts (that leader gives them the
+// whole lease, which the worker, counting the short one, never overstays).
+func TestClient_RenewManyToALeaderWithoutShortLeases(t *testing.T) {
+	leader := &batchingLeader{}
+	srv := &Server{Leader: leader}
+	refused := 0
+	addr := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		if r.URL.Path == Prefix+pathRenewMany && bytes.Contains(body, []byte(`"pre_start"`)) {
+			refused++
+			srv.fail(w, r, fmt.Errorf(`%w: json: unknown field "pre_start"`, wire.ErrBadRequest))
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		srv.ServeHTTP(w, r)
+	}))
+	c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+	replies, err := c.RenewMany(t.Context(), "w1", []worker.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true, PreStart: true}})
+	if err != nil || len(replies) != 1 || !replies[0].Held || !replies[0].Started {
+		t.Fatalf("RenewMany = %+v, %v; want held and started", replies, err)
+	}
+	leader.mu.Lock()
+	defer leader.mu.Unlock()
+	if want := []worker.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true}}; refused != 1 || !slices.Equal(leader.got, want) {
+		t.Errorf("refused %d, then the leader got %+v; want 1 refusal, then %+v", refused, leader.got, want)
 	}
 }

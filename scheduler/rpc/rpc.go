@@ -146,6 +146,10 @@ type (
 		// worker that sends them confirms its starts
 		// (worker.Renewal). An older worker sends none.
 		Starts []bool `json:"starts,omitempty"`
+		// PreStart, one per attempt, say which the worker holds on the
+		// short lease before the start (worker.Renewal.PreStart). A
+		// worker of a release before short leases sends none.
+		PreStart []bool `json:"pre_start,omitempty"`
 	}
 	completeManyRequest struct {
 		Completions []replicated.Completion `json:"completions"`

@@ -192,6 +192,9 @@ func renewals(req renewManyRequest) ([]worker.Renewal, error) {
 	if req.Starts != nil && len(req.Starts) != len(req.Attempts) {
 		return nil, fmt.Errorf("%w: %d starts for %d attempts", wire.ErrBadRequest, len(req.Starts), len(req.Attempts))
 	}
+	if req.PreStart != nil && (req.Starts == nil || len(req.PreStart) != len(req.Attempts)) {
+		return nil, fmt.Errorf("%w: %d pre_start flags for %d attempts (and starts with them)", wire.ErrBadRequest, len(req.PreStart), len(req.Attempts))
+	}
 	rs := make([]worker.Renewal, len(req.Attempts))
 	for i, a := range req.Attempts {
 		if err := required("attempt", a); err != nil {
@@ -200,6 +203,9 @@ func renewals(req renewManyRequest) ([]worker.Renewal, error) {
 		rs[i] = worker.Renewal{Attempt: a, Confirming: req.Starts != nil}
 		if req.Starts != nil {
 			rs[i].Start = req.Starts[i]
+		}
+		if req.PreStart != nil {
+			rs[i].PreStart = req.PreStart[i]
 		}
 	}
 	return rs, nil

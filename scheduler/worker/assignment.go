@@ -98,4 +98,10 @@ type Renewal struct {
 	// then take a lease that ran out without Start for an attempt that
 	// never started.
 	Confirming bool
+	// PreStart says the worker holds the attempt on its short lease
+	// before the start (jobs.Spec.PreStartLease), renews it at a third of
+	// that, and will not start on a renewal older than that: the leader
+	// may give it no more than the short lease until it confirms the
+	// start (scheduler/fsm/prestart.go).
+	PreStart bool
 }

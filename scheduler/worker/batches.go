@@ -83,8 +83,9 @@ const (
 	renewBatchTimeout = 10 * time.Second
 )
 
-// renew asks the leader to renew attempt's lease, and with start to
-// confirm its start, in a batch with the worker's other attempts.
-func (w *Worker) renew(ctx context.Context, attempt string, start bool) (RenewReply, error) {
-	return w.renewQ.call(ctx, Renewal{Attempt: attempt, Start: start, Confirming: true})
+// renew asks the leader to renew attempt's lease, with start to confirm
+// its start, and with preStart for the short lease before the start, in a
+// batch with the worker's other attempts.
+func (w *Worker) renew(ctx context.Context, attempt string, start, preStart bool) (RenewReply, error) {
+	return w.renewQ.call(ctx, Renewal{Attempt: attempt, Start: start, Confirming: true, PreStart: preStart})
 }

@@ -13,7 +13,9 @@ import (
 
 // leaseClient is an attempt's lease as its worker sees it:
 // IDLE → ACQUIRING → HELD → SUSPECT → LOST. It renews at a third of the
-// TTL. A lease is valid until the send time of the last confirmed renewal
+// TTL. An attempt granted ahead of its fire time holds a short TTL (short,
+// jobs.Spec.PreStartLease) until its process starts (beginWork), and the
+// job's whole lease_ttl from then on (scheduler/fsm/prestart.go says why). A lease is valid until the send time of the last confirmed renewal
 // plus the TTL — the leader extended it no earlier than that. SUSPECT
 // means less than a third of the TTL is left, too little to start another
 // unit of work; LOST comes on a definite "not yours" from the leader or
@@ -23,7 +25,9 @@ type leaseClient struct {
 	w       *Worker
 	attempt string
 	ttl     time.Duration
-	log     *slog.Logger
+	// short is the TTL before the start; 0: the whole ttl throughout.
+	short time.Duration
+	log   *slog.Logger
 
 	mu         sync.Mutex
 	state      string
@@ -36,6 +40,49 @@ type leaseClient struct {
 	// process is about to start; startOK: a leader did
 	// (scheduler/startconfirm.go).
 	start, startOK bool
+	// working: the process has started (beginWork), and the lease is
+	// the whole ttl.
+	working bool
+	// confirmedSent is the send time of the latest confirmed renewal.
+	confirmedSent time.Time
+}
+
+// lease is the TTL in force: short until the work starts, then ttl;
+// c.mu is held.
+func (c *leaseClient) lease() time.Duration {
+	if c.short > 0 && !c.working {
+		return c.short
+	}
+	return c.ttl
+}
+
+// currentTTL is lease, for a caller without c.mu.
+func (c *leaseClient) currentTTL() time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.lease()
+}
+
+// beginWork reports whether the work may start at now: the lease is
+// HELD, still valid, and was confirmed within the TTL in force (the short
+// one, for an attempt granted ahead); if so the lease is the job's whole
+// lease_ttl from here on, counted from the latest confirmed renewal as
+// the leader counts it from its confirmation of the start. A worker that
+// was paused past its short lease does not start on what it held before
+// the pause.
+func (c *leaseClient) beginWork(now time.Time) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.state != LeaseHeld || !now.Before(c.validUntil) || !now.Before(c.confirmedSent.Add(c.lease())) {
+		return false
+	}
+	if !c.working {
+		c.working = true
+		if until := c.confirmedSent.Add(c.ttl); until.After(c.validUntil) {
+			c.validUntil = until
+		}
+	}
+	return true
 }
 
 func (c *leaseClient) State() string {
@@ -76,10 +123,10 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	clock := c.w.clock()
 	sent = clock.Now()
 	c.mu.Lock()
-	start := c.start
+	start, preStart, lease := c.start, c.short > 0 && !c.working, c.lease()
 	c.mu.Unlock()
-	rctx, cancel := context.WithTimeout(ctx, max(c.ttl/3, 50*time.Millisecond))
-	reply, err := c.w.renew(rctx, c.attempt, start)
+	rctx, cancel := context.WithTimeout(ctx, max(lease/3, 50*time.Millisecond))
+	reply, err := c.w.renew(rctx, c.attempt, start, preStart)
 	cancel()
 	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
 	c.mu.Lock()
@@ -94,8 +141,13 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 		c.lose("the leader says: " + reply.Reason)
 	default:
 		c.mu.Lock()
-		if until := sent.Add(c.ttl); until.After(c.validUntil) {
+		// The lease this renewal was sent for: a short one sent before
+		// the start extends the lease by no more than the leader did.
+		if until := sent.Add(lease); until.After(c.validUntil) {
 			c.validUntil = until
+		}
+		if sent.After(c.confirmedSent) {
+			c.confirmedSent = sent
 		}
 		c.confirmed = true
 		// A leader that confirms starts answers Started; an older one
@@ -136,7 +188,8 @@ func (c *leaseClient) startConfirmed() bool {
 // leader answers, for at most one TTL. It reports whether it is HELD.
 func (c *leaseClient) acquire(ctx context.Context) bool {
 	clock := c.w.clock()
-	deadline := clock.Now().Add(c.ttl)
+	ttl := c.currentTTL()
+	deadline := clock.Now().Add(ttl)
 	backoff := 50 * time.Millisecond
 	for {
 		c.renewOnce(ctx)
@@ -146,11 +199,11 @@ func (c *leaseClient) acquire(ctx context.Context) bool {
 		case st == LeaseLost:
 			return false
 		case clock.Now().Add(backoff).After(deadline) || ctx.Err() != nil:
-			c.lose(fmt.Sprintf("no leader confirmed the lease within %s", c.ttl))
+			c.lose(fmt.Sprintf("no leader confirmed the lease within %s", ttl))
 			return false
 		}
 		jobs.Sleep(ctx, clock, backoff)
-		backoff = min(2*backoff, c.ttl/4)
+		backoff = min(2*backoff, ttl/4)
 	}
 }
 
@@ -175,8 +228,8 @@ func (c *leaseClient) keep(ctx context.Context, stop context.CancelFunc) {
 // confirm a start) wakes it at once.
 func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelFunc) {
 	clock := c.w.clock()
-	every := max(c.ttl/3, 30*time.Millisecond)
-	nextRenew := clock.Now().Add(every)
+	every := func() time.Duration { return max(c.currentTTL()/3, 30*time.Millisecond) }
+	nextRenew := clock.Now().Add(every())
 	t := clock.NewTimer(c.untilNextCheck(clock.Now(), nextRenew))
 	return func(ctx context.Context, stop context.CancelFunc) {
 		defer func() { t.Stop() }()
@@ -202,7 +255,7 @@ func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelF
 				continue
 			}
 			if !clock.Now().Before(nextRenew) {
-				nextRenew = c.renewOnce(ctx).Add(every)
+				nextRenew = c.renewOnce(ctx).Add(every())
 				c.evaluate(clock.Now())
 			}
 		}
@@ -234,9 +287,12 @@ func (c *leaseClient) untilNextCheck(now, nextRenew time.Time) time.Duration {
 }
 
 // suspectAt is the instant after which a lease valid until until has
-// less than a third of its TTL left: too little to start more work. Both
-// evaluate and keep's sleep (untilNextCheck) take it from here.
-func (c *leaseClient) suspectAt(until time.Time) time.Time { return until.Add(-c.ttl / 3) }
+// less than a third of its TTL (the one in force) left: too little to
+// start more work. Both evaluate and keep's sleep (untilNextCheck) take
+// it from here.
+func (c *leaseClient) suspectAt(until time.Time) time.Time {
+	return until.Add(-c.currentTTL() / 3)
+}
 
 // evaluate moves HELD to SUSPECT and SUSPECT to LOST as the lease runs
 // down without a confirmed renewal.
@@ -246,13 +302,21 @@ func (c *leaseClient) evaluate(now time.Time) {
 	switch {
 	case st == LeaseLost:
 	case left <= 0:
-		c.lose(fmt.Sprintf("no renewal confirmed for %s: the lease ran out", c.ttl))
+		c.lose(fmt.Sprintf("no renewal confirmed for %s: the lease ran out", c.currentTTL()))
 	case now.After(c.suspectAt(until)) && st == LeaseHeld:
 		c.mu.Lock()
 		c.state = LeaseSuspect
+		preStart := c.short > 0 && !c.working
 		c.mu.Unlock()
 		c.log.Warn("lease SUSPECT: too little left to start more work", "left", left.Round(time.Millisecond))
-		c.note(jobs.EventSuspect, fmt.Sprintf("%s of %s lease left without a confirmed renewal", left.Round(time.Millisecond), c.ttl))
+		if preStart {
+			// Before the start a SUSPECT only holds the start back, and
+			// the short lease makes it as frequent as renewals are slow:
+			// counted here, not made a Raft entry on a busy leader.
+			c.w.observer().LeaseTransition(jobs.EventSuspect)
+			return
+		}
+		c.note(jobs.EventSuspect, fmt.Sprintf("%s of %s lease left without a confirmed renewal", left.Round(time.Millisecond), c.currentTTL()))
 	}
 }
 

@@ -53,6 +53,7 @@ type scriptLeader struct {
 	mu      sync.Mutex
 	script  []*renewAnswer
 	sent    []time.Duration // send times, from leaseT0
+	pre     []bool          // each renewal's PreStart
 	noted   []string        // note kinds
 	started int
 }
@@ -61,7 +62,10 @@ type scriptLeader struct {
 // the batch.
 func (l *scriptLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
 	out := make([]RenewReply, len(rs))
-	for i := range rs {
+	for i, r := range rs {
+		l.mu.Lock()
+		l.pre = append(l.pre, r.PreStart)
+		l.mu.Unlock()
 		reply, err := l.renew()
 		if err != nil {
 			return nil, err

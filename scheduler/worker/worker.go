@@ -239,8 +239,12 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	ttl := a.Spec.Lease()
 	lc := &leaseClient{w: w, attempt: a.Attempt.ID, ttl: ttl, state: LeaseAcquiring, lost: make(chan struct{}), log: log}
 	// An attempt that starts at once has its start confirmed with its
-	// lease; one granted ahead asks again just before its fire time.
+	// lease; one granted ahead asks again just before its fire time, and
+	// holds the short lease until it starts.
 	lc.start = !a.StartAt().After(w.clock().Now().Add(startConfirmLead))
+	if !lc.start {
+		lc.short = a.Spec.PreStartLease()
+	}
 	w.mu.Lock()
 	w.active[a.Attempt.ID] = lc
 	w.mu.Unlock()
@@ -273,7 +277,11 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 		}
 	}
 	if !<-held {
-		return done(jobs.Lost, "", "lease not confirmed: %s", lc.reason())
+		// Nothing ran: on the worker's word, the run is taken over
+		// without using a retry.
+		c := done(jobs.Lost, "", "lease not confirmed: %s; the process never started", lc.reason())
+		c.NeverStarted = true
+		return c
 	}
 
 	// HELD: run the command while the lease is renewed; LOST cancels it.
@@ -290,7 +298,11 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	// A run granted ahead starts at its fire time, not before.
 	if err := w.awaitStart(runCtx, a.StartAt(), lc); err != nil {
 		if lc.isLost() {
-			return done(jobs.Lost, "", "lease lost before the fire time: %s; the process never started", lc.reason())
+			// The worker's word that nothing ran: the run is taken over
+			// without using a retry (if the leader has not already).
+			c := done(jobs.Lost, "", "lease lost before the start: %s; the process never started", lc.reason())
+			c.NeverStarted = true
+			return c
 		}
 		// Nothing ran: lost, as if the worker had died, and on the
 		// worker's word never started, so the run gets another attempt
@@ -420,9 +432,11 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 
 // awaitStart returns when the attempt may start: at `at` (zero: now),
 // with its start confirmed by a leader (asked for startConfirmLead
-// before `at`, and again until one answers) and its lease HELD. A lease
-// that ran down meanwhile (the worker was paused, or no leader confirmed
-// a renewal) is LOST and the attempt never starts; a SUSPECT one waits
+// before `at`, and again until one answers) and its lease HELD and
+// confirmed within the TTL in force at that instant (beginWork: the short
+// one, for an attempt granted ahead). A lease that ran down meanwhile
+// (the worker was paused, or no leader confirmed a renewal) is LOST and
+// the attempt never starts; a SUSPECT one waits
 // for a renewal or its loss, as it would to start any other unit of
 // work. It returns ctx's error, or errLeaseLost.
 func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) error {
@@ -456,16 +470,17 @@ func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) 
 		backoff = min(2*backoff, 400*time.Millisecond)
 	}
 	waitUntil(at)
-	checkEvery := max(lc.ttl/20, 10*time.Millisecond)
+	checkEvery := max(lc.currentTTL()/20, 10*time.Millisecond)
 	for {
-		lc.evaluate(clock.Now())
-		switch lc.State() {
-		case LeaseLost:
+		now := clock.Now()
+		lc.evaluate(now)
+		if lc.State() == LeaseLost {
 			return errLeaseLost
-		case LeaseHeld:
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if lc.beginWork(now) {
 			return nil
 		}
 		if !jobs.Sleep(ctx, clock, checkEvery) {

@@ -35,9 +35,9 @@ func preJobs(starts string) string {
 }
 
 // A run granted ahead of its fire time runs exactly once when, before its
-// fire time, (1) the worker it was granted to is SIGKILLed: the lease
-// runs out and another worker takes it over with a newer token, late by
-// the lease, though the job has no retries (the leader never confirmed
+// fire time, (1) the worker it was granted to is SIGKILLed: its short
+// lease before the start runs out and another worker takes it over with a
+// newer token, late by that lease, though the job has no retries (the leader never confirmed
 // the dead worker's start, so its attempt never started); (2) the worker
 // is stopped (SIGTERM): it gives the run up and says it never started
 // it, and another worker runs it at once, without a retry; (3) the
@@ -58,9 +58,10 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 	waitAlive(t, c.Node(a.Leader), "w1", "w2")
 
 	t.Run("worker killed before the fire time", func(t *testing.T) {
-		// Late by the takeover: the lease (4s) running out, a lease
-		// tick, the new grant and its start, with room for a busy machine.
-		workerGoneBeforeFire(t, c, starts, sigkill, 12*time.Second)
+		// Late by the takeover: the short lease before the start (1s)
+		// running out, a lease tick, the new grant and its start, with
+		// room for a busy machine (prestart_test.go holds it to 1.5s).
+		workerGoneBeforeFire(t, c, starts, sigkill, 5*time.Second)
 	})
 	t.Run("worker stopped before the fire time", func(t *testing.T) {
 		// A planned stop (SIGTERM, as systemd sends): no lease to wait

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -137,6 +138,41 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 		if st := status(); st.Jobs.Count != n {
 			t.Fatalf("the node has %d jobs, want %d", st.Jobs.Count, n)
+		}
+	})
+
+	t.Run("one job changed is a difference of one job", func(t *testing.T) {
+		p := filepath.Join(dir, "part-01.yaml")
+		b, _ := os.ReadFile(p)
+		job := fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]", 30000, 30000%60, (30000/60)%24)
+		if !bytes.Contains(b, []byte(job)) {
+			t.Fatalf("%s lacks %q", p, job)
+		}
+		os.WriteFile(p, bytes.Replace(b, []byte(job), []byte(strings.Replace(job, "/bin/true", "/bin/false", 1)), 1), 0o600)
+		before := status().Jobs
+		start := time.Now()
+		if out, err := applyCLI(t, bin, addr, dir); err != nil {
+			t.Fatalf("apply: %v\n%s", err, out)
+		}
+		t.Logf("apply of %d jobs, one changed: %s", n, time.Since(start).Round(time.Millisecond))
+		after := status().Jobs
+		if after.Count != n || after.Hash == before.Hash {
+			t.Fatalf("after the change: %d jobs of hash %s (was %s); want %d, a new hash", after.Count, after.Hash, before.Hash, n)
+		}
+		// The log's own record of the apply: one job changed, none
+		// removed, in the entry with the new hash.
+		var events wire.EventList
+		if err := proctest.GetJSON(dev.base+"/api/v1/events?limit=1000", &events); err != nil {
+			t.Fatal(err)
+		}
+		var detail string
+		for _, e := range events.Events {
+			if e.Kind == jobs.EventJobSet && strings.Contains(e.Detail, after.Hash) {
+				detail = e.Detail
+			}
+		}
+		if !strings.HasSuffix(detail, ": 1 added or changed, 0 removed") {
+			t.Errorf("the job set event of the change: %q; want a difference of one job", detail)
 		}
 	})
 

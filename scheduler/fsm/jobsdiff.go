@@ -1,0 +1,169 @@
+package fsm
+
+import (
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
+)
+
+// Job sets by difference (log version 8). A set of 100,000 jobs is about
+// 30 MB of JSON; replacing it whole to change one job appended all of it
+// to the log again (56 MiB more on each node's disk, measured), in one
+// entry every follower received, decoded and applied whole. So the leader
+// compares the set it is given with the replicated one and proposes only
+// what differs (op set_jobs_diff): the jobs added or changed, whole, and
+// the names of the jobs removed. A difference larger than
+// MaxJobsDiffBytes (the first set of 100,000 jobs is one) travels in
+// parts, each an entry of at most that size (one job larger than it
+// travels alone): the parts are kept in the replicated state as they
+// arrive (State.JobsStage), in whatever order the leader's concurrent
+// proposals reached the log, and the set changes at once when the last
+// one is applied, so no grant ever sees half of a new set.
+//
+// A difference is decided in Apply (DecideJobsDiff), against the set it
+// was computed from: the entry names that set's hash (Base), and a set
+// replaced meanwhile (another apply, a restored snapshot) makes Apply
+// refuse it (ErrJobsDiffBase) and change nothing; the leader then
+// computes it again. A part of another difference than the stage's (a
+// leader that lost its term between parts left it unfinished) starts a
+// new stage in its place; a part the stage has already is applied again
+// as nothing (the leader computes the same parts from the same sets,
+// so an apply retried after an error sends them again). The
+// resulting set keeps the order of the one it changes, new jobs last;
+// its hash (Hash) is the leader's, as for a whole set, and
+// jobs.HashSpecs does not depend on the order.
+
+// MaxJobsDiffBytes bounds a job set difference's entry (about: the jobs
+// of a part are counted by their JSON); a larger difference travels in
+// parts.
+const MaxJobsDiffBytes = 1 << 20
+
+// WritesJobsDiff reports whether this binary replicates job sets by
+// difference: a binary built to write an older log version (the upgrade
+// tests build one) sends them whole, as that version did.
+func WritesJobsDiff() bool { return replicated.LogVersion >= vJobsDiff }
+
+// ErrJobsDiffBase refuses a difference computed against a job set that
+// is no longer the replicated one: nothing changes.
+var ErrJobsDiffBase = errors.New("the job set changed since the difference was computed")
+
+// DecideJobsDiff returns the job set that difference d makes of cur (of
+// hash curHash, each job's position in byName), or an error: d is
+// against another set (ErrJobsDiffBase), removes a job the set does not
+// have, or names a job twice. cur is not changed. It is pure, so every
+// replica decides the same.
+func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *replicated.SetJobsDiffCmd) ([]jobs.Spec, error) {
+	if d.Base != curHash {
+		return nil, fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, curHash, ErrJobsDiffBase)
+	}
+	named := make(map[string]bool, len(d.Upsert)+len(d.Remove))
+	gone := make(map[int]bool, len(d.Remove))
+	for _, name := range d.Remove {
+		i, ok := byName[name]
+		if !ok || named[name] {
+			return nil, fmt.Errorf("job set difference removes %q: not in the set, or named twice: %w", name, jobs.ErrInvalidConfig)
+		}
+		named[name], gone[i] = true, true
+	}
+	replace := make(map[int]int, len(d.Upsert))
+	var added []jobs.Spec
+	for k, s := range d.Upsert {
+		if named[s.Name] {
+			return nil, fmt.Errorf("job set difference names %q twice: %w", s.Name, jobs.ErrInvalidConfig)
+		}
+		named[s.Name] = true
+		if i, ok := byName[s.Name]; ok {
+			replace[i] = k
+		} else {
+			added = append(added, s)
+		}
+	}
+	// A new slice: a snapshot being written may hold the old one.
+	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(added))
+	for i, s := range cur {
+		switch k, ok := replace[i]; {
+		case gone[i]:
+		case ok:
+			out = append(out, d.Upsert[k])
+		default:
+			out = append(out, s)
+		}
+	}
+	return append(out, added...), nil
+}
+
+// applySetJobsDiff changes the job set by difference, as DecideJobsDiff
+// decides, once its last part is applied; a refused entry changes
+// nothing.
+func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyResult {
+	parts := max(d.Parts, 1)
+	if d.Part < 0 || d.Part >= parts {
+		return ApplyResult{Err: fmt.Errorf("job set difference part %d of %d: %w", d.Part, parts, jobs.ErrInvalidConfig)}
+	}
+	whole := d
+	if parts > 1 {
+		if d.Base != f.st.JobsHash {
+			return ApplyResult{Err: fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, f.st.JobsHash, ErrJobsDiffBase)}
+		}
+		st := f.st.JobsStage
+		switch {
+		case st == nil || st.Base != d.Base || st.Hash != d.Hash || st.Parts != parts || len(st.Got) != parts:
+			st = &replicated.JobsStage{Base: d.Base, Hash: d.Hash, Parts: parts, Got: make([]bool, parts)}
+		case st.Got[d.Part]:
+			return ApplyResult{}
+		default:
+			// A new stage value: a snapshot being written may hold the
+			// old one.
+			c := *st
+			c.Got = slices.Clone(st.Got)
+			st = &c
+		}
+		st.Upsert, st.Remove = append(st.Upsert[:len(st.Upsert):len(st.Upsert)], d.Upsert...), append(st.Remove[:len(st.Remove):len(st.Remove)], d.Remove...)
+		st.Got[d.Part] = true
+		if slices.Contains(st.Got, false) {
+			f.st.JobsStage = st
+			return ApplyResult{}
+		}
+		// The last part ends the stage, applied or refused.
+		f.st.JobsStage = nil
+		whole = &replicated.SetJobsDiffCmd{Base: st.Base, Upsert: st.Upsert, Remove: st.Remove, Hash: st.Hash, Source: d.Source, At: d.At}
+	}
+	specs, err := DecideJobsDiff(f.st.Jobs, f.idx.byName, f.st.JobsHash, whole)
+	if err != nil {
+		return ApplyResult{Err: err}
+	}
+	f.replaceJobs(l, specs, d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
+	return ApplyResult{}
+}
+
+// DiffJobs returns the difference that makes the replicated job set into
+// next (normalized, as the leader checked it): the hash of the set it is
+// against (empty before the first), the jobs of next that are new or
+// differ, and the names of the jobs next does not have.
+func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
+	// Compared outside the lock, so that Apply does not wait on a
+	// comparison of 100,000 jobs: the set and its index are only ever
+	// replaced whole, never changed in place.
+	f.mu.RLock()
+	cur, byName, base := f.st.Jobs, f.idx.byName, f.st.JobsHash
+	f.mu.RUnlock()
+	seen := make(map[string]bool, len(next))
+	for _, s := range next {
+		seen[s.Name] = true
+		if i, had := byName[s.Name]; !had || !reflect.DeepEqual(cur[i], s) {
+			upsert = append(upsert, s)
+		}
+	}
+	for _, s := range cur {
+		if !seen[s.Name] {
+			remove = append(remove, s.Name)
+		}
+	}
+	return base, upsert, slices.Clip(remove)
+}

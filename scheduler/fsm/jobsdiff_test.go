@@ -1,0 +1,159 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
+)
+
+func TestDecideJobsDiff(t *testing.T) {
+	spec := func(name, shell string) jobs.Spec { return jobs.Spec{Name: name, Shell: shell} }
+	cur := []jobs.Spec{spec("a", "1"), spec("b", "1"), spec("c", "1")}
+	byName := map[string]int{"a": 0, "b": 1, "c": 2}
+	names := func(specs []jobs.Spec) (out []string) {
+		for _, s := range specs {
+			out = append(out, s.Name+"="+s.Shell)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name   string
+		d      replicated.SetJobsDiffCmd
+		want   []string
+		errIs  error
+		failed bool
+	}{
+		{"change, add, remove", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("d", "1"), spec("b", "2")}, Remove: []string{"a"}}, []string{"b=2", "c=1", "d=1"}, nil, false},
+		{"nothing", replicated.SetJobsDiffCmd{Base: "h"}, []string{"a=1", "b=1", "c=1"}, nil, false},
+		{"against another set", replicated.SetJobsDiffCmd{Base: "other", Remove: []string{"a"}}, nil, ErrJobsDiffBase, true},
+		{"removes a job not in the set", replicated.SetJobsDiffCmd{Base: "h", Remove: []string{"x"}}, nil, jobs.ErrInvalidConfig, true},
+		{"names a job twice", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("a", "2")}, Remove: []string{"a"}}, nil, jobs.ErrInvalidConfig, true},
+	} {
+		got, err := DecideJobsDiff(cur, byName, "h", &tc.d)
+		if tc.failed {
+			if !errors.Is(err, tc.errIs) {
+				t.Errorf("%s: err %v, want %v", tc.name, err, tc.errIs)
+			}
+			continue
+		}
+		if err != nil || !slices.Equal(names(got), tc.want) {
+			t.Errorf("%s: %v, %v; want %v", tc.name, names(got), err, tc.want)
+		}
+	}
+	if !slices.Equal(names(cur), []string{"a=1", "b=1", "c=1"}) {
+		t.Errorf("the current set changed: %v", names(cur))
+	}
+}
+
+// A difference the leader computed with DiffJobs, applied, gives the set
+// it was computed for, with that set's hash; applied again (its base is
+// gone) it changes nothing.
+func TestFSM_SetJobsDiff(t *testing.T) {
+	f := NewFSM()
+	mk := func(name, shell string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
+		s.Normalize()
+		return s
+	}
+	first := []jobs.Spec{mk("a", "true"), mk("b", "true"), mk("c", "true")}
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
+	next := []jobs.Spec{mk("c", "true"), mk("b", "false"), mk("d", "true")}
+	base, upsert, remove := f.DiffJobs(next)
+	if base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
+		t.Fatalf("DiffJobs = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
+	}
+	d := &replicated.SetJobsDiffCmd{Base: base, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
+	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	got, _, _, _ := f.JobSet()
+	if h := jobs.HashSpecs(got); h != jobs.HashSpecs(next) || f.JobSetInfo().Hash != h {
+		t.Errorf("after the difference: hash %s (recorded %s), want %s, the set it was computed for", h, f.JobSetInfo().Hash, jobs.HashSpecs(next))
+	}
+	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); !errors.Is(res.Err, ErrJobsDiffBase) {
+		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
+	}
+	if base, upsert, remove := NewFSM().DiffJobs(next); base != "" || len(upsert) != len(next) || len(remove) != 0 {
+		t.Errorf("DiffJobs with no set yet: %q, %d upserts, %v; want every job", base, len(upsert), remove)
+	}
+}
+
+// A difference in parts changes the set when its last part is applied,
+// not before, whatever order the parts come in; a part applied again
+// changes nothing; a part of another difference replaces a stage left
+// unfinished.
+func TestFSM_SetJobsDiffInParts(t *testing.T) {
+	f := NewFSM()
+	mk := func(name string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
+		s.Normalize()
+		return s
+	}
+	set := []jobs.Spec{mk("a"), mk("b"), mk("c")}
+	hash := jobs.HashSpecs(set)
+	part := func(hash string, i int, specs ...jobs.Spec) replicated.Command {
+		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Base: "", Upsert: specs, Hash: hash, Source: "test", Part: i, Parts: 3}}
+	}
+	index := uint64(0)
+	apply := func(c replicated.Command) {
+		t.Helper()
+		index++
+		if res := applyAt(t, f, 1, index, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	// A stage of another difference, left unfinished.
+	apply(part("other", 0, mk("x")))
+	apply(part(hash, 2, set[2]))
+	apply(part(hash, 0, set[0]))
+	apply(part(hash, 2, set[2]))
+	if n := f.JobSetInfo().Count; n != 0 {
+		t.Fatalf("after 2 of 3 parts (one twice): %d jobs; want the set unchanged", n)
+	}
+	apply(part(hash, 1, set[1]))
+	got, _, _, _ := f.JobSet()
+	if info := f.JobSetInfo(); info.Count != 3 || info.Hash != hash || jobs.HashSpecs(got) != hash {
+		t.Errorf("after the last part: %d jobs of hash %s; want 3 of %s", info.Count, info.Hash, hash)
+	}
+	// Against the set now: a part of a difference against the old one.
+	index++
+	if res := applyAt(t, f, 1, index, part(hash, 0, set[0])); !errors.Is(res.Err, ErrJobsDiffBase) {
+		t.Errorf("a part against the set before: %v, want %v", res.Err, ErrJobsDiffBase)
+	}
+}
+
+// The parts applied so far are in a snapshot: a server that installs it
+// between two parts finishes the difference as the others do.
+func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
+	mk := func(name string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
+		s.Normalize()
+		return s
+	}
+	set := []jobs.Spec{mk("a"), mk("b")}
+	hash := jobs.HashSpecs(set)
+	part := func(i int) replicated.Command {
+		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 2}}
+	}
+	old := NewFSM()
+	applyAt(t, old, 1, 1, part(0))
+	var buf bytes.Buffer
+	if _, err := old.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(&buf)); err != nil {
+		t.Fatal(err)
+	}
+	if res := applyAt(t, f, 1, 2, part(1)); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if info := f.JobSetInfo(); info.Count != 2 || info.Hash != hash {
+		t.Errorf("the restored server after the last part: %d jobs of hash %s; want 2 of %s", info.Count, info.Hash, hash)
+	}
+}

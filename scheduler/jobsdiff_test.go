@@ -1,0 +1,103 @@
+package scheduler
+
+import (
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
+)
+
+// A set of 100,000 jobs (about 30 MB) reaches the log in entries of at
+// most fsm.MaxJobsDiffBytes; changing one job among them then appends one
+// small entry: the difference, not the set. The replicated set is each
+// time the one applied, with its hash.
+func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
+	if testing.Short() || raceEnabled {
+		// Under the race detector a minute, for code that runs on one
+		// goroutine: TestSetJobs_LargeSetTravelsInParts covers it there.
+		t.Skip("applies a set of 100,000 jobs (seconds; a minute with -race): run without -short or -race")
+	}
+	l, sm := newTestLeader(t)
+	r := l.s.Raft.(*fakeRaft)
+	r.mu.Lock()
+	entries := len(r.sizes)
+	r.mu.Unlock()
+	specs := scaleSpecs(100_000)
+	if _, err := l.s.SetJobs(t.Context(), specs, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	first := slices.Clone(r.sizes[entries:])
+	entries = len(r.sizes)
+	r.mu.Unlock()
+	whole := 0
+	for _, n := range first {
+		whole += n
+		if n > fsm.MaxJobsDiffBytes {
+			t.Errorf("an entry of %d bytes in the first set's %d; want at most %d", n, len(first), fsm.MaxJobsDiffBytes)
+		}
+	}
+	if got := sm.JobSetInfo(); got.Count != 100_000 || got.Hash != jobs.HashSpecs(specs) {
+		t.Fatalf("after the first set: %d jobs of hash %s; want 100000 of %s", got.Count, got.Hash, jobs.HashSpecs(specs))
+	}
+
+	changed := slices.Clone(specs)
+	changed[54_321].Command = []string{"/bin/false"}
+	hash, err := l.s.SetJobs(t.Context(), changed, "scale")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	heads, sizes := slices.Clone(r.heads[entries:]), slices.Clone(r.sizes[entries:])
+	r.mu.Unlock()
+	if len(sizes) != 1 || !strings.Contains(heads[0], `"op":"set_jobs_diff"`) || sizes[0] > 64<<10 {
+		t.Fatalf("changing one job of 100,000 appended %d entries of %v bytes (%q); want one job set difference of at most 64 KiB", len(sizes), sizes, heads)
+	}
+	t.Logf("one change: a %d-byte entry; the whole set was %d bytes in %d entries", sizes[0], whole, len(first))
+	if got, want := sm.JobSetInfo().Hash, jobs.HashSpecs(changed); got != want || hash != want {
+		t.Errorf("job set hash %s (answered %s), want %s", got, hash, want)
+	}
+	if s, _ := sm.Spec(changed[54_321].Name); !slices.Equal(s.Command, []string{"/bin/false"}) || sm.JobSetInfo().Count != 100_000 {
+		t.Errorf("after the change: %s runs %v, %d jobs; want /bin/false, 100000", s.Name, s.Command, sm.JobSetInfo().Count)
+	}
+}
+
+// A set larger than one entry reaches the log in parts, each at most
+// fsm.MaxJobsDiffBytes, and the set changes whole when the last is
+// applied; a change then is one entry again.
+func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
+	l, sm := newTestLeader(t)
+	r := l.s.Raft.(*fakeRaft)
+	r.mu.Lock()
+	entries := len(r.sizes)
+	r.mu.Unlock()
+	specs := scaleSpecs(4_000) // about 1.2 MB
+	if _, err := l.s.SetJobs(t.Context(), specs, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	sizes := slices.Clone(r.sizes[entries:])
+	entries = len(r.sizes)
+	r.mu.Unlock()
+	if len(sizes) < 2 || slices.Max(sizes) > fsm.MaxJobsDiffBytes {
+		t.Errorf("a set of 4,000 jobs in %d entries of %v bytes; want several, each at most %d", len(sizes), sizes, fsm.MaxJobsDiffBytes)
+	}
+	if got := sm.JobSetInfo(); got.Count != 4_000 || got.Hash != jobs.HashSpecs(specs) {
+		t.Fatalf("after the set: %d jobs of hash %s; want 4000 of %s", got.Count, got.Hash, jobs.HashSpecs(specs))
+	}
+	changed := slices.Delete(slices.Clone(specs), 10, 11)
+	if _, err := l.s.SetJobs(t.Context(), changed, "scale"); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	sizes = slices.Clone(r.sizes[entries:])
+	r.mu.Unlock()
+	if len(sizes) != 1 || sizes[0] > 1<<10 {
+		t.Errorf("removing one job: %d entries of %v bytes; want one small entry", len(sizes), sizes)
+	}
+	if got := sm.JobSetInfo(); got.Count != 3_999 || got.Hash != jobs.HashSpecs(changed) {
+		t.Errorf("after removing one: %d jobs of hash %s; want 3999 of %s", got.Count, got.Hash, jobs.HashSpecs(changed))
+	}
+}

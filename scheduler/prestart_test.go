@@ -1,0 +1,91 @@
+package scheduler
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/worker"
+)
+
+// A run granted ahead holds the short lease until its start is
+// confirmed: a worker that goes quiet before the fire time loses it a
+// short lease after its last renewal, and the run is taken over in the
+// expiry's entry without using a retry. Once the start is confirmed, the
+// whole lease_ttl holds. A worker of a release before short leases keeps
+// the whole lease.
+func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
+	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
+	at := func(d time.Duration) fixedClock { return fixedClock{base.Add(d)} }
+	setup := func(t *testing.T) (*leader, jobs.Run) {
+		l, _ := newTestLeader(t, s)
+		l.s.Raft.(*fakeRaft).confirms = true
+		run, err := l.fire(s, base.Add(500*time.Millisecond), "schedule", false) // granted at base, ahead
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l, run
+	}
+
+	t.Run("a quiet worker is taken over a short lease after its last renewal", func(t *testing.T) {
+		l, run := setup(t)
+		id := run.Attempts[0].ID
+		l.s.Clock = at(300 * time.Millisecond)
+		if r, err := l.renew(worker.Renewal{Attempt: id, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Held || r.TTL.D() != time.Second {
+			t.Fatalf("renewal before the start: %+v, %v; want held for the short lease, 1s", r, err)
+		}
+		// The worker dies. A short lease after its renewal, not yet.
+		l.s.Clock = at(1300 * time.Millisecond)
+		l.checkLeases()
+		if got, _ := l.s.FSM.Run(run.ID); len(got.Attempts) != 1 {
+			t.Fatalf("expired %s after the last renewal: attempts %+v; want none before a short lease", time.Second, got.Attempts)
+		}
+		l.s.Clock = at(1301 * time.Millisecond)
+		l.checkLeases()
+		got, _ := l.s.FSM.Run(run.ID)
+		if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || !strings.Contains(got.Attempts[0].Error, "before the start") || got.State != jobs.Pending {
+			t.Fatalf("after the short lease ran out: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
+		}
+		if a, b := got.Attempts[0].Token, got.Attempts[1].Token; !a.Less(b) {
+			t.Errorf("takeover token %s, want newer than %s", b, a)
+		}
+		// The takeover starts at once (its fire time has passed): the
+		// whole lease.
+		if le := l.leases[got.Attempts[1].ID]; le == nil || le.onShort || !le.deadline.Equal(base.Add(1301*time.Millisecond+6*time.Second)) {
+			t.Errorf("the takeover's lease %+v: want the whole lease_ttl from its grant", le)
+		}
+		// The worker wakes up: its start is refused.
+		if r, _ := l.renew(worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); r.Held || r.Started {
+			t.Errorf("the expired attempt's start: %+v; want a definite no", r)
+		}
+	})
+	t.Run("a confirmed start holds the whole lease", func(t *testing.T) {
+		l, run := setup(t)
+		id := run.Attempts[0].ID
+		l.s.Clock = at(475 * time.Millisecond)
+		if r, err := l.renew(worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Started || r.TTL.D() != 6*time.Second {
+			t.Fatalf("the start's confirmation: %+v, %v; want started, for the whole lease", r, err)
+		}
+		l.s.Clock = at(6 * time.Second)
+		l.checkLeases()
+		if got, _ := l.s.FSM.Run(run.ID); len(got.Attempts) != 1 || got.Attempts[0].State != jobs.Pending {
+			t.Errorf("a started attempt within its whole lease: attempts %+v; want it kept", got.Attempts)
+		}
+	})
+	t.Run("a worker of an older release", func(t *testing.T) {
+		l, run := setup(t)
+		l.s.Raft.(*fakeRaft).oldRelease = true
+		l.s.Clock = at(2 * time.Second)
+		l.checkLeases()
+		if got, _ := l.s.FSM.Run(run.ID); len(got.Attempts) != 1 {
+			t.Fatalf("never heard from, after a short lease: attempts %+v; want it kept for the whole lease", got.Attempts)
+		}
+		l.s.Clock = at(6*time.Second + time.Millisecond)
+		l.checkLeases()
+		if got, _ := l.s.FSM.Run(run.ID); len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || strings.Contains(got.Attempts[0].Error, "before the start") {
+			t.Errorf("after the whole lease: attempts %+v; want taken over, never started, not for a short lease", got.Attempts)
+		}
+	})
+}
