@@ -27,6 +27,7 @@ func shortJobs(starts string) string {
 // the processes that started (each appends its attempt to a file), the
 // run's attempts, and the store's history of the run's key.
 func TestCluster_ShortLeaseBeforeTheStart(t *testing.T) {
+	// Alone, not in parallel (see the package comment): lateness bounds.
 	starts := filepath.Join(t.TempDir(), "starts")
 	c := startCluster(t, localcluster.Options{
 		Servers: 1, Workers: 2, StoreNode: true,

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -150,11 +151,20 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 		os.WriteFile(p, bytes.Replace(b, []byte(job), []byte(strings.Replace(job, "/bin/true", "/bin/false", 1)), 1), 0o600)
 		before := status().Jobs
+		sizeBefore := dirSize(t, dataDir)
 		start := time.Now()
 		if out, err := applyCLI(t, bin, addr, dir); err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
-		t.Logf("apply of %d jobs, one changed: %s", n, time.Since(start).Round(time.Millisecond))
+		took := time.Since(start)
+		// The whole set (about 30 MB) appended again would grow the
+		// node's data by as much; a difference of one job, by nothing a
+		// user would notice.
+		grew := dirSize(t, dataDir) - sizeBefore
+		t.Logf("apply of %d jobs, one changed: %s; the data directory grew by %d KiB", n, took.Round(time.Millisecond), grew>>10)
+		if grew > 4<<20 {
+			t.Errorf("one changed job grew the node's data by %d KiB; want at most 4 MiB", grew>>10)
+		}
 		after := status().Jobs
 		if after.Count != n || after.Hash == before.Hash {
 			t.Fatalf("after the change: %d jobs of hash %s (was %s); want %d, a new hash", after.Count, after.Hash, before.Hash, n)
@@ -266,4 +276,24 @@ func tail(path string, n int) string {
 		b = b[len(b)-n:]
 	}
 	return string(b)
+}
+
+// dirSize is the size of the files under dir.
+func dirSize(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
