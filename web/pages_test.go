@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/xml"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 	"github.com/fencecron/fencecron/web/pages"
 )
 
@@ -102,6 +104,10 @@ func TestServer_Pages(t *testing.T) {
 			}
 			if !strings.Contains(body, `<script src="/static/app.js" defer></script>`) || !strings.Contains(body, `</html>`) {
 				t.Errorf("GET %s is not a whole page", tt.path)
+			}
+			// Every page's footer names the build, as `fencecron version` does.
+			if bi := buildinfo.Get(); !strings.Contains(body, `<footer class="build muted" id="build">fencecron `+html.EscapeString(bi.Version)) || !strings.Contains(body, fmt.Sprintf("log version %d", bi.LogVersion)) {
+				t.Errorf("GET %s: the footer lacks the version %q", tt.path, bi.Short())
 			}
 		})
 	}
