@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -18,7 +17,6 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
-	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -48,9 +46,9 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
-	caFile := fs.String("ca", os.Getenv("FENCECRON_CA"), "PEM file of the CA that signed the node's api.tls certificate, for an https:// -addr (or FENCECRON_CA; default: the system's roots)")
+	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-token TOKEN] [-json] %s\n", name, argUsage)
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-insecure] [-token TOKEN] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
 	// The argument may come before the flags too (trigger JOB -addr X),
@@ -69,18 +67,14 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if *caFile != "" {
-		pem, err := os.ReadFile(*caFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("-ca %s: no PEM certificate in it", *caFile)
-		}
-		hc.Transport = &http.Transport{TLSClientConfig: clustertls.CLIClientConfig(pool)}
+	tr, err := tf.transport(reach{flag: "-addr", env: "FENCECRON_ADDR"}, nil)
+	if err != nil {
+		return nil, nil, err
 	}
+	if *token != "" {
+		tf.warnInsecure(stderr, base, "the API token")
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }
 
@@ -115,7 +109,7 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return reachErr(err)
 	}
 	b, err := wire.ReadAnswer(resp)
 	if err != nil {
