@@ -16,7 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -39,11 +38,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	for _, m := range more {
 		m(fs)
 	}
-	def := os.Getenv("FENCECRON_ADDR")
-	if def == "" {
-		def = config.DefaultAddr
-	}
-	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
+	addr := fs.String("addr", defaultAddr(), "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
 	tf := addTLSFlags(fs)

@@ -82,7 +82,7 @@ func printExplanation(w io.Writer, ex explain.Explanation) {
 		}
 		tw.Flush()
 	}
-	if !ex.FireTime {
+	if !ex.FireTime && !ex.HasRun() {
 		fmt.Fprintf(w, "not a fire time of %s; nearest: before %s, after %s\n", ex.Job, local(ex.Previous), local(ex.Next))
 	}
 }

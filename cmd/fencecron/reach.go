@@ -14,8 +14,34 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election/clustertls"
 )
+
+// defaultAddr is where a command looks for a node, and where `dev` and
+// `demo` listen, unless a flag says otherwise: FENCECRON_ADDR, else the
+// default node address. One variable moves all of them, so a user who
+// runs dev on another port sets it once and every command follows.
+func defaultAddr() string {
+	if v := os.Getenv("FENCECRON_ADDR"); v != "" {
+		return v
+	}
+	return config.DefaultAddr
+}
+
+// defaultListenAddr is defaultAddr as a host:port to listen on (a plain
+// http:// address loses its scheme; an https:// one, which dev does not
+// serve, gives way to the default).
+func defaultListenAddr() string {
+	a := defaultAddr()
+	if rest, ok := strings.CutPrefix(a, "http://"); ok {
+		return strings.TrimRight(rest, "/")
+	}
+	if strings.Contains(a, "://") {
+		return config.DefaultAddr
+	}
+	return a
+}
 
 // tlsFlags are the flags, and their environment variables, by which every
 // command that talks to a node trusts its certificate: one set for all of

@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
@@ -36,12 +35,12 @@ const (
 // else FENCECRON_STORE (set for jobs), else FENCECRON_ADDR, else the
 // default node address.
 func storeAddr(flagValue string) string {
-	for _, v := range []string{flagValue, os.Getenv("FENCECRON_STORE"), os.Getenv("FENCECRON_ADDR")} {
+	for _, v := range []string{flagValue, os.Getenv("FENCECRON_STORE")} {
 		if v != "" {
 			return v
 		}
 	}
-	return config.DefaultAddr
+	return defaultAddr()
 }
 
 // storeClient is a client of the store at addr. Over https it trusts

@@ -1,0 +1,127 @@
+package e2e
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/scheduler/wire"
+)
+
+// The tests of a new user's first hour (issue 35): what they type, on
+// ports of their choosing, and what they read back.
+
+// freeRange returns a base port whose n consecutive ports are free (and
+// reserved for this test process), below the ephemeral range.
+func freeRange(t *testing.T, n int) int {
+	t.Helper()
+	for range 200 {
+		base := 20000 + rand.IntN(12000-n)
+		if _, err := localcluster.PortsFrom(base, n); err == nil {
+			return base
+		}
+	}
+	t.Fatalf("no %d consecutive free ports found between 20000 and 31999", n)
+	return 0
+}
+
+var demoPortsRE = regexp.MustCompile(`http 127\.0\.0\.1:(\d+)  gossip (\d+)  raft (\d+)`)
+
+// `demo -base-port N` puts all six nodes and the store link on the 19
+// ports from N, and the cluster forms there.
+func TestDemo_BasePort(t *testing.T) {
+	base := freeRange(t, 19)
+	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "-base-port", strconv.Itoa(base))
+	p.waitFor(t, "the cluster is ready", 3*time.Minute)
+	out := p.output()
+	var ports []int
+	for _, m := range demoPortsRE.FindAllStringSubmatch(out, -1) {
+		for _, s := range m[1:] {
+			n, _ := strconv.Atoi(s)
+			ports = append(ports, n)
+		}
+	}
+	link := regexp.MustCompile(`the demo's link https://127\.0\.0\.1:(\d+)`).FindStringSubmatch(out)
+	if len(ports) != 18 || link == nil {
+		t.Fatalf("the demo printed %d node ports and link %v, want 18 and one:\n%s", len(ports), link, out)
+	}
+	n, _ := strconv.Atoi(link[1])
+	ports = append(ports, n)
+	sort.Ints(ports)
+	for i, p := range ports {
+		if p != base+i {
+			t.Errorf("ports %v, want %d to %d, each once", ports, base, base+18)
+			break
+		}
+	}
+	// The nodes answer where the demo says they are.
+	for _, m := range demoPortsRE.FindAllStringSubmatch(out, -1) {
+		var st wire.Status
+		if err := proctest.GetJSON("http://127.0.0.1:"+m[1]+"/api/v1/status", &st); err != nil || st.Leader == "" {
+			t.Errorf("node at %s: %v, leader %q", m[1], err, st.Leader)
+		}
+	}
+	p.stop(t, syscall.SIGINT, "Ctrl-C")
+}
+
+// A taken port in the -base-port range stops the demo before any node
+// starts, naming the port and what to do.
+func TestDemo_BasePortTaken(t *testing.T) {
+	base := freeRange(t, 19)
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	_, err = cli(t, "demo", "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "-base-port", strconv.Itoa(base))
+	want := fmt.Sprintf("-base-port %d: port %d (of %d-%d) is taken", base, base+4, base, base+17)
+	if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "choose another base port") {
+		t.Errorf("demo with port %d taken: %v, want %q and the next step", base+4, err, want)
+	}
+	if out, err := cli(t, "demo", "-base-port", "80"); err == nil || !strings.Contains(err.Error(), "choose a base port from 1024") {
+		t.Errorf("demo -base-port 80: %v\n%s", err, out)
+	}
+}
+
+// With FENCECRON_ADDR set, `dev` listens there and every command finds it
+// there without -addr; a manual run's id, pasted into explain as the
+// README suggests, names that run.
+func TestDev_FencecronAddr(t *testing.T) {
+	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
+	t.Setenv("FENCECRON_ADDR", addr)
+	for _, k := range []string{"FENCECRON_CA", "FENCECRON_INSECURE", "FENCECRON_STORE", "FENCECRON_STORE_CA"} {
+		t.Setenv(k, "")
+	}
+	proctest.Start(t, "dev", "dev", "-data", t.TempDir(),
+		"-raft-port", strconv.Itoa(proctest.FreePort(t)), "-gossip-port", strconv.Itoa(proctest.FreePort(t)))
+	proctest.Eventually(t, 60*time.Second, "dev ready at $FENCECRON_ADDR", func() error {
+		_, _, err := proctest.Get("http://" + addr + "/readyz")
+		return err
+	})
+	out, err := cli(t, "status")
+	if err != nil || !strings.Contains(out, "leader dev; epoch") {
+		t.Fatalf("status with FENCECRON_ADDR: %v\n%s", err, out)
+	}
+	out, err = cli(t, "trigger", "report")
+	m := regexp.MustCompile(`run (report@\S+): attempt 1`).FindStringSubmatch(out)
+	if err != nil || m == nil {
+		t.Fatalf("trigger report with FENCECRON_ADDR: %v\n%s", err, out)
+	}
+	id := m[1]
+	out, err = cli(t, "explain", id)
+	if err != nil || !strings.Contains(out, "run "+id+": ") || !strings.Contains(out, "a manual run, not a fire time of the schedule") || strings.Contains(out, "not a fire time of report") {
+		t.Errorf("explain %s: %v\n%s", id, err, out)
+	}
+	if _, err := cli(t, "runs", "report"); err != nil {
+		t.Errorf("runs with FENCECRON_ADDR: %v", err)
+	}
+}
