@@ -14,6 +14,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -124,4 +125,61 @@ func TestDev_FencecronAddr(t *testing.T) {
 	if _, err := cli(t, "runs", "report"); err != nil {
 		t.Errorf("runs with FENCECRON_ADDR: %v", err)
 	}
+}
+
+// The README's example cluster, as a new user runs it: the four files of
+// deploy/examples/cluster with one shared secret, moved to a port range of
+// their own by FENCECRON_PORT_PREFIX. Its store node is not a server, so
+// killing any server, n1 included, leaves the runs publishing.
+func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
+	var prefix int
+	for range 200 {
+		p := 200 + rand.IntN(119)
+		if _, err := localcluster.PortsFrom(p*100+71, 14); err == nil {
+			prefix = p
+			break
+		}
+	}
+	if prefix == 0 {
+		t.Fatal("no free port prefix found")
+	}
+	t.Setenv("FENCECRON_PORT_PREFIX", strconv.Itoa(prefix))
+	t.Setenv("FENCECRON_CLUSTER_DIR", t.TempDir())
+	t.Setenv("FENCECRON_SECRET", "example-cluster-e2e-secret-"+strconv.Itoa(rand.Int()))
+	for _, k := range []string{"FENCECRON_ADDR", "FENCECRON_CA", "FENCECRON_INSECURE", "FENCECRON_STORE", "FENCECRON_STORE_CA"} {
+		t.Setenv(k, "")
+	}
+	procs := map[string]*proctest.Proc{}
+	for _, n := range []string{"store", "n1", "n2", "n3"} {
+		procs[n] = proctest.Start(t, n, "agent", "-config", "../../../deploy/examples/cluster/"+n+".yaml")
+	}
+	addr := func(n string) string {
+		return fmt.Sprintf("127.0.0.1:%d%d", prefix, map[string]int{"n1": 81, "n2": 82, "n3": 83, "store": 84}[n])
+	}
+	// A report scheduled after since and published, seen from n.
+	published := func(n string, since time.Time) {
+		proctest.Eventually(t, 90*time.Second, "a report published through "+n, func() error {
+			var out struct{ Runs []jobs.Run }
+			if err := proctest.GetJSON("http://"+addr(n)+"/api/v1/runs?job=report&limit=20", &out); err != nil {
+				return err
+			}
+			for _, r := range out.Runs {
+				if a, ok := r.Latest(); ok && r.State == jobs.Succeeded && a.StoreOutcome == "applied" && r.ScheduledAt.After(since) {
+					return nil
+				}
+			}
+			return fmt.Errorf("%d report runs, none scheduled after %s and published", len(out.Runs), since.Format(time.RFC3339))
+		})
+	}
+	published("n2", time.Time{})
+	out, err := cli(t, "status", "-addr", addr("n2"))
+	if err != nil || !strings.Contains(out, "store") {
+		t.Fatalf("status: %v\n%s", err, out)
+	}
+	// n1 served the store before; now it is one more server to lose.
+	procs["n1"].Signal(syscall.SIGKILL)
+	if _, ok := procs["n1"].Wait(10 * time.Second); !ok {
+		t.Fatal("n1 did not die")
+	}
+	published("n3", time.Now())
 }
