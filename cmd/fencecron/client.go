@@ -130,6 +130,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "node %s (%s); leader %s; epoch %d\n", st.Node, st.RaftState, orNone(st.Leader), st.Epoch)
+	if st.Leader == "" && st.NoLeader != "" {
+		fmt.Fprintf(stdout, "no leader: %s\n", st.NoLeader)
+	}
 	if st.RaftState == "Worker" {
 		// A worker applies no log: its empty copy is not the cluster's.
 		leaderHTTP := ""

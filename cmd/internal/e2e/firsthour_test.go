@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net"
+	"os"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strconv"
@@ -182,4 +184,65 @@ func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
 		t.Fatal("n1 did not die")
 	}
 	published("n3", time.Now())
+}
+
+// Two nodes started with different secrets never form a cluster; each
+// says why, at WARN, in words that name the secret (not memberlist's "no
+// installed keys could decrypt the message" at ERROR), and status says why
+// there is no leader.
+func TestAgent_DifferentSecretsSaySo(t *testing.T) {
+	ports := map[string][3]int{}
+	for _, n := range []string{"n1", "n2"} {
+		ports[n] = [3]int{proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)}
+	}
+	procs := map[string]*proctest.Proc{}
+	for i, n := range []string{"n1", "n2"} {
+		other := map[string]string{"n1": "n2", "n2": "n1"}[n]
+		cfg := fmt.Sprintf(`node:
+  name: %s
+  data_dir: %q
+  bind: 127.0.0.1
+  ports: {http: %d, gossip: %d, raft: %d}
+  join: ["127.0.0.1:%d"]
+  bootstrap_expect: 2
+cluster:
+  secret: %q
+`, n, t.TempDir(), ports[n][0], ports[n][1], ports[n][2], ports[other][1], fmt.Sprintf("secret-of-%s-%d-0123456789abcdefghij", n, i))
+		path := filepath.Join(t.TempDir(), n+".yaml")
+		if err := os.WriteFile(path, []byte(cfg), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		procs[n] = proctest.Start(t, n, "agent", "-config", path)
+	}
+	addr := fmt.Sprintf("127.0.0.1:%d", ports["n1"][0])
+	var out string
+	proctest.Eventually(t, 60*time.Second, "status of n1 naming the secret", func() error {
+		var err error
+		out, err = cli(t, "status", "-addr", addr)
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, "leader (none)") || !strings.Contains(out, "no leader: gossip from ") || !strings.Contains(out, "different cluster.secret") {
+			return fmt.Errorf("status:\n%s", out)
+		}
+		return nil
+	})
+	for n, p := range procs {
+		b, err := os.ReadFile(p.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var warned bool
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "level=WARN") && strings.Contains(line, "probably has a different cluster.secret") {
+				warned = true
+			}
+			if strings.Contains(line, "level=ERROR") && strings.Contains(line, "decrypt") {
+				t.Errorf("%s logs the decryption failure at ERROR: %s", n, line)
+			}
+		}
+		if !warned && n == "n1" {
+			t.Errorf("%s never warned that its peer probably has a different cluster.secret", n)
+		}
+	}
 }
