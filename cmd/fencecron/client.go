@@ -263,15 +263,24 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t%s\t\n", r.ID, ts(r.ScheduledAt), r.State, r.Reason)
 		}
 		for _, a := range r.Attempts {
-			exit := ""
-			if a.ExitCode != nil {
-				exit = strconv.Itoa(*a.ExitCode)
-			}
+			exit := exitText(a)
 			dur := jobs.ShowDuration(a.Duration())
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, ts(r.ScheduledAt), a.State, a.Number, a.Token, a.Worker, dur, exit, a.StoreOutcome, a.Error)
 		}
 	}
 	return tw.Flush()
+}
+
+// exitText is how an attempt ended, in the EXIT column: a process's exit
+// code, or an HTTP job's response status.
+func exitText(a jobs.Attempt) string {
+	switch {
+	case a.ExitCode != nil:
+		return strconv.Itoa(*a.ExitCode)
+	case a.HTTPStatus != 0:
+		return "HTTP " + strconv.Itoa(a.HTTPStatus)
+	}
+	return ""
 }
 
 // maxRunsPage is the most runs the CLI asks for in one page.

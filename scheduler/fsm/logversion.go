@@ -94,6 +94,9 @@ const (
 	// and is skipped if there is none; Apply executes no template
 	// (after.go).
 	vLeaderRendersKeys = 7
+	// vHTTPStatus (8): a completion of an HTTP job's attempt records the
+	// response's status and size (Attempt.HTTPStatus, ResponseBytes).
+	vHTTPStatus = 8
 )
 
 // ErrLogHalted is returned for every entry a halted FSM is given, and

@@ -238,6 +238,10 @@ type Completion struct {
 	// NeverStarted is the worker's word that it gave the attempt up
 	// before starting its process (version 5; see startconfirm.go).
 	NeverStarted bool `json:"never_started,omitempty"`
+	// HTTPStatus and ResponseBytes are an HTTP job's response status and
+	// body size (version 8).
+	HTTPStatus    int   `json:"http_status,omitempty"`
+	ResponseBytes int64 `json:"response_bytes,omitempty"`
 }
 
 // BackfillCmd queues fire times of a job for backfill runs (op
@@ -261,7 +265,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "7"
+var logVersionText = "8"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

@@ -367,6 +367,9 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 		code := res.ExitCode
 		c.ExitCode = &code
 	}
+	if a.Spec.HTTP != nil {
+		c.HTTPStatus, c.ResponseBytes = res.Status, int64(len(res.Stdout))
+	}
 	switch {
 	case lc.isLost():
 		c.State, c.Error = jobs.Lost, "lease lost: "+lc.reason()+"; the process group was killed"
