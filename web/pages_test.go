@@ -314,3 +314,22 @@ func TestServer_OverviewSkippedFiguresNamed(t *testing.T) {
 		t.Error("two figures called plain skipped")
 	}
 }
+
+// A node whose store another node serves decides no writes: its Overview
+// names that node instead of showing its own zeros next to the cluster's
+// count of stale writes refused.
+func TestServer_OverviewStoreServedElsewhere(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.StoreRemote = "https://127.0.0.1:8081" })
+	f.state.counters = map[string]uint64{"stale_refused": 1}
+	_, _, body := f.get(t, "/")
+	if want := `The fenced store is served by <b>n1 (127.0.0.1:8081)</b>`; !strings.Contains(body, want) {
+		t.Errorf("overview lacks %q", want)
+	}
+	if strings.Contains(body, "This node's store decided") || strings.Contains(body, `data-outcome="stale_owner"`) {
+		t.Error("overview shows this node's store figures, though it serves no store")
+	}
+	f = newFixture(t)
+	if _, _, body := f.get(t, "/"); !strings.Contains(body, "This node's store decided") {
+		t.Error("a node with its own store no longer shows its figures")
+	}
+}
