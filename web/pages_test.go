@@ -333,3 +333,23 @@ func TestServer_OverviewStoreServedElsewhere(t *testing.T) {
 		t.Error("a node with its own store no longer shows its figures")
 	}
 }
+
+// A key's history gives each decision's time once, to the millisecond;
+// an empty output box says it is empty.
+func TestServer_PagesSayThingsOnce(t *testing.T) {
+	f := newFixture(t)
+	_, _, body := f.get(t, "/store/reports/2026-07.csv")
+	rows := regexp.MustCompile(`(?s)<tr class="decision[^"]*">\s*<td>([^<]*)(<span[^>]*>[^<]*</span>)?</td>`).FindAllStringSubmatch(body, -1)
+	if len(rows) == 0 {
+		t.Fatal("the key page has no history rows")
+	}
+	for _, r := range rows {
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(r[1]) || r[2] != "" {
+			t.Errorf("history time cell %q%s: want one time, to the millisecond", r[1], r[2])
+		}
+	}
+	_, _, css := f.get(t, "/static/app.css")
+	if !strings.Contains(css, `pre.output:empty::before { content: "(empty)"`) {
+		t.Error(`app.css does not label an empty output box "(empty)"`)
+	}
+}

@@ -39,6 +39,14 @@ var templateFuncs = template.FuncMap{
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
 	},
+	// tsMilli is ts to the millisecond: decisions on one key often come
+	// within a second of each other.
+	"tsMilli": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000Z")
+	},
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
 			return ""
