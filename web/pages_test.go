@@ -68,7 +68,7 @@ func TestServer_Pages(t *testing.T) {
 			`<h1>Job report</h1>`, `data-attempt="report@20260801T090000Z.1"`, `data-attempt="report@20260801T090000Z.2"`,
 			`<code class="token">3.10</code>`, `<code class="token">4.15</code>`, `title="the leader took this attempt's lease away">expired</span>`,
 			`<span class="outcome outcome-stale_owner">stale_owner</span>`, `<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`,
-			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`, `<td>2s</td>`,
+			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`, `<td title="from the process's exec to its reaped exit, timed on w2">2s</td>`,
 		}, nil},
 		{"/jobs/heartbeat", []string{`<summary>stderr tail</summary><pre>disk &lt;full&gt;`, `<td>1</td>`, `exit code 1`, `paused`}, nil},
 		{"/store", []string{`<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`, `<td>v1</td>`, `<code class="token">4.15</code>`}, nil},
