@@ -246,3 +246,32 @@ cluster:
 		}
 	}
 }
+
+// A planned stop logs no ERROR for what a clean stop does: the
+// connections it closes under Raft's and gossip's readers are INFO. (What
+// the leader logs while a server is down is TestLogTriage's, in election.)
+func TestCluster_PlannedStopLogsNoError(t *testing.T) {
+	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "default"})
+	a := agree(t, c, 30*time.Second)
+	for _, n := range c.Servers() {
+		if n.Name == a.Leader {
+			continue
+		}
+		if err := n.Terminate(15 * time.Second); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(b), "msg=stopped") {
+			t.Errorf("%s did not stop cleanly", n.Name)
+		}
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if strings.Contains(line, "level=ERROR") {
+				t.Errorf("%s's planned stop logged an ERROR: %s", n.Name, line)
+			}
+		}
+		return
+	}
+}
