@@ -114,7 +114,7 @@ func TestDev_FencecronAddr(t *testing.T) {
 	if err != nil || !strings.Contains(out, "leader dev; epoch") {
 		t.Fatalf("status with FENCECRON_ADDR: %v\n%s", err, out)
 	}
-	out, err = cli(t, "trigger", "report")
+	out, err = cli(t, "trigger", "-force", "report") // report fires every few seconds: -force, whatever is open
 	m := regexp.MustCompile(`run (report@\S+): attempt 1`).FindStringSubmatch(out)
 	if err != nil || m == nil {
 		t.Fatalf("trigger report with FENCECRON_ADDR: %v\n%s", err, out)
