@@ -1,7 +1,6 @@
 package election
 
 import (
-	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -81,7 +80,7 @@ func (n *Node) openGossip() error {
 	// unless the node left cleanly. Raft then learns the address from the
 	// node's metadata (reconcile).
 	mc.DeadNodeReclaimTime = deadNodeReclaim
-	mc.Logger = log.New(lineWriter(n.log, "memberlist"), "", 0)
+	mc.Logger = log.New(n.triage.writer("memberlist"), "", 0)
 	mc.Delegate = &delegate{node: n}
 	mc.Events = n.members
 	if len(n.cfg.Secret) > 0 {
@@ -223,6 +222,9 @@ type memberTable struct {
 	mu      sync.Mutex
 	members map[string]Member
 	subs    []chan struct{}
+	// onChange, if set (before gossip starts), hears every change of a
+	// member's state, outside the lock.
+	onChange func(Member)
 }
 
 func newMemberTable(self string) *memberTable {
@@ -250,14 +252,19 @@ func (t *memberTable) set(node *memberlist.Node, st string) {
 	if ok && old.State == st {
 		since = old.Since
 	}
-	t.members[node.Name] = Member{Name: node.Name, Addr: node.Address(), State: st, Since: since, Meta: meta}
+	m := Member{Name: node.Name, Addr: node.Address(), State: st, Since: since, Meta: meta}
+	t.members[node.Name] = m
 	for _, ch := range t.subs {
 		select {
 		case ch <- struct{}{}:
 		default:
 		}
 	}
+	onChange := t.onChange
 	t.mu.Unlock()
+	if onChange != nil && (!ok || old.State != st) {
+		onChange(m)
+	}
 }
 
 func (t *memberTable) NotifyJoin(node *memberlist.Node)   { t.set(node, "alive") }
@@ -345,24 +352,26 @@ func stateName(s memberlist.NodeStateType) string {
 	return "unknown"
 }
 
-// hclogTo sends a hashicorp library's logs through slog.
-func hclogTo(l *slog.Logger, name string) hclog.Logger {
+// hclog sends a hashicorp library's logs through slog, by way of the
+// triage.
+func (t *logTriage) hclog(name string) hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{
 		Name:        name,
 		Level:       hclog.Info,
-		Output:      lineWriter(l, name),
+		Output:      t.writer(name),
 		DisableTime: true,
 	})
 }
 
-// lineWriter returns a writer that logs each line written to it. hclog and
-// the standard logger write whole lines per call, so no buffering is needed.
-func lineWriter(l *slog.Logger, component string) io.Writer {
-	return slogWriter{l: l, component: component}
+// writer returns a writer that logs each line written to it. hclog and
+// the standard logger write whole lines per call, so no buffering is
+// needed.
+func (t *logTriage) writer(component string) io.Writer {
+	return slogWriter{t: t, component: component}
 }
 
 type slogWriter struct {
-	l         *slog.Logger
+	t         *logTriage
 	component string
 }
 
@@ -383,7 +392,7 @@ func (w slogWriter) Write(p []byte) (int, error) {
 		}
 		line = strings.TrimSpace(line)
 		line = strings.TrimPrefix(line, w.component+": ")
-		w.l.Log(context.Background(), level, line, "component", w.component)
+		w.t.handle(level, w.component, line)
 	}
 	return len(p), nil
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -126,6 +127,7 @@ type Node struct {
 	// metadata updates.
 	gossipAddr string
 	members    *memberTable
+	triage     *logTriage
 
 	metaMu    sync.Mutex
 	meta      Meta
@@ -181,6 +183,7 @@ func (n *Node) Open() (err error) {
 	n.notifyCh = make(chan bool, 1)
 	n.metaDirty = make(chan struct{}, 1)
 	n.members = newMemberTable(n.cfg.NodeID)
+	n.triage = newLogTriage(n.log, n.members)
 	n.meta = n.cfg.Meta
 	n.meta.Secrets = nil
 	for _, sec := range [][]byte{n.cfg.Secret, n.cfg.PreviousSecret} {
@@ -227,7 +230,7 @@ func (n *Node) openRaft() error {
 	}
 	rc := raft.DefaultConfig()
 	rc.LocalID = raft.ServerID(n.cfg.NodeID)
-	rc.Logger = hclogTo(n.log, "raft")
+	rc.Logger = n.triage.hclog("raft")
 	rc.NotifyCh = n.notifyCh
 	n.profile.applyRaft(rc)
 	if n.cfg.SnapshotThreshold > 0 {
@@ -259,7 +262,7 @@ func (n *Node) openRaft() error {
 	if logs, err = raft.NewLogCache(logCacheEntries, logs); err != nil {
 		return fmt.Errorf("raft log cache: %w", err)
 	}
-	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, hclogTo(n.log, "raft-snapshot"))
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(dir, 2, n.triage.hclog("raft-snapshot"))
 	if err != nil {
 		return fmt.Errorf("open raft snapshots: %w", err)
 	}
@@ -282,7 +285,7 @@ func (n *Node) openRaft() error {
 	}
 	stream := newTLSStream(ln, advertise, n.cfg.TLS, n.members.nameAtRaftAddr, n.log)
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hclogTo(n.log, "raft-net"),
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.triage.hclog("raft-net"),
 	})
 	n.transport, n.stream = trans, stream
 	n.meta.RaftAddr = string(trans.LocalAddr())
@@ -406,6 +409,34 @@ func (n *Node) State() string {
 		return "Worker"
 	}
 	return n.raft.State().String()
+}
+
+// NoLeaderReason says why this node may know no leader ("" when it knows
+// one, or knows no reason): what `fencecron status` prints under
+// "leader (none)".
+func (n *Node) NoLeaderReason() string {
+	if id, _ := n.Leader(); id != "" {
+		return ""
+	}
+	if r := n.triage.noLeaderReason(); r != "" {
+		return r
+	}
+	if !n.cfg.Server {
+		return "no server in gossip says it leads: is any server running, and in this node's node.join?"
+	}
+	var seen []string
+	for _, m := range n.members.list() {
+		if m.State == "alive" && m.Meta.Role == RoleServer {
+			seen = append(seen, m.Name)
+		}
+	}
+	n.metaMu.Lock()
+	bootstrapped := n.meta.HasState
+	n.metaMu.Unlock()
+	if expect := n.cfg.BootstrapExpect; expect > 0 && len(seen) < expect && !bootstrapped {
+		return fmt.Sprintf("waiting for %d servers (bootstrap_expect) to see each other in gossip; this node sees %d: %s", expect, len(seen), strings.Join(seen, ", "))
+	}
+	return "an election is under way, or the servers cannot reach each other's Raft ports"
 }
 
 // ID returns the node's id.

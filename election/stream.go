@@ -163,7 +163,7 @@ func (s *tlsStream) noteRefusal(addr net.Addr, err error) {
 	}
 	s.refused[host] = now
 	s.mu.Unlock()
-	s.log.Warn("refused a connection to the Raft port: it did not prove it belongs to this cluster (another cluster's node, or a stranger)",
+	s.log.Warn("refused a connection to the Raft port: it did not prove it belongs to this cluster (a node that probably has a different cluster.secret, another cluster's node, or a stranger)",
 		"remote", addr.String(), "err", err)
 }
 

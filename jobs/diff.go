@@ -21,11 +21,28 @@ type JobChange struct {
 }
 
 // FieldChange is one field of a spec, by its config name, with its old
-// and new values as JSON ("" when absent).
+// and new values as JSON text ("" when absent). Encoded as JSON, the
+// values are themselves, not strings holding JSON: {"old": "20s"}, and
+// null when absent.
 type FieldChange struct {
 	Field string `json:"field"`
 	Old   string `json:"old"`
 	New   string `json:"new"`
+}
+
+// MarshalJSON writes Old and New as the JSON values they hold.
+func (f FieldChange) MarshalJSON() ([]byte, error) {
+	raw := func(s string) json.RawMessage {
+		if s == "" || !json.Valid([]byte(s)) {
+			return json.RawMessage("null")
+		}
+		return json.RawMessage(s)
+	}
+	return json.Marshal(struct {
+		Field string          `json:"field"`
+		Old   json.RawMessage `json:"old"`
+		New   json.RawMessage `json:"new"`
+	}{f.Field, raw(f.Old), raw(f.New)})
 }
 
 // Empty reports whether applying would change nothing.
@@ -79,10 +96,30 @@ func diffSpec(a, b Spec) []FieldChange {
 	var out []FieldChange
 	for _, k := range keys {
 		if !bytes.Equal(fa[k], fb[k]) {
-			out = append(out, FieldChange{Field: k, Old: string(fa[k]), New: string(fb[k])})
+			out = append(out, fieldChange(k, fa[k], fb[k]))
 		}
 	}
 	return out
+}
+
+// fieldChange is the change of field k from a to b. A job of one schedule
+// is written `schedule: EXPR` (the spec keeps it as a list of one): its
+// change is told that way, by the name the file uses.
+func fieldChange(k string, a, b json.RawMessage) FieldChange {
+	if k == "schedules" {
+		var sa, sb []string
+		if json.Unmarshal(a, &sa) == nil && json.Unmarshal(b, &sb) == nil && len(sa) <= 1 && len(sb) <= 1 {
+			one := func(s []string) string {
+				if len(s) == 0 {
+					return ""
+				}
+				v, _ := json.Marshal(s[0])
+				return string(v)
+			}
+			return FieldChange{Field: "schedule", Old: one(sa), New: one(sb)}
+		}
+	}
+	return FieldChange{Field: k, Old: string(a), New: string(b)}
 }
 
 // specFields is a spec's JSON, field by field, each value compact.

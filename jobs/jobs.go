@@ -116,6 +116,11 @@ type Attempt struct {
 	EndedAt    time.Time `json:"ended_at,omitzero"`
 	ExitCode   *int      `json:"exit_code,omitempty"`
 	Signal     string    `json:"signal,omitempty"`
+	// HTTPStatus is the response status of an HTTP job's request, where
+	// a process has its exit code, and ResponseBytes the size of the
+	// response body it read (log version 8).
+	HTTPStatus    int   `json:"http_status,omitempty"`
+	ResponseBytes int64 `json:"response_bytes,omitempty"`
 	// StoreOutcome is what the fenced store answered to the publish of the
 	// attempt's output: applied, stale_owner or conflict.
 	StoreOutcome string `json:"store_outcome,omitempty"`

@@ -172,9 +172,12 @@ func checkAfter(s *Spec) []FieldError {
 }
 
 // AfterProblem is a problem of a job set's dependencies: the job it
-// concerns, the element of its after list (-1 for the list), and what.
+// concerns (by name, and by its place in the set: two jobs may share a
+// name in a file being checked), the element of its after list (-1 for
+// the list), and what.
 type AfterProblem struct {
 	Job   string
+	Spec  int
 	Index int
 	Msg   string
 }
@@ -191,10 +194,10 @@ func CheckAfter(specs []Spec) []AfterProblem {
 		}
 	}
 	var out []AfterProblem
-	for _, s := range specs {
+	for n, s := range specs {
 		for i, p := range s.After {
 			if _, ok := idx[p]; !ok && p != "" {
-				out = append(out, AfterProblem{Job: s.Name, Index: i, Msg: fmt.Sprintf("%q is not a job of this set", p)})
+				out = append(out, AfterProblem{Job: s.Name, Spec: n, Index: i, Msg: fmt.Sprintf("%q is not a job of this set", p)})
 			}
 		}
 	}
@@ -237,7 +240,7 @@ func CheckAfter(specs []Spec) []AfterProblem {
 				key := strings.Join(sorted, ",")
 				if !reported[key] {
 					reported[key] = true
-					out = append(out, AfterProblem{Job: specs[i].Name, Index: k,
+					out = append(out, AfterProblem{Job: specs[i].Name, Spec: i, Index: k,
 						Msg: fmt.Sprintf("cycle: %s (a job cannot wait for itself)", strings.Join(names, " → "))})
 				}
 			}

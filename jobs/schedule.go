@@ -3,6 +3,7 @@ package jobs
 import (
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -215,6 +216,10 @@ func parseExpr(expr string) (wall *cron.SpecSchedule, every time.Duration, err e
 		if n := len(strings.Fields(e)); n != 5 && n != 6 {
 			return nil, 0, fmt.Errorf("want 5 fields (minute hour day-of-month month day-of-week) or 6 (seconds first), got %d", n)
 		}
+		var err error
+		if e, err = checkFields(e); err != nil {
+			return nil, 0, err
+		}
 	}
 	c, err := safeParse(e)
 	if err != nil {
@@ -230,6 +235,88 @@ func parseExpr(expr string) (wall *cron.SpecSchedule, every time.Duration, err e
 		return nil, 0, errors.New("never fires (no such date)")
 	}
 	return spec, 0, nil
+}
+
+// cronField is one field of a cron expression: its name and the values
+// it takes.
+type cronField struct {
+	name     string
+	min, max int
+}
+
+var (
+	fields5 = []cronField{{"minute", 0, 59}, {"hour", 0, 23}, {"day-of-month", 1, 31}, {"month", 1, 12}, {"day-of-week", 0, 7}}
+	fields6 = append([]cronField{{"second", 0, 59}}, fields5...)
+)
+
+// checkFields refuses what robfig/cron accepts but no crontab means (a
+// step larger than its field's range, such as */61 for minutes, which
+// robfig reads as "minute 0"), and rewrites day-of-week 7 as 0: Vixie
+// cron, cronie and most crontabs take 7 for Sunday, robfig does not. It
+// returns the expression robfig is to parse.
+func checkFields(e string) (string, error) {
+	words := strings.Fields(e)
+	fields := fields5
+	if len(words) == 6 {
+		fields = fields6
+	}
+	col := 0 // where the field starts in e, for the message
+	for i, w := range words {
+		col = strings.Index(e[col:], w) + col
+		f := fields[i]
+		var parts []string
+		for _, part := range strings.Split(w, ",") {
+			rng, step, hasStep := strings.Cut(part, "/")
+			if hasStep {
+				size := f.max - f.min + 1
+				if f.name == "day-of-week" {
+					size = 7 // 0 and 7 are both Sunday
+				}
+				if n, err := strconv.Atoi(step); err == nil && n > size {
+					at := col + strings.Index(w, part) + len(rng) + 2
+					return "", fmt.Errorf("%s field %q (character %d): step %d is larger than the field's range %d-%d, so it would fire only at its first value", f.name, w, at, n, f.min, f.max)
+				}
+			}
+			if f.name == "day-of-week" {
+				part = sundayAsZero(rng, step, hasStep, part)
+			}
+			parts = append(parts, part)
+		}
+		words[i] = strings.Join(parts, ",")
+		col += len(w)
+	}
+	return strings.Join(words, " "), nil
+}
+
+// sundayAsZero rewrites one part of a day-of-week field that names day 7
+// (alone or as a range's end) with 0, Sunday, which robfig knows.
+func sundayAsZero(rng, step string, hasStep bool, part string) string {
+	lo, hi, isRange := strings.Cut(rng, "-")
+	switch {
+	case !isRange && rng == "7":
+		if hasStep {
+			return "0/" + step
+		}
+		return "0"
+	case isRange && hi == "7":
+		a, err := strconv.Atoi(lo)
+		if err != nil || a < 0 || a > 7 {
+			return part // robfig's own message says what is wrong
+		}
+		n := 1
+		if hasStep {
+			if n, err = strconv.Atoi(step); err != nil || n < 1 {
+				return part
+			}
+		}
+		// The days the range names, with 7 as 0.
+		var days []string
+		for d := a; d <= 7; d += n {
+			days = append(days, strconv.Itoa(d%7))
+		}
+		return strings.Join(days, ",")
+	}
+	return part
 }
 
 // safeParse calls robfig's parser, turning a panic on odd input into an

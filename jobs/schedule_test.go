@@ -424,3 +424,53 @@ func TestParseExpr_Cached(t *testing.T) {
 		t.Error("61 * * * *, again: no error")
 	}
 }
+
+// A step larger than its field's range fires only once per cycle under
+// robfig; crontabs refuse it, and so does a schedule, naming the field
+// and where the step is.
+func TestParseSchedule_StepLargerThanRange(t *testing.T) {
+	for _, tc := range []struct{ expr, want string }{
+		{"*/61 * * * *", `minute field "*/61" (character 3): step 61 is larger than the field's range 0-59`},
+		{"0 */25 * * *", `hour field "*/25" (character 5): step 25 is larger than the field's range 0-23`},
+		{"0 0 1-31/32 * *", `day-of-month field "1-31/32" (character 10): step 32 is larger than the field's range 1-31`},
+		{"*/70 * * * * *", `second field "*/70" (character 3): step 70 is larger than the field's range 0-59`},
+		{"0 0 * * */8", `day-of-week field "*/8" (character 11): step 8 is larger than the field's range 0-7`},
+	} {
+		if _, err := jobs.ParseSchedule([]string{tc.expr}, ""); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("ParseSchedule(%q) = %v, want an error with %q", tc.expr, err, tc.want)
+		}
+	}
+	for _, ok := range []string{"*/59 * * * *", "*/60 * * * *", "0 */23 * * *", "0 0 * * */7", "0,*/30 * * * *"} {
+		if _, err := jobs.ParseSchedule([]string{ok}, ""); err != nil {
+			t.Errorf("ParseSchedule(%q): %v", ok, err)
+		}
+	}
+}
+
+// Day of week 7 is Sunday, as in Vixie cron and cronie, alone, as a
+// range's end and in a list.
+func TestParseSchedule_SundayIsSeven(t *testing.T) {
+	from := time.Date(2026, 12, 2, 0, 0, 0, 0, time.UTC) // a Wednesday
+	for _, tc := range []struct {
+		expr string
+		want []time.Weekday
+	}{
+		{"0 1 * * 7", []time.Weekday{time.Sunday, time.Sunday}},
+		{"0 1 * * 5-7", []time.Weekday{time.Friday, time.Saturday, time.Sunday, time.Friday}},
+		{"0 1 * * 1,7", []time.Weekday{time.Sunday, time.Monday, time.Sunday}},
+		{"0 1 * * 6-7/1", []time.Weekday{time.Saturday, time.Sunday, time.Saturday}},
+	} {
+		s, err := jobs.ParseSchedule([]string{tc.expr}, "")
+		if err != nil {
+			t.Errorf("ParseSchedule(%q): %v", tc.expr, err)
+			continue
+		}
+		var got []time.Weekday
+		for _, t := range s.NextN(from, len(tc.want)) {
+			got = append(got, t.Weekday())
+		}
+		if !slices.Equal(got, tc.want) {
+			t.Errorf("%q fires on %v, want %v", tc.expr, got, tc.want)
+		}
+	}
+}

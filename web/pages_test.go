@@ -2,6 +2,7 @@ package web
 
 import (
 	"encoding/xml"
+	"fmt"
 	"html"
 	"io"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 	"github.com/fencecron/fencecron/web/pages"
 )
 
@@ -66,7 +68,7 @@ func TestServer_Pages(t *testing.T) {
 			`<h1>Job report</h1>`, `data-attempt="report@20260801T090000Z.1"`, `data-attempt="report@20260801T090000Z.2"`,
 			`<code class="token">3.10</code>`, `<code class="token">4.15</code>`, `title="the leader took this attempt's lease away">expired</span>`,
 			`<span class="outcome outcome-stale_owner">stale_owner</span>`, `<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`,
-			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`, `<td>2s</td>`,
+			`<svg xmlns="http://www.w3.org/2000/svg" class="timeline"`, `<td title="from the process's exec to its reaped exit, timed on w2">2s</td>`,
 		}, nil},
 		{"/jobs/heartbeat", []string{`<summary>stderr tail</summary><pre>disk &lt;full&gt;`, `<td>1</td>`, `exit code 1`, `paused`}, nil},
 		{"/store", []string{`<a href="/store/reports/2026-07.csv">reports/2026-07.csv</a>`, `<td>v1</td>`, `<code class="token">4.15</code>`}, nil},
@@ -102,6 +104,10 @@ func TestServer_Pages(t *testing.T) {
 			}
 			if !strings.Contains(body, `<script src="/static/app.js" defer></script>`) || !strings.Contains(body, `</html>`) {
 				t.Errorf("GET %s is not a whole page", tt.path)
+			}
+			// Every page's footer names the build, as `fencecron version` does.
+			if bi := buildinfo.Get(); !strings.Contains(body, `<footer class="build muted" id="build">fencecron `+html.EscapeString(bi.Version)) || !strings.Contains(body, fmt.Sprintf("log version %d", bi.LogVersion)) {
+				t.Errorf("GET %s: the footer lacks the version %q", tt.path, bi.Short())
 			}
 		})
 	}
@@ -306,5 +312,44 @@ func TestServer_OverviewSkippedFiguresNamed(t *testing.T) {
 	}
 	if strings.Count(body, ">skipped <b>")+strings.Count(body, "· skipped ") > 1 {
 		t.Error("two figures called plain skipped")
+	}
+}
+
+// A node whose store another node serves decides no writes: its Overview
+// names that node instead of showing its own zeros next to the cluster's
+// count of stale writes refused.
+func TestServer_OverviewStoreServedElsewhere(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.StoreRemote = "https://127.0.0.1:8081" })
+	f.state.counters = map[string]uint64{"stale_refused": 1}
+	_, _, body := f.get(t, "/")
+	if want := `The fenced store is served by <b>n1 (127.0.0.1:8081)</b>`; !strings.Contains(body, want) {
+		t.Errorf("overview lacks %q", want)
+	}
+	if strings.Contains(body, "This node's store decided") || strings.Contains(body, `data-outcome="stale_owner"`) {
+		t.Error("overview shows this node's store figures, though it serves no store")
+	}
+	f = newFixture(t)
+	if _, _, body := f.get(t, "/"); !strings.Contains(body, "This node's store decided") {
+		t.Error("a node with its own store no longer shows its figures")
+	}
+}
+
+// A key's history gives each decision's time once, to the millisecond;
+// an empty output box says it is empty.
+func TestServer_PagesSayThingsOnce(t *testing.T) {
+	f := newFixture(t)
+	_, _, body := f.get(t, "/store/reports/2026-07.csv")
+	rows := regexp.MustCompile(`(?s)<tr class="decision[^"]*">\s*<td>([^<]*)(<span[^>]*>[^<]*</span>)?</td>`).FindAllStringSubmatch(body, -1)
+	if len(rows) == 0 {
+		t.Fatal("the key page has no history rows")
+	}
+	for _, r := range rows {
+		if !regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}Z$`).MatchString(r[1]) || r[2] != "" {
+			t.Errorf("history time cell %q%s: want one time, to the millisecond", r[1], r[2])
+		}
+	}
+	_, _, css := f.get(t, "/static/app.css")
+	if !strings.Contains(css, `pre.output:empty::before { content: "(empty)"`) {
+		t.Error(`app.css does not label an empty output box "(empty)"`)
 	}
 }

@@ -73,6 +73,10 @@ func TestServer_ReleaseForm(t *testing.T) {
 	if code != http.StatusOK || !strings.Contains(page, `action="/api/v1/attempts/report@20260901T090000Z.1/release"`) {
 		t.Fatalf("job page (%d) has no release form for the open attempt", code)
 	}
+	// The placeholder fits: "why release it (kept in the audit trail)".
+	if !strings.Contains(page, `name="reason" required maxlength="512" size="44" placeholder="why release it (kept in the audit trail)"`) {
+		t.Error("the reason's box is narrower than its placeholder")
+	}
 	if strings.Count(page, `data-action="release"`) != 1 {
 		t.Errorf("release forms: %d, want 1 (ended attempts have none)", strings.Count(page, `data-action="release"`))
 	}

@@ -78,6 +78,10 @@ type Server struct {
 	// paths answer 404. The dashboard reads Store directly either way.
 	StoreAPI http.Handler
 
+	// StoreRemote is the URL of the store another node serves to this
+	// one (store.backend: remote); "" when the store is this node's own.
+	StoreRemote string
+
 	// APIToken, if set, is required by the mutating public endpoints and
 	// the dashboard's buttons; without it only loopback clients may use
 	// them; ReadOnly refuses them all (see web/auth).
@@ -209,7 +213,7 @@ func (s *Server) init() error {
 		MaxEventStreams: s.Limits.MaxEventStreams, EventHeartbeat: s.Limits.EventHeartbeat,
 		Metrics: api.NewMetrics(),
 	}
-	dashboard, err := pages.New(pages.Dashboard{API: s.api, Store: s.Store, ClockSkew: s.ClockSkew, Guard: s.guard, Metrics: s.Metrics})
+	dashboard, err := pages.New(pages.Dashboard{API: s.api, Store: s.Store, ClockSkew: s.ClockSkew, Guard: s.guard, Metrics: s.Metrics, StoreRemote: s.StoreRemote})
 	if err != nil {
 		return err
 	}

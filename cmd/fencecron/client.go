@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -17,8 +16,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/fencecron/fencecron/cmd/internal/config"
-	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -41,16 +38,12 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	for _, m := range more {
 		m(fs)
 	}
-	def := os.Getenv("FENCECRON_ADDR")
-	if def == "" {
-		def = config.DefaultAddr
-	}
-	addr := fs.String("addr", def, "address of any node's HTTP API (or FENCECRON_ADDR)")
+	addr := fs.String("addr", defaultAddr(), "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
-	caFile := fs.String("ca", os.Getenv("FENCECRON_CA"), "PEM file of the CA that signed the node's api.tls certificate, for an https:// -addr (or FENCECRON_CA; default: the system's roots)")
+	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-token TOKEN] [-json] %s\n", name, argUsage)
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-insecure] [-token TOKEN] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
 	// The argument may come before the flags too (trigger JOB -addr X),
@@ -69,18 +62,14 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
 	}
-	hc := &http.Client{Timeout: 30 * time.Second}
-	if *caFile != "" {
-		pem, err := os.ReadFile(*caFile)
-		if err != nil {
-			return nil, nil, fmt.Errorf("-ca: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("-ca %s: no PEM certificate in it", *caFile)
-		}
-		hc.Transport = &http.Transport{TLSClientConfig: clustertls.CLIClientConfig(pool)}
+	tr, err := tf.transport(reach{flag: "-addr", env: "FENCECRON_ADDR"}, nil)
+	if err != nil {
+		return nil, nil, err
 	}
+	if *token != "" {
+		tf.warnInsecure(stderr, base, "the API token")
+	}
+	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
 	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }
 
@@ -115,7 +104,7 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return reachErr(err)
 	}
 	b, err := wire.ReadAnswer(resp)
 	if err != nil {
@@ -141,6 +130,9 @@ func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	fmt.Fprintf(stdout, "node %s (%s); leader %s; epoch %d\n", st.Node, st.RaftState, orNone(st.Leader), st.Epoch)
+	if st.Leader == "" && st.NoLeader != "" {
+		fmt.Fprintf(stdout, "no leader: %s\n", st.NoLeader)
+	}
 	if st.RaftState == "Worker" {
 		// A worker applies no log: its empty copy is not the cluster's.
 		leaderHTTP := ""
@@ -271,15 +263,24 @@ func runRuns(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			fmt.Fprintf(tw, "%s\t%s\t%s\t\t\t\t\t\t\t%s\t\n", r.ID, ts(r.ScheduledAt), r.State, r.Reason)
 		}
 		for _, a := range r.Attempts {
-			exit := ""
-			if a.ExitCode != nil {
-				exit = strconv.Itoa(*a.ExitCode)
-			}
+			exit := exitText(a)
 			dur := jobs.ShowDuration(a.Duration())
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t\n", r.ID, ts(r.ScheduledAt), a.State, a.Number, a.Token, a.Worker, dur, exit, a.StoreOutcome, a.Error)
 		}
 	}
 	return tw.Flush()
+}
+
+// exitText is how an attempt ended, in the EXIT column: a process's exit
+// code, or an HTTP job's response status.
+func exitText(a jobs.Attempt) string {
+	switch {
+	case a.ExitCode != nil:
+		return strconv.Itoa(*a.ExitCode)
+	case a.HTTPStatus != 0:
+		return "HTTP " + strconv.Itoa(a.HTTPStatus)
+	}
+	return ""
 }
 
 // maxRunsPage is the most runs the CLI asks for in one page.

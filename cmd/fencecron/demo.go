@@ -77,7 +77,12 @@ type demoOptions struct {
 	dataDir  string
 	pause    time.Duration
 	loop     bool
+	basePort int // 0: free ports from localcluster's range
 }
+
+// demoPorts is how many consecutive ports -base-port takes: HTTP, gossip
+// and Raft for each of the six nodes, then the store link.
+const demoPorts = 6*3 + 1
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	opts, err := parseDemoFlags(args, stderr)
@@ -104,7 +109,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	fmt.Fprintf(stdout, "starting a cluster of %s on loopback, in %s:\n", binary, dir)
-	c, link, err := startDemoCluster(binary, dir, demoEnv(dir))
+	c, link, err := startDemoCluster(binary, dir, demoEnv(dir), opts.basePort)
 	if err != nil {
 		removeDemoDir(dir, keep, stdout, stderr)
 		return fmt.Errorf("start the cluster: %w", err)
@@ -143,12 +148,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	httpAddr := fs.String("http", config.DefaultAddr, "loopback address of the dashboard (port 0: any free port)")
+	httpAddr := fs.String("http", defaultListenAddr(), "loopback address of the dashboard, through which the other commands reach the cluster too (default $FENCECRON_ADDR, else "+config.DefaultAddr+"; port 0: any free port)")
 	dataDir := fs.String("data", "", "keep the cluster's configs, data and logs in this new or empty directory (default: a temporary directory, removed on exit)")
 	pause := fs.Duration("pause", 12*time.Second, fmt.Sprintf("how long w1 stays stopped; more than the report's lease (%s)", demoLease))
 	loop := fs.Bool("loop", false, "tell the story again every minute until Ctrl-C")
+	basePort := fs.Int("base-port", 0, fmt.Sprintf("put the nodes and the store link on the %d ports from this one (default: free ports between 20000 and 31999)", demoPorts))
 	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), "Usage: fencecron demo [-http ADDR] [-data DIR] [-pause 12s] [-loop]\n\n"+
+		fmt.Fprint(fs.Output(), "Usage: fencecron demo [-http ADDR] [-base-port N] [-data DIR] [-pause 12s] [-loop]\n\n"+
 			"Starts a cluster of this binary on loopback (three servers, two workers, a store node) and\n"+
 			"shows, with real fence tokens, a paused worker's late write refused by the store.\n\n")
 		fs.PrintDefaults()
@@ -171,7 +177,10 @@ func parseDemoFlags(args []string, stderr io.Writer) (demoOptions, error) {
 		// which let local clients trigger and pause jobs.
 		return demoOptions{}, fmt.Errorf("-http %s: the demo serves on loopback only (127.0.0.1, ::1 or localhost)", *httpAddr)
 	}
-	return demoOptions{httpAddr: *httpAddr, dataDir: *dataDir, pause: *pause, loop: *loop}, nil
+	if *basePort != 0 && (*basePort < 1024 || *basePort+demoPorts-1 > 65535) {
+		return demoOptions{}, fmt.Errorf("-base-port %d: the demo takes ports %d to %d; choose a base port from 1024 to %d", *basePort, *basePort, *basePort+demoPorts-1, 65535-demoPorts+1)
+	}
+	return demoOptions{httpAddr: *httpAddr, dataDir: *dataDir, pause: *pause, loop: *loop, basePort: *basePort}, nil
 }
 
 // demoEnv marks every node's environment with the demo's directory, so
@@ -229,17 +238,27 @@ func (d *demo) stop(srv *http.Server, served <-chan struct{}) error {
 
 // startDemoCluster lays out the cluster, points w1 at the store through a
 // storeLink, and starts every node.
-func startDemoCluster(binary, dir string, env map[string][]string) (*localcluster.Cluster, *storeLink, error) {
+func startDemoCluster(binary, dir string, env map[string][]string, basePort int) (*localcluster.Cluster, *storeLink, error) {
 	c, err := localcluster.Prepare(localcluster.Options{
 		Binary: binary, Dir: dir, Servers: 3, Workers: 2, StoreNode: true, Profile: "default",
-		Jobs: demoJobs, Tags: demoTags, Env: env,
+		Jobs: demoJobs, Tags: demoTags, Env: env, BasePort: basePort,
 	})
 	if err != nil {
+		if basePort != 0 {
+			return nil, nil, fmt.Errorf("-base-port %d: %w", basePort, err)
+		}
 		return nil, nil, err
 	}
 	store := c.Node("store")
-	link, err := listenStoreLink(fmt.Sprintf("https://127.0.0.1:%d", store.HTTP), c.Secret)
+	linkAddr := "127.0.0.1:0"
+	if basePort != 0 {
+		linkAddr = fmt.Sprintf("127.0.0.1:%d", basePort+3*len(c.Nodes))
+	}
+	link, err := listenStoreLink(fmt.Sprintf("https://127.0.0.1:%d", store.HTTP), c.Secret, linkAddr)
 	if err != nil {
+		if basePort != 0 {
+			return nil, nil, fmt.Errorf("store link: %w: choose another -base-port", err)
+		}
 		return nil, nil, fmt.Errorf("store link: %w", err)
 	}
 	for _, n := range c.Nodes {

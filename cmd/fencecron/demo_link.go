@@ -40,14 +40,14 @@ type storeLink struct {
 	arrived chan string   // the key of each publish that started to wait
 }
 
-// listenStoreLink starts a link to target on a free loopback port,
-// passing everything through until hold.
-func listenStoreLink(target, secret string) (*storeLink, error) {
+// listenStoreLink starts a link to target on the loopback address addr
+// (port 0: a free one), passing everything through until hold.
+func listenStoreLink(target, secret, addr string) (*storeLink, error) {
 	id, err := clustertls.Load(clustertls.Config{NodeName: "demo-store-link", Secret: []byte(secret), Hosts: []string{"127.0.0.1"}})
 	if err != nil {
 		return nil, err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, err
 	}

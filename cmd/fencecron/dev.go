@@ -19,7 +19,7 @@ import (
 func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("dev", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	httpAddr := fs.String("http", config.DefaultAddr, "HTTP address for the API and dashboard")
+	httpAddr := fs.String("http", defaultListenAddr(), "HTTP address for the API and dashboard (default $FENCECRON_ADDR, else "+config.DefaultAddr+"; the other commands find it there too)")
 	dataDir := fs.String("data", filepath.Join(os.TempDir(), "fencecron-dev"), "data directory (Raft log, snapshots, store)")
 	raftPort := fs.Int("raft-port", config.DefaultRaftPort, "Raft port on the -http host")
 	gossipPort := fs.Int("gossip-port", config.DefaultGossipPort, "gossip port on the -http host")

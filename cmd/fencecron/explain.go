@@ -6,7 +6,6 @@ import (
 	"io"
 	"net/http"
 	"net/url"
-	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -67,10 +66,7 @@ func printExplanation(w io.Writer, ex explain.Explanation) {
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(tw, "  ATTEMPT\tTOKEN\tWORKER\tSTATE\tSTARTED\tENDED\tEXIT\tSTORE\tNOTE\t")
 		for _, a := range r.Attempts {
-			exit := ""
-			if a.ExitCode != nil {
-				exit = strconv.Itoa(*a.ExitCode)
-			}
+			exit := exitText(a)
 			note := a.Error
 			if a.Expired {
 				note = strings.TrimPrefix(note+"; lease expired", "; ")
@@ -82,7 +78,7 @@ func printExplanation(w io.Writer, ex explain.Explanation) {
 		}
 		tw.Flush()
 	}
-	if !ex.FireTime {
+	if !ex.FireTime && !ex.HasRun() {
 		fmt.Fprintf(w, "not a fire time of %s; nearest: before %s, after %s\n", ex.Job, local(ex.Previous), local(ex.Next))
 	}
 }

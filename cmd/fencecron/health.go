@@ -8,8 +8,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/fencecron/fencecron/election/clustertls"
 )
 
 // healthTimeout bounds one health check: a container engine runs it every
@@ -20,17 +18,12 @@ const healthTimeout = 5 * time.Second
 // alive (GET /healthz), and exits 0 if so, 1 otherwise. It exists for
 // images without curl: the container's HEALTHCHECK runs the binary itself.
 func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var live, insecure bool
+	var live bool
 	c, _, err := clientFlags("health", args, stdout, stderr, 0, "", func(fs *flag.FlagSet) {
 		fs.BoolVar(&live, "live", false, "check liveness (/healthz: the process answers) instead of readiness (/readyz: a member of a cluster with a leader)")
-		fs.BoolVar(&insecure, "insecure", false, "with an https:// -addr, do not verify the node's certificate: for a check of a node with api.tls over loopback, whose certificate names its public host")
 	})
 	if err != nil {
 		return err
-	}
-	if insecure {
-		// Only a status code is read, and nothing is sent but the path.
-		c.http.Transport = &http.Transport{TLSClientConfig: clustertls.CLIInsecureClientConfig()}
 	}
 	path := "/readyz"
 	if live {
@@ -44,7 +37,7 @@ func runHealth(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
-		fmt.Fprintf(stderr, "fencecron health: %v\n", err)
+		fmt.Fprintf(stderr, "fencecron health: %v\n", reachErr(err))
 		return exitCode(1)
 	}
 	defer resp.Body.Close()

@@ -37,7 +37,7 @@ func TestHealth_ExitStatus(t *testing.T) {
 		{"not ready", false, nil, 1, "no leader"},
 		{"alive though not ready", false, []string{"-live"}, 0, "ok"},
 		{"ready", true, nil, 0, "leader n1"},
-		{"nobody listens", true, []string{"-addr", "127.0.0.1:1"}, 1, "connection refused"},
+		{"nobody listens", true, []string{"-addr", "127.0.0.1:1"}, 1, "no fencecron node answers at 127.0.0.1:1: is one running? set -addr or FENCECRON_ADDR"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			ready.Store(tc.ready)

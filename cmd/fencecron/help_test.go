@@ -19,7 +19,7 @@ import (
 func TestHelp_ExitsZero(t *testing.T) {
 	bin := proctest.Binary(t)
 	for _, cmd := range []string{"dev", "agent", "apply", "status", "jobs", "runs", "explain", "trigger", "pause", "resume",
-		"publish", "get", "validate", "health", "operator", "snapshot", "help"} {
+		"publish", "get", "validate", "health", "operator", "snapshot", "help", "version"} {
 		out, err := exec.Command(bin, cmd, "-h").CombinedOutput()
 		if err != nil {
 			t.Errorf("fencecron %s -h: %v\n%s", cmd, err, out)

@@ -13,6 +13,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 )
 
 const usage = `fencecron — a distributed cron whose outputs are fenced
@@ -38,6 +40,7 @@ Usage:
   fencecron operator raft remove-peer NAME remove a server that is gone for good from Raft
   fencecron snapshot save|restore FILE     back up or restore the replicated state (leader; api.token)
   fencecron release -reason TEXT ATTEMPT   end a stuck attempt's lease now; its run is retried with a newer token
+  fencecron version                        this binary's version, commit, log version and Go version
 
 Run "fencecron COMMAND -h" for a command's flags.
 `
@@ -103,12 +106,30 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSnapshot(ctx, args[1:], stdout, stderr)
 	case "release":
 		return runRelease(ctx, args[1:], stdout, stderr)
+	case "version", "-version", "--version":
+		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":
 		fmt.Fprint(stdout, usage)
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// runVersion prints which build this is: what a bug report needs, and
+// what tells whether two nodes can share a cluster (the log version).
+func runVersion(args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("version", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintln(stderr, "usage: fencecron version")
+		return flag.ErrHelp
+	}
+	_, err := fmt.Fprint(stdout, buildinfo.Get())
+	return err
 }
 
 // askedForHelp reports whether args ask for a command's usage (-h,

@@ -79,7 +79,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		c.authorize(req)
 		resp, err := c.http.Do(req)
 		if err != nil {
-			return err
+			return reachErr(err)
 		}
 		body, err := wire.ReadAnswer(resp)
 		if err != nil {
@@ -117,7 +117,7 @@ func runSnapshot(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	c.authorize(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return err
+		return reachErr(err)
 	}
 	body, err := wire.ReadAnswer(resp)
 	if err != nil {

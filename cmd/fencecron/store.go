@@ -16,7 +16,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
@@ -36,43 +35,52 @@ const (
 // else FENCECRON_STORE (set for jobs), else FENCECRON_ADDR, else the
 // default node address.
 func storeAddr(flagValue string) string {
-	for _, v := range []string{flagValue, os.Getenv("FENCECRON_STORE"), os.Getenv("FENCECRON_ADDR")} {
+	for _, v := range []string{flagValue, os.Getenv("FENCECRON_STORE")} {
 		if v != "" {
 			return v
 		}
 	}
-	return config.DefaultAddr
+	return defaultAddr()
 }
 
-// storeClient is a client of the store at addr for a process that holds
-// no cluster secret (a job): over https it verifies the server with the
-// cluster CA in $FENCECRON_STORE_CA (the worker sets both), else with the
-// system's roots (a node behind api.tls).
-func storeClient(addr string, sendsToken bool) (*httpstore.Client, error) {
+// storeClient is a client of the store at addr. Over https it trusts
+// what -ca, -insecure or their variables say; without them, the cluster CA
+// in $FENCECRON_STORE_CA (the worker sets it and FENCECRON_STORE for every
+// job, which holds no cluster secret and checks that the store is a node
+// of its cluster); else the system's roots (a node behind api.tls).
+func storeClient(addr string, tf *tlsFlags, sendsToken bool) (*httpstore.Client, error) {
 	c := httpstore.NewClient(addr, nil)
 	if !strings.HasPrefix(c.BaseURL, "https://") {
 		// Anyone on the path could read the token and write with it.
 		if sendsToken && !isLoopbackURL(c.BaseURL) {
 			return nil, fmt.Errorf("refusing to send the fence token in the clear to %s: use https://%s (the worker sets FENCECRON_STORE and FENCECRON_STORE_CA for jobs)", c.BaseURL, strings.TrimPrefix(c.BaseURL, "http://"))
 		}
-		return c, nil
 	}
-	caFile := os.Getenv("FENCECRON_STORE_CA")
-	if caFile == "" {
-		return c, nil
+	to := reach{flag: "-store", env: "FENCECRON_STORE"}
+	// Every attempt on this node establishes and publishes: keep the
+	// connections of a busy second rather than handshake again.
+	tune := func(tr *http.Transport) { tr.MaxIdleConnsPerHost = 64; tr.TLSHandshakeTimeout = 10 * time.Second }
+	var tr http.RoundTripper
+	if storeCA := os.Getenv("FENCECRON_STORE_CA"); storeCA != "" && tf.caFile() == "" && !tf.insecure {
+		pem, err := os.ReadFile(storeCA)
+		if err != nil {
+			return nil, fmt.Errorf("FENCECRON_STORE_CA: %w", err)
+		}
+		cfg, err := clustertls.TrustConfig(pem)
+		if err != nil {
+			return nil, fmt.Errorf("FENCECRON_STORE_CA %s: %w", storeCA, err)
+		}
+		base := http.DefaultTransport.(*http.Transport).Clone()
+		base.TLSClientConfig = cfg
+		tune(base)
+		tr = explainingTransport{base: base, to: to}
+	} else {
+		var err error
+		if tr, err = tf.transport(to, tune); err != nil {
+			return nil, err
+		}
 	}
-	pem, err := os.ReadFile(caFile)
-	if err != nil {
-		return nil, fmt.Errorf("FENCECRON_STORE_CA: %w", err)
-	}
-	cfg, err := clustertls.TrustConfig(pem)
-	if err != nil {
-		return nil, fmt.Errorf("FENCECRON_STORE_CA %s: %w", caFile, err)
-	}
-	c.HTTP = &http.Client{Timeout: 60 * time.Second, Transport: &http.Transport{TLSClientConfig: cfg, TLSHandshakeTimeout: 10 * time.Second,
-		// Every attempt on this node establishes and publishes: keep
-		// the connections of a busy second rather than handshake again.
-		MaxIdleConnsPerHost: 64}}
+	c.HTTP = &http.Client{Timeout: 60 * time.Second, Transport: tr}
 	return c, nil
 }
 
@@ -98,8 +106,9 @@ func runPublish(ctx context.Context, args []string, stdin io.Reader, stdout, std
 	fs.SetOutput(stderr)
 	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
 	ifMatch := fs.Int64("if-match", -1, "publish only if the key is at this version (0: only if it is new)")
+	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: fencecron publish [-store ADDR] [-if-match VERSION] KEY [FILE]
+		fmt.Fprint(stderr, `Usage: fencecron publish [-store ADDR] [-ca FILE] [-insecure] [-if-match VERSION] KEY [FILE]
 
 Publishes FILE (default stdin) to KEY in the fenced store with the signed
 fence token in $FENCECRON_TOKEN, which the worker gives every job.
@@ -147,10 +156,11 @@ other error, 2 usage.
 		v := uint64(*ifMatch)
 		req.ExpectedVersion = &v
 	}
-	c, err := storeClient(storeAddr(*addr), true)
+	c, err := storeClient(storeAddr(*addr), tf, true)
 	if err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
+	tf.warnInsecure(stderr, c.BaseURL, "the fence token")
 	res, err := c.PublishSigned(ctx, token, req)
 	line := fmt.Sprintf("%s %s version=%d greatest=%s\n", res.Outcome, key, res.Version, res.Greatest)
 	if !res.Floor.IsZero() {
@@ -178,7 +188,7 @@ other error, 2 usage.
 		fmt.Fprintln(stderr, "fencecron: publish refused: the token has expired (this attempt ran past its timeout and lease); nothing was written")
 		return exitCode(exitExpired)
 	}
-	return fmt.Errorf("publish %s: %w", key, err)
+	return fmt.Errorf("publish %s: %w", key, reachErr(err))
 }
 
 // runGet is `fencecron get [-version N] KEY`: the body to stdout.
@@ -187,8 +197,9 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
 	version := fs.Uint64("version", 0, "an earlier version of the body, if the store keeps it (store.keep_versions); 0: the current one")
+	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] [-version N] KEY
+		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] [-ca FILE] [-insecure] [-version N] KEY
 
 Writes KEY's body from the fenced store to stdout; with -version, the body
 of that version, if the store still keeps it.
@@ -203,7 +214,7 @@ Exit status: 0 found, 5 no such key or version, 1 any other error, 2 usage.
 		fs.Usage()
 		return exitCode(exitUsage)
 	}
-	c, err := storeClient(storeAddr(*addr), false)
+	c, err := storeClient(storeAddr(*addr), tf, false)
 	if err != nil {
 		return fmt.Errorf("get: %w", err)
 	}
@@ -221,7 +232,7 @@ Exit status: 0 found, 5 no such key or version, 1 any other error, 2 usage.
 		fmt.Fprintf(stderr, "fencecron: %s: no such key\n", fs.Arg(0))
 		return exitCode(exitNotFound)
 	case err != nil:
-		return fmt.Errorf("get %s: %w", fs.Arg(0), err)
+		return fmt.Errorf("get %s: %w", fs.Arg(0), reachErr(err))
 	}
 	_, err = stdout.Write(obj.Body)
 	return err

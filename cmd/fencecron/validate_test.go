@@ -256,3 +256,26 @@ func TestValidate_RefusesAfterCyclesAndUnknownNames(t *testing.T) {
 		}
 	}
 }
+
+// validate takes day-of-week 7 as Sunday and lists Sundays; a step larger
+// than its field's range is an error at the schedule's line and column.
+func TestValidateFile_CronFields(t *testing.T) {
+	now := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC) // a Wednesday
+	var stdout, stderr bytes.Buffer
+	path := writeFile(t, "jobs:\n  - name: weekly\n    schedule: \"0 1 * * 7\"\n    shell: \"true\"\n")
+	if err := validateFile(path, now, &stdout, &stderr); err != nil {
+		t.Fatalf("validate 0 1 * * 7: %v\n%s", err, stderr.String())
+	}
+	if want := "weekly: 0 1 * * 7 in UTC\n  Sun 2026-12-06 01:00:00 UTC\n  Sun 2026-12-13 01:00:00 UTC\n"; !strings.Contains(stdout.String(), want) {
+		t.Errorf("summary lacks %q:\n%s", want, stdout.String())
+	}
+	stdout.Reset()
+	path = writeFile(t, "jobs:\n  - name: often\n    schedule: \"*/61 * * * *\"\n    shell: \"true\"\n")
+	err := validateFile(path, now, &stdout, &stderr)
+	if want := path + `:3:15: jobs[0].schedule: "*/61 * * * *": minute field "*/61" (character 3): step 61 is larger than the field's range 0-59`; err == nil || !strings.Contains(stderr.String(), want) {
+		t.Errorf("validate */61: %v\nstderr: %s\nwant %q", err, stderr.String(), want)
+	}
+	if strings.Contains(stdout.String(), "often:") {
+		t.Errorf("listed fire times of an invalid schedule:\n%s", stdout.String())
+	}
+}

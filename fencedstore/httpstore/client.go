@@ -237,7 +237,7 @@ func (c *Client) do(req *http.Request) (*http.Response, error) {
 		if ctxErr := req.Context().Err(); ctxErr != nil {
 			return nil, fmt.Errorf("%s %s: %w", req.Method, req.URL.Redacted(), ctxErr)
 		}
-		return nil, fmt.Errorf("%s %s: %w: %v", req.Method, req.URL.Redacted(), fencedstore.ErrUnavailable, err)
+		return nil, fmt.Errorf("%s %s: %w: %w", req.Method, req.URL.Redacted(), fencedstore.ErrUnavailable, err)
 	}
 	return resp, nil
 }

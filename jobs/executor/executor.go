@@ -70,8 +70,9 @@ type Request struct {
 
 // Result is what happened.
 type Result struct {
-	// Started is when the process started (its exec succeeded) or failed
-	// to; Ended when it exited.
+	// Started is when the process was exec'd (or an HTTP request sent);
+	// Ended when it exited and was reaped (the response was read), or
+	// when its start failed.
 	Started, Ended time.Time
 	// ExitCode is the exit status, or -1 if the process was killed by a
 	// signal or never started.
@@ -131,8 +132,11 @@ func Run(ctx context.Context, req Request) Result {
 		return res
 	}
 	cmd := command(req, p)
-	err = req.Spawner.Start(ctx, cmd)
+	// A run is timed from its exec to its reaped exit: a command that
+	// ends in a millisecond spends most of it in the exec, which a clock
+	// read after Start returned would leave out.
 	res.Started = time.Now()
+	err = req.Spawner.Start(ctx, cmd)
 	p.outW.Close()
 	p.errW.Close()
 	if err != nil {
@@ -150,12 +154,13 @@ func Run(ctx context.Context, req Request) Result {
 
 	w := watchGroup(ctx, pgid, req.Timeout, req.Grace)
 	waitErr := cmd.Wait()
+	reaped := time.Now()
 	w.exit()
 	// Whatever the command left in its group goes with it.
 	syscall.Kill(-pgid, syscall.SIGKILL)
 	out.drain(p, req.Grace)
 
-	res.Ended = time.Now()
+	res.Ended = reaped
 	res.Cancelled, res.TimedOut = w.cancelled, w.timedOut
 	res.Stdout = out.stdout.buf
 	res.OutputTruncated = out.stdout.truncated

@@ -57,8 +57,10 @@ var ErrRedirectOffHost = errors.New("redirect to another scheme, host or port no
 // why the attempt failed (the request could not be sent, or the status is
 // not an expected one). ExitCode is 0 for an expected status, else -1:
 // there is no process, but Success means the same as for a command.
-func RunHTTP(ctx context.Context, req HTTPRequest) Result {
-	res := Result{ExitCode: -1, Started: time.Now()}
+func RunHTTP(ctx context.Context, req HTTPRequest) (res Result) {
+	res = Result{ExitCode: -1, Started: time.Now()}
+	// Named, so that every return carries the end: a result without one
+	// has no duration.
 	defer func() { res.Ended = time.Now() }()
 	if err := ctx.Err(); err != nil {
 		res.Cancelled = true

@@ -28,6 +28,13 @@ func TestRunHTTP_SendsAndCapturesTheBody(t *testing.T) {
 	if !res.Success() || res.Status != 200 || string(res.Stdout) != "POST 1 hi" {
 		t.Errorf("result = %+v (%q), want success with 200 and %q", res, res.Stdout, "POST 1 hi")
 	}
+	// The request has an end, so a duration, as a process has.
+	if res.Ended.IsZero() || res.Ended.Before(res.Started) || res.Duration() <= 0 {
+		t.Errorf("started %s, ended %s: want an end after the start", res.Started, res.Ended)
+	}
+	if res := executor.RunHTTP(context.Background(), httpReq("http://127.0.0.1:1/")); res.Err == nil || res.Ended.IsZero() {
+		t.Errorf("a request that failed: err %v, ended %s; want an error and an end", res.Err, res.Ended)
+	}
 }
 
 func TestRunHTTP_CapsTheBody(t *testing.T) {

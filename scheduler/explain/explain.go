@@ -57,6 +57,17 @@ type Explanation struct {
 	Next     time.Time `json:"next,omitzero"`
 }
 
+// HasRun reports whether a fate names a recorded run: a fire time's, or
+// one a trigger started at an instant the schedule never names.
+func (ex Explanation) HasRun() bool {
+	for _, f := range ex.Fates {
+		if f.Run != nil {
+			return true
+		}
+	}
+	return false
+}
+
 // Fate is what became of one instant.
 type Fate struct {
 	At      time.Time       `json:"at"`
@@ -175,6 +186,25 @@ func Explain(in ExplainInput) (Explanation, error) {
 		if !sched.IsFireTime(at) {
 			if len(candidates) == 2 && sched.MatchesWall(naiveOf(at)) {
 				ex.Fates = append(ex.Fates, Fate{At: at, Outcome: FateNotFired, Reason: "the repeated hour of a fall-back (dst.fall: once)"})
+				continue
+			}
+			// A run id pasted as JOB@TIME names its run whatever started
+			// it: a trigger, a backfill, a dependency.
+			if !instant {
+				continue
+			}
+			run, err := in.Run(at)
+			if err != nil {
+				return ex, err
+			}
+			if run != nil {
+				f := fateOfRun(at, run)
+				trigger := run.Trigger
+				if trigger == "" {
+					trigger = "recorded"
+				}
+				f.Reason = fmt.Sprintf("a %s run, not a fire time of the schedule: %s", trigger, f.Reason)
+				ex.Fates = append(ex.Fates, f)
 			}
 			continue
 		}
@@ -200,16 +230,7 @@ func fateOf(in ExplainInput, at time.Time) (Fate, error) {
 		return f, err
 	}
 	if run != nil {
-		f.Run = run
-		switch {
-		case run.State == jobs.Skipped:
-			f.Outcome, f.Reason = FateSkipped, run.Reason
-		case !run.State.Terminal():
-			f.Outcome, f.Reason = FateOpen, string(run.State)
-		default:
-			f.Outcome, f.Reason = FateRan, ranReason(*run)
-		}
-		return f, nil
+		return fateOfRun(at, run), nil
 	}
 	for _, s := range in.Skips {
 		if !at.Before(s.From) && !at.After(s.To) {
@@ -240,6 +261,20 @@ func fateOf(in ExplainInput, at time.Time) (Fate, error) {
 	f.Outcome = FateUnrecorded
 	f.Reason = "no run or skip is recorded: it was dropped by retention, the job was not in the set then, or no leader has reached it yet"
 	return f, nil
+}
+
+// fateOfRun is the fate of the instant at whose recorded run is run.
+func fateOfRun(at time.Time, run *jobs.Run) Fate {
+	f := Fate{At: at, Run: run}
+	switch {
+	case run.State == jobs.Skipped:
+		f.Outcome, f.Reason = FateSkipped, run.Reason
+	case !run.State.Terminal():
+		f.Outcome, f.Reason = FateOpen, string(run.State)
+	default:
+		f.Outcome, f.Reason = FateRan, ranReason(*run)
+	}
+	return f
 }
 
 func ranReason(r jobs.Run) string {

@@ -86,6 +86,23 @@ func TestExplain(t *testing.T) {
 			t.Errorf("previous, next = %s, %s", ex.Previous, ex.Next)
 		}
 	})
+	t.Run("a manual run's id", func(t *testing.T) {
+		greet := jobs.Spec{Name: "greet", Schedules: []string{"*/10 * * * *"}}
+		at := time.Date(2026, 10, 2, 2, 56, 21, 446e6, time.UTC)
+		id := jobs.RunID("greet", at) // greet@20261002T025621.446Z
+		run := jobs.Run{ID: id, Job: "greet", ScheduledAt: at, Trigger: "manual", State: jobs.Succeeded, Attempts: []jobs.Attempt{{Number: 1, State: jobs.Succeeded}}}
+		_, asked, _ := strings.Cut(id, "@")
+		ex, err := Explain(explainIn(greet, asked, map[time.Time]jobs.Run{at: run}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(ex.Fates) != 1 || ex.Fates[0].Run == nil || ex.Fates[0].Run.ID != id || ex.Fates[0].Outcome != FateRan || !ex.HasRun() {
+			t.Fatalf("explanation = %+v, want the manual run %s", ex, id)
+		}
+		if want := "a manual run, not a fire time of the schedule: succeeded after 1 attempt(s)"; ex.Fates[0].Reason != want {
+			t.Errorf("reason = %q, want %q", ex.Fates[0].Reason, want)
+		}
+	})
 	t.Run("skip range, paused, future", func(t *testing.T) {
 		in := explainIn(berlin, "2026-07-03T02:30", nil)
 		in.Skips = []jobs.SkipRange{{Job: "nightly", From: time.Date(2026, 7, 2, 0, 30, 0, 0, time.UTC), To: time.Date(2026, 7, 4, 0, 30, 0, 0, time.UTC), Count: 3, Reason: "older than catchup_window 1h"}}

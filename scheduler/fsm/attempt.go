@@ -73,6 +73,9 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 	if version >= vStdoutTail {
 		a.StdoutTail = c.StdoutTail
 	}
+	if version >= vHTTPStatus {
+		a.HTTPStatus, a.ResponseBytes = c.HTTPStatus, c.ResponseBytes
+	}
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
 	}

@@ -102,6 +102,9 @@ const (
 	// vJobsDiff (8): op "set_jobs_diff" changes the job set by
 	// difference, against the set whose hash it names (jobsdiff.go).
 	vJobsDiff = 8
+	// vHTTPStatus (8): a completion of an HTTP job's attempt records the
+	// response's status and size (Attempt.HTTPStatus, ResponseBytes).
+	vHTTPStatus = 8
 )
 
 // ErrLogHalted is returned for every entry a halted FSM is given, and

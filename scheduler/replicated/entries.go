@@ -276,6 +276,10 @@ type Completion struct {
 	// NeverStarted is the worker's word that it gave the attempt up
 	// before starting its process (version 5; see startconfirm.go).
 	NeverStarted bool `json:"never_started,omitempty"`
+	// HTTPStatus and ResponseBytes are an HTTP job's response status and
+	// body size (version 8).
+	HTTPStatus    int   `json:"http_status,omitempty"`
+	ResponseBytes int64 `json:"response_bytes,omitempty"`
 }
 
 // BackfillCmd queues fire times of a job for backfill runs (op

@@ -29,6 +29,10 @@ type Status struct {
 	RaftState  string `json:"raft_state"`
 	Leader     string `json:"leader"`
 	LeaderAddr string `json:"leader_addr,omitempty"`
+	// NoLeader says why there may be no leader, when this node knows
+	// none: a peer with another cluster.secret, too few servers seen to
+	// bootstrap, ...
+	NoLeader string `json:"no_leader,omitempty"`
 	// Epoch is the term of the last leader whose election entry this node
 	// has applied, and EpochOf that leader.
 	Epoch   uint64 `json:"epoch"`

@@ -375,9 +375,17 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	reportAt.Stop()
 	out.exited()
 	c := replicated.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
+	if d := res.Duration(); !started.IsZero() && d > 0 {
+		// The attempt lasts what the executor timed, exec (or request)
+		// to reaped exit (or response), from its recorded start.
+		c.EndedAt = started.Add(d)
+	}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
 		c.ExitCode = &code
+	}
+	if a.Spec.HTTP != nil {
+		c.HTTPStatus, c.ResponseBytes = res.Status, int64(len(res.Stdout))
 	}
 	switch {
 	case lc.isLost():

@@ -32,6 +32,9 @@ func (s *Server) Status() wire.Status {
 		Jobs: set, ConfigHash: s.Cluster.Meta().ConfigHash,
 		Members: []wire.MemberStatus{}, Voters: []election.Voter{},
 	}
+	if r, ok := s.Cluster.(interface{ NoLeaderReason() string }); ok && id == "" {
+		st.NoLeader = r.NoLeaderReason()
+	}
 	st.Drifted = drifted(st.ConfigHash)
 	st.Notify = s.NotifyStatus()
 	for _, m := range s.Cluster.Members() {

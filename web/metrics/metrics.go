@@ -17,6 +17,7 @@ import (
 	"cmp"
 	"context"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -25,6 +26,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -122,7 +124,18 @@ func New() *Node {
 	for _, st := range []jobs.State{jobs.Cancelled, jobs.Lost, jobs.TimedOut} {
 		n.cancelled.WithLabelValues(string(st))
 	}
+	// The build, as `fencecron version` prints it: a dashboard can tell
+	// which nodes run which binary, and an alert a mix of log versions.
+	bi := buildinfo.Get()
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "fencecron_build_info",
+		Help: "Always 1; the labels name this node's build: version, commit, the replicated log's format it reads and writes (log_version), Go version.",
+		ConstLabels: prometheus.Labels{"version": bi.Version, "commit": bi.Commit,
+			"log_version": strconv.Itoa(bi.LogVersion), "goversion": bi.GoVersion},
+	})
+	build.Set(1)
 	reg.MustRegister(
+		build,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		n.acquisitions, n.holds, n.renewals, n.renewFailures, n.transitions,

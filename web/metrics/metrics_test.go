@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 )
 
 // answerStore answers every write with the next of its answers.
@@ -83,5 +85,19 @@ func TestNew_OwnRegistry(t *testing.T) {
 	}
 	if _, err := a.Registry().Gather(); err != nil {
 		t.Errorf("Gather: %v", err)
+	}
+}
+
+// /metrics names the build as `fencecron version` does, value 1, with the
+// four labels the contract lists.
+func TestNew_BuildInfo(t *testing.T) {
+	bi := buildinfo.Get()
+	want := fmt.Sprintf(`
+# HELP fencecron_build_info Always 1; the labels name this node's build: version, commit, the replicated log's format it reads and writes (log_version), Go version.
+# TYPE fencecron_build_info gauge
+fencecron_build_info{commit=%q,goversion=%q,log_version="%d",version=%q} 1
+`, bi.Commit, bi.GoVersion, bi.LogVersion, bi.Version)
+	if err := testutil.GatherAndCompare(New().Registry(), strings.NewReader(want), "fencecron_build_info"); err != nil {
+		t.Error(err)
 	}
 }

@@ -10,10 +10,12 @@ import (
 	"embed"
 	"html/template"
 	"net/http"
+	"net/url"
 
 	"github.com/go-chi/chi/v5"
 
 	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/api"
 	"github.com/fencecron/fencecron/web/auth"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -37,6 +39,10 @@ type Dashboard struct {
 	Guard *auth.Guard
 	// Metrics gives the Overview this node's store's decisions.
 	Metrics *metrics.Node
+	// StoreRemote is the URL of the store another node serves to this
+	// one (store.backend: remote), "" when this node's store is its own:
+	// the Overview then names that node instead of this node's zeros.
+	StoreRemote string
 
 	pages map[string]*template.Template
 }
@@ -71,4 +77,19 @@ func (s *Dashboard) Routes(r chi.Router) {
 // RenderError answers err as an error page: api.Server.ErrorPage.
 func (s *Dashboard) RenderError(w http.ResponseWriter, r *http.Request, code int, err error) {
 	s.renderError(w, r, code, err)
+}
+
+// storeNode names the node that serves the store at StoreRemote: the
+// member whose HTTP address it is, with the address, or the URL alone.
+func (s *Dashboard) storeNode(st wire.Status) string {
+	u, err := url.Parse(s.StoreRemote)
+	if err != nil || u.Host == "" {
+		return s.StoreRemote
+	}
+	for _, m := range st.Members {
+		if m.Meta.HTTPAddr == u.Host {
+			return m.Name + " (" + u.Host + ")"
+		}
+	}
+	return u.Host
 }

@@ -35,8 +35,11 @@ type overviewPage struct {
 	RunsBy    []stateCount
 	TotalRuns int
 	Counters  map[string]uint64
-	// StoreDecisions are this node's store's, by outcome.
+	// StoreDecisions are this node's store's, by outcome; StoreBy names
+	// the node that serves the store when it is not this one, whose
+	// figures those are (this node decides none).
 	StoreDecisions []metrics.OutcomeCount
+	StoreBy        string
 	Failovers      uint64
 	Runs           []jobs.Run
 	Events         []jobs.Event
@@ -54,6 +57,9 @@ var overviewCounters = []string{"grants", "expiries", "fenced", "stale_refused",
 
 func (s *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p := &overviewPage{pageBase: s.base(r, "Overview", "overview"), Status: s.API.Status(), Counters: s.API.State.Counters(), StoreDecisions: s.Metrics.StoreDecisions()}
+	if s.StoreRemote != "" {
+		p.StoreBy = s.storeNode(p.Status)
+	}
 	// Counters the cluster never counted yet are zero, not blank (a
 	// template shows a missing key as "<no value>").
 	for _, key := range overviewCounters {

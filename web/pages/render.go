@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -37,6 +38,14 @@ var templateFuncs = template.FuncMap{
 			return ""
 		}
 		return t.UTC().Format("2006-01-02 15:04:05Z")
+	},
+	// tsMilli is ts to the millisecond: decisions on one key often come
+	// within a second of each other.
+	"tsMilli": func(t time.Time) string {
+		if t.IsZero() {
+			return ""
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000Z")
 	},
 	"clock": func(t time.Time) string {
 		if t.IsZero() {
@@ -152,7 +161,11 @@ type pageBase struct {
 	Now       time.Time
 	Live      bool
 	Skew      skewWarning
+	Build     string // the footer's: which binary answered, as `fencecron version` names it
 }
+
+// build is read once: it cannot change while the process runs.
+var build = buildinfo.Get().Short()
 
 func (s *Dashboard) base(r *http.Request, title, nav string) pageBase {
 	epoch, _ := s.API.State.Epoch()
@@ -160,7 +173,7 @@ func (s *Dashboard) base(r *http.Request, title, nav string) pageBase {
 	b := pageBase{
 		Title: title, Nav: nav, Node: s.API.Cluster.ID(), RaftState: s.API.Cluster.State(), Leader: leader, Epoch: epoch,
 		Auth: s.Guard.Of(r), Path: r.URL.RequestURI(), Now: s.API.Clock.Now(), Live: nav != "",
-		Skew: s.skewWarning(),
+		Skew: s.skewWarning(), Build: build,
 	}
 	if last := s.API.State.Events(0, 1); len(last) == 1 {
 		b.EventSeq = last[0].Seq

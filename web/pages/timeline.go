@@ -114,6 +114,10 @@ type svgMark struct {
 	Kind  string // refused, applied, established, conflict, expired
 	Label string
 	Title string
+	// LabelLeft puts a refusal's label left of its cross, where the
+	// right edge would clip it (a story that is still being told has
+	// its newest refusal at the edge).
+	LabelLeft bool
 }
 
 // layoutTimeline computes the picture.
@@ -261,8 +265,8 @@ func layoutTimeline(d timelineData) svgTimeline {
 		end := a.EndedAt
 		if end.IsZero() {
 			end = start
-			if !a.State.Terminal() {
-				end = to
+			if !a.State.Terminal() && d.Now.After(start) {
+				end = d.Now // an open attempt reaches now, not the padding after it
 			}
 		}
 		bar := svgBar{

@@ -79,3 +79,29 @@ func TestLayoutTimeline_NarrowBarLabels(t *testing.T) {
 		t.Errorf("4.16 is narrow with room after it: want its label outside: %+v", b)
 	}
 }
+
+// An open attempt's bar ends at now, not at the window's padding beyond
+// it.
+func TestLayoutTimeline_OpenBarEndsAtNow(t *testing.T) {
+	d := timelineData{Now: at(100), Runs: handoffRuns()}
+	a := &d.Runs[1].Attempts[1]
+	a.State, a.EndedAt = jobs.Pending, time.Time{}
+	tl := layoutTimeline(d)
+	for _, b := range tl.Bars {
+		if b.Token == "4.15" && (b.X+b.W > tl.NowX+0.01 || b.X+b.W < tl.NowX-0.01) {
+			t.Errorf("the pending bar ends at x=%.1f, now is at x=%.1f", b.X+b.W, tl.NowX)
+		}
+	}
+}
+
+// A refusal at the right edge has its label on the cross's left, where
+// the picture does not clip it.
+func TestLayoutTimeline_RefusalLabelAtTheEdge(t *testing.T) {
+	tl := svgTimeline{Width: tlWidth, PlotX: tlPlotX, PlotW: tlWidth - tlPlotX - tlPlotRight}
+	right := tl.PlotX + tl.PlotW
+	tl.Marks = []svgMark{{X: right - 2, Kind: "refused", Label: "refused 2.7"}, {X: tl.PlotX + 40, Kind: "refused", Label: "refused 2.7"}}
+	tl.placeLabels()
+	if !tl.Marks[0].LabelLeft || tl.Marks[1].LabelLeft {
+		t.Errorf("LabelLeft = %v, %v; want the one at the edge only", tl.Marks[0].LabelLeft, tl.Marks[1].LabelLeft)
+	}
+}

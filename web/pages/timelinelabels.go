@@ -45,6 +45,13 @@ func (tl *svgTimeline) placeLabels() {
 		}
 	}
 
+	// Refusals' labels (12px right of the cross, 11px bold) go left of
+	// it where the edge would clip them.
+	for i := range tl.Marks {
+		m := &tl.Marks[i]
+		m.LabelLeft = m.Kind == "refused" && m.Label != "" && m.X+12+textWidth(m.Label, 11) > right
+	}
+
 	// Elections: a label that would run into the one before it, or past
 	// the edge, is left out (the dashed line stays).
 	lastEnd := -1.0

@@ -213,6 +213,9 @@ func (n *node) newWeb() error {
 	// missing rather than fail somewhere else.
 	storeAPI := &httpstore.Handler{Store: n.store, Signer: n.signer, MaxBodyBytes: n.maxBody, Logger: n.log,
 		QuotaKeys: int64(c.Store.Quota.Keys), QuotaBytes: c.Store.Quota.Bytes}
+	if c.Store.Backend == config.BackendRemote {
+		n.srv.StoreRemote = c.Store.URL
+	}
 	switch {
 	case c.Store.Backend == config.BackendRemote:
 		storeAPI.WritesOff = "this node's store is served by another node (store.backend: remote, store.url " + c.Store.URL + "): write there"

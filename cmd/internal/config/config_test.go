@@ -499,6 +499,10 @@ func TestExpandEnv(t *testing.T) {
 		{"${", "", "bad variable reference"},
 		{"${1A}", "", "bad variable reference"},
 		{"${A-b}", "", "bad variable reference"},
+		{"${UNSET:-80}81", "8081", ""},
+		{"${EMPTY:-80}81", "8081", ""},
+		{"${FENCECRON_SECRET:-x}", "fencecron-test-secret-0123456789abcdef", ""},
+		{"${UNSET:-}", "", ""},
 	}
 	for _, tt := range tests {
 		got, err := expandEnv(tt.in, lookup, nil)

@@ -594,12 +594,15 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 // errEnvUnset: a ${NAME} whose variable is not set.
 var errEnvUnset = errors.New("not set")
 
-// envRef matches one ${NAME} reference.
-var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)\}`)
+// envRef matches one ${NAME} or ${NAME:-default} reference.
+var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
 
 // expandEnv replaces each ${NAME} in s with the variable's value. "$${"
 // stands for a literal "${"; any other "$" is kept as it is. A variable
 // that is not set is an error; one set to "" expands to "".
+// ${NAME:-default} is default when NAME is not set or empty, as in a
+// shell: the example configs move their ports with one variable and still
+// run as they are.
 func expandEnv(s string, lookup func(string) (string, bool), used map[string]bool) (string, error) {
 	if !strings.Contains(s, "${") {
 		return s, nil
@@ -616,6 +619,9 @@ func expandEnv(s string, lookup func(string) (string, bool), used map[string]boo
 				return "", fmt.Errorf("bad variable reference at %q: want ${NAME} (write $${ for a literal ${)", clip(s[i:], 20))
 			}
 			v, ok := lookup(m[1])
+			if m[2] != "" && v == "" {
+				v, ok = m[3], true
+			}
 			if !ok {
 				return "", fmt.Errorf("environment variable %s is %w", m[1], errEnvUnset)
 			}

@@ -72,3 +72,33 @@ func TestParse_SpecTooLarge(t *testing.T) {
 		t.Errorf("problem %q, want it to start %q", got, want)
 	}
 }
+
+// When two jobs share a name, a problem of the second's after list is
+// reported at the second's after, not at the first job.
+func TestParse_AfterOfADuplicateName(t *testing.T) {
+	src := "jobs:\n" +
+		"  - name: x\n" +
+		"    schedule: \"@daily\"\n" +
+		"    command: [a]\n" +
+		"  - name: x\n" +
+		"    command: [a]\n" +
+		"    after: [nope]\n"
+	_, err := parse("t.yaml", []byte(src), lookup, hostname)
+	var cerr *Error
+	if !errors.As(err, &cerr) {
+		t.Fatalf("err = %v, want *Error", err)
+	}
+	var got []string
+	for _, p := range cerr.Problems {
+		got = append(got, p.String())
+	}
+	want := `t.yaml:7:13: jobs[1].after[0]: "nope" is not a job of this set`
+	if !slices.Contains(got, want) {
+		t.Errorf("problems:\n%s\nwant %s", strings.Join(got, "\n"), want)
+	}
+	for _, p := range got {
+		if strings.Contains(p, "jobs[0].after") {
+			t.Errorf("a problem of the second x's after points at the first x: %s", p)
+		}
+	}
+}

@@ -83,14 +83,10 @@ func isLoopbackHost(h string) bool {
 // checkAfter reports the problems of the dependencies between the
 // file's jobs (jobs.CheckAfter) at the after list they concern.
 func (d *decoder) checkAfter(entries []jobEntry, specs []jobs.Spec) {
-	pathOf := make(map[string]string, len(specs))
-	for i, s := range specs {
-		if _, dup := pathOf[s.Name]; !dup {
-			pathOf[s.Name] = entries[i].path
-		}
-	}
 	for _, p := range jobs.CheckAfter(specs) {
-		path := fmt.Sprintf("%s.after[%d]", pathOf[p.Job], p.Index)
+		// By place, not by name: a second job of the same name has its
+		// own after list, on its own lines.
+		path := fmt.Sprintf("%s.after[%d]", entries[p.Spec].path, p.Index)
 		if !d.failed[path] {
 			d.errorf(d.at(path), path, "%s", p.Msg)
 		}

@@ -64,7 +64,7 @@ func TestApply_DryRunChangesNothing(t *testing.T) {
 		for _, want := range []string{
 			"+ gamma\n",
 			"- alpha\n",
-			"~ beta\n    schedules: [\"0 0 1 1 *\"] → [\"0 0 2 1 *\"]\n",
+			"~ beta\n    schedule: \"0 0 1 1 *\" → \"0 0 2 1 *\"\n",
 			"1 added, 1 removed, 1 changed; nothing applied",
 		} {
 			if !strings.Contains(out, want) {
@@ -77,7 +77,8 @@ func TestApply_DryRunChangesNothing(t *testing.T) {
 		}
 	}
 	out, err := cli(t, "apply", "-dry-run", "-json", "-addr", addr, file)
-	if err != nil || !strings.Contains(out, `"added": [`) {
+	// The field as the file names it, each value encoded once.
+	if err != nil || !strings.Contains(out, `"added": [`) || !strings.Contains(out, `"field": "schedule"`) || !strings.Contains(out, `"old": "0 0 1 1 *"`) || strings.Contains(out, `\"`) {
 		t.Errorf("apply -dry-run -json: %v\n%s", err, out)
 	}
 

@@ -159,6 +159,14 @@ func TestCluster_HTTPJob(t *testing.T) {
 		if att.StoreOutcome != "applied" {
 			t.Errorf("run %s store outcome %q, want applied (header token %s)", r.ID, att.StoreOutcome, hdr.Get("Fencecron-Token"))
 		}
+		// The attempt has its end, its status and the response's size.
+		if att.EndedAt.IsZero() || att.Duration() <= 0 || att.HTTPStatus != http.StatusOK || att.ResponseBytes != int64(len(body)) {
+			t.Errorf("run %s: ended %s (duration %s), http_status %d, response_bytes %d; want an end, 200 and %d", r.ID, att.EndedAt, att.Duration(), att.HTTPStatus, att.ResponseBytes, len(body))
+		}
+	}
+	// runs shows the duration and the status where an exit code goes.
+	if out, err := cli(t, "runs", "ping", "-addr", strings.TrimPrefix(n.URL(), "http://"), "-limit", "5"); err != nil || !strings.Contains(out, "HTTP 200") {
+		t.Errorf("runs ping: %v\n%s", err, out)
 	}
 
 	// The dashboard shows what the job sends.
@@ -181,6 +189,9 @@ func TestCluster_HTTPJob(t *testing.T) {
 		att, _ := r.Latest()
 		if r.State != jobs.Failed || !strings.Contains(att.Error, tc.want) {
 			t.Errorf("%s: run %s error %q, want failed naming %q", tc.job, r.State, att.Error, tc.want)
+		}
+		if att.EndedAt.IsZero() || (tc.job == "down" && att.HTTPStatus != http.StatusServiceUnavailable) {
+			t.Errorf("%s: ended %s, http_status %d", tc.job, att.EndedAt, att.HTTPStatus)
 		}
 	}
 	if err := n.Post("/api/v1/jobs/tls-ca/trigger", nil, nil); err != nil {

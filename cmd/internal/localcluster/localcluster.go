@@ -57,6 +57,11 @@ type Options struct {
 	Env map[string][]string
 	// Tags are per node.
 	Tags map[string]map[string]string
+	// BasePort, if not 0, puts the nodes on consecutive ports from it
+	// (each node's HTTP, gossip and Raft, in the order of Nodes) instead
+	// of free ports drawn from FreePorts' range: a user on a shared
+	// machine picks a range of their own. Prepare fails if one is taken.
+	BasePort int
 	// JoinHost is the host each node's join list names its peers by
 	// (with their gossip ports); default 127.0.0.1. "localhost" tests
 	// joining by name.
@@ -637,6 +642,39 @@ func FreePorts(n int) ([]int, error) {
 		out = append(out, p)
 	}
 	return out, nil
+}
+
+// PortsFrom returns the n ports base, base+1, ..., after checking that
+// each is free for TCP and UDP on 127.0.0.1 and reserving it (see
+// reserve); the error names the first that is not, and what to do.
+func PortsFrom(base, n int) ([]int, error) {
+	if base < 1024 || base+n-1 > 65535 {
+		return nil, fmt.Errorf("ports %d-%d: choose a base port from 1024 to %d (the cluster takes %d consecutive ports)", base, base+n-1, 65535-n+1, n)
+	}
+	out := make([]int, 0, n)
+	for p := base; p < base+n; p++ {
+		if err := portFree(p); err != nil {
+			return nil, fmt.Errorf("port %d (of %d-%d) is taken (%v): choose another base port", p, base, base+n-1, err)
+		}
+		reserve(p)
+		out = append(out, p)
+	}
+	return out, nil
+}
+
+// portFree reports whether p is free for TCP and UDP on 127.0.0.1 (gossip
+// uses both).
+func portFree(p int) error {
+	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		return err
+	}
+	ln.Close()
+	pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
+	if err != nil {
+		return err
+	}
+	return pc.Close()
 }
 
 // portsDir holds one file per reserved port, naming the process that

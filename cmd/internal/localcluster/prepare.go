@@ -31,10 +31,20 @@ func Prepare(o Options) (*Cluster, error) {
 	if o.StoreNode {
 		names = append(names, "store")
 	}
-	for i, name := range names {
-		ports, err := FreePorts(3)
-		if err != nil {
+	var from []int
+	if o.BasePort != 0 {
+		var err error
+		if from, err = PortsFrom(o.BasePort, 3*len(names)); err != nil {
 			return nil, err
+		}
+	}
+	for i, name := range names {
+		ports := from[min(3*i, len(from)):min(3*i+3, len(from))]
+		if len(ports) == 0 {
+			var err error
+			if ports, err = FreePorts(3); err != nil {
+				return nil, err
+			}
 		}
 		c.Nodes = append(c.Nodes, &Node{
 			Name: name, Server: i < o.Servers, Store: name == "store",
