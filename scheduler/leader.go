@@ -280,7 +280,7 @@ func (l *leader) checkRetries() {
 		}
 		picked, ok := l.chooseWorker(spec, run.ID, a.Worker)
 		if !ok {
-			l.log.Warn("no worker for retry; trying again later", "run", run.ID)
+			l.log.Warn("no worker for retry; trying again later", jobs.LogRunID, run.ID)
 			l.mu.Lock()
 			l.retryAt[run.ID] = now.Add(time.Second)
 			l.mu.Unlock()
@@ -290,7 +290,7 @@ func (l *leader) checkRetries() {
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
-				l.log.Error("retry failed; trying again later", "run", run.ID, "err", err)
+				l.log.Error("retry failed; trying again later", jobs.LogRunID, run.ID, "err", err)
 				l.mu.Lock()
 				l.retryAt[run.ID] = now.Add(time.Second)
 				l.mu.Unlock()
@@ -298,7 +298,7 @@ func (l *leader) checkRetries() {
 			continue
 		}
 		next, _ := res.Run.Latest()
-		l.log.Info("retrying", "run", run.ID, "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.log.Info("retrying", next.LogArgs("worker", next.Worker)...)
 		l.track(res.Run, *next, spec)
 	}
 }

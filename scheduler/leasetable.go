@@ -126,11 +126,11 @@ func (l *leader) dispatch(a worker.Assignment) {
 			cancel()
 			if err == nil {
 				if tries > 1 {
-					l.log.Info("dispatched after retries", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "tries", tries)
+					l.log.Info("dispatched after retries", a.Attempt.LogArgs("worker", a.Attempt.Worker, "tries", tries)...)
 				}
 				return
 			}
-			l.log.Warn("dispatch failed; retrying with the same attempt", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "err", err)
+			l.log.Warn("dispatch failed; retrying with the same attempt", a.Attempt.LogArgs("worker", a.Attempt.Worker, "err", err)...)
 			if !l.leased(a.Attempt.ID) {
 				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
 			}
@@ -280,13 +280,13 @@ func (l *leader) expireWith(run jobs.Run, att jobs.Attempt, st jobs.State, reaso
 	res, err := l.propose(replicated.Command{Op: replicated.OpExpire, Expire: cmd})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
-			l.log.Error("expire failed", "attempt", att.ID, "err", err)
+			l.log.Error("expire failed", att.LogArgs("err", err)...)
 		}
 		return
 	}
-	l.log.Warn("attempt "+string(st), "attempt", att.ID, "worker", att.Worker, "reason", reason)
+	l.log.Warn("attempt "+string(st), att.LogArgs("worker", att.Worker, "reason", reason)...)
 	if next, ok := res.Run.Latest(); ok && next.Number > att.Number {
-		l.log.Info("granted takeover attempt", "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.log.Info("granted takeover attempt", next.LogArgs("worker", next.Worker)...)
 		l.track(res.Run, *next, spec)
 	}
 }

@@ -384,7 +384,7 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	req.Quota = h.quota(st.Scope)
 	res, err := h.Store.Publish(r.Context(), req)
 	h.refused(r, st, res, err)
-	h.decision(w, r, res, err)
+	h.decision(w, r, st, res, err)
 }
 
 // readBody reads a publish's body within the cap, once the body has room
@@ -449,7 +449,7 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 	}
 	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires, Quota: h.quota(st.Scope)})
 	h.refused(r, st, res, err)
-	h.decision(w, r, res, err)
+	h.decision(w, r, st, res, err)
 }
 
 // maxFloorBody bounds a floor request's body: a job name and a token.
@@ -509,7 +509,7 @@ type decisionBody struct {
 	Error string `json:"error,omitempty"`
 }
 
-func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedstore.Result, err error) {
+func (h *Handler) decision(w http.ResponseWriter, r *http.Request, st fencedstore.SignedToken, res fencedstore.Result, err error) {
 	if err != nil && !fencedstore.IsDecision(err) {
 		h.error(w, r, err)
 		return
@@ -517,7 +517,7 @@ func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedsto
 	body := decisionBody{Result: res}
 	if err != nil {
 		body.Error = err.Error()
-		h.logger().Info("store refused a write", "key", res.Key, "outcome", res.Outcome, "greatest", res.Greatest, "remote", r.RemoteAddr)
+		h.logger().Info("store refused a write", st.LogArgs("key", res.Key, "outcome", res.Outcome, "greatest", res.Greatest, "remote", r.RemoteAddr)...)
 	}
 	w.Header().Set("Fencecron-Version", strconv.FormatUint(res.Version, 10))
 	w.Header().Set("Fencecron-Greatest", res.Greatest.String())

@@ -194,7 +194,7 @@ func (w *Worker) Accept(a Assignment) error {
 		c := w.runAttempt(a)
 		c.AcceptedAt = accepted
 		w.observer().AttemptFinished(jobOf(a), c)
-		w.reportCompletion(c)
+		w.reportCompletion(c, w.Logger.With(a.Attempt.LogArgs()...))
 		w.forget(a.Attempt.ID)
 	}()
 	return nil
@@ -226,7 +226,7 @@ func (w *Worker) forget(id string) {
 
 // runAttempt is the life of an attempt on the worker, DESIGN.md steps 4-7.
 func (w *Worker) runAttempt(a Assignment) replicated.Completion {
-	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
+	log := w.Logger.With(a.Attempt.LogArgs()...)
 	tok := a.Attempt.Token
 	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) replicated.Completion {
@@ -567,22 +567,22 @@ var binEnv = sync.OnceValue(func() []string {
 })
 
 // reportCompletion reports c until the leader has it or the worker gives
-// up at Close.
-func (w *Worker) reportCompletion(c replicated.Completion) {
+// up at Close; log names the attempt.
+func (w *Worker) reportCompletion(c replicated.Completion, log *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := w.complete(c)
 		if err == nil {
-			w.Logger.Info("attempt finished", "attempt", c.Attempt, "state", c.State, "store", c.StoreOutcome, "error", c.Error)
+			log.Info("attempt finished", "state", c.State, "store", c.StoreOutcome, "error", c.Error)
 			return
 		}
 		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
-			w.Logger.Error("completion refused", "attempt", c.Attempt, "err", err)
+			log.Error("completion refused", "err", err)
 			return
 		}
-		w.Logger.Warn("could not report completion; retrying", "attempt", c.Attempt, "err", err, "in", backoff)
+		log.Warn("could not report completion; retrying", "err", err, "in", backoff)
 		if !jobs.Sleep(w.report, w.clock(), backoff) {
-			w.Logger.Error("gave up reporting completion", "attempt", c.Attempt, "state", c.State)
+			log.Error("gave up reporting completion", "state", c.State)
 			return
 		}
 		backoff = min(2*backoff, 5*time.Second)

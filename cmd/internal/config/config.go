@@ -102,6 +102,7 @@ const (
 	SectionAPI     = "api"
 	SectionNotify  = "notify"
 	SectionGroups  = "groups"
+	SectionLog     = "log"
 )
 
 // File is a whole config file, with defaults applied.
@@ -112,6 +113,8 @@ type File struct {
 	API     API
 	// Notify is the cluster-wide notify: section (notify.go).
 	Notify Notify
+	// Log is how this node writes its log (log.go).
+	Log Log
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
@@ -150,6 +153,7 @@ type sections struct {
 	Notify  Notify       `yaml:"notify"`
 	Jobs    []jobEntry   `yaml:"jobs"`
 	Groups  []jobs.Group `yaml:"groups"`
+	Log     Log          `yaml:"log"`
 }
 
 // jobEntry is one job as the file writes it: schedule, the shorthand for
@@ -492,8 +496,11 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	if d.isMapping(SectionNotify) {
 		d.checkNotify(&doc.Notify)
 	}
-	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Name: name, sections: map[string]bool{}}
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs} {
+	if d.isMapping(SectionLog) {
+		d.checkLog(&doc.Log)
+	}
+	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Name: name, sections: map[string]bool{}}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs, SectionLog} {
 		f.sections[s] = d.has(s)
 	}
 	f.Groups = d.checkGroups(doc.Groups, doc.Jobs)
@@ -667,6 +674,7 @@ func defaults(hostname func() (string, error)) sections {
 			KeepVersions:     DefaultKeepVersions,
 			TombstoneTTL:     jobs.Duration(DefaultTombstoneTTL),
 		},
+		Log: Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
 	}
 }
 
@@ -677,7 +685,7 @@ func defaults(hostname func() (string, error)) sections {
 // file (`fencecron dev`) starts from it.
 func Defaults() *File {
 	doc := defaults(os.Hostname)
-	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, sections: map[string]bool{}}
+	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, sections: map[string]bool{}}
 }
 
 // Has reports whether the file has the named section ("node",

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -912,5 +913,24 @@ jobs:
 	want := "test.yaml:5:97: jobs[0].timeout: 48h0m0s: with lease_ttl its fence token is good for 48h2m30s, longer than store.tombstone_ttl (24h0m0s)"
 	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("problems = %q, want one starting %q", got, want)
+	}
+}
+
+func TestParse_Log(t *testing.T) {
+	if f := MustParse(t, "jobs: []\n"); f.Log.Format != LogText || f.Log.SlogLevel() != slog.LevelInfo {
+		t.Errorf("default log = %+v, want text at info", f.Log)
+	}
+	f := MustParse(t, "log: {format: json, level: warn}\n")
+	if f.Log.Format != LogJSON || f.Log.SlogLevel() != slog.LevelWarn || !f.Has(SectionLog) {
+		t.Errorf("log = %+v, want json at warn", f.Log)
+	}
+	for src, want := range map[string]string{
+		"log: {format: xml}\n":    `test.yaml:1:15: log.format: "xml": want text or json`,
+		"log: {level: verbose}\n": `test.yaml:1:14: log.level: "verbose": want debug, info, warn or error`,
+		"log: {fromat: json}\n":   `test.yaml:1:7: log: unknown field "fromat" (did you mean "format"?)`,
+	} {
+		if got := problems(t, src); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
 	}
 }

@@ -1,0 +1,28 @@
+package jobs
+
+import "github.com/fencecron/fencecron/fencedstore"
+
+// Log keys of the lines about a run. Every node names a run the same way
+// in its log, so a log pipeline can gather one run across the leader
+// that granted it, the worker that ran it and the store node that judged
+// its writes, and tell its attempts apart by token.
+// The store node's lines use them too (fencedstore.SignedToken.LogArgs).
+const (
+	LogRunID   = fencedstore.LogRunID
+	LogAttempt = fencedstore.LogAttempt
+	LogToken   = fencedstore.LogToken
+)
+
+// LogArgs are the key-value pairs that name attempt a (its run, itself,
+// its token) in a log line, followed by more.
+func (a Attempt) LogArgs(more ...any) []any {
+	run, _, _ := SplitAttemptID(a.ID)
+	return append([]any{LogRunID, run, LogAttempt, a.ID, LogToken, a.Token}, more...)
+}
+
+// AttemptLogArgs names an attempt known only by its id (its run and
+// itself), followed by more.
+func AttemptLogArgs(id string, more ...any) []any {
+	run, _, _ := SplitAttemptID(id)
+	return append([]any{LogRunID, run, LogAttempt, id}, more...)
+}
