@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -38,6 +39,9 @@ type leader struct {
 	leases   map[string]*lease    // attempt id -> lease
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
+	// dispatching are the "dispatched" spans of attempts being
+	// dispatched, while tracing is on (runtrace).
+	dispatching map[string]*runtrace.Span
 	// unstarted are the attempts being expired as never started: their
 	// start is no longer confirmed (startconfirm.go).
 	unstarted map[string]bool
@@ -65,7 +69,7 @@ type leader struct {
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	l := &leader{
 		s: s, ctx: ctx, log: s.Logger,
-		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, unstarted: map[string]bool{},
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{},
 	}
 	l.completions = newGrouper(completionBytes, l.commitCompletions)
 	l.starts = newGrouper(startBytes, l.commitStarts)

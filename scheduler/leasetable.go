@@ -97,7 +97,28 @@ func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) worker.As
 	l.mu.Lock()
 	l.leases[att.ID] = newLease(run, att, ttl, l.s.Clock.Now())
 	l.mu.Unlock()
-	return worker.Assignment{Run: run, Attempt: att, Spec: spec}
+	a := worker.Assignment{Run: run, Attempt: att, Spec: spec}
+	if l.s.Tracer != nil {
+		span := l.s.Tracer.Granted(run, att, l.s.now())
+		a.TraceParent = span.TraceParent()
+		l.mu.Lock()
+		l.dispatching[att.ID] = span
+		l.mu.Unlock()
+	}
+	return a
+}
+
+// dispatched ends the "dispatched" span of an attempt (tracing on): the
+// worker took it, or, with err, the leader gave up dispatching it.
+func (l *leader) dispatched(attempt string, err error) {
+	if l.s.Tracer == nil {
+		return
+	}
+	l.mu.Lock()
+	span := l.dispatching[attempt]
+	delete(l.dispatching, attempt)
+	l.mu.Unlock()
+	span.End(err)
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id
@@ -128,14 +149,17 @@ func (l *leader) dispatch(a worker.Assignment) {
 				if tries > 1 {
 					l.log.Info("dispatched after retries", a.Attempt.LogArgs("worker", a.Attempt.Worker, "tries", tries)...)
 				}
+				l.dispatched(a.Attempt.ID, nil)
 				return
 			}
 			l.log.Warn("dispatch failed; retrying with the same attempt", a.Attempt.LogArgs("worker", a.Attempt.Worker, "err", err)...)
 			if !l.leased(a.Attempt.ID) {
+				l.dispatched(a.Attempt.ID, err)
 				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
 			}
 			select {
 			case <-l.ctx.Done():
+				l.dispatched(a.Attempt.ID, l.ctx.Err())
 				return
 			case <-time.After(backoff):
 			}
