@@ -76,6 +76,10 @@ type Worker struct {
 	// attempt, its store calls, its process or request, its completion)
 	// and hands the job TRACEPARENT; nil: tracing off.
 	Tracer *runtrace.Tracer
+	// TraceEnv is added to a traced job's environment beside TRACEPARENT:
+	// where the node exports to (OTEL_EXPORTER_OTLP_ENDPOINT), so the
+	// job's own spans (`fencecron publish`'s too) reach the same place.
+	TraceEnv []string
 	// Observer, if set, sees this worker's attempts (see observe.go).
 	Observer Observer
 	// Clock is what the worker and its lease clients wait on and read the
@@ -644,6 +648,7 @@ func (w *Worker) env(a Assignment, traceparent string) []string {
 	}
 	if traceparent != "" {
 		env = append(env, "TRACEPARENT="+traceparent)
+		env = append(env, w.TraceEnv...)
 	}
 	env = append(env, binEnv()...)
 	for k, v := range a.Spec.Env {

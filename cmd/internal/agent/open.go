@@ -2,12 +2,14 @@ package agent
 
 import (
 	"cmp"
+	"context"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/telemetry"
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
@@ -19,6 +21,7 @@ import (
 	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 	"github.com/fencecron/fencecron/scheduler/worker"
 	"github.com/fencecron/fencecron/web"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -143,9 +146,31 @@ func (n *node) configHash() string {
 
 // newScheduler builds the scheduler on the replicated state, with the
 // node's clock and the monitor of its peers' clocks.
+// openTelemetry starts the trace export the telemetry section (or the
+// OTEL_* environment) asks for; it is flushed last at shutdown.
+func (n *node) openTelemetry() error {
+	tp, err := telemetry.Open(context.Background(), n.cfg.Telemetry, n.cfg.Node.Name)
+	if err != nil || tp == nil {
+		return err
+	}
+	n.traces = tp
+	n.closeWith(tp.Shutdown)
+	n.log.Info("tracing on: runs are exported over OTLP", "endpoint", n.cfg.Telemetry.OTLPEndpoint, "protocol", n.cfg.Telemetry.Protocol, "sample_ratio", n.cfg.Telemetry.SampleRatio)
+	return nil
+}
+
+// runTracer is the tracer of runs: nil while tracing is off.
+func (n *node) runTracer() *runtrace.Tracer {
+	if n.traces == nil {
+		return nil
+	}
+	return runtrace.New(n.traces)
+}
+
 func (n *node) newScheduler() error {
 	n.sched = scheduler.New(n.raft, n.fsm)
 	n.sched.Logger = n.log
+	n.sched.Tracer = n.runTracer()
 	// The node's wall clock (a test build may move it: ClockOf).
 	n.clock = faults.ClockOf(n.opt.Faults)
 	n.sched.Clock = n.clock
@@ -188,6 +213,13 @@ func (n *node) newWorker() error {
 		Grace: 2 * time.Second, Faults: n.opt.Faults, DropEnv: c.EnvUsed(), JobNice: c.Node.JobNice, Logger: n.log,
 		Observer: n.metrics, StoreCA: n.caFile, Clock: n.clock,
 	}
+	n.worker.Tracer = n.runTracer()
+	if t := c.Telemetry; n.traces != nil && t.OTLPEndpoint != "" {
+		n.worker.TraceEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + t.OTLPEndpoint}
+		if t.Protocol != "" {
+			n.worker.TraceEnv = append(n.worker.TraceEnv, "OTEL_EXPORTER_OTLP_PROTOCOL="+t.Protocol)
+		}
+	}
 	if n.signer != nil {
 		n.worker.TokenText = TokenText(n.signer, n.log)
 	}
@@ -213,6 +245,9 @@ func (n *node) newWeb() error {
 	// missing rather than fail somewhere else.
 	storeAPI := &httpstore.Handler{Store: n.store, Signer: n.signer, MaxBodyBytes: n.maxBody, Logger: n.log,
 		QuotaKeys: int64(c.Store.Quota.Keys), QuotaBytes: c.Store.Quota.Bytes}
+	if n.traces != nil {
+		storeAPI.Tracer = n.traces.Tracer(runtrace.Name)
+	}
 	switch {
 	case c.Store.Backend == config.BackendRemote:
 		storeAPI.WritesOff = "this node's store is served by another node (store.backend: remote, store.url " + c.Store.URL + "): write there"

@@ -934,3 +934,23 @@ func TestParse_Log(t *testing.T) {
 		}
 	}
 }
+
+func TestParse_Telemetry(t *testing.T) {
+	if f := MustParse(t, "jobs: []\n"); f.Telemetry.OTLPEndpoint != "" || f.Telemetry.SampleRatio != 1 {
+		t.Errorf("default telemetry = %+v, want off with sample ratio 1", f.Telemetry)
+	}
+	f := MustParse(t, "telemetry: {otlp_endpoint: 'http://127.0.0.1:4318', protocol: grpc, sample_ratio: 0.25, headers: {x-key: '${FENCECRON_API_TOKEN}'}}\n")
+	if got := f.Telemetry; got.OTLPEndpoint != "http://127.0.0.1:4318" || got.Protocol != ProtocolGRPC || got.SampleRatio != 0.25 || got.Headers["x-key"] != testEnv["FENCECRON_API_TOKEN"] {
+		t.Errorf("telemetry = %+v", got)
+	}
+	for src, want := range map[string]string{
+		"telemetry: {otlp_endpoint: '127.0.0.1:4318'}\n": `test.yaml:1:28: telemetry.otlp_endpoint: "127.0.0.1:4318": want a URL such as http://127.0.0.1:4318`,
+		"telemetry: {protocol: http/json}\n":             `test.yaml:1:23: telemetry.protocol: "http/json": want grpc or http/protobuf`,
+		"telemetry: {sample_ratio: 2}\n":                 `test.yaml:1:27: telemetry.sample_ratio: 2: want 0 to 1`,
+		"telemetry: {sample_ratio: half}\n":              `test.yaml:1:27: telemetry.sample_ratio: expected a number, got "half"`,
+	} {
+		if got := problems(t, src); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
+	}
+}
