@@ -256,14 +256,8 @@ func attemptLog(l *slog.Logger, a Assignment, span *runtrace.Span) *slog.Logger 
 		return l.With(a.Attempt.LogArgs()...)
 	}
 	tid, sid := span.IDs()
-	return l.With(a.Attempt.LogArgs(LogTraceID, tid, LogSpanID, sid)...)
+	return l.With(a.Attempt.LogArgs(runtrace.LogTraceID, tid, runtrace.LogSpanID, sid)...)
 }
-
-// Log keys of the trace an attempt's lines belong to (tracing on).
-const (
-	LogTraceID = "trace_id"
-	LogSpanID  = "span_id"
-)
 
 // completionErr is why an attempt did not succeed, for its span.
 func completionErr(c replicated.Completion) error {

@@ -3,6 +3,7 @@ package agent
 import (
 	"cmp"
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
@@ -155,6 +156,8 @@ func (n *node) openTelemetry() error {
 	}
 	n.traces = tp
 	n.closeWith(tp.Shutdown)
+	// From here on, every line about a run names its trace.
+	n.log = slog.New(runtrace.LogHandler(n.log.Handler()))
 	n.log.Info("tracing on: runs are exported over OTLP", "endpoint", n.cfg.Telemetry.OTLPEndpoint, "protocol", n.cfg.Telemetry.Protocol, "sample_ratio", n.cfg.Telemetry.SampleRatio)
 	return nil
 }

@@ -9,9 +9,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"encoding/binary"
 	"fmt"
-	"math/rand/v2"
 	"net/url"
 	"os"
 	"strings"
@@ -21,7 +19,6 @@ import (
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 	"google.golang.org/grpc/credentials"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
@@ -54,16 +51,11 @@ func Open(ctx context.Context, cfg config.Telemetry, instance string) (*sdktrace
 	if err != nil {
 		return nil, fmt.Errorf("telemetry: resource: %w", err)
 	}
-	// The ratio is applied to the run's trace id (derived from the run
-	// id), so every node takes or leaves the same runs, whether it has
-	// the trace context (a dispatch) or only the run id (a takeover
-	// granted by a later leader).
-	ratio := sdktrace.TraceIDRatioBased(cfg.SampleRatio)
 	return sdktrace.NewTracerProvider(
 		sdktrace.WithBatcher(exp),
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(sdktrace.ParentBased(ratio, sdktrace.WithRemoteParentNotSampled(ratio))),
-		sdktrace.WithIDGenerator(runIDs{}),
+		sdktrace.WithSampler(runtrace.Sampler(cfg.SampleRatio)),
+		sdktrace.WithIDGenerator(runtrace.IDGenerator{}),
 	), nil
 }
 
@@ -134,31 +126,4 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
-}
-
-// runIDs gives a run's root span the ids derived from its run id
-// (runtrace.TraceID, runtrace.RootSpanID), and every other span random
-// ones.
-type runIDs struct{}
-
-func (runIDs) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
-	if run, ok := runtrace.RunFrom(ctx); ok {
-		return runtrace.TraceID(run), runtrace.RootSpanID(run)
-	}
-	var tid trace.TraceID
-	for !tid.IsValid() {
-		binary.BigEndian.PutUint64(tid[:8], rand.Uint64())
-		binary.BigEndian.PutUint64(tid[8:], rand.Uint64())
-	}
-	return tid, newSpanID()
-}
-
-func (runIDs) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
-
-func newSpanID() trace.SpanID {
-	var sid trace.SpanID
-	for !sid.IsValid() {
-		binary.BigEndian.PutUint64(sid[:], rand.Uint64())
-	}
-	return sid
 }
