@@ -347,12 +347,15 @@ func TestTracing_ReportHandoffIsOneTrace(t *testing.T) {
 		t.Errorf("w2's publish spans %v, want one applied", ok)
 	}
 
-	// The worker's log lines of the attempt name the trace.
-	log, err := os.ReadFile(w2.LogPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(log), "trace_id="+hex.EncodeToString(tid[:])) {
-		t.Errorf("%s's log names no trace_id=%x", w2.Name, tid)
+	// The log lines about the run name its trace: the leader's grant,
+	// the worker's attempt (with its span), the store's refusal.
+	for _, n := range []*localcluster.Node{leader, w2, c.Node("store")} {
+		log, err := os.ReadFile(n.LogPath)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(log), "trace_id="+hex.EncodeToString(tid[:])) {
+			t.Errorf("%s's log names no trace_id=%x", n.Name, tid)
+		}
 	}
 }
