@@ -225,11 +225,11 @@ func TestTracing_ReportHandoffIsOneTrace(t *testing.T) {
 			}
 		}
 		if len(missing) > 0 {
-			return fmt.Errorf("trace %x of run %s lacks %s; it has %v", tid, run.ID, strings.Join(missing, ", "), spans)
+			return fmt.Errorf("trace %s of run %s lacks %s; it has %v", tid, run.ID, strings.Join(missing, ", "), spans)
 		}
 		return nil
 	})
-	t.Logf("trace %x of run %s: %d spans from %d nodes", tid, run.ID, len(spans), len(func() map[string]bool {
+	t.Logf("trace %s of run %s: %d spans from %d nodes", tid, run.ID, len(spans), len(func() map[string]bool {
 		m := map[string]bool{}
 		for _, s := range spans {
 			m[s.node] = true
@@ -355,7 +355,7 @@ func TestTracing_ReportHandoffIsOneTrace(t *testing.T) {
 			t.Fatal(err)
 		}
 		if !strings.Contains(string(log), "trace_id="+hex.EncodeToString(tid[:])) {
-			t.Errorf("%s's log names no trace_id=%x", n.Name, tid)
+			t.Errorf("%s's log names no trace_id=%s", n.Name, tid)
 		}
 	}
 }
