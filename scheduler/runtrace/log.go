@@ -15,11 +15,12 @@ const (
 )
 
 // LogHandler wraps a node's log handler while tracing is on: a line that
-// names a run (run_id) and no trace gets the run's trace_id, which every
-// node derives from the run id alone (TraceID), so a log pipeline can
-// jump from any line about a run to its trace. Lines made under a span
-// (a worker's attempt) carry that span's span_id too, added where the
-// span is known.
+// names a run (run_id) and no trace gets the run's trace_id and, as its
+// span_id, the run's root span ("fired"), both of which every node
+// derives from the run id alone (TraceID, RootSpanID), so a log pipeline
+// can jump from any line about a run to its trace. Lines made under a
+// span of their own (a worker's attempt) carry that span's ids instead,
+// added where the span is known.
 func LogHandler(h slog.Handler) slog.Handler { return logHandler{h: h} }
 
 type logHandler struct {
@@ -43,7 +44,7 @@ func (l logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 		}
 	}
 	if !named && run != "" {
-		as = append(as[:len(as):len(as)], slog.String(LogTraceID, TraceID(run).String()))
+		as = append(as[:len(as):len(as)], slog.String(LogTraceID, TraceID(run).String()), slog.String(LogSpanID, RootSpanID(run).String()))
 		named = true
 	}
 	return logHandler{h: l.h.WithAttrs(as), named: named}
@@ -67,7 +68,7 @@ func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
 		})
 		if run != "" && !named {
 			r = r.Clone()
-			r.AddAttrs(slog.String(LogTraceID, TraceID(run).String()))
+			r.AddAttrs(slog.String(LogTraceID, TraceID(run).String()), slog.String(LogSpanID, RootSpanID(run).String()))
 		}
 	}
 	return l.h.Handle(ctx, r)

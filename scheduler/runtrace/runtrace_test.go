@@ -125,6 +125,9 @@ func TestLogHandler_AddsTheRunsTraceID(t *testing.T) {
 		if got, _ := m[runtrace.LogTraceID].(string); got != wantID {
 			t.Errorf("line %d trace_id %q, want %q: %s", i, got, wantID, lines[i])
 		}
+		if got, _ := m[runtrace.LogSpanID].(string); wantID == want && got != runtrace.RootSpanID(run).String() {
+			t.Errorf("line %d span_id %q, want the run's root span %s: %s", i, got, runtrace.RootSpanID(run), lines[i])
+		}
 		if strings.Count(lines[i], `"trace_id"`) > 1 {
 			t.Errorf("line %d names its trace twice: %s", i, lines[i])
 		}
