@@ -3,6 +3,7 @@ package fencedstore
 import (
 	"cmp"
 	"fmt"
+	"log/slog"
 	"math"
 	"strconv"
 	"strings"
@@ -38,6 +39,10 @@ func (t Token) IsZero() bool { return t == Token{} }
 
 // String returns "epoch.seq".
 func (t Token) String() string { return fmt.Sprintf("%d.%d", t.Epoch, t.Seq) }
+
+// LogValue writes a token in a log line as everything else shows it,
+// epoch.seq, in JSON logs too.
+func (t Token) LogValue() slog.Value { return slog.StringValue(t.String()) }
 
 // Validate returns an error wrapping ErrBadToken unless t could have been
 // minted: epoch and seq both at least 1 (Raft terms and log indexes start at

@@ -62,8 +62,7 @@ func (l *leader) trackFollower(ch fsm.Change) {
 	if !ok {
 		return
 	}
-	l.log.Info("granted", "job", run.Job, "scheduled_at", run.ScheduledAt, "run", run.ID, "attempt", a.ID, "token", a.Token,
-		"worker", a.Worker, "after", strings.Join(run.After, ","))
+	l.log.Info("granted", a.LogArgs("job", run.Job, "scheduled_at", run.ScheduledAt, "worker", a.Worker, "after", strings.Join(run.After, ","))...)
 	l.track(run, *a, spec)
 }
 

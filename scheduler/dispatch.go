@@ -64,6 +64,9 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 				}
 				l.mu.Unlock()
 				if err == nil || l.ctx.Err() != nil {
+					for _, a := range mine {
+						l.dispatched(a.Attempt.ID, err)
+					}
 					return
 				}
 				l.log.Warn("batch dispatch failed; dispatching each attempt on its own", "worker", w, "attempts", len(mine), "err", err)

@@ -319,20 +319,20 @@ func (l *leader) granted(spec jobs.Spec, at time.Time, run jobs.Run, err error, 
 	log := l.log.With("job", spec.Name, "scheduled_at", at)
 	switch {
 	case errors.Is(err, jobs.ErrDuplicateRun):
-		log.Info("run already granted", "run", run.ID)
+		log.Info("run already granted", jobs.LogRunID, run.ID)
 		return run, nil
 	case err != nil:
 		log.Error("grant failed", "err", err)
 		return jobs.Run{}, err
 	case run.State == jobs.Skipped:
-		log.Info("run skipped", "run", run.ID, "reason", run.Reason)
+		log.Info("run skipped", jobs.LogRunID, run.ID, "reason", run.Reason)
 		return run, nil
 	case len(run.Attempts) == 0:
-		log.Info("run waits for its group", "run", run.ID, "reason", run.Reason) // groups.go
+		log.Info("run waits for its group", jobs.LogRunID, run.ID, "reason", run.Reason) // groups.go
 		return run, nil
 	}
 	att, _ := run.Latest()
-	fields := []any{"run", run.ID, "attempt", att.ID, "token", att.Token, "worker", att.Worker, "forced", run.Forced}
+	fields := att.LogArgs("worker", att.Worker, "forced", run.Forced)
 	if batch > 1 {
 		fields = append(fields, "batch", batch)
 	}

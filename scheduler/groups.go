@@ -24,23 +24,23 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		worker, ok = "", true // its job left the set: the admit entry cancels the run
 	}
 	if !ok {
-		l.log.Warn("no worker for an admitted run; trying again later", "run", run.ID, "group", run.Group)
+		l.log.Warn("no worker for an admitted run; trying again later", jobs.LogRunID, run.ID, "group", run.Group)
 		later()
 		return
 	}
 	res, err := l.propose(replicated.Command{Op: replicated.OpAdmit, Admit: &replicated.AdmitCmd{Run: run.ID, Worker: worker, At: l.s.now()}})
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
-			l.log.Error("grant of an admitted run failed; trying again later", "run", run.ID, "err", err)
+			l.log.Error("grant of an admitted run failed; trying again later", jobs.LogRunID, run.ID, "err", err)
 			later()
 		}
 		return
 	}
 	a, ok := res.Run.Latest()
 	if !ok {
-		l.log.Info("admitted run ended before its first attempt", "run", run.ID, "reason", res.Run.Reason)
+		l.log.Info("admitted run ended before its first attempt", jobs.LogRunID, run.ID, "reason", res.Run.Reason)
 		return
 	}
-	l.log.Info("granted", "run", run.ID, "attempt", a.ID, "token", a.Token, "worker", a.Worker, "group", run.Group)
+	l.log.Info("granted", a.LogArgs("worker", a.Worker, "group", run.Group)...)
 	l.track(res.Run, *a, spec)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -38,6 +39,9 @@ type leader struct {
 	leases   map[string]*lease    // attempt id -> lease
 	retryAt  map[string]time.Time // run id -> when its next attempt is due
 	inflight map[string]bool      // attempts being dispatched
+	// dispatching are the "dispatched" spans of attempts being
+	// dispatched, while tracing is on (runtrace).
+	dispatching map[string]*runtrace.Span
 	// unstarted are the attempts being expired as never started: their
 	// start is no longer confirmed (startconfirm.go).
 	unstarted map[string]bool
@@ -65,7 +69,7 @@ type leader struct {
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	l := &leader{
 		s: s, ctx: ctx, log: s.Logger,
-		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, unstarted: map[string]bool{},
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{},
 	}
 	l.completions = newGrouper(completionBytes, l.commitCompletions)
 	l.starts = newGrouper(startBytes, l.commitStarts)
@@ -280,7 +284,7 @@ func (l *leader) checkRetries() {
 		}
 		picked, ok := l.chooseWorker(spec, run.ID, a.Worker)
 		if !ok {
-			l.log.Warn("no worker for retry; trying again later", "run", run.ID)
+			l.log.Warn("no worker for retry; trying again later", jobs.LogRunID, run.ID)
 			l.mu.Lock()
 			l.retryAt[run.ID] = now.Add(time.Second)
 			l.mu.Unlock()
@@ -290,7 +294,7 @@ func (l *leader) checkRetries() {
 		if err != nil {
 			if !errors.Is(err, jobs.ErrStaleAttempt) && !errors.Is(err, jobs.ErrRunFinished) {
 				// The run still waits: try again, or it stays open for good.
-				l.log.Error("retry failed; trying again later", "run", run.ID, "err", err)
+				l.log.Error("retry failed; trying again later", jobs.LogRunID, run.ID, "err", err)
 				l.mu.Lock()
 				l.retryAt[run.ID] = now.Add(time.Second)
 				l.mu.Unlock()
@@ -298,7 +302,7 @@ func (l *leader) checkRetries() {
 			continue
 		}
 		next, _ := res.Run.Latest()
-		l.log.Info("retrying", "run", run.ID, "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.log.Info("retrying", next.LogArgs("worker", next.Worker)...)
 		l.track(res.Run, *next, spec)
 	}
 }

@@ -74,7 +74,7 @@ func (d *recordingDispatcher) DispatchMany(ctx context.Context, workerID string,
 
 // newTestLeader returns a leader term over a fake one-node cluster with
 // the given job set.
-func newTestLeader(t *testing.T, specs ...jobs.Spec) (*leader, *fsm.FSM) {
+func newTestLeader(t testing.TB, specs ...jobs.Spec) (*leader, *fsm.FSM) {
 	t.Helper()
 	sm := fsm.NewFSM()
 	s := New(&fakeRaft{fsm: sm}, sm)

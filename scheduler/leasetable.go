@@ -111,7 +111,27 @@ func (l *leader) lease(run jobs.Run, att jobs.Attempt, spec jobs.Spec) worker.As
 	l.mu.Lock()
 	l.leases[att.ID] = le
 	l.mu.Unlock()
+	if l.s.Tracer != nil {
+		span := l.s.Tracer.Granted(run, att, l.s.now())
+		a.TraceParent = span.TraceParent()
+		l.mu.Lock()
+		l.dispatching[att.ID] = span
+		l.mu.Unlock()
+	}
 	return a
+}
+
+// dispatched ends the "dispatched" span of an attempt (tracing on): the
+// worker took it, or, with err, the leader gave up dispatching it.
+func (l *leader) dispatched(attempt string, err error) {
+	if l.s.Tracer == nil {
+		return
+	}
+	l.mu.Lock()
+	span := l.dispatching[attempt]
+	delete(l.dispatching, attempt)
+	l.mu.Unlock()
+	span.End(err)
 }
 
 // dispatch delivers an assignment, retrying with the same attempt id
@@ -140,16 +160,19 @@ func (l *leader) dispatch(a worker.Assignment) {
 			cancel()
 			if err == nil {
 				if tries > 1 {
-					l.log.Info("dispatched after retries", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "tries", tries)
+					l.log.Info("dispatched after retries", a.Attempt.LogArgs("worker", a.Attempt.Worker, "tries", tries)...)
 				}
+				l.dispatched(a.Attempt.ID, nil)
 				return
 			}
-			l.log.Warn("dispatch failed; retrying with the same attempt", "attempt", a.Attempt.ID, "worker", a.Attempt.Worker, "err", err)
+			l.log.Warn("dispatch failed; retrying with the same attempt", a.Attempt.LogArgs("worker", a.Attempt.Worker, "err", err)...)
 			if !l.leased(a.Attempt.ID) {
+				l.dispatched(a.Attempt.ID, err)
 				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
 			}
 			select {
 			case <-l.ctx.Done():
+				l.dispatched(a.Attempt.ID, l.ctx.Err())
 				return
 			case <-time.After(backoff):
 			}
@@ -336,13 +359,13 @@ func (l *leader) expireAttempt(run jobs.Run, att jobs.Attempt, st jobs.State, re
 	}
 	if err != nil {
 		if !errors.Is(err, jobs.ErrStaleAttempt) {
-			l.log.Error("expire failed", "attempt", att.ID, "err", err)
+			l.log.Error("expire failed", att.LogArgs("err", err)...)
 		}
 		return
 	}
-	l.log.Warn("attempt "+string(st), "attempt", att.ID, "worker", att.Worker, "reason", reason)
+	l.log.Warn("attempt "+string(st), att.LogArgs("worker", att.Worker, "reason", reason)...)
 	if next, ok := res.Run.Latest(); ok && next.Number > att.Number {
-		l.log.Info("granted takeover attempt", "attempt", next.ID, "token", next.Token, "worker", next.Worker)
+		l.log.Info("granted takeover attempt", next.LogArgs("worker", next.Worker)...)
 		l.track(res.Run, *next, spec)
 	}
 }

@@ -69,7 +69,7 @@ func (l local) Release(ctx context.Context, attempt, reason, asker string) (Rele
 	out := Released{Run: res.Run}
 	switch {
 	case err == nil:
-		l.s.Logger.Warn("attempt released by an operator", "attempt", attempt, "asker", asker, "reason", reason, "run_state", res.Run.State)
+		l.s.Logger.Warn("attempt released by an operator", jobs.LogRunID, res.Run.ID, jobs.LogAttempt, attempt, "asker", asker, "reason", reason, "run_state", res.Run.State)
 	case errors.Is(err, jobs.ErrStaleAttempt) && found && fsm.WasReleased(a):
 		// Released before: nothing more to end, but its floor may not
 		// have been raised then.
@@ -108,11 +108,11 @@ func (s *Scheduler) raiseFloor(ctx context.Context, job string, a jobs.Attempt) 
 	for {
 		floor, err := s.Store.RaiseFloor(ctx, job, tok)
 		if err == nil {
-			s.Logger.Warn("store floor raised: the released attempt's token, and every older one of its job, is refused", "attempt", a.ID, "job", job, "floor", floor)
+			s.Logger.Warn("store floor raised: the released attempt's token, and every older one of its job, is refused", a.LogArgs("job", job, "floor", floor)...)
 			return StoreFloor{Job: job, Raised: true, Token: floor}
 		}
 		if !errors.Is(err, fencedstore.ErrUnavailable) || !jobs.Sleep(ctx, s.Clock, backoff) {
-			s.Logger.Error("store floor not raised: the released attempt's token is still good where no newer token has written; release it again", "attempt", a.ID, "job", job, "err", err)
+			s.Logger.Error("store floor not raised: the released attempt's token is still good where no newer token has written; release it again", a.LogArgs("job", job, "err", err)...)
 			out.Error = err.Error()
 			return out
 		}

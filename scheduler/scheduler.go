@@ -34,6 +34,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/notify"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -83,6 +84,9 @@ type Scheduler struct {
 	MaxBodyBytes int64
 	Clock        jobs.Clock
 	Logger       *slog.Logger
+	// Tracer, if set, makes the leader's spans of every run it grants
+	// (fired, granted, dispatched); nil: tracing off.
+	Tracer *runtrace.Tracer
 	// InitialJobs, if set, is applied when this node leads a cluster that
 	// has no job set yet; InitialSource says where it came from.
 	InitialJobs   []jobs.Spec

@@ -20,6 +20,7 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	fs := flag.NewFlagSet("agent", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	path := fs.String("config", "", "the node's config file (see deploy/examples/fencecron.yaml)")
+	logFormat := logFormatFlag(fs)
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -40,7 +41,11 @@ func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
 	if !f.Has(config.SectionNode) {
 		return fmt.Errorf("%s: an agent's config needs a node section", *path)
 	}
-	log := newLogger(stderr)
+	logCfg, err := withLogFormat(f.Log, *logFormat)
+	if err != nil {
+		return err
+	}
+	log := newLogger(stderr, logCfg)
 	log.Info("fencecron agent", "config", *path, "node", f.Node.Name, "data", f.Node.DataDir)
 	raiseProcs(log)
 	for _, w := range f.Warnings {

@@ -25,6 +25,7 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 	gossipPort := fs.Int("gossip-port", config.DefaultGossipPort, "gossip port on the -http host")
 	apiToken := fs.String("api-token", os.Getenv("FENCECRON_API_TOKEN"), "token the API and dashboard require to trigger, pause and resume (default $FENCECRON_API_TOKEN; empty: none, and only clients on this host may change things)")
 	readOnly := fs.Bool("read-only", false, "refuse every change through the public API and hide the dashboard's buttons")
+	logFormat := logFormatFlag(fs)
 	jobsFile := fs.String("jobs", "", "run this file's jobs (or every job file of this directory) instead of the examples; checked first, and applied at each start over whatever set the data directory holds (default -data: "+filepath.Join(os.TempDir(), "fencecron-dev-jobs")+")")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -44,11 +45,15 @@ func runDev(ctx context.Context, args []string, stderr io.Writer) error {
 			return fmt.Errorf("-api-token: %w", err)
 		}
 	}
+	logCfg, err := withLogFormat(config.Defaults().Log, *logFormat)
+	if err != nil {
+		return err
+	}
 	specs, source, err := devJobs(*jobsFile)
 	if err != nil {
 		return err
 	}
-	log := newLogger(stderr)
+	log := newLogger(stderr, logCfg)
 	raiseProcs(log)
 	log.Info("fencecron dev: a single-node cluster", "jobs", source, "count", len(specs), "data", *dataDir)
 	host, port, err := splitHostPort(*httpAddr)

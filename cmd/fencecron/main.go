@@ -14,16 +14,18 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/scheduler/buildinfo"
 )
 
 const usage = `fencecron — a distributed cron whose outputs are fenced
 
 Usage:
-  fencecron dev [-http ADDR] [-data DIR] [-jobs FILE]
+  fencecron dev [-http ADDR] [-data DIR] [-jobs FILE] [-log-format json]
                                           a complete single-node cluster with example jobs (or FILE's)
   fencecron demo [-http ADDR] [-loop]      a paused worker's late write refused, live: a real cluster on loopback
-  fencecron agent -config FILE             one node of a real cluster
+  fencecron agent -config FILE [-log-format json]
+                                          one node of a real cluster
   fencecron status | jobs | runs [JOB] [-since 24h] [-state failed] [-limit N]
                                           look at a cluster (-addr HOST:PORT or FENCECRON_ADDR)
   fencecron explain JOB@TIME               what became of a fire time (TIME: RFC 3339, or a wall time in the job's zone)
@@ -151,6 +153,32 @@ type exitCode int
 
 func (e exitCode) Error() string { return fmt.Sprintf("exit status %d", int(e)) }
 
-func newLogger(w io.Writer) *slog.Logger {
-	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelInfo}))
+// newLogger is the node's logger, the one place its handler is chosen
+// (log: and -log-format).
+func newLogger(w io.Writer, l config.Log) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: l.SlogLevel()}
+	if l.Format == config.LogJSON {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logFormatFlag adds -log-format to a node's flags: it overrides the
+// config's log.format, so one run can be switched without editing the
+// file.
+func logFormatFlag(fs *flag.FlagSet) *string {
+	return fs.String("log-format", "", "log format: text or json (default: the config's log.format, else text)")
+}
+
+// withLogFormat applies -log-format (if given) over the config's log
+// section.
+func withLogFormat(l config.Log, flagValue string) (config.Log, error) {
+	if flagValue == "" {
+		return l, nil
+	}
+	if err := config.CheckLogFormat(flagValue); err != nil {
+		return l, fmt.Errorf("-log-format: %w", err)
+	}
+	l.Format = flagValue
+	return l, nil
 }

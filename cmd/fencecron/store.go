@@ -161,7 +161,9 @@ other error, 2 usage.
 		return fmt.Errorf("publish: %w", err)
 	}
 	tf.warnInsecure(stderr, c.BaseURL, "the fence token")
-	res, err := c.PublishSigned(ctx, token, req)
+	tctx, traced := publishTrace(ctx, key)
+	res, err := c.PublishSigned(tctx, token, req)
+	traced(res, err)
 	line := fmt.Sprintf("%s %s version=%d greatest=%s\n", res.Outcome, key, res.Version, res.Greatest)
 	if !res.Floor.IsZero() {
 		line = fmt.Sprintf("%s %s version=%d greatest=%s floor=%s\n", res.Outcome, key, res.Version, res.Greatest, res.Floor)

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 )
@@ -153,6 +155,9 @@ func (c *Client) write(ctx context.Context, method, u, key, token string, body [
 		return fencedstore.Result{}, fmt.Errorf("%s %s: %w: %v", strings.ToLower(method), key, fencedstore.ErrInvalidKey, err)
 	}
 	hr.Header.Set(tokenHeader, token)
+	// The caller's span, if any (a worker's establish or publish, or
+	// `fencecron publish` in a job), is the parent of the store's.
+	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(hr.Header))
 	if c.Signer != nil {
 		hr.Header.Set("Authorization", authScheme+c.Signer.Credential())
 	}

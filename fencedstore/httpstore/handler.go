@@ -90,6 +90,11 @@ import (
 
 	"golang.org/x/sync/semaphore"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 )
@@ -149,6 +154,10 @@ type Handler struct {
 	// at once (hand the work to another goroutine; ctx ends with the
 	// request).
 	OnRefused func(ctx context.Context, st fencedstore.SignedToken, res fencedstore.Result)
+	// Tracer, if set, makes a span of every establish and publish, the
+	// child of the writer's span when the request carries a traceparent
+	// (a worker's, or a job's own `fencecron publish`); nil: none.
+	Tracer trace.Tracer
 
 	initOnce sync.Once
 	// inFlight is the room of job processes' bodies; nodeInFlight that of
@@ -382,9 +391,11 @@ func (h *Handler) publish(w http.ResponseWriter, r *http.Request, key string) {
 	defer release() // the store holds the body until it has decided
 	req.Body = body
 	req.Quota = h.quota(st.Scope)
-	res, err := h.Store.Publish(r.Context(), req)
+	ctx, span := h.startSpan(r, "store publish", key, st)
+	res, err := h.Store.Publish(ctx, req)
+	endSpan(span, st, res, err)
 	h.refused(r, st, res, err)
-	h.decision(w, r, res, err)
+	h.decision(w, r, st, res, err)
 }
 
 // readBody reads a publish's body within the cap, once the body has room
@@ -447,9 +458,11 @@ func (h *Handler) establish(w http.ResponseWriter, r *http.Request, key string) 
 		h.error(w, r, err)
 		return
 	}
-	res, err := h.Store.Establish(r.Context(), fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires, Quota: h.quota(st.Scope)})
+	ctx, span := h.startSpan(r, "store establish", key, st)
+	res, err := h.Store.Establish(ctx, fencedstore.EstablishRequest{Key: key, Token: st.Token, Attempt: st.Attempt, Job: st.Scope.Job, Expires: st.Expires, Quota: h.quota(st.Scope)})
+	endSpan(span, st, res, err)
 	h.refused(r, st, res, err)
-	h.decision(w, r, res, err)
+	h.decision(w, r, st, res, err)
 }
 
 // maxFloorBody bounds a floor request's body: a job name and a token.
@@ -509,7 +522,7 @@ type decisionBody struct {
 	Error string `json:"error,omitempty"`
 }
 
-func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedstore.Result, err error) {
+func (h *Handler) decision(w http.ResponseWriter, r *http.Request, st fencedstore.SignedToken, res fencedstore.Result, err error) {
 	if err != nil && !fencedstore.IsDecision(err) {
 		h.error(w, r, err)
 		return
@@ -517,7 +530,7 @@ func (h *Handler) decision(w http.ResponseWriter, r *http.Request, res fencedsto
 	body := decisionBody{Result: res}
 	if err != nil {
 		body.Error = err.Error()
-		h.logger().Info("store refused a write", "key", res.Key, "outcome", res.Outcome, "greatest", res.Greatest, "remote", r.RemoteAddr)
+		h.logger().Info("store refused a write", st.LogArgs("key", res.Key, "outcome", res.Outcome, "greatest", res.Greatest, "remote", r.RemoteAddr)...)
 	}
 	w.Header().Set("Fencecron-Version", strconv.FormatUint(res.Version, 10))
 	w.Header().Set("Fencecron-Greatest", res.Greatest.String())
@@ -555,4 +568,45 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	enc.Encode(v)
+}
+
+// Attributes of the store's spans: the same keys as the worker's spans
+// of the same writes (scheduler/runtrace).
+const (
+	attrKey      = "fencecron.key"
+	attrAttempt  = "fencecron.attempt"
+	attrToken    = "fencecron.token"
+	attrOutcome  = "fencecron.store.outcome"
+	attrGreatest = "fencecron.store.greatest"
+)
+
+// startSpan starts the span of a write (tracing on), under the writer's
+// span if the request names one.
+func (h *Handler) startSpan(r *http.Request, name, key string, st fencedstore.SignedToken) (context.Context, trace.Span) {
+	if h.Tracer == nil {
+		return r.Context(), nil
+	}
+	ctx := propagation.TraceContext{}.Extract(r.Context(), propagation.HeaderCarrier(r.Header))
+	return h.Tracer.Start(ctx, name, trace.WithSpanKind(trace.SpanKindServer), trace.WithAttributes(
+		attribute.String(attrKey, key), attribute.String(attrAttempt, st.Attempt), attribute.String(attrToken, st.Token.String())))
+}
+
+// endSpan ends a write's span with the store's decision: a refusal is an
+// error, with an event carrying both tokens.
+func endSpan(span trace.Span, st fencedstore.SignedToken, res fencedstore.Result, err error) {
+	if span == nil {
+		return
+	}
+	if res.Outcome != "" {
+		span.SetAttributes(attribute.String(attrOutcome, string(res.Outcome)), attribute.String(attrGreatest, res.Greatest.String()))
+	}
+	switch {
+	case errors.Is(err, fencedstore.ErrStaleOwner) || errors.Is(err, fencedstore.ErrExpired):
+		span.AddEvent("write refused", trace.WithAttributes(attribute.String(attrOutcome, string(res.Outcome)),
+			attribute.String(attrToken, st.Token.String()), attribute.String(attrGreatest, res.Greatest.String())))
+		span.SetStatus(codes.Error, "the store refused the write: "+string(res.Outcome))
+	case err != nil:
+		span.SetStatus(codes.Error, err.Error())
+	}
+	span.End()
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"time"
 )
@@ -120,6 +121,10 @@ func RunHTTP(ctx context.Context, req HTTPRequest) (res Result) {
 	defer cancel()
 	hreq, err := http.NewRequestWithContext(rctx, req.Method, req.URL, bytes.NewReader(req.Body))
 	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // its message repeats the whole URL
+		}
 		res.Err = fmt.Errorf("request: %w", err)
 		return res
 	}
@@ -134,30 +139,47 @@ func RunHTTP(ctx context.Context, req HTTPRequest) (res Result) {
 		res.Stdout, res.OutputTruncated, err = readCapped(resp.Body, req.MaxOutput)
 		resp.Body.Close()
 	}
+	// The error is logged and kept in the run's history, which readers
+	// without the API token see: it names the service, never the path,
+	// query or user info where a credential may be (jobs.Redact).
+	where := req.Method + " " + hostOf(req.URL)
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err // its message repeats the whole URL
+	}
 	switch {
 	case err != nil && ctx.Err() != nil:
 		res.Cancelled = true
-		res.Err = fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+		res.Err = fmt.Errorf("%s: %w", where, err)
 		return res
 	case err != nil && rctx.Err() != nil:
 		res.TimedOut = true
 		return res
 	case err != nil:
-		res.Err = fmt.Errorf("%s %s: %w", req.Method, req.URL, err)
+		res.Err = fmt.Errorf("%s: %w", where, err)
 		return res
 	}
 	res.Status = resp.StatusCode
 	if req.Expected(resp.StatusCode) {
 		res.ExitCode = 0
 	} else {
-		msg := fmt.Sprintf("unexpected status %s from %s %s (expect_status: %s)", resp.Status, req.Method, req.URL, req.ExpectedText)
+		msg := fmt.Sprintf("unexpected status %s from %s (expect_status: %s)", resp.Status, where, req.ExpectedText)
 		if loc := resp.Header.Get("Location"); resp.StatusCode >= 300 && resp.StatusCode < 400 && loc != "" {
-			msg += fmt.Sprintf("; redirect to %s not followed: %v", loc, ErrRedirectOffHost)
+			msg += fmt.Sprintf("; redirect to %s not followed: %v", hostOf(loc), ErrRedirectOffHost)
 		}
 		res.Err = errors.New(msg)
 		res.StderrTail = string(res.Stdout[:min(len(res.Stdout), DefaultStderrTail)])
 	}
 	return res
+}
+
+// hostOf is raw's scheme and host, scheme://host[:port], or "(hidden)"
+// if it has none: as jobs.Redact shows a URL.
+func hostOf(raw string) string {
+	if u, err := url.Parse(raw); err == nil && u.Scheme != "" && u.Host != "" {
+		return u.Scheme + "://" + u.Host
+	}
+	return "(hidden)"
 }
 
 // readCapped reads r whole, keeping at most max bytes (0: all).

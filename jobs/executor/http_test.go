@@ -114,3 +114,35 @@ func TestRunHTTP_UnexpectedStatusAndBadCA(t *testing.T) {
 		t.Errorf("result = %+v, want a failure naming ca_file", res)
 	}
 }
+
+// A failed request's error is logged and shown to readers without the
+// API token: it names the service but never the URL's path, query or user
+// info, where a job's credential often is.
+func TestRunHTTP_ErrorsHideTheURLsCredentials(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "nope", http.StatusInternalServerError)
+	}))
+	host := srv.URL
+	secretURL := strings.Replace(srv.URL, "http://", "http://USERINFO:PASSWORD@", 1) + "/PATHSECRET?api_key=QUERYSECRET"
+	res := executor.RunHTTP(context.Background(), httpReq(secretURL))
+	srv.Close()
+	// The server is gone: the same request now fails before any status.
+	refused := executor.RunHTTP(context.Background(), httpReq(secretURL))
+	for _, r := range []executor.Result{res, refused} {
+		if r.Err == nil {
+			t.Fatalf("result = %+v, want a failure", r)
+		}
+		msg := r.Err.Error()
+		if !strings.Contains(msg, "POST "+host) {
+			t.Errorf("error %q does not name the service POST %s", msg, host)
+		}
+		for _, secret := range []string{"USERINFO", "PASSWORD", "PATHSECRET", "QUERYSECRET"} {
+			if strings.Contains(msg, secret) {
+				t.Errorf("error %q shows %s", msg, secret)
+			}
+		}
+	}
+	if !strings.Contains(res.Err.Error(), "500") {
+		t.Errorf("error %q does not name the status", res.Err)
+	}
+}

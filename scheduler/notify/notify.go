@@ -295,7 +295,7 @@ func (n *Sender) sendOne(ctx context.Context, no replicated.Notice, key string, 
 	fails, name := t.fails, t.name
 	n.mu.Unlock()
 
-	log := n.log.With("notice", no.Key(), "target", no.Kind(), "to", name, "state", no.State, "job", no.Job, "run", no.Run, "tries", tries)
+	log := n.log.With("notice", no.Key(), "target", no.Kind(), "to", name, "state", no.State, "job", no.Job, jobs.LogRunID, no.Run, "tries", tries)
 	switch {
 	case ctx.Err() != nil:
 	case err == nil:

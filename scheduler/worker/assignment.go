@@ -12,6 +12,10 @@ type Assignment struct {
 	Run     jobs.Run     `json:"run"`
 	Attempt jobs.Attempt `json:"attempt"`
 	Spec    jobs.Spec    `json:"spec"`
+	// TraceParent is the W3C trace context of the leader's "dispatched"
+	// span, when tracing is on: the worker's spans of the attempt are its
+	// children (scheduler/runtrace). Never in the replicated log.
+	TraceParent string `json:"traceparent,omitempty"`
 }
 
 // TokenExpires returns when the attempt's fence token stops being good:

@@ -15,7 +15,7 @@ import (
 // body template does not render, nothing is sent and the attempt fails
 // with the template's error (Validate renders it for a sample time, so
 // this is rare).
-func (w *Worker) httpRequest(a Assignment) executor.HTTPRequest {
+func (w *Worker) httpRequest(a Assignment, traceparent string) executor.HTTPRequest {
 	h := a.Spec.HTTP
 	hdr := http.Header{"User-Agent": {"fencecron"}}
 	for k, v := range h.Headers {
@@ -25,6 +25,9 @@ func (w *Worker) httpRequest(a Assignment) executor.HTTPRequest {
 		hdr.Set(jobs.HTTPTokenHeader, w.TokenText(a))
 	}
 	hdr.Set(jobs.HTTPRunIDHeader, a.Run.ID)
+	if traceparent != "" {
+		hdr.Set("traceparent", traceparent)
+	}
 	hdr.Set(jobs.HTTPScheduledHeader, a.Run.ScheduledAt.UTC().Format(time.RFC3339))
 	body, err := a.Spec.HTTPBody(a.Run.ScheduledAt)
 	req := executor.HTTPRequest{

@@ -22,7 +22,7 @@ func TestWorker_EnvDocumented(t *testing.T) {
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	w := &Worker{ID: "w1", StoreAddr: "https://127.0.0.1:1", StoreCA: "/ca.pem", TokenText: func(Assignment) string { return "t" }}
-	env := w.env(Assignment{Run: jobs.Run{ID: "j@x", Job: "j"}, Attempt: jobs.Attempt{ID: "j@x.1"}})
+	env := w.env(Assignment{Run: jobs.Run{ID: "j@x", Job: "j"}, Attempt: jobs.Attempt{ID: "j@x.1"}}, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01")
 	if len(env) < 10 {
 		t.Fatalf("env = %v", env)
 	}

@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // DefaultNoteQueueSize is how many notes a NoteQueue holds by default.
@@ -75,7 +77,7 @@ func (q *NoteQueue) Add(attempt, kind, detail string) bool {
 		return true
 	default:
 	}
-	q.Logger.Warn("too many notes waiting for the leader: dropped one", "attempt", attempt, "kind", kind, "detail", detail, "waiting", cap(q.ch))
+	q.Logger.Warn("too many notes waiting for the leader: dropped one", jobs.AttemptLogArgs(attempt, "kind", kind, "detail", detail, "waiting", cap(q.ch))...)
 	if q.Dropped != nil {
 		q.Dropped()
 	}
@@ -112,7 +114,7 @@ func (q *NoteQueue) loop(ch <-chan queuedNote) {
 		err := q.Leader.Note(ctx, n.attempt, n.kind, q.Node, n.detail)
 		cancel()
 		if err != nil {
-			q.Logger.Warn("could not tell the leader", "attempt", n.attempt, "kind", n.kind, "detail", n.detail, "err", err)
+			q.Logger.Warn("could not tell the leader", jobs.AttemptLogArgs(n.attempt, "kind", n.kind, "detail", n.detail, "err", err)...)
 		}
 	}
 }

@@ -11,11 +11,15 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/executor"
 	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 )
 
 // Leader is what a worker talks to about its attempts: the scheduler,
@@ -68,6 +72,14 @@ type Worker struct {
 	JobNice int
 	Faults  *faults.Faults
 	Logger  *slog.Logger
+	// Tracer, if set, makes the worker's spans of each attempt (the
+	// attempt, its store calls, its process or request, its completion)
+	// and hands the job TRACEPARENT; nil: tracing off.
+	Tracer *runtrace.Tracer
+	// TraceEnv is added to a traced job's environment beside TRACEPARENT:
+	// where the node exports to (OTEL_EXPORTER_OTLP_ENDPOINT), so the
+	// job's own spans (`fencecron publish`'s too) reach the same place.
+	TraceEnv []string
 	// Observer, if set, sees this worker's attempts (see observe.go).
 	Observer Observer
 	// Clock is what the worker and its lease clients wait on and read the
@@ -191,10 +203,23 @@ func (w *Worker) Accept(a Assignment) error {
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		c := w.runAttempt(a)
+		var span *runtrace.Span
+		if w.Tracer != nil {
+			span = w.Tracer.Attempt(w.ctx, a.Run, a.Attempt, a.TraceParent)
+		}
+		log := attemptLog(w.Logger, a, span)
+		c := w.runAttempt(a, span, log)
 		c.AcceptedAt = accepted
 		w.observer().AttemptFinished(jobOf(a), c)
-		w.reportCompletion(c)
+		var done *runtrace.Span
+		if w.Tracer != nil {
+			st := attribute.String(runtrace.AttrState, string(c.State))
+			span.SetAttributes(st)
+			done = w.Tracer.Start(span.Context(w.ctx), runtrace.SpanCompleted, trace.SpanKindClient, st)
+		}
+		w.reportCompletion(c, log)
+		done.End(nil)
+		span.End(completionErr(c))
 		w.forget(a.Attempt.ID)
 	}()
 	return nil
@@ -224,9 +249,58 @@ func (w *Worker) forget(id string) {
 	}
 }
 
-// runAttempt is the life of an attempt on the worker, DESIGN.md steps 4-7.
-func (w *Worker) runAttempt(a Assignment) replicated.Completion {
-	log := w.Logger.With("attempt", a.Attempt.ID, "token", a.Attempt.Token)
+// attemptLog is the logger of an attempt's lines: its run, itself, its
+// token, and its span's ids when tracing is on.
+func attemptLog(l *slog.Logger, a Assignment, span *runtrace.Span) *slog.Logger {
+	if span == nil {
+		return l.With(a.Attempt.LogArgs()...)
+	}
+	tid, sid := span.IDs()
+	return l.With(a.Attempt.LogArgs(runtrace.LogTraceID, tid, runtrace.LogSpanID, sid)...)
+}
+
+// completionErr is why an attempt did not succeed, for its span.
+func completionErr(c replicated.Completion) error {
+	if c.State == jobs.Succeeded {
+		return nil
+	}
+	if c.Error != "" {
+		return errors.New(c.Error)
+	}
+	return errors.New(string(c.State))
+}
+
+// storeSpan starts the span of a store call (tracing on), under span.
+func (w *Worker) storeSpan(span *runtrace.Span, name, key string, tok jobs.Fence) *runtrace.Span {
+	if w.Tracer == nil {
+		return nil
+	}
+	return w.Tracer.Start(span.Context(w.ctx), name, trace.SpanKindClient,
+		attribute.String(runtrace.AttrKey, key), attribute.String(runtrace.AttrToken, tok.String()))
+}
+
+// endStoreSpan ends a store call's span with the store's answer: a
+// refusal is an error event carrying both tokens.
+func endStoreSpan(s *runtrace.Span, tok jobs.Fence, res fencedstore.Result, err error) {
+	if s == nil {
+		return
+	}
+	switch {
+	case errors.Is(err, fencedstore.ErrStaleOwner):
+		s.Refused(string(fencedstore.StaleOwner), tok, res.Greatest)
+		err = nil
+	case errors.Is(err, fencedstore.ErrExpired):
+		s.Refused(string(fencedstore.Expired), tok, res.Greatest)
+		err = nil
+	case err == nil && res.Outcome != "":
+		s.SetAttributes(attribute.String(runtrace.AttrOutcome, string(res.Outcome)))
+	}
+	s.End(err)
+}
+
+// runAttempt is the life of an attempt on the worker, DESIGN.md steps
+// 4-7; span is its span (nil: tracing off), log its logger.
+func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger) replicated.Completion {
 	tok := a.Attempt.Token
 	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) replicated.Completion {
@@ -255,7 +329,9 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	held := make(chan bool, 1)
 	go func() { held <- lc.acquire(w.ctx) }()
 	if key := a.Run.Output; key != "" {
-		res, err := w.establish(fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Expires: expires}, lc)
+		es := w.storeSpan(span, runtrace.SpanEstablish, key, tok)
+		res, err := w.establish(es.Context(w.ctx), fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Expires: expires}, lc)
+		endStoreSpan(es, tok, res, err)
 		switch {
 		case errors.Is(err, fencedstore.ErrStaleOwner) && !res.Floor.IsZero():
 			<-held
@@ -347,16 +423,24 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 		}()
 	}
 	out := w.live.start(a.Attempt.ID)
+	var ps *runtrace.Span
+	if w.Tracer != nil {
+		name := runtrace.SpanProcess
+		if a.Spec.HTTP != nil {
+			name = runtrace.SpanHTTP
+		}
+		ps = w.Tracer.Start(span.Context(w.ctx), name, trace.SpanKindClient, attribute.String(runtrace.AttrToken, tok.String()))
+	}
 	var res executor.Result
 	if a.Spec.HTTP != nil {
 		markStart(asked)
-		res = executor.RunHTTP(runCtx, w.httpRequest(a))
+		res = executor.RunHTTP(runCtx, w.httpRequest(a, ps.TraceParent()))
 		// The response body, for the live view and the record's tail.
 		out.stdout.Write(res.Stdout)
 	} else {
 		res = executor.Run(runCtx, executor.Request{
 			Argv:      a.Spec.Argv(),
-			Env:       w.env(a),
+			Env:       w.env(a, ps.TraceParent()),
 			Dir:       a.Spec.Dir,
 			Timeout:   a.Spec.Timeout.D(),
 			MaxOutput: a.Spec.MaxOutputBytes,
@@ -403,6 +487,14 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	default:
 		c.State = jobs.Succeeded
 	}
+	if ps != nil {
+		if a.Spec.HTTP != nil {
+			ps.SetAttributes(attribute.Int(runtrace.AttrHTTPStatus, res.Status))
+		} else if c.ExitCode != nil {
+			ps.SetAttributes(attribute.Int(runtrace.AttrExitCode, *c.ExitCode))
+		}
+		ps.End(completionErr(c))
+	}
 	// The record keeps stdout's tail unless the store gets all of it.
 	c.StdoutTail = out.stdout.tail(StdoutTailBytes)
 	if c.State != jobs.Succeeded || a.Run.Output == "" {
@@ -414,7 +506,9 @@ func (w *Worker) runAttempt(a Assignment) replicated.Completion {
 	if faults.StopBeforePublish(w.Faults, a.Attempt.Number) {
 		log.Warn("fault injection: resumed after stopping before publish")
 	}
-	pub, err := w.publish(fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Body: res.Stdout, Expires: expires})
+	pubSpan := w.storeSpan(span, runtrace.SpanPublish, a.Run.Output, tok)
+	pub, err := w.publish(pubSpan.Context(w.ctx), fencedstore.PublishRequest{Key: a.Run.Output, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Body: res.Stdout, Expires: expires})
+	endStoreSpan(pubSpan, tok, pub, err)
 	c.StoreOutcome, c.StoreVersion = string(pub.Outcome), pub.Version
 	switch {
 	case errors.Is(err, fencedstore.ErrStaleOwner) && !pub.Floor.IsZero():
@@ -505,8 +599,8 @@ var errLeaseLost = errors.New("lease lost")
 
 // establish calls the store, retrying failures that are not decisions
 // while the lease may still be valid.
-func (w *Worker) establish(req fencedstore.EstablishRequest, lc *leaseClient) (fencedstore.Result, error) {
-	return retryStore(w.ctx, w.clock(), lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
+func (w *Worker) establish(ctx context.Context, req fencedstore.EstablishRequest, lc *leaseClient) (fencedstore.Result, error) {
+	return retryStore(ctx, w.clock(), lc.ttl, func(ctx context.Context) (fencedstore.Result, error) {
 		return w.Store.Establish(ctx, req)
 	})
 }
@@ -515,8 +609,8 @@ func (w *Worker) establish(req fencedstore.EstablishRequest, lc *leaseClient) (f
 // did not decide (jobs.TokenExpiryMargin covers it).
 const publishRetryWindow = 30 * time.Second
 
-func (w *Worker) publish(req fencedstore.PublishRequest) (fencedstore.Result, error) {
-	return retryStore(w.ctx, w.clock(), publishRetryWindow, func(ctx context.Context) (fencedstore.Result, error) {
+func (w *Worker) publish(ctx context.Context, req fencedstore.PublishRequest) (fencedstore.Result, error) {
+	return retryStore(ctx, w.clock(), publishRetryWindow, func(ctx context.Context) (fencedstore.Result, error) {
 		return w.Store.Publish(ctx, req)
 	})
 }
@@ -553,7 +647,7 @@ func (w *Worker) clock() jobs.Clock {
 }
 
 // env is the fence environment a job's process sees.
-func (w *Worker) env(a Assignment) []string {
+func (w *Worker) env(a Assignment, traceparent string) []string {
 	env := []string{
 		"FENCECRON_EPOCH=" + strconv.FormatUint(a.Attempt.Token.Epoch, 10),
 		"FENCECRON_SEQ=" + strconv.FormatUint(a.Attempt.Token.Seq, 10),
@@ -568,6 +662,10 @@ func (w *Worker) env(a Assignment) []string {
 	}
 	if w.TokenText != nil {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
+	}
+	if traceparent != "" {
+		env = append(env, "TRACEPARENT="+traceparent)
+		env = append(env, w.TraceEnv...)
 	}
 	env = append(env, binEnv()...)
 	for k, v := range a.Spec.Env {
@@ -590,22 +688,22 @@ var binEnv = sync.OnceValue(func() []string {
 })
 
 // reportCompletion reports c until the leader has it or the worker gives
-// up at Close.
-func (w *Worker) reportCompletion(c replicated.Completion) {
+// up at Close; log names the attempt.
+func (w *Worker) reportCompletion(c replicated.Completion, log *slog.Logger) {
 	backoff := 100 * time.Millisecond
 	for {
 		err := w.complete(c)
 		if err == nil {
-			w.Logger.Info("attempt finished", "attempt", c.Attempt, "state", c.State, "store", c.StoreOutcome, "error", c.Error)
+			log.Info("attempt finished", "state", c.State, "store", c.StoreOutcome, "error", c.Error)
 			return
 		}
 		if errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
-			w.Logger.Error("completion refused", "attempt", c.Attempt, "err", err)
+			log.Error("completion refused", "err", err)
 			return
 		}
-		w.Logger.Warn("could not report completion; retrying", "attempt", c.Attempt, "err", err, "in", backoff)
+		log.Warn("could not report completion; retrying", "err", err, "in", backoff)
 		if !jobs.Sleep(w.report, w.clock(), backoff) {
-			w.Logger.Error("gave up reporting completion", "attempt", c.Attempt, "state", c.State)
+			log.Error("gave up reporting completion", "state", c.State)
 			return
 		}
 		backoff = min(2*backoff, 5*time.Second)

@@ -15,6 +15,8 @@ import (
 	"runtime/pprof"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
@@ -84,6 +86,8 @@ type node struct {
 	worker          *worker.Worker
 	internal        *rpc.Server
 	srv             *web.Server
+	// traces is the node's trace export; nil: tracing off.
+	traces *sdktrace.TracerProvider
 }
 
 // Run wires one node from cfg and runs it until ctx ends, then stops the
@@ -98,6 +102,7 @@ func Run(ctx context.Context, cfg *config.File, opt Options) error {
 		n.openIdentity,
 		n.openStore,
 		n.openRaft,
+		n.openTelemetry,
 		n.newScheduler,
 		n.newWorker,
 		n.newWeb,

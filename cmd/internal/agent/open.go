@@ -2,12 +2,15 @@ package agent
 
 import (
 	"cmp"
+	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/telemetry"
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore"
@@ -19,6 +22,7 @@ import (
 	historydb "github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/scheduler/runtrace"
 	"github.com/fencecron/fencecron/scheduler/worker"
 	"github.com/fencecron/fencecron/web"
 	"github.com/fencecron/fencecron/web/metrics"
@@ -143,9 +147,33 @@ func (n *node) configHash() string {
 
 // newScheduler builds the scheduler on the replicated state, with the
 // node's clock and the monitor of its peers' clocks.
+// openTelemetry starts the trace export the telemetry section (or the
+// OTEL_* environment) asks for; it is flushed last at shutdown.
+func (n *node) openTelemetry() error {
+	tp, err := telemetry.Open(context.Background(), n.cfg.Telemetry, n.cfg.Node.Name)
+	if err != nil || tp == nil {
+		return err
+	}
+	n.traces = tp
+	n.closeWith("trace export", tp.Shutdown)
+	// From here on, every line about a run names its trace.
+	n.log = slog.New(runtrace.LogHandler(n.log.Handler()))
+	n.log.Info("tracing on: runs are exported over OTLP", "endpoint", n.cfg.Telemetry.OTLPEndpoint, "protocol", n.cfg.Telemetry.Protocol, "sample_ratio", n.cfg.Telemetry.SampleRatio)
+	return nil
+}
+
+// runTracer is the tracer of runs: nil while tracing is off.
+func (n *node) runTracer() *runtrace.Tracer {
+	if n.traces == nil {
+		return nil
+	}
+	return runtrace.New(n.traces)
+}
+
 func (n *node) newScheduler() error {
 	n.sched = scheduler.New(n.raft, n.fsm)
 	n.sched.Logger = n.log
+	n.sched.Tracer = n.runTracer()
 	// The node's wall clock (a test build may move it: ClockOf).
 	n.clock = faults.ClockOf(n.opt.Faults)
 	n.sched.Clock = n.clock
@@ -188,6 +216,13 @@ func (n *node) newWorker() error {
 		Grace: 2 * time.Second, Faults: n.opt.Faults, DropEnv: c.EnvUsed(), JobNice: c.Node.JobNice, Logger: n.log,
 		Observer: n.metrics, StoreCA: n.caFile, Clock: n.clock,
 	}
+	n.worker.Tracer = n.runTracer()
+	if t := c.Telemetry; n.traces != nil && t.OTLPEndpoint != "" {
+		n.worker.TraceEnv = []string{"OTEL_EXPORTER_OTLP_ENDPOINT=" + t.OTLPEndpoint}
+		if t.Protocol != "" {
+			n.worker.TraceEnv = append(n.worker.TraceEnv, "OTEL_EXPORTER_OTLP_PROTOCOL="+t.Protocol)
+		}
+	}
 	if n.signer != nil {
 		n.worker.TokenText = TokenText(n.signer, n.log)
 	}
@@ -215,6 +250,9 @@ func (n *node) newWeb() error {
 		QuotaKeys: int64(c.Store.Quota.Keys), QuotaBytes: c.Store.Quota.Bytes}
 	if c.Store.Backend == config.BackendRemote {
 		n.srv.StoreRemote = c.Store.URL
+	}
+	if n.traces != nil {
+		storeAPI.Tracer = n.traces.Tracer(runtrace.Name)
 	}
 	switch {
 	case c.Store.Backend == config.BackendRemote:

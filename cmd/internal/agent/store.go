@@ -89,7 +89,7 @@ func TokenText(signer *fencedstore.Signer, log *slog.Logger) func(worker.Assignm
 	return func(a worker.Assignment) string {
 		text, err := signer.Sign(a.SignedToken())
 		if err != nil {
-			log.Error("cannot sign the attempt's token; the job gets none", "attempt", a.Attempt.ID, "err", err)
+			log.Error("cannot sign the attempt's token; the job gets none", a.Attempt.LogArgs("err", err)...)
 			return ""
 		}
 		return text

@@ -95,13 +95,15 @@ const (
 
 // Section names.
 const (
-	SectionNode    = "node"
-	SectionCluster = "cluster"
-	SectionStore   = "store"
-	SectionJobs    = "jobs"
-	SectionAPI     = "api"
-	SectionNotify  = "notify"
-	SectionGroups  = "groups"
+	SectionNode      = "node"
+	SectionCluster   = "cluster"
+	SectionStore     = "store"
+	SectionJobs      = "jobs"
+	SectionAPI       = "api"
+	SectionNotify    = "notify"
+	SectionGroups    = "groups"
+	SectionLog       = "log"
+	SectionTelemetry = "telemetry"
 )
 
 // File is a whole config file, with defaults applied.
@@ -112,6 +114,10 @@ type File struct {
 	API     API
 	// Notify is the cluster-wide notify: section (notify.go).
 	Notify Notify
+	// Log is how this node writes its log (log.go).
+	Log Log
+	// Telemetry is where this node sends its traces (telemetry.go).
+	Telemetry Telemetry
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
@@ -143,13 +149,15 @@ type File struct {
 // everything else; the order of their fields is the order problems list
 // the fields in.
 type sections struct {
-	Node    Node         `yaml:"node"`
-	Cluster Cluster      `yaml:"cluster"`
-	Store   Store        `yaml:"store"`
-	API     API          `yaml:"api"`
-	Notify  Notify       `yaml:"notify"`
-	Jobs    []jobEntry   `yaml:"jobs"`
-	Groups  []jobs.Group `yaml:"groups"`
+	Node      Node         `yaml:"node"`
+	Cluster   Cluster      `yaml:"cluster"`
+	Store     Store        `yaml:"store"`
+	API       API          `yaml:"api"`
+	Notify    Notify       `yaml:"notify"`
+	Jobs      []jobEntry   `yaml:"jobs"`
+	Groups    []jobs.Group `yaml:"groups"`
+	Log       Log          `yaml:"log"`
+	Telemetry Telemetry    `yaml:"telemetry"`
 }
 
 // jobEntry is one job as the file writes it: schedule, the shorthand for
@@ -492,8 +500,14 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	if d.isMapping(SectionNotify) {
 		d.checkNotify(&doc.Notify)
 	}
-	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Name: name, sections: map[string]bool{}}
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs} {
+	if d.isMapping(SectionLog) {
+		d.checkLog(&doc.Log)
+	}
+	if d.isMapping(SectionTelemetry) {
+		d.checkTelemetry(&doc.Telemetry)
+	}
+	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, Name: name, sections: map[string]bool{}}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs, SectionLog, SectionTelemetry} {
 		f.sections[s] = d.has(s)
 	}
 	f.Groups = d.checkGroups(doc.Groups, doc.Jobs)
@@ -667,6 +681,8 @@ func defaults(hostname func() (string, error)) sections {
 			KeepVersions:     DefaultKeepVersions,
 			TombstoneTTL:     jobs.Duration(DefaultTombstoneTTL),
 		},
+		Log:       Log{Format: DefaultLogFormat, Level: DefaultLogLevel},
+		Telemetry: Telemetry{SampleRatio: DefaultSampleRatio},
 	}
 }
 
@@ -677,7 +693,7 @@ func defaults(hostname func() (string, error)) sections {
 // file (`fencecron dev`) starts from it.
 func Defaults() *File {
 	doc := defaults(os.Hostname)
-	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, sections: map[string]bool{}}
+	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, sections: map[string]bool{}}
 }
 
 // Has reports whether the file has the named section ("node",

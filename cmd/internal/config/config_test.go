@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -916,5 +917,44 @@ jobs:
 	want := "test.yaml:5:97: jobs[0].timeout: 48h0m0s: with lease_ttl its fence token is good for 48h2m30s, longer than store.tombstone_ttl (24h0m0s)"
 	if len(got) != 1 || !strings.HasPrefix(got[0], want) {
 		t.Errorf("problems = %q, want one starting %q", got, want)
+	}
+}
+
+func TestParse_Log(t *testing.T) {
+	if f := MustParse(t, "jobs: []\n"); f.Log.Format != LogText || f.Log.SlogLevel() != slog.LevelInfo {
+		t.Errorf("default log = %+v, want text at info", f.Log)
+	}
+	f := MustParse(t, "log: {format: json, level: warn}\n")
+	if f.Log.Format != LogJSON || f.Log.SlogLevel() != slog.LevelWarn || !f.Has(SectionLog) {
+		t.Errorf("log = %+v, want json at warn", f.Log)
+	}
+	for src, want := range map[string]string{
+		"log: {format: xml}\n":    `test.yaml:1:15: log.format: "xml": want text or json`,
+		"log: {level: verbose}\n": `test.yaml:1:14: log.level: "verbose": want debug, info, warn or error`,
+		"log: {fromat: json}\n":   `test.yaml:1:7: log: unknown field "fromat" (did you mean "format"?)`,
+	} {
+		if got := problems(t, src); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
+	}
+}
+
+func TestParse_Telemetry(t *testing.T) {
+	if f := MustParse(t, "jobs: []\n"); f.Telemetry.OTLPEndpoint != "" || f.Telemetry.SampleRatio != 1 {
+		t.Errorf("default telemetry = %+v, want off with sample ratio 1", f.Telemetry)
+	}
+	f := MustParse(t, "telemetry: {otlp_endpoint: 'http://127.0.0.1:4318', protocol: grpc, sample_ratio: 0.25, headers: {x-key: '${FENCECRON_API_TOKEN}'}}\n")
+	if got := f.Telemetry; got.OTLPEndpoint != "http://127.0.0.1:4318" || got.Protocol != ProtocolGRPC || got.SampleRatio != 0.25 || got.Headers["x-key"] != testEnv["FENCECRON_API_TOKEN"] {
+		t.Errorf("telemetry = %+v", got)
+	}
+	for src, want := range map[string]string{
+		"telemetry: {otlp_endpoint: '127.0.0.1:4318'}\n": `test.yaml:1:28: telemetry.otlp_endpoint: "127.0.0.1:4318": want a URL such as http://127.0.0.1:4318`,
+		"telemetry: {protocol: http/json}\n":             `test.yaml:1:23: telemetry.protocol: "http/json": want grpc or http/protobuf`,
+		"telemetry: {sample_ratio: 2}\n":                 `test.yaml:1:27: telemetry.sample_ratio: 2: want 0 to 1`,
+		"telemetry: {sample_ratio: half}\n":              `test.yaml:1:27: telemetry.sample_ratio: expected a number, got "half"`,
+	} {
+		if got := problems(t, src); len(got) != 1 || got[0] != want {
+			t.Errorf("%q: problems %q, want %q", src, got, want)
+		}
 	}
 }

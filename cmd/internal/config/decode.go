@@ -76,7 +76,7 @@ func newDecoder(file string, lookup func(string) (string, bool)) *decoder {
 // indexes left out.
 var (
 	// envSections are the sections where ${NAME} is expanded.
-	envSections = map[string]bool{SectionNode: true, SectionCluster: true, SectionStore: true, SectionAPI: true, SectionNotify: true}
+	envSections = map[string]bool{SectionNode: true, SectionCluster: true, SectionStore: true, SectionAPI: true, SectionNotify: true, SectionTelemetry: true}
 	// secretFields hold secrets: written literally, they earn a warning
 	// suggesting the ${NAME} given here instead.
 	secretFields = map[string]string{
@@ -240,6 +240,8 @@ func (d *decoder) decode(n *yaml.Node, path string, v reflect.Value) {
 		d.integer(n, path, v)
 	case t.Kind() == reflect.Int64:
 		d.size(n, path, v)
+	case t.Kind() == reflect.Float64:
+		d.float(n, path, v)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.String:
 		d.strings(n, path, v)
 	case t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Int:
@@ -424,6 +426,20 @@ func (d *decoder) integer(n *yaml.Node, path string, v reflect.Value) {
 		return
 	}
 	v.SetInt(i)
+}
+
+// float decodes a number.
+func (d *decoder) float(n *yaml.Node, path string, v reflect.Value) {
+	s, ok := d.scalar(n, path, "a number")
+	if !ok || s == "" {
+		return
+	}
+	f, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		d.errorf(n, path, "expected a number, got %q", s)
+		return
+	}
+	v.SetFloat(f)
 }
 
 // size decodes a byte count: a whole number, optionally with a unit

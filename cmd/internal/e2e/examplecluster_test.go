@@ -56,6 +56,7 @@ func TestExampleCluster_ApartFromDev(t *testing.T) {
 // $(openssl rand ...) gives each node its own, which never forms a
 // cluster.
 func TestReadme_SecretsAreGenerated(t *testing.T) {
+	t.Parallel()
 	files, _ := filepath.Glob("../../../deploy/examples/cluster/*.yaml")
 	files = append(files, "../../../README.md")
 	assign := regexp.MustCompile(`FENCECRON_SECRET=(\S*)`)

@@ -191,6 +191,7 @@ func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
 // installed keys could decrypt the message" at ERROR), and status says why
 // there is no leader.
 func TestAgent_DifferentSecretsSaySo(t *testing.T) {
+	t.Parallel()
 	ports := map[string][3]int{}
 	for _, n := range []string{"n1", "n2"} {
 		ports[n] = [3]int{proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)}
@@ -251,6 +252,7 @@ cluster:
 // connections it closes under Raft's and gossip's readers are INFO. (What
 // the leader logs while a server is down is TestLogTriage's, in election.)
 func TestCluster_PlannedStopLogsNoError(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "default"})
 	a := agree(t, c, 30*time.Second)
 	for _, n := range c.Servers() {
