@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -106,31 +106,19 @@ func allAttempts(t *testing.T, n *localcluster.Node) []jobs.Attempt {
 func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("FENCECRON_SECRET", "example-cluster-secret-0123456789-abcdef")
-	// The examples use fixed ports and /tmp paths; move them to free
-	// ports and this test's directory, and change nothing else.
-	ports := map[string]int{}
+	// The examples' ports and data directory move with the variables the
+	// README gives; the files themselves are used as they are. Their
+	// store node is not started: this test is about the job set.
+	prefix := freePortPrefix(t)
+	t.Setenv("FENCECRON_PORT_PREFIX", strconv.Itoa(prefix))
+	t.Setenv("FENCECRON_CLUSTER_DIR", filepath.Join(dir, "data"))
 	var nodes []*localcluster.Node
 	var procs []*proctest.Proc
 	for i := 1; i <= 3; i++ {
-		for _, p := range []int{8080 + i, 7936 + 10*i, 7937 + 10*i} {
-			ports[fmt.Sprint(p)] = proctest.FreePort(t)
-		}
-	}
-	portRE := regexp.MustCompile(`\b(808[1-3]|79[4-6][67])\b`)
-	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("n%d", i)
-		b, err := os.ReadFile(filepath.Join("..", "..", "..", "deploy", "examples", "cluster", name+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = portRE.ReplaceAllFunc(b, func(p []byte) []byte { return []byte(fmt.Sprint(ports[string(p)])) })
-		b = bytes.ReplaceAll(b, []byte("/tmp/fencecron-cluster"), []byte(filepath.Join(dir, "data")))
-		path := filepath.Join(dir, name+".yaml")
-		if err := os.WriteFile(path, b, 0o600); err != nil {
-			t.Fatal(err)
-		}
+		path := filepath.Join("..", "..", "..", "deploy", "examples", "cluster", name+".yaml")
 		procs = append(procs, proctest.Start(t, name, "agent", "-config", path))
-		nodes = append(nodes, &localcluster.Node{Name: name, HTTP: ports[fmt.Sprint(8080+i)]})
+		nodes = append(nodes, &localcluster.Node{Name: name, HTTP: prefix*100 + 80 + i})
 	}
 	var a localcluster.Agreement
 	if err := localcluster.Until(30*time.Second, func() error {

@@ -129,22 +129,27 @@ func TestDev_FencecronAddr(t *testing.T) {
 	}
 }
 
+// freePortPrefix returns a FENCECRON_PORT_PREFIX under which the example
+// cluster's 14 ports (PREFIX71 to PREFIX84) are free and reserved for
+// this test process.
+func freePortPrefix(t *testing.T) int {
+	t.Helper()
+	for range 200 {
+		p := 200 + rand.IntN(119)
+		if _, err := localcluster.PortsFrom(p*100+71, 14); err == nil {
+			return p
+		}
+	}
+	t.Fatal("no free port prefix found")
+	return 0
+}
+
 // The README's example cluster, as a new user runs it: the four files of
 // deploy/examples/cluster with one shared secret, moved to a port range of
 // their own by FENCECRON_PORT_PREFIX. Its store node is not a server, so
 // killing any server, n1 included, leaves the runs publishing.
 func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
-	var prefix int
-	for range 200 {
-		p := 200 + rand.IntN(119)
-		if _, err := localcluster.PortsFrom(p*100+71, 14); err == nil {
-			prefix = p
-			break
-		}
-	}
-	if prefix == 0 {
-		t.Fatal("no free port prefix found")
-	}
+	prefix := freePortPrefix(t)
 	t.Setenv("FENCECRON_PORT_PREFIX", strconv.Itoa(prefix))
 	t.Setenv("FENCECRON_CLUSTER_DIR", t.TempDir())
 	t.Setenv("FENCECRON_SECRET", "example-cluster-e2e-secret-"+strconv.Itoa(rand.Int()))
