@@ -117,7 +117,9 @@ func TestDashboard_Chromium(t *testing.T) {
 		}
 		return nil
 	})
-	step("click Trigger", chromedp.Click(chromedp.CSS(`button[data-action="trigger"][data-job="heartbeat"]`)))
+	// Found and clicked in one evaluation: live updates re-render the
+	// job's card, and a node looked up first may be gone by the click.
+	poll("click Trigger", `(() => { const b = document.querySelector('button[data-action="trigger"][data-job="heartbeat"]'); if (!b) return ""; b.click(); return "clicked"; })()`, 15*time.Second)
 	toast := poll("the trigger's answer", `(() => { const d = document.querySelector("#toast div"); return d && d.textContent.startsWith("run ") ? d.textContent : ""; })()`, 15*time.Second)
 	runID, _, _ := strings.Cut(strings.TrimPrefix(toast, "run "), ":")
 	if !strings.HasPrefix(runID, "heartbeat@") {

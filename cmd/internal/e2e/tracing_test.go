@@ -225,6 +225,14 @@ func TestTracing_ReportHandoffIsOneTrace(t *testing.T) {
 				missing = append(missing, want.name+" on "+want.node)
 			}
 		}
+		// The stale publish's spans end last (the store's, once it has
+		// refused it): wait for them too, not only for some of each kind.
+		if len(findSpans(spans, runtrace.SpanPublish, w1.Name, map[string]string{runtrace.AttrToken: first.Token.String()})) == 0 {
+			missing = append(missing, "w1's stale publish")
+		}
+		if len(findSpans(spans, "store publish", "store", map[string]string{runtrace.AttrToken: first.Token.String(), runtrace.AttrKey: run.Output})) == 0 {
+			missing = append(missing, "the store's span of w1's stale publish")
+		}
 		if len(missing) > 0 {
 			return fmt.Errorf("trace %s of run %s lacks %s; it has %v", tid, run.ID, strings.Join(missing, ", "), spans)
 		}
