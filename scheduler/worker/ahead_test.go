@@ -2,12 +2,14 @@ package worker
 
 import (
 	"context"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
@@ -105,6 +107,56 @@ func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	}
 	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "before the fire time") {
 		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}
+
+// stallingStore answers no establish until the caller gives up; entered
+// is signalled when one arrives.
+type stallingStore struct {
+	fencedstore.Store
+	entered chan struct{}
+}
+
+func (s stallingStore) Establish(ctx context.Context, _ fencedstore.EstablishRequest) (fencedstore.Result, error) {
+	s.entered <- struct{}{}
+	<-ctx.Done()
+	return fencedstore.Result{}, ctx.Err()
+}
+
+// A worker that shuts down while it establishes an attempt's token (the
+// store slow to answer) reports the attempt lost and never started, as
+// when it shuts down waiting for the fire time: nothing ran, so the run
+// gets another attempt elsewhere without using a retry. CI saw it
+// reported failed instead, and a job without retries lost its run.
+func TestWorker_ShutdownWhileEstablishingNeverStarted(t *testing.T) {
+	store := stallingStore{entered: make(chan struct{}, 1)}
+	l := holdingLeader{done: make(chan replicated.Completion, 1)}
+	w := &Worker{ID: "w1", Store: store, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := tickAhead(marker, time.Now().Add(20*time.Second), time.Now(), testTTL)
+	a.Run.Output = "reports/tick.txt"
+	if err := w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-store.entered:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no establish within 30s")
+	}
+	closed := make(chan error, 1)
+	go func() { closed <- w.Close(context.Background()) }()
+	c := l.completion(t)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if c.State != jobs.Lost || !c.NeverStarted || !c.StartedAt.IsZero() || !strings.Contains(c.Error, "shutting down before the start") {
+		t.Errorf("completion %+v: want lost while shutting down, never started", c)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the process ran (marker: %v)", err)

@@ -347,6 +347,15 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 			<-held
 			log.Warn("expired before start: the store refused the token as expired", "key", key, "expires", expires)
 			return done(jobs.Lost, string(fencedstore.Expired), "establish %s refused as expired: token %s expired at %s, before the attempt could start", key, tok, expires.UTC().Format(time.RFC3339))
+		case err != nil && w.ctx.Err() != nil:
+			// The worker is stopping (SIGTERM) while it establishes:
+			// nothing ran, so on its word the run gets another attempt
+			// elsewhere without using a retry, as when it stops while
+			// waiting for the fire time.
+			<-held
+			c := done(jobs.Lost, "", "worker shutting down before the start (establish %s: %v); the process never started", key, err)
+			c.NeverStarted = true
+			return c
 		case err != nil:
 			<-held
 			return done(jobs.Failed, "", "establish %s: %v", key, err)
