@@ -73,6 +73,8 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 				for _, a := range mine {
 					if l.leased(a.Attempt.ID) {
 						l.dispatch(a)
+					} else {
+						l.dispatched(a.Attempt.ID, err) // its lease went meanwhile
 					}
 				}
 			}()

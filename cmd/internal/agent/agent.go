@@ -9,6 +9,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -93,10 +94,15 @@ type node struct {
 // Run wires one node from cfg and runs it until ctx ends, then stops the
 // parts in reverse order within shutdownBudget. cfg is a parsed config
 // (config.Load) or config.Defaults with fields set; Run applies no
-// defaults of its own.
-func Run(ctx context.Context, cfg *config.File, opt Options) error {
+// defaults of its own. A stop cut short (a part overran the budget) is
+// an error, so the process exits as failed, as after the crash it is.
+func Run(ctx context.Context, cfg *config.File, opt Options) (err error) {
 	n := &node{cfg: cfg, opt: opt, log: cmp.Or(opt.Logger, slog.Default())}
-	defer n.shutdown(shutdownBudget)
+	defer func() {
+		if serr := n.shutdown(shutdownBudget); err == nil {
+			err = serr
+		}
+	}()
 	for _, step := range []func() error{
 		n.openDataDir,
 		n.openIdentity,
@@ -135,7 +141,7 @@ func (n *node) closeWith(part string, c func(context.Context) error) {
 // after a crash, which Raft's log and the stores are written to survive:
 // otherwise one stuck part would hold the node until its supervisor
 // killed it, and say nothing of why.
-func (n *node) shutdown(budget time.Duration) {
+func (n *node) shutdown(budget time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
 	start := time.Now()
@@ -158,10 +164,11 @@ func (n *node) shutdown(budget time.Duration) {
 			}
 			n.log.Error("shutdown: a part did not stop within the budget; exiting without stopping it or the parts after it, as after a crash",
 				"part", c.part, "budget", budget, "not_stopped", left, "goroutines", n.dumpGoroutines())
-			return
+			return fmt.Errorf("stop cut short: %s did not stop within %s", c.part, budget)
 		}
 	}
 	n.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond))
+	return nil
 }
 
 // dumpGoroutines writes every goroutine's stack to a file in the data

@@ -145,10 +145,9 @@ func (n *node) configHash() string {
 	return jobs.HashSpecs(n.opt.Jobs.Specs)
 }
 
-// newScheduler builds the scheduler on the replicated state, with the
-// node's clock and the monitor of its peers' clocks.
 // openTelemetry starts the trace export the telemetry section (or the
-// OTEL_* environment) asks for; it is flushed last at shutdown.
+// OTEL_* environment) asks for; shutdown flushes it once the parts opened
+// after it have stopped.
 func (n *node) openTelemetry() error {
 	tp, err := telemetry.Open(context.Background(), n.cfg.Telemetry, n.cfg.Node.Name)
 	if err != nil || tp == nil {
@@ -170,6 +169,8 @@ func (n *node) runTracer() *runtrace.Tracer {
 	return runtrace.New(n.traces)
 }
 
+// newScheduler builds the scheduler on the replicated state, with the
+// node's clock and the monitor of its peers' clocks.
 func (n *node) newScheduler() error {
 	n.sched = scheduler.New(n.raft, n.fsm)
 	n.sched.Logger = n.log

@@ -51,9 +51,12 @@ func TestShutdown_StuckPartIsNamedAndTheNodeStopsWaiting(t *testing.T) {
 	n.closeWith("raft", func(context.Context) error { defer close(released); <-release; return nil })
 	n.closeWith("worker", func(context.Context) error { stopped = append(stopped, "worker"); return nil })
 
-	n.shutdown(100 * time.Millisecond)
+	err := n.shutdown(100 * time.Millisecond)
 	close(release)
 	<-released
+	if err == nil || !strings.Contains(err.Error(), "raft") {
+		t.Errorf("shutdown cut short returned %v; want an error naming raft, so the process exits as failed", err)
+	}
 
 	if !slices.Equal(stopped, []string{"worker"}) {
 		t.Errorf("stopped %q, want only the worker, closed before the stuck part", stopped)
@@ -78,7 +81,9 @@ func TestShutdown_PartThatHonoursTheBudgetIsNotLeftBehind(t *testing.T) {
 	var stopped []string
 	n.closeWith("store", func(context.Context) error { stopped = append(stopped, "store"); return nil })
 	n.closeWith("web server", func(ctx context.Context) error { <-ctx.Done(); return ctx.Err() })
-	n.shutdown(100 * time.Millisecond)
+	if err := n.shutdown(100 * time.Millisecond); err != nil {
+		t.Errorf("shutdown = %v; a part that failed to stop is logged, not a stop cut short", err)
+	}
 	if !slices.Equal(stopped, []string{"store"}) {
 		t.Errorf("stopped %q, want the store too", stopped)
 	}
