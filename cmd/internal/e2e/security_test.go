@@ -134,8 +134,12 @@ func TestSecurity_ForgedRaftMessagesRefused(t *testing.T) {
 		return nil
 	})
 	for _, n := range c.Servers() {
-		if got := metric(t, n, "fencecron_raft_term"); got != terms[n.Name] {
-			t.Errorf("%s: fencecron_raft_term %d, was %d before the attack", n.Name, got, terms[n.Name])
+		// The heartbeat's term+100 would show in any node that took it.
+		// (The AppendEntries' term+1 cannot be told from an election a
+		// busy machine holds on its own; its entry, the forged job set,
+		// is what the checks below look for.)
+		if got := metric(t, n, "fencecron_raft_term"); got >= terms[leader.Name]+100 {
+			t.Errorf("%s: fencecron_raft_term %d, was %d before the attack: it took the forged heartbeat's term", n.Name, got, terms[n.Name])
 		}
 		st, err := n.Status()
 		if err != nil {
