@@ -42,7 +42,7 @@ func (l local) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.Backf
 		return fsm.BackfillResult{}, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: to %s is in the future (now %s): the schedule fires those times itself",
 			req.Job, req.To.Format(time.RFC3339), now.Format(time.RFC3339))}
 	}
-	times, err := fsm.BackfillTimes(spec, req.From, req.To)
+	times, err := backfillTimes(spec, req.From, req.To)
 	if err != nil {
 		return fsm.BackfillResult{}, err
 	}
@@ -120,4 +120,26 @@ func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 		return false
 	}
 	return true
+}
+
+// backfillTimes returns the fire times of spec in [from, to), in the
+// job's zone, or a *BackfillError if the range is empty or holds more
+// than MaxBackfillTimes.
+func backfillTimes(spec jobs.Spec, from, to time.Time) ([]time.Time, error) {
+	if !from.Before(to) {
+		return nil, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: from %s is not before to %s", spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339))}
+	}
+	sched, err := spec.Schedule()
+	if err != nil {
+		return nil, fmt.Errorf("backfill %s: %w", spec.Name, err)
+	}
+	var times []time.Time
+	for t := sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = sched.Next(t) {
+		if len(times) == replicated.MaxBackfillTimes {
+			return nil, &fsm.BackfillError{Msg: fmt.Sprintf("backfill %s: [%s, %s) holds more than %d fire times of %v; backfill at most %d at once: narrow the range",
+				spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), replicated.MaxBackfillTimes, spec.Schedules, replicated.MaxBackfillTimes)}
+		}
+		times = append(times, t.UTC())
+	}
+	return times, nil
 }

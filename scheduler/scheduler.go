@@ -12,7 +12,7 @@
 // the leader reading the state and then proposing: proposals made at once
 // (the leader fires many jobs in parallel, triggers arrive at every node)
 // are then ordered by the log and decided one after the other. Entries
-// are versioned (fsm/logversion.go), so servers of two releases never apply
+// are versioned (replicated/versions.go), so servers of two releases never apply
 // the same entry differently. The leader re-validates whatever other
 // nodes ask of it (Forwarder, Scheduler.Local) before it proposes it, and
 // learns what it must act on (ended attempts, a new job set) from the

@@ -19,6 +19,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/fsm/feed"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/rpc"
 	"github.com/fencecron/fencecron/scheduler/worker"
@@ -92,7 +93,7 @@ type fakeState struct {
 	runs     []jobs.Run // newest first
 	events   []jobs.Event
 	counters map[string]uint64
-	subs     map[chan struct{}]bool
+	subs     feed.Signals
 	// operatorPaused are the jobs ExportJobSet names as paused by an
 	// operator; exporting, if set, is called by ExportJobSet.
 	operatorPaused []string
@@ -130,19 +131,16 @@ func (f *fakeState) JobSetInfo() fsm.JobSetInfo {
 	return info
 }
 
-// FindJobs is the FSM's search, simply: name order, text in the name,
-// state of the last run.
-func (f *fakeState) FindJobs(q fsm.JobQuery) fsm.JobPage {
+// FindJobs is the FSM's search, simply: name order, and the matching
+// the FSM uses.
+func (f *fakeState) FindJobs(q jobs.Query) jobs.Page {
 	specs, _, _, _ := f.JobSet()
 	slices.SortFunc(specs, func(a, b jobs.Spec) int { return strings.Compare(a.Name, b.Name) })
-	page := fsm.JobPage{Total: len(specs)}
+	page := jobs.Page{Total: len(specs)}
+	text := q.SearchText()
 	for _, sp := range specs {
 		last, ok := f.LastRun(sp.Name)
-		switch {
-		case q.Text != "" && !strings.Contains(sp.Name, strings.ToLower(q.Text)),
-			q.Paused && !sp.Paused,
-			q.State == fsm.NeverRan && ok,
-			q.State != "" && q.State != fsm.NeverRan && (!ok || last.State != q.State):
+		if !q.Matches(&sp, sp.Paused, func() (jobs.State, bool) { return last.State, ok }, text) {
 			continue
 		}
 		page.Matched++
@@ -153,7 +151,7 @@ func (f *fakeState) FindJobs(q fsm.JobQuery) fsm.JobPage {
 			page.More = true
 			continue
 		}
-		e := fsm.JobEntry{Spec: sp}
+		e := jobs.Listed{Spec: sp}
 		if ok {
 			e.LastRun = &last
 		}
@@ -161,6 +159,7 @@ func (f *fakeState) FindJobs(q fsm.JobQuery) fsm.JobPage {
 	}
 	return page
 }
+
 func (f *fakeState) Spec(name string) (jobs.Spec, bool) {
 	specs, _, _, _ := f.JobSet()
 	i := slices.IndexFunc(specs, func(s jobs.Spec) bool { return s.Name == name })
@@ -219,17 +218,7 @@ func (f *fakeState) Counters() map[string]uint64 {
 	}
 	return out
 }
-func (f *fakeState) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	f.mu.Lock()
-	f.subs[ch] = true
-	f.mu.Unlock()
-	return ch, func() {
-		f.mu.Lock()
-		delete(f.subs, ch)
-		f.mu.Unlock()
-	}
-}
+func (f *fakeState) Subscribe() (<-chan struct{}, func()) { return f.subs.Subscribe() }
 
 // addEvent appends an audit entry and signals subscribers, as an applied
 // Raft entry would.
@@ -237,20 +226,11 @@ func (f *fakeState) addEvent(e jobs.Event) {
 	f.mu.Lock()
 	e.Seq = uint64(len(f.events) + 1)
 	f.events = append(f.events, e)
-	for ch := range f.subs {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
-	}
 	f.mu.Unlock()
+	f.subs.Signal()
 }
 
-func (f *fakeState) subscribers() int {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return len(f.subs)
-}
+func (f *fakeState) subscribers() int { return f.subs.Len() }
 
 func newFakeState() *fakeState {
 	tok1, tok2 := &jobs.Fence{Epoch: 3, Seq: 10}, &jobs.Fence{Epoch: 4, Seq: 15}
@@ -273,7 +253,6 @@ func newFakeState() *fakeState {
 			}},
 		},
 		counters: map[string]uint64{"grants": 3, "expiries": 1, "fenced": 1, "stale_refused": 1, "elections": 2, "completions": 3},
-		subs:     map[chan struct{}]bool{},
 	}
 	for _, e := range []jobs.Event{
 		{Time: at(-60), Kind: jobs.EventElected, Node: "n1", Epoch: 3, Detail: "n1 leads in epoch 3"},

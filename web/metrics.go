@@ -117,7 +117,7 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	// One series per job while the set is small; a large set exports its
 	// paused jobs only (a missing series reads as not paused), so that a
 	// scrape stays small whatever the set's size.
-	q := fsm.JobQuery{Limit: maxPausedSeries}
+	q := jobs.Query{Limit: maxPausedSeries}
 	if s.State.JobSetInfo().Count > maxPausedSeries {
 		q.Paused = true
 	}

@@ -40,7 +40,7 @@ func followKey(version int, follow *replicated.FollowCmd, spec jobs.Spec, id str
 	if spec.Output == "" {
 		return "", nil
 	}
-	if version < vLeaderRendersKeys {
+	if version < replicated.VersionLeaderRendersKeys {
 		return spec.OutputKeyBeforeV7(t)
 	}
 	o, ok := follow.Outputs[id]

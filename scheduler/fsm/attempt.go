@@ -51,7 +51,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	if !c.State.Terminal() || (version >= vDecideInApply && !c.State.Known()) {
+	if !c.State.Terminal() || (version >= replicated.VersionDecideInApply && !c.State.Known()) {
 		return ApplyResult{Err: fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)}
 	}
 	// A repeated completion changes nothing. The one exception is an
@@ -70,16 +70,16 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 		a.Error = c.Error
 	}
 	a.StderrTail = c.StderrTail
-	if version >= vStdoutTail {
+	if version >= replicated.VersionStdoutTail {
 		a.StdoutTail = c.StdoutTail
 	}
-	if version >= vHTTPStatus {
+	if version >= replicated.VersionHTTPStatus {
 		a.HTTPStatus, a.ResponseBytes = c.HTTPStatus, c.ResponseBytes
 	}
 	if !c.StartedAt.IsZero() && a.StartedAt.IsZero() {
 		a.StartedAt = c.StartedAt
 	}
-	if version >= vBatches && !c.AcceptedAt.IsZero() {
+	if version >= replicated.VersionBatches && !c.AcceptedAt.IsZero() {
 		a.AcceptedAt = c.AcceptedAt
 	}
 	a.EndedAt = c.EndedAt
@@ -91,7 +91,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 		f.fenceByRefusal(a)
 		errText = a.Error
 	}
-	if version >= vNeverStarted && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
+	if version >= replicated.VersionNeverStarted && c.NeverStarted && a.State == jobs.Lost && a.StartedAt.IsZero() && !a.Expired && c.Node == a.Worker {
 		a.NeverStarted = mayGoUncounted(*r)
 	}
 	if isLatest(r, a) {
@@ -104,7 +104,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 		f.st.Counters[CounterFenced]++
 	}
 	switch {
-	case version < vDecideInApply:
+	case version < replicated.VersionDecideInApply:
 		if c.StoreOutcome == string(fencedstore.StaleOwner) {
 			f.st.Counters[CounterStaleRefused]++
 		}
@@ -179,14 +179,14 @@ func (f *FSM) applyExpire(l *raft.Log, version int, e *replicated.ExpireCmd) App
 	if st != jobs.Cancelled {
 		st = jobs.Lost
 	}
-	if e.BeforeStart && version >= vPreStartLease {
+	if e.BeforeStart && version >= replicated.VersionPreStartLease {
 		spec, _ := f.spec(r.Job) // a job gone from the set: the default lease
 		if err := DecidePreStartExpiry(*r, *a, spec.PreStartLease(), e.At, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex); err != nil {
 			return ApplyResult{Run: r.Clone(), Err: err}
 		}
 	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
-	if st == jobs.Lost && e.NeverStarted && version >= vNeverStarted {
+	if st == jobs.Lost && e.NeverStarted && version >= replicated.VersionNeverStarted {
 		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)
 	}
 	f.settle(r)

@@ -268,25 +268,3 @@ func (f *FSM) PlanBackfill(job string, times []time.Time) BackfillResult {
 	defer f.mu.RUnlock()
 	return f.planBackfill(job, times)
 }
-
-// BackfillTimes returns the fire times of spec in [from, to), in the
-// job's zone, or a *BackfillError if the range is empty or holds more
-// than MaxBackfillTimes.
-func BackfillTimes(spec jobs.Spec, from, to time.Time) ([]time.Time, error) {
-	if !from.Before(to) {
-		return nil, &BackfillError{Msg: fmt.Sprintf("backfill %s: from %s is not before to %s", spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339))}
-	}
-	sched, err := spec.Schedule()
-	if err != nil {
-		return nil, fmt.Errorf("backfill %s: %w", spec.Name, err)
-	}
-	var times []time.Time
-	for t := sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && t.Before(to); t = sched.Next(t) {
-		if len(times) == replicated.MaxBackfillTimes {
-			return nil, &BackfillError{Msg: fmt.Sprintf("backfill %s: [%s, %s) holds more than %d fire times of %v; backfill at most %d at once: narrow the range",
-				spec.Name, from.Format(time.RFC3339), to.Format(time.RFC3339), replicated.MaxBackfillTimes, spec.Schedules, replicated.MaxBackfillTimes)}
-		}
-		times = append(times, t.UTC())
-	}
-	return times, nil
-}

@@ -1,6 +1,6 @@
 package fsm
 
-import "sync"
+import "github.com/fencecron/fencecron/scheduler/fsm/feed"
 
 // ChangeKind says what an applied entry changed.
 type ChangeKind int
@@ -47,69 +47,8 @@ const maxPendingChanges = 4096
 
 // ChangeFeed delivers the FSM's changes to one subscriber, in order.
 // Nothing is lost silently: a subscriber that lags beyond
-// maxPendingChanges gets ChangeResync instead of what was dropped. Its
-// methods are safe for concurrent use.
-type ChangeFeed struct {
-	f       *FSM
-	mu      sync.Mutex
-	pending []Change
-	resync  bool
-	ready   chan struct{}
-}
+// maxPendingChanges gets ChangeResync instead of what was dropped.
+type ChangeFeed = feed.Feed[Change]
 
 // Changes subscribes to the FSM's changes; Close ends the subscription.
-func (f *FSM) Changes() *ChangeFeed {
-	c := &ChangeFeed{f: f, ready: make(chan struct{}, 1)}
-	f.feedsMu.Lock()
-	f.feeds[c] = true
-	f.feedsMu.Unlock()
-	return c
-}
-
-// Ready is signalled, coalesced, when Take has something.
-func (c *ChangeFeed) Ready() <-chan struct{} { return c.ready }
-
-// Take returns the changes since the last Take, oldest first; after an
-// overflow it returns a single ChangeResync.
-func (c *ChangeFeed) Take() []Change {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := c.pending
-	if c.resync {
-		out = []Change{{Kind: ChangeResync}}
-	}
-	c.pending, c.resync = nil, false
-	return out
-}
-
-// Close ends the subscription.
-func (c *ChangeFeed) Close() {
-	c.f.feedsMu.Lock()
-	delete(c.f.feeds, c)
-	c.f.feedsMu.Unlock()
-}
-
-func (c *ChangeFeed) add(chs []Change) {
-	c.mu.Lock()
-	switch {
-	case c.resync:
-	case len(c.pending)+len(chs) > maxPendingChanges:
-		c.pending, c.resync = nil, true
-	default:
-		c.pending = append(c.pending, chs...)
-	}
-	c.mu.Unlock()
-	notify(c.ready)
-}
-
-// publish hands the changes of the entries just applied to every feed.
-func (f *FSM) publish(chs []Change) {
-	if len(chs) == 0 {
-		return
-	}
-	f.feedsMu.Lock()
-	defer f.feedsMu.Unlock()
-	for c := range f.feeds {
-		c.add(chs)
-	}
-}
+func (f *FSM) Changes() *ChangeFeed { return f.changeHub.Subscribe() }

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm/feed"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -84,19 +85,16 @@ type FSM struct {
 	groups   map[string]jobs.Group
 	groupsOf string
 
-	subsMu  sync.Mutex
-	subs    map[chan struct{}]bool
-	feedsMu sync.Mutex
-	feeds   map[*ChangeFeed]bool
+	applied   feed.Signals
+	changeHub *feed.Hub[Change]
 }
 
 // NewFSM returns an empty FSM.
 func NewFSM() *FSM {
 	f := &FSM{
-		MaxRuns: replicated.DefaultMaxRuns,
-		st:      replicated.EmptyState(),
-		subs:    map[chan struct{}]bool{},
-		feeds:   map[*ChangeFeed]bool{},
+		MaxRuns:   replicated.DefaultMaxRuns,
+		st:        replicated.EmptyState(),
+		changeHub: feed.NewHub(maxPendingChanges, Change{Kind: ChangeResync}),
 	}
 	f.indexJobs()
 	f.indexRuns()
@@ -145,8 +143,8 @@ func (f *FSM) Apply(l *raft.Log) any {
 	if f.History != nil {
 		f.History.Settle()
 	}
-	f.publish(chs)
-	f.notifySubscribers()
+	f.changeHub.Publish(chs)
+	f.applied.Signal()
 	return res
 }
 
@@ -168,10 +166,10 @@ func (f *FSM) applyEntry(l *raft.Log, c replicated.Command) (res ApplyResult, ok
 		}
 	}()
 	res = f.apply(l, c)
-	if c.V >= vFollow {
+	if c.V >= replicated.VersionFollow {
 		f.afterEntry(l, c)
 	}
-	if c.V >= vGroups && len(f.st.GroupQueue) > 0 {
+	if c.V >= replicated.VersionGroups && len(f.st.GroupQueue) > 0 {
 		f.promoteWaiters(l, commandTime(c))
 	}
 	return res, true
@@ -281,31 +279,6 @@ func (f *FSM) spec(job string) (jobs.Spec, bool) {
 	return f.st.Jobs[i], true
 }
 
-func notify(ch chan struct{}) {
-	select {
-	case ch <- struct{}{}:
-	default:
-	}
-}
-
 // Subscribe returns a channel signalled, coalesced, after every applied
 // entry, and a function that ends the subscription.
-func (f *FSM) Subscribe() (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
-	f.subsMu.Lock()
-	f.subs[ch] = true
-	f.subsMu.Unlock()
-	return ch, func() {
-		f.subsMu.Lock()
-		delete(f.subs, ch)
-		f.subsMu.Unlock()
-	}
-}
-
-func (f *FSM) notifySubscribers() {
-	f.subsMu.Lock()
-	defer f.subsMu.Unlock()
-	for ch := range f.subs {
-		notify(ch)
-	}
-}
+func (f *FSM) Subscribe() (<-chan struct{}, func()) { return f.applied.Subscribe() }

@@ -23,7 +23,7 @@ func (f *FSM) noteScheduled(job string, at time.Time) {
 func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.GrantCmd) ApplyResult {
 	spec, known := f.spec(g.Job)
 	id := jobs.RunID(g.Job, g.ScheduledAt)
-	if g.Trigger == TriggerBackfill && version >= vBackfill && known {
+	if g.Trigger == TriggerBackfill && version >= replicated.VersionBackfill && known {
 		if err := f.admitBackfill(op, g, spec); err != nil {
 			return ApplyResult{Err: err}
 		}
@@ -38,7 +38,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.Gran
 			in.Skip = "skipped by the leader"
 		}
 	}
-	if version >= vDecideInApply {
+	if version >= replicated.VersionDecideInApply {
 		in.Open = f.openRuns(g.Job)
 	}
 	d := DecideGrant(in)
@@ -49,7 +49,7 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.Gran
 		}
 		return res
 	}
-	if g.Ahead && version >= vAhead {
+	if g.Ahead && version >= replicated.VersionAhead {
 		if err := DecideAhead(in); err != nil {
 			return ApplyResult{Err: err}
 		}
@@ -75,12 +75,12 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.Gran
 		r.State = jobs.Pending
 		// A group's job takes a place in its group, or waits, or is
 		// skipped if the queue is full (groups.go).
-		if version < vGroups || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
+		if version < replicated.VersionGroups || spec.GroupLimits == nil || f.admit(l, r, *spec.GroupLimits, g.At) == Admit {
 			if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
 				return ApplyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
 			}
 		}
-		if g.Force && version >= vDecideInApply && r.State != jobs.Skipped { // skipped: its group's queue was full
+		if g.Force && version >= replicated.VersionDecideInApply && r.State != jobs.Skipped { // skipped: its group's queue was full
 			r.Forced = true
 			detail := fmt.Sprintf("trigger -force: %s granted whatever overlap: %s says", id, spec.Overlap)
 			if len(d.Overrode) > 0 {

@@ -156,94 +156,14 @@ func (f *FSM) pausedCount() int {
 	return n
 }
 
-// NeverRan is the JobQuery.State that selects jobs without any run.
-const NeverRan jobs.State = "never"
-
-// JobQuery selects jobs of the replicated set, in name order.
-type JobQuery struct {
-	// Text, if set, must occur in the job's name or in one of its target
-	// tags written key=value, ignoring case.
-	Text string
-	// State, if set, is the state of the job's newest run (NeverRan: the
-	// job has none).
-	State jobs.State
-	// Paused, if set, selects the paused jobs only.
-	Paused bool
-	// After, if set, starts the page after the job of that name (a
-	// cursor: it need not be in the set any more).
-	After string
-	// Limit bounds the page (0: no bound).
-	Limit int
-}
-
-// JobEntry is one job of a page: its spec, paused flag reflecting pause
-// and resume, and its newest run (nil if none).
-type JobEntry struct {
-	Spec    jobs.Spec
-	LastRun *jobs.Run
-}
-
-// JobPage is a page of jobs.
-type JobPage struct {
-	Jobs []JobEntry
-	// More is set if jobs after the page match too: ask again with
-	// After set to the last job's name.
-	More bool
-	// Matched counts the jobs that match the query, on every page.
-	Matched int
-	// Total counts the jobs of the set.
-	Total int
-}
-
-// matches reports whether spec s matches q's text and state.
-func (f *FSM) matches(s *jobs.Spec, q *JobQuery, text string) bool {
-	if q.Paused && !s.Paused && !f.st.Paused[s.Name] {
-		return false
-	}
-	if q.State != "" {
-		st, ok := f.lastState(s.Name)
-		if q.State == NeverRan {
-			if ok {
-				return false
-			}
-		} else if !ok || st != q.State {
-			return false
-		}
-	}
-	if text == "" || containsFold(s.Name, text) {
-		return true
-	}
-	for k, v := range s.Target {
-		if containsFold(k+"="+v, text) {
-			return true
-		}
-	}
-	return false
-}
-
-// containsFold reports whether sub (lower case) occurs in s, ignoring
-// case; names are most often lower case already, and then nothing is
-// allocated.
-func containsFold(s, sub string) bool {
-	if strings.Contains(s, sub) {
-		return true
-	}
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; c >= 'A' && c <= 'Z' || c >= 0x80 {
-			return strings.Contains(strings.ToLower(s), sub)
-		}
-	}
-	return false
-}
-
 // FindJobs returns one page of the jobs matching q, in name order. It
 // copies only the page; finding where a cursor resumes is a binary
 // search, and counting the matches one pass over the set without copying
 // it.
-func (f *FSM) FindJobs(q JobQuery) JobPage {
+func (f *FSM) FindJobs(q jobs.Query) jobs.Page {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	text := strings.ToLower(strings.TrimSpace(q.Text))
+	text := q.SearchText()
 	sorted := f.idx.sorted
 	start := 0
 	if q.After != "" {
@@ -254,14 +174,14 @@ func (f *FSM) FindJobs(q JobQuery) JobPage {
 			start++
 		}
 	}
-	page := JobPage{Total: len(f.st.Jobs)}
-	filtered := text != "" || q.State != "" || q.Paused
+	page := jobs.Page{Total: len(f.st.Jobs)}
+	filtered := q.Filtered()
 	if !filtered {
 		page.Matched = len(sorted)
 	}
 	for n, i := range sorted {
 		s := &f.st.Jobs[i]
-		if filtered && !f.matches(s, &q, text) {
+		if filtered && !q.Matches(s, s.Paused || f.st.Paused[s.Name], func() (jobs.State, bool) { return f.lastState(s.Name) }, text) {
 			continue
 		}
 		if filtered {
@@ -277,7 +197,7 @@ func (f *FSM) FindJobs(q JobQuery) JobPage {
 			}
 			continue
 		}
-		e := JobEntry{Spec: f.withPause(*s)}
+		e := jobs.Listed{Spec: f.withPause(*s)}
 		if r, ok := f.lastRun(s.Name); ok {
 			e.LastRun = &r
 		}

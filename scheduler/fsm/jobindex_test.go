@@ -14,7 +14,7 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-func pageNames(p JobPage) []string {
+func pageNames(p jobs.Page) []string {
 	var out []string
 	for _, e := range p.Jobs {
 		out = append(out, e.Spec.Name)
@@ -37,47 +37,47 @@ func TestFSM_FindJobs(t *testing.T) {
 	applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpPause, Pause: &replicated.PauseCmd{Job: "beta", Paused: true, At: t0}})
 
 	t.Run("pages in name order", func(t *testing.T) {
-		p := f.FindJobs(JobQuery{Limit: 2})
+		p := f.FindJobs(jobs.Query{Limit: 2})
 		if got, want := pageNames(p), []string{"Report-Monthly", "alpha"}; !slices.Equal(got, want) {
 			t.Fatalf("first page = %v, want %v", got, want)
 		}
 		if !p.More || p.Matched != 4 || p.Total != 4 {
 			t.Errorf("first page: more %v, matched %d, total %d; want true, 4, 4", p.More, p.Matched, p.Total)
 		}
-		p = f.FindJobs(JobQuery{Limit: 2, After: "alpha"})
+		p = f.FindJobs(jobs.Query{Limit: 2, After: "alpha"})
 		if got, want := pageNames(p), []string{"beta", "zeta"}; !slices.Equal(got, want) || p.More {
 			t.Fatalf("second page = %v (more %v), want %v and no more", got, p.More, want)
 		}
 		// A cursor need not name a job still in the set.
-		if got, want := pageNames(f.FindJobs(JobQuery{After: "b"})), []string{"beta", "zeta"}; !slices.Equal(got, want) {
+		if got, want := pageNames(f.FindJobs(jobs.Query{After: "b"})), []string{"beta", "zeta"}; !slices.Equal(got, want) {
 			t.Errorf("after b = %v, want %v", got, want)
 		}
 	})
 	t.Run("search", func(t *testing.T) {
 		for _, tt := range []struct {
-			q    JobQuery
+			q    jobs.Query
 			want []string
 		}{
-			{JobQuery{Text: "report"}, []string{"Report-Monthly"}},
-			{JobQuery{Text: "ZONE=A"}, []string{"alpha"}},
-			{JobQuery{Text: "zone="}, []string{"alpha", "zeta"}},
-			{JobQuery{State: jobs.Pending}, []string{"alpha"}},
-			{JobQuery{State: NeverRan}, []string{"Report-Monthly", "beta", "zeta"}},
-			{JobQuery{Paused: true}, []string{"Report-Monthly", "beta"}},
-			{JobQuery{Text: "a", State: NeverRan, Limit: 1}, []string{"beta"}},
+			{jobs.Query{Text: "report"}, []string{"Report-Monthly"}},
+			{jobs.Query{Text: "ZONE=A"}, []string{"alpha"}},
+			{jobs.Query{Text: "zone="}, []string{"alpha", "zeta"}},
+			{jobs.Query{State: jobs.Pending}, []string{"alpha"}},
+			{jobs.Query{State: jobs.NeverRan}, []string{"Report-Monthly", "beta", "zeta"}},
+			{jobs.Query{Paused: true}, []string{"Report-Monthly", "beta"}},
+			{jobs.Query{Text: "a", State: jobs.NeverRan, Limit: 1}, []string{"beta"}},
 		} {
 			p := f.FindJobs(tt.q)
 			if got := pageNames(p); !slices.Equal(got, tt.want) {
 				t.Errorf("FindJobs(%+v) = %v, want %v", tt.q, got, tt.want)
 			}
 		}
-		p := f.FindJobs(JobQuery{Text: "a", State: NeverRan, Limit: 1})
+		p := f.FindJobs(jobs.Query{Text: "a", State: jobs.NeverRan, Limit: 1})
 		if !p.More || p.Matched != 2 {
 			t.Errorf("a, never ran, limit 1: more %v, matched %d; want true, 2", p.More, p.Matched)
 		}
 	})
 	t.Run("last run and pause", func(t *testing.T) {
-		p := f.FindJobs(JobQuery{Text: "alpha"})
+		p := f.FindJobs(jobs.Query{Text: "alpha"})
 		if len(p.Jobs) != 1 || p.Jobs[0].LastRun == nil || p.Jobs[0].LastRun.ID != jobs.RunID("alpha", t0) {
 			t.Fatalf("alpha's last run = %+v", p.Jobs)
 		}
@@ -112,7 +112,7 @@ func TestFSM_LastRunOutlivesTrim(t *testing.T) {
 		if a, ok := r.Latest(); !ok || a.Token != (jobs.Fence{Epoch: 1, Seq: 2}) {
 			t.Errorf("%s: rare's last attempt = %+v", name, a)
 		}
-		if got := pageNames(g.FindJobs(JobQuery{State: jobs.Succeeded})); !slices.Equal(got, []string{"rare"}) {
+		if got := pageNames(g.FindJobs(jobs.Query{State: jobs.Succeeded})); !slices.Equal(got, []string{"rare"}) {
 			t.Errorf("%s: jobs whose last run succeeded = %v, want [rare]", name, got)
 		}
 		if got, want := len(g.Runs(RunFilter{Job: "busy"})), 3; got != want {

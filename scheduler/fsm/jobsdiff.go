@@ -47,7 +47,7 @@ const MaxJobsDiffBytes = 1 << 20
 // WritesJobsDiff reports whether this binary replicates job sets by
 // difference: a binary built to write an older log version (the upgrade
 // tests build one) sends them whole, as that version did.
-func WritesJobsDiff() bool { return replicated.LogVersion >= vJobsDiff }
+func WritesJobsDiff() bool { return replicated.LogVersion >= replicated.VersionJobsDiff }
 
 // ErrJobsDiffBase refuses a difference computed against a job set that
 // is no longer the replicated one: nothing changes.

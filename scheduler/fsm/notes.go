@@ -56,7 +56,7 @@ func (f *FSM) applyNote(l *raft.Log, version int, n *replicated.NoteCmd) ApplyRe
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	if version < vDecideInApply {
+	if version < replicated.VersionDecideInApply {
 		f.st.Counters[n.Kind]++
 		f.event(l, jobs.Event{Time: n.At, Kind: n.Kind, Node: n.Node, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: n.Detail})
 		return ApplyResult{Run: r.Clone()}
@@ -138,12 +138,12 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *replicated.AuditCmd) Apply
 	if a.Kind == "" || len(a.Kind) > maxAuditKind || fsmKinds[a.Kind] {
 		return ApplyResult{Err: fmt.Errorf("audit entry of kind %q: %w", a.Kind, jobs.ErrInvalidConfig)}
 	}
-	if version >= vDecideInApply {
+	if version >= replicated.VersionDecideInApply {
 		if err := CheckAudit(a.Kind); err != nil {
 			return ApplyResult{Err: err}
 		}
 	}
-	if version < vClockSkew && a.Kind == jobs.EventClockSkew {
+	if version < replicated.VersionClockSkew && a.Kind == jobs.EventClockSkew {
 		return ApplyResult{Err: fmt.Errorf("audit entry of kind %q in a version %d entry: %w", a.Kind, version, jobs.ErrInvalidConfig)}
 	}
 	detail := a.Detail

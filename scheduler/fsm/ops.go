@@ -95,11 +95,11 @@ var opTable = []opSpec{
 		has:   func(c *replicated.Command) bool { return c.Audit != nil },
 		at:    func(c *replicated.Command) time.Time { return c.Audit.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyAudit(l, c.V, c.Audit) }},
-	{name: replicated.OpGrants, since: vBatches, mints: always,
+	{name: replicated.OpGrants, since: replicated.VersionBatches, mints: always,
 		has:   func(c *replicated.Command) bool { return c.Grants != nil && len(c.Grants.Grants) > 0 },
 		at:    func(c *replicated.Command) time.Time { return c.Grants.Grants[0].At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyGrants(l, c.V, c.Grants) }},
-	{name: replicated.OpCompletes, since: vBatches,
+	{name: replicated.OpCompletes, since: replicated.VersionBatches,
 		has: func(c *replicated.Command) bool { return c.Completes != nil && len(c.Completes.Completions) > 0 },
 		at: func(c *replicated.Command) time.Time {
 			return c.Completes.Completions[len(c.Completes.Completions)-1].EndedAt
@@ -107,34 +107,34 @@ var opTable = []opSpec{
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
 			return f.applyCompletes(l, c.V, c.Completes)
 		}},
-	{name: replicated.OpSkipRanges, since: vSkipRanges,
+	{name: replicated.OpSkipRanges, since: replicated.VersionSkipRanges,
 		has: func(c *replicated.Command) bool { return c.SkipRanges != nil && len(c.SkipRanges.Ranges) > 0 },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
 			return f.applySkipRanges(l, c.SkipRanges)
 		}},
-	{name: replicated.OpNotified, since: vFollow,
+	{name: replicated.OpNotified, since: replicated.VersionFollow,
 		has:   func(c *replicated.Command) bool { return c.Notified != nil },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyNotified(l, c.Notified) }},
-	{name: replicated.OpBackfill, since: vBackfill,
+	{name: replicated.OpBackfill, since: replicated.VersionBackfill,
 		has:   func(c *replicated.Command) bool { return c.Backfill != nil },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyBackfill(l, c.Backfill) }},
 	// The released attempt's run is retried in the same entry when its
 	// policy allows.
-	{name: replicated.OpRelease, since: vRelease, mints: always,
+	{name: replicated.OpRelease, since: replicated.VersionRelease, mints: always,
 		has:   func(c *replicated.Command) bool { return c.Release != nil },
 		at:    func(c *replicated.Command) time.Time { return c.Release.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyRelease(l, c.Release) }},
-	{name: replicated.OpAdmit, since: vGroups, mints: always,
+	{name: replicated.OpAdmit, since: replicated.VersionGroups, mints: always,
 		has:   func(c *replicated.Command) bool { return c.Admit != nil },
 		at:    func(c *replicated.Command) time.Time { return c.Admit.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyAdmit(l, c.Admit) }},
-	{name: replicated.OpSetJobsDiff, since: vJobsDiff,
+	{name: replicated.OpSetJobsDiff, since: replicated.VersionJobsDiff,
 		has: func(c *replicated.Command) bool { return c.SetJobsDiff != nil },
 		at:  func(c *replicated.Command) time.Time { return c.SetJobsDiff.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
 			return f.applySetJobsDiff(l, c.SetJobsDiff)
 		}},
-	{name: replicated.OpStarts, since: vStartBatches,
+	{name: replicated.OpStarts, since: replicated.VersionStartBatches,
 		has:   func(c *replicated.Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyStarts(l, c.Starts) }},
 }

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // GrantVerdict is what a grant entry does.
@@ -86,7 +87,7 @@ func DecideGrant(in GrantInput) GrantDecision {
 		return GrantDecision{Err: fmt.Errorf("grant %s: at or before the retained horizon %s: %w", id, in.Horizon.Format(time.RFC3339), jobs.ErrDuplicateRun)}
 	case in.Skip != "":
 		return GrantDecision{Verdict: GrantSkipped, Reason: in.Skip}
-	case in.Version < vDecideInApply || len(in.Open) == 0:
+	case in.Version < replicated.VersionDecideInApply || len(in.Open) == 0:
 		return GrantDecision{Verdict: GrantGranted}
 	}
 	open := make([]string, len(in.Open))

@@ -169,8 +169,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err := f.takeIn(st); err != nil {
 		return fmt.Errorf("restore snapshot (up to index %d): %w", st.LastIndex, err)
 	}
-	f.publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
-	f.notifySubscribers()
+	f.changeHub.Publish([]Change{{Kind: ChangeRestored, Index: st.LastIndex}})
+	f.applied.Signal()
 	return nil
 }
 
@@ -198,7 +198,7 @@ func (f *FSM) takeIn(st replicated.State) (err error) {
 	// as the replicas that applied the log have it: settled again by the
 	// job set of now, a run that failed for good before its job was given
 	// more retries would become pending here alone.
-	if st.Version < vDecideInApply {
+	if st.Version < replicated.VersionDecideInApply {
 		for _, r := range f.st.Runs {
 			f.settle(r)
 		}

@@ -3,6 +3,8 @@ package fsm
 import (
 	"errors"
 	"fmt"
+
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // A token's epoch is the term of its grant entry, and every reader of the
@@ -33,7 +35,7 @@ var ErrTermNotStarted = errors.New("term not started")
 // applied election entry is of epoch `elected`. It is pure, so every
 // replica refuses the same entries.
 func DecideTermStarted(version int, mints bool, entry, elected uint64) error {
-	if version < vTermStart || !mints || entry == elected {
+	if version < replicated.VersionTermStart || !mints || entry == elected {
 		return nil
 	}
 	return fmt.Errorf("%w: epoch %d has no election entry yet (the last is epoch %d): the proposer leads a term it did not start; retry once this term's leader loop has committed its election entry",

@@ -34,7 +34,7 @@ const (
 )
 
 // Command is one entry of the replicated log: its format version (see
-// logversion.go), its op, and exactly one payload, in the field named
+// versions.go), its op, and exactly one payload, in the field named
 // after the op. Follow may ride along (fsm/after.go).
 type Command struct {
 	V       int         `json:"v,omitempty"`

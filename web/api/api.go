@@ -16,7 +16,6 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -82,14 +81,14 @@ const (
 // JobQuery reads a job search from a request: q (text in the name or a
 // target tag), state (of the last run, or "never"), paused, cursor (an
 // earlier answer's next) and limit.
-func JobQuery(r *http.Request, defaultLimit int) (fsm.JobQuery, error) {
+func JobQuery(r *http.Request, defaultLimit int) (jobs.Query, error) {
 	v := r.URL.Query()
-	q := fsm.JobQuery{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
+	q := jobs.Query{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
 	if len(q.Text) > 200 {
 		return q, BadRequest("q is at most 200 bytes")
 	}
-	if q.State != "" && q.State != fsm.NeverRan && !q.State.Known() {
-		return q, BadRequest("state must be a run state or %q, got %q", fsm.NeverRan, q.State)
+	if q.State != "" && q.State != jobs.NeverRan && !q.State.Known() {
+		return q, BadRequest("state must be a run state or %q, got %q", jobs.NeverRan, q.State)
 	}
 	if p := v.Get("paused"); p != "" {
 		b, err := strconv.ParseBool(p)
@@ -139,7 +138,7 @@ func clipParam(s string) string {
 // findJobs returns a page of jobs as the API shows them (with their
 // secrets if full, see auth.Guard.SeesSecrets), and the cursor of the next page (""
 // if none).
-func (s *Server) FindJobs(q fsm.JobQuery, full bool) ([]wire.Job, string, fsm.JobPage) {
+func (s *Server) FindJobs(q jobs.Query, full bool) ([]wire.Job, string, jobs.Page) {
 	page := s.State.FindJobs(q)
 	now := s.Clock.Now()
 	out := make([]wire.Job, 0, len(page.Jobs))

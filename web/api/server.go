@@ -47,9 +47,9 @@ type State interface {
 	// fsm.JobSetExport): what GET /api/v1/jobset writes out.
 	ExportJobSet() fsm.JobSetExport
 	JobSetInfo() fsm.JobSetInfo
-	// FindJobs returns a page of the job set (see fsm.JobQuery),
+	// FindJobs returns a page of the job set (see jobs.Query),
 	// copying only the page: what serves requests, whatever the set's size.
-	FindJobs(q fsm.JobQuery) fsm.JobPage
+	FindJobs(q jobs.Query) jobs.Page
 	// Spec returns one job of the set.
 	Spec(name string) (jobs.Spec, bool)
 	Runs(f fsm.RunFilter) []jobs.Run

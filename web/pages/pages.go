@@ -151,7 +151,7 @@ func (s *Dashboard) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 	}
 	list, next, page := s.API.FindJobs(q, full)
 	p := &jobsPage{pageBase: s.base(r, "Jobs", "jobs"), Q: q.Text, State: string(q.State), Matched: page.Matched, Total: page.Total,
-		States: append([]jobs.State{fsm.NeverRan}, api.RunStates...)}
+		States: append([]jobs.State{jobs.NeverRan}, api.RunStates...)}
 	for _, j := range list {
 		p.Jobs = append(p.Jobs, s.jobView(j))
 	}
@@ -386,7 +386,7 @@ func (s *Dashboard) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
 	// The picker lists the first jobs by name; any other is one URL away
 	// (?job=NAME) and always listed when it is the one shown.
-	for _, e := range s.API.State.FindJobs(fsm.JobQuery{Limit: timelinePickerJobs}).Jobs {
+	for _, e := range s.API.State.FindJobs(jobs.Query{Limit: timelinePickerJobs}).Jobs {
 		p.Jobs = append(p.Jobs, e.Spec.Name)
 	}
 	if job != "" && !slices.Contains(p.Jobs, job) {
