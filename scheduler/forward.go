@@ -4,9 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 	"unicode/utf8"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
@@ -146,19 +147,20 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, source, has
 		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})
 		return err
 	}
+	// Every part is proposed even if one fails, so that each error is
+	// reported; the FSM refuses the set unless all parts arrive.
 	errs := make([]error, len(parts))
-	sem := make(chan struct{}, diffParallel)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(diffParallel)
 	for i := range parts {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[i]}); err != nil {
 				errs[i] = fmt.Errorf("job set difference, part %d of %d: %w", i+1, len(parts), err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	g.Wait()
 	return errors.Join(errs...)
 }
 

@@ -8,7 +8,8 @@ import (
 	"runtime"
 	"slices"
 	"strings"
-	"sync"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -81,17 +82,15 @@ func loadJobFiles(paths []string) ([]*File, error) {
 	parsed := make([]*File, len(paths))
 	errs := make([]error, len(paths))
 	// Parse on every core: a file's parse is independent of the others'.
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	var g errgroup.Group
+	g.SetLimit(runtime.GOMAXPROCS(0))
 	for i, p := range paths {
-		wg.Add(1)
-		sem <- struct{}{}
-		go func() {
-			defer func() { <-sem; wg.Done() }()
+		g.Go(func() error {
 			parsed[i], errs[i] = Load(p)
-		}()
+			return nil
+		})
 	}
-	wg.Wait()
+	g.Wait()
 	all := &Error{}
 	for i, err := range errs {
 		var cerr *Error
