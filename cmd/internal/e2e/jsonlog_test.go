@@ -100,31 +100,8 @@ func TestDev_JSONLogNamesRunsAndHidesSecrets(t *testing.T) {
 		"-http", strings.TrimPrefix(base, "http://"), "-raft-port", strconv.Itoa(raftPort), "-gossip-port", strconv.Itoa(gossipPort))
 
 	// The first body of out/latest is the signed token of the run that
-	// wrote it; wait until a newer run has replaced it.
-	var first, firstToken string
-	proctest.Eventually(t, 30*time.Second, "tok published out/latest", func() error {
-		b, hdr, err := proctest.Get(base + "/api/v1/store/out/latest")
-		first, firstToken = string(b), hdr.Get("Fencecron-Token")
-		return err
-	})
-	proctest.Eventually(t, 30*time.Second, "a newer tok run published out/latest", func() error {
-		b, _, err := proctest.Get(base + "/api/v1/store/out/latest")
-		if err == nil && string(b) == first {
-			err = fmt.Errorf("still the first body")
-		}
-		return err
-	})
-	// The older run's token, written again now: stale.
-	req, _ := http.NewRequest("PUT", base+"/api/v1/store/out/latest", strings.NewReader("late"))
-	req.Header.Set("Fencecron-Token", first)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("publish with the older run's token = %d, want 409 stale_owner", resp.StatusCode)
-	}
+	// wrote it; once a newer run replaced it, it is written again: stale.
+	first, firstToken := publishStale(t, base, "out/latest")
 
 	var run jobs.Run
 	var att *jobs.Attempt
@@ -153,6 +130,7 @@ func TestDev_JSONLogNamesRunsAndHidesSecrets(t *testing.T) {
 	names := map[string]string{"run_id": run.ID, "attempt": att.ID, "token": att.Token.String()}
 	var lines []logLine
 	proctest.Eventually(t, 30*time.Second, "the log lines of both runs", func() error {
+		var err error
 		if lines, err = readJSONLog(p.LogPath); err != nil {
 			return err
 		}

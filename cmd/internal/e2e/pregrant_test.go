@@ -72,7 +72,7 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 
 	t.Run("leader killed before the fire time", func(t *testing.T) {
 		old := c.Node(agree(t, c, 20*time.Second).Leader)
-		run, _ := killBeforeFire(t, c, old, func(jobs.Run) *localcluster.Node { return old }, sigkill)
+		run, _ := actBeforeFire(t, c, old, beforeFire{victimOf: func(jobs.Run) *localcluster.Node { return old }, act: stopWith(sigkill)})
 		leader := c.Node(agree(t, c, 20*time.Second).Leader)
 		run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
 		if run.State != jobs.Succeeded || len(run.Attempts) != 1 {
@@ -102,7 +102,7 @@ func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 func workerGoneBeforeFire(t *testing.T, c *localcluster.Cluster, starts string, sig syscall.Signal, within time.Duration) {
 	t.Helper()
 	leader := c.Node(agree(t, c, 20*time.Second).Leader)
-	run, victim := killBeforeFire(t, c, leader, func(r jobs.Run) *localcluster.Node { return c.Node(r.Attempts[0].Worker) }, sig)
+	run, victim := actBeforeFire(t, c, leader, beforeFire{victimOf: workerOf(c), act: stopWith(sig)})
 	run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
 	if run.State != jobs.Succeeded || len(run.Attempts) != 2 {
 		t.Fatalf("run %s: %s with attempts %+v; want succeeded by a second attempt", run.ID, run.State, run.Attempts)
@@ -133,17 +133,50 @@ func runEnded(r jobs.Run) error {
 	return nil
 }
 
-// sigkill is SIGKILL: killBeforeFire kills the node's process group.
+// sigkill is SIGKILL: stopWith kills the node's process group.
 const sigkill = syscall.SIGKILL
 
-// killBeforeFire waits for a run of pre granted ahead (pending, its fire
-// time still to come), sends sig to the node victimOf names (SIGKILL
-// kills its process group), waits for it to exit, and returns the run
-// and the node once the signal came before the fire time. One that came
-// too late (a busy machine) proves nothing: the node is started again
-// and the next run is tried, a few times at most.
-func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, victimOf func(jobs.Run) *localcluster.Node, sig syscall.Signal) (jobs.Run, *localcluster.Node) {
+// beforeFire is a fault actBeforeFire plants.
+type beforeFire struct {
+	// victimOf names the node to act on for the run found.
+	victimOf func(jobs.Run) *localcluster.Node
+	// before is how long before the run's fire time to act (0: at once).
+	before time.Duration
+	// act is the fault; it returns once it took effect (the node exited,
+	// or is stopped).
+	act func(*localcluster.Node) error
+}
+
+// stopWith returns the act of sending sig (SIGKILL kills the node's
+// process group) and waiting for the node to exit.
+func stopWith(sig syscall.Signal) func(*localcluster.Node) error {
+	return func(n *localcluster.Node) error {
+		if sig == sigkill {
+			n.Kill()
+			return nil
+		}
+		if err := n.Signal(sig); err != nil {
+			return err
+		}
+		// A planned stop takes its time; the node is gone when it ends.
+		return n.WaitExit(30 * time.Second)
+	}
+}
+
+// workerOf is the victim of a fault on a run's holder.
+func workerOf(c *localcluster.Cluster) func(jobs.Run) *localcluster.Node {
+	return func(r jobs.Run) *localcluster.Node { return c.Node(r.Attempts[0].Worker) }
+}
+
+// actBeforeFire waits for a run of pre granted ahead (pending, its fire
+// time still to come), plants fault f on the node it names, and returns
+// the run and the node once the fault came before the fire time, ahead of
+// the worker's start request (25 ms ahead) with room. One that came too
+// late (a busy machine) proves nothing: the node is started (or resumed)
+// again and the next run is tried, a few times at most.
+func actBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, f beforeFire) (jobs.Run, *localcluster.Node) {
 	t.Helper()
+	const room = 100 * time.Millisecond
 	for try := 1; try <= 4; try++ {
 		var run jobs.Run
 		if err := localcluster.UntilEvery(20*time.Second, 10*time.Millisecond, func() error {
@@ -152,7 +185,7 @@ func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.
 				return err
 			}
 			for _, r := range runs {
-				if r.ScheduledAt.After(time.Now().Add(150*time.Millisecond)) && r.State == jobs.Pending && len(r.Attempts) == 1 {
+				if r.ScheduledAt.After(time.Now().Add(max(f.before, room)+50*time.Millisecond)) && r.State == jobs.Pending && len(r.Attempts) == 1 {
 					run = r
 					return nil
 				}
@@ -161,30 +194,29 @@ func killBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.
 		}); err != nil {
 			t.Fatal(err)
 		}
-		victim := victimOf(run)
-		if sig == sigkill {
-			victim.Kill()
-		} else if err := victim.Signal(sig); err != nil {
-			t.Fatal(err)
+		victim := f.victimOf(run)
+		if f.before > 0 {
+			// The fault's own schedule, not a wait for something to settle.
+			time.Sleep(time.Until(run.ScheduledAt.Add(-f.before)))
 		}
-		killed := time.Now()
-		// A planned stop takes its time; the node is gone when it ends.
-		if err := victim.WaitExit(30 * time.Second); err != nil && sig != sigkill {
-			t.Fatalf("%s after %v: %v", victim.Name, sig, err)
+		at := time.Now()
+		if err := f.act(victim); err != nil {
+			t.Fatalf("%s: %v", victim.Name, err)
 		}
-		// Before the worker asks for its start (25 ms ahead), with room.
-		if killed.Before(run.ScheduledAt.Add(-100 * time.Millisecond)) {
-			t.Logf("try %d: sent %v to %s %s before %s's fire time", try, sig, victim.Name, run.ScheduledAt.Sub(killed).Round(time.Millisecond), run.ID)
+		if early := run.ScheduledAt.Sub(at); early > room {
+			t.Logf("try %d: acted on %s %s before %s's fire time", try, victim.Name, early.Round(time.Millisecond), run.ID)
 			return run, victim
 		}
-		t.Logf("try %d: sent %v to %s %s after %s's fire time; again", try, sig, victim.Name, killed.Sub(run.ScheduledAt).Round(time.Millisecond), run.ID)
-		if err := victim.Start(); err != nil {
+		t.Logf("try %d: acted on %s only %s before %s's fire time; again", try, victim.Name, run.ScheduledAt.Sub(at).Round(time.Millisecond), run.ID)
+		if victim.Running() {
+			victim.Resume()
+		} else if err := victim.Start(); err != nil {
 			t.Fatal(err)
 		}
 		leader = c.Node(agree(t, c, 20*time.Second).Leader)
 		waitAlive(t, leader, "w1", "w2")
 	}
-	t.Fatal("never killed a node before the fire time of a run granted ahead")
+	t.Fatal("never acted on a node before the fire time of a run granted ahead")
 	return jobs.Run{}, nil
 }
 

@@ -38,7 +38,7 @@ func TestCluster_ShortLeaseBeforeTheStart(t *testing.T) {
 	waitAlive(t, leader, "w1", "w2")
 
 	t.Run("holder killed 200ms before the fire time", func(t *testing.T) {
-		run, victim := holdBeforeFire(t, c, leader, 200*time.Millisecond, func(n *localcluster.Node) error { n.Kill(); return nil })
+		run, victim := actBeforeFire(t, c, leader, beforeFire{victimOf: workerOf(c), before: 200 * time.Millisecond, act: stopWith(sigkill)})
 		run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
 		first, second := takenOver(t, run, victim)
 		if !first.Expired {
@@ -60,7 +60,7 @@ func TestCluster_ShortLeaseBeforeTheStart(t *testing.T) {
 	})
 
 	t.Run("holder stopped across the fire time", func(t *testing.T) {
-		run, victim := holdBeforeFire(t, c, leader, 200*time.Millisecond, (*localcluster.Node).Pause)
+		run, victim := actBeforeFire(t, c, leader, beforeFire{victimOf: workerOf(c), before: 200 * time.Millisecond, act: (*localcluster.Node).Pause})
 		resumed := false
 		defer func() {
 			if !resumed {
@@ -100,54 +100,6 @@ func TestCluster_ShortLeaseBeforeTheStart(t *testing.T) {
 			}
 		}
 	})
-}
-
-// holdBeforeFire waits for a run of pre granted ahead to a worker, acts
-// on that worker (kill, pause) `before` its fire time, and returns the
-// run and the worker. A busy machine that makes it act too late proves
-// nothing: the worker is started (or resumed) again and the next run is
-// tried, a few times at most.
-func holdBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, before time.Duration, act func(*localcluster.Node) error) (jobs.Run, *localcluster.Node) {
-	t.Helper()
-	for try := 1; try <= 4; try++ {
-		var run jobs.Run
-		if err := localcluster.UntilEvery(20*time.Second, 10*time.Millisecond, func() error {
-			runs, err := leader.Runs("pre", 20)
-			if err != nil {
-				return err
-			}
-			for _, r := range runs {
-				if r.ScheduledAt.After(time.Now().Add(before+50*time.Millisecond)) && r.State == jobs.Pending && len(r.Attempts) == 1 {
-					run = r
-					return nil
-				}
-			}
-			return fmt.Errorf("no run of pre granted ahead yet")
-		}); err != nil {
-			t.Fatal(err)
-		}
-		victim := c.Node(run.Attempts[0].Worker)
-		// The fault's own schedule, not a wait for something to settle.
-		time.Sleep(time.Until(run.ScheduledAt.Add(-before)))
-		at := time.Now()
-		if err := act(victim); err != nil {
-			t.Fatal(err)
-		}
-		// Before the worker asks for its start (25 ms ahead), with room.
-		if early := run.ScheduledAt.Sub(at); early > 100*time.Millisecond {
-			t.Logf("try %d: acted on %s %s before %s's fire time", try, victim.Name, early.Round(time.Millisecond), run.ID)
-			return run, victim
-		}
-		t.Logf("try %d: acted on %s only %s before %s's fire time; again", try, victim.Name, run.ScheduledAt.Sub(at).Round(time.Millisecond), run.ID)
-		if victim.Running() {
-			victim.Resume()
-		} else if err := victim.Start(); err != nil {
-			t.Fatal(err)
-		}
-		waitAlive(t, leader, "w1", "w2")
-	}
-	t.Fatal("never acted on a worker before the fire time of a run granted ahead")
-	return jobs.Run{}, nil
 }
 
 // takenOver checks that run succeeded by a second attempt on another

@@ -243,29 +243,7 @@ func TestPrometheus_DashboardAndAlerts(t *testing.T) {
 	// A stale write: tok's first body is its run's signed token; once a
 	// newer run has replaced it, the first one is written again.
 	store := c.Nodes[0].URL() // the first server serves the store
-	var first string
-	proctest.Eventually(t, 30*time.Second, "tok published out/latest", func() error {
-		b, _, err := proctest.Get(store + "/api/v1/store/out/latest")
-		first = string(b)
-		return err
-	})
-	proctest.Eventually(t, 30*time.Second, "a newer tok run replaced out/latest", func() error {
-		b, _, err := proctest.Get(store + "/api/v1/store/out/latest")
-		if err == nil && string(b) == first {
-			err = fmt.Errorf("still the first body")
-		}
-		return err
-	})
-	req, _ := http.NewRequest("PUT", store+"/api/v1/store/out/latest", strings.NewReader("stale"))
-	req.Header.Set("Fencecron-Token", first)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	resp.Body.Close()
-	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("publish with the older run's token = %d, want 409 stale_owner", resp.StatusCode)
-	}
+	publishStale(t, store, "out/latest")
 
 	// Every panel's every query returns data, and a number.
 	proctest.Eventually(t, 90*time.Second, "every dashboard query returns data", func() error {

@@ -59,6 +59,20 @@ func trigger(t *testing.T, n *localcluster.Node, job string) jobs.Run {
 }
 
 // waitRun polls a run until cond accepts it.
+// waitStopped waits for n to be stopped (SIGSTOP), as a fault the test
+// planted stops it.
+func waitStopped(t *testing.T, n *localcluster.Node) {
+	t.Helper()
+	if err := localcluster.Until(15*time.Second, func() error {
+		if !n.Stopped() {
+			return fmt.Errorf("%s is not stopped yet", n.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func waitRun(t *testing.T, n *localcluster.Node, id string, d time.Duration, cond func(jobs.Run) error) jobs.Run {
 	t.Helper()
 	job, _, _ := strings.Cut(id, "@")
@@ -106,14 +120,7 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 	run := trigger(t, leader, "report")
 	first := run.Attempts[0]
 	w1 := c.Node(first.Worker)
-	if err := localcluster.Until(15*time.Second, func() error {
-		if !w1.Stopped() {
-			return fmt.Errorf("%s is not stopped yet", w1.Name)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitStopped(t, w1)
 	t.Logf("%s stopped itself before publishing attempt 1 (token %s)", w1.Name, first.Token)
 
 	// The lease expires; the takeover attempt runs elsewhere and publishes.

@@ -318,3 +318,36 @@ jobs:
 		t.Errorf("fencecron_cluster_attempts_fenced_total = %v, want 1", v)
 	}
 }
+
+// publishStale waits for a first body at key of the store at base, then
+// for a newer run to replace it, and writes again with the first one's
+// token: the store must refuse it (409 stale_owner). It returns the first
+// body (a job that publishes its own token, as tok does, makes it the
+// signed token) and the token the store said wrote it.
+func publishStale(t *testing.T, base, key string) (first, firstToken string) {
+	t.Helper()
+	url := base + "/api/v1/store/" + key
+	proctest.Eventually(t, 30*time.Second, "a first body at "+key, func() error {
+		b, hdr, err := proctest.Get(url)
+		first, firstToken = string(b), hdr.Get("Fencecron-Token")
+		return err
+	})
+	proctest.Eventually(t, 30*time.Second, "a newer run replaced "+key, func() error {
+		b, _, err := proctest.Get(url)
+		if err == nil && string(b) == first {
+			err = fmt.Errorf("still the first body")
+		}
+		return err
+	})
+	req, _ := http.NewRequest("PUT", url, strings.NewReader("stale"))
+	req.Header.Set("Fencecron-Token", first)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusConflict {
+		t.Fatalf("publish with the older run's token = %d, want 409 stale_owner", resp.StatusCode)
+	}
+	return first, firstToken
+}

@@ -174,14 +174,7 @@ func TestTracing_ReportHandoffIsOneTrace(t *testing.T) {
 	run := trigger(t, leader, "report")
 	first := run.Attempts[0]
 	w1 := c.Node(first.Worker)
-	if err := localcluster.Until(15*time.Second, func() error {
-		if !w1.Stopped() {
-			return fmt.Errorf("%s is not stopped yet", w1.Name)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitStopped(t, w1)
 	run = waitRun(t, leader, run.ID, 30*time.Second, func(r jobs.Run) error {
 		if len(r.Attempts) < 2 || r.Attempts[1].State != jobs.Succeeded {
 			return fmt.Errorf("no succeeded takeover attempt yet")
