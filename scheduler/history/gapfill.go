@@ -81,9 +81,9 @@ func (s *Store) Range(req RangeRequest) (RangePage, error) {
 			index, kind, primary := beUint64(k[:8]), k[8], k[9:]
 			switch kind {
 			case kindRun:
-				var rec runRecord
 				if v := tx.Bucket(bucketRuns).Get(primary); v != nil {
-					if err := json.Unmarshal(v, &rec); err != nil {
+					rec, err := decodeRun(primary, v)
+					if err != nil {
 						return err
 					}
 					page.Runs = append(page.Runs, RangeRun{Index: index, Run: rec.Run})

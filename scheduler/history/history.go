@@ -370,7 +370,7 @@ func (s *Store) insertRun(tx *bbolt.Tx, rec runRecord, now time.Time) error {
 	if newer >= h.Runs {
 		return nil
 	}
-	if err := runs.Put(k, marshal(rec)); err != nil {
+	if err := runs.Put(k, encodeRun(rec)); err != nil {
 		return err
 	}
 	if err := tx.Bucket(bucketByTime).Put(timeKey(r.Job, r.ScheduledAt), nil); err != nil {
