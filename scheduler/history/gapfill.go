@@ -219,6 +219,7 @@ func (s *Store) store(page RangePage) error {
 	defer s.wmu.Unlock()
 	now := s.Clock.Now()
 	return s.db.Update(func(tx *bbolt.Tx) error {
+		packPages(tx)
 		for _, r := range page.Runs {
 			if err := s.insertRun(tx, runRecord(r), now); err != nil {
 				return err
