@@ -160,3 +160,42 @@ func TestDecodeRun_Damaged(t *testing.T) {
 		decodeRun(k, w) // an error or a different run; never a panic
 	}
 }
+
+// BenchmarkRunRecord is the CPU of storing and of reading one realistic
+// run, compressed and as JSON (how it was stored before).
+func BenchmarkRunRecord(b *testing.B) {
+	rng := rand.New(rand.NewPCG(5, 5))
+	recs := make([]runRecord, 64)
+	for i := range recs {
+		recs[i] = runRecord{Index: uint64(i), Run: realisticRun(rng, "nightly-backup", t0.Add(time.Duration(i)*time.Hour), uint64(i))}
+	}
+	for _, f := range []struct {
+		name   string
+		encode func(runRecord) []byte
+	}{{"json", func(r runRecord) []byte { return marshal(r) }}, {"v1", encodeRun}} {
+		b.Run(f.name+"/encode", func(b *testing.B) {
+			b.ReportAllocs()
+			size, cpu := 0, cpuTime(b)
+			for i := range b.N {
+				size += len(f.encode(recs[i%len(recs)]))
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/run")
+			b.ReportMetric(float64(size)/float64(b.N), "B/run")
+		})
+		b.Run(f.name+"/decode", func(b *testing.B) {
+			vs := make([][]byte, len(recs))
+			for i, r := range recs {
+				vs[i] = f.encode(r)
+			}
+			b.ReportAllocs()
+			cpu := cpuTime(b)
+			for i := range b.N {
+				r := recs[i%len(recs)]
+				if _, err := decodeRun(runKey(r.Run.Job, r.Run.ScheduledAt), vs[i%len(recs)]); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/run")
+		})
+	}
+}
