@@ -25,7 +25,15 @@ import (
 // its key already says (the job, the scheduled time, the ids derived from
 // them), times as nanosecond differences from the one before, and the
 // whole compressed with a preset dictionary of the values runs repeat,
-// since one run alone is too short to teach a compressor anything.
+// since one run alone is too short to teach a compressor anything. A run
+// whose layout is shorter than deflateFrom (no output tail: a published
+// output, most HTTP jobs) is stored as
+//
+//	formatRunV1Raw  uvarint(index)  fields
+//
+// because deflating costs several times what encoding JSON did, mostly
+// in building Huffman codes for each record, and would save a few dozen
+// bytes there.
 //
 // The first byte tells the formats apart: JSON always starts with '{', so
 // records written before the upgrade read as they always did, beside new
@@ -37,9 +45,13 @@ import (
 // The bytes are this server's own: gap filling sends runs as JSON
 // (RangePage), so servers of either format fill each other's gaps.
 const (
-	formatJSON  byte = '{'
-	formatRunV1 byte = 0x01
+	formatJSON     byte = '{'
+	formatRunV1    byte = 0x01
+	formatRunV1Raw byte = 0x02
 )
+
+// deflateFrom is the shortest layout that is deflated.
+const deflateFrom = 192
 
 // runLevel is the deflate level of stored runs: at level 1 the standard
 // library ignores a preset dictionary, and the levels above 2 save a few
@@ -176,6 +188,12 @@ func encodeRun(rec runRecord) []byte {
 		e.strings(a.StoreRefusals)
 	}
 
+	if len(e.b) < deflateFrom {
+		out := make([]byte, 0, 1+binary.MaxVarintLen64+len(e.b))
+		out = append(out, formatRunV1Raw)
+		out = binary.AppendUvarint(out, rec.Index)
+		return append(out, e.b...)
+	}
 	out := bytes.NewBuffer(make([]byte, 0, 1+binary.MaxVarintLen64+len(e.b)/2))
 	out.WriteByte(formatRunV1)
 	out.Write(binary.AppendUvarint(nil, rec.Index))
@@ -199,12 +217,12 @@ func decodeRun(k, v []byte) (runRecord, error) {
 		var rec runRecord
 		err := json.Unmarshal(v, &rec)
 		return rec, err
-	case formatRunV1:
+	case formatRunV1, formatRunV1Raw:
 		job, at, ok := splitRunKey(k)
 		if !ok {
 			return runRecord{}, fmt.Errorf("bad run key %q", k)
 		}
-		rec, err := decodeRunV1(job, at, v[1:])
+		rec, err := decodeRunV1(job, at, v[0] == formatRunV1, v[1:])
 		if err != nil {
 			return runRecord{}, fmt.Errorf("run %s@%s: %w", job, at.Format(time.RFC3339Nano), err)
 		}
@@ -213,22 +231,17 @@ func decodeRun(k, v []byte) (runRecord, error) {
 	return runRecord{}, fmt.Errorf("run record of unknown format %#x (written by a newer version?)", v[0])
 }
 
-func decodeRunV1(job string, at time.Time, v []byte) (runRecord, error) {
+func decodeRunV1(job string, at time.Time, deflated bool, v []byte) (runRecord, error) {
 	index, n := binary.Uvarint(v)
 	if n <= 0 {
 		return runRecord{}, errors.New("bad index")
 	}
-	zr := readers.Get().(io.ReadCloser)
-	defer readers.Put(zr)
-	if err := zr.(flate.Resetter).Reset(bytes.NewReader(v[n:]), dictV1); err != nil {
-		return runRecord{}, err
-	}
-	b, err := io.ReadAll(io.LimitReader(zr, maxRunBytes+1))
-	if err != nil {
-		return runRecord{}, fmt.Errorf("inflate: %w", err)
-	}
-	if len(b) > maxRunBytes {
-		return runRecord{}, fmt.Errorf("inflates to more than %d bytes", maxRunBytes)
+	b := v[n:]
+	if deflated {
+		var err error
+		if b, err = inflate(b); err != nil {
+			return runRecord{}, err
+		}
 	}
 
 	d := decoder{b: b, last: at}
@@ -295,6 +308,22 @@ func decodeRunV1(job string, at time.Time, v []byte) (runRecord, error) {
 		return runRecord{}, fmt.Errorf("%d bytes left over", len(d.b))
 	}
 	return runRecord{Index: index, Run: r}, nil
+}
+
+func inflate(v []byte) ([]byte, error) {
+	zr := readers.Get().(io.ReadCloser)
+	defer readers.Put(zr)
+	if err := zr.(flate.Resetter).Reset(bytes.NewReader(v), dictV1); err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(io.LimitReader(zr, maxRunBytes+1))
+	if err != nil {
+		return nil, fmt.Errorf("inflate: %w", err)
+	}
+	if len(b) > maxRunBytes {
+		return nil, fmt.Errorf("inflates to more than %d bytes", maxRunBytes)
+	}
+	return b, nil
 }
 
 // keyTime is the scheduled time a run key holds, as the key reads back.

@@ -17,8 +17,8 @@ func roundTrip(t *testing.T, rec runRecord) {
 	t.Helper()
 	k := runKey(rec.Run.Job, rec.Run.ScheduledAt)
 	v := encodeRun(rec)
-	if v[0] != formatRunV1 {
-		t.Fatalf("stored as %#x, want %#x", v[0], formatRunV1)
+	if v[0] != formatRunV1 && v[0] != formatRunV1Raw {
+		t.Fatalf("stored as %#x, want %#x or %#x", v[0], formatRunV1, formatRunV1Raw)
 	}
 	got, err := decodeRun(k, v)
 	if err != nil {
@@ -77,6 +77,11 @@ func TestEncodeRun_ReadsAsJSONDid(t *testing.T) {
 			r.NoRetry, r.Forced, r.Attempts[0].Expired, r.Attempts[0].NeverStarted = true, true, true, true
 		},
 		"big tail": func(r *jobs.Run) { r.Attempts[0].StdoutTail = logTail(rng, 16<<10, "INFO") },
+		"no tails": func(r *jobs.Run) {
+			for i := range r.Attempts {
+				r.Attempts[i].StdoutTail, r.Attempts[i].StderrTail = "", ""
+			}
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := realisticRun(rng, "nightly", t0.Add(time.Duration(rng.IntN(1e9))), 7)
@@ -84,6 +89,23 @@ func TestEncodeRun_ReadsAsJSONDid(t *testing.T) {
 			roundTrip(t, runRecord{Index: 3, Run: r})
 		})
 	}
+}
+
+// A run with no output tail is stored without deflating, and one with a
+// tail deflated.
+func TestEncodeRun_DeflatesOnlyWhatIsWorthIt(t *testing.T) {
+	rng := rand.New(rand.NewPCG(2, 2))
+	r := realisticRun(rng, "nightly", t0, 1)
+	r.Attempts = r.Attempts[:1]
+	if got := encodeRun(runRecord{Run: r})[0]; got != formatRunV1 {
+		t.Errorf("a run with a tail stored as %#x, want %#x", got, formatRunV1)
+	}
+	r.Attempts[0].StdoutTail, r.Attempts[0].StderrTail = "", ""
+	v := encodeRun(runRecord{Run: r})
+	if got := v[0]; got != formatRunV1Raw {
+		t.Errorf("a run without a tail stored as %#x, want %#x", got, formatRunV1Raw)
+	}
+	t.Logf("a run without a tail: %d bytes (JSON: %d)", len(v), len(marshal(runRecord{Run: r})))
 }
 
 // Every field of a run and of its attempts survives, so a field added to
@@ -144,12 +166,19 @@ func TestDecodeRun_Damaged(t *testing.T) {
 	r := realisticRun(rng, "nightly", t0, 1)
 	k := runKey(r.Job, r.ScheduledAt)
 	v := encodeRun(runRecord{Index: 5, Run: r})
-	for n := range len(v) {
-		if _, err := decodeRun(k, v[:n]); err == nil {
-			t.Errorf("a record cut to %d of %d bytes read without an error", n, len(v))
+	small := r
+	small.Attempts = []jobs.Attempt{r.Attempts[0]}
+	small.Attempts[0].StdoutTail, small.Attempts[0].StderrTail = "", ""
+	for _, whole := range [][]byte{v, encodeRun(runRecord{Index: 5, Run: small})} {
+		for n := range len(whole) {
+			if _, err := decodeRun(k, whole[:n]); err == nil {
+				t.Errorf("a record (%#x) cut to %d of %d bytes read without an error", whole[0], n, len(whole))
+			}
 		}
 	}
-	for _, bad := range [][]byte{{0x02, 1}, {0xff}, nil} {
+	raw := bytes.Clone(v)
+	raw[0] = formatRunV1Raw // deflated bytes read as a layout
+	for _, bad := range [][]byte{{0x03, 1}, {0xff}, nil, raw} {
 		if _, err := decodeRun(k, bad); err == nil {
 			t.Errorf("decodeRun(%x) read without an error", bad)
 		}

@@ -269,11 +269,11 @@ func marshal(v any) []byte {
 // recordIndex returns the log index a stored run or event record was
 // archived at. Deleting a record needs only that (for its archived key),
 // and retention deletes one record for every one it stores, so the index
-// is read without decoding the rest: a run stored as formatRunV1 has it
-// first, uncompressed; json.Marshal writes a record's fields in order, so
+// is read without decoding the rest: a run stored in formatRunV1 or
+// formatRunV1Raw has it first, never compressed; json.Marshal writes a record's fields in order, so
 // every JSON record starts {"index":N,. Anything else is decoded in full.
 func recordIndex(v []byte) (uint64, error) {
-	if len(v) > 0 && v[0] == formatRunV1 {
+	if len(v) > 0 && (v[0] == formatRunV1 || v[0] == formatRunV1Raw) {
 		n, k := binary.Uvarint(v[1:])
 		if k <= 0 {
 			return 0, errors.New("run record: bad index")
