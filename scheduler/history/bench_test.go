@@ -2,11 +2,15 @@ package history
 
 import (
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"go.etcd.io/bbolt"
 
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -46,16 +50,91 @@ func benchStore(b *testing.B, njobs, perJob int) (*Store, string) {
 	return s, path
 }
 
-// BenchmarkStore_Archive reports the file's size per run kept.
+// BenchmarkStore_Archive reports the file's size per run kept, and the
+// size of the pages written (the file without what bbolt allocated ahead).
 func BenchmarkStore_Archive(b *testing.B) {
 	for range b.N {
-		_, path := benchStore(b, 1000, 100)
-		st, err := os.Stat(path)
+		s, path := benchStore(b, 1000, 100)
+		b.ReportMetric(float64(fileSize(b, path))/100_000, "file-bytes/run")
+		var pages int64
+		if err := s.db.View(func(tx *bbolt.Tx) error { pages = tx.Size(); return nil }); err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(pages)/100_000, "pages-bytes/run")
+	}
+}
+
+// BenchmarkStore_KeptPerRun reports what history keeps per run for
+// realistic runs (realisticRun: one to three attempts, a stdout or
+// stderr tail of 100 to 300 bytes): the file's bytes (which bbolt grows
+// in steps of up to 16 MiB ahead of need), the pages written (the file
+// without that), those in use (without the free pages a file keeps for
+// later writes), and the keys and values of the run and its two index
+// entries.
+func BenchmarkStore_KeptPerRun(b *testing.B) {
+	const njobs, perJob = 200, 100
+	for range b.N {
+		path := filepath.Join(b.TempDir(), "history.db")
+		s, _ := MustOpen(b, jobs.History{Runs: perJob}, path)
+		rng := rand.New(rand.NewPCG(1, 2))
+		idx := uint64(0)
+		var batch []jobs.Run
+		for i := range perJob {
+			for j := range njobs {
+				batch = append(batch, realisticRun(rng, fmt.Sprintf("job-%05d", j), t0.Add(time.Duration(i)*time.Minute), idx))
+				if len(batch) == 120 { // a flush every 200 ms at 600 fires/s
+					idx++
+					s.Archive(idx, batch, nil)
+					if err := s.Flush(); err != nil {
+						b.Fatal(err)
+					}
+					batch = nil
+				}
+			}
+		}
+		idx++
+		s.Archive(idx, batch, nil)
+		if err := s.Flush(); err != nil {
+			b.Fatal(err)
+		}
+		var kv, values int
+		var pages, free int64
+		err := s.db.View(func(tx *bbolt.Tx) error {
+			pages = tx.Size()
+			free = int64(tx.DB().Stats().FreePageN) * int64(tx.DB().Info().PageSize)
+			for _, name := range [][]byte{bucketRuns, bucketByTime, bucketArchived} {
+				err := tx.Bucket(name).ForEach(func(k, v []byte) error {
+					kv += len(k) + len(v)
+					values += len(v)
+					return nil
+				})
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.ReportMetric(float64(st.Size())/100_000, "file-bytes/run")
+		if err := s.Close(b.Context()); err != nil {
+			b.Fatal(err)
+		}
+		const runs = njobs * perJob
+		b.ReportMetric(float64(fileSize(b, path))/runs, "file-B/run")
+		b.ReportMetric(float64(pages)/runs, "pages-B/run")
+		b.ReportMetric(float64(pages-free)/runs, "used-B/run")
+		b.ReportMetric(float64(kv)/runs, "kv-B/run")
+		b.ReportMetric(float64(values)/runs, "value-B/run")
 	}
+}
+
+func fileSize(b *testing.B, path string) int64 {
+	st, err := os.Stat(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return st.Size()
 }
 
 // BenchmarkStore_ListRuns lists a page of 100 of one job's runs, and of
@@ -78,10 +157,22 @@ func BenchmarkStore_ListRuns(b *testing.B) {
 // in flushes of perFlush runs (at 600 fires/s, a flush every 200 ms
 // holds 120 runs, one every second 600), into a store that already keeps
 // its jobs' retention full.
+//
+// With realistic, the runs are realisticRun's, whose tails are most of
+// what storing one costs.
 func BenchmarkStore_Steady(b *testing.B) {
 	const njobs, keep = 600, 20
-	for _, perFlush := range []int{120, 600} {
-		b.Run(fmt.Sprintf("runs/flush=%d", perFlush), func(b *testing.B) {
+	for _, c := range []struct {
+		perFlush  int
+		realistic bool
+	}{{120, false}, {600, false}, {120, true}} {
+		perFlush := c.perFlush
+		name := fmt.Sprintf("runs/flush=%d", perFlush)
+		if c.realistic {
+			name += "/realistic"
+		}
+		rng := rand.New(rand.NewPCG(3, 3))
+		b.Run(name, func(b *testing.B) {
 			s, _ := MustOpen(b, jobs.History{Runs: keep}, "")
 			zero := 0
 			seq, idx, sec := uint64(0), uint64(0), 0
@@ -94,6 +185,9 @@ func BenchmarkStore_Steady(b *testing.B) {
 				r.Attempts = []jobs.Attempt{{ID: jobs.AttemptID(r.ID, 1), Number: 1, Token: jobs.Fence{Epoch: 3, Seq: seq + 1},
 					Worker: "w1", State: jobs.Succeeded, GrantedAt: r.ScheduledAt, StartedAt: r.ScheduledAt, EndedAt: r.ScheduledAt.Add(time.Millisecond),
 					ExitCode: &zero, StoreOutcome: "applied"}}
+				if c.realistic {
+					r = realisticRun(rng, r.Job, r.ScheduledAt, seq)
+				}
 				evs := []jobs.Event{
 					{Seq: seq + 1, Time: r.ScheduledAt, Kind: jobs.EventGranted, Node: "w1", Job: r.Job, Run: r.ID, Attempt: r.Attempts[0].ID},
 					{Seq: seq + 2, Time: r.ScheduledAt, Kind: jobs.EventCompleted, Node: "w1", Job: r.Job, Run: r.ID, Attempt: r.Attempts[0].ID},
@@ -118,9 +212,22 @@ func BenchmarkStore_Steady(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
+			cpu := cpuTime(b)
 			for done := 0; done < b.N; done += perFlush {
 				flush(min(perFlush, b.N-done))
 			}
+			b.ReportMetric(float64(cpuTime(b)-cpu)/float64(b.N), "cpu-ns/run")
 		})
 	}
+}
+
+// cpuTime is the CPU the process has used, user and system: on a machine
+// other work keeps busy, what a run costs shows better in it than in the
+// time that passed.
+func cpuTime(b *testing.B) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

@@ -81,9 +81,9 @@ func (s *Store) Range(req RangeRequest) (RangePage, error) {
 			index, kind, primary := beUint64(k[:8]), k[8], k[9:]
 			switch kind {
 			case kindRun:
-				var rec runRecord
 				if v := tx.Bucket(bucketRuns).Get(primary); v != nil {
-					if err := json.Unmarshal(v, &rec); err != nil {
+					rec, err := decodeRun(primary, v)
+					if err != nil {
 						return err
 					}
 					page.Runs = append(page.Runs, RangeRun{Index: index, Run: rec.Run})
@@ -219,6 +219,7 @@ func (s *Store) store(page RangePage) error {
 	defer s.wmu.Unlock()
 	now := s.Clock.Now()
 	return s.db.Update(func(tx *bbolt.Tx) error {
+		packPages(tx)
 		for _, r := range page.Runs {
 			if err := s.insertRun(tx, runRecord(r), now); err != nil {
 				return err

@@ -19,7 +19,7 @@ import (
 // times as nanoseconds since 1970 shifted to unsigned, a job name ended
 // by a zero byte (names never hold one).
 //
-//	runs      job 0 time            -> record (a run and the index that archived it)
+//	runs      job 0 time            -> record (a run and the index that archived it; codec.go)
 //	bytime    time job 0            -> nothing: runs of every job by scheduled time
 //	events    seq                   -> record (an event and the index that archived it)
 //	archived  index kind primary    -> nothing: what each entry archived, for gap filling
@@ -269,10 +269,17 @@ func marshal(v any) []byte {
 // recordIndex returns the log index a stored run or event record was
 // archived at. Deleting a record needs only that (for its archived key),
 // and retention deletes one record for every one it stores, so the index
-// is read without decoding the rest: json.Marshal writes a record's
-// fields in order, so every record starts {"index":N,. Anything else is
-// decoded in full.
+// is read without decoding the rest: a run stored in formatRunV1 or
+// formatRunV1Raw has it first, never compressed; json.Marshal writes a record's fields in order, so
+// every JSON record starts {"index":N,. Anything else is decoded in full.
 func recordIndex(v []byte) (uint64, error) {
+	if len(v) > 0 && (v[0] == formatRunV1 || v[0] == formatRunV1Raw) {
+		n, k := binary.Uvarint(v[1:])
+		if k <= 0 {
+			return 0, errors.New("run record: bad index")
+		}
+		return n, nil
+	}
 	const head = `{"index":`
 	if rest, ok := bytes.CutPrefix(v, []byte(head)); ok {
 		if end := bytes.IndexByte(rest, ','); end > 0 {

@@ -160,7 +160,7 @@ func (rs *runScan) byJob(runs *bbolt.Bucket, upper time.Time) error {
 		if rs.budget--; rs.budget < 0 {
 			return nil
 		}
-		more, err := rs.scan(val)
+		more, err := rs.scan(k, val)
 		if err != nil || !more {
 			return err
 		}
@@ -193,11 +193,12 @@ func (rs *runScan) byTime(byTime, runs *bbolt.Bucket, upper time.Time) error {
 		if rs.budget--; rs.budget < 0 {
 			return nil
 		}
-		val := runs.Get(runKey(job, at))
+		rk := runKey(job, at)
+		val := runs.Get(rk)
 		if val == nil {
 			continue
 		}
-		more, err := rs.scan(val)
+		more, err := rs.scan(rk, val)
 		if err != nil || !more {
 			return err
 		}
@@ -207,10 +208,10 @@ func (rs *runScan) byTime(byTime, runs *bbolt.Bucket, upper time.Time) error {
 }
 
 // scan takes one stored run onto the page if it is new to it, matches and
-// is visible, and says whether to read on.
-func (rs *runScan) scan(v []byte) (bool, error) {
-	var rec runRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
+// is visible, and says whether to read on; k is its key.
+func (rs *runScan) scan(k, v []byte) (bool, error) {
+	rec, err := decodeRun(k, v)
+	if err != nil {
 		return false, err
 	}
 	r := rec.Run
