@@ -3,9 +3,11 @@ package executor_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +146,75 @@ func TestRunHTTP_ErrorsHideTheURLsCredentials(t *testing.T) {
 	}
 	if !strings.Contains(res.Err.Error(), "500") {
 		t.Errorf("error %q does not name the status", res.Err)
+	}
+}
+
+// Runs that send through one HTTPClients to one target share its
+// connections: the second finds the first's open, and the request of each
+// is built by Prepare, so Send only sends. RunHTTP keeps nothing open.
+func TestHTTPClients_KeepsTheTargetsConnectionWarm(t *testing.T) {
+	var mu sync.Mutex
+	conns := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	newConns := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := conns
+		conns = 0
+		return n
+	}
+
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	for i := range 3 {
+		prep := p.Prepare(httpReq(srv.URL))
+		prep.Header().Set("Traceparent", "00-x")
+		if res := prep.Send(context.Background()); !res.Success() || string(res.Stdout) != "ok" {
+			t.Fatalf("run %d: result %+v, want success", i, res)
+		}
+	}
+	if got, want := newConns(), 1; got != want {
+		t.Errorf("three runs through one HTTPClients opened %d connections, want %d", got, want)
+	}
+	for range 2 {
+		if res := executor.RunHTTP(context.Background(), httpReq(srv.URL)); !res.Success() {
+			t.Fatalf("RunHTTP: %+v", res)
+		}
+	}
+	if got, want := newConns(), 2; got != want {
+		t.Errorf("two RunHTTP calls opened %d connections, want %d", got, want)
+	}
+}
+
+// A request whose preparation failed sends nothing and says why at Send;
+// a cancelled context sends nothing either.
+func TestHTTPClients_PrepareErrorsAtSend(t *testing.T) {
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	req := httpReq("http://127.0.0.1:1/")
+	req.CAFile = "/nonexistent/ca.pem"
+	prep := p.Prepare(req)
+	if prep.Header() != nil {
+		t.Errorf("a request that cannot be sent has a header")
+	}
+	if res := prep.Send(context.Background()); res.Err == nil || !strings.Contains(res.Err.Error(), "ca_file") || res.Ended.IsZero() {
+		t.Errorf("result %+v: want the ca_file error and an end", res)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res := p.Prepare(httpReq("http://127.0.0.1:1/")).Send(ctx); !res.Cancelled || res.Err == nil {
+		t.Errorf("result %+v: want cancelled, not sent", res)
 	}
 }
