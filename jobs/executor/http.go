@@ -91,7 +91,7 @@ const (
 // Safe for concurrent use.
 type HTTPClients struct {
 	mu      sync.Mutex
-	targets map[string]*http.Transport
+	targets map[string]*target
 	used    []string // keys of targets, least recently used first
 }
 
@@ -104,14 +104,15 @@ func (p *HTTPClients) CloseIdle() {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	for _, tr := range p.targets {
-		tr.CloseIdleConnections()
+	for _, t := range p.targets {
+		t.close()
 	}
 	p.targets, p.used = nil, nil
 }
 
-// transport returns the target's shared transport, making it if needed.
-func (p *HTTPClients) transport(key string, tlsConf *tls.Config) *http.Transport {
+// target returns the target's shared transport, making it if needed;
+// addr is the host:port it dials, direct whether no proxy stands between.
+func (p *HTTPClients) target(key, addr string, direct bool, tlsConf *tls.Config) *target {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if i := slices.Index(p.used, key); i >= 0 {
@@ -119,27 +120,32 @@ func (p *HTTPClients) transport(key string, tlsConf *tls.Config) *http.Transport
 		return p.targets[key]
 	}
 	if p.targets == nil {
-		p.targets = map[string]*http.Transport{}
+		p.targets = map[string]*target{}
 	}
 	if len(p.used) >= maxTargets {
 		old := p.used[0]
-		p.targets[old].CloseIdleConnections()
+		p.targets[old].close()
 		delete(p.targets, old)
 		p.used = p.used[1:]
 	}
-	tr := newTransport(tlsConf)
-	tr.MaxIdleConns, tr.MaxIdleConnsPerHost, tr.IdleConnTimeout = maxIdlePerTarget, maxIdlePerTarget, idleConnTimeout
-	p.targets[key] = tr
+	t := &target{addr: addr, direct: direct}
+	t.tr = newTransport(tlsConf)
+	t.tr.MaxIdleConns, t.tr.MaxIdleConnsPerHost, t.tr.IdleConnTimeout = maxIdlePerTarget, maxIdlePerTarget, idleConnTimeout
+	t.tr.DialContext = t.dial
+	p.targets[key] = t
 	p.used = append(p.used, key)
-	return tr
+	return t
 }
+
+// dialer is how every HTTP job's connection is dialed.
+var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
 
 func newTransport(tlsConf *tls.Config) *http.Transport {
 	return &http.Transport{
 		Proxy:               http.ProxyFromEnvironment,
 		TLSClientConfig:     tlsConf,
 		TLSHandshakeTimeout: 10 * time.Second,
-		DialContext:         (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		DialContext:         dialer.DialContext,
 	}
 }
 
@@ -150,6 +156,9 @@ type PreparedHTTP struct {
 	req    HTTPRequest
 	client *http.Client
 	hreq   *http.Request
+	// target is the shared transport's, nil for a request that keeps
+	// nothing.
+	target *target
 	// oneShot is the transport of a request that keeps nothing, closed
 	// after it.
 	oneShot *http.Transport
@@ -214,7 +223,9 @@ func (p *HTTPClients) Prepare(req HTTPRequest) *PreparedHTTP {
 		// key. The file is read for each run, so a changed one counts
 		// from the next run on.
 		sum := sha256.Sum256(pem)
-		tr = p.transport(hreq.URL.Scheme+"://"+hreq.URL.Host+"\x00"+string(sum[:]), tlsConf)
+		proxy, err := http.ProxyFromEnvironment(hreq)
+		out.target = p.target(hreq.URL.Scheme+"://"+hreq.URL.Host+"\x00"+string(sum[:]), canonicalAddr(hreq.URL), proxy == nil && err == nil, tlsConf)
+		tr = out.target.tr
 	}
 	out.hreq = hreq
 	out.client = &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
@@ -268,6 +279,7 @@ func (r *PreparedHTTP) Send(ctx context.Context) (res Result) {
 	defer cancel()
 	resp, err := r.client.Do(r.hreq.WithContext(rctx))
 	r.hreq = nil // sent once: its body is read
+	r.target.sent()
 	if err == nil {
 		res.Stdout, res.OutputTruncated, err = readCapped(resp.Body, req.MaxOutput)
 		resp.Body.Close()

@@ -218,3 +218,86 @@ func TestHTTPClients_PrepareErrorsAtSend(t *testing.T) {
 		t.Errorf("result %+v: want cancelled, not sent", res)
 	}
 }
+
+// A run to a target nothing was sent to lately has its connection opened
+// by Warm, before its send, and sends on it; one the server closed
+// meanwhile is not sent on.
+func TestPreparedHTTP_WarmOpensTheConnectionAhead(t *testing.T) {
+	var mu sync.Mutex
+	var states []http.ConnState
+	var conns []net.Conn
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, st)
+		if st == http.StateNew {
+			conns = append(conns, c)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	seen := func() (opened, used int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, st := range states {
+			switch st {
+			case http.StateNew:
+				opened++
+			case http.StateActive:
+				used++
+			}
+		}
+		return opened, used
+	}
+	waitOpened := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for opened, _ := seen(); opened < n; opened, _ = seen() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections opened, want %d", opened, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	prep := p.Prepare(httpReq(srv.URL))
+	prep.Warm(t.Context())
+	// The server accepts in its own goroutine: the connection is open
+	// once it says so.
+	waitOpened(1)
+	if opened, used := seen(); opened != 1 || used != 0 {
+		t.Fatalf("after Warm: %d connections opened, %d used; want 1 opened ahead, none used", opened, used)
+	}
+	if res := prep.Send(t.Context()); !res.Success() {
+		t.Fatalf("send: %+v", res)
+	}
+	if opened, used := seen(); opened != 1 || used != 1 {
+		t.Errorf("after Send: %d connections opened, %d used; want the one opened ahead used", opened, used)
+	}
+	// The target is warm now: Warm opens nothing more.
+	p.Prepare(httpReq(srv.URL)).Warm(t.Context())
+	if opened, _ := seen(); opened != 1 {
+		t.Errorf("Warm on a warm target opened %d connections, want none more", opened-1)
+	}
+
+	// A server that drops the connection opened ahead: the run dials anew.
+	q := &executor.HTTPClients{}
+	defer q.CloseIdle()
+	prep = q.Prepare(httpReq(srv.URL))
+	prep.Warm(t.Context())
+	waitOpened(2)
+	mu.Lock()
+	conns[1].Close()
+	mu.Unlock()
+	if res := prep.Send(t.Context()); !res.Success() {
+		t.Errorf("send after the server dropped the connection opened ahead: %+v", res)
+	}
+	if opened, _ := seen(); opened != 3 {
+		t.Errorf("%d connections opened in all, want 3: the dropped one replaced", opened)
+	}
+}

@@ -384,10 +384,17 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
-	// An HTTP request is built while the run waits for its fire time.
+	// An HTTP request is built, and its target connected, while the run
+	// waits for its fire time; the connecting ends in time for the start
+	// to be confirmed.
 	var prepared *executor.PreparedHTTP
 	if a.Spec.HTTP != nil {
 		prepared = w.prepareHTTP(a)
+		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; left > 0 {
+			wctx, cancel := context.WithTimeout(runCtx, left)
+			prepared.Warm(wctx)
+			cancel()
+		}
 	}
 	// A run granted ahead starts at its fire time, not before.
 	if err := w.awaitStart(runCtx, a.StartAt(), lc); err != nil {
