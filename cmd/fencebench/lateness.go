@@ -27,21 +27,39 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	duration := fs.Duration("duration", 30*time.Second, "measuring window per rate")
 	warmup := fs.Duration("warmup", 5*time.Second, "time to let each cluster settle before measuring")
 	bare := fs.Duration("bare", 10*time.Second, "before each rate's clusters, start the same processes from the harness alone for this long, as the machine's reference (under 1s: not)")
-	bin, dir, cleanup, err := c.parse(fs, args)
+	var k kinds
+	fs.BoolVar(&k.http, "http", false, "also measure HTTP jobs, each sending a GET to a receiver this harness runs on loopback; lateness = arrival - Fencecron-Scheduled-At")
+	fs.BoolVar(&k.process, "process", true, "measure process jobs (/bin/true); -process=false with -http measures HTTP jobs only")
+	tracing := fs.String("tracing", "off", "off, on or both: the measured nodes export every run's trace (sample_ratio 1) over OTLP/HTTP to a sink this harness runs on loopback; both measures each cluster without, then with")
+	// The flags are checked before the binary is built.
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	modes, err := tracingModes(*tracing)
+	if err != nil {
+		return err
+	}
+	if !k.process && !k.http {
+		return errors.New("-process=false without -http measures nothing")
+	}
+	bin, dir, cleanup, err := c.setup()
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-	bins, labels := c.binaries(bin)
+	bins, binLabels := c.binaries(bin)
+	variants := latenessVariants(bins, binLabels, k, modes)
+	// Rows name what they measured unless the run is the plain one.
+	labelled := len(variants) > 1 || k.http || modes[0]
 
 	var (
 		results []rateResult
 		floors  []bareResult
 	)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	header := "fires/s\truns started\tlateness p50\tp99\tmax\tsucceeded runs/s\tfire times succeeded\traft entries/run\t"
-	if len(bins) > 1 {
-		header = "binary\t" + header
+	header := "fires/s\truns started\tlateness p50\tp99\tmax\tsucceeded runs/s\tfire times succeeded\traft entries/run\tdelivered\t"
+	if labelled {
+		header = variantHeader + header
 	}
 	fmt.Fprintln(tw, header)
 	for _, field := range strings.Split(*rates, ",") {
@@ -56,19 +74,19 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 			}
 			floors = append(floors, f)
 		}
-		for i, b := range bins {
-			r, err := measureRate(ctx, b, filepath.Join(dir, fmt.Sprintf("rate-%d-%d", rate, i)), rate, *warmup, *duration, stderr)
+		for i, v := range variants {
+			r, err := measureVariant(ctx, v, filepath.Join(dir, fmt.Sprintf("rate-%d-%d", rate, i)), rate, *warmup, *duration, stderr)
 			if err != nil {
-				return fmt.Errorf("%s, %d fires/s: %w", b, rate, err)
+				return fmt.Errorf("%s, %d fires/s: %w", v.label(), rate, err)
 			}
-			r.rate, r.label = rate, labels[i]
+			r.rate, r.variant = rate, v
 			results = append(results, r)
 			s := summarize(r.lateness)
-			if len(bins) > 1 {
-				fmt.Fprintf(tw, "%s\t", labels[i])
+			if labelled {
+				fmt.Fprint(tw, v.cells())
 			}
-			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f%%\t%s\t\n", rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max),
-				float64(r.succeeded)/float64(r.due/rate), 100*float64(r.succeeded)/float64(r.due), r.entriesPerRun())
+			fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%.1f\t%.1f%%\t%s\t%.1f%%\t\n", rate, s.N, msFine(s.P50), msFine(s.P99), msFine(s.Max),
+				float64(r.succeeded)/float64(r.due/rate), 100*float64(r.succeeded)/float64(r.due), r.entriesPerRun(), 100*float64(s.N)/float64(r.due))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -77,23 +95,46 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fmt.Fprintln(stdout)
 	tw = tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	header = "fires/s\tanonymous RSS of the nodes: start\tmax\tend\tCPU per run: nodes\tjobs\telections\t"
-	if len(bins) > 1 {
-		header = "binary\t" + header
+	if k.http {
+		header += "receiver connections/run\t"
+	}
+	if modes[len(modes)-1] {
+		header += "spans exported/run\t"
+	}
+	if labelled {
+		header = variantHeader + header
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range results {
-		if len(bins) > 1 {
-			fmt.Fprintf(tw, "%s\t", r.label)
+		if labelled {
+			fmt.Fprint(tw, r.variant.cells())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t\n", r.rate, mib(r.rssFirst), mib(r.rssMax), mib(r.rssLast),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t", r.rate, mib(r.rssFirst), mib(r.rssMax), mib(r.rssLast),
 			r.perRun(r.nodesCPU), r.perRun(r.jobsCPU), r.elections)
+		if k.http {
+			fmt.Fprintf(tw, "%s\t", r.perDelivered(r.conns))
+		}
+		if modes[len(modes)-1] {
+			fmt.Fprintf(tw, "%s\t", r.perGranted(r.spans))
+		}
+		fmt.Fprintln(tw)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job runs /bin/true every second; lateness = process start - scheduled time;")
+	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job fires every second: a process job runs /bin/true, lateness = process start - scheduled time;")
+	if k.http {
+		fmt.Fprintln(stdout, "an HTTP job sends a GET to a receiver of this harness on loopback, lateness = the request's arrival there - its Fencecron-Scheduled-At header;")
+	}
 	fmt.Fprintf(stdout, "succeeded = runs due in the window that ended succeeded within %s after it; raft entries/run = the leader's last log index over the window / the runs granted in it;\n", settle)
+	fmt.Fprintln(stdout, "delivered = fire times of the window whose process started (or whose request reached the receiver), of those due;")
 	fmt.Fprintln(stdout, "RSS: RssAnon (the nodes' own memory, without the bolt files they map) summed over the four nodes, read every 10 s of the window; CPU: user+system time over the window of the node processes, and of the jobs they reaped, per run granted; elections: leaders elected in the window (fencecron_cluster_elections_total)")
+	if k.http {
+		fmt.Fprintln(stdout, "receiver connections/run: connections the receiver accepted in the window, per request delivered (1.00: none kept open between runs)")
+	}
+	if modes[len(modes)-1] {
+		fmt.Fprintln(stdout, "tracing on: every node exports every run's spans (sample_ratio 1) over OTLP/HTTP to a sink of this harness on loopback, which decodes and counts them; spans exported/run: spans it received in the window, per run granted")
+	}
 	fmt.Fprintln(stdout)
 	if len(floors) > 0 {
 		if err := printBare(stdout, floors); err != nil {
@@ -101,7 +142,87 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		fmt.Fprintln(stdout)
 	}
-	return printTrace(stdout, results, len(bins) > 1)
+	return printTrace(stdout, results, labelled)
+}
+
+// kinds are the jobs lateness measures.
+type kinds struct{ process, http bool }
+
+// tracingModes parses -tracing: whether each cluster is measured with
+// tracing off, on, or both in turn (off first).
+func tracingModes(v string) ([]bool, error) {
+	switch v {
+	case "off":
+		return []bool{false}, nil
+	case "on":
+		return []bool{true}, nil
+	case "both":
+		return []bool{false, true}, nil
+	}
+	return nil, fmt.Errorf("-tracing: %q, want off, on or both", v)
+}
+
+// variant is one kind of cluster lateness measures at each rate.
+type variant struct {
+	bin, binLabel string
+	// compared is whether the run measures more than one binary.
+	compared bool
+	http     bool
+	tracing  bool
+}
+
+// variantHeader heads the columns that tell variants apart.
+const variantHeader = "binary\tjobs\ttracing\t"
+
+// cells are the variant's cells under variantHeader.
+func (v variant) cells() string {
+	return v.binLabel + "\t" + v.jobs() + "\t" + onOff(v.tracing) + "\t"
+}
+
+func (v variant) label() string {
+	return fmt.Sprintf("%s, %s jobs, tracing %s", v.bin, v.jobs(), onOff(v.tracing))
+}
+
+func (v variant) jobs() string {
+	if v.http {
+		return "http"
+	}
+	return "process"
+}
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// latenessVariants lists what is measured at each rate, in order: for
+// each binary (the -compare one first), each tracing mode (off first),
+// process jobs, then HTTP jobs. Side by side, they meet the same machine
+// as nearly as one run can make it.
+func latenessVariants(bins, labels []string, k kinds, tracing []bool) []variant {
+	var vs []variant
+	for i, b := range bins {
+		for _, tr := range tracing {
+			if k.process {
+				vs = append(vs, variant{bin: b, binLabel: labels[i], compared: len(bins) > 1, tracing: tr})
+			}
+			if k.http {
+				vs = append(vs, variant{bin: b, binLabel: labels[i], compared: len(bins) > 1, http: true, tracing: tr})
+			}
+		}
+	}
+	return vs
+}
+
+// msFine is d in milliseconds, with a decimal below 10 ms, where HTTP
+// jobs' lateness lies.
+func msFine(d time.Duration) string {
+	if d < 10*time.Millisecond && d > -10*time.Millisecond {
+		return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond))
+	}
+	return ms(d)
 }
 
 // The stages of a run's trace, in the order they happen. Each is a time
@@ -133,7 +254,7 @@ func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "fires/s\tstage\truns\tat p50\tat p99\tstep p50\tstep p99\t"
 	if labelled {
-		header = "binary\t" + header
+		header = variantHeader + header
 	}
 	fmt.Fprintln(tw, header)
 	for _, r := range results {
@@ -155,7 +276,7 @@ func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 			}
 			a, s := summarize(at), summarize(step)
 			if labelled {
-				fmt.Fprintf(tw, "%s\t", r.label)
+				fmt.Fprint(tw, r.variant.cells())
 			}
 			stepP50, stepP99 := "-", "-"
 			if s.N > 0 {
@@ -170,7 +291,7 @@ func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 
 type rateResult struct {
 	rate     int
-	label    string
+	variant  variant
 	lateness []time.Duration
 	traces   []runTrace
 	// due is how many fire times the window held, granted how many of
@@ -185,6 +306,25 @@ type rateResult struct {
 	rssFirst, rssLast, rssMax int64
 	// The CPU time the nodes used over the window, and their jobs'.
 	nodesCPU, jobsCPU time.Duration
+	// conns is how many connections the HTTP receiver accepted over the
+	// window, spans how many spans the tracing sink received in it.
+	conns, spans int
+}
+
+// perDelivered is n per run delivered; "-" for none.
+func (r rateResult) perDelivered(n int) string {
+	if len(r.lateness) == 0 || !r.variant.http {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(len(r.lateness)))
+}
+
+// perGranted is n per run granted; "-" without tracing.
+func (r rateResult) perGranted(n int) string {
+	if r.granted == 0 || !r.variant.tracing {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", float64(n)/float64(r.granted))
 }
 
 // perRun is d spread over the runs granted.
@@ -234,14 +374,32 @@ func (r rateResult) entriesPerRun() string {
 	return fmt.Sprintf("%.2f", float64(r.entries)/float64(r.granted))
 }
 
-// measureRate runs `rate` jobs that each fire every second and, once the
-// window's runs had time to finish, reads every run due in the window: an
-// attempt's start time is when the worker started the process. It follows
-// the leader's event stream meanwhile, for when each grant and completion
-// was applied, and reads the leader's last Raft log index at both ends of
-// the window.
-func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
-	cl, err := startRateCluster(bin, dir, rate, warmup, window)
+// measureVariant runs `rate` jobs of v's kind that each fire every
+// second on v's binary and, once the window's runs had time to finish,
+// reads every run due in the window: a process job's start time is when
+// the worker started the process, an HTTP job's when its request reached
+// the receiver. It follows the leader's event stream meanwhile, for when
+// each grant and completion was applied, and reads the leader's last Raft
+// log index at both ends of the window.
+func measureVariant(ctx context.Context, v variant, dir string, rate int, warmup, window time.Duration, stderr io.Writer) (rateResult, error) {
+	var (
+		recv *receiver
+		sink *traceSink
+		err  error
+	)
+	if v.http {
+		if recv, err = startReceiver(); err != nil {
+			return rateResult{}, err
+		}
+		defer recv.close()
+	}
+	if v.tracing {
+		if sink, err = startTraceSink(); err != nil {
+			return rateResult{}, err
+		}
+		defer sink.close()
+	}
+	cl, err := startRateCluster(v.bin, dir, rate, warmup, window, recv, sink)
 	if err != nil {
 		return rateResult{}, err
 	}
@@ -259,7 +417,7 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	defer stopStream()
 	seenAt := followEvents(streamCtx, watch.URL(), stderr)
 
-	var res rateResult
+	res := rateResult{variant: v}
 	// The window is whole seconds of fire times: every job fires once in
 	// each, so rate*seconds runs are due in it.
 	start := time.Now().Truncate(time.Second).Add(time.Second)
@@ -268,9 +426,12 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(start)) {
 		return res, ctx.Err()
 	}
+	conns0, spans0 := counts(recv, sink)
 	if err := res.watchWindow(ctx, cl, watch, end, window); err != nil {
 		return res, err
 	}
+	conns1, spans1 := counts(recv, sink)
+	res.conns, res.spans = conns1-conns0, spans1-spans0
 	// Runs due in the window that end within settle after it still
 	// count, and their completions reach the stream.
 	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(end.Add(settle))) {
@@ -290,25 +451,65 @@ func measureRate(ctx context.Context, bin, dir string, rate int, warmup, window 
 	for _, r := range runs {
 		res.addRun(r, events)
 	}
+	if recv != nil {
+		// An HTTP job's lateness is measured where its request arrives.
+		res.lateness = recv.lateness(start, end)
+		if _, bad := recv.counts(); bad > 0 {
+			fmt.Fprintf(stderr, "fencebench: the receiver got %d requests without the fence headers\n", bad)
+		}
+	}
+	if sink != nil {
+		if _, bad := sink.counts(); bad > 0 {
+			fmt.Fprintf(stderr, "fencebench: the trace sink refused %d exports\n", bad)
+		}
+	}
 	return res, nil
 }
 
+// counts reads the receiver's connections and the sink's spans so far
+// (0 for either that is nil).
+func counts(recv *receiver, sink *traceSink) (conns, spans int) {
+	if recv != nil {
+		conns, _ = recv.counts()
+	}
+	if sink != nil {
+		spans, _ = sink.counts()
+	}
+	return conns, spans
+}
+
 // startRateCluster starts three servers and a store node running `rate`
-// jobs that fire every second.
-func startRateCluster(bin, dir string, rate int, warmup, window time.Duration) (*localcluster.Cluster, error) {
-	// Each job keeps every run of the window in its history (100 by
-	// default), so that all of them can be read back at the end.
-	keep := int((warmup+window+settle)/time.Second) + 60
-	var b strings.Builder
-	for i := range rate {
-		fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n    overlap: allow\n    timeout: 10s\n    history: {runs: %d}\n", i, keep)
+// jobs that fire every second: processes, or with recv requests to it;
+// with sink, every node exports every run's trace to it.
+func startRateCluster(bin, dir string, rate int, warmup, window time.Duration, recv *receiver, sink *traceSink) (*localcluster.Cluster, error) {
+	var sections string
+	if sink != nil {
+		sections = fmt.Sprintf("telemetry: {otlp_endpoint: %q, protocol: http/protobuf, sample_ratio: 1}\n", sink.URL())
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	return localcluster.Start(localcluster.Options{
-		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: b.String(),
+		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: rateJobs(rate, warmup, window, recv), Sections: sections,
 	})
+}
+
+// rateJobs is the jobs section of `rate` jobs that fire every second:
+// /bin/true, or a GET to recv.
+func rateJobs(rate int, warmup, window time.Duration, recv *receiver) string {
+	// Each job keeps every run of the window in its history (100 by
+	// default), so that all of them can be read back at the end.
+	keep := int((warmup+window+settle)/time.Second) + 60
+	var b strings.Builder
+	for i := range rate {
+		if recv != nil {
+			fmt.Fprintf(&b, "  - name: h%03d\n    schedule: \"* * * * * *\"\n    http: {url: %q}\n", i, fmt.Sprintf("%s/h%03d", recv.URL(), i))
+		} else {
+			fmt.Fprintf(&b, "  - name: j%03d\n    schedule: \"* * * * * *\"\n    command: [\"/bin/true\"]\n", i)
+		}
+		fmt.Fprintf(&b, "    overlap: allow\n    timeout: 10s\n    history: {runs: %d}\n", keep)
+	}
+	return b.String()
 }
 
 // leaderAndFollower returns the leader, to watch, and a follower to read

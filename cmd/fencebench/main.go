@@ -4,10 +4,13 @@
 //	    SIGKILL the leader again and again; time from the kill to the new
 //	    leader's first committed grant. -compare measures another binary
 //	    first, in the same run, and prints both side by side.
-//	fencebench lateness [-rates 10,100] [-duration 30s] [-bare 10s]
+//	fencebench lateness [-rates 10,100] [-duration 30s] [-bare 10s] [-http] [-process=false] [-tracing off|on|both]
 //	    jobs firing N times a second; lateness (process start minus
 //	    scheduled time) and sustained runs per second; and, for
-//	    reference, the same starts made with no cluster running.
+//	    reference, the same starts made with no cluster running. -http
+//	    also measures HTTP jobs against a receiver on loopback (arrival
+//	    minus Fencecron-Scheduled-At); -tracing has the nodes export
+//	    every run's trace to a sink on loopback, both: off, then on.
 //	fencebench starts -rate N -at UNIXNANO -seconds S
 //	    one of the processes that make lateness's reference starts.
 //	fencebench scale [-jobs 10000,100000] [-settle 10s] [-cluster=false] [-compare BIN]
@@ -55,7 +58,7 @@ func main() {
 
 const usage = `usage:
   fencebench failover [-rounds N] [-profile default|fast] [-signal kill|stop|term] [-compare PATH] [-bin PATH] [-keep DIR]
-  fencebench lateness [-rates 10,100] [-duration D] [-bare D] [-compare PATH] [-bin PATH] [-keep DIR]
+  fencebench lateness [-rates 10,100] [-duration D] [-bare D] [-http] [-process=false] [-tracing off|on|both] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench scale [-jobs 10000,100000] [-settle D] [-cluster=false] [-compare PATH] [-bin PATH] [-keep DIR]
   fencebench exports [-jobs 100000] [-clients 16] [-settle D] [-compare PATH] [-bin PATH] [-keep DIR]
 `

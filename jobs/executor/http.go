@@ -3,14 +3,18 @@ package executor
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"slices"
+	"sync"
 	"time"
 )
 
@@ -57,52 +61,174 @@ var ErrRedirectOffHost = errors.New("redirect to another scheme, host or port no
 // response body is Stdout, Status the response's status, and Err says
 // why the attempt failed (the request could not be sent, or the status is
 // not an expected one). ExitCode is 0 for an expected status, else -1:
-// there is no process, but Success means the same as for a command.
-func RunHTTP(ctx context.Context, req HTTPRequest) (res Result) {
-	res = Result{ExitCode: -1, Started: time.Now()}
-	// Named, so that every return carries the end: a result without one
-	// has no duration.
-	defer func() { res.Ended = time.Now() }()
-	if err := ctx.Err(); err != nil {
-		res.Cancelled = true
-		res.Err = fmt.Errorf("not sent: %w", err)
-		return res
+// there is no process, but Success means the same as for a command. It
+// keeps no connection open: a worker sends through HTTPClients instead,
+// preparing ahead and sending at the fire time.
+func RunHTTP(ctx context.Context, req HTTPRequest) Result {
+	return (*HTTPClients)(nil).Prepare(req).Send(ctx)
+}
+
+// Bounds of the connections an HTTPClients keeps warm.
+const (
+	// maxIdlePerTarget is how many idle connections one target keeps: as
+	// many requests to it as start at one instant find one ready, up to
+	// this; the rest dial, and are closed after their response.
+	maxIdlePerTarget = 256
+	// maxTargets is how many targets keep a transport; the least recently
+	// used one beyond closes its idle connections and is dropped.
+	maxTargets = 8
+	// idleConnTimeout closes a connection no run used for this long: a
+	// job that fires every minute keeps its connection warm.
+	idleConnTimeout = 90 * time.Second
+)
+
+// HTTPClients keeps one transport, with keep-alives, per target (scheme,
+// host and the CAs it is verified with), shared by every run that sends
+// to it, so that a run finds a connection already open and, for https,
+// already past its handshake. It is bounded: maxTargets transports of
+// maxIdlePerTarget idle connections each. The zero value is ready; a nil
+// one keeps nothing (each request its own connection, closed after it).
+// Safe for concurrent use.
+type HTTPClients struct {
+	mu      sync.Mutex
+	targets map[string]*target
+	used    []string // keys of targets, least recently used first
+}
+
+// CloseIdle closes every idle connection and drops every transport. A
+// worker calls it once its attempts are over; connections still in use
+// are closed as their responses end.
+func (p *HTTPClients) CloseIdle() {
+	if p == nil {
+		return
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, t := range p.targets {
+		t.close()
+	}
+	p.targets, p.used = nil, nil
+}
+
+// target returns the target's shared transport, making it if needed;
+// addr is the host:port it dials, direct whether no proxy stands between.
+func (p *HTTPClients) target(key, addr string, direct bool, tlsConf *tls.Config) *target {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if i := slices.Index(p.used, key); i >= 0 {
+		p.used = append(slices.Delete(p.used, i, i+1), key)
+		return p.targets[key]
+	}
+	if p.targets == nil {
+		p.targets = map[string]*target{}
+	}
+	if len(p.used) >= maxTargets {
+		old := p.used[0]
+		p.targets[old].close()
+		delete(p.targets, old)
+		p.used = p.used[1:]
+	}
+	t := &target{addr: addr, direct: direct}
+	t.tr = newTransport(tlsConf)
+	t.tr.MaxIdleConns, t.tr.MaxIdleConnsPerHost, t.tr.IdleConnTimeout = maxIdlePerTarget, maxIdlePerTarget, idleConnTimeout
+	t.tr.DialContext = t.dial
+	p.targets[key] = t
+	p.used = append(p.used, key)
+	return t
+}
+
+// dialer is how every HTTP job's connection is dialed.
+var dialer = &net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}
+
+func newTransport(tlsConf *tls.Config) *http.Transport {
+	return &http.Transport{
+		Proxy:               http.ProxyFromEnvironment,
+		TLSClientConfig:     tlsConf,
+		TLSHandshakeTimeout: 10 * time.Second,
+		DialContext:         dialer.DialContext,
+	}
+}
+
+// PreparedHTTP is a request made ready ahead of its fire time: its CAs
+// read, its transport chosen, its headers and body built. Send sends it
+// once.
+type PreparedHTTP struct {
+	req    HTTPRequest
+	client *http.Client
+	hreq   *http.Request
+	// target is the shared transport's, nil for a request that keeps
+	// nothing.
+	target *target
+	// oneShot is the transport of a request that keeps nothing, closed
+	// after it.
+	oneShot *http.Transport
+	// err is why nothing can be sent; Send returns it.
+	err error
+}
+
+// Prepare does ahead of the fire time all of req that does not need the
+// instant. What went wrong (a CA file that cannot be read, a URL that
+// does not parse, a body that did not render) is kept and returned by
+// Send, which then sends nothing.
+func (p *HTTPClients) Prepare(req HTTPRequest) *PreparedHTTP {
+	out := &PreparedHTTP{req: req}
 	if req.BodyErr != nil {
-		res.Err = req.BodyErr
-		return res
+		out.err = req.BodyErr
+		return out
 	}
 	var roots *x509.CertPool
+	var pem []byte
 	if req.CAFile != "" {
-		pem, err := os.ReadFile(req.CAFile)
-		if err != nil {
-			res.Err = fmt.Errorf("ca_file: %w", err)
-			return res
+		var err error
+		if pem, err = os.ReadFile(req.CAFile); err != nil {
+			out.err = fmt.Errorf("ca_file: %w", err)
+			return out
 		}
 		roots = x509.NewCertPool()
 		if !roots.AppendCertsFromPEM(pem) {
-			res.Err = fmt.Errorf("ca_file %s holds no PEM certificate", req.CAFile)
-			return res
+			out.err = fmt.Errorf("ca_file %s holds no PEM certificate", req.CAFile)
+			return out
 		}
+	}
+	hreq, err := http.NewRequest(req.Method, req.URL, bytes.NewReader(req.Body))
+	if err != nil {
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err // its message repeats the whole URL
+		}
+		out.err = fmt.Errorf("request: %w", err)
+		return out
+	}
+	for k, vs := range req.Header {
+		hreq.Header[k] = vs
+	}
+	if len(req.Body) == 0 {
+		hreq.Body, hreq.ContentLength = http.NoBody, 0
 	}
 	var tlsConf *tls.Config
 	switch {
 	case req.TLSConfig != nil:
 		tlsConf = req.TLSConfig(roots)
 	case roots != nil:
-		res.Err = fmt.Errorf("ca_file %s: this executor was given no TLS configuration to verify with", req.CAFile)
-		return res
+		out.err = fmt.Errorf("ca_file %s: this executor was given no TLS configuration to verify with", req.CAFile)
+		return out
 	}
-	// One transport per request: a job's CA applies to its requests only,
-	// and nothing stays open between runs.
-	tr := &http.Transport{
-		Proxy:               http.ProxyFromEnvironment,
-		TLSClientConfig:     tlsConf,
-		TLSHandshakeTimeout: 10 * time.Second,
-		DisableKeepAlives:   true,
+	var tr *http.Transport
+	if p == nil {
+		tr = newTransport(tlsConf)
+		tr.DisableKeepAlives = true
+		out.oneShot = tr
+	} else {
+		// A job's CAs verify its own targets only: they are part of the
+		// key. The file is read for each run, so a changed one counts
+		// from the next run on.
+		sum := sha256.Sum256(pem)
+		proxy, err := http.ProxyFromEnvironment(hreq)
+		out.target = p.target(hreq.URL.Scheme+"://"+hreq.URL.Host+"\x00"+string(sum[:]), canonicalAddr(hreq.URL), proxy == nil && err == nil, tlsConf)
+		tr = out.target.tr
 	}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
+	out.hreq = hreq
+	out.client = &http.Client{Transport: tr, CheckRedirect: func(r *http.Request, via []*http.Request) error {
 		first := via[0].URL
 		if r.URL.Scheme != first.Scheme || r.URL.Host != first.Host {
 			return http.ErrUseLastResponse
@@ -112,29 +238,48 @@ func RunHTTP(ctx context.Context, req HTTPRequest) (res Result) {
 		}
 		return nil
 	}}
+	return out
+}
 
+// Header is the header of the prepared request, for what can only be
+// known at the instant (the request's own span, for traceparent). Nil if
+// nothing will be sent.
+func (r *PreparedHTTP) Header() http.Header {
+	if r.hreq == nil {
+		return nil
+	}
+	return r.hreq.Header
+}
+
+// Send sends the prepared request, once, and returns what happened as
+// RunHTTP says. The timeout counts from here.
+func (r *PreparedHTTP) Send(ctx context.Context) (res Result) {
+	res = Result{ExitCode: -1, Started: time.Now()}
+	// Named, so that every return carries the end: a result without one
+	// has no duration.
+	defer func() { res.Ended = time.Now() }()
+	if r.oneShot != nil {
+		defer r.oneShot.CloseIdleConnections()
+	}
+	if err := ctx.Err(); err != nil {
+		res.Cancelled = true
+		res.Err = fmt.Errorf("not sent: %w", err)
+		return res
+	}
+	if r.err != nil {
+		res.Err = r.err
+		return res
+	}
+	req := r.req
 	var cancel context.CancelFunc = func() {}
 	rctx := ctx
 	if req.Timeout > 0 {
 		rctx, cancel = context.WithTimeout(ctx, req.Timeout)
 	}
 	defer cancel()
-	hreq, err := http.NewRequestWithContext(rctx, req.Method, req.URL, bytes.NewReader(req.Body))
-	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // its message repeats the whole URL
-		}
-		res.Err = fmt.Errorf("request: %w", err)
-		return res
-	}
-	for k, vs := range req.Header {
-		hreq.Header[k] = vs
-	}
-	if len(req.Body) == 0 {
-		hreq.Body, hreq.ContentLength = http.NoBody, 0
-	}
-	resp, err := client.Do(hreq)
+	resp, err := r.client.Do(r.hreq.WithContext(rctx))
+	r.hreq = nil // sent once: its body is read
+	r.target.sent()
 	if err == nil {
 		res.Stdout, res.OutputTruncated, err = readCapped(resp.Body, req.MaxOutput)
 		resp.Body.Close()
@@ -190,7 +335,7 @@ func readCapped(r io.Reader, max int64) ([]byte, bool, error) {
 	}
 	b, err := io.ReadAll(io.LimitReader(r, max+1))
 	if int64(len(b)) > max {
-		// The rest is not read: the connection is not kept anyway.
+		// The rest is not read: the connection is closed, not kept.
 		return b[:max], true, err
 	}
 	return b, false, err

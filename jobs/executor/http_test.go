@@ -3,9 +3,11 @@ package executor_test
 import (
 	"context"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -144,5 +146,158 @@ func TestRunHTTP_ErrorsHideTheURLsCredentials(t *testing.T) {
 	}
 	if !strings.Contains(res.Err.Error(), "500") {
 		t.Errorf("error %q does not name the status", res.Err)
+	}
+}
+
+// Runs that send through one HTTPClients to one target share its
+// connections: the second finds the first's open, and the request of each
+// is built by Prepare, so Send only sends. RunHTTP keeps nothing open.
+func TestHTTPClients_KeepsTheTargetsConnectionWarm(t *testing.T) {
+	var mu sync.Mutex
+	conns := 0
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	newConns := func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := conns
+		conns = 0
+		return n
+	}
+
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	for i := range 3 {
+		prep := p.Prepare(httpReq(srv.URL))
+		prep.Header().Set("Traceparent", "00-x")
+		if res := prep.Send(context.Background()); !res.Success() || string(res.Stdout) != "ok" {
+			t.Fatalf("run %d: result %+v, want success", i, res)
+		}
+	}
+	if got, want := newConns(), 1; got != want {
+		t.Errorf("three runs through one HTTPClients opened %d connections, want %d", got, want)
+	}
+	for range 2 {
+		if res := executor.RunHTTP(context.Background(), httpReq(srv.URL)); !res.Success() {
+			t.Fatalf("RunHTTP: %+v", res)
+		}
+	}
+	if got, want := newConns(), 2; got != want {
+		t.Errorf("two RunHTTP calls opened %d connections, want %d", got, want)
+	}
+}
+
+// A request whose preparation failed sends nothing and says why at Send;
+// a cancelled context sends nothing either.
+func TestHTTPClients_PrepareErrorsAtSend(t *testing.T) {
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	req := httpReq("http://127.0.0.1:1/")
+	req.CAFile = "/nonexistent/ca.pem"
+	prep := p.Prepare(req)
+	if prep.Header() != nil {
+		t.Errorf("a request that cannot be sent has a header")
+	}
+	if res := prep.Send(context.Background()); res.Err == nil || !strings.Contains(res.Err.Error(), "ca_file") || res.Ended.IsZero() {
+		t.Errorf("result %+v: want the ca_file error and an end", res)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if res := p.Prepare(httpReq("http://127.0.0.1:1/")).Send(ctx); !res.Cancelled || res.Err == nil {
+		t.Errorf("result %+v: want cancelled, not sent", res)
+	}
+}
+
+// A run to a target nothing was sent to lately has its connection opened
+// by Warm, before its send, and sends on it; one the server closed
+// meanwhile is not sent on.
+func TestPreparedHTTP_WarmOpensTheConnectionAhead(t *testing.T) {
+	var mu sync.Mutex
+	var states []http.ConnState
+	var conns []net.Conn
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(c net.Conn, st http.ConnState) {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, st)
+		if st == http.StateNew {
+			conns = append(conns, c)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	seen := func() (opened, used int) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, st := range states {
+			switch st {
+			case http.StateNew:
+				opened++
+			case http.StateActive:
+				used++
+			}
+		}
+		return opened, used
+	}
+	waitOpened := func(n int) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for opened, _ := seen(); opened < n; opened, _ = seen() {
+			if time.Now().After(deadline) {
+				t.Fatalf("%d connections opened, want %d", opened, n)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	prep := p.Prepare(httpReq(srv.URL))
+	prep.Warm(t.Context())
+	// The server accepts in its own goroutine: the connection is open
+	// once it says so.
+	waitOpened(1)
+	if opened, used := seen(); opened != 1 || used != 0 {
+		t.Fatalf("after Warm: %d connections opened, %d used; want 1 opened ahead, none used", opened, used)
+	}
+	if res := prep.Send(t.Context()); !res.Success() {
+		t.Fatalf("send: %+v", res)
+	}
+	if opened, used := seen(); opened != 1 || used != 1 {
+		t.Errorf("after Send: %d connections opened, %d used; want the one opened ahead used", opened, used)
+	}
+	// The target is warm now: Warm opens nothing more.
+	p.Prepare(httpReq(srv.URL)).Warm(t.Context())
+	if opened, _ := seen(); opened != 1 {
+		t.Errorf("Warm on a warm target opened %d connections, want none more", opened-1)
+	}
+
+	// A server that drops the connection opened ahead: the run dials anew.
+	q := &executor.HTTPClients{}
+	defer q.CloseIdle()
+	prep = q.Prepare(httpReq(srv.URL))
+	prep.Warm(t.Context())
+	waitOpened(2)
+	mu.Lock()
+	conns[1].Close()
+	mu.Unlock()
+	if res := prep.Send(t.Context()); !res.Success() {
+		t.Errorf("send after the server dropped the connection opened ahead: %+v", res)
+	}
+	if opened, _ := seen(); opened != 3 {
+		t.Errorf("%d connections opened in all, want 3: the dropped one replaced", opened)
 	}
 }

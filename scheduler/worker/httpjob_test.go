@@ -88,3 +88,55 @@ func TestWorker_HTTPJobEstablishesBeforeSending(t *testing.T) {
 		t.Errorf("store calls: %d establishes, publishes %+v; want 1 and one of %q with token 3.9", len(ok.establishs), ok.publishes, "pong")
 	}
 }
+
+// An HTTP job's run granted ahead builds its request (the signed token
+// among its headers) while it waits for the fire time, and only sends at
+// the fire time: the clock, stopped at the fire time once the attempt
+// waits for it, reads before it when the token is rendered and at it
+// when the request arrives.
+func TestWorker_HTTPJobBuiltBeforeTheFireTime(t *testing.T) {
+	script := make([]*renewAnswer, 1000)
+	for i := range script {
+		script[i] = held
+	}
+	f := newLeaseFixture(t, script...)
+	fireAt := leaseT0.Add(PreGrantLead)
+	var (
+		mu                  sync.Mutex
+		renderedAt, arrived []time.Time
+		tokens              []string
+	)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		defer mu.Unlock()
+		arrived = append(arrived, f.clock.Now())
+		tokens = append(tokens, r.Header.Get(jobs.HTTPTokenHeader))
+	}))
+	defer srv.Close()
+	f.w.TokenText = func(a Assignment) string {
+		mu.Lock()
+		defer mu.Unlock()
+		renderedAt = append(renderedAt, f.clock.Now())
+		return "signed-" + a.Attempt.Token.String()
+	}
+	a := Assignment{
+		Run:     jobs.Run{ID: "ping@x", Job: "ping", Trigger: "schedule", ScheduledAt: fireAt},
+		Spec:    jobs.Spec{Name: "ping", HTTP: &jobs.HTTP{URL: srv.URL + "/hook"}, Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(testTTL)},
+		Attempt: jobs.Attempt{ID: "ping@x.1", Number: 1, Worker: "w1", Token: jobs.Fence{Epoch: 1, Seq: 7}, GrantedAt: leaseT0},
+	}
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	c := f.completionBy(t, fireAt)
+	if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
+		t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(renderedAt) != 1 || !renderedAt[0].Before(fireAt) {
+		t.Errorf("token rendered at %v: want once, before the fire time %s", renderedAt, fireAt)
+	}
+	if len(arrived) != 1 || arrived[0].Before(fireAt) || tokens[0] != "signed-1.7" {
+		t.Errorf("requests arrived at %v with tokens %q: want one, at the fire time %s, with %q", arrived, tokens, fireAt, "signed-1.7")
+	}
+}

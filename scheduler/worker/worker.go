@@ -99,11 +99,13 @@ type Worker struct {
 	senders   sync.WaitGroup
 	live      liveOutputs // output of the attempts running here (output.go)
 	spawn     *executor.Spawner
-	ctx       context.Context // runs attempts; cancelled by Close
-	cancel    context.CancelFunc
-	report    context.Context // reports; outlives ctx until Close gives up
-	stopRp    context.CancelFunc
-	wg        sync.WaitGroup
+	// httpClients keeps HTTP jobs' connections warm between runs.
+	httpClients *executor.HTTPClients
+	ctx         context.Context // runs attempts; cancelled by Close
+	cancel      context.CancelFunc
+	report      context.Context // reports; outlives ctx until Close gives up
+	stopRp      context.CancelFunc
+	wg          sync.WaitGroup
 }
 
 // Open starts accepting assignments.
@@ -124,6 +126,7 @@ func (w *Worker) Open() error {
 		}
 		w.spawn = s
 	}
+	w.httpClients = &executor.HTTPClients{}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.seen = map[string]bool{}
@@ -154,6 +157,7 @@ func (w *Worker) Close(ctx context.Context) error {
 	done := make(chan struct{})
 	go func() {
 		w.wg.Wait()
+		w.httpClients.CloseIdle()
 		if w.spawn != nil {
 			w.spawn.Close()
 			w.spawn = nil
@@ -380,6 +384,18 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
+	// An HTTP request is built, and its target connected, while the run
+	// waits for its fire time; the connecting ends in time for the start
+	// to be confirmed.
+	var prepared *executor.PreparedHTTP
+	if a.Spec.HTTP != nil {
+		prepared = w.prepareHTTP(a)
+		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; left > 0 {
+			wctx, cancel := context.WithTimeout(runCtx, left)
+			prepared.Warm(wctx)
+			cancel()
+		}
+	}
 	// A run granted ahead starts at its fire time, not before.
 	if err := w.awaitStart(runCtx, a.StartAt(), lc); err != nil {
 		if lc.isLost() {
@@ -443,7 +459,10 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	var res executor.Result
 	if a.Spec.HTTP != nil {
 		markStart(asked)
-		res = executor.RunHTTP(runCtx, w.httpRequest(a, ps.TraceParent()))
+		if tp := ps.TraceParent(); tp != "" && prepared.Header() != nil {
+			prepared.Header().Set("traceparent", tp)
+		}
+		res = prepared.Send(runCtx)
 		// The response body, for the live view and the record's tail.
 		out.stdout.Write(res.Stdout)
 	} else {
