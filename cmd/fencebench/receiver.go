@@ -21,9 +21,7 @@ import (
 // request arrived and the scheduled time its Fencecron-Scheduled-At
 // header gave. It runs in the harness, so its clock is the nodes'.
 type receiver struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	loopbackServer
 
 	mu      sync.Mutex
 	arrived map[string]arrival // by Fencecron-Run-Id
@@ -36,27 +34,19 @@ type arrival struct{ scheduled, at time.Time }
 
 // startReceiver listens on a free loopback port and serves until close.
 func startReceiver() (*receiver, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	r := &receiver{ln: ln, done: make(chan struct{}), arrived: map[string]arrival{}}
-	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second, ConnState: func(_ net.Conn, st http.ConnState) {
+	r := &receiver{arrived: map[string]arrival{}}
+	err := r.start(&http.Server{Handler: r, ConnState: func(_ net.Conn, st http.ConnState) {
 		if st == http.StateNew {
 			r.mu.Lock()
 			r.conns++
 			r.mu.Unlock()
 		}
-	}}
-	go func() {
-		defer close(r.done)
-		r.srv.Serve(ln)
-	}()
+	}})
+	if err != nil {
+		return nil, err
+	}
 	return r, nil
 }
-
-// URL is the receiver's base URL.
-func (r *receiver) URL() string { return "http://" + r.ln.Addr().String() }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	at := time.Now()
@@ -96,19 +86,11 @@ func (r *receiver) counts() (conns, bad int) {
 	return r.conns, r.bad
 }
 
-// close stops the server and waits for it.
-func (r *receiver) close() {
-	r.srv.Close()
-	<-r.done
-}
-
 // traceSink is the OTLP/HTTP endpoint the measured nodes export to with
 // -tracing: it decodes each export, as a collector would, counts its
 // spans and drops them.
 type traceSink struct {
-	srv  *http.Server
-	ln   net.Listener
-	done chan struct{}
+	loopbackServer
 
 	mu    sync.Mutex
 	spans int
@@ -117,21 +99,12 @@ type traceSink struct {
 
 // startTraceSink listens on a free loopback port and serves until close.
 func startTraceSink() (*traceSink, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
+	s := &traceSink{}
+	if err := s.start(&http.Server{Handler: s}); err != nil {
 		return nil, err
 	}
-	s := &traceSink{ln: ln, done: make(chan struct{})}
-	s.srv = &http.Server{Handler: s, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		defer close(s.done)
-		s.srv.Serve(ln)
-	}()
 	return s, nil
 }
-
-// URL is the sink's base URL, an otlp_endpoint.
-func (s *traceSink) URL() string { return "http://" + s.ln.Addr().String() }
 
 // maxExport bounds one export's body.
 const maxExport = 64 << 20
@@ -191,8 +164,34 @@ func (s *traceSink) counts() (spans, bad int) {
 	return s.spans, s.bad
 }
 
+// loopbackServer is an HTTP server of the harness on a free loopback
+// port (the receiver's, the trace sink's), serving until close.
+type loopbackServer struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan struct{}
+}
+
+// start listens and serves srv in the background.
+func (l *loopbackServer) start(srv *http.Server) error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	srv.ReadHeaderTimeout = 10 * time.Second
+	l.srv, l.ln, l.done = srv, ln, make(chan struct{})
+	go func() {
+		defer close(l.done)
+		srv.Serve(ln)
+	}()
+	return nil
+}
+
+// URL is the server's base URL (for the trace sink, an otlp_endpoint).
+func (l *loopbackServer) URL() string { return "http://" + l.ln.Addr().String() }
+
 // close stops the server and waits for it.
-func (s *traceSink) close() {
-	s.srv.Close()
-	<-s.done
+func (l *loopbackServer) close() {
+	l.srv.Close()
+	<-l.done
 }

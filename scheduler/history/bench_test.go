@@ -34,19 +34,13 @@ func benchStore(b *testing.B, njobs, perJob int) (*Store, string) {
 			batch = append(batch, r)
 			if len(batch) == 1000 {
 				idx++
-				s.Archive(idx, batch, nil)
-				if err := s.Flush(); err != nil {
-					b.Fatal(err)
-				}
+				archiveNow(b, s, idx, batch)
 				batch = nil
 			}
 		}
 	}
 	idx++
-	s.Archive(idx, batch, nil)
-	if err := s.Flush(); err != nil {
-		b.Fatal(err)
-	}
+	archiveNow(b, s, idx, batch)
 	return s, path
 }
 
@@ -84,19 +78,13 @@ func BenchmarkStore_KeptPerRun(b *testing.B) {
 				batch = append(batch, realisticRun(rng, fmt.Sprintf("job-%05d", j), t0.Add(time.Duration(i)*time.Minute), idx))
 				if len(batch) == 120 { // a flush every 200 ms at 600 fires/s
 					idx++
-					s.Archive(idx, batch, nil)
-					if err := s.Flush(); err != nil {
-						b.Fatal(err)
-					}
+					archiveNow(b, s, idx, batch)
 					batch = nil
 				}
 			}
 		}
 		idx++
-		s.Archive(idx, batch, nil)
-		if err := s.Flush(); err != nil {
-			b.Fatal(err)
-		}
+		archiveNow(b, s, idx, batch)
 		var kv, values int
 		var pages, free int64
 		err := s.db.View(func(tx *bbolt.Tx) error {
@@ -230,4 +218,13 @@ func cpuTime(b *testing.B) time.Duration {
 		b.Fatal(err)
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// archiveNow archives batch as applied at log index idx and commits it.
+func archiveNow(b *testing.B, s *Store, idx uint64, batch []jobs.Run) {
+	b.Helper()
+	s.Archive(idx, batch, nil)
+	if err := s.Flush(); err != nil {
+		b.Fatal(err)
+	}
 }
