@@ -183,7 +183,7 @@ func TestScale_SmokeCompare(t *testing.T) {
 func TestExports_MemoryBound(t *testing.T) {
 	keep := t.TempDir()
 	defer logsOnFailure(t, keep)
-	r, err := measureExports(t.Context(), proctest.LoadBinary(t), keep, 20000, 16, 2*time.Second)
+	r, err := measureExports(t.Context(), proctest.Binary(t), keep, 20000, 16, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,9 +29,13 @@ const tickJobs = `  - name: tick
     timeout: 10s
 `
 
+// startCluster starts a cluster of o's shape with the test build of
+// fencecron, unless o names another binary, and stops it when the test ends.
 func startCluster(t *testing.T, o localcluster.Options) *localcluster.Cluster {
 	t.Helper()
-	o.Binary = proctest.Binary(t)
+	if o.Binary == "" {
+		o.Binary = proctest.Binary(t)
+	}
 	o.Dir = t.TempDir()
 	c, err := localcluster.Start(o)
 	if err != nil {
@@ -39,6 +43,15 @@ func startCluster(t *testing.T, o localcluster.Options) *localcluster.Cluster {
 	}
 	stopAtCleanup(t, c)
 	return c
+}
+
+// startRaceCluster is startCluster with race-built nodes (see
+// proctest.RaceBinary), for the tests that drive a node's concurrent
+// paths through kills, pauses and hand-overs.
+func startRaceCluster(t *testing.T, o localcluster.Options) *localcluster.Cluster {
+	t.Helper()
+	o.Binary = proctest.RaceBinary(t)
+	return startCluster(t, o)
 }
 
 // stopAtCleanup stops c when the test ends, and prints its nodes' logs if
@@ -104,20 +117,23 @@ func allAttempts(t *testing.T, n *localcluster.Node) []jobs.Attempt {
 // apply replaces the job set from any node, drift is reported, and an
 // invalid file changes nothing.
 func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
-	t.Setenv("FENCECRON_SECRET", "example-cluster-secret-0123456789-abcdef")
 	// The examples' ports and data directory move with the variables the
 	// README gives; the files themselves are used as they are. Their
 	// store node is not started: this test is about the job set.
 	prefix := freePortPrefix(t)
-	t.Setenv("FENCECRON_PORT_PREFIX", strconv.Itoa(prefix))
-	t.Setenv("FENCECRON_CLUSTER_DIR", filepath.Join(dir, "data"))
+	env := []string{
+		"FENCECRON_SECRET=example-cluster-secret-0123456789-abcdef",
+		"FENCECRON_PORT_PREFIX=" + strconv.Itoa(prefix),
+		"FENCECRON_CLUSTER_DIR=" + filepath.Join(dir, "data"),
+	}
 	var nodes []*localcluster.Node
 	var procs []*proctest.Proc
 	for i := 1; i <= 3; i++ {
 		name := fmt.Sprintf("n%d", i)
 		path := filepath.Join("..", "..", "..", "deploy", "examples", "cluster", name+".yaml")
-		procs = append(procs, proctest.Start(t, name, "agent", "-config", path))
+		procs = append(procs, proctest.StartEnv(t, name, env, "agent", "-config", path))
 		nodes = append(nodes, &localcluster.Node{Name: name, HTTP: prefix*100 + 80 + i})
 	}
 	var a localcluster.Agreement
@@ -159,7 +175,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	jobsFile := filepath.Join(dir, "jobs.yaml")
 	os.WriteFile(jobsFile, []byte("jobs:\n"+tickJobs), 0o600)
 	addr := fmt.Sprintf("127.0.0.1:%d", follower.HTTP)
-	out, err := cli(t, "apply", "-addr", addr, jobsFile)
+	out, err := cliEnv(t, env, "apply", "-addr", addr, jobsFile)
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
@@ -187,7 +203,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	// An invalid file is refused with its problems and changes nothing.
 	bad := filepath.Join(dir, "bad.yaml")
 	os.WriteFile(bad, []byte("jobs:\n  - name: x\n    schedule: \"61 * * * *\"\n    shell: true\n"), 0o600)
-	_, err = cli(t, "apply", "-addr", addr, bad)
+	_, err = cliEnv(t, env, "apply", "-addr", addr, bad)
 	if err == nil || !strings.Contains(err.Error(), "bad.yaml:3:15") {
 		t.Errorf("applying an invalid file: err = %v, want its problem with position", err)
 	}
@@ -225,7 +241,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 // data directory was wiped rejoins too and catches up.
 func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
+	c := startRaceCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	first := agree(t, c, 30*time.Second)
 	old := c.Node(first.Leader)
 	old.Kill()
@@ -297,7 +313,7 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 // leader's election carries the new epoch.
 func TestCluster_PausedLeaderStepsDownAndCommitsNothing(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
+	c := startRaceCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	first := agree(t, c, 30*time.Second)
 	old := c.Node(first.Leader)
 	if err := old.Pause(); err != nil {

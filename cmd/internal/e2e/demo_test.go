@@ -164,6 +164,7 @@ func demoDirOf(out string) string {
 // names both tokens, the dashboard draws it (Chromium), and Ctrl-C leaves
 // no process and no data behind.
 func TestDemo_Story(t *testing.T) {
+	t.Parallel()
 	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)))
 	p.waitFor(t, "story 1 done", 4*time.Minute)
 	out := p.output()
@@ -328,6 +329,7 @@ func demoTimeline(t *testing.T, base string) {
 // Bad flags are refused with a message that says what is wrong, before
 // any process starts.
 func TestDemo_BadFlags(t *testing.T) {
+	t.Parallel()
 	full := t.TempDir()
 	if err := os.WriteFile(filepath.Join(full, "old.txt"), []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
@@ -362,6 +364,7 @@ func TestDemo_BadFlags(t *testing.T) {
 // held: the demo continues and stops every node, and leaves no process
 // and no data behind.
 func TestDemo_TerminateWhilePaused(t *testing.T) {
+	t.Parallel()
 	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "-pause", "5m")
 	p.waitFor(t, "w1 paused right after sending", 3*time.Minute)
 	dir := demoDirOf(p.output())

@@ -4,9 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,9 +18,36 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// The nodes and commands the tests start inherit this environment; an
+	// operator's settings would point them elsewhere. Tests that need one
+	// pass it to the process (proctest.StartEnv, cliEnv), which lets them
+	// run in parallel.
+	for _, k := range operatorEnv {
+		os.Unsetenv(k)
+	}
+	// Most of a test's time is spent waiting for schedules, leases and
+	// elections, not computing: run more of them at once than there are
+	// cores, unless -parallel says otherwise.
+	flag.Parse()
+	parallel := false
+	flag.Visit(func(f *flag.Flag) { parallel = parallel || f.Name == "test.parallel" })
+	if !parallel {
+		flag.Set("test.parallel", strconv.Itoa(testParallel))
+	}
 	code := m.Run()
 	proctest.Cleanup()
 	os.Exit(code)
+}
+
+// testParallel is how many tests run at once by default.
+const testParallel = 4
+
+// operatorEnv is what an operator may have set for fencecron's commands,
+// nodes and example configs.
+var operatorEnv = []string{
+	"FENCECRON_ADDR", "FENCECRON_API_TOKEN", "FENCECRON_CA", "FENCECRON_INSECURE",
+	"FENCECRON_STORE", "FENCECRON_STORE_CA", "FENCECRON_TOKEN", "FENCECRON_SECRET",
+	"FENCECRON_FAULTS", "FENCECRON_PORT_PREFIX", "FENCECRON_CLUSTER_DIR",
 }
 
 // Exit statuses of `fencecron publish` and `fencecron get` (their usage
@@ -46,10 +75,19 @@ const secretFile = "cluster.secret"
 // carries its exit status (exitCodeOf).
 func cli(t *testing.T, args ...string) (string, error) {
 	t.Helper()
+	return cliEnv(t, nil, args...)
+}
+
+// cliEnv is cli with env ("KEY=value") added to the command's environment.
+func cliEnv(t *testing.T, env []string, args ...string) (string, error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, proctest.Binary(t), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	err := cmd.Run()
 	var ee *exec.ExitError

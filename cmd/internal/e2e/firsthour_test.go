@@ -42,6 +42,7 @@ var demoPortsRE = regexp.MustCompile(`http 127\.0\.0\.1:(\d+)  gossip (\d+)  raf
 // `demo -base-port N` puts all six nodes and the store link on the 19
 // ports from N, and the cluster forms there.
 func TestDemo_BasePort(t *testing.T) {
+	t.Parallel()
 	base := freeRange(t, 19)
 	p := startDemo(t, "-http", fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t)), "-base-port", strconv.Itoa(base))
 	p.waitFor(t, "the cluster is ready", 3*time.Minute)
@@ -86,6 +87,7 @@ func TestDemo_BasePort(t *testing.T) {
 // A taken port in the -base-port range stops the demo before any node
 // starts, naming the port and what to do.
 func TestDemo_BasePortTaken(t *testing.T) {
+	t.Parallel()
 	base := freeRange(t, 19)
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", base+4))
 	if err != nil {
@@ -106,32 +108,30 @@ func TestDemo_BasePortTaken(t *testing.T) {
 // there without -addr; a manual run's id, pasted into explain as the
 // README suggests, names that run.
 func TestDev_FencecronAddr(t *testing.T) {
+	t.Parallel()
 	addr := fmt.Sprintf("127.0.0.1:%d", proctest.FreePort(t))
-	t.Setenv("FENCECRON_ADDR", addr)
-	for _, k := range []string{"FENCECRON_CA", "FENCECRON_INSECURE", "FENCECRON_STORE", "FENCECRON_STORE_CA"} {
-		t.Setenv(k, "")
-	}
-	proctest.Start(t, "dev", "dev", "-data", t.TempDir(),
+	env := []string{"FENCECRON_ADDR=" + addr}
+	proctest.StartEnv(t, "dev", env, "dev", "-data", t.TempDir(),
 		"-raft-port", strconv.Itoa(proctest.FreePort(t)), "-gossip-port", strconv.Itoa(proctest.FreePort(t)))
 	proctest.Eventually(t, 60*time.Second, "dev ready at $FENCECRON_ADDR", func() error {
 		_, _, err := proctest.Get("http://" + addr + "/readyz")
 		return err
 	})
-	out, err := cli(t, "status")
+	out, err := cliEnv(t, env, "status")
 	if err != nil || !strings.Contains(out, "leader dev; epoch") {
 		t.Fatalf("status with FENCECRON_ADDR: %v\n%s", err, out)
 	}
-	out, err = cli(t, "trigger", "-force", "report") // report fires every few seconds: -force, whatever is open
+	out, err = cliEnv(t, env, "trigger", "-force", "report") // report fires every few seconds: -force, whatever is open
 	m := regexp.MustCompile(`run (report@\S+): attempt 1`).FindStringSubmatch(out)
 	if err != nil || m == nil {
 		t.Fatalf("trigger report with FENCECRON_ADDR: %v\n%s", err, out)
 	}
 	id := m[1]
-	out, err = cli(t, "explain", id)
+	out, err = cliEnv(t, env, "explain", id)
 	if err != nil || !strings.Contains(out, "run "+id+": ") || !strings.Contains(out, "a manual run, not a fire time of the schedule") || strings.Contains(out, "not a fire time of report") {
 		t.Errorf("explain %s: %v\n%s", id, err, out)
 	}
-	if _, err := cli(t, "runs", "report"); err != nil {
+	if _, err := cliEnv(t, env, "runs", "report"); err != nil {
 		t.Errorf("runs with FENCECRON_ADDR: %v", err)
 	}
 }
@@ -156,16 +156,16 @@ func freePortPrefix(t *testing.T) int {
 // their own by FENCECRON_PORT_PREFIX. Its store node is not a server, so
 // killing any server, n1 included, leaves the runs publishing.
 func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
+	t.Parallel()
 	prefix := freePortPrefix(t)
-	t.Setenv("FENCECRON_PORT_PREFIX", strconv.Itoa(prefix))
-	t.Setenv("FENCECRON_CLUSTER_DIR", t.TempDir())
-	t.Setenv("FENCECRON_SECRET", "example-cluster-e2e-secret-"+strconv.Itoa(rand.Int()))
-	for _, k := range []string{"FENCECRON_ADDR", "FENCECRON_CA", "FENCECRON_INSECURE", "FENCECRON_STORE", "FENCECRON_STORE_CA"} {
-		t.Setenv(k, "")
+	env := []string{
+		"FENCECRON_PORT_PREFIX=" + strconv.Itoa(prefix),
+		"FENCECRON_CLUSTER_DIR=" + t.TempDir(),
+		"FENCECRON_SECRET=example-cluster-e2e-secret-" + strconv.Itoa(rand.Int()),
 	}
 	procs := map[string]*proctest.Proc{}
 	for _, n := range []string{"store", "n1", "n2", "n3"} {
-		procs[n] = proctest.Start(t, n, "agent", "-config", "../../../deploy/examples/cluster/"+n+".yaml")
+		procs[n] = proctest.StartEnv(t, n, env, "agent", "-config", "../../../deploy/examples/cluster/"+n+".yaml")
 	}
 	addr := func(n string) string {
 		return fmt.Sprintf("127.0.0.1:%d%d", prefix, map[string]int{"n1": 81, "n2": 82, "n3": 83, "store": 84}[n])
@@ -186,7 +186,7 @@ func TestExampleCluster_MovedPortsSurviveN1(t *testing.T) {
 		})
 	}
 	published("n2", time.Time{})
-	out, err := cli(t, "status", "-addr", addr("n2"))
+	out, err := cliEnv(t, env, "status", "-addr", addr("n2"))
 	if err != nil || !strings.Contains(out, "store") {
 		t.Fatalf("status: %v\n%s", err, out)
 	}

@@ -155,9 +155,9 @@ func TestCluster_HistoryKeepsEveryRun(t *testing.T) {
 	for _, n := range []string{"n1", "n2", "n3"} {
 		env[n] = []string{"FENCECRON_FAULTS=" + historyTuning}
 	}
-	// Sixty runs a second for half a minute: a race-built cluster cannot keep
-	// that pace on a small machine (see proctest.LoadBinary).
-	c, err := localcluster.Start(localcluster.Options{Binary: proctest.LoadBinary(t), Dir: t.TempDir(),
+	// Sixty runs a second for half a minute: the test build, never a
+	// race-built one, which cannot keep that pace on a small machine.
+	c, err := localcluster.Start(localcluster.Options{Binary: proctest.Binary(t), Dir: t.TempDir(),
 		Servers: 3, Profile: "default", Jobs: historyJobs(60), Env: env})
 	if err != nil {
 		t.Fatal(err)

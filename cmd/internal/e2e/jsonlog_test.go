@@ -71,7 +71,7 @@ func find(lines []logLine, msg string, want map[string]string) (logLine, bool) {
 // job's URL and headers, even when that job fails.
 func TestDev_JSONLogNamesRunsAndHidesSecrets(t *testing.T) {
 	const apiToken = "jsonlog-test-api-token-0123456789-abcdef"
-	t.Setenv("FENCECRON_API_TOKEN", "")
+	t.Parallel()
 	failing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "down for the test", http.StatusInternalServerError)
 	}))

@@ -128,8 +128,7 @@ func TestCluster_PlannedStopLosesNoFireTime(t *testing.T) {
 // the paused node end with the stop, instead of holding it for their
 // whole timeout until the node gives up on its own parts.
 func TestCluster_PlannedStopWithAPausedFollower(t *testing.T) {
-	// Alone, not in parallel (see the package comment): a stop within
-	// the shutdown budget.
+	t.Parallel()
 	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: everySecond})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)

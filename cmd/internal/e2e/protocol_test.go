@@ -229,7 +229,7 @@ func TestProtocol_ReportHandoff(t *testing.T) {
 func startHandoffCluster(t *testing.T) (*localcluster.Cluster, *localcluster.Node) {
 	t.Helper()
 	faults := []string{"FENCECRON_FAULTS=stop-before-publish=1"}
-	c := startCluster(t, localcluster.Options{
+	c := startRaceCluster(t, localcluster.Options{
 		Servers: 3, Workers: 2, StoreNode: true, Tags: workerTags,
 		Env: map[string][]string{"w1": faults, "w2": faults},
 		Jobs: `  - name: report
@@ -258,7 +258,7 @@ func getBody(n *localcluster.Node, key string) (string, error) {
 // the window is lost.
 func TestProtocol_LeaderKilledMidRun(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{
+	c := startRaceCluster(t, localcluster.Options{
 		Servers: 3, Workers: 1, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"role": "worker"}},
 		Jobs: tickJobs + `  - name: slow
@@ -354,7 +354,7 @@ func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
 	t.Parallel()
 	marks := t.TempDir()
 	drop := []string{"FENCECRON_FAULTS=drop-dispatch-replies=1"}
-	c := startCluster(t, localcluster.Options{
+	c := startRaceCluster(t, localcluster.Options{
 		Servers: 3, Workers: 1, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"role": "worker"}},
 		Env:  map[string][]string{"n1": drop, "n2": drop, "n3": drop},
@@ -386,13 +386,25 @@ func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
 	if got := strings.Count(string(b), "\n"); got != 1 {
 		t.Errorf("the command ran %d times:\n%s", got, b)
 	}
-	// The work ran on the first delivery; the leader's retry of the same
-	// attempt follows its backoff.
+	// The work ran on the first delivery; the retry of the same attempt
+	// by the leader that granted it follows its backoff. Read every
+	// server's log: on a busy machine leadership may have moved between
+	// the trigger and the grant.
+	attempt := run.Attempts[0].ID
 	if err := localcluster.Until(10*time.Second, func() error {
-		if log := leader.LogTail(1 << 20); !strings.Contains(log, "dispatch reply dropped") || !strings.Contains(log, "dispatched after retries") {
-			return fmt.Errorf("the leader's log does not show the dropped reply and the retry")
+		for _, n := range c.Servers() {
+			var dropped, retried bool
+			for _, line := range strings.Split(n.LogTail(1<<20), "\n") {
+				if strings.Contains(line, "attempt="+attempt+" ") {
+					dropped = dropped || strings.Contains(line, "dispatch reply dropped")
+					retried = retried || strings.Contains(line, "dispatched after retries")
+				}
+			}
+			if dropped && retried {
+				return nil
+			}
 		}
-		return nil
+		return fmt.Errorf("no server's log shows the dropped reply and the retry of attempt %s", attempt)
 	}); err != nil {
 		t.Error(err)
 	}
@@ -411,7 +423,7 @@ func TestProtocol_DroppedDispatchReplyStillOneAttempt(t *testing.T) {
 func TestProtocol_LostRenewalsKillTheJobAndRegrant(t *testing.T) {
 	t.Parallel()
 	pids := t.TempDir()
-	c := startCluster(t, localcluster.Options{
+	c := startRaceCluster(t, localcluster.Options{
 		Servers: 3, Workers: 2, StoreNode: true, Tags: workerTags,
 		Env: map[string][]string{"w1": {"FENCECRON_FAULTS=drop-renew-replies=1000"}, "w2": {"FENCECRON_FAULTS=drop-renew-replies=1000"}},
 		Jobs: fmt.Sprintf(`  - name: long
@@ -474,7 +486,7 @@ func TestProtocol_LostRenewalsKillTheJobAndRegrant(t *testing.T) {
 // tokens greater than every token issued before.
 func TestProtocol_WholeClusterRestartTokensGrow(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
+	c := startRaceCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Jobs: tickJobs})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
 	if err := localcluster.Until(20*time.Second, func() error {

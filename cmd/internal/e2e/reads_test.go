@@ -65,7 +65,7 @@ func fetchAs(url, token string) (int, string, error) {
 // refused, the error naming it, whether the CLI or the API gets it.
 func TestDev_ReadsHideSecrets(t *testing.T) {
 	const token = "reads-test-api-token-0123456789-abcdef"
-	t.Setenv("FENCECRON_API_TOKEN", "")
+	t.Parallel()
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(file, []byte(secretJobs), 0o600); err != nil {
 		t.Fatal(err)

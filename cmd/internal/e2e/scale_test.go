@@ -9,8 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -39,24 +37,6 @@ func writeJobFiles(t *testing.T, dir string, n, files int) {
 	}
 }
 
-// plainBinary builds cmd/fencecron without the race detector, once. The
-// 100,000-job test runs it for both the dev node and the CLI: under the
-// race detector decoding that set takes minutes, and what the test checks
-// (positions, pages, cursors) is not about concurrency; the race
-// detector's coverage of the same code comes from the smaller tests.
-var plainBinary = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "fencecron-plain-")
-	if err != nil {
-		return "", err
-	}
-	path := filepath.Join(dir, "fencecron")
-	out, err := exec.Command("go", "build", "-o", path, "github.com/fencecron/fencecron/cmd/fencecron").CombinedOutput()
-	if err != nil {
-		return "", fmt.Errorf("go build: %v\n%s", err, out)
-	}
-	return path, nil
-})
-
 // applyCLI runs `fencecron apply` as a user would, a process of its own.
 func applyCLI(t *testing.T, bin, addr, path string) (string, error) {
 	t.Helper()
@@ -76,12 +56,8 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 	const n = 100000
 	dataDir := t.TempDir()
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
-	bin, err := plainBinary()
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(filepath.Dir(bin)) })
-	dev := startPlainDev(t, bin, dataDir, httpPort, raftPort, gossipPort)
+	bin := proctest.Binary(t)
+	dev := startDev(t, dataDir, httpPort, raftPort, gossipPort)
 	addr := strings.TrimPrefix(dev.base, "http://")
 	status := func() wire.Status {
 		t.Helper()
@@ -239,43 +215,6 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 			t.Errorf("second page starts at %+v, want job-001000", second.Jobs)
 		}
 	})
-}
-
-// startPlainDev starts `fencecron dev` from bin, killed when the test
-// ends; its log is printed if the test failed.
-func startPlainDev(t *testing.T, bin, dataDir string, httpPort, raftPort, gossipPort int) *devNode {
-	t.Helper()
-	logPath := filepath.Join(t.TempDir(), "dev.log")
-	f, err := os.Create(logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(bin, "dev", "-data", dataDir,
-		"-http", fmt.Sprintf("127.0.0.1:%d", httpPort),
-		"-raft-port", fmt.Sprint(raftPort), "-gossip-port", fmt.Sprint(gossipPort))
-	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		f.Close()
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-		f.Close()
-		if t.Failed() {
-			t.Logf("--- log of dev (tail) ---\n%s", tail(logPath, 6000))
-		}
-	})
-	return &devNode{base: fmt.Sprintf("http://127.0.0.1:%d", httpPort)}
-}
-
-func tail(path string, n int) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > n {
-		b = b[len(b)-n:]
-	}
-	return string(b)
 }
 
 // dirSize is the size of the files under dir.

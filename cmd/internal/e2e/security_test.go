@@ -428,6 +428,7 @@ func (ca *testCA) issue(name string, usages ...x509.ExtKeyUsage) (certFile, keyF
 // Secure, and the CLI reaches it with -ca. The node's own jobs still
 // publish, over the cluster's TLS on the same port.
 func TestAgent_HTTPSDashboardWithOwnCA(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	ca := newTestCA(t, dir)
 	caFile := ca.File
@@ -442,8 +443,7 @@ jobs:
     schedule: "@every 1s"
     shell: 'echo note | fencecron publish "note/$FENCECRON_SEQ.txt"'
 `, token, certFile, keyFile))
-	t.Setenv("FENCECRON_SECRET", "https-test-cluster-secret-9876543210zyxw")
-	proctest.Start(t, "agent", "agent", "-config", path)
+	proctest.StartEnv(t, "agent", []string{"FENCECRON_SECRET=https-test-cluster-secret-9876543210zyxw"}, "agent", "-config", path)
 	base := "https://127.0.0.1:" + strconv.Itoa(httpPort)
 
 	pemCA, _ := os.ReadFile(caFile)

@@ -21,29 +21,52 @@ import (
 	"github.com/fencecron/fencecron/scheduler/faults"
 )
 
+// The two builds of cmd/fencecron a test process may use, each made once.
 var (
-	buildOnce sync.Once
-	buildPath string
-	buildErr  error
-	buildDir  string
-
-	loadOnce sync.Once
-	loadPath string
-	loadErr  error
+	plain = &buildOnce{race: false}
+	raced = &buildOnce{race: raceEnabled}
 )
 
-// Binary builds cmd/fencecron once per test process and returns its path.
-// It is a test build: with the fault hooks (faults.BuildTag), so
-// tests can set FENCECRON_FAULTS, and with the race detector when the
-// tests run with it. Call Cleanup from TestMain to remove it.
-func Binary(t testing.TB) string {
+// buildOnce is one build of the binary under test, made on first use.
+type buildOnce struct {
+	race bool
+	once sync.Once
+	path string
+	err  error
+}
+
+func (b *buildOnce) get(t testing.TB) string {
 	t.Helper()
 	skipShort(t)
-	buildOnce.Do(func() { buildPath, buildErr = build(raceEnabled) })
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	b.once.Do(func() { b.path, b.err = build(b.race) })
+	if b.err != nil {
+		t.Fatal(b.err)
 	}
-	return buildPath
+	return b.path
+}
+
+// Binary builds cmd/fencecron once per test process and returns its path.
+// It is a test build, with the fault hooks (faults.BuildTag) so tests can
+// set FENCECRON_FAULTS, and without the race detector whatever the tests
+// run with. An end-to-end test checks what the cluster does from outside;
+// the race detector multiplies the CPU of every node several times, and
+// with a dozen clusters on two cores that cost decides whether the suite
+// finishes in minutes and whether elections hold. The race detector still
+// watches the node's code: every package's unit tests run under it, and
+// so do the nodes of the tests that use RaceBinary.
+func Binary(t testing.TB) string {
+	t.Helper()
+	return plain.get(t)
+}
+
+// RaceBinary is Binary built with the race detector when the tests run
+// with it. The tests that drive a node's concurrent paths through faults
+// (leaders killed and paused, planned stops, runs granted ahead, forced
+// releases, a protocol's edge cases) run their nodes with it, so a data
+// race those paths reach fails the suite.
+func RaceBinary(t testing.TB) string {
+	t.Helper()
+	return raced.get(t)
 }
 
 // skipShort skips a test that starts fencecron processes under -short:
@@ -56,26 +79,10 @@ func skipShort(t testing.TB) {
 	}
 }
 
-// LoadBinary is Binary built without the race detector whatever the tests
-// run with, for the few tests that keep a whole cluster under a sustained
-// load (dozens of runs a second for a minute): the race detector
-// multiplies the cost of every run several times over, and a race-built
-// cluster on a small CI machine falls behind its schedule and loses its
-// leader to timeouts. Every other process test runs the race-built one.
-func LoadBinary(t testing.TB) string {
-	t.Helper()
-	skipShort(t)
-	if !raceEnabled {
-		return Binary(t)
-	}
-	loadOnce.Do(func() { loadPath, loadErr = build(false) })
-	if loadErr != nil {
-		t.Fatal(loadErr)
-	}
-	return loadPath
-}
-
-var dirOnce sync.Once
+var (
+	dirOnce  sync.Once
+	buildDir string
+)
 
 // build builds the binary into the process's build directory.
 func build(race bool) (string, error) {
@@ -85,14 +92,13 @@ func build(race bool) (string, error) {
 		return "", fmt.Errorf("build directory: %v", err)
 	}
 	path := filepath.Join(buildDir, "fencecron")
-	args := []string{"build", "-tags", faults.BuildTag, "-o", path}
+	args := []string{"build", "-tags", faults.BuildTag}
 	if race {
+		path += "-race"
 		args = append(args, "-race")
-	} else if raceEnabled {
-		path += "-norace"
-		args[4] = path
 	}
-	cmd := exec.Command("go", append(args, "github.com/fencecron/fencecron/cmd/fencecron")...)
+	args = append(args, "-o", path, "github.com/fencecron/fencecron/cmd/fencecron")
+	cmd := exec.Command("go", args...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Run(); err != nil {
@@ -132,12 +138,22 @@ type Proc struct {
 // killed when the test ends.
 func Start(t testing.TB, name string, args ...string) *Proc {
 	t.Helper()
+	return StartEnv(t, name, nil, args...)
+}
+
+// StartEnv is Start with env ("KEY=value") added to the test process's
+// environment, for a test that runs in parallel and so cannot set its own.
+func StartEnv(t testing.TB, name string, env []string, args ...string) *Proc {
+	t.Helper()
 	logPath := filepath.Join(t.TempDir(), name+".log")
 	f, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(Binary(t), args...)
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
