@@ -250,15 +250,17 @@ func TestCluster_LeaderKilledRestartedAndWipedNodeRejoins(t *testing.T) {
 	if second.Leader == first.Leader || second.Epoch <= first.Epoch {
 		t.Fatalf("after killing %s: leader %s epoch %d, want another leader with an epoch above %d", first.Leader, second.Leader, second.Epoch, first.Epoch)
 	}
-	// Its host is up, so its port refused the followers' dial, and one of
-	// them started the election without waiting out the heartbeat timeout.
-	started := slices.ContainsFunc(c.Servers(), func(n *localcluster.Node) bool {
+	// Its host is up, so its port refuses the followers' dial and one of
+	// them may start the election without waiting out the heartbeat
+	// timeout; on a busy machine the timeout can come first. That the
+	// refused dial starts an election is election's own test
+	// (TestNode_CrashedLeaderReplacedBeforeTheHeartbeatTimeout); here it
+	// is only reported.
+	fast := slices.ContainsFunc(c.Servers(), func(n *localcluster.Node) bool {
 		b, err := os.ReadFile(n.LogPath)
 		return err == nil && n != old && bytes.Contains(b, []byte("Raft port refuses connections, so its process is gone"))
 	})
-	if !started {
-		t.Errorf("no survivor says the killed leader's port refused it and it started an election")
-	}
+	t.Logf("a survivor started the election on the refused dial: %v", fast)
 
 	if err := old.Start(); err != nil {
 		t.Fatal(err)
