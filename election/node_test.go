@@ -71,7 +71,9 @@ func startNode(t *testing.T, cfg election.Config) *testNode {
 	if cfg.DataDir == "" {
 		cfg.DataDir = t.TempDir()
 	}
-	cfg.Profile = election.ProfileFast
+	if cfg.Profile == "" {
+		cfg.Profile = election.ProfileFast
+	}
 	cfg.Logger = testLogger(t).With("test_node", cfg.NodeID)
 	if cfg.Secret == nil {
 		cfg.Secret = clustertlstest.Secret
@@ -89,14 +91,23 @@ func startNode(t *testing.T, cfg election.Config) *testNode {
 }
 
 // startCluster starts n servers with bootstrap_expect n, joined through
-// the first one's gossip address.
+// the first one's gossip address, on the fast profile.
 func startCluster(t *testing.T, n int) []*testNode {
 	t.Helper()
-	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: n})
+	return startClusterProfile(t, n, election.ProfileFast)
+}
+
+// startClusterProfile is startCluster on the given profile. A test that
+// needs one leader throughout uses the default profile: under the fast
+// one a leader steps down after 100 ms without a quorum's answer, which
+// a loaded machine's scheduling delays alone can cause.
+func startClusterProfile(t *testing.T, n int, profile string) []*testNode {
+	t.Helper()
+	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: n, Profile: profile})
 	nodes := []*testNode{first}
 	for i := 2; i <= n; i++ {
 		nodes = append(nodes, startNode(t, election.Config{
-			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: n,
+			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: n, Profile: profile,
 			Join: []string{first.GossipAddr()},
 		}))
 	}
@@ -281,10 +292,9 @@ func TestNode_ReapsGoneServerButNotBelowExpect(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	if !leader.IsLeader() {
-		t.Fatal("leader lost leadership")
-	}
-	if _, err := leader.Apply(context.Background(), []byte("still-working")); err != nil {
+	// The two left still commit, through whichever of them leads now (on
+	// a busy machine leadership may have moved).
+	if _, err := leaderOf(t, []*testNode{leader, followers[2]}).Apply(context.Background(), []byte("still-working")); err != nil {
 		t.Errorf("apply with 2 of 3 voters alive: %v", err)
 	}
 }
