@@ -50,6 +50,9 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 	v := r.URL.Query()
 	q := history.RunQuery{Job: v.Get("job"), Cursor: v.Get("cursor"), Limit: defaultRunLimit}
 	var err error
+	if q.Job, err = JobName(r, q.Job); err != nil {
+		return q, err
+	}
 	if q.Limit, err = limitParam(v, defaultRunLimit, history.MaxRunLimit); err != nil {
 		return q, err
 	}
@@ -73,6 +76,11 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 	v := r.URL.Query()
 	q := history.EventQuery{Job: v.Get("job"), Kind: v.Get("kind"), Cursor: v.Get("cursor")}
+	job, err := JobName(r, q.Job)
+	if err != nil {
+		return q, err
+	}
+	q.Job = job
 	if a := v.Get("after"); a != "" {
 		n, err := strconv.ParseUint(a, 10, 64)
 		if err != nil {
@@ -80,7 +88,6 @@ func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 		}
 		q.After = n
 	}
-	var err error
 	if q.Limit, err = limitParam(v, defaultEventLimit, history.MaxEventLimit); err != nil {
 		return q, err
 	}
