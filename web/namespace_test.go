@@ -81,3 +81,23 @@ func TestServer_NamespaceActions(t *testing.T) {
 		t.Errorf("the scheduler saw %q, want %q", got, want)
 	}
 }
+
+// The jobs page lists one namespace's jobs, and its pages keep the
+// filter.
+func TestServer_JobsPageByNamespace(t *testing.T) {
+	f := newFixture(t)
+	f.state.mu.Lock()
+	for _, n := range []string{"a", "b", "c"} {
+		s := jobs.Spec{Name: n, Namespace: "billing", Schedules: []string{"@every 30s"}, Shell: "true"}
+		s.Normalize()
+		f.state.specs = append(f.state.specs, s)
+	}
+	f.state.mu.Unlock()
+	code, _, body := f.do(t, http.MethodGet, "/jobs?namespace=billing&limit=2", "", "Accept", "text/html")
+	if code != 200 || !strings.Contains(body, `billing:a</b>`) || strings.Contains(body, `>heartbeat</b>`) {
+		t.Fatalf("GET /jobs?namespace=billing = %d:\n%.3000s", code, body)
+	}
+	if !strings.Contains(body, `namespace=billing`) || !strings.Contains(body, `rel="next"`) {
+		t.Errorf("the next page's link drops the namespace:\n%.4000s", body)
+	}
+}
