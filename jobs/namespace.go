@@ -2,6 +2,7 @@ package jobs
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/fencecron/fencecron/fencedstore"
@@ -135,10 +136,15 @@ func (s *Spec) normalizeNamespace() {
 		return
 	}
 	// A reference to another namespace stays as written, for Validate
-	// to report.
+	// to report. The list is copied before it changes: a spec is often a
+	// copy whose slices are shared with one others read.
+	cloned := false
 	for i, p := range s.After {
-		if s.crossNamespace("", p) == "" {
-			s.After[i] = s.Resolve(p)
+		if r := s.Resolve(p); r != p && s.crossNamespace("", p) == "" {
+			if !cloned {
+				s.After, cloned = slices.Clone(s.After), true
+			}
+			s.After[i] = r
 		}
 	}
 	if s.Group != "" && s.crossNamespace("", s.Group) == "" {

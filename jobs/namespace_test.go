@@ -198,3 +198,14 @@ func TestValidQualifiedName(t *testing.T) {
 		}
 	}
 }
+
+// Normalize leaves the after list it was given alone: a copy of a spec
+// shares it with the original.
+func TestSpec_NormalizeCopiesAfter(t *testing.T) {
+	orig := jobs.Spec{Name: "mail", Namespace: "billing", After: []string{"report"}}
+	c := orig
+	c.Normalize()
+	if orig.After[0] != "report" || c.After[0] != "billing:report" {
+		t.Errorf("after: original %q, normalized copy %q", orig.After, c.After)
+	}
+}
