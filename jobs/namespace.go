@@ -151,7 +151,8 @@ func (s *Spec) normalizeNamespace() {
 		s.Group = s.Resolve(s.Group)
 	}
 	if g := s.GroupLimits; g != nil {
-		if gns, gq, _, gp := canonicalName(g.Namespace, g.Name); gp == "" {
+		// A copy too, if it changes: the limits are often shared.
+		if gns, gq, _, gp := canonicalName(g.Namespace, g.Name); gp == "" && (gns != g.Namespace || gq != g.Name) {
 			c := *g
 			c.Namespace, c.Name = gns, gq
 			s.GroupLimits = &c

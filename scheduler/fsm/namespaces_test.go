@@ -94,3 +94,58 @@ func TestFSM_NamespacesSnapshotRestore(t *testing.T) {
 		t.Error("the restored state lacks billing:report's run")
 	}
 }
+
+// A group named db in each of two namespaces is two groups: with
+// max_running 1 each, a run of each holds a place at once.
+func TestFSM_GroupsPerNamespace(t *testing.T) {
+	var specs []jobs.Spec
+	for _, ns := range []string{"", "billing"} {
+		for _, n := range []string{"a", "b"} {
+			s := jobs.Spec{Name: n, Namespace: ns, Schedules: []string{"@every 5s"}, Shell: "true", Group: "db",
+				GroupLimits: &jobs.Group{Name: "db", Namespace: ns, MaxRunning: 1, MaxWaiting: 1}}
+			s.Normalize()
+			specs = append(specs, s)
+		}
+	}
+	f := withSpecs(t, specs...)
+	for i, tc := range []struct {
+		job, group string
+		waits      bool
+	}{
+		{"a", "db", false}, {"billing:a", "billing:db", false}, {"b", "db", true}, {"billing:b", "billing:db", true},
+	} {
+		r := applyAt(t, f, 2, uint64(10+i), grant(tc.job, t0)).Run
+		if r.Group != tc.group || jobs.IsWaiting(r) != tc.waits {
+			t.Errorf("grant of %s: group %q, waiting %v; want %q, %v", tc.job, r.Group, jobs.IsWaiting(r), tc.group, tc.waits)
+		}
+	}
+}
+
+// after: resolves within the namespace: billing:b follows billing:a,
+// and a run of the default namespace's a starts nothing in billing.
+func TestFSM_AfterWithinNamespace(t *testing.T) {
+	var specs []jobs.Spec
+	for _, ns := range []string{"", "billing"} {
+		a := jobs.Spec{Name: "a", Namespace: ns, Schedules: []string{"@every 5s"}, Shell: "true"}
+		b := jobs.Spec{Name: "b", Namespace: ns, After: []string{"a"}, Shell: "true"}
+		specs = append(specs, a, b)
+	}
+	for i := range specs {
+		specs[i].Normalize()
+	}
+	f := withSpecs(t, specs...)
+	ra := applyAt(t, f, 2, 10, grant("a", t0))
+	applyAt(t, f, 2, 11, complete(ra.Run.Attempts[0].ID, jobs.Succeeded, 0, map[string]string{"b": "w1", "billing:b": "w1"}))
+	if _, ok := f.Run(jobs.RunID("b", t0)); !ok {
+		t.Error("b has no run after a succeeded")
+	}
+	if _, ok := f.Run(jobs.RunID("billing:b", t0)); ok {
+		t.Error("billing:b ran after the default namespace's a")
+	}
+	rba := applyAt(t, f, 2, 12, grant("billing:a", t0))
+	applyAt(t, f, 2, 13, complete(rba.Run.Attempts[0].ID, jobs.Succeeded, 0, map[string]string{"billing:b": "w1"}))
+	r, ok := f.Run(jobs.RunID("billing:b", t0))
+	if !ok || len(r.After) != 1 || r.After[0] != jobs.RunID("billing:a", t0) {
+		t.Errorf("billing:b after billing:a succeeded: %+v, %v", r, ok)
+	}
+}
