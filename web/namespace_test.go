@@ -17,6 +17,7 @@ func TestServer_Namespaces(t *testing.T) {
 	billing.Normalize()
 	f.state.mu.Lock()
 	f.state.specs = append(f.state.specs, billing)
+	f.state.runs = append([]jobs.Run{{ID: "billing:report@20260801T090000Z", Job: "billing:report", ScheduledAt: t0, State: jobs.Succeeded, Trigger: "schedule"}}, f.state.runs...)
 	f.state.mu.Unlock()
 	tests := []struct {
 		path     string
@@ -32,6 +33,10 @@ func TestServer_Namespaces(t *testing.T) {
 		{"/api/v1/jobs/billing:report", 200, []string{`"name": "billing:report"`}, nil},
 		{"/api/v1/jobs/sales:report?namespace=billing", 400, []string{`is of namespace sales, not billing`}, nil},
 		{"/api/v1/jobs/heartbeat?namespace=billing", 404, []string{`"job \"billing:heartbeat\": not found"`}, nil},
+		{"/api/v1/runs?namespace=billing", 200, []string{`"id": "billing:report@20260801T090000Z"`}, []string{`"id": "report@`, `"id": "heartbeat@`}},
+		{"/api/v1/runs?namespace=default", 200, []string{`"id": "report@20260801T090000Z"`, `"id": "heartbeat@`}, []string{`billing:report@`}},
+		{"/api/v1/runs?job=report&namespace=billing", 200, []string{`"id": "billing:report@20260801T090000Z"`}, []string{`"id": "report@`}},
+		{"/api/v1/runs?namespace=x/y", 400, []string{`namespace \"x/y\"`}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
