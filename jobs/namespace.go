@@ -64,14 +64,15 @@ func SplitQualified(q string) (ns, name string) {
 
 // canonicalName reads a name given with a namespace (either may be
 // empty; the name may be qualified already) and returns the canonical
-// namespace ("" for the default one) and the qualified name. It returns
+// namespace ("" for the default one), the qualified name and the name
+// within the namespace. It returns
 // a problem when the two disagree or either is not valid; a plain name's
 // own rules (ValidName) are left to the caller.
 func canonicalName(ns, name string) (canonNS, qualified, short string, problem string) {
 	short = name
 	if n, rest, ok := strings.Cut(name, fencedstore.NamespaceSep); ok {
 		switch {
-		case ns != "" && ns != n && !(n == DefaultNamespace && ns == DefaultNamespace):
+		case ns != "" && ns != n:
 			problem = fmt.Sprintf("%q is qualified with namespace %q, but namespace is %q", clip(name, 80), n, ns)
 		case !ValidNamespace(n):
 			problem = fmt.Sprintf("%q: namespace %q is not a DNS label of 1-%d lowercase letters, digits and '-'", clip(name, 80), clip(n, 40), MaxNamespaceLen)
@@ -123,9 +124,9 @@ func (s *Spec) Resolve(ref string) string {
 }
 
 // normalizeNamespace puts the job's name, after list and group in their
-// qualified form (the default namespace's plainly), and its namespace in canonical form ("" for the
-// default one). A name that disagrees with the namespace is left as it
-// is, for Validate to report.
+// qualified form (the default namespace's plainly), and its namespace in
+// canonical form ("" for the default one). A name that disagrees with
+// the namespace is left as it is, for Validate to report.
 func (s *Spec) normalizeNamespace() {
 	ns, q, _, problem := canonicalName(s.Namespace, s.Name)
 	if problem != "" {
