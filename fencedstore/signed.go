@@ -48,10 +48,14 @@ type Scope struct {
 }
 
 // Covers reports whether a token with scope s may write key. An empty
-// prefix covers nothing.
+// prefix covers nothing, and no scope covers a key of another namespace
+// than its job's (KeyNamespace, JobNamespace): a job of the default
+// namespace writes no key under NamespaceKeyRoot, whatever its prefix.
 func (s Scope) Covers(key string) bool {
 	switch {
 	case s.Prefix == "":
+		return false
+	case KeyNamespace(key) != JobNamespace(s.Job):
 		return false
 	case strings.HasSuffix(s.Prefix, "/"):
 		return strings.HasPrefix(key, s.Prefix)

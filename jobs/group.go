@@ -8,9 +8,13 @@ import (
 // Group is a concurrency group (the config's top-level groups): at most
 // MaxRunning runs of its jobs hold a place at once across the cluster;
 // up to MaxWaiting more wait for one, in fire-time order; a fire time
-// beyond that is skipped.
+// beyond that is skipped. A group belongs to a namespace (the default
+// one when Namespace is empty) and holds that namespace's jobs that name
+// it; its Name, like a job's, is qualified once a job's spec carries it
+// (Spec.Normalize).
 type Group struct {
 	Name       string `json:"name" yaml:"name"`
+	Namespace  string `json:"namespace,omitempty" yaml:"namespace"`
 	MaxRunning int    `json:"max_running" yaml:"max_running"`
 	MaxWaiting int    `json:"max_waiting" yaml:"max_waiting"`
 }
@@ -33,11 +37,16 @@ func (g Group) Check() []FieldError {
 	bad := func(field, format string, args ...any) {
 		errs = append(errs, FieldError{Field: field, Index: -1, Msg: fmt.Sprintf(format, args...)})
 	}
+	_, _, short, problem := canonicalName(g.Namespace, g.Name)
 	switch {
+	case g.Namespace != "" && g.Namespace != DefaultNamespace && !ValidNamespace(g.Namespace):
+		bad("namespace", "%q: want a DNS label of 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", clip(g.Namespace, 80), MaxNamespaceLen)
 	case g.Name == "":
 		bad("name", "required")
-	case len(g.Name) > MaxNameLen || !nameRE.MatchString(g.Name):
-		bad("name", "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", g.Name, MaxNameLen)
+	case problem != "":
+		bad("name", "%s", problem)
+	case len(short) > MaxNameLen || !nameRE.MatchString(short):
+		bad("name", "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", short, MaxNameLen)
 	}
 	if g.MaxRunning < 1 || g.MaxRunning > MaxGroupRunning {
 		bad("max_running", "%d: want at least 1 (and at most %d)", g.MaxRunning, MaxGroupRunning)
@@ -57,10 +66,16 @@ func (s *Spec) checkGroup() []FieldError {
 		return nil
 	case s.Group == "":
 		return []FieldError{{Field: "group", Index: -1, Msg: "group_limits given without a group"}}
+	case s.crossNamespace("group:", s.Group) != "":
+		return []FieldError{{Field: "group", Index: -1, Msg: s.crossNamespace("group:", s.Group)}}
 	case s.GroupLimits == nil:
+		_, short := SplitQualified(s.Group)
+		if ns := s.NamespaceName(); ns != DefaultNamespace {
+			return []FieldError{{Field: "group", Index: -1, Msg: fmt.Sprintf("%q is not defined in namespace %s: add it to the top-level groups of the same file (groups: [{name: %s, namespace: %s, max_running: 1}])", s.Group, ns, short, ns)}}
+		}
 		return []FieldError{{Field: "group", Index: -1, Msg: fmt.Sprintf("%q is not defined: add it to the top-level groups of the same file (groups: [{name: %s, max_running: 1}])", s.Group, s.Group)}}
-	case s.GroupLimits.Name != s.Group:
-		return []FieldError{{Field: "group", Index: -1, Msg: fmt.Sprintf("%q carries the limits of group %q", s.Group, s.GroupLimits.Name)}}
+	case s.GroupLimits.QualifiedName() != s.Resolve(s.Group):
+		return []FieldError{{Field: "group", Index: -1, Msg: fmt.Sprintf("%q carries the limits of group %q", s.Group, s.GroupLimits.QualifiedName())}}
 	}
 	var out []FieldError
 	for _, p := range s.GroupLimits.Check() {
@@ -113,4 +128,11 @@ func WaitingReason(group string) string { return "waiting for group " + group }
 // no attempt yet, and the waiting reason.
 func IsWaiting(r Run) bool {
 	return r.State == Pending && len(r.Attempts) == 0 && r.Group != "" && strings.HasPrefix(r.Reason, WaitingReason(r.Group))
+}
+
+// QualifiedName returns the group's qualified name: "NS:name" in a
+// namespace other than the default one, the plain name in it.
+func (g Group) QualifiedName() string {
+	_, q, _, _ := canonicalName(g.Namespace, g.Name)
+	return q
 }

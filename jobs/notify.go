@@ -158,13 +158,17 @@ func checkAfter(s *Spec) []FieldError {
 		errs = append(errs, FieldError{Field: "after", Index: -1,
 			Msg: "a job with after runs for its parents' scheduled times and has no schedule of its own: remove schedule or after"})
 	}
+	self := s.QualifiedName()
 	for i, p := range s.After {
+		_, short := SplitQualified(p)
 		switch {
-		case p == s.Name:
+		case s.Resolve(p) == self:
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q: a job cannot follow itself", p)})
-		case !nameRE.MatchString(p):
+		case !nameRE.MatchString(short):
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q is not a job name", clip(p, 80))})
-		case slices.Index(s.After, p) < i:
+		case s.crossNamespace("after:", p) != "":
+			errs = append(errs, FieldError{Field: "after", Index: i, Msg: s.crossNamespace("after:", p)})
+		case slices.IndexFunc(s.After, func(q string) bool { return s.Resolve(q) == s.Resolve(p) }) < i:
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q is listed twice", p)})
 		}
 	}
@@ -188,16 +192,25 @@ type AfterProblem struct {
 // the cycle that comes first in the set).
 func CheckAfter(specs []Spec) []AfterProblem {
 	idx := make(map[string]int, len(specs))
-	for i, s := range specs {
-		if _, dup := idx[s.Name]; !dup {
-			idx[s.Name] = i
+	for i := range specs {
+		if q := specs[i].QualifiedName(); !hasKey(idx, q) {
+			idx[q] = i
 		}
 	}
 	var out []AfterProblem
-	for n, s := range specs {
+	for n := range specs {
+		s := &specs[n]
 		for i, p := range s.After {
-			if _, ok := idx[p]; !ok && p != "" {
-				out = append(out, AfterProblem{Job: s.Name, Spec: n, Index: i, Msg: fmt.Sprintf("%q is not a job of this set", p)})
+			if s.crossNamespace("after:", p) != "" {
+				// Spec.Validate reports it.
+				continue
+			}
+			if _, ok := idx[s.Resolve(p)]; !ok && p != "" {
+				msg := fmt.Sprintf("%q is not a job of this set", p)
+				if ns := s.NamespaceName(); ns != DefaultNamespace {
+					msg = fmt.Sprintf("%q is not a job of namespace %s in this set (after: resolves within the job's own namespace)", p, ns)
+				}
+				out = append(out, AfterProblem{Job: s.Name, Spec: n, Index: i, Msg: msg})
 			}
 		}
 	}
@@ -215,7 +228,7 @@ func CheckAfter(specs []Spec) []AfterProblem {
 		color[i] = grey
 		stack = append(stack, i)
 		for k, p := range specs[i].After {
-			j, ok := idx[p]
+			j, ok := idx[specs[i].Resolve(p)]
 			if !ok {
 				continue
 			}
@@ -264,4 +277,9 @@ func (n Notify) CheckTarget(l Limits) error {
 		return errs[0]
 	}
 	return nil
+}
+
+func hasKey[K comparable, V any](m map[K]V, k K) bool {
+	_, ok := m[k]
+	return ok
 }

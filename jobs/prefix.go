@@ -3,6 +3,8 @@ package jobs
 import (
 	"sort"
 	"strings"
+
+	"github.com/fencecron/fencecron/fencedstore"
 )
 
 // OutputPrefix returns the key scope of the job's fence tokens: the literal
@@ -10,6 +12,11 @@ import (
 // first "{{". Every key the template can render starts with it, so a token
 // signed with this scope can publish the job's outputs (and, with
 // `fencecron publish`, further keys beside them) and nothing outside.
+//
+// A job of a namespace other than the default one has its scope under the
+// namespace's prefix ("ns/NS/", fencedstore.NamespacePrefix), as its
+// output keys are; the store refuses any token a key of another
+// namespace than its job's (fencedstore.Scope.Covers).
 //
 // It is never empty: a scope of "" would cover every key of the store, and
 // one job could overwrite any other's outputs. A job without an output, or
@@ -19,14 +26,15 @@ import (
 // publishes its stdout, with a token of its own for exactly that key, but
 // the job's own `fencecron publish` to it is refused.
 func (s *Spec) OutputPrefix() string {
+	ns := fencedstore.NamespacePrefix(s.NamespaceName())
 	lit := s.Output
 	if i := strings.Index(lit, "{{"); i >= 0 {
 		lit = lit[:i]
 	}
 	if i := strings.LastIndexByte(lit, '/'); i >= 0 {
-		return lit[:i+1]
+		return ns + lit[:i+1]
 	}
-	return s.Name + "/"
+	return ns + s.ShortName() + "/"
 }
 
 // OutputOutsideScope reports whether key, one of the job's rendered output

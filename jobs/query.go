@@ -17,6 +17,9 @@ type Query struct {
 	State State
 	// Paused, if set, selects the paused jobs only.
 	Paused bool
+	// Namespace, if set, selects the jobs of that namespace only
+	// (DefaultNamespace: those that name none).
+	Namespace string
 	// After, if set, starts the page after the job of that name (a
 	// cursor: it need not be in the set any more).
 	After string
@@ -45,15 +48,20 @@ type Page struct {
 
 // Filtered reports whether q selects by more than the cursor: if not,
 // every job matches and nothing need be looked at.
-func (q *Query) Filtered() bool { return q.Text != "" || q.State != "" || q.Paused }
+func (q *Query) Filtered() bool {
+	return q.Text != "" || q.State != "" || q.Paused || q.Namespace != ""
+}
 
-// Matches reports whether the job of spec s matches q's text, state and
-// paused filters. paused says whether the job is paused (by its spec or
+// Matches reports whether the job of spec s matches q's text, state,
+// paused and namespace filters. paused says whether the job is paused (by its spec or
 // by an operator); last returns the state of its newest run, ok false if
 // it has none, and is called only if q selects by state. text is q.Text
 // in lower case and trimmed (SearchText), computed once per search.
 func (q *Query) Matches(s *Spec, paused bool, last func() (State, bool), text string) bool {
 	if q.Paused && !paused {
+		return false
+	}
+	if q.Namespace != "" && s.NamespaceName() != q.Namespace {
 		return false
 	}
 	if q.State != "" {

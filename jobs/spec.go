@@ -41,7 +41,14 @@ const (
 // the replicated log's names of the fields, its yaml tags the config
 // file's (the config parser decodes the jobs section straight into it).
 type Spec struct {
-	Name      string   `json:"name" yaml:"name"`
+	// Name is the job's name within its namespace as the config writes
+	// it; Normalize makes it the qualified name ("NS:name", or the plain
+	// name in the default namespace: see namespace.go), which the
+	// replicated state, run ids and the API name the job by.
+	Name string `json:"name" yaml:"name"`
+	// Namespace is the job's namespace; "" (after Normalize) is the
+	// default one.
+	Namespace string   `json:"namespace,omitempty" yaml:"namespace"`
 	Schedules []string `json:"schedules" yaml:"schedules"`
 	Timezone  string   `json:"timezone,omitempty" yaml:"timezone"`
 	// Command is an argv list; Shell, if set instead, runs through /bin/sh -c.
@@ -135,8 +142,11 @@ func (h History) Check(zeroOK bool) []FieldError {
 	return errs
 }
 
-// Normalize fills in defaults for unset fields.
+// Normalize fills in defaults for unset fields, and names the job, the
+// jobs it follows and its group by their qualified names
+// (normalizeNamespace).
 func (s *Spec) Normalize() {
+	s.normalizeNamespace()
 	if s.Timeout == 0 {
 		s.Timeout = Duration(DefaultTimeout)
 	}
@@ -232,16 +242,24 @@ func (s *Spec) OutputKeyBeforeV7(scheduled time.Time) (string, error) {
 	}
 	data := s.templateData(scheduled, loc)
 	b, err := renderUnbounded("output", s.Output, data)
-	return string(b), err
+	return fencedstore.NamespacePrefix(s.NamespaceName()) + string(b), err
 }
 
 // renderOutput renders the output key template for a scheduled time seen
 // in loc, within the bounds of template.go: a key is at most fencedstore.MaxKeyLen
 // bytes.
+//
+// The key of a job of a namespace other than the default one lies under
+// the namespace's prefix (fencedstore.NamespacePrefix), the template
+// rendering the rest of it.
 func (s *Spec) renderOutput(scheduled time.Time, loc *time.Location) (string, error) {
 	data := s.templateData(scheduled, loc)
-	b, err := renderTemplate("output", s.Output, data, fencedstore.MaxKeyLen)
-	return string(b), err
+	prefix := fencedstore.NamespacePrefix(s.NamespaceName())
+	b, err := renderTemplate("output", s.Output, data, fencedstore.MaxKeyLen-len(prefix))
+	if err != nil || prefix == "" {
+		return string(b), err
+	}
+	return prefix + string(b), nil
 }
 
 // Duration is a time.Duration that reads and writes as "90s" in JSON.

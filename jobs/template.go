@@ -68,7 +68,7 @@ type OutputData struct {
 // templateData is what a job's templates see for one scheduled time seen
 // in loc.
 func (s *Spec) templateData(scheduled time.Time, loc *time.Location) OutputData {
-	return OutputData{Job: s.Name, RunID: RunID(s.Name, scheduled), Scheduled: scheduled.In(loc)}
+	return OutputData{Job: s.ShortName(), RunID: RunID(s.QualifiedName(), scheduled), Scheduled: scheduled.In(loc)}
 }
 
 // renderTemplate parses text as a template named name under the rules

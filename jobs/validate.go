@@ -97,12 +97,7 @@ type Limits struct {
 // that fails it.
 func (s *Spec) Validate(l Limits) error {
 	var errs fieldErrors
-	switch {
-	case s.Name == "":
-		errs.bad("name", -1, "required")
-	case !ValidName(s.Name):
-		errs.bad("name", -1, "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", s.Name, MaxNameLen)
-	}
+	s.checkNamespace(&errs)
 
 	loc, zerr := LoadZone(s.Timezone)
 	if zerr != nil {
@@ -299,6 +294,9 @@ func (s *Spec) checkOutput(loc *time.Location) error {
 	}
 	if err := fencedstore.CheckKey(key); err != nil {
 		return fmt.Errorf("renders %q, not a valid store key: %v", clip(key, 60), err)
+	}
+	if ns := fencedstore.KeyNamespace(key); ns != s.NamespaceName() {
+		return fmt.Errorf("renders %q, a key of namespace %q: keys under %s belong to namespaces, and a job writes only its own namespace's", clip(key, 60), clip(ns, 40), fencedstore.NamespaceKeyRoot)
 	}
 	return nil
 }

@@ -13,7 +13,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore"
 )
 
-// jobsYAML is the workload: three jobs whose runs contend for keys.
+// jobsYAML is the workload: four jobs whose runs contend for keys.
 //
 //   - shared-a fires every second and takes up to 1.9 s, so consecutive
 //     runs overlap (overlap: allow): each run establishes its newer token
@@ -25,6 +25,11 @@ import (
 //   - report writes one key per run, runs up to 3.9 s and is replaced by
 //     the next run (overlap: replace, misfire: all): takeovers and
 //     cancellations race within one run's key.
+//   - shared-a of namespace billing has the default shared-a's name and
+//     output template, and behaves as it does every other second: it is
+//     another job (billing:shared-a, its runs and tokens its own), whose
+//     key is ns/billing/shared/a, so a namespace's runs contend among
+//     themselves and never with the default namespace's.
 //
 // Durations come from the attempt's own sequence number, so a run's
 // behaviour follows from its token.
@@ -57,6 +62,16 @@ func jobsYAML(lease time.Duration) string {
     misfire: all
     lease_ttl: %[1]s
     retries: 3
+    backoff: 1s
+    timeout: 20s
+  - name: shared-a
+    namespace: billing
+    schedule: "*/2 * * * * *"
+    shell: 'sleep $((FENCECRON_SEQ %% 2)).$((FENCECRON_SEQ %% 10)); echo "$FENCECRON_ATTEMPT $FENCECRON_EPOCH.$FENCECRON_SEQ $FENCECRON_NODE"'
+    output: shared/a
+    overlap: allow
+    lease_ttl: %[1]s
+    retries: 2
     backoff: 1s
     timeout: 20s
 `, l)

@@ -173,7 +173,7 @@ func (h *Harness) waitReady(ctx context.Context) error {
 	h.setLeader(a.Leader)
 	// The job list, not the whole set's export: the export needs the API
 	// token unless it is asked from the node's own host, and the nodes
-	// live in network namespaces of their own. Three jobs fit one page.
+	// live in network namespaces of their own. Four jobs fit one page.
 	var list wire.JobList
 	if err := h.c.Node(a.Leader).GetJSON("/api/v1/jobs", &list); err != nil {
 		return err

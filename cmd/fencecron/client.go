@@ -22,12 +22,15 @@ import (
 
 // client talks to one node's HTTP API.
 type client struct {
-	base   string
-	token  string
-	json   bool
-	out    io.Writer
-	errOut io.Writer
-	http   *http.Client
+	base  string
+	token string
+	// namespace, if set, is sent with every request about jobs and runs
+	// (namespacedPath): job names are read in it, lists filtered by it.
+	namespace string
+	json      bool
+	out       io.Writer
+	errOut    io.Writer
+	http      *http.Client
 }
 
 // clientFlags parses the flags every client command takes, and those more
@@ -41,9 +44,10 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	addr := fs.String("addr", defaultAddr(), "address of any node's HTTP API (or FENCECRON_ADDR)")
 	asJSON := fs.Bool("json", false, "print the API's JSON answer")
 	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "the API token (api.token) that trigger, pause, resume and apply need (or FENCECRON_API_TOKEN)")
+	namespace := fs.String("namespace", os.Getenv("FENCECRON_NAMESPACE"), "the namespace job names are read in, and lists of jobs filtered by (or FENCECRON_NAMESPACE; default: jobs are named NS:NAME, all listed)")
 	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-insecure] [-token TOKEN] [-json] %s\n", name, argUsage)
+		fmt.Fprintf(stderr, "usage: fencecron %s [-addr HOST:PORT|https://HOST:PORT] [-ca FILE] [-insecure] [-token TOKEN] [-namespace NS] [-json] %s\n", name, argUsage)
 		fs.PrintDefaults()
 	}
 	// The argument may come before the flags too (trigger JOB -addr X),
@@ -58,6 +62,9 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 		fs.Usage()
 		return nil, nil, flag.ErrHelp
 	}
+	if *namespace != "" && !jobs.ValidNamespace(*namespace) {
+		return nil, nil, fmt.Errorf("-namespace %q: want a DNS label of 1-%d lowercase letters, digits and '-'", *namespace, jobs.MaxNamespaceLen)
+	}
 	base := *addr
 	if !strings.Contains(base, "://") {
 		base = "http://" + base
@@ -70,7 +77,7 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 		tf.warnInsecure(stderr, base, "the API token")
 	}
 	hc := &http.Client{Timeout: 30 * time.Second, Transport: tr}
-	return &client{base: strings.TrimRight(base, "/"), token: *token, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
+	return &client{base: strings.TrimRight(base, "/"), token: *token, namespace: *namespace, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }
 
 // do sends a request and decodes a JSON answer into v; a non-2xx answer
@@ -85,6 +92,13 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 			return err
 		}
 		rd = bytes.NewReader(b)
+	}
+	if c.namespace != "" && namespacedPath(path) {
+		sep := "?"
+		if strings.Contains(path, "?") {
+			sep = "&"
+		}
+		path += sep + "namespace=" + url.QueryEscape(c.namespace)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
@@ -186,6 +200,14 @@ func runJobs(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		cursor = out.Next
 	}
 	return tw.Flush()
+}
+
+// namespacedPath reports whether the API reads a namespace parameter on
+// path: a job's routes, the list of jobs, runs, events and skips.
+func namespacedPath(path string) bool {
+	p, _, _ := strings.Cut(path, "?")
+	return p == "/api/v1/jobs" || strings.HasPrefix(p, "/api/v1/jobs/") ||
+		p == "/api/v1/runs" || p == "/api/v1/events" || p == "/api/v1/skips"
 }
 
 // jobSetPath is the export of the whole job set, which needs the API

@@ -579,3 +579,38 @@ func TestHandler_Floor(t *testing.T) {
 		t.Errorf("the client's error: %v, want RevokedError at 2.5 wrapping ErrStaleOwner", err)
 	}
 }
+
+// A token of namespace billing cannot write under another namespace's
+// keys, nor the default namespace's, even when its prefix claims them;
+// under its own it writes.
+func TestHandler_NamespaceScope(t *testing.T) {
+	store, srv := serve(t, storetest.Options{}, nil)
+	sg := mustSigner(t, secret)
+	job := httpstore.NewClient(strings.TrimPrefix(srv.URL, "http://"), nil)
+	signAs := func(jobName, prefix string) string {
+		t.Helper()
+		text, err := sg.Sign(fencedstore.SignedToken{Token: fencedstore.Token{Epoch: 2, Seq: 5}, Attempt: jobName + "@x.1", Scope: fencedstore.Scope{Job: jobName, Prefix: prefix}, Expires: time.Now().Add(time.Hour)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return text
+	}
+	ctx := context.Background()
+	own := signAs("billing:report", "ns/billing/reports/")
+	if res, err := job.PublishSigned(ctx, own, fencedstore.PublishRequest{Key: "ns/billing/reports/a.csv", Body: []byte("a")}); err != nil || res.Outcome != fencedstore.Applied {
+		t.Fatalf("publish in its own namespace: %+v, %v", res, err)
+	}
+	for _, tc := range []struct{ name, tok, key string }{
+		{"other namespace", own, "ns/sales/reports/a.csv"},
+		{"wide prefix into another namespace", signAs("billing:report", "ns/"), "ns/sales/reports/a.csv"},
+		{"default namespace's key", signAs("billing:report", "reports/"), "reports/a.csv"},
+		{"default job into a namespace", signAs("report", "ns/"), "ns/billing/reports/b.csv"},
+	} {
+		if _, err := job.PublishSigned(ctx, tc.tok, fencedstore.PublishRequest{Key: tc.key, Body: []byte("x")}); !errors.Is(err, fencedstore.ErrOutOfScope) {
+			t.Errorf("%s: publish %s: err = %v, want ErrOutOfScope", tc.name, tc.key, err)
+		}
+		if _, err := store.Get(ctx, tc.key); err == nil {
+			t.Errorf("%s: %s was written", tc.name, tc.key)
+		}
+	}
+}

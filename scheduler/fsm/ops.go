@@ -41,9 +41,14 @@ var opTable = []opSpec{
 		at:    func(c *replicated.Command) time.Time { return c.Elected.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyElected(l, c.Elected) }},
 	{name: replicated.OpSetJobs, since: 1,
-		has:   func(c *replicated.Command) bool { return c.SetJobs != nil },
-		at:    func(c *replicated.Command) time.Time { return c.SetJobs.At },
-		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applySetJobs(l, c.SetJobs) }},
+		has: func(c *replicated.Command) bool { return c.SetJobs != nil },
+		at:  func(c *replicated.Command) time.Time { return c.SetJobs.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			if err := namespacesAllowed(c.V, c.SetJobs.Jobs); err != nil {
+				return ApplyResult{Err: err}
+			}
+			return f.applySetJobs(l, c.SetJobs)
+		}},
 	{name: replicated.OpGrant, since: 1, mints: always,
 		has: func(c *replicated.Command) bool { return c.Grant != nil },
 		at:  func(c *replicated.Command) time.Time { return c.Grant.At },
@@ -132,6 +137,9 @@ var opTable = []opSpec{
 		has: func(c *replicated.Command) bool { return c.SetJobsDiff != nil },
 		at:  func(c *replicated.Command) time.Time { return c.SetJobsDiff.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult {
+			if err := namespacesAllowed(c.V, c.SetJobsDiff.Upsert); err != nil {
+				return ApplyResult{Err: err}
+			}
 			return f.applySetJobsDiff(l, c.SetJobsDiff)
 		}},
 	{name: replicated.OpStarts, since: replicated.VersionStartBatches,

@@ -23,8 +23,10 @@ const (
 
 // RunQuery selects runs. Zero fields select everything; Limit 0 is 100.
 type RunQuery struct {
-	Job    string
-	States []jobs.State
+	Job string
+	// Namespace, if set, selects the runs of that namespace's jobs.
+	Namespace string
+	States    []jobs.State
 	// Since and Until bound the scheduled time (Until exclusive).
 	Since, Until time.Time
 	Limit        int
@@ -41,6 +43,8 @@ type RunPage struct {
 func (q RunQuery) match(r jobs.Run) bool {
 	switch {
 	case q.Job != "" && r.Job != q.Job:
+		return false
+	case q.Namespace != "" && jobNamespace(r.Job) != q.Namespace:
 		return false
 	case len(q.States) > 0 && !slices.Contains(q.States, r.State):
 		return false
@@ -478,4 +482,10 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 		out.Events = []jobs.Event{}
 	}
 	return out, nil
+}
+
+// jobNamespace returns the namespace of a job by its qualified name.
+func jobNamespace(job string) string {
+	ns, _ := jobs.SplitQualified(job)
+	return ns
 }

@@ -303,7 +303,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "8"
+var logVersionText = "9"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

@@ -185,5 +185,14 @@ func CheckJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
 	if err := jobs.CheckSet(specs, l); err != nil {
 		return nil, err
 	}
+	if LogVersion < VersionNamespaces {
+		// A binary built to write an older version (the upgrade tests
+		// build one) replicates no namespace, as that version did not.
+		for i := range specs {
+			if ns := specs[i].NamespaceName(); ns != jobs.DefaultNamespace {
+				return nil, fmt.Errorf("%w: job %s: namespaces need log version %d; this binary writes %d", jobs.ErrInvalidConfig, specs[i].Name, VersionNamespaces, LogVersion)
+			}
+		}
+	}
 	return specs, nil
 }

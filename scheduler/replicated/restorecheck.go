@@ -120,7 +120,7 @@ func (p *restoreProblems) fireTime(what string, t time.Time) {
 
 // jobName checks a job name the state refers to.
 func (p *restoreProblems) jobName(what, name string) {
-	if !jobs.ValidName(name) {
+	if !jobs.ValidQualifiedName(name) {
 		p.add("%s: %q is not a job name", what, Clip(name, 80))
 	}
 }

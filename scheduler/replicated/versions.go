@@ -82,4 +82,12 @@ const (
 	// VersionHTTPStatus (8): a completion of an HTTP job's attempt records the
 	// response's status and size (Attempt.HTTPStatus, ResponseBytes).
 	VersionHTTPStatus = 8
+	// VersionNamespaces (9): a job may belong to a namespace (jobs.Spec
+	// Namespace, its Name qualified "NS:name"); its output keys and token
+	// scope lie under "ns/NS/" (jobs/namespace.go). A job set of an
+	// older entry holds no namespaced job: Apply refuses one
+	// (namespaces.go). A server of version 8 would read such a job's
+	// name as a plain one and scope its tokens elsewhere, so it must stop
+	// at the first entry of version 9, as it does.
+	VersionNamespaces = 9
 )

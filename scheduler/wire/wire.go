@@ -79,8 +79,11 @@ type MemberStatus struct {
 // Job is a job spec as the API shows it (GET /api/v1/jobs/{name}).
 type Job struct {
 	jobs.Spec
-	NextFire time.Time `json:"next_fire,omitzero"`
-	LastRun  *jobs.Run `json:"last_run,omitempty"`
+	// Namespace is the job's namespace, "default" included (the spec's
+	// own field, which it hides, is empty for the default one).
+	Namespace string    `json:"namespace"`
+	NextFire  time.Time `json:"next_fire,omitzero"`
+	LastRun   *jobs.Run `json:"last_run,omitempty"`
 	// Redacted says the spec's secrets are hidden (jobs.Redact): the
 	// reader holds no API token.
 	Redacted bool `json:"redacted,omitempty"`

@@ -688,6 +688,10 @@ func (w *Worker) env(a Assignment, traceparent string) []string {
 		"FENCECRON_STORE_CA=" + w.StoreCA,
 		"FENCECRON_NODE=" + w.ID,
 	}
+	if ns := a.Spec.NamespaceName(); ns != jobs.DefaultNamespace {
+		// The CLI reads job names in it (client commands' -namespace).
+		env = append(env, "FENCECRON_NAMESPACE="+ns)
+	}
 	if w.TokenText != nil {
 		env = append(env, "FENCECRON_TOKEN="+w.TokenText(a))
 	}

@@ -97,6 +97,12 @@ func JobQuery(r *http.Request, defaultLimit int) (jobs.Query, error) {
 		}
 		q.Paused = b
 	}
+	if ns := v.Get("namespace"); ns != "" {
+		if !jobs.ValidNamespace(ns) {
+			return q, BadRequest("namespace %q: want a DNS label of 1-%d lowercase letters, digits and '-'", clipParam(ns), jobs.MaxNamespaceLen)
+		}
+		q.Namespace = ns
+	}
 	if c := v.Get("cursor"); c != "" {
 		after, err := decodeJobCursor(c)
 		if err != nil {
@@ -155,7 +161,7 @@ func (s *Server) FindJobs(q jobs.Query, full bool) ([]wire.Job, string, jobs.Pag
 // apiJob is a job as the API shows it; without full, its secrets
 // hidden (jobs.Redact).
 func apiJob(spec jobs.Spec, last *jobs.Run, now time.Time, full bool) wire.Job {
-	j := wire.Job{Spec: spec, LastRun: last}
+	j := wire.Job{Spec: spec, Namespace: spec.NamespaceName(), LastRun: last}
 	if !full {
 		j.Spec, j.Redacted = jobs.Redact(spec)
 	}
@@ -200,7 +206,12 @@ func (s *Server) handleJob(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	j, err := s.Job(chi.URLParam(r, "name"), full)
+	name, err := JobName(r, chi.URLParam(r, "name"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	j, err := s.Job(name, full)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -279,7 +290,12 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 		}
 		force = f
 	}
-	run, err := s.Scheduler.Trigger(r.Context(), chi.URLParam(r, "name"), force)
+	name, err := JobName(r, chi.URLParam(r, "name"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	run, err := s.Scheduler.Trigger(r.Context(), name, force)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -289,7 +305,11 @@ func (s *Server) handleTrigger(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) handlePause(paused bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		name := chi.URLParam(r, "name")
+		name, err := JobName(r, chi.URLParam(r, "name"))
+		if err != nil {
+			s.Error(w, r, err)
+			return
+		}
 		if err := s.Scheduler.Pause(r.Context(), name, paused); err != nil {
 			s.Error(w, r, err)
 			return
@@ -412,4 +432,26 @@ func nonNil[T any](s []T) []T {
 		return []T{}
 	}
 	return s
+}
+
+// JobName returns the qualified name of the job a request names: the
+// {name} of its path (or, for runs and events, its job parameter) in the
+// namespace of its namespace parameter, if any. A name qualified already
+// ("billing:report") needs none; one whose namespace disagrees with the
+// parameter is a bad request.
+func JobName(r *http.Request, name string) (string, error) {
+	ns := r.URL.Query().Get("namespace")
+	if ns == "" || name == "" {
+		return name, nil
+	}
+	if !jobs.ValidNamespace(ns) {
+		return "", BadRequest("namespace %q: want a DNS label of 1-%d lowercase letters, digits and '-'", clipParam(ns), jobs.MaxNamespaceLen)
+	}
+	if !strings.Contains(name, ":") {
+		return jobs.QualifiedName(ns, name), nil
+	}
+	if has, _ := jobs.SplitQualified(name); has != ns {
+		return "", BadRequest("job %q is of namespace %s, not %s", clipParam(name), has, ns)
+	}
+	return name, nil
 }

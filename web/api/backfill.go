@@ -21,7 +21,11 @@ const maxBackfillBody = 4 << 10
 // lists them; it answers what was (or would be) created and which times
 // already had a run.
 func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
-	name := chi.URLParam(r, "name")
+	name, err := JobName(r, chi.URLParam(r, "name"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
 	var body wire.BackfillBody
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxBackfillBody))
 	dec.DisallowUnknownFields()

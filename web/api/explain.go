@@ -18,7 +18,12 @@ import (
 // time such as 2026-03-29T02:30 read in the job's zone), from the
 // replicated state and this node's history.
 func (s *Server) handleExplain(w http.ResponseWriter, r *http.Request) {
-	ex, err := s.explain(chi.URLParam(r, "name"), r.URL.Query().Get("at"))
+	name, err := JobName(r, chi.URLParam(r, "name"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	ex, err := s.explain(name, r.URL.Query().Get("at"))
 	if err != nil {
 		s.Error(w, r, err)
 		return

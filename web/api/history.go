@@ -42,7 +42,8 @@ const (
 	defaultEventLimit = 500
 )
 
-// runQuery reads GET /api/v1/runs's parameters: job, state (one or more,
+// runQuery reads GET /api/v1/runs's parameters: job (read in namespace,
+// if given: JobName), namespace (without a job: that namespace's runs), state (one or more,
 // comma-separated), since (an RFC 3339 time, or a duration such as 24h or
 // 7d meaning that long ago), until (RFC 3339, exclusive), limit (1 to
 // history.MaxRunLimit, default 100) and cursor (a page's next).
@@ -50,6 +51,15 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 	v := r.URL.Query()
 	q := history.RunQuery{Job: v.Get("job"), Cursor: v.Get("cursor"), Limit: defaultRunLimit}
 	var err error
+	if q.Job, err = JobName(r, q.Job); err != nil {
+		return q, err
+	}
+	if ns := v.Get("namespace"); ns != "" && q.Job == "" {
+		if !jobs.ValidNamespace(ns) {
+			return q, BadRequest("namespace %q: want a DNS label of 1-%d lowercase letters, digits and '-'", clipParam(ns), jobs.MaxNamespaceLen)
+		}
+		q.Namespace = ns
+	}
 	if q.Limit, err = limitParam(v, defaultRunLimit, history.MaxRunLimit); err != nil {
 		return q, err
 	}
@@ -73,6 +83,11 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 	v := r.URL.Query()
 	q := history.EventQuery{Job: v.Get("job"), Kind: v.Get("kind"), Cursor: v.Get("cursor")}
+	job, err := JobName(r, q.Job)
+	if err != nil {
+		return q, err
+	}
+	q.Job = job
 	if a := v.Get("after"); a != "" {
 		n, err := strconv.ParseUint(a, 10, 64)
 		if err != nil {
@@ -80,7 +95,6 @@ func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 		}
 		q.After = n
 	}
-	var err error
 	if q.Limit, err = limitParam(v, defaultEventLimit, history.MaxEventLimit); err != nil {
 		return q, err
 	}

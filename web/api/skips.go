@@ -9,5 +9,10 @@ import (
 // handleSkips lists the fire times the leader deliberately did not run,
 // as ranges with a reason (misfire and catch-up policies).
 func (s *Server) handleSkips(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(r.URL.Query().Get("job")))})
+	job, err := JobName(r, r.URL.Query().Get("job"))
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	WriteJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(job))})
 }

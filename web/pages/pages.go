@@ -165,6 +165,9 @@ func (s *Dashboard) handleJobsPage(w http.ResponseWriter, r *http.Request) {
 	if q.Paused {
 		search.Set("paused", "true")
 	}
+	if q.Namespace != "" {
+		search.Set("namespace", q.Namespace)
+	}
 	if next != "" {
 		v := maps.Clone(search)
 		v.Set("cursor", next)

@@ -407,10 +407,16 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 			}
 		}
 		spec := &out[i]
-		if line, dup := names[spec.Name]; dup && spec.Name != "" {
-			d.errorf(d.at(e.path+".name"), e.path+".name", "%q is already the name of the job on line %d", spec.Name, line)
+		// Names are unique within a namespace.
+		q := spec.QualifiedName()
+		if line, dup := names[q]; dup && spec.Name != "" {
+			in := ""
+			if ns := spec.NamespaceName(); ns != jobs.DefaultNamespace {
+				in = " in namespace " + ns
+			}
+			d.errorf(d.at(e.path+".name"), e.path+".name", "%q is already the name of the job on line %d%s", spec.Name, line, in)
 		} else {
-			names[spec.Name] = e.line
+			names[q] = e.line
 		}
 		d.checkJob(invalid[i], e.path, failed)
 		if h := spec.HTTP; h != nil && h.CAFile != "" && !failed["http"] {

@@ -6,7 +6,8 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// checkGroups checks the top-level groups (names unique DNS labels,
+// checkGroups checks the top-level groups (names unique DNS labels within
+// their namespace,
 // max_running at least 1, max_waiting 0 to jobs.MaxGroupWaiting, default
 // jobs.DefaultGroupMaxWaiting), and gives each job of the file that names
 // a group that group's limits: the job set then carries every limit to
@@ -33,11 +34,12 @@ func (d *decoder) checkGroups(groups []jobs.Group, entries []jobEntry) []jobs.Gr
 			}
 			ok = false
 		}
-		if j, dup := byName[g.Name]; dup && g.Name != "" {
+		// Names are unique within a namespace.
+		if j, dup := byName[g.QualifiedName()]; dup && g.Name != "" {
 			d.errorf(d.at(path+".name"), path+".name", "%q is already the name of groups[%d]", g.Name, j)
 			continue
 		}
-		byName[g.Name] = i
+		byName[g.QualifiedName()] = i
 		if ok {
 			out = append(out, *g)
 		}
@@ -47,7 +49,8 @@ func (d *decoder) checkGroups(groups []jobs.Group, entries []jobEntry) []jobs.Gr
 		if s.Group == "" {
 			continue
 		}
-		if j, ok := byName[s.Group]; ok {
+		// A job's group is one of its own namespace.
+		if j, ok := byName[s.Resolve(s.Group)]; ok {
 			limits := groups[j]
 			s.GroupLimits = &limits
 		}
