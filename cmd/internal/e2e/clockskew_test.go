@@ -41,7 +41,7 @@ func skewMetric(n *localcluster.Node, series string) (float64, error) {
 // and n2 are not flagged to each other, and n3 sees them 3 s behind.
 func TestCluster_ClockSkewFlagged(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast",
+	c := startCluster(t, localcluster.Options{Servers: 3,
 		Env: map[string][]string{"n3": {"FENCECRON_FAULTS=clock-offset-ms=3000"}}})
 	agree(t, c, 60*time.Second)
 	n1, n2, n3 := c.Node("n1"), c.Node("n2"), c.Node("n3")

@@ -40,7 +40,7 @@ func TestCluster_ForcedRelease(t *testing.T) {
     lease_ttl: 6s
     timeout: 10m
 `, dir)
-	c := startRaceCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: job})
+	c := startRaceCluster(t, localcluster.Options{Servers: 3, Jobs: job})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
 	waitAlive(t, leader, "n1", "n2", "n3")

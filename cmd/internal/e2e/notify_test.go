@@ -215,7 +215,7 @@ func TestNotify_OncePerFailureAcrossLeaderKills(t *testing.T) {
 	srv := httptest.NewServer(hooks)
 	defer srv.Close()
 
-	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true, Profile: "fast",
+	c := startCluster(t, localcluster.Options{Servers: 3, StoreNode: true,
 		Sections: fmt.Sprintf("notify:\n  host: 127.0.0.1\n  port: %d\n  from: fencecron@localhost\n", smtp.Port),
 		Jobs: fmt.Sprintf(`  - name: boom
     schedule: "@yearly"
@@ -427,7 +427,7 @@ func TestNotify_StuckWebhookDelaysOnlyItsOwn(t *testing.T) {
     shell: 'exit 3'
     notify: [{on: [failed], webhook: %q}]
 `, okSrv.URL+"/hook")
-	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: js.String()})
+	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: js.String()})
 	leader := c.Node(agree(t, c, 60*time.Second).Leader)
 
 	// failed waits until run failed.

@@ -73,7 +73,7 @@ const securityJobs = `
 // moves, the job set stays, the forged job never runs.
 func TestSecurity_ForgedRaftMessagesRefused(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: securityJobs})
+	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: securityJobs})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
 	var follower *localcluster.Node
@@ -210,7 +210,7 @@ func TestSecurity_NothingInCleartext(t *testing.T) {
 	t.Parallel()
 	bin := tcpdump(t)
 	publishedFile := filepath.Join(t.TempDir(), "published")
-	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true, Profile: "fast", Jobs: leakJobs(publishedFile)})
+	c := startCluster(t, localcluster.Options{Servers: 3, Workers: 1, StoreNode: true, Jobs: leakJobs(publishedFile)})
 	a := agree(t, c, 30*time.Second)
 	leader := c.Node(a.Leader)
 	waitAlive(t, leader, "w1", "store")
@@ -545,7 +545,7 @@ const rollJobs = `
 // node holds the old one.
 func TestSecurity_SecretRollWithoutOutage(t *testing.T) {
 	t.Parallel()
-	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast", Jobs: rollJobs})
+	c := startCluster(t, localcluster.Options{Servers: 3, Jobs: rollJobs})
 	oldSecret := c.Secret
 	newSecret := "rolled-cluster-secret-" + strconv.FormatInt(time.Now().UnixNano(), 36) + "-0123456789"
 	agree(t, c, 30*time.Second)

@@ -43,7 +43,10 @@ type Options struct {
 	// use PostgresURL if set, else the first server serves the store.
 	StoreNode   bool
 	PostgresURL string
-	// Profile is "default" or "fast".
+	// Profile is "default" (the default) or "fast". Under "fast" a leader
+	// steps down after 100 ms without a quorum's answer, which a loaded
+	// machine's scheduling delays alone can cause; tests that are not
+	// about election speed use the default.
 	Profile string
 	// Jobs is the YAML of the jobs section (a list), given to every node.
 	Jobs string

@@ -15,7 +15,7 @@ import (
 // would write.
 func Prepare(o Options) (*Cluster, error) {
 	if o.Profile == "" {
-		o.Profile = "fast"
+		o.Profile = "default"
 	}
 	if err := os.MkdirAll(o.Dir, 0o755); err != nil {
 		return nil, err
