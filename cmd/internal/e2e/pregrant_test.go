@@ -49,7 +49,7 @@ func preJobs(starts string) string {
 func TestCluster_PreGrantedRunSurvivesKills(t *testing.T) {
 	// Alone, not in parallel (see the package comment): lateness bounds.
 	starts := filepath.Join(t.TempDir(), "starts")
-	c := startRaceCluster(t, localcluster.Options{
+	c := startCluster(t, localcluster.Options{
 		Servers: 3, Workers: 2, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"role": "worker"}, "w2": {"role": "worker"}},
 		Jobs: preJobs(starts),

@@ -29,7 +29,7 @@ func shortJobs(starts string) string {
 func TestCluster_ShortLeaseBeforeTheStart(t *testing.T) {
 	// Alone, not in parallel (see the package comment): lateness bounds.
 	starts := filepath.Join(t.TempDir(), "starts")
-	c := startRaceCluster(t, localcluster.Options{
+	c := startCluster(t, localcluster.Options{
 		Servers: 1, Workers: 2, StoreNode: true,
 		Tags: map[string]map[string]string{"w1": {"role": "worker"}, "w2": {"role": "worker"}},
 		Jobs: shortJobs(starts),
