@@ -61,9 +61,10 @@ func Binary(t testing.TB) string {
 
 // RaceBinary is Binary built with the race detector when the tests run
 // with it. The tests that drive a node's concurrent paths through faults
-// (leaders killed and paused, planned stops, runs granted ahead, forced
-// releases, a protocol's edge cases) run their nodes with it, so a data
-// race those paths reach fails the suite.
+// (leaders killed and paused, forced releases, a protocol's edge cases)
+// run their nodes with it, so a data race those paths reach fails the
+// suite. Tests that measure a bound in time do not: the race detector
+// slows a node several times over.
 func RaceBinary(t testing.TB) string {
 	t.Helper()
 	return raced.get(t)
