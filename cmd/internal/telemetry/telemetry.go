@@ -22,6 +22,7 @@ import (
 	"google.golang.org/grpc/credentials"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/scheduler/runtrace"
 )
 
@@ -71,7 +72,7 @@ func exporter(ctx context.Context, cfg config.Telemetry) (sdktrace.SpanExporter,
 		if !pool.AppendCertsFromPEM(pem) {
 			return nil, fmt.Errorf("ca_file %s holds no PEM certificate", cfg.CAFile)
 		}
-		tlsConf = &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}
+		tlsConf = clustertls.TelemetryClientConfig(pool)
 	}
 	protocol := cfg.Protocol
 	if protocol == "" {
