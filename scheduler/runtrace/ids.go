@@ -18,7 +18,7 @@ type IDGenerator struct{}
 // NewIDs implements the SDK's IDGenerator.
 func (IDGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	if run, ok := RunFrom(ctx); ok {
-		return TraceID(run), RootSpanID(run)
+		return runIDs(run)
 	}
 	var tid trace.TraceID
 	for !tid.IsValid() {

@@ -69,18 +69,26 @@ const (
 
 // TraceID is the trace id of run runID: the same on every node.
 func TraceID(runID string) trace.TraceID {
-	var id trace.TraceID
-	sum := sha256.Sum256([]byte("fencecron run\x00" + runID))
-	copy(id[:], sum[:16])
-	return id
+	tid, _ := runIDs(runID)
+	return tid
 }
 
 // RootSpanID is the span id of run runID's root span, "fired".
 func RootSpanID(runID string) trace.SpanID {
-	var id trace.SpanID
+	_, sid := runIDs(runID)
+	return sid
+}
+
+// runIDs are run runID's trace id and root span id, from one hash.
+func runIDs(runID string) (trace.TraceID, trace.SpanID) {
+	var (
+		tid trace.TraceID
+		sid trace.SpanID
+	)
 	sum := sha256.Sum256([]byte("fencecron run\x00" + runID))
-	copy(id[:], sum[16:24])
-	return id
+	copy(tid[:], sum[:16])
+	copy(sid[:], sum[16:24])
+	return tid, sid
 }
 
 type runKey struct{}
