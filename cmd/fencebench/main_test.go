@@ -72,9 +72,18 @@ func TestLateness_Smoke(t *testing.T) {
 	if len(lines) < 2 || !strings.HasPrefix(lines[1], "5 ") {
 		t.Fatalf("output:\n%s", out.String())
 	}
-	// fires/s, runs started, p50, p99, max, succeeded/s, % succeeded, ...
-	if f := strings.Fields(lines[1]); len(f) < 10 || f[1] == "0" || f[8] == "0.0%" {
-		t.Errorf("no run of the window started or succeeded:\n%s", out.String())
+	// What a user reads of the smoke run: every one of the 15 fire times
+	// of the window (5 jobs, 3 s) started and succeeded, late by a
+	// lateness that is a time, p50 <= p99 <= max, with some Raft entries
+	// per run. fires/s, runs started, p50, ms, p99, ms, max, ms,
+	// succeeded runs/s, % succeeded, raft entries/run, % delivered.
+	f := strings.Fields(lines[1])
+	if len(f) != 12 || f[1] != "15" || f[8] != "5.0" || f[9] != "100.0%" || f[11] != "100.0%" {
+		t.Errorf("row %q: want 15 runs started, 5.0 succeeded a second, 100.0%% of the fire times succeeded and delivered:\n%s", f, out.String())
+	} else if late, ok := parseMs(f[2], f[4], f[6]); !ok || late[0] > late[1] || late[1] > late[2] {
+		t.Errorf("lateness p50 %s, p99 %s, max %s: want times in order:\n%s", f[2], f[4], f[6], out.String())
+	} else if e, err := strconv.ParseFloat(f[10], 64); err != nil || e <= 0 {
+		t.Errorf("raft entries/run %q, want a positive number:\n%s", f[10], out.String())
 	}
 	// The resources table: the nodes' memory at the window's start, most
 	// and end, their CPU and their jobs' per run, and the elections:
@@ -191,4 +200,17 @@ func TestExports_MemoryBound(t *testing.T) {
 	if !r.within() {
 		t.Errorf("max RSS %s under 16 exports, over 2 × idle (%s) + 64 MiB = %s", mib(r.max), mib(r.idle), mib(r.bound()))
 	}
+}
+
+// parseMs parses lateness cells (the number before " ms"), in order.
+func parseMs(cells ...string) ([]float64, bool) {
+	var out []float64
+	for _, c := range cells {
+		v, err := strconv.ParseFloat(c, 64)
+		if err != nil {
+			return nil, false
+		}
+		out = append(out, v)
+	}
+	return out, true
 }

@@ -181,6 +181,13 @@ func HTTPJobClientConfig(roots *x509.CertPool) *tls.Config {
 	return &tls.Config{MinVersion: publicMinVersion, RootCAs: roots}
 }
 
+// TelemetryClientConfig is the trace export's to an OTLP collector
+// (telemetry.ca_file): the collector verified by roots. Someone else's
+// server: TLS 1.2 and up.
+func TelemetryClientConfig(roots *x509.CertPool) *tls.Config {
+	return &tls.Config{MinVersion: publicMinVersion, RootCAs: roots}
+}
+
 // NotifyClientConfig is an email notification's STARTTLS to the SMTP
 // server host, verified by roots (nil: the system's roots). Webhooks and
 // Slack go through the notifier's HTTP client and need none.

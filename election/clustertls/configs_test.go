@@ -30,6 +30,7 @@ func TestConfigs_Floors(t *testing.T) {
 		"public API":    {clustertls.PublicServerConfig(tls.Certificate{}), tls.VersionTLS12},
 		"HTTP job":      {clustertls.HTTPJobClientConfig(nil), tls.VersionTLS12},
 		"notification":  {clustertls.NotifyClientConfig("smtp.example.com", nil), tls.VersionTLS12},
+		"trace export":  {clustertls.TelemetryClientConfig(nil), tls.VersionTLS12},
 		"CLI":           {clustertls.CLIClientConfig(nil), tls.VersionTLS12},
 		"CLI -insecure": {clustertls.CLIInsecureClientConfig(), tls.VersionTLS12},
 	} {

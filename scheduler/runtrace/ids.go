@@ -11,13 +11,14 @@ import (
 
 // IDGenerator is the SDK's ID generator (sdktrace.WithIDGenerator) for
 // fencecron's traces: a run's root span gets the ids derived from its
-// run id (TraceID, RootSpanID), every other span random ones.
+// run id (TraceID, RootSpanID), a planned span (Tracer.Plan) the id
+// chosen for it, every other span random ones.
 type IDGenerator struct{}
 
 // NewIDs implements the SDK's IDGenerator.
 func (IDGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 	if run, ok := RunFrom(ctx); ok {
-		return TraceID(run), RootSpanID(run)
+		return runIDs(run)
 	}
 	var tid trace.TraceID
 	for !tid.IsValid() {
@@ -28,7 +29,12 @@ func (IDGenerator) NewIDs(ctx context.Context) (trace.TraceID, trace.SpanID) {
 }
 
 // NewSpanID implements the SDK's IDGenerator.
-func (IDGenerator) NewSpanID(context.Context, trace.TraceID) trace.SpanID { return newSpanID() }
+func (IDGenerator) NewSpanID(ctx context.Context, _ trace.TraceID) trace.SpanID {
+	if sid, ok := plannedSpanID(ctx); ok {
+		return sid
+	}
+	return newSpanID()
+}
 
 func newSpanID() trace.SpanID {
 	var sid trace.SpanID

@@ -44,7 +44,8 @@ func (l logHandler) WithAttrs(as []slog.Attr) slog.Handler {
 		}
 	}
 	if !named && run != "" {
-		as = append(as[:len(as):len(as)], slog.String(LogTraceID, TraceID(run).String()), slog.String(LogSpanID, RootSpanID(run).String()))
+		tid, sid := runIDs(run)
+		as = append(as[:len(as):len(as)], slog.String(LogTraceID, tid.String()), slog.String(LogSpanID, sid.String()))
 		named = true
 	}
 	return logHandler{h: l.h.WithAttrs(as), named: named}
@@ -68,7 +69,8 @@ func (l logHandler) Handle(ctx context.Context, r slog.Record) error {
 		})
 		if run != "" && !named {
 			r = r.Clone()
-			r.AddAttrs(slog.String(LogTraceID, TraceID(run).String()), slog.String(LogSpanID, RootSpanID(run).String()))
+			tid, sid := runIDs(run)
+			r.AddAttrs(slog.String(LogTraceID, tid.String()), slog.String(LogSpanID, sid.String()))
 		}
 	}
 	return l.h.Handle(ctx, r)

@@ -69,18 +69,26 @@ const (
 
 // TraceID is the trace id of run runID: the same on every node.
 func TraceID(runID string) trace.TraceID {
-	var id trace.TraceID
-	sum := sha256.Sum256([]byte("fencecron run\x00" + runID))
-	copy(id[:], sum[:16])
-	return id
+	tid, _ := runIDs(runID)
+	return tid
 }
 
 // RootSpanID is the span id of run runID's root span, "fired".
 func RootSpanID(runID string) trace.SpanID {
-	var id trace.SpanID
+	_, sid := runIDs(runID)
+	return sid
+}
+
+// runIDs are run runID's trace id and root span id, from one hash.
+func runIDs(runID string) (trace.TraceID, trace.SpanID) {
+	var (
+		tid trace.TraceID
+		sid trace.SpanID
+	)
 	sum := sha256.Sum256([]byte("fencecron run\x00" + runID))
-	copy(id[:], sum[16:24])
-	return id
+	copy(tid[:], sum[:16])
+	copy(sid[:], sum[16:24])
+	return tid, sid
 }
 
 type runKey struct{}
@@ -101,11 +109,30 @@ func runContext(ctx context.Context, runID string) context.Context {
 
 var propagator = propagation.TraceContext{}
 
+// tpCarrier carries a traceparent alone, for Inject and Extract, without
+// the map a propagation.MapCarrier would allocate on every dispatch.
+type tpCarrier struct{ tp string }
+
+func (c *tpCarrier) Get(key string) string {
+	if key == "traceparent" {
+		return c.tp
+	}
+	return ""
+}
+
+func (c *tpCarrier) Set(key, value string) {
+	if key == "traceparent" {
+		c.tp = value
+	}
+}
+
+func (c *tpCarrier) Keys() []string { return []string{"traceparent"} }
+
 // TraceParent is the W3C traceparent of the span in ctx; "" if none.
 func TraceParent(ctx context.Context) string {
-	c := propagation.MapCarrier{}
-	propagator.Inject(ctx, c)
-	return c["traceparent"]
+	var c tpCarrier
+	propagator.Inject(ctx, &c)
+	return c.tp
 }
 
 // WithTraceParent returns ctx with the remote parent a traceparent names
@@ -114,7 +141,7 @@ func WithTraceParent(ctx context.Context, tp string) context.Context {
 	if tp == "" {
 		return ctx
 	}
-	return propagator.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+	return propagator.Extract(ctx, &tpCarrier{tp: tp})
 }
 
 // Propagator is the W3C trace-context propagator every hop uses.
@@ -187,16 +214,19 @@ func (t *Tracer) Start(ctx context.Context, name string, kind trace.SpanKind, kv
 	if t == nil {
 		return nil
 	}
-	ctx, s := t.t.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(kv...))
+	ctx, s := t.t.Start(ctx, name, trace.WithSpanKind(kind))
+	if len(kv) > 0 && s.IsRecording() {
+		s.SetAttributes(kv...)
+	}
 	return &Span{s: s, ctx: ctx}
 }
 
-func attemptAttrs(run jobs.Run, att jobs.Attempt) []attribute.KeyValue {
-	return []attribute.KeyValue{
+// attemptAttrs are an attempt's attributes, with room for extra more.
+func attemptAttrs(run jobs.Run, att jobs.Attempt, extra int) []attribute.KeyValue {
+	return append(make([]attribute.KeyValue, 0, 6+extra),
 		attribute.String(AttrRunID, run.ID), attribute.String(AttrJob, run.Job),
 		attribute.String(AttrAttempt, att.ID), attribute.Int(AttrAttemptNo, att.Number),
-		attribute.String(AttrToken, att.Token.String()), attribute.String(AttrWorker, att.Worker),
-	}
+		attribute.String(AttrToken, att.Token.String()), attribute.String(AttrWorker, att.Worker))
 }
 
 // Granted records, on the leader, that att of run was granted: for a
@@ -206,6 +236,10 @@ func attemptAttrs(run jobs.Run, att jobs.Attempt) []attribute.KeyValue {
 // time). It returns the "dispatched" span, started now, whose context
 // the dispatch carries to the worker; End it when the worker took the
 // attempt.
+//
+// A run the sampler leaves out costs one unrecorded span and no
+// attributes: its dispatch carries the decision (an unsampled
+// traceparent), so the worker records nothing of it either.
 func (t *Tracer) Granted(run jobs.Run, att jobs.Attempt, now time.Time) *Span {
 	if t == nil {
 		return nil
@@ -213,19 +247,26 @@ func (t *Tracer) Granted(run jobs.Run, att jobs.Attempt, now time.Time) *Span {
 	ctx := context.Background()
 	if att.Number <= 1 {
 		var fired trace.Span
-		ctx, fired = t.t.Start(context.WithValue(ctx, runKey{}, run.ID), SpanFired, trace.WithNewRoot(), trace.WithTimestamp(att.GrantedAt),
-			trace.WithAttributes(attribute.String(AttrRunID, run.ID), attribute.String(AttrJob, run.Job),
-				attribute.String(AttrScheduledAt, run.ScheduledAt.UTC().Format(time.RFC3339Nano)), attribute.String("fencecron.trigger", run.Trigger)))
+		ctx, fired = t.t.Start(context.WithValue(ctx, runKey{}, run.ID), SpanFired, trace.WithNewRoot(), trace.WithTimestamp(att.GrantedAt))
+		if !fired.IsRecording() {
+			return &Span{s: fired, ctx: ctx}
+		}
+		fired.SetAttributes(attribute.String(AttrRunID, run.ID), attribute.String(AttrJob, run.Job),
+			attribute.String(AttrScheduledAt, run.ScheduledAt.UTC().Format(time.RFC3339Nano)), attribute.String("fencecron.trigger", run.Trigger))
 		fired.End(trace.WithTimestamp(now))
 	} else {
 		ctx = runContext(ctx, run.ID)
 	}
-	attrs := append(attemptAttrs(run, att),
+	ctx, granted := t.t.Start(ctx, SpanGranted, trace.WithTimestamp(att.GrantedAt))
+	if !granted.IsRecording() {
+		return &Span{s: granted, ctx: ctx}
+	}
+	granted.SetAttributes(append(attemptAttrs(run, att, 4),
 		attribute.Int64(AttrEpoch, int64(att.Token.Epoch)), attribute.Int64(AttrSeq, int64(att.Token.Seq)),
-		attribute.Int64(AttrLogIndex, int64(att.Token.Seq)), attribute.Bool(AttrAhead, att.GrantedAt.Before(run.ScheduledAt)))
-	ctx, granted := t.t.Start(ctx, SpanGranted, trace.WithTimestamp(att.GrantedAt), trace.WithAttributes(attrs...))
+		attribute.Int64(AttrLogIndex, int64(att.Token.Seq)), attribute.Bool(AttrAhead, att.GrantedAt.Before(run.ScheduledAt)))...)
 	granted.End(trace.WithTimestamp(now))
-	ctx, d := t.t.Start(ctx, SpanDispatched, trace.WithSpanKind(trace.SpanKindProducer), trace.WithAttributes(attribute.String(AttrAttempt, att.ID), attribute.String(AttrWorker, att.Worker)))
+	ctx, d := t.t.Start(ctx, SpanDispatched, trace.WithSpanKind(trace.SpanKindProducer))
+	d.SetAttributes(attribute.String(AttrAttempt, att.ID), attribute.String(AttrWorker, att.Worker))
 	return &Span{s: d, ctx: ctx}
 }
 
@@ -240,8 +281,72 @@ func (t *Tracer) Attempt(ctx context.Context, run jobs.Run, att jobs.Attempt, tr
 	if !trace.SpanContextFromContext(pctx).IsValid() {
 		pctx = runContext(ctx, run.ID)
 	}
-	sctx, s := t.t.Start(pctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attemptAttrs(run, att)...))
+	sctx, s := t.t.Start(pctx, SpanAttempt, trace.WithSpanKind(trace.SpanKindConsumer))
+	if s.IsRecording() {
+		s.SetAttributes(attemptAttrs(run, att, 0)...)
+	}
 	return &Span{s: s, ctx: sctx}
+}
+
+type spanIDKey struct{}
+
+// plannedSpanID is the span id Plan chose for the span being started in
+// ctx, for an ID generator that gives it (see IDGenerator).
+func plannedSpanID(ctx context.Context) (trace.SpanID, bool) {
+	sid, ok := ctx.Value(spanIDKey{}).(trace.SpanID)
+	return sid, ok
+}
+
+// Planned is a span whose ids are chosen before it starts (Plan); nil
+// when tracing is off (its methods then do nothing).
+type Planned struct {
+	t      *Tracer
+	parent context.Context
+	ctx    context.Context // parent, naming the planned span id
+	tp     string
+}
+
+// Plan chooses the ids of a span to start later, under parent's span,
+// so that its traceparent can be handed out first: a job's request or
+// process is prepared while it waits for its fire time, and between
+// that time and its start nothing of its span is made (Start it after,
+// with the time it started). The span gets the planned ids from a
+// provider using IDGenerator (as every node's does); nil for a nil
+// Tracer.
+func (t *Tracer) Plan(parent context.Context) *Planned {
+	if t == nil {
+		return nil
+	}
+	p := &Planned{t: t, parent: parent, ctx: parent}
+	if psc := trace.SpanContextFromContext(parent); psc.IsValid() {
+		// The child's sampling follows its local parent's: its flags.
+		sid := newSpanID()
+		p.ctx = context.WithValue(parent, spanIDKey{}, sid)
+		p.tp = TraceParent(trace.ContextWithSpanContext(parent, psc.WithSpanID(sid)))
+	}
+	return p
+}
+
+// TraceParent is the planned span's W3C traceparent; "" for a nil
+// Planned or one without a parent.
+func (p *Planned) TraceParent() string {
+	if p == nil {
+		return ""
+	}
+	return p.tp
+}
+
+// Start starts the planned span, named name, as begun at at; nil for a
+// nil Planned.
+func (p *Planned) Start(name string, kind trace.SpanKind, at time.Time, kv ...attribute.KeyValue) *Span {
+	if p == nil {
+		return nil
+	}
+	_, s := p.t.t.Start(p.ctx, name, trace.WithSpanKind(kind), trace.WithTimestamp(at))
+	if len(kv) > 0 && s.IsRecording() {
+		s.SetAttributes(kv...)
+	}
+	return &Span{s: s, ctx: trace.ContextWithSpan(p.parent, s)}
 }
 
 // Refused marks a write the store refused on s: an error, with an event

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"log/slog"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/runtrace"
@@ -97,7 +99,11 @@ func TestTracer_NilAllocatesNothing(t *testing.T) {
 		s := tr.Granted(run, att, t0)
 		_ = s.TraceParent()
 		s.End(nil)
-		tr.Attempt(context.Background(), run, att, "").End(nil)
+		a := tr.Attempt(context.Background(), run, att, "")
+		p := tr.Plan(a.Context(context.Background()))
+		_ = p.TraceParent()
+		p.Start(runtrace.SpanHTTP, trace.SpanKindClient, t0).End(nil)
+		a.End(nil)
 	}); n != 0 {
 		t.Errorf("a nil tracer allocates %v per grant", n)
 	}
@@ -156,5 +162,55 @@ func TestSampler_SameChoiceOnEveryNode(t *testing.T) {
 	}
 	if taken < 50 || taken > 150 {
 		t.Errorf("%d of 200 runs traced at ratio 0.5", taken)
+	}
+}
+
+// A planned span starts later with the ids its traceparent already
+// named, under its parent, at the time it is given; a span started under
+// it gets ids of its own.
+func TestTracer_PlannedSpanIsTheOneItsTraceParentNames(t *testing.T) {
+	tr, rec := newTracer()
+	run := jobs.Run{ID: "ping@20260701T090000Z", Job: "ping", ScheduledAt: t0}
+	att := tr.Attempt(context.Background(), run, jobs.Attempt{ID: run.ID + ".1", Number: 1}, "")
+	p := tr.Plan(att.Context(context.Background()))
+	tp := p.TraceParent()
+	req := p.Start(runtrace.SpanHTTP, trace.SpanKindClient, t0)
+	tr.Start(req.Context(context.Background()), "child", trace.SpanKindInternal).End(nil)
+	req.End(nil)
+	att.End(nil)
+	got := spanNamed(t, rec, runtrace.SpanHTTP, 0)
+	sc := got.SpanContext()
+	if want := "00-" + sc.TraceID().String() + "-" + sc.SpanID().String() + "-01"; tp != want {
+		t.Errorf("planned traceparent %q, want the started span's %q", tp, want)
+	}
+	if got.Parent().SpanID() != spanNamed(t, rec, runtrace.SpanAttempt, 0).SpanContext().SpanID() || !got.StartTime().Equal(t0) {
+		t.Errorf("planned span under %s from %v; want under the attempt, from %v", got.Parent().SpanID(), got.StartTime(), t0)
+	}
+	if child := spanNamed(t, rec, "child", 0); child.SpanContext().SpanID() == sc.SpanID() || child.Parent().SpanID() != sc.SpanID() {
+		t.Errorf("a span under the planned one has ids %s (parent %s), want its own under %s", child.SpanContext().SpanID(), child.Parent().SpanID(), sc.SpanID())
+	}
+}
+
+// A run the sampler leaves out is recorded nowhere, and the dispatch
+// says so: the worker and its job's span record nothing either.
+func TestTracer_UnsampledRunRecordsNothing(t *testing.T) {
+	rec := tracetest.NewSpanRecorder()
+	tr := runtrace.New(sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec), sdktrace.WithIDGenerator(runtrace.IDGenerator{}), sdktrace.WithSampler(runtrace.Sampler(0))))
+	run := jobs.Run{ID: "ping@20260701T090000Z", Job: "ping", ScheduledAt: t0}
+	for _, n := range []int{1, 2} {
+		att := jobs.Attempt{ID: run.ID + "." + strconv.Itoa(n), Number: n}
+		d := tr.Granted(run, att, t0)
+		tp := d.TraceParent()
+		d.End(nil)
+		a := tr.Attempt(context.Background(), run, att, tp)
+		p := tr.Plan(a.Context(context.Background()))
+		p.Start(runtrace.SpanHTTP, trace.SpanKindClient, t0).End(nil)
+		a.End(nil)
+		if !strings.HasSuffix(tp, "-00") || !strings.HasSuffix(p.TraceParent(), "-00") {
+			t.Errorf("attempt %d: dispatch traceparent %q, request's %q; want both unsampled", n, tp, p.TraceParent())
+		}
+	}
+	if got := rec.Ended(); len(got) != 0 {
+		t.Errorf("%d spans recorded of an unsampled run, want none", len(got))
 	}
 }

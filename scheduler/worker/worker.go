@@ -396,6 +396,13 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 			cancel()
 		}
 	}
+	// The job's span (its request or process) has its ids chosen now,
+	// so that its traceparent is in the request before the fire time and
+	// nothing of the span is made between that time and the start.
+	plan := w.Tracer.Plan(span.Context(w.ctx))
+	if tp := plan.TraceParent(); tp != "" && prepared != nil && prepared.Header() != nil {
+		prepared.Header().Set("traceparent", tp)
+	}
 	// A run granted ahead starts at its fire time, not before.
 	if err := w.awaitStart(runCtx, a.StartAt(), lc); err != nil {
 		if lc.isLost() {
@@ -448,27 +455,16 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 		}()
 	}
 	out := w.live.start(a.Attempt.ID)
-	var ps *runtrace.Span
-	if w.Tracer != nil {
-		name := runtrace.SpanProcess
-		if a.Spec.HTTP != nil {
-			name = runtrace.SpanHTTP
-		}
-		ps = w.Tracer.Start(span.Context(w.ctx), name, trace.SpanKindClient, attribute.String(runtrace.AttrToken, tok.String()))
-	}
 	var res executor.Result
 	if a.Spec.HTTP != nil {
 		markStart(asked)
-		if tp := ps.TraceParent(); tp != "" && prepared.Header() != nil {
-			prepared.Header().Set("traceparent", tp)
-		}
 		res = prepared.Send(runCtx)
 		// The response body, for the live view and the record's tail.
 		out.stdout.Write(res.Stdout)
 	} else {
 		res = executor.Run(runCtx, executor.Request{
 			Argv:      a.Spec.Argv(),
-			Env:       w.env(a, ps.TraceParent()),
+			Env:       w.env(a, plan.TraceParent()),
 			Dir:       a.Spec.Dir,
 			Timeout:   a.Spec.Timeout.D(),
 			MaxOutput: a.Spec.MaxOutputBytes,
@@ -515,7 +511,12 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	default:
 		c.State = jobs.Succeeded
 	}
-	if ps != nil {
+	if plan != nil {
+		name := runtrace.SpanProcess
+		if a.Spec.HTTP != nil {
+			name = runtrace.SpanHTTP
+		}
+		ps := plan.Start(name, trace.SpanKindClient, asked, attribute.String(runtrace.AttrToken, tok.String()))
 		if a.Spec.HTTP != nil {
 			ps.SetAttributes(attribute.Int(runtrace.AttrHTTPStatus, res.Status))
 		} else if c.ExitCode != nil {

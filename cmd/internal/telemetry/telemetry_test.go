@@ -2,10 +2,13 @@ package telemetry_test
 
 import (
 	"context"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"sync"
 	"testing"
 
@@ -107,19 +110,35 @@ func TestOpen_ExportsOverGRPCAndHTTP(t *testing.T) {
 	})
 	t.Run("http/protobuf", func(t *testing.T) {
 		g := &got{}
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			b, _ := io.ReadAll(r.Body)
-			var req coltracepb.ExportTraceServiceRequest
-			if r.URL.Path != "/base/v1/traces" || proto.Unmarshal(b, &req) != nil {
-				http.Error(w, "bad export to "+r.URL.Path, http.StatusBadRequest)
-				return
-			}
-			g.add(&req, r.Header.Get("x-key"))
-			w.Header().Set("Content-Type", "application/x-protobuf")
-		}))
+		srv := httptest.NewServer(httpReceiver(g))
 		defer srv.Close()
 		export(t, config.Telemetry{OTLPEndpoint: srv.URL + "/base", SampleRatio: 1, Headers: map[string]string{"x-key": "k1"}})
 		want(t, g)
+	})
+	t.Run("https with ca_file", func(t *testing.T) {
+		g := &got{}
+		srv := httptest.NewTLSServer(httpReceiver(g))
+		defer srv.Close()
+		ca := filepath.Join(t.TempDir(), "ca.pem")
+		if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		export(t, config.Telemetry{OTLPEndpoint: srv.URL + "/base", CAFile: ca, SampleRatio: 1, Headers: map[string]string{"x-key": "k1"}})
+		want(t, g)
+	})
+}
+
+// httpReceiver is an OTLP/HTTP receiver under /base.
+func httpReceiver(g *got) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		var req coltracepb.ExportTraceServiceRequest
+		if r.URL.Path != "/base/v1/traces" || proto.Unmarshal(b, &req) != nil {
+			http.Error(w, "bad export to "+r.URL.Path, http.StatusBadRequest)
+			return
+		}
+		g.add(&req, r.Header.Get("x-key"))
+		w.Header().Set("Content-Type", "application/x-protobuf")
 	})
 }
 
