@@ -203,11 +203,12 @@ func TestNode_BootstrapExpectElectsOneLeaderAndReplicates(t *testing.T) {
 }
 
 func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
-	nodes := startCluster(t, 3)
+	// One leader throughout, to read the voters from: the default profile.
+	nodes := startClusterProfile(t, 3, election.ProfileDefault)
 	leader := leaderOf(t, nodes)
 	join := []string{nodes[0].GossipAddr()}
-	late := startNode(t, election.Config{NodeID: "s4", Server: true, BootstrapExpect: 3, Join: join})
-	worker := startNode(t, election.Config{NodeID: "w1", Server: false, Join: join})
+	late := startNode(t, election.Config{NodeID: "s4", Server: true, BootstrapExpect: 3, Join: join, Profile: election.ProfileDefault})
+	worker := startNode(t, election.Config{NodeID: "w1", Server: false, Join: join, Profile: election.ProfileDefault})
 	eventually(t, 15*time.Second, "s4 is a voter", func() error {
 		if got := strings.Join(voterIDs(t, leader), ","); got != "s1,s2,s3,s4" {
 			return fmt.Errorf("voters %s", got)

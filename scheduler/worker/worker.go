@@ -426,6 +426,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	// time the start was asked for.
 	var (
 		started  time.Time
+		markedAt time.Time  // the wall clock when the start was marked
 		reportAt jobs.Timer // set once the start is marked
 		asked    = w.clock().Now().UTC()
 		exited   = make(chan struct{})
@@ -473,7 +474,10 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 			Stdout:    out.stdout,
 			Stderr:    out.stderr,
 			Spawner:   w.spawn,
-			OnStart:   func(int) { markStart(w.clock().Now().UTC()) },
+			OnStart: func(int) {
+				markedAt = time.Now()
+				markStart(w.clock().Now().UTC())
+			},
 		})
 	}
 	if reportAt == nil { // the exec failed
@@ -483,10 +487,19 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	reportAt.Stop()
 	out.exited()
 	c := replicated.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
-	if d := res.Duration(); !started.IsZero() && d > 0 {
-		// The attempt lasts what the executor timed, exec (or request)
-		// to reaped exit (or response), from its recorded start.
-		c.EndedAt = started.Add(d)
+	switch {
+	case !started.IsZero() && !markedAt.IsZero() && res.Ended.After(markedAt):
+		// A process ends its recorded start plus the time from that mark
+		// to its reaped exit. The executor's own timing begins before the
+		// exec, which on a busy machine can take hundreds of
+		// milliseconds: added to a start taken after it, that would put
+		// the end after the real one, and a record would show two runs of
+		// a concurrency group overlapping that never did.
+		c.EndedAt = started.Add(res.Ended.Sub(markedAt))
+	case !started.IsZero() && res.Duration() > 0:
+		// An HTTP request: its start is marked when it is sent, as the
+		// executor times it.
+		c.EndedAt = started.Add(res.Duration())
 	}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
