@@ -128,15 +128,20 @@ type closer struct {
 	close func(context.Context) error
 }
 
+// stopGrace is how long a part may take to answer past the shutdown
+// budget before it is left running.
+const stopGrace = time.Second
+
 // closeWith adds how to stop a part.
 func (n *node) closeWith(part string, c func(context.Context) error) {
 	n.closers = append(n.closers, closer{part, c})
 }
 
 // shutdown stops the parts opened, the last first, within budget: their
-// closers' context ends with it. Past it, each part still gets a fifth of
-// the budget of its own to answer, so one slow part does not cost the
-// next its chance. A part that overruns that is left running, with every
+// closers' context ends with it. Past it, each part still gets
+// stopGrace of its own to answer, so one slow part does not cost the next
+// its chance, and a part that returns as its context ends is not taken
+// for stuck because the machine was slow to run it. A part that overruns that is left running, with every
 // part not stopped yet (it may be using them), and the process exits as
 // after a crash, which Raft's log and the stores are written to survive:
 // otherwise one stuck part would hold the node until its supervisor
@@ -150,7 +155,7 @@ func (n *node) shutdown(budget time.Duration) error {
 		c := n.closers[i]
 		done := make(chan error, 1)
 		go func() { done <- c.close(ctx) }()
-		giveUp := time.NewTimer(max(time.Until(deadline), 0) + budget/5)
+		giveUp := time.NewTimer(max(time.Until(deadline), 0) + stopGrace)
 		select {
 		case err := <-done:
 			giveUp.Stop()
