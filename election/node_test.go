@@ -91,23 +91,16 @@ func startNode(t *testing.T, cfg election.Config) *testNode {
 }
 
 // startCluster starts n servers with bootstrap_expect n, joined through
-// the first one's gossip address, on the fast profile.
-func startCluster(t *testing.T, n int) []*testNode {
-	t.Helper()
-	return startClusterProfile(t, n, election.ProfileFast)
-}
-
-// startClusterProfile is startCluster on the given profile. A test that
-// needs one leader throughout uses the default profile: under the fast
+// the first one's gossip address, on the default profile: under the fast
 // one a leader steps down after 100 ms without a quorum's answer, which
 // a loaded machine's scheduling delays alone can cause.
-func startClusterProfile(t *testing.T, n int, profile string) []*testNode {
+func startCluster(t *testing.T, n int) []*testNode {
 	t.Helper()
-	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: n, Profile: profile})
+	first := startNode(t, election.Config{NodeID: "s1", Server: true, BootstrapExpect: n, Profile: election.ProfileDefault})
 	nodes := []*testNode{first}
 	for i := 2; i <= n; i++ {
 		nodes = append(nodes, startNode(t, election.Config{
-			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: n, Profile: profile,
+			NodeID: fmt.Sprintf("s%d", i), Server: true, BootstrapExpect: n, Profile: election.ProfileDefault,
 			Join: []string{first.GossipAddr()},
 		}))
 	}
@@ -203,8 +196,7 @@ func TestNode_BootstrapExpectElectsOneLeaderAndReplicates(t *testing.T) {
 }
 
 func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
-	// One leader throughout, to read the voters from: the default profile.
-	nodes := startClusterProfile(t, 3, election.ProfileDefault)
+	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	join := []string{nodes[0].GossipAddr()}
 	late := startNode(t, election.Config{NodeID: "s4", Server: true, BootstrapExpect: 3, Join: join, Profile: election.ProfileDefault})

@@ -33,8 +33,7 @@ func termOf(t *testing.T, n *testNode) uint64 {
 // without the cluster secret has, sends a forged AppendEntries at term+1
 // to a follower and a heartbeat at term+100 to the leader.
 func TestRaft_ForgedRPCsRefusedAtTheHandshake(t *testing.T) {
-	// One leader and one term throughout: the default profile.
-	nodes := startClusterProfile(t, 3, election.ProfileDefault)
+	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
 	if _, err := leader.Apply(context.Background(), []byte("before")); err != nil {
 		t.Fatal(err)

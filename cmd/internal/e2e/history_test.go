@@ -225,12 +225,20 @@ func TestCluster_HistoryKeepsEveryRun(t *testing.T) {
 
 	// The replicated state holds a few seconds only: the window came from
 	// the history.
-	hot, err := hotRuns(c.Nodes[1])
-	if err != nil {
-		t.Fatal(err)
-	}
-	if hot > 200 {
-		t.Errorf("the replicated state holds %d runs; with hot-runs=120 the window cannot have come from the history", hot)
+	// The jobs are paused, so archiving catches up; a busy machine may
+	// have left it behind while sixty runs a second were granted.
+	var hot int
+	if err := localcluster.Until(60*time.Second, func() error {
+		var err error
+		if hot, err = hotRuns(c.Nodes[1]); err != nil {
+			return err
+		}
+		if hot > 200 {
+			return fmt.Errorf("the replicated state holds %d runs; with hot-runs=120 the window cannot have come from the history", hot)
+		}
+		return nil
+	}); err != nil {
+		t.Error(err)
 	}
 	start := time.Now()
 	all, err := listRuns(c.Nodes[1], url.Values{}, 1000)

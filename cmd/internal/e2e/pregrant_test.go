@@ -18,7 +18,8 @@ import (
 // preJobs fire every three seconds on the two workers; each process
 // appends its attempt and start time to $STARTS, so the test counts the
 // processes that really started, whatever the cluster recorded. The lease
-// TTL of 4s makes the lead 500 ms (pregrant.go). No retries: a takeover
+// TTL of 8s makes the lead 500 ms (pregrant.go) and leaves a leader killed
+// before the fire time room to be replaced on a busy machine. No retries: a takeover
 // of a run that never started must not need one (startconfirm.go).
 func preJobs(starts string) string {
 	return fmt.Sprintf(`  - name: pre
@@ -28,7 +29,7 @@ func preJobs(starts string) string {
     env: {STARTS: %q}
     output: 'pre/{{ .Scheduled.Format "150405" }}.txt'
     overlap: forbid
-    lease_ttl: 4s
+    lease_ttl: 8s
     retries: 0
     timeout: 20s
 `, starts)

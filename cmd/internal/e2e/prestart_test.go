@@ -16,7 +16,7 @@ import (
 // the short lease before a start is then 1 s (a third, at most a second)
 // and the lead 500 ms.
 func shortJobs(starts string) string {
-	return strings.Replace(preJobs(starts), "lease_ttl: 4s", "lease_ttl: 5s", 1)
+	return strings.Replace(preJobs(starts), "lease_ttl: 8s", "lease_ttl: 5s", 1)
 }
 
 // The short lease before a start (scheduler/fsm/prestart.go), with real
