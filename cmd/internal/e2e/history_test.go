@@ -240,6 +240,7 @@ func TestCluster_HistoryKeepsEveryRun(t *testing.T) {
 	}); err != nil {
 		t.Error(err)
 	}
+	everyServerLists("from the history", []*localcluster.Node{c.Nodes[1]})
 	start := time.Now()
 	all, err := listRuns(c.Nodes[1], url.Values{}, 1000)
 	if err != nil {
