@@ -65,7 +65,7 @@ func Open(ctx context.Context, cfg config.Telemetry, instance string) (*sdktrace
 // spans a second, in bursts as it grants batches of runs (a worker ends
 // its runs' spans in the burst after their fire time); in batches of 512
 // it exports six times a second, each export a request of its own. In batches of 2,048 a run's
-// spans, made and sent, cost about a sixth less CPU
+// spans, made and sent, cost about a fifth less CPU
 // (BenchmarkBatch_RunSpans). The queue holds nearly three seconds of
 // them at that rate; a span that finds it full is dropped, never waited
 // for, so nothing that ends a span waits on the exporter.
