@@ -30,6 +30,8 @@ var (
 	ErrBadPolicy           = errors.New("bad policy")
 	ErrUnknownPolicy       = errors.New("unknown policy")
 	ErrUnknownToken        = errors.New("unknown token")
+	ErrUnknownAccessor     = errors.New("no token with that accessor")
+	ErrAlreadyRevoked      = errors.New("token already revoked")
 	ErrRevokedToken        = errors.New("revoked token")
 	ErrExpiredToken        = errors.New("expired token")
 	ErrBadToken            = errors.New("bad token")
@@ -292,6 +294,25 @@ func (id Identity) AnyNamespace(c Capability) bool {
 		}
 		for _, r := range p.Rules {
 			if slices.Contains(r.Capabilities, c) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// AllNamespaces says whether the identity holds c in every namespace:
+// management, or a rule of namespace "*".
+func (id Identity) AllNamespaces(c Capability) bool {
+	if id.Management || c == CapNone {
+		return true
+	}
+	for _, p := range id.Policies {
+		if p.Management {
+			return true
+		}
+		for _, r := range p.Rules {
+			if r.Namespace == "*" && slices.Contains(r.Capabilities, c) {
 				return true
 			}
 		}

@@ -149,10 +149,10 @@ func TestDecide(t *testing.T) {
 	if _, err := s4.Resolve(secretA, now); !errors.Is(err, ErrRevokedToken) || !strings.Contains(err.Error(), ta.Accessor) {
 		t.Fatalf("revoked: %v", err)
 	}
-	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: ta.Accessor, At: now}); !errors.Is(err, ErrRevokedToken) {
+	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: ta.Accessor, At: now}); !errors.Is(err, ErrAlreadyRevoked) {
 		t.Fatalf("revoke twice: %v", err)
 	}
-	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: "nope", At: now}); !errors.Is(err, ErrUnknownToken) {
+	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: "nope", At: now}); !errors.Is(err, ErrUnknownAccessor) {
 		t.Fatalf("revoke unknown: %v", err)
 	}
 	if _, err := Decide(s4, Cmd{Action: ActPolicyDelete, Name: "zz", At: now}); !errors.Is(err, ErrUnknownPolicy) {

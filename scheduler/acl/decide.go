@@ -98,10 +98,10 @@ func Decide(s *State, c Cmd) (*State, error) {
 	case ActTokenRevoke:
 		t, ok := n.Tokens[c.Accessor]
 		if !ok {
-			return nil, fmt.Errorf("%w: accessor %q", ErrUnknownToken, clip(c.Accessor))
+			return nil, fmt.Errorf("%w: %q", ErrUnknownAccessor, clip(c.Accessor))
 		}
 		if !t.RevokedAt.IsZero() {
-			return nil, fmt.Errorf("%w: accessor %s was revoked at %s", ErrRevokedToken, t.Accessor, t.RevokedAt.UTC().Format(time.RFC3339))
+			return nil, fmt.Errorf("%w: accessor %s was revoked at %s", ErrAlreadyRevoked, t.Accessor, t.RevokedAt.UTC().Format(time.RFC3339))
 		}
 		t.RevokedAt = c.At
 		n.Tokens[t.Accessor] = t
