@@ -205,3 +205,51 @@ func TestACL_Tokens(t *testing.T) {
 		t.Fatalf("jobs without ACLs: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// A token of one namespace lists only that namespace's jobs, runs and
+// events (the fixture's are all of the default namespace), on the API and
+// the dashboard; its apply changes only its namespace's jobs.
+func TestACL_ListsAreFiltered(t *testing.T) {
+	f := newFixture(t, withACL)
+	teamA := aclToken(t, f, acl.Policy{Name: "team-a", Rules: []acl.Rule{{Namespace: "team-a", Capabilities: []acl.Capability{acl.CapRead, acl.CapApply}}}})
+	dflt := aclToken(t, f, acl.Policy{Name: "dflt", Rules: []acl.Rule{{Namespace: "default", Capabilities: []acl.Capability{acl.CapRead}}}})
+	get := func(secret, path string) string {
+		t.Helper()
+		rec := serve(f, "GET", path, "", "10.0.0.9:4000", "127.0.0.1", "Authorization", "Bearer "+secret)
+		if rec.Code != http.StatusOK {
+			t.Fatalf("GET %s: %d %s", path, rec.Code, rec.Body)
+		}
+		return rec.Body.String()
+	}
+	for _, path := range []string{"/api/v1/jobs", "/api/v1/runs", "/api/v1/events", "/api/v1/skips", "/jobs", "/events", "/"} {
+		if body := get(teamA, path); strings.Contains(body, "heartbeat") || strings.Contains(body, reportRun) {
+			t.Errorf("GET %s with team-a's token shows the default namespace's jobs:\n%.400s", path, body)
+		}
+		if body := get(dflt, path); path != "/api/v1/skips" && !strings.Contains(body, "heartbeat") {
+			t.Errorf("GET %s with the default namespace's token does not show heartbeat:\n%.400s", path, body)
+		}
+	}
+	if rec := serve(f, "GET", "/api/v1/jobs/heartbeat", "", "10.0.0.9:4000", "127.0.0.1", "Authorization", "Bearer "+teamA); rec.Code != http.StatusForbidden {
+		t.Errorf("team-a reads heartbeat: %d", rec.Code)
+	}
+
+	set := `{"jobs": [{"name": "build", "namespace": "team-a", "schedules": ["@every 1m"], "shell": "true"}]}`
+	rec := serve(f, "PUT", "/api/v1/jobset", set, "10.0.0.9:4000", "127.0.0.1", "Authorization", "Bearer "+teamA, "Content-Type", "application/json")
+	if rec.Code != http.StatusOK {
+		t.Fatalf("team-a apply: %d %s", rec.Code, rec.Body)
+	}
+	f.sched.mu.Lock()
+	var names []string
+	for _, s := range f.sched.lastSet {
+		names = append(names, s.Name)
+	}
+	f.sched.mu.Unlock()
+	if got, want := strings.Join(names, ","), "report,heartbeat,build"; got != want {
+		t.Errorf("team-a's apply set %s, want %s (the other namespaces' jobs kept)", got, want)
+	}
+	other := `{"jobs": [{"name": "x", "schedules": ["@every 1m"], "shell": "true"}]}`
+	rec = serve(f, "PUT", "/api/v1/jobset", other, "10.0.0.9:4000", "127.0.0.1", "Authorization", "Bearer "+teamA, "Content-Type", "application/json")
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), `"missing": "apply"`) {
+		t.Errorf("team-a applies a default job: %d %s", rec.Code, rec.Body)
+	}
+}

@@ -330,6 +330,7 @@ type fakeScheduler struct {
 	audits  []jobs.Event
 	trigger func(job string) (jobs.Run, error)
 	acl     *acl.State
+	lastSet []jobs.Spec
 }
 
 func (f *fakeScheduler) Audit(_ context.Context, kind, node, detail string) error {
@@ -360,6 +361,9 @@ func (f *fakeScheduler) Calls() []string {
 
 func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
 	f.record("setjobs " + source)
+	f.mu.Lock()
+	f.lastSet = specs
+	f.mu.Unlock()
 	return "newhash", nil
 }
 func (f *fakeScheduler) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
