@@ -383,7 +383,7 @@ func (q EventQuery) match(e jobs.Event) bool {
 		return false
 	case q.Kind != "" && e.Kind != q.Kind:
 		return false
-	case q.Allow != nil && e.Job != "" && !q.Allow(jobNamespace(e.Job)):
+	case q.Allow != nil && !EventReadable(e, q.Allow):
 		return false
 	case !q.Since.IsZero() && e.Time.Before(q.Since):
 		return false
@@ -498,4 +498,15 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 func jobNamespace(job string) string {
 	ns, _ := jobs.SplitQualified(job)
 	return ns
+}
+
+// EventReadable says whether an event is for a reader who may read the
+// namespaces allow accepts: one of a job of such a namespace, or one of
+// no job but a change of access control (jobs.EventACL), which only a
+// reader of every namespace sees.
+func EventReadable(e jobs.Event, allow func(ns string) bool) bool {
+	if e.Job == "" {
+		return e.Kind != jobs.EventACL
+	}
+	return allow(jobNamespace(e.Job))
 }

@@ -3,11 +3,12 @@ package api
 import (
 	"encoding/json"
 	"fmt"
-	"github.com/fencecron/fencecron/fencedstore"
 	"net/http"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/scheduler/history"
 )
 
 // Server-sent events on GET /api/v1/events (Accept: text/event-stream):
@@ -197,7 +198,7 @@ func (es *eventStream) sendAudit() bool {
 		var b strings.Builder
 		for _, e := range evs {
 			es.after = e.Seq
-			if es.allow != nil && e.Job != "" && !es.allow(fencedstore.JobNamespace(e.Job)) {
+			if es.allow != nil && !history.EventReadable(e, es.allow) {
 				continue // another namespace's: never shown
 			}
 			data, _ := json.Marshal(e)

@@ -7,6 +7,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/web/auth"
 )
 
@@ -101,7 +102,7 @@ func filterEvents(evs []jobs.Event, allow func(ns string) bool) []jobs.Event {
 	}
 	out := evs[:0:0]
 	for _, e := range evs {
-		if e.Job == "" || allow(fencedstore.JobNamespace(e.Job)) {
+		if history.EventReadable(e, allow) {
 			out = append(out, e)
 		}
 	}
