@@ -196,6 +196,11 @@ const (
 	// in its group; EventAdmitted: it got one.
 	EventWaiting  = "waiting"
 	EventAdmitted = "admitted"
+	// EventACL: the access control state changed (log version 10): a
+	// bootstrap, a policy applied or deleted, a token created or
+	// revoked; its detail names the token by accessor and name (never its
+	// secret) and who asked.
+	EventACL = "acl"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends

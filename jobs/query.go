@@ -20,6 +20,9 @@ type Query struct {
 	// Namespace, if set, selects the jobs of that namespace only
 	// (DefaultNamespace: those that name none).
 	Namespace string
+	// Allow, if set, says which namespaces the asker may read (access
+	// control): jobs of any other are left out, as if not in the set.
+	Allow func(ns string) bool
 	// After, if set, starts the page after the job of that name (a
 	// cursor: it need not be in the set any more).
 	After string
@@ -49,7 +52,7 @@ type Page struct {
 // Filtered reports whether q selects by more than the cursor: if not,
 // every job matches and nothing need be looked at.
 func (q *Query) Filtered() bool {
-	return q.Text != "" || q.State != "" || q.Paused || q.Namespace != ""
+	return q.Text != "" || q.State != "" || q.Paused || q.Namespace != "" || q.Allow != nil
 }
 
 // Matches reports whether the job of spec s matches q's text, state,
@@ -62,6 +65,9 @@ func (q *Query) Matches(s *Spec, paused bool, last func() (State, bool), text st
 		return false
 	}
 	if q.Namespace != "" && s.NamespaceName() != q.Namespace {
+		return false
+	}
+	if q.Allow != nil && !q.Allow(s.NamespaceName()) {
 		return false
 	}
 	if q.State != "" {

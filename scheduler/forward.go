@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
@@ -60,6 +61,10 @@ type Forwarder interface {
 	// *fsm.BackfillError when the request cannot be done as asked),
 	// jobs.ErrNotLeader.
 	Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error)
+	// ACL changes the access control state as acl.Decide decides (log
+	// version 10). Errors wrap the acl sentinels (the change is refused
+	// whole), jobs.ErrNotLeader.
+	ACL(ctx context.Context, c acl.Cmd) error
 }
 
 var (

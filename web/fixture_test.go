@@ -18,6 +18,7 @@ import (
 	"github.com/fencecron/fencecron/fencedstore/httpstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/fsm/feed"
 	"github.com/fencecron/fencecron/scheduler/replicated"
@@ -328,6 +329,8 @@ type fakeScheduler struct {
 	calls   []string
 	audits  []jobs.Event
 	trigger func(job string) (jobs.Run, error)
+	acl     *acl.State
+	lastSet []jobs.Spec
 }
 
 func (f *fakeScheduler) Audit(_ context.Context, kind, node, detail string) error {
@@ -358,6 +361,9 @@ func (f *fakeScheduler) Calls() []string {
 
 func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
 	f.record("setjobs " + source)
+	f.mu.Lock()
+	f.lastSet = specs
+	f.mu.Unlock()
 	return "newhash", nil
 }
 func (f *fakeScheduler) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
@@ -397,6 +403,29 @@ func (f *fakeScheduler) Backfill(context.Context, fsm.BackfillRequest) (fsm.Back
 	return fsm.BackfillResult{}, fmt.Errorf("backfill: %w", errNotImplemented)
 }
 
+// ACL applies c to the fake's ACL state as the FSM would (acl.Decide).
+func (f *fakeScheduler) ACL(_ context.Context, c acl.Cmd) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, "acl "+c.Action+" by "+c.By)
+	if c.At.IsZero() {
+		c.At = at(50) // as the leader does
+	}
+	next, err := acl.Decide(f.acl, c)
+	if err != nil {
+		return err
+	}
+	f.acl = next
+	return nil
+}
+
+// aclState is the fake's ACL state.
+func (f *fakeScheduler) aclState() *acl.State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.acl
+}
+
 // The calls only workers make: the fake is the leader's
 // scheduler.Forwarder too, which the internal API (scheduler/rpc) calls.
 func (f *fakeScheduler) Started(context.Context, string, time.Time) error      { return nil }
@@ -432,6 +461,7 @@ func newFixture(t testing.TB, opts ...func(*Server)) *fixture {
 		State:   f.state, Scheduler: f.sched, Store: fakeStore{}, Internal: &rpc.Server{Leader: f.sched},
 		Clock: fakeClock{now: at(50)}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)),
 	}
+	f.srv.ACLState = f.sched.aclState
 	for _, o := range opts {
 		o(f.srv)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/fencecron/fencecron/election/netlimit"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/api"
 	"github.com/fencecron/fencecron/web/auth"
@@ -87,6 +88,13 @@ type Server struct {
 	// them; ReadOnly refuses them all (see web/auth).
 	APIToken string
 	ReadOnly bool
+	// ACL turns access control on (acl: {enabled: true}): every route
+	// needs the capability its row of auth.Routes names. ACLState reads
+	// the replicated ACL state (fsm.FSM.ACL); NodeCredential is the store
+	// credential nodes present.
+	ACL            bool
+	ACLState       func() *acl.State
+	NodeCredential string
 	// AdvertiseHosts are this node's own names (its node name and the
 	// address it advertises); AllowedHosts are more names (host, or
 	// host:port) from api.allowed_hosts. A plain-HTTP request must name
@@ -204,14 +212,15 @@ func (s *Server) init() error {
 	// streams forever.
 	s.baseCtx, s.cancel = context.WithCancel(context.Background())
 	s.guard = auth.New(auth.Config{Token: s.APIToken, ReadOnly: s.ReadOnly, Clock: s.Clock, Logger: s.Logger,
-		Auditor: s.Scheduler, Node: s.Cluster.ID(), Base: s.baseCtx})
+		Auditor: s.Scheduler, Node: s.Cluster.ID(), Base: s.baseCtx,
+		ACL: s.ACL, ACLState: s.ACLState, NodeCredential: s.NodeCredential})
 	s.Limits = s.Limits.withDefaults()
 	s.api = &api.Server{
 		Cluster: s.Cluster, State: s.State, Scheduler: s.Scheduler, History: s.History, Store: s.StoreAPI,
 		Operator: s.Operator, Outputs: s.Outputs, Notifications: s.Notifications,
 		Guard: s.guard, Clock: s.Clock, Logger: s.Logger, HTTPS: s.PublicTLS != nil,
 		MaxEventStreams: s.Limits.MaxEventStreams, EventHeartbeat: s.Limits.EventHeartbeat,
-		Metrics: api.NewMetrics(),
+		Metrics: api.NewMetrics(), ACLState: s.ACLState,
 	}
 	dashboard, err := pages.New(pages.Dashboard{API: s.api, Store: s.Store, ClockSkew: s.ClockSkew, Guard: s.guard, Metrics: s.Metrics, StoreRemote: s.StoreRemote})
 	if err != nil {
@@ -305,6 +314,8 @@ func (s *Server) Handler() http.Handler {
 	// response may take to write, and limit what plain HTTP may do
 	// (tlsmux.go).
 	r.Use(s.recoverPanics, s.checkHost, s.limitWrites, s.plainPolicy)
+	// Then who may use the route (acl.go; nothing with ACLs off).
+	r.Use(s.enforceACL(r))
 	// The dashboard (web/pages).
 	s.dashboard.Routes(r)
 	r.Get("/metrics", s.handleMetrics)

@@ -100,25 +100,41 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 		}
 		path += sep + "namespace=" + url.QueryEscape(c.namespace)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+	send := func(withToken bool) (*http.Response, error) {
+		req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
+		if err != nil {
+			return nil, err
+		}
+		if body != nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		// Only changes, and the export of the whole job set with the
+		// jobs' secrets, need the API token; other reads (and the store,
+		// which has its own credentials) see it only when the node asks
+		// for it (401 or 403: a node with ACLs on, where reads need a
+		// token too).
+		if c.token != "" && (withToken || method != http.MethodGet || strings.HasPrefix(path, jobSetPath)) {
+			req.Header.Set("Authorization", "Bearer "+c.token)
+			if strings.HasPrefix(c.base, "http://") && !isLoopbackURL(c.base) {
+				fmt.Fprintf(c.errOut, "fencecron: warning: sending the API token to %s in the clear: anyone on the path can read it; give the node api.tls and use https://\n", c.base)
+			}
+		}
+		resp, err := c.http.Do(req)
+		if err != nil {
+			return nil, reachErr(err)
+		}
+		return resp, nil
+	}
+	resp, err := send(false)
 	if err != nil {
 		return err
 	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	// Only changes, and the export of the whole job set with the jobs'
-	// secrets, need the API token; other reads (and the store, which has
-	// its own credentials) never see it.
-	if c.token != "" && (method != http.MethodGet || strings.HasPrefix(path, jobSetPath)) {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-		if strings.HasPrefix(c.base, "http://") && !isLoopbackURL(c.base) {
-			fmt.Fprintf(c.errOut, "fencecron: warning: sending the API token to %s in the clear: anyone on the path can read it; give the node api.tls and use https://\n", c.base)
+	if rd == nil && c.token != "" && method == http.MethodGet && !strings.HasPrefix(path, jobSetPath) &&
+		(resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
+		resp.Body.Close()
+		if resp, err = send(true); err != nil {
+			return err
 		}
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return reachErr(err)
 	}
 	b, err := wire.ReadAnswer(resp)
 	if err != nil {

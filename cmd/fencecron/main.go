@@ -42,6 +42,11 @@ Usage:
   fencecron operator raft remove-peer NAME remove a server that is gone for good from Raft
   fencecron snapshot save|restore FILE     back up or restore the replicated state (leader; api.token)
   fencecron release -reason TEXT ATTEMPT   end a stuck attempt's lease now; its run is retried with a newer token
+  fencecron acl bootstrap                  create the first management token (once; ACLs on), print its secret
+  fencecron acl policy apply NAME FILE | list | delete NAME
+                                          the access policies (docs/teams-and-access.md)
+  fencecron acl token create -name N -policy P [-policy P2] [-ttl D] | list | revoke ACCESSOR
+                                          access tokens; a secret is printed once, at creation
   fencecron version                        this binary's version, commit, log version and Go version
 
 Run "fencecron COMMAND -h" for a command's flags.
@@ -108,6 +113,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return runSnapshot(ctx, args[1:], stdout, stderr)
 	case "release":
 		return runRelease(ctx, args[1:], stdout, stderr)
+	case "acl":
+		return runACL(ctx, args[1:], stdout, stderr)
 	case "version", "-version", "--version":
 		return runVersion(args[1:], stdout, stderr)
 	case "help", "-h", "-help", "--help":

@@ -95,12 +95,20 @@ func (t *Table) Lookup(name string) (Code, bool) {
 type Body struct {
 	Error string `json:"error"`
 	Code  string `json:"code"`
+	// Missing names the capability a refused caller lacks (access
+	// control: an error with a MissingCapability method).
+	Missing string `json:"missing,omitempty"`
 }
 
 // Body is the answer to err.
 func (t *Table) Body(err error) Body {
 	_, code := t.StatusOf(err)
-	return Body{Error: err.Error(), Code: code}
+	b := Body{Error: err.Error(), Code: code}
+	var m interface{ MissingCapability() string }
+	if errors.As(err, &m) {
+		b.Missing = m.MissingCapability()
+	}
+	return b
 }
 
 // RemoteError is an error a fencecron server answered with: its status,

@@ -289,6 +289,7 @@ func (c *Client) get(ctx context.Context, key, u string) (fencedstore.Object, er
 	if err != nil {
 		return fencedstore.Object{}, fmt.Errorf("get %s: %w: %v", key, fencedstore.ErrInvalidKey, err)
 	}
+	c.credential(req)
 	resp, err := c.do(req)
 	if err != nil {
 		return fencedstore.Object{}, err
@@ -375,6 +376,7 @@ func (c *Client) getJSON(ctx context.Context, u string, v any) error {
 	if err != nil {
 		return fmt.Errorf("%w: %v", fencedstore.ErrInvalidKey, err)
 	}
+	c.credential(req)
 	resp, err := c.do(req)
 	if err != nil {
 		return err
@@ -387,4 +389,13 @@ func (c *Client) getJSON(ctx context.Context, u string, v any) error {
 		return fmt.Errorf("GET %s: %w: undecodable answer: %v", req.URL.Redacted(), fencedstore.ErrUnavailable, err)
 	}
 	return nil
+}
+
+// credential adds a node's store credential to a read: a node serving
+// the store with access control on (acl: {enabled: true}) answers reads
+// only to whom may make them, and a node may.
+func (c *Client) credential(req *http.Request) {
+	if c.Signer != nil {
+		req.Header.Set("Authorization", authScheme+c.Signer.Credential())
+	}
 }

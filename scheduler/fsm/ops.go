@@ -145,6 +145,10 @@ var opTable = []opSpec{
 	{name: replicated.OpStarts, since: replicated.VersionStartBatches,
 		has:   func(c *replicated.Command) bool { return c.Starts != nil && len(c.Starts.Starts) > 0 },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyStarts(l, c.Starts) }},
+	{name: replicated.OpACL, since: replicated.VersionACL,
+		has:   func(c *replicated.Command) bool { return c.ACL != nil },
+		at:    func(c *replicated.Command) time.Time { return c.ACL.At },
+		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyACL(l, c.ACL) }},
 }
 
 // opsByName indexes opTable.

@@ -26,7 +26,10 @@ type RunQuery struct {
 	Job string
 	// Namespace, if set, selects the runs of that namespace's jobs.
 	Namespace string
-	States    []jobs.State
+	// Allow, if set, says which namespaces' runs the asker may read
+	// (access control).
+	Allow  func(ns string) bool
+	States []jobs.State
 	// Since and Until bound the scheduled time (Until exclusive).
 	Since, Until time.Time
 	Limit        int
@@ -45,6 +48,8 @@ func (q RunQuery) match(r jobs.Run) bool {
 	case q.Job != "" && r.Job != q.Job:
 		return false
 	case q.Namespace != "" && jobNamespace(r.Job) != q.Namespace:
+		return false
+	case q.Allow != nil && !q.Allow(jobNamespace(r.Job)):
 		return false
 	case len(q.States) > 0 && !slices.Contains(q.States, r.State):
 		return false
@@ -351,6 +356,9 @@ func (v *visibility) cutoff(job string, h jobs.History) *time.Time {
 // 500.
 type EventQuery struct {
 	Job, Kind string
+	// Allow, if set, says which namespaces' jobs' events the asker may
+	// read (access control); an event of no job is every reader's.
+	Allow func(ns string) bool
 	// Since and Until bound the event's time (Until exclusive).
 	Since, Until time.Time
 	// After lists only events after this sequence number.
@@ -374,6 +382,8 @@ func (q EventQuery) match(e jobs.Event) bool {
 	case q.Job != "" && e.Job != q.Job:
 		return false
 	case q.Kind != "" && e.Kind != q.Kind:
+		return false
+	case q.Allow != nil && !EventReadable(e, q.Allow):
 		return false
 	case !q.Since.IsZero() && e.Time.Before(q.Since):
 		return false
@@ -488,4 +498,15 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 func jobNamespace(job string) string {
 	ns, _ := jobs.SplitQualified(job)
 	return ns
+}
+
+// EventReadable says whether an event is for a reader who may read the
+// namespaces allow accepts: one of a job of such a namespace, or one of
+// no job but a change of access control (jobs.EventACL), which only a
+// reader of every namespace sees.
+func EventReadable(e jobs.Event, allow func(ns string) bool) bool {
+	if e.Job == "" {
+		return e.Kind != jobs.EventACL
+	}
+	return allow(jobNamespace(e.Job))
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 )
 
 // Ops by name, as they are written in the log.
@@ -31,6 +32,7 @@ const (
 	OpAdmit       = "admit"
 	OpStarts      = "starts"
 	OpSetJobsDiff = "set_jobs_diff"
+	OpACL         = "acl"
 )
 
 // Command is one entry of the replicated log: its format version (see
@@ -63,6 +65,8 @@ type Command struct {
 	Backfill *BackfillCmd `json:"backfill,omitempty"`
 	Release  *ReleaseCmd  `json:"release,omitempty"`
 	Admit    *AdmitCmd    `json:"admit,omitempty"`
+	// ACL is OpACL's payload (log version 10).
+	ACL *acl.Cmd `json:"acl,omitempty"`
 }
 
 // ElectedCmd is the first entry a new leader commits; applying it is how
@@ -303,7 +307,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "9"
+var logVersionText = "10"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

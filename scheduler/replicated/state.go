@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 )
 
 // Bounds on the replicated state, so snapshots stay small.
@@ -83,6 +84,10 @@ type State struct {
 	// JobsStage is a job set difference whose parts are still arriving
 	// (log version 8; nil when none is).
 	JobsStage *JobsStage `json:"jobs_stage,omitempty"`
+	// ACL is the access control state (log version 10; nil until the
+	// first ACL entry). It is replaced whole by each ACL entry, never
+	// changed in place (acl.Decide).
+	ACL *acl.State `json:"acl,omitempty"`
 }
 
 func EmptyState() State {

@@ -90,4 +90,13 @@ const (
 	// name as a plain one and scope its tokens elsewhere, so it must stop
 	// at the first entry of version 9, as it does.
 	VersionNamespaces = 9
+	// VersionACL (10): op "acl" changes the access control state (State.ACL:
+	// policies, and tokens as hashes of their secrets): bootstrap, policy
+	// upsert or delete, token create or revoke, each decided by
+	// acl.Decide inside Apply (a second bootstrap, a token for an unknown
+	// policy, a policy that names an unknown capability are refused
+	// whole). A server of version 9 does not know the op, so it stops at
+	// the first entry of version 10, as it does: upgrade every server
+	// before anyone bootstraps ACLs.
+	VersionACL = 10
 )

@@ -3,6 +3,7 @@ package rpc
 import (
 	"context"
 
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
@@ -23,5 +24,23 @@ func (s *Server) backfillRoute() func(context.Context, fsm.BackfillRequest) (fsm
 			return fsm.BackfillResult{}, err
 		}
 		return s.Leader.Backfill(ctx, req)
+	}
+}
+
+// pathACL forwards a change of the access control state to the leader.
+const pathACL = "/acl"
+
+// ACL implements scheduler.Forwarder.
+func (c *Client) ACL(ctx context.Context, cmd acl.Cmd) error {
+	return c.toLeader(ctx, pathACL, cmd, nil)
+}
+
+// aclRoute answers pathACL as the leader does.
+func (s *Server) aclRoute() func(context.Context, acl.Cmd) (done, error) {
+	return func(ctx context.Context, cmd acl.Cmd) (done, error) {
+		if err := required("action", cmd.Action); err != nil {
+			return done{}, err
+		}
+		return done{}, s.Leader.ACL(ctx, cmd)
 	}
 }

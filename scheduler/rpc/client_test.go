@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"io"
 	"log"
 	"net"
@@ -185,6 +186,10 @@ func (f *fakeLeader) Release(context.Context, string, string, string) (scheduler
 }
 func (f *fakeLeader) Backfill(context.Context, fsm.BackfillRequest) (fsm.BackfillResult, error) {
 	return fsm.BackfillResult{}, fmt.Errorf("backfill: %w", errNotImplemented)
+}
+
+func (f *fakeLeader) ACL(context.Context, acl.Cmd) error {
+	return fmt.Errorf("acl: %w", errNotImplemented)
 }
 
 // notLeader answers every call as a follower does.

@@ -134,6 +134,7 @@ func (s *Server) leaderRoutes() {
 	})
 	s.routes[pathRelease] = handle(s, s.release)
 	s.routes[pathBackfill] = handle(s, s.backfillRoute())
+	s.routes[pathACL] = handle(s, s.aclRoute())
 }
 
 // release ends an attempt's lease on an operator's word, through the
@@ -277,7 +278,7 @@ func (s *Server) nodeRoutes() {
 // scheduler with jobs.ErrNotLeader, which sends the caller to look for
 // the leader elsewhere rather than call a nil Leader.
 func (s *Server) refuseLeaderRoutes() {
-	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill} {
+	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill, pathACL} {
 		s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 		}

@@ -8,6 +8,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/history"
 )
 
@@ -48,6 +49,15 @@ var table = errcode.New(
 	code("bad_cursor", http.StatusBadRequest, history.ErrBadCursor),
 	code("invalid", http.StatusBadRequest, jobs.ErrInvalidConfig),
 	code("unknown_job", http.StatusBadRequest, jobs.ErrUnknownJob),
+	code("acl_invalid", http.StatusBadRequest, acl.ErrUnknownCapability, acl.ErrBadNamespaceGlob, acl.ErrBadPolicy, acl.ErrBadToken, acl.ErrBadAction),
+	code("unknown_policy", http.StatusBadRequest, acl.ErrUnknownPolicy),
+	code("unknown_accessor", http.StatusNotFound, acl.ErrUnknownAccessor),
+	code("already_revoked", http.StatusConflict, acl.ErrAlreadyRevoked),
+	code("acl_bootstrapped", http.StatusConflict, acl.ErrAlreadyBootstrapped),
+	code("acl_disabled", http.StatusBadRequest, acl.ErrNotBootstrapped),
+	code("revoked_token", http.StatusUnauthorized, acl.ErrRevokedToken),
+	code("expired_token", http.StatusUnauthorized, acl.ErrExpiredToken),
+	code("unknown_token", http.StatusUnauthorized, acl.ErrUnknownToken),
 	errcode.InvalidKey,
 	errcode.InvalidJob,
 	errcode.WritesDisabled,

@@ -83,7 +83,7 @@ const (
 // earlier answer's next) and limit.
 func JobQuery(r *http.Request, defaultLimit int) (jobs.Query, error) {
 	v := r.URL.Query()
-	q := jobs.Query{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit}
+	q := jobs.Query{Text: v.Get("q"), State: jobs.State(v.Get("state")), Limit: defaultLimit, Allow: readable(r)}
 	if len(q.Text) > 200 {
 		return q, BadRequest("q is at most 200 bytes")
 	}
@@ -270,7 +270,12 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	if req.Source == "" {
 		req.Source = "PUT /api/v1/jobset from " + r.RemoteAddr
 	}
-	hash, err := s.Scheduler.SetJobs(r.Context(), req.Jobs, req.Source)
+	set, err := s.scopedJobSet(r, req.Jobs)
+	if err != nil {
+		s.Error(w, r, err)
+		return
+	}
+	hash, err := s.Scheduler.SetJobs(r.Context(), set, req.Source)
 	if err != nil {
 		s.Error(w, r, err)
 		return

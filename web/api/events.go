@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/fencecron/fencecron/scheduler/history"
 )
 
 // Server-sent events on GET /api/v1/events (Accept: text/event-stream):
@@ -84,7 +86,7 @@ func (s *Server) handleEvents(w http.ResponseWriter, r *http.Request) {
 	h.Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
 
-	es := &eventStream{s: s, w: w, rc: rc, after: after}
+	es := &eventStream{s: s, w: w, rc: rc, after: after, allow: readable(r)}
 	defer rc.SetWriteDeadline(time.Time{})
 	es.run(r, changed)
 }
@@ -132,6 +134,9 @@ type eventStream struct {
 	rc          *http.ResponseController
 	after       uint64
 	lastCluster string
+	// allow says which namespaces' jobs' events the client may read
+	// (nil: all).
+	allow func(ns string) bool
 }
 
 // run sends the backlog, then whatever changes, until the client goes
@@ -192,6 +197,10 @@ func (es *eventStream) sendAudit() bool {
 		}
 		var b strings.Builder
 		for _, e := range evs {
+			es.after = e.Seq
+			if es.allow != nil && !history.EventReadable(e, es.allow) {
+				continue // another namespace's: never shown
+			}
 			data, _ := json.Marshal(e)
 			fmt.Fprintf(&b, "id: %d\nevent: audit\ndata: %s\n\n", e.Seq, data)
 			es.after = e.Seq

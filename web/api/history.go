@@ -49,7 +49,7 @@ const (
 // history.MaxRunLimit, default 100) and cursor (a page's next).
 func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 	v := r.URL.Query()
-	q := history.RunQuery{Job: v.Get("job"), Cursor: v.Get("cursor"), Limit: defaultRunLimit}
+	q := history.RunQuery{Job: v.Get("job"), Cursor: v.Get("cursor"), Limit: defaultRunLimit, Allow: readable(r)}
 	var err error
 	if q.Job, err = JobName(r, q.Job); err != nil {
 		return q, err
@@ -82,7 +82,7 @@ func (s *Server) runQuery(r *http.Request) (history.RunQuery, error) {
 // cursor.
 func (s *Server) eventQuery(r *http.Request) (history.EventQuery, error) {
 	v := r.URL.Query()
-	q := history.EventQuery{Job: v.Get("job"), Kind: v.Get("kind"), Cursor: v.Get("cursor")}
+	q := history.EventQuery{Job: v.Get("job"), Kind: v.Get("kind"), Cursor: v.Get("cursor"), Allow: readable(r)}
 	job, err := JobName(r, q.Job)
 	if err != nil {
 		return q, err

@@ -23,6 +23,7 @@ import (
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -78,6 +79,9 @@ type Scheduler interface {
 	// Backfill queues runs for the fire times of a job's schedule that
 	// have none, or with DryRun lists them.
 	Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.BackfillResult, error)
+	// ACL changes the access control state (acl.Decide decides it in
+	// Apply).
+	ACL(ctx context.Context, c acl.Cmd) error
 }
 
 // Server answers /api/v1 for one node.
@@ -115,6 +119,8 @@ type Server struct {
 	MaxEventStreams int
 	EventHeartbeat  time.Duration
 	Metrics         *Metrics
+	// ACLState reads the replicated ACL state (nil: ACLs cannot be on).
+	ACLState func() *acl.State
 
 	streams atomic.Int64 // open event streams
 	exports atomic.Int64 // job set exports being written (reads.go)
@@ -153,6 +159,7 @@ func (s *Server) Routes(r chi.Router) {
 	r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)
 	r.With(s.requireWrite).Get("/snapshot", s.handleSnapshotSave)
 	r.With(s.requireWrite).Put("/snapshot", s.handleSnapshotRestore)
+	s.aclRoutes(r)
 }
 
 // requireWrite guards the mutating endpoints (auth.Guard).

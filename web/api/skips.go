@@ -14,5 +14,5 @@ func (s *Server) handleSkips(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.State.Skips(job))})
+	WriteJSON(w, http.StatusOK, wire.SkipList{Skips: nonNil(s.StateFor(r).Skips(job))})
 }

@@ -28,6 +28,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore/keyring"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -87,6 +88,12 @@ type Config struct {
 	// Base is the context lockouts are written under: the server cancels
 	// it as it closes, before it waits (Close).
 	Base context.Context
+	// ACL turns access control on (acl.go); ACLState reads the
+	// replicated ACL state; NodeCredential is the store credential nodes
+	// present (a node's identity).
+	ACL            bool
+	ACLState       func() *acl.State
+	NodeCredential string
 }
 
 // Guard holds the sessions, the throttle and the lockouts waiting for the
@@ -246,6 +253,17 @@ func (g *Guard) AuthorizeWrite(r *http.Request) error {
 	if g.cfg.ReadOnly {
 		return fmt.Errorf("%w: this node's API is read-only (api.read_only: true); use another node", wire.ErrForbidden)
 	}
+	if g.cfg.ACL {
+		// The route table judged the identity (acl.go); a browser
+		// session must still echo its CSRF token.
+		if r.Header.Get("Authorization") == "" && g.session(r) != "" {
+			return g.checkCSRF(r)
+		}
+		if _, err := g.Identify(r); err != nil {
+			return err
+		}
+		return nil
+	}
 	if g.cfg.Token == "" {
 		// Without a token, whoever reaches the port could act; a node
 		// bound to a public address would run anyone's commands. Only
@@ -259,17 +277,23 @@ func (g *Guard) AuthorizeWrite(r *http.Request) error {
 	if h := r.Header.Get("Authorization"); h != "" {
 		return g.checkBearer(r, h)
 	}
-	if sess := g.session(r); sess != "" {
-		got := r.Header.Get(CSRFHeader)
-		if got == "" && IsForm(r) {
-			got = r.PostFormValue(CSRFField)
-		}
-		if subtle.ConstantTimeCompare([]byte(got), []byte(g.csrfToken(sess))) != 1 {
-			return fmt.Errorf("%w: missing or wrong CSRF token; reload the page and try again", wire.ErrForbidden)
-		}
-		return nil
+	if g.session(r) != "" {
+		return g.checkCSRF(r)
 	}
 	return fmt.Errorf("%w: this needs the API token: send \"Authorization: Bearer TOKEN\" (fencecron -token or FENCECRON_API_TOKEN), or log in at /login", wire.ErrUnauthorized)
+}
+
+// checkCSRF says why r, from a browser with a live session, does not
+// echo its session's CSRF token, or nil.
+func (g *Guard) checkCSRF(r *http.Request) error {
+	got := r.Header.Get(CSRFHeader)
+	if got == "" && IsForm(r) {
+		got = r.PostFormValue(CSRFField)
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(g.csrfToken(g.session(r)))) != 1 {
+		return fmt.Errorf("%w: missing or wrong CSRF token; reload the page and try again", wire.ErrForbidden)
+	}
+	return nil
 }
 
 // checkBearer checks an Authorization header h a request carries: nil
@@ -453,6 +477,10 @@ func (g *Guard) Logout(w http.ResponseWriter, r *http.Request) {
 // may read it whole. A wrong Bearer token is an error (401, throttled as
 // any other), never a quiet fall back to the redacted view.
 func (g *Guard) SeesSecrets(r *http.Request) (bool, error) {
+	if id, ok := IdentityOf(r.Context()); ok {
+		// With ACLs, whoever may apply every namespace's jobs.
+		return id.AllNamespaces(acl.CapApply), nil
+	}
 	if g.cfg.Token == "" {
 		return IsLoopbackClient(r), nil
 	}
@@ -472,6 +500,9 @@ func (g *Guard) SeesSecrets(r *http.Request) (bool, error) {
 // (dashboard login) from ...", or, on a node without api.token,
 // "loopback 127.0.0.1".
 func (g *Guard) Asker(r *http.Request) string {
+	if who, ok := g.askerACL(r); ok {
+		return who
+	}
 	client := clientKey(r)
 	switch {
 	case g.cfg.Token == "":

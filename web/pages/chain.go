@@ -2,6 +2,7 @@ package pages
 
 import (
 	"fmt"
+	"github.com/fencecron/fencecron/web/api"
 	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -27,7 +28,7 @@ type svgLink struct {
 
 // ancestors returns the runs that runs followed, and theirs, up to the
 // bounds, none of runs itself.
-func (s *Dashboard) ancestors(runs []jobs.Run) []jobs.Run {
+func (s *Dashboard) ancestors(st api.State, runs []jobs.Run) []jobs.Run {
 	have := map[string]bool{}
 	for _, r := range runs {
 		have[r.ID] = true
@@ -46,7 +47,7 @@ func (s *Dashboard) ancestors(runs []jobs.Run) []jobs.Run {
 				if !ok {
 					continue
 				}
-				for _, p := range s.API.State.Runs(fsm.RunFilter{Job: job, Limit: 50}) {
+				for _, p := range st.Runs(fsm.RunFilter{Job: job, Limit: 50}) {
 					if p.ID == id {
 						out = append(out, p)
 						next = append(next, p)

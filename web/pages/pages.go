@@ -2,7 +2,6 @@ package pages
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"maps"
 	"net/http"
@@ -68,7 +67,7 @@ func (s *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	by := map[jobs.State]int{}
-	all := s.API.State.Runs(fsm.RunFilter{})
+	all := s.API.StateFor(r).Runs(fsm.RunFilter{})
 	for _, run := range all {
 		by[run.State]++
 	}
@@ -80,7 +79,7 @@ func (s *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 		p.Failovers = e - 1
 	}
 	p.Runs = all[:min(len(all), 12)]
-	p.Events = newestFirst(s.API.State.Events(0, 12))
+	p.Events = newestFirst(s.API.StateFor(r).Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
 	p.Groups = s.API.Groups()
 	if p.Status.Notify == nil {
@@ -256,14 +255,15 @@ func (s *Dashboard) handleJobPage(w http.ResponseWriter, r *http.Request) {
 	default:
 		p.Newer = pageURL(back[len(back)-1], back[:len(back)-1])
 	}
-	p.Skips = s.API.State.Skips(name)
-	p.Timeline = s.jobTimeline(r.Context(), name, 8)
+	p.Skips = s.API.StateFor(r).Skips(name)
+	p.Timeline = s.jobTimeline(r, name, 8)
 	s.render(w, r, http.StatusOK, "job.html", p)
 }
 
 // jobTimeline draws a job's last n runs with their keys' store decisions.
-func (s *Dashboard) jobTimeline(ctx context.Context, job string, n int) svgTimeline {
-	runs := s.API.State.Runs(fsm.RunFilter{Job: job, Limit: n})
+func (s *Dashboard) jobTimeline(r *http.Request, job string, n int) svgTimeline {
+	ctx := r.Context()
+	runs := s.API.StateFor(r).Runs(fsm.RunFilter{Job: job, Limit: n})
 	title := fmt.Sprintf("job %s: the last %d runs", job, len(runs))
 	switch len(runs) {
 	case 0:
@@ -271,11 +271,11 @@ func (s *Dashboard) jobTimeline(ctx context.Context, job string, n int) svgTimel
 	case 1:
 		title = fmt.Sprintf("job %s: the last run", job)
 	}
-	if chain := s.ancestors(runs); len(chain) > 0 {
+	if chain := s.ancestors(s.API.StateFor(r), runs); len(chain) > 0 {
 		title += fmt.Sprintf(", with the %d runs they followed", len(chain))
 		runs = append(runs, chain...)
 	}
-	d := timelineData{Title: title, Runs: runs, Events: s.API.State.Events(0, 0), Now: s.API.Clock.Now()}
+	d := timelineData{Title: title, Runs: runs, Events: s.API.StateFor(r).Events(0, 0), Now: s.API.Clock.Now()}
 	seen := map[string]bool{}
 	for _, r := range runs {
 		if r.Output == "" || seen[r.Output] {
@@ -294,13 +294,14 @@ func (s *Dashboard) jobTimeline(ctx context.Context, job string, n int) svgTimel
 }
 
 // keyTimeline draws a key's store decisions with the runs that wrote it.
-func (s *Dashboard) keyTimeline(ctx context.Context, key string) (svgTimeline, error) {
+func (s *Dashboard) keyTimeline(r *http.Request, key string) (svgTimeline, error) {
+	ctx := r.Context()
 	hist, err := s.Store.History(ctx, key)
 	if err != nil {
 		return svgTimeline{}, err
 	}
-	d := timelineData{Title: "key " + key, Events: s.API.State.Events(0, 0), Now: s.API.Clock.Now()}
-	for _, run := range s.API.State.Runs(fsm.RunFilter{}) {
+	d := timelineData{Title: "key " + key, Events: s.API.StateFor(r).Events(0, 0), Now: s.API.Clock.Now()}
+	for _, run := range s.API.StateFor(r).Runs(fsm.RunFilter{}) {
 		if run.Output == key {
 			d.Runs = append(d.Runs, run)
 		}
@@ -329,7 +330,7 @@ func (s *Dashboard) handleEventsPage(w http.ResponseWriter, r *http.Request) {
 		s.API.Error(w, r, api.BadRequest("kind %q: want one of %s", p.Kind, strings.Join(eventKinds, ", ")))
 		return
 	}
-	for _, e := range newestFirst(s.API.State.Events(0, 0)) {
+	for _, e := range newestFirst(s.API.StateFor(r).Events(0, 0)) {
 		if (p.Kind == "" || e.Kind == p.Kind) && (p.Job == "" || e.Job == p.Job) {
 			p.Events = append(p.Events, e)
 			if len(p.Events) == 500 {
@@ -365,7 +366,7 @@ func (s *Dashboard) timelineFor(r *http.Request) (job, key string, n int, tl svg
 		if err := fencedstore.ValidateKey(key); err != nil {
 			return "", "", 0, tl, api.BadRequest("key %q: %v", key, err)
 		}
-		tl, err = s.keyTimeline(r.Context(), key)
+		tl, err = s.keyTimeline(r, key)
 		return job, key, n, tl, err
 	}
 	if job == "" {
@@ -377,7 +378,7 @@ func (s *Dashboard) timelineFor(r *http.Request) (job, key string, n int, tl svg
 	if job == "" {
 		return "", "", n, layoutTimeline(timelineData{Title: "no jobs"}), nil
 	}
-	return job, key, n, s.jobTimeline(r.Context(), job, n), nil
+	return job, key, n, s.jobTimeline(r, job, n), nil
 }
 
 func (s *Dashboard) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
@@ -389,7 +390,7 @@ func (s *Dashboard) handleTimelinePage(w http.ResponseWriter, r *http.Request) {
 	p := &timelinePage{pageBase: s.base(r, "Timeline", "timeline"), Job: job, Key: key, Runs: n, Timeline: tl}
 	// The picker lists the first jobs by name; any other is one URL away
 	// (?job=NAME) and always listed when it is the one shown.
-	for _, e := range s.API.State.FindJobs(jobs.Query{Limit: timelinePickerJobs}).Jobs {
+	for _, e := range s.API.StateFor(r).FindJobs(jobs.Query{Limit: timelinePickerJobs}).Jobs {
 		p.Jobs = append(p.Jobs, e.Spec.Name)
 	}
 	if job != "" && !slices.Contains(p.Jobs, job) {

@@ -175,7 +175,7 @@ func (s *Dashboard) base(r *http.Request, title, nav string) pageBase {
 		Auth: s.Guard.Of(r), Path: r.URL.RequestURI(), Now: s.API.Clock.Now(), Live: nav != "",
 		Skew: s.skewWarning(), Build: build,
 	}
-	if last := s.API.State.Events(0, 1); len(last) == 1 {
+	if last := s.API.StateFor(r).Events(0, 1); len(last) == 1 {
 		b.EventSeq = last[0].Seq
 	}
 	return b

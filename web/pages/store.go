@@ -128,6 +128,6 @@ func (s *Dashboard) handleKeyPage(w http.ResponseWriter, r *http.Request) {
 			p.BodyNote = fmt.Sprintf("%d bytes of binary data", len(obj.Body))
 		}
 	}
-	p.Timeline, _ = s.keyTimeline(r.Context(), key)
+	p.Timeline, _ = s.keyTimeline(r, key)
 	s.render(w, r, http.StatusOK, "key.html", p)
 }

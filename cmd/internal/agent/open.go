@@ -240,8 +240,13 @@ func (n *node) newWeb() error {
 		Addr: netJoin(n.bind, c.Node.Ports.HTTP), Cluster: n.raft, State: n.fsm, Scheduler: n.sched, Internal: n.internal,
 		Store: n.store, TLS: n.id, PublicTLS: n.publicTLS, Logger: n.log,
 		APIToken: c.API.Token, ReadOnly: c.API.ReadOnly, Metrics: n.metrics,
+		ACL: c.ACL.Enabled, ACLState: n.fsm.ACL,
 		AdvertiseHosts: []string{c.Node.Name, n.advertise}, AllowedHosts: c.API.AllowedHosts, Limits: webLimits(c.API.Limits),
 		Operator: &operator{node: n.raft, fsm: n.fsm, sched: n.sched, log: n.log},
+	}
+	if n.signer != nil {
+		// A node's own store calls carry the store credential.
+		n.srv.NodeCredential = n.signer.Credential()
 	}
 	// Only a node that serves the store takes writes over HTTP; every
 	// node shows it. Its jobs are still handed this node's address

@@ -104,6 +104,7 @@ const (
 	SectionGroups    = "groups"
 	SectionLog       = "log"
 	SectionTelemetry = "telemetry"
+	SectionACL       = "acl"
 )
 
 // File is a whole config file, with defaults applied.
@@ -118,6 +119,8 @@ type File struct {
 	Log Log
 	// Telemetry is where this node sends its traces (telemetry.go).
 	Telemetry Telemetry
+	// ACL is the acl section: access control (docs/teams-and-access.md).
+	ACL ACL
 	// Jobs are validated and normalized, in file order; with
 	// Node.JobsDir, only this file's (see LoadNodeJobs).
 	Jobs []jobs.Spec
@@ -158,6 +161,15 @@ type sections struct {
 	Groups    []jobs.Group `yaml:"groups"`
 	Log       Log          `yaml:"log"`
 	Telemetry Telemetry    `yaml:"telemetry"`
+	ACL       ACL          `yaml:"acl"`
+}
+
+// ACL is the acl section: with Enabled, every request to the public API
+// and the dashboard needs a token whose policies grant what its route
+// needs (web/auth.Routes); api.token stays a management token. Every
+// server of a cluster should agree.
+type ACL struct {
+	Enabled bool `yaml:"enabled"`
 }
 
 // jobEntry is one job as the file writes it: schedule, the shorthand for
@@ -506,8 +518,8 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	if d.isMapping(SectionTelemetry) {
 		d.checkTelemetry(&doc.Telemetry)
 	}
-	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, Name: name, sections: map[string]bool{}}
-	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs, SectionLog, SectionTelemetry} {
+	f := &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, ACL: doc.ACL, Name: name, sections: map[string]bool{}}
+	for _, s := range []string{SectionNode, SectionCluster, SectionStore, SectionAPI, SectionNotify, SectionJobs, SectionLog, SectionTelemetry, SectionACL} {
 		f.sections[s] = d.has(s)
 	}
 	f.Groups = d.checkGroups(doc.Groups, doc.Jobs)
@@ -693,7 +705,7 @@ func defaults(hostname func() (string, error)) sections {
 // file (`fencecron dev`) starts from it.
 func Defaults() *File {
 	doc := defaults(os.Hostname)
-	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, sections: map[string]bool{}}
+	return &File{Node: doc.Node, Cluster: doc.Cluster, Store: doc.Store, API: doc.API, Notify: doc.Notify, Log: doc.Log, Telemetry: doc.Telemetry, ACL: doc.ACL, sections: map[string]bool{}}
 }
 
 // Has reports whether the file has the named section ("node",

@@ -1,0 +1,254 @@
+package e2e
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/wire"
+)
+
+const aclAPIToken = "e2e-management-api-token-0123456789abcdef"
+
+// aclDo sends one request with a token and returns the status and body.
+func aclDo(t *testing.T, method, url, token, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
+// secretOf reads the secret and accessor `fencecron acl ... create`
+// printed.
+func secretOf(t *testing.T, out string) (secret, accessor string) {
+	t.Helper()
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) == 2 && f[0] == "secret" {
+			secret = f[1]
+		}
+		if len(f) == 2 && f[0] == "accessor" {
+			accessor = f[1]
+		}
+	}
+	if secret == "" || accessor == "" {
+		t.Fatalf("no secret and accessor in:\n%s", out)
+	}
+	return secret, accessor
+}
+
+// Two teams on three servers with ACLs on, every call through a
+// follower: team A's token cannot see, trigger or apply team B's jobs nor
+// read B's keys; a revoked token stops working on every node within a
+// second; the audit trail names the accessor of who released an attempt
+// and who made each token.
+func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
+	t.Parallel()
+	c := startCluster(t, localcluster.Options{Servers: 3, Profile: "fast",
+		Sections: "api:\n  token: " + aclAPIToken + "\nacl:\n  enabled: true\n",
+		Jobs: `  - name: build
+    namespace: team-a
+    schedule: "@every 2s"
+    shell: 'echo a'
+    output: 'out/{{ .RunID }}.txt'
+  - name: slow
+    namespace: team-a
+    schedule: "@every 1h"
+    shell: 'sleep 60'
+  - name: build
+    namespace: team-b
+    schedule: "@every 2s"
+    shell: 'echo b'
+    output: 'out/{{ .RunID }}.txt'
+`})
+	// Ready everywhere, then a follower to make every call through.
+	var follower, leader *localcluster.Node
+	proctest.Eventually(t, 90*time.Second, "three ready servers, one leader", func() error {
+		follower, leader = nil, nil
+		for _, n := range c.Nodes {
+			var st wire.Status
+			code, body := aclDo(t, "GET", n.URL()+"/api/v1/status", aclAPIToken, "")
+			if code != 200 || json.Unmarshal([]byte(body), &st) != nil {
+				return fmt.Errorf("%s: %d %s", n.Name, code, body)
+			}
+			if code, body := aclDo(t, "GET", n.URL()+"/readyz", "", ""); code != 200 {
+				return fmt.Errorf("%s: %s", n.Name, body)
+			}
+			switch st.RaftState {
+			case "Follower":
+				follower = n
+			case "Leader":
+				leader = n
+			}
+		}
+		if follower == nil || leader == nil {
+			return fmt.Errorf("no leader and follower yet")
+		}
+		return nil
+	})
+	f := follower.URL()
+	if code, body := aclDo(t, "GET", f+"/api/v1/jobs", "", ""); code != http.StatusForbidden || !strings.Contains(body, `"missing": "read"`) {
+		t.Fatalf("anonymous GET /api/v1/jobs: %d %s", code, body)
+	}
+
+	out, err := cli(t, "acl", "bootstrap", "-addr", f)
+	if err != nil {
+		t.Fatalf("acl bootstrap: %v\n%s", err, out)
+	}
+	root, rootAccessor := secretOf(t, out)
+	if out, err := cli(t, "acl", "bootstrap", "-addr", f); err == nil || !strings.Contains(out+err.Error(), "already bootstrapped") {
+		t.Fatalf("second bootstrap: %v\n%s", err, out)
+	}
+	dir := t.TempDir()
+	for _, team := range []string{"team-a", "team-b"} {
+		p := filepath.Join(dir, team+".yaml")
+		body := "rules:\n  - namespace: " + team + "\n    capabilities: [read, trigger, apply, release, read-store]\n"
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if out, err := cli(t, "acl", "policy", "apply", "-addr", f, "-token", root, team, p); err != nil {
+			t.Fatalf("policy apply %s: %v\n%s", team, err, out)
+		}
+	}
+	out, err = cli(t, "acl", "token", "create", "-addr", f, "-token", root, "-name", "ci-a", "-policy", "team-a")
+	if err != nil {
+		t.Fatalf("token create: %v\n%s", err, out)
+	}
+	a, aAccessor := secretOf(t, out)
+	if out, err := cli(t, "acl", "token", "create", "-addr", f, "-token", root, "-name", "x", "-policy", "nope"); err == nil || !strings.Contains(out+err.Error(), "unknown policy") {
+		t.Errorf("token for an unknown policy: %v\n%s", err, out)
+	}
+
+	// A sees its own jobs only, here and in runs, events and keys.
+	proctest.Eventually(t, 30*time.Second, "team-a's token works on the follower", func() error {
+		if code, body := aclDo(t, "GET", f+"/api/v1/jobs", a, ""); code != 200 {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+	var list wire.JobList
+	_, body := aclDo(t, "GET", f+"/api/v1/jobs", a, "")
+	if err := json.Unmarshal([]byte(body), &list); err != nil {
+		t.Fatal(err)
+	}
+	for _, j := range list.Jobs {
+		if j.Namespace != "team-a" {
+			t.Errorf("team-a's token lists %s of namespace %s", j.Name, j.Namespace)
+		}
+	}
+	if len(list.Jobs) != 2 {
+		t.Errorf("team-a's token lists %d jobs, want its 2", len(list.Jobs))
+	}
+	// Wait for runs of both teams, so there is something to hide.
+	proctest.Eventually(t, 60*time.Second, "a succeeded run of each team", func() error {
+		for _, job := range []string{"team-a:build", "team-b:build"} {
+			code, body := aclDo(t, "GET", f+"/api/v1/runs?state=succeeded&job="+job, root, "")
+			if code != 200 || !strings.Contains(body, job+"@") {
+				return fmt.Errorf("%s: %d %.200s", job, code, body)
+			}
+		}
+		return nil
+	})
+	for _, path := range []string{"/api/v1/runs", "/api/v1/events", "/api/v1/jobs", "/api/v1/store?prefix=ns/team-a/"} {
+		code, body := aclDo(t, "GET", f+path, a, "")
+		if code != 200 || strings.Contains(body, "team-b") {
+			t.Errorf("GET %s with team-a's token: %d, shows team-b: %v", path, code, strings.Contains(body, "team-b"))
+		}
+	}
+	for _, tc := range []struct{ method, path, body, missing string }{
+		{"POST", "/api/v1/jobs/build/trigger?namespace=team-b", "", "trigger"},
+		{"POST", "/api/v1/jobs/team-b:build/trigger", "", "trigger"},
+		{"GET", "/api/v1/jobs/team-b:build", "", "read"},
+		{"GET", "/api/v1/store?prefix=ns/team-b/", "", "read-store"},
+		{"GET", "/api/v1/store/ns/team-b/out/x.txt", "", "read-store"},
+		{"GET", "/api/v1/store?prefix=", "", "read-store"},
+		{"PUT", "/api/v1/jobset", `{"jobs": [{"name": "evil", "namespace": "team-b", "schedules": ["@every 1s"], "shell": "true"}]}`, "apply"},
+		{"GET", "/api/v1/acl/tokens", "", "management"},
+	} {
+		code, body := aclDo(t, tc.method, f+tc.path, a, tc.body)
+		if code != http.StatusForbidden || !strings.Contains(body, `"missing": "`+tc.missing+`"`) {
+			t.Errorf("%s %s with team-a's token: %d %s, want 403 missing %s", tc.method, tc.path, code, body, tc.missing)
+		}
+	}
+	if code, body := aclDo(t, "POST", f+"/api/v1/jobs/build/trigger?namespace=team-a", a, ""); code != 200 {
+		t.Errorf("team-a triggers its build: %d %s", code, body)
+	}
+	// A's apply replaces team-a's jobs only: team-b's stay.
+	set := `{"jobs": [{"name": "build", "namespace": "team-a", "schedules": ["@every 2s"], "shell": "echo a2", "output": "out/{{ .RunID }}.txt"},
+		{"name": "slow", "namespace": "team-a", "schedules": ["@every 1h"], "shell": "sleep 60"}]}`
+	if code, body := aclDo(t, "PUT", f+"/api/v1/jobset", a, set); code != 200 {
+		t.Fatalf("team-a applies its jobs: %d %s", code, body)
+	}
+	proctest.Eventually(t, 10*time.Second, "team-b's job kept", func() error {
+		if code, body := aclDo(t, "GET", f+"/api/v1/jobs/team-b:build", root, ""); code != 200 {
+			return fmt.Errorf("%d %s", code, body)
+		}
+		return nil
+	})
+
+	// A forced release by A names A's accessor in the audit trail.
+	code, body := aclDo(t, "POST", f+"/api/v1/jobs/slow/trigger?namespace=team-a", a, "")
+	var run jobs.Run
+	if code != 200 || json.Unmarshal([]byte(body), &run) != nil || len(run.Attempts) == 0 {
+		t.Fatalf("trigger team-a:slow: %d %s", code, body)
+	}
+	if code, body := aclDo(t, "POST", f+"/api/v1/attempts/"+run.Attempts[0].ID+"/release", a, `{"reason": "e2e"}`); code != 200 {
+		t.Fatalf("release: %d %s", code, body)
+	}
+	proctest.Eventually(t, 10*time.Second, "the audit trail names the accessors", func() error {
+		_, body := aclDo(t, "GET", f+"/api/v1/events", root, "")
+		for _, want := range []string{"token " + aAccessor + " (ci-a)", "by token " + rootAccessor + " (bootstrap)"} {
+			if !strings.Contains(body, want) {
+				return fmt.Errorf("events do not name %q", want)
+			}
+		}
+		if strings.Contains(body, a) || strings.Contains(body, root) {
+			t.Fatal("the audit trail holds a secret")
+		}
+		return nil
+	})
+
+	// Revoked through the leader: refused on every node within a second.
+	if out, err := cli(t, "acl", "token", "revoke", "-addr", leader.URL(), "-token", root, aAccessor); err != nil {
+		t.Fatalf("revoke: %v\n%s", err, out)
+	}
+	revoked := time.Now()
+	for _, n := range c.Nodes {
+		for {
+			code, body := aclDo(t, "GET", n.URL()+"/api/v1/jobs", a, "")
+			if code == http.StatusUnauthorized && strings.Contains(body, "revoked") {
+				break
+			}
+			if time.Since(revoked) > time.Second {
+				t.Fatalf("%s still answers team-a's revoked token %s after a second: %d %s", n.Name, aAccessor, code, body)
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	t.Logf("revoked token refused on all %d nodes %s after the revoke returned", len(c.Nodes), time.Since(revoked).Round(time.Millisecond))
+}

@@ -1,0 +1,144 @@
+package api
+
+import (
+	"net/http"
+
+	"github.com/fencecron/fencecron/fencedstore"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
+	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/history"
+	"github.com/fencecron/fencecron/web/auth"
+)
+
+// Lists are filtered to what the caller may read (access control): a
+// token limited to some namespaces sees the jobs, runs, events and skips
+// of those alone, as if the others did not exist. With ACLs off nothing
+// is filtered.
+
+// readable returns which namespaces the request's caller may read, or
+// nil when everything is readable (ACLs off, or a caller who may read
+// every namespace).
+func readable(r *http.Request) func(ns string) bool {
+	id, ok := auth.IdentityOf(r.Context())
+	if !ok || id.AllNamespaces(acl.CapRead) {
+		return nil
+	}
+	return func(ns string) bool { return id.Allowed(ns, acl.CapRead) }
+}
+
+// StateFor returns the replicated state as the request's caller may read
+// it: s.State itself, or a view filtered to the namespaces it may read.
+func (s *Server) StateFor(r *http.Request) State {
+	allow := readable(r)
+	if allow == nil {
+		return s.State
+	}
+	return filteredState{State: s.State, allow: allow}
+}
+
+// filteredState is a State that hides the jobs of the namespaces allow
+// refuses, with their runs, events and skips.
+type filteredState struct {
+	State
+	allow func(ns string) bool
+}
+
+func (f filteredState) job(name string) bool { return f.allow(fencedstore.JobNamespace(name)) }
+
+func (f filteredState) FindJobs(q jobs.Query) jobs.Page {
+	q.Allow = f.allow
+	return f.State.FindJobs(q)
+}
+
+func (f filteredState) Spec(name string) (jobs.Spec, bool) {
+	if !f.job(name) {
+		return jobs.Spec{}, false
+	}
+	return f.State.Spec(name)
+}
+
+func (f filteredState) Runs(rf fsm.RunFilter) []jobs.Run {
+	if rf.Job != "" && !f.job(rf.Job) {
+		return nil
+	}
+	runs := f.State.Runs(rf)
+	out := runs[:0:0]
+	for _, r := range runs {
+		if f.job(r.Job) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func (f filteredState) LastRun(job string) (jobs.Run, bool) {
+	if !f.job(job) {
+		return jobs.Run{}, false
+	}
+	return f.State.LastRun(job)
+}
+
+func (f filteredState) Events(after uint64, limit int) []jobs.Event {
+	return filterEvents(f.State.Events(after, limit), f.allow)
+}
+
+func (f filteredState) Skips(job string) []jobs.SkipRange {
+	all := f.State.Skips(job)
+	out := all[:0:0]
+	for _, sk := range all {
+		if f.job(sk.Job) {
+			out = append(out, sk)
+		}
+	}
+	return out
+}
+
+// filterEvents keeps the events of no job and those of the jobs of the
+// namespaces allow accepts (allow nil: all).
+func filterEvents(evs []jobs.Event, allow func(ns string) bool) []jobs.Event {
+	if allow == nil {
+		return evs
+	}
+	out := evs[:0:0]
+	for _, e := range evs {
+		if history.EventReadable(e, allow) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// scopedJobSet is the job set an apply of specs makes: specs itself for
+// a caller who may apply every namespace (or with ACLs off); for one
+// limited to some namespaces, specs replace the jobs of those namespaces
+// only and every other namespace's jobs stay as they are. A job of a
+// namespace the caller may not apply is refused (403 naming it), and
+// nothing is applied.
+func (s *Server) scopedJobSet(r *http.Request, specs []jobs.Spec) ([]jobs.Spec, error) {
+	id, ok := auth.IdentityOf(r.Context())
+	if !ok || id.AllNamespaces(acl.CapApply) {
+		return specs, nil
+	}
+	for i := range specs {
+		if ns := specNamespace(&specs[i]); !id.Allowed(ns, acl.CapApply) {
+			return nil, &auth.Denied{Cap: acl.CapApply, Namespace: ns + " (job " + specs[i].Name + ")", Who: "token " + id.Accessor + " (" + id.Name + ")"}
+		}
+	}
+	out := make([]jobs.Spec, 0, len(specs))
+	for _, cur := range s.State.ExportJobSet().Jobs {
+		if !id.Allowed(cur.NamespaceName(), acl.CapApply) {
+			out = append(out, cur)
+		}
+	}
+	return append(out, specs...), nil
+}
+
+// specNamespace is the namespace of a spec as sent: its namespace field,
+// or the one its name is qualified with.
+func specNamespace(s *jobs.Spec) string {
+	if s.Namespace != "" {
+		return s.Namespace
+	}
+	return fencedstore.JobNamespace(s.Name)
+}
