@@ -159,3 +159,25 @@ func pruneRevoked(n *State) {
 		delete(n.Tokens, t.Accessor)
 	}
 }
+
+// Describe says what the entry does, for the audit trail: by accessor and
+// name, never a secret.
+func (c Cmd) Describe() string {
+	var what string
+	switch c.Action {
+	case ActBootstrap:
+		what = fmt.Sprintf("bootstrap: management token %s (%s)", c.Token.Accessor, c.Token.Name)
+	case ActPolicyUpsert:
+		what = "policy " + c.Policy.Name + " applied"
+	case ActPolicyDelete:
+		what = "policy " + c.Name + " deleted"
+	case ActTokenCreate:
+		what = fmt.Sprintf("token %s (%s) created with policies %v", c.Token.Accessor, c.Token.Name, c.Token.Policies)
+	case ActTokenRevoke:
+		what = "token " + c.Accessor + " revoked"
+	}
+	if c.By != "" {
+		what += " by " + c.By
+	}
+	return what
+}

@@ -1,8 +1,6 @@
 package fsm
 
 import (
-	"fmt"
-
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -19,29 +17,8 @@ func (f *FSM) applyACL(l *raft.Log, c *acl.Cmd) ApplyResult {
 		return ApplyResult{Err: err}
 	}
 	f.st.ACL = next
-	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventACL, Detail: replicated.Clip(aclDetail(c), 512)})
+	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventACL, Detail: replicated.Clip(c.Describe(), 512)})
 	return ApplyResult{}
-}
-
-// aclDetail says what an ACL entry did, for the audit trail.
-func aclDetail(c *acl.Cmd) string {
-	var what string
-	switch c.Action {
-	case acl.ActBootstrap:
-		what = fmt.Sprintf("bootstrap: management token %s (%s)", c.Token.Accessor, c.Token.Name)
-	case acl.ActPolicyUpsert:
-		what = "policy " + c.Policy.Name + " applied"
-	case acl.ActPolicyDelete:
-		what = "policy " + c.Name + " deleted"
-	case acl.ActTokenCreate:
-		what = fmt.Sprintf("token %s (%s) created with policies %v", c.Token.Accessor, c.Token.Name, c.Token.Policies)
-	case acl.ActTokenRevoke:
-		what = "token " + c.Accessor + " revoked"
-	}
-	if c.By != "" {
-		what += " by " + c.By
-	}
-	return what
 }
 
 // ACL returns the access control state: nil before the first ACL entry.

@@ -487,19 +487,8 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	reportAt.Stop()
 	out.exited()
 	c := replicated.Completion{Attempt: a.Attempt.ID, Node: w.ID, Signal: res.Signal, StderrTail: res.StderrTail, StartedAt: started, EndedAt: res.Ended.UTC()}
-	switch {
-	case !started.IsZero() && !markedAt.IsZero() && res.Ended.After(markedAt):
-		// A process ends its recorded start plus the time from that mark
-		// to its reaped exit. The executor's own timing begins before the
-		// exec, which on a busy machine can take hundreds of
-		// milliseconds: added to a start taken after it, that would put
-		// the end after the real one, and a record would show two runs of
-		// a concurrency group overlapping that never did.
-		c.EndedAt = started.Add(res.Ended.Sub(markedAt))
-	case !started.IsZero() && res.Duration() > 0:
-		// An HTTP request: its start is marked when it is sent, as the
-		// executor times it.
-		c.EndedAt = started.Add(res.Duration())
+	if end, ok := endOf(started, markedAt, res); ok {
+		c.EndedAt = end
 	}
 	if res.Err == nil && res.Signal == "" && a.Spec.HTTP == nil {
 		code := res.ExitCode
@@ -754,4 +743,25 @@ func (w *Worker) reportCompletion(c replicated.Completion, log *slog.Logger) {
 		}
 		backoff = min(2*backoff, 5*time.Second)
 	}
+}
+
+// endOf is when an attempt's work ended, on the worker's clock: its
+// recorded start plus the time from the wall-clock mark of that start
+// (markedAt; zero for an HTTP request) to the executor's end. The
+// executor's own timing of a process begins before the exec, which on a
+// busy machine can take hundreds of milliseconds: added to a start taken
+// after it, that would put the end after the real one, and the record
+// would show two runs of a concurrency group overlapping that never did.
+// An HTTP request's start is marked as it is sent, as the executor times
+// it.
+func endOf(started, markedAt time.Time, res executor.Result) (time.Time, bool) {
+	switch {
+	case started.IsZero():
+		return time.Time{}, false
+	case !markedAt.IsZero() && res.Ended.After(markedAt):
+		return started.Add(res.Ended.Sub(markedAt)), true
+	case markedAt.IsZero() && res.Duration() > 0:
+		return started.Add(res.Duration()), true
+	}
+	return time.Time{}, false
 }
