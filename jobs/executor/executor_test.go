@@ -119,7 +119,9 @@ sleep 100`
 	start := time.Now()
 	res := executor.Run(context.Background(), executor.Request{
 		Argv:    []string{"/bin/sh", "-c", script},
-		Timeout: 300 * time.Millisecond,
+		// Room for the script to start its grandchild and ignore TERM
+		// before the timeout, on a busy machine too.
+		Timeout: 3 * time.Second,
 		Grace:   300 * time.Millisecond,
 	})
 	if !res.TimedOut {
