@@ -483,14 +483,23 @@ func counts(recv *receiver, sink *traceSink) (conns, spans int) {
 // with sink, every node exports every run's trace to it.
 func startRateCluster(bin, dir string, rate int, warmup, window time.Duration, recv *receiver, sink *traceSink) (*localcluster.Cluster, error) {
 	var sections string
+	var env map[string][]string
 	if sink != nil {
 		sections = fmt.Sprintf("telemetry: {otlp_endpoint: %q, protocol: http/protobuf, sample_ratio: 1}\n", sink.URL())
+		// A batch that does not fill is exported every 5 s by default,
+		// which a window of a few seconds can fall between; every second,
+		// the spans of a low rate's window reach the sink within it. A
+		// high rate fills its batches long before.
+		env = map[string][]string{}
+		for _, n := range []string{"n1", "n2", "n3", "store"} {
+			env[n] = []string{"OTEL_BSP_SCHEDULE_DELAY=1000"}
+		}
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	return localcluster.Start(localcluster.Options{
-		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: rateJobs(rate, warmup, window, recv), Sections: sections,
+		Binary: bin, Dir: dir, Servers: 3, StoreNode: true, Profile: "default", Jobs: rateJobs(rate, warmup, window, recv), Sections: sections, Env: env,
 	})
 }
 
