@@ -201,6 +201,9 @@ const (
 	// revoked; its detail names the token by accessor and name (never its
 	// secret) and who asked.
 	EventACL = "acl"
+	// EventRestored: an operator restored the replicated state from a
+	// snapshot (log version 10; written with ACLs on, naming the token).
+	EventRestored = "restored"
 )
 
 // NoteStoreRefused is the kind of note the node serving the store sends
@@ -218,7 +221,7 @@ var NoteKinds = []string{EventSuspect, EventLost, NoteStoreRefused}
 
 // AuditKinds are the kinds of audit entry a node may send (Audit);
 // anything else is refused.
-var AuditKinds = []string{EventLoginFailed, EventClockSkew}
+var AuditKinds = []string{EventLoginFailed, EventClockSkew, EventRestored}
 
 // SkipRange records scheduled times of a job that were deliberately not
 // run: Count fire times from From to To inclusive, and why.

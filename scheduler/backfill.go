@@ -53,6 +53,7 @@ func (l local) Backfill(ctx context.Context, req fsm.BackfillRequest) (fsm.Backf
 	}
 	res, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpBackfill, Backfill: &replicated.BackfillCmd{
 		Job: req.Job, Times: times, From: req.From.UTC(), To: req.To.UTC(), MaxRunning: req.MaxRunning, At: now,
+		By: replicated.Clip(req.Asker, fsm.MaxReleaseAsker),
 	}})
 	if err != nil {
 		return fsm.BackfillResult{}, err

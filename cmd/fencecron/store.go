@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"io"
 	"net"
 	"net/http"
@@ -199,9 +200,10 @@ func runGet(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.SetOutput(stderr)
 	addr := fs.String("store", "", "store address (default $FENCECRON_STORE, $FENCECRON_ADDR or 127.0.0.1:8080)")
 	version := fs.Uint64("version", 0, "an earlier version of the body, if the store keeps it (store.keep_versions); 0: the current one")
+	token := fs.String("token", os.Getenv("FENCECRON_API_TOKEN"), "an access token with read-store, for a node with acl enabled (or FENCECRON_API_TOKEN)")
 	tf := addTLSFlags(fs)
 	fs.Usage = func() {
-		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] [-ca FILE] [-insecure] [-version N] KEY
+		fmt.Fprint(stderr, `Usage: fencecron get [-store ADDR] [-ca FILE] [-insecure] [-token TOKEN] [-version N] KEY
 
 Writes KEY's body from the fenced store to stdout; with -version, the body
 of that version, if the store still keeps it.
@@ -221,10 +223,28 @@ Exit status: 0 found, 5 no such key or version, 1 any other error, 2 usage.
 		return fmt.Errorf("get: %w", err)
 	}
 	var obj fencedstore.Object
-	if *version > 0 {
-		obj, err = c.GetVersion(ctx, fs.Arg(0), *version)
-	} else {
-		obj, err = c.Get(ctx, fs.Arg(0))
+	get := func() {
+		if *version > 0 {
+			obj, err = c.GetVersion(ctx, fs.Arg(0), *version)
+		} else {
+			obj, err = c.Get(ctx, fs.Arg(0))
+		}
+	}
+	get()
+	// A node with acl enabled refuses a read without a token: ask again
+	// with it (a node without ACLs never sees it).
+	var re *errcode.RemoteError
+	var ae interface{ StatusCode() int }
+	status := 0
+	switch {
+	case errors.As(err, &re):
+		status = re.Status
+	case errors.As(err, &ae):
+		status = ae.StatusCode()
+	}
+	if *token != "" && (status == http.StatusUnauthorized || status == http.StatusForbidden) {
+		c.ReadToken = *token
+		get()
 	}
 	switch {
 	case errors.Is(err, fencedstore.ErrNotFound) && *version > 0:

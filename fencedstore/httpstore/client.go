@@ -48,6 +48,10 @@ type Client struct {
 	HTTP *http.Client
 	// Now is the clock CallTokenTTL counts from; nil means time.Now.
 	Now func() time.Time
+	// ReadToken, if set and Signer is nil, is sent as "Authorization:
+	// Bearer" on reads: an access token (a node with acl enabled answers
+	// reads only to a token that may make them).
+	ReadToken string
 }
 
 // CallTokenTTL is the expiry of a token the Client signs for a request
@@ -268,10 +272,22 @@ func errorFrom(resp *http.Response) error {
 	case resp.StatusCode >= 500:
 		re.Err = fencedstore.ErrUnavailable
 	default:
-		return fmt.Errorf("store answered %s: %s", resp.Status, b.Error)
+		return &answerError{status: resp.StatusCode, msg: fmt.Sprintf("store answered %s: %s", resp.Status, b.Error)}
 	}
 	return re
 }
+
+// answerError is an error answer that stands for no sentinel: its status
+// (StatusCode) tells a client what to do about it, such as send a token.
+type answerError struct {
+	status int
+	msg    string
+}
+
+func (e *answerError) Error() string { return e.msg }
+
+// StatusCode is the answer's HTTP status.
+func (e *answerError) StatusCode() int { return e.status }
 
 // Get implements fencedstore.Store.
 func (c *Client) Get(ctx context.Context, key string) (fencedstore.Object, error) {
@@ -395,7 +411,10 @@ func (c *Client) getJSON(ctx context.Context, u string, v any) error {
 // the store with access control on (acl: {enabled: true}) answers reads
 // only to whom may make them, and a node may.
 func (c *Client) credential(req *http.Request) {
-	if c.Signer != nil {
+	switch {
+	case c.Signer != nil:
 		req.Header.Set("Authorization", authScheme+c.Signer.Credential())
+	case c.ReadToken != "":
+		req.Header.Set("Authorization", authScheme+c.ReadToken)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/acl"
@@ -93,5 +94,34 @@ func TestFSM_ACLNeedsItsVersion(t *testing.T) {
 	}
 	if f.ACL() != nil {
 		t.Error("a halted entry changed the ACL state")
+	}
+}
+
+// A backfill entry that names who asked says so in the audit trail.
+func TestFSM_BackfillNamesItsAsker(t *testing.T) {
+	f := withJobs(t, "report")
+	c := backfillCmdOf("report", 1, t0.Add(-time.Hour))
+	c.Backfill.By = "token ACC (ci-a) from 127.0.0.1"
+	if res := applyAt(t, f, 1, 5, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	evs := f.Events(0, 0)
+	if e := evs[len(evs)-1]; !strings.HasSuffix(e.Detail, "; asked by token ACC (ci-a) from 127.0.0.1") {
+		t.Errorf("backfill event = %q, want it to name the asker", e.Detail)
+	}
+}
+
+// An audit entry of kind restored needs log version 10.
+func TestFSM_RestoredAuditNeedsItsVersion(t *testing.T) {
+	f := NewFSM()
+	c := replicated.Command{Op: replicated.OpAudit, Audit: &replicated.AuditCmd{Kind: jobs.EventRestored, Node: "n1", Detail: "snapshot restored by token X (admin)", At: t0}}
+	if res := applyRaw(t, f, 1, 1, rawEntry(t, replicated.VersionACL-1, c)); !errors.Is(res.Err, jobs.ErrInvalidConfig) {
+		t.Fatalf("version %d: %v", replicated.VersionACL-1, res.Err)
+	}
+	if res := applyAt(t, f, 1, 2, c); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if evs := f.Events(0, 0); len(evs) != 1 || evs[0].Kind != jobs.EventRestored {
+		t.Fatalf("events = %+v", evs)
 	}
 }

@@ -65,6 +65,9 @@ type BackfillRequest struct {
 	DryRun bool `json:"dry_run,omitempty"`
 	// MaxRunning bounds the job's open backfill runs; 0: the default, 1.
 	MaxRunning int `json:"max_running,omitempty"`
+	// Asker names who asked, for the audit trail (a token's accessor and
+	// name with ACLs on; never a secret).
+	Asker string `json:"asker,omitempty"`
 }
 
 // BackfillResult says what a backfill did, or would do (DryRun).
@@ -179,9 +182,13 @@ func (f *FSM) applyBackfill(l *raft.Log, c *replicated.BackfillCmd) ApplyResult 
 		f.st.Backfills[c.Job] = q
 	}
 	res.Pending = len(q.Times)
-	f.event(l, jobs.Event{Time: c.At, Kind: TriggerBackfill, Job: c.Job,
-		Detail: fmt.Sprintf("backfill [%s, %s): %d fire times queued, %d already have a run, %d already queued, %d at or before the retained horizon; max_running %d",
-			c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), len(res.Create), len(res.Existing), len(res.Queued), len(res.BeforeHorizon), c.MaxRunning)})
+	detail := fmt.Sprintf("backfill [%s, %s): %d fire times queued, %d already have a run, %d already queued, %d at or before the retained horizon; max_running %d",
+		c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), len(res.Create), len(res.Existing), len(res.Queued), len(res.BeforeHorizon), c.MaxRunning)
+	if c.By != "" {
+		// Written by entries of log version 10 (VersionACL) on.
+		detail += "; asked by " + replicated.Clip(c.By, MaxReleaseAsker)
+	}
+	f.event(l, jobs.Event{Time: c.At, Kind: TriggerBackfill, Job: c.Job, Detail: detail})
 	f.changed(l, Change{Kind: ChangeJobs})
 	return ApplyResult{Backfill: &res}
 }

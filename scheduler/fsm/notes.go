@@ -143,7 +143,8 @@ func (f *FSM) applyAudit(l *raft.Log, version int, a *replicated.AuditCmd) Apply
 			return ApplyResult{Err: err}
 		}
 	}
-	if version < replicated.VersionClockSkew && a.Kind == jobs.EventClockSkew {
+	if version < replicated.VersionClockSkew && a.Kind == jobs.EventClockSkew ||
+		version < replicated.VersionACL && a.Kind == jobs.EventRestored {
 		return ApplyResult{Err: fmt.Errorf("audit entry of kind %q in a version %d entry: %w", a.Kind, version, jobs.ErrInvalidConfig)}
 	}
 	detail := a.Detail

@@ -295,6 +295,8 @@ type BackfillCmd struct {
 	To         time.Time   `json:"to"`
 	MaxRunning int         `json:"max_running"`
 	At         time.Time   `json:"at"`
+	// By names who asked (log version 10), for the audit trail.
+	By string `json:"by,omitempty"`
 }
 
 // NotifiedCmd records the outcome of notices the leader sent (or gave

@@ -97,6 +97,8 @@ const (
 	// policy, a policy that names an unknown capability are refused
 	// whole). A server of version 9 does not know the op, so it stops at
 	// the first entry of version 10, as it does: upgrade every server
-	// before anyone bootstraps ACLs.
+	// before anyone bootstraps ACLs. A backfill entry may name who asked
+	// (BackfillCmd.By), which its audit entry then says; an audit entry
+	// may be of kind restored (a snapshot restored, and by whom).
 	VersionACL = 10
 )

@@ -52,7 +52,8 @@ func (s *Server) handleBackfill(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, BadRequest("to: %v", err))
 		return
 	}
-	res, err := s.Scheduler.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning})
+	res, err := s.Scheduler.Backfill(r.Context(), fsm.BackfillRequest{Job: name, From: from, To: to, DryRun: body.DryRun, MaxRunning: body.MaxRunning,
+		Asker: aclAsker(r, s.Guard)})
 	if err != nil {
 		s.Error(w, r, err)
 		return

@@ -142,3 +142,13 @@ func specNamespace(s *jobs.Spec) string {
 	}
 	return fencedstore.JobNamespace(s.Name)
 }
+
+// aclAsker names the caller for the audit trail when ACLs are on, and
+// is "" otherwise: a field an older leader, during an upgrade, would
+// refuse is sent only once every server reads it (ACLs need version 10).
+func aclAsker(r *http.Request, g *auth.Guard) string {
+	if _, ok := auth.IdentityOf(r.Context()); !ok {
+		return ""
+	}
+	return g.Asker(r)
+}

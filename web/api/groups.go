@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
@@ -63,5 +64,26 @@ func (s *Server) Groups() []GroupView {
 // handleGroups answers GET /api/v1/groups: every concurrency group with
 // its running runs and its queue.
 func (s *Server) handleGroups(w http.ResponseWriter, r *http.Request) {
-	WriteJSON(w, http.StatusOK, map[string]any{"groups": nonNil(s.Groups())})
+	WriteJSON(w, http.StatusOK, map[string]any{"groups": nonNil(s.GroupsFor(r))})
+}
+
+// GroupsFor returns the groups the request's caller may read: those of
+// the namespaces it may read (all, with ACLs off).
+func (s *Server) GroupsFor(r *http.Request) []GroupView {
+	all := s.Groups()
+	allow := readable(r)
+	if allow == nil {
+		return all
+	}
+	out := all[:0:0]
+	for _, g := range all {
+		ns := g.Namespace
+		if ns == "" {
+			ns = fencedstore.JobNamespace(g.Name)
+		}
+		if allow(ns) {
+			out = append(out, g)
+		}
+	}
+	return out
 }

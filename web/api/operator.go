@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/fencecron/fencecron/jobs"
 	"io"
 	"net/http"
 	"strconv"
@@ -115,6 +116,13 @@ func (s *Server) handleSnapshotRestore(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.Logger.Warn("operator: restored the replicated state from a snapshot", "client", r.RemoteAddr, "last_index", res.LastIndex, "epoch_base", res.EpochBase)
+	if who := aclAsker(r, s.Guard); who != "" {
+		// The restored state's trail is the snapshot's: say who replaced it.
+		detail := fmt.Sprintf("snapshot restored (up to index %d, epoch base %d) by %s", res.LastIndex, res.EpochBase, who)
+		if err := s.Scheduler.Audit(ctx, jobs.EventRestored, s.Cluster.ID(), detail); err != nil {
+			s.Logger.Warn("restore not written to the audit trail", "err", err)
+		}
+	}
 	WriteJSON(w, http.StatusOK, res)
 }
 

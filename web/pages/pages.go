@@ -81,7 +81,7 @@ func (s *Dashboard) handleOverview(w http.ResponseWriter, r *http.Request) {
 	p.Runs = all[:min(len(all), 12)]
 	p.Events = newestFirst(s.API.StateFor(r).Events(0, 12))
 	p.Jobs, p.JobsPaused = p.Status.Jobs.Count, p.Status.Jobs.Paused
-	p.Groups = s.API.Groups()
+	p.Groups = s.API.GroupsFor(r)
 	if p.Status.Notify == nil {
 		p.NoticesPending = s.API.PendingNotices()
 	}

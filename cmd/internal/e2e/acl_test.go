@@ -174,6 +174,23 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 		}
 		return nil
 	})
+	// fencecron get reads team-a's key with A's token, and is refused
+	// team-b's.
+	var runs wire.RunList
+	for _, team := range []string{"team-a", "team-b"} {
+		_, body := aclDo(t, "GET", f+"/api/v1/runs?state=succeeded&job="+team+":build", root, "")
+		runs = wire.RunList{}
+		if err := json.Unmarshal([]byte(body), &runs); err != nil || len(runs.Runs) == 0 {
+			t.Fatalf("runs of %s: %v %.200s", team, err, body)
+		}
+		out, err := cliEnv(t, []string{"FENCECRON_API_TOKEN=" + a}, "get", "-store", f, runs.Runs[0].Output)
+		switch {
+		case team == "team-a" && (err != nil || !strings.Contains(out, "a")):
+			t.Errorf("get %s with team-a's token: %v\n%s", runs.Runs[0].Output, err, out)
+		case team == "team-b" && (err == nil || !strings.Contains(out+err.Error(), "read-store")):
+			t.Errorf("get %s with team-a's token: %v\n%s, want refused naming read-store", runs.Runs[0].Output, err, out)
+		}
+	}
 	for _, path := range []string{"/api/v1/runs", "/api/v1/events", "/api/v1/jobs", "/api/v1/store?prefix=ns/team-a/"} {
 		code, body := aclDo(t, "GET", f+path, a, "")
 		if code != 200 || strings.Contains(body, "team-b") {
