@@ -401,7 +401,9 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 				tc.h(w, r)
 			}))
 			c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return wrong, nil }}
-			ctx, cancel := context.WithTimeout(t.Context(), 600*time.Millisecond)
+			// Long enough for more than one try after a TLS handshake on
+			// a busy machine (600 ms once left room for only one).
+			ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
 			defer cancel()
 			err := c.Complete(ctx, comp)
 			if err == nil || errors.Is(err, jobs.ErrNotFound) || errors.Is(err, jobs.ErrInvalidConfig) {
