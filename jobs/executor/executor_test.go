@@ -118,7 +118,7 @@ trap "" TERM
 sleep 100`
 	start := time.Now()
 	res := executor.Run(context.Background(), executor.Request{
-		Argv:    []string{"/bin/sh", "-c", script},
+		Argv: []string{"/bin/sh", "-c", script},
 		// Room for the script to start its grandchild and ignore TERM
 		// before the timeout, on a busy machine too.
 		Timeout: 3 * time.Second,
