@@ -2,16 +2,13 @@ package runtrace_test
 
 import (
 	"context"
-	"strconv"
 	"testing"
-	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
-	"go.opentelemetry.io/otel/trace"
 
-	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/runtrace"
+	"github.com/fencecron/fencecron/scheduler/runtrace/runtracetest"
 )
 
 // BenchmarkRun_Spans is the making of one HTTP job's run's spans, as the
@@ -26,17 +23,6 @@ func BenchmarkRun_Spans(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		i++
-		at := t0.Add(time.Duration(i) * time.Second)
-		run := jobs.Run{ID: "h001@" + strconv.Itoa(i), Job: "h001", ScheduledAt: at, Trigger: "schedule"}
-		att := jobs.Attempt{ID: run.ID + ".1", Number: 1, Token: jobs.Fence{Epoch: 2, Seq: uint64(i)}, Worker: "w1", GrantedAt: at.Add(-500 * time.Millisecond)}
-		d := leader.Granted(run, att, at.Add(-490*time.Millisecond))
-		tp := d.TraceParent()
-		d.End(nil)
-		span := worker.Attempt(context.Background(), run, att, tp)
-		p := worker.Plan(span.Context(context.Background()))
-		_ = p.TraceParent()
-		p.Start(runtrace.SpanHTTP, trace.SpanKindClient, at).End(nil)
-		worker.Start(span.Context(context.Background()), runtrace.SpanCompleted, trace.SpanKindClient).End(nil)
-		span.End(nil)
+		runtracetest.HTTPRun(leader, worker, t0, i)
 	}
 }
