@@ -181,20 +181,7 @@ func TestCluster_BackfillSurvivesLeaderLoss(t *testing.T) {
 			follower = n
 		}
 	}
-	// The leader applies its file's jobs right after its election entry;
-	// the follower knows the job once that entry reaches it.
-	if err := localcluster.Until(15*time.Second, func() error {
-		st, err := follower.Status()
-		if err != nil {
-			return err
-		}
-		if st.Jobs.Count == 0 {
-			return fmt.Errorf("%s has no job set yet", follower.Name)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
-	}
+	waitJobSet(t, follower)
 	const days = 6
 	to := time.Now().UTC().Truncate(24 * time.Hour)
 	from := to.Add(-days * 24 * time.Hour)

@@ -54,6 +54,25 @@ func startRaceCluster(t *testing.T, o localcluster.Options) *localcluster.Cluste
 	return startCluster(t, o)
 }
 
+// waitJobSet waits until n has a job set: a leader applies its file's
+// jobs right after its election entry, so one agreed on may not have
+// them yet, nor a follower it has not reached.
+func waitJobSet(t *testing.T, n *localcluster.Node) {
+	t.Helper()
+	if err := localcluster.Until(15*time.Second, func() error {
+		st, err := n.Status()
+		if err != nil {
+			return err
+		}
+		if st.Jobs.Count == 0 {
+			return fmt.Errorf("%s has no job set yet", n.Name)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // stopAtCleanup stops c when the test ends, and prints its nodes' logs if
 // it failed.
 func stopAtCleanup(t *testing.T, c *localcluster.Cluster) {

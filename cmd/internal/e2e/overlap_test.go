@@ -236,17 +236,9 @@ func TestCluster_LeaderRevalidatesJobSets(t *testing.T) {
 	var before struct {
 		Info struct{ Hash, Source string }
 	}
-	// The leader applies its file's jobs right after its election entry.
-	if err := localcluster.Until(15*time.Second, func() error {
-		if err := c.Node(a.Leader).GetJSON("/api/v1/jobset", &before); err != nil {
-			return err
-		}
-		if before.Info.Hash == "" {
-			return fmt.Errorf("no job set yet: %+v", before)
-		}
-		return nil
-	}); err != nil {
-		t.Fatal(err)
+	waitJobSet(t, c.Node(a.Leader))
+	if err := c.Node(a.Leader).GetJSON("/api/v1/jobset", &before); err != nil || before.Info.Hash == "" {
+		t.Fatalf("job set: %+v, %v", before, err)
 	}
 	put := func(n *localcluster.Node, body string) (int, string) {
 		req, _ := http.NewRequest(http.MethodPut, n.URL()+"/api/v1/jobset", strings.NewReader(body))
