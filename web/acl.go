@@ -3,9 +3,12 @@ package web
 import (
 	"fmt"
 	"net/http"
+	"net/url"
+	"strings"
 
 	"github.com/go-chi/chi/v5"
 
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -36,15 +39,33 @@ func (s *Server) enforceACL(router *chi.Mux) func(http.Handler) http.Handler {
 				return
 			}
 			id, err := s.guard.Identify(r)
-			if err != nil {
-				s.api.Error(w, r, err)
-				return
+			if err != nil && rt.Cap == acl.CapNone {
+				// The login form and health checks need no credential,
+				// so a refused one does not keep anyone from them.
+				id, err = acl.Identity{Name: "anonymous", Anonymous: true}, nil
 			}
-			if err := auth.Authorize(id, rt, r, rctx.URLParam); err != nil {
+			if err == nil {
+				err = auth.Authorize(id, rt, r, rctx.URLParam)
+			}
+			if err != nil {
+				if toLogin(r, pattern, id) {
+					// A browser without a session (or whose session
+					// ended) is sent to log in, then back.
+					http.Redirect(w, r, "/login?next="+url.QueryEscape(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
 				s.api.Error(w, r, err)
 				return
 			}
 			next.ServeHTTP(w, r.WithContext(auth.WithIdentity(r.Context(), id)))
 		})
 	}
+}
+
+// toLogin says whether a refused request is a browser's visit to a
+// dashboard page without a usable session: one that sent no credential
+// of its own and either had none or lost it (revoked or expired).
+func toLogin(r *http.Request, pattern string, id acl.Identity) bool {
+	page := r.Method == http.MethodGet && !strings.HasPrefix(pattern, "/api/") && pattern != "/metrics"
+	return page && r.Header.Get("Authorization") == "" && (id.Anonymous || id.Accessor == "")
 }

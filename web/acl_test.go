@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/go-chi/chi/v5"
 
@@ -19,16 +20,24 @@ func withACL(s *Server) { s.ACL = true }
 // returns its secret.
 func aclToken(t testing.TB, f *fixture, p acl.Policy) string {
 	t.Helper()
+	secret, _ := newACLToken(t, f, p, time.Time{})
+	return secret
+}
+
+// newACLToken makes a token named "t-" and p's name, of p alone, that
+// expires at exp (never if zero), and returns its secret and accessor.
+func newACLToken(t testing.TB, f *fixture, p acl.Policy, exp time.Time) (secret, accessor string) {
+	t.Helper()
 	ctx := context.Background()
 	if err := f.sched.ACL(ctx, acl.Cmd{Action: acl.ActPolicyUpsert, Policy: &p}); err != nil {
 		t.Fatal(err)
 	}
-	secret, accessor := acl.NewSecret()
-	tok := acl.Token{Accessor: accessor, Name: "t-" + p.Name, Policies: []string{p.Name}, Hash: acl.HashSecret(secret), CreatedAt: at(0)}
+	secret, accessor = acl.NewSecret()
+	tok := acl.Token{Accessor: accessor, Name: "t-" + p.Name, Policies: []string{p.Name}, Hash: acl.HashSecret(secret), CreatedAt: at(0), ExpiresAt: exp}
 	if err := f.sched.ACL(ctx, acl.Cmd{Action: acl.ActTokenCreate, Token: &tok}); err != nil {
 		t.Fatal(err)
 	}
-	return secret
+	return secret, accessor
 }
 
 // policyFor grants exactly c: in namespace ns, or by the policy's flag
@@ -130,7 +139,13 @@ func TestACL_EveryRouteEveryCapability(t *testing.T) {
 				t.Errorf("%s %s with only %s: %d missing %q, want 403 missing %q", method, path, c, code, missing, rt.Cap)
 			}
 		}
-		if code, missing := call(""); rt.Cap != acl.CapNone && (code != http.StatusForbidden || missing != string(rt.Cap)) {
+		// Anonymous: refused, and a browser on a page is sent to log in.
+		page := method == http.MethodGet && !strings.HasPrefix(rt.Pattern, "/api/") && rt.Pattern != "/metrics"
+		switch code, missing := call(""); {
+		case rt.Cap == acl.CapNone:
+		case page && code != http.StatusSeeOther:
+			t.Errorf("%s %s anonymous: %d, want 303 to /login", method, path, code)
+		case !page && (code != http.StatusForbidden || missing != string(rt.Cap)):
 			t.Errorf("%s %s anonymous: %d missing %q, want 403 missing %s", method, path, code, missing, rt.Cap)
 		}
 		// Every capability, in another namespace only: refused where the

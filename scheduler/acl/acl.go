@@ -320,6 +320,24 @@ func (id Identity) AllNamespaces(c Capability) bool {
 	return false
 }
 
+// Namespaces lists the namespace globs the identity reads in ("*" for
+// every namespace), for the dashboard's header.
+func (id Identity) Namespaces() []string {
+	if id.AllNamespaces(CapRead) {
+		return []string{"*"}
+	}
+	var out []string
+	for _, p := range id.Policies {
+		for _, r := range p.Rules {
+			if slices.Contains(r.Capabilities, CapRead) && !slices.Contains(out, r.Namespace) {
+				out = append(out, r.Namespace)
+			}
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
 // Management is the identity of a management credential without a
 // token in the state (the configured api.token).
 func Management(name string) Identity {
@@ -367,21 +385,41 @@ func (s *State) Resolve(secret string, now time.Time) (Identity, error) {
 		if subtle.ConstantTimeCompare([]byte(t.Hash), []byte(h)) != 1 {
 			continue
 		}
-		switch {
-		case !t.RevokedAt.IsZero():
-			return Identity{}, fmt.Errorf("%w: accessor %s was revoked at %s", ErrRevokedToken, t.Accessor, t.RevokedAt.UTC().Format(time.RFC3339))
-		case t.Expired(now):
-			return Identity{}, fmt.Errorf("%w: accessor %s expired at %s", ErrExpiredToken, t.Accessor, t.ExpiresAt.UTC().Format(time.RFC3339))
-		}
-		id := Identity{Accessor: t.Accessor, Name: t.Name, Management: t.Management, PolicyIDs: slices.Clone(t.Policies)}
-		for _, name := range t.Policies {
-			if p, ok := s.Policies[name]; ok {
-				id.Policies = append(id.Policies, p)
-			}
-		}
-		return id, nil
+		return s.identity(t, now)
 	}
 	return Identity{}, ErrUnknownToken
+}
+
+// ByAccessor returns the identity of the token with accessor at now, or
+// why there is none: a dashboard session keeps the accessor, not the
+// secret, and ends once this fails.
+func (s *State) ByAccessor(accessor string, now time.Time) (Identity, error) {
+	if s == nil {
+		return Identity{}, ErrUnknownToken
+	}
+	t, ok := s.Tokens[accessor]
+	if !ok {
+		return Identity{}, fmt.Errorf("%w: accessor %s is not a token of this cluster any more", ErrRevokedToken, accessor)
+	}
+	return s.identity(t, now)
+}
+
+// identity is t's identity with its policies as they stand, or why t
+// holds none at now.
+func (s *State) identity(t Token, now time.Time) (Identity, error) {
+	switch {
+	case !t.RevokedAt.IsZero():
+		return Identity{}, fmt.Errorf("%w: accessor %s was revoked at %s", ErrRevokedToken, t.Accessor, t.RevokedAt.UTC().Format(time.RFC3339))
+	case t.Expired(now):
+		return Identity{}, fmt.Errorf("%w: accessor %s expired at %s", ErrExpiredToken, t.Accessor, t.ExpiresAt.UTC().Format(time.RFC3339))
+	}
+	id := Identity{Accessor: t.Accessor, Name: t.Name, Management: t.Management, PolicyIDs: slices.Clone(t.Policies)}
+	for _, name := range t.Policies {
+		if p, ok := s.Policies[name]; ok {
+			id.Policies = append(id.Policies, p)
+		}
+	}
+	return id, nil
 }
 
 // PolicyList returns the policies by name.

@@ -221,10 +221,26 @@ func (g *Guard) Identify(r *http.Request) (acl.Identity, error) {
 		}
 		return g.identifyBearer(r, got)
 	}
-	if g.session(r) != "" {
-		return acl.Management("api.token (dashboard login)"), nil
+	if sess, e := g.liveSession(r); sess != "" {
+		return g.identifySession(r, e)
 	}
 	return acl.Identity{Name: "anonymous", Anonymous: true}, nil
+}
+
+// identifySession is the identity of a dashboard session: api.token's,
+// or that of the ACL token it logged in with as the token stands now. A
+// session whose token was revoked or expired ends here, on every node:
+// each looks the accessor up in its own replica of the ACL state.
+func (g *Guard) identifySession(r *http.Request, e sessionEntry) (acl.Identity, error) {
+	if e.accessor == "" {
+		return acl.Management("api.token (dashboard login)"), nil
+	}
+	id, err := g.aclState().ByAccessor(e.accessor, g.cfg.Clock.Now())
+	if err != nil {
+		g.sessions.remove(g.sessionNonce(r))
+		return acl.Identity{}, fmt.Errorf("%w; the dashboard session that held it has ended: log in again", err)
+	}
+	return id, nil
 }
 
 // identifyBearer resolves a Bearer token: api.token, a node's store
@@ -237,11 +253,7 @@ func (g *Guard) identifyBearer(r *http.Request, got string) (acl.Identity, error
 	if g.cfg.NodeCredential != "" && subtle.ConstantTimeCompare([]byte(got), []byte(g.cfg.NodeCredential)) == 1 {
 		return acl.Identity{Accessor: "", Name: "a node of the cluster (store credential)", Management: true}, nil
 	}
-	var st *acl.State
-	if g.cfg.ACLState != nil {
-		st = g.cfg.ACLState()
-	}
-	id, err := st.Resolve(got, g.cfg.Clock.Now())
+	id, err := g.aclState().Resolve(got, g.cfg.Clock.Now())
 	switch {
 	case err == nil:
 		return id, nil

@@ -13,11 +13,13 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -99,7 +101,11 @@ type Config struct {
 // Guard holds the sessions, the throttle and the lockouts waiting for the
 // audit trail of one node's HTTP server. Safe for concurrent use.
 type Guard struct {
-	cfg      Config
+	cfg Config
+	// key signs session cookies: derived from api.token, so changing the
+	// token ends every session, or random per process on a node without
+	// one (ACL logins).
+	key      []byte
 	throttle *loginThrottle
 	sessions *sessionTable
 	audits   *auditLimiter
@@ -123,8 +129,14 @@ func New(cfg Config) *Guard {
 	if cfg.Base == nil {
 		cfg.Base = context.Background()
 	}
+	key := keyring.Derive([]byte(cfg.Token), keyring.Session)
+	if cfg.Token == "" {
+		key = make([]byte, 32)
+		rand.Read(key)
+	}
 	g := &Guard{
 		cfg:      cfg,
+		key:      key,
 		throttle: newLoginThrottle(loginTableSize),
 		sessions: newSessionTable(maxSessions),
 		audits:   newAuditLimiter(),
@@ -153,47 +165,65 @@ func (g *Guard) Close() {
 // Required reports whether changes need the API token.
 func (g *Guard) Required() bool { return g.cfg.Token != "" }
 
+// CanLogIn reports whether the login form takes a token: the API token,
+// or with ACLs on an ACL token.
+func (g *Guard) CanLogIn() bool { return g.cfg.Token != "" || g.cfg.ACL }
+
 // State is what a page knows about the request's right to act.
 type State struct {
-	// Required: the node has an API token. LoggedIn: this browser holds a
-	// valid session. ReadOnly: nothing can be changed here. LocalOnly: the
-	// node has no token and this client is not on its host, so it may not
-	// act.
+	// Required: acting needs a credential (api.token, or ACLs are on).
+	// LoggedIn: this browser holds a valid session. ReadOnly: nothing can
+	// be changed here. LocalOnly: the node has no token and this client
+	// is not on its host, so it may not act.
 	Required, LoggedIn, ReadOnly, LocalOnly bool
-	// CanAct: buttons work for this request. CSRF is its form token.
+	// CanAct: some button works for this request (Can says which). CSRF
+	// is its form token.
 	CanAct bool
 	CSRF   string
+	// With ACLs on: Who names the caller, Namespaces those it reads in;
+	// can says what it holds where.
+	Who        string
+	Namespaces []string
+	can        func(ns string, c acl.Capability) bool
 }
 
-// sessionKey derives the key sessions are signed with from the API token,
-// so changing the token ends every session.
-func (g *Guard) sessionKey() []byte { return keyring.Derive([]byte(g.cfg.Token), keyring.Session) }
+// Can says whether a button that needs capability c on job works for
+// this request: with ACLs on, the caller must hold c in the job's
+// namespace.
+func (a State) Can(c string, job string) bool {
+	if !a.CanAct || a.can == nil {
+		return a.CanAct
+	}
+	ns, _ := jobs.SplitQualified(job)
+	return a.can(ns, acl.Capability(c))
+}
+
+// actions are the capabilities behind the dashboard's buttons.
+var actions = []acl.Capability{acl.CapTrigger, acl.CapPause, acl.CapRelease, acl.CapBackfill}
 
 func (g *Guard) mac(parts ...string) string {
-	m := hmac.New(sha256.New, g.sessionKey())
+	m := hmac.New(sha256.New, g.key)
 	m.Write([]byte(strings.Join(parts, "|")))
 	return hex.EncodeToString(m.Sum(nil))
 }
 
-// newSession starts a session and returns its cookie value:
-// nonce.expiry.mac. The session lives in g.sessions until it expires or
-// its browser logs out.
-func (g *Guard) newSession(now time.Time) string {
+// newSession starts a session of accessor ("" for api.token) and
+// returns its cookie value: nonce.expiry.mac. The session lives in
+// g.sessions until it expires or its browser logs out, and one of an ACL
+// token until that token is revoked or expires.
+func (g *Guard) newSession(accessor string, now time.Time) string {
 	var b [16]byte
 	rand.Read(b[:])
 	nonce := hex.EncodeToString(b[:])
 	exp := now.Add(sessionTTL)
 	expText := strconv.FormatInt(exp.Unix(), 10)
-	g.sessions.add(nonce, exp, now)
+	g.sessions.add(nonce, accessor, exp, now)
 	return nonce + "." + expText + "." + g.mac("session", nonce, expText)
 }
 
 // sessionNonce returns the nonce of the request's cookie if it is signed
-// with the current token, or "". It does not check that it is live.
+// with this Guard's key, or "". It does not check that it is live.
 func (g *Guard) sessionNonce(r *http.Request) string {
-	if g.cfg.Token == "" {
-		return ""
-	}
 	c, err := r.Cookie(SessionCookie)
 	if err != nil {
 		return ""
@@ -212,12 +242,23 @@ func (g *Guard) sessionNonce(r *http.Request) string {
 // session returns the request's cookie value if it names a live session,
 // or "".
 func (g *Guard) session(r *http.Request) string {
+	v, _ := g.liveSession(r)
+	return v
+}
+
+// liveSession returns the request's cookie value and its session, or ""
+// if it names none that is live.
+func (g *Guard) liveSession(r *http.Request) (string, sessionEntry) {
 	nonce := g.sessionNonce(r)
-	if nonce == "" || !g.sessions.valid(nonce, g.cfg.Clock.Now()) {
-		return ""
+	if nonce == "" {
+		return "", sessionEntry{}
+	}
+	e, ok := g.sessions.lookup(nonce, g.cfg.Clock.Now())
+	if !ok {
+		return "", sessionEntry{}
 	}
 	c, _ := r.Cookie(SessionCookie)
-	return c.Value
+	return c.Value, e
 }
 
 // csrfToken is the per-session token forms and fetches must echo.
@@ -230,12 +271,17 @@ func (g *Guard) csrfToken(session string) string {
 
 // Of says what r may do, for a page to show the buttons that work.
 func (g *Guard) Of(r *http.Request) State {
-	a := State{Required: g.cfg.Token != "", ReadOnly: g.cfg.ReadOnly}
+	a := State{Required: g.CanLogIn(), ReadOnly: g.cfg.ReadOnly}
 	if sess := g.session(r); sess != "" {
 		a.LoggedIn, a.CSRF = true, g.csrfToken(sess)
 	}
 	a.LocalOnly = !a.Required && !IsLoopbackClient(r)
 	a.CanAct = !a.ReadOnly && (a.LoggedIn || (!a.Required && !a.LocalOnly))
+	if id, ok := IdentityOf(r.Context()); ok {
+		// A button shows only where the caller holds what it needs.
+		a.Who, a.Namespaces, a.can = describe(id), id.Namespaces(), id.Allowed
+		a.CanAct = a.CanAct && slices.ContainsFunc(actions, id.AnyNamespace)
+	}
 	return a
 }
 
@@ -338,7 +384,8 @@ func (g *Guard) checkToken(r *http.Request, got, via string) error {
 		g.failures.WithLabelValues(loginLockedOut).Inc()
 		return &lockedOut{after: wait, err: fmt.Errorf("%w: too many wrong tokens from your address (%s); try again in %s", wire.ErrTooMany, client, wait.Round(time.Second))}
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(g.cfg.Token)) == 1 {
+	// An empty token matches nothing, not a node without api.token.
+	if g.cfg.Token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(g.cfg.Token)) == 1 {
 		g.throttle.succeed(client)
 		return nil
 	}
@@ -447,18 +494,45 @@ func isLocalPath(p string) bool {
 }
 
 // Login checks the token a browser presented at /login (throttled as a
-// Bearer token is) and, if it is the API token, starts a session and
-// sets its cookie. Its error maps to 401 or 429 (wire.StatusOf), and
-// one of a lockout says when to try again (RetryAfter).
+// Bearer token is) and, if it is the API token or, with ACLs on, a live
+// ACL token, starts a session and sets its cookie. Its error maps to
+// 401 or 429 (wire.StatusOf), and one of a lockout says when to try
+// again (RetryAfter).
 func (g *Guard) Login(w http.ResponseWriter, r *http.Request, token string) error {
-	if err := g.checkToken(r, token, "login"); err != nil {
+	accessor, err := g.loginAccessor(r, token)
+	if err != nil {
 		return err
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: SessionCookie, Value: g.newSession(g.cfg.Clock.Now()), Path: "/",
+		Name: SessionCookie, Value: g.newSession(accessor, g.cfg.Clock.Now()), Path: "/",
 		MaxAge: int(sessionTTL / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
 	})
 	return nil
+}
+
+// loginAccessor is whose session a login with token starts: "" for
+// api.token, or an ACL token's accessor with ACLs on. Any other token is
+// throttled as a wrong api.token is.
+func (g *Guard) loginAccessor(r *http.Request, token string) (string, error) {
+	if g.cfg.ACL && (g.cfg.Token == "" || subtle.ConstantTimeCompare([]byte(token), []byte(g.cfg.Token)) != 1) {
+		id, err := g.aclState().Resolve(token, g.cfg.Clock.Now())
+		switch {
+		case err == nil:
+			return id.Accessor, nil
+		case !errors.Is(err, acl.ErrUnknownToken):
+			return "", err
+		}
+	}
+	return "", g.checkToken(r, token, "login")
+}
+
+// aclState is the replicated ACL state as this node has it (nil without
+// one: no token resolves).
+func (g *Guard) aclState() *acl.State {
+	if g.cfg.ACLState == nil {
+		return nil
+	}
+	return g.cfg.ACLState()
 }
 
 // Logout ends the browser's session on the server, so its cookie

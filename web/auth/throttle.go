@@ -187,45 +187,54 @@ const maxSessions = 1024
 type sessionTable struct {
 	mu   sync.Mutex
 	max  int
-	live map[string]time.Time // nonce -> expiry
+	live map[string]sessionEntry // by nonce
+}
+
+// sessionEntry is a live session: until when, and whose. Accessor is
+// the ACL token a browser logged in with ("" for api.token); the
+// session holds what that token holds as it stands, and ends when the
+// token is revoked or expires.
+type sessionEntry struct {
+	exp      time.Time
+	accessor string
 }
 
 func newSessionTable(max int) *sessionTable {
-	return &sessionTable{max: max, live: map[string]time.Time{}}
+	return &sessionTable{max: max, live: map[string]sessionEntry{}}
 }
 
-// add makes nonce a live session until exp.
-func (t *sessionTable) add(nonce string, exp, now time.Time) {
+// add makes nonce a live session of accessor until exp.
+func (t *sessionTable) add(nonce, accessor string, exp, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if len(t.live) >= t.max {
 		oldest, oldestExp := "", time.Time{}
 		for n, e := range t.live {
-			if !now.Before(e) {
+			if !now.Before(e.exp) {
 				delete(t.live, n)
 				continue
 			}
-			if oldest == "" || e.Before(oldestExp) {
-				oldest, oldestExp = n, e
+			if oldest == "" || e.exp.Before(oldestExp) {
+				oldest, oldestExp = n, e.exp
 			}
 		}
 		if len(t.live) >= t.max {
 			delete(t.live, oldest)
 		}
 	}
-	t.live[nonce] = exp
+	t.live[nonce] = sessionEntry{exp: exp, accessor: accessor}
 }
 
-// valid reports whether nonce is a live session at now.
-func (t *sessionTable) valid(nonce string, now time.Time) bool {
+// lookup returns the session nonce names, if it is live at now.
+func (t *sessionTable) lookup(nonce string, now time.Time) (sessionEntry, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	exp, ok := t.live[nonce]
-	if ok && !now.Before(exp) {
+	e, ok := t.live[nonce]
+	if ok && !now.Before(e.exp) {
 		delete(t.live, nonce)
-		return false
+		return sessionEntry{}, false
 	}
-	return ok
+	return e, ok
 }
 
 // remove ends the session nonce.

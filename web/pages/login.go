@@ -10,23 +10,26 @@ import (
 	"github.com/fencecron/fencecron/web/auth"
 )
 
-// The login form: a browser trades the API token for a session
-// (auth.Guard), so the dashboard's buttons work without a header.
+// The login form: a browser trades the API token, or with ACLs on an
+// access token, for a session (auth.Guard), so the dashboard's buttons
+// work without a header.
 
 type loginPage struct {
 	pageBase
 	Next  string
 	Error string
+	// ACL: access control is on, so ACL tokens log in too.
+	ACL bool
 }
 
 func (s *Dashboard) handleLoginForm(w http.ResponseWriter, r *http.Request) {
-	s.render(w, r, http.StatusOK, "login.html", &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.URL.Query().Get("next"))})
+	s.render(w, r, http.StatusOK, "login.html", &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.URL.Query().Get("next")), ACL: s.Guard.ACLEnabled()})
 }
 
 func (s *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	r.Body = http.MaxBytesReader(w, r.Body, auth.MaxLoginBody)
 	formErr := r.ParseForm()
-	page := &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.PostFormValue("next"))}
+	page := &loginPage{pageBase: s.base(r, "Log in", ""), Next: auth.LocalPath(r.PostFormValue("next")), ACL: s.Guard.ACLEnabled()}
 	code := http.StatusOK
 	switch err := auth.CrossOrigin(r); {
 	case err != nil:
@@ -34,7 +37,7 @@ func (s *Dashboard) handleLogin(w http.ResponseWriter, r *http.Request) {
 	case formErr != nil:
 		// Not a wrong token: nothing was presented.
 		code, page.Error = http.StatusBadRequest, "cannot read the login form: "+formErr.Error()
-	case !s.Guard.Required():
+	case !s.Guard.CanLogIn():
 		code, page.Error = http.StatusBadRequest, "this node has no API token (api.token): there is nothing to log in to"
 	default:
 		err := s.Guard.Login(w, r, r.PostFormValue("token"))
