@@ -268,3 +268,18 @@ func TestACL_ListsAreFiltered(t *testing.T) {
 		t.Errorf("team-a applies a default job: %d %s", rec.Code, rec.Body)
 	}
 }
+
+// An empty token is no token: with ACLs on and no api.token, "Bearer "
+// with nothing after it, or an empty login, holds nothing.
+func TestACL_EmptyTokenHoldsNothing(t *testing.T) {
+	f := newFixture(t, withACL)
+	for _, h := range []string{"Bearer ", "Bearer"} {
+		rec := serve(f, "GET", "/api/v1/acl/tokens", "", "127.0.0.1:4000", "127.0.0.1", "Authorization", h)
+		if rec.Code != http.StatusUnauthorized {
+			t.Errorf("Authorization %q on a management route: %d, want 401\n%s", h, rec.Code, rec.Body)
+		}
+	}
+	if code, hdr, _ := loginForm(t, f, "", "/"); code == http.StatusSeeOther || hdr.Get("Set-Cookie") != "" {
+		t.Errorf("an empty login: %d, cookie %q; want refused", code, hdr.Get("Set-Cookie"))
+	}
+}
