@@ -250,6 +250,8 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 		return nil
 	})
 
+	readOnlyDashboard(t, f, root)
+
 	// Revoked through the leader: refused on every node within a second.
 	if out, err := cli(t, "acl", "token", "revoke", "-addr", leader.URL(), "-token", root, aAccessor); err != nil {
 		t.Fatalf("revoke: %v\n%s", err, out)
