@@ -194,3 +194,18 @@ func (s *Spec) crossNamespace(what, ref string) string {
 	}
 	return ""
 }
+
+// ReplaceNamespaces returns the job set that next makes of cur when it
+// replaces only the jobs of the namespaces replaced accepts: cur's jobs
+// of every other namespace, in their order, then next. An apply by a
+// token limited to some namespaces makes its set so, on the leader, from
+// the set its difference is against.
+func ReplaceNamespaces(cur, next []Spec, replaced func(ns string) bool) []Spec {
+	out := make([]Spec, 0, len(cur)+len(next))
+	for i := range cur {
+		if !replaced(cur[i].NamespaceName()) {
+			out = append(out, cur[i])
+		}
+	}
+	return append(out, next...)
+}

@@ -29,7 +29,9 @@ import (
 // retrying gets the same), ErrUnknownJob, ErrNotFound, ErrStaleAttempt,
 // ErrDuplicateRun. Implementations are safe for concurrent use.
 type Forwarder interface {
-	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
+	// SetJobs replaces the job set, or with a scope (namespace globs)
+	// only the jobs of the namespaces it matches (local.SetJobs).
+	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
 	Started(ctx context.Context, attempt string, at time.Time) error
@@ -109,7 +111,13 @@ func invalid(format string, args ...any) error {
 // max_output_bytes against the store's body cap), then replicates it: by
 // difference from the replicated set when that fits one small entry
 // (scheduler/fsm/jobsdiff.go), else whole. An invalid set changes nothing.
-func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+//
+// A scope (namespace globs; an apply by a token limited to some
+// namespaces) makes specs replace the jobs of the namespaces it matches
+// only: every job of specs must be of one, and the other namespaces'
+// jobs stay as the replicated set has them when the difference is
+// computed, so two teams applying at once cannot undo each other.
+func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
 	}
@@ -117,11 +125,20 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 	if err != nil {
 		return "", err
 	}
+	var inScope func(ns string) bool
+	if len(scope) > 0 {
+		if inScope, err = scopeOf(scope, specs); err != nil {
+			return "", err
+		}
+	}
 	if len(source) > maxSourceLen {
 		source = replicated.Clip(source, maxSourceLen)
 	}
-	hash := jobs.HashSpecs(specs)
 	if !fsm.WritesJobsDiff() {
+		if inScope != nil {
+			return "", invalid("an apply limited to namespaces %v needs log version %d or later", scope, replicated.VersionJobsDiff)
+		}
+		hash := jobs.HashSpecs(specs)
 		if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
 			return "", err
 		}
@@ -129,7 +146,7 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 	}
 	// Computed again if another set was applied meanwhile.
 	for try := 1; ; try++ {
-		err := l.setJobsByDiff(ctx, specs, source, hash)
+		hash, err := l.setJobsByDiff(ctx, specs, inScope, source)
 		if try < 3 && errors.Is(err, fsm.ErrJobsDiffBase) {
 			continue
 		}
@@ -140,17 +157,44 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (s
 	}
 }
 
+// scopeOf is the test of an apply's scope, after it checked that scope's
+// globs are valid and that every job of specs is of a namespace it
+// matches.
+func scopeOf(scope []string, specs []jobs.Spec) (func(ns string) bool, error) {
+	for _, g := range scope {
+		if err := acl.ValidGlob(g); err != nil {
+			return nil, invalid("apply scope: %v", err)
+		}
+	}
+	for i := range specs {
+		if ns := specs[i].NamespaceName(); !acl.MatchAny(scope, ns) {
+			return nil, invalid("job %s is of namespace %s, outside the apply's namespaces %v", specs[i].Name, ns, scope)
+		}
+	}
+	return func(ns string) bool { return acl.MatchAny(scope, ns) }, nil
+}
+
 // setJobsByDiff replicates the difference between the replicated job
-// set and specs (of hash), in parts of at most fsm.MaxJobsDiffBytes,
-// diffParallel of them proposed at once: Raft commits what is proposed
-// together in fewer disk writes, and the FSM takes the parts in any
-// order.
-func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, source, hash string) error {
-	base, upsert, remove := l.s.FSM.DiffJobs(specs)
-	parts := jobsDiffParts(base, upsert, remove, hash, source, l.s.now())
+// set and specs, in parts of at most fsm.MaxJobsDiffBytes, diffParallel
+// of them proposed at once: Raft commits what is proposed together in
+// fewer disk writes, and the FSM takes the parts in any order. With
+// inScope, specs replace only the jobs of the namespaces it accepts, and
+// the set they make is checked whole. It returns the new set's hash.
+func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, inScope func(ns string) bool, source string) (string, error) {
+	base := l.s.FSM.JobSetBase()
+	next := specs
+	if inScope != nil {
+		var err error
+		if next, err = l.s.CheckJobs(jobs.ReplaceNamespaces(base.Jobs, specs, inScope)); err != nil {
+			return "", err
+		}
+	}
+	hash := jobs.HashSpecs(next)
+	upsert, remove := base.Diff(next)
+	parts := jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now())
 	if len(parts) == 1 {
 		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})
-		return err
+		return hash, err
 	}
 	// Every part is proposed even if one fails, so that each error is
 	// reported; the FSM refuses the set unless all parts arrive.
@@ -166,7 +210,7 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, source, has
 		})
 	}
 	g.Wait()
-	return errors.Join(errs...)
+	return hash, errors.Join(errs...)
 }
 
 // diffParallel is how many parts of a job set difference the leader

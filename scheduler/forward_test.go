@@ -21,7 +21,7 @@ type recordingForwarder struct {
 	calls []string
 }
 
-func (r *recordingForwarder) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
+func (r *recordingForwarder) SetJobs(_ context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	r.calls = append(r.calls, "set_jobs "+source)
 	return "h", nil
 }
@@ -69,7 +69,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 	s.MaxBodyBytes = 32 << 20
 	ctx := t.Context()
 	good := jobs.Spec{Name: "report", Schedules: []string{"@every 5s"}, Shell: "true", Output: "reports/{{ .Scheduled.Format \"2006\" }}.csv"}
-	hash, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "test")
+	hash, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "test", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,7 +88,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			spec := good
 			tc.spec(&spec)
-			_, err := s.Local().SetJobs(ctx, []jobs.Spec{spec}, "api")
+			_, err := s.Local().SetJobs(ctx, []jobs.Spec{spec}, "api", nil)
 			if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.says) {
 				t.Errorf("SetJobs: %v, want ErrInvalidConfig saying %q", err, tc.says)
 			}
@@ -132,13 +132,13 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		fwd := &recordingForwarder{}
 		s := New(&fakeRaft{fsm: sm, follower: true}, sm)
 		s.Forwarder = fwd
-		if _, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "x"); !errors.Is(err, jobs.ErrNotLeader) {
+		if _, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "x", nil); !errors.Is(err, jobs.ErrNotLeader) {
 			t.Errorf("Local().SetJobs on a follower: %v, want ErrNotLeader", err)
 		}
 		if _, err := s.Local().Trigger(ctx, "report", false); !errors.Is(err, jobs.ErrNotLeader) {
 			t.Errorf("Local().Trigger on a follower: %v, want ErrNotLeader", err)
 		}
-		s.SetJobs(ctx, []jobs.Spec{good}, "api")
+		s.SetJobs(ctx, []jobs.Spec{good}, "api", nil)
 		s.Trigger(ctx, "report", true)
 		s.Note(ctx, "report@x.1", jobs.EventLost, "w1", "")
 		s.CompleteMany(ctx, []replicated.Completion{{Attempt: "report@x.1"}, {Attempt: "report@x.2"}})

@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"slices"
 	"strings"
 	"testing"
@@ -25,7 +26,7 @@ func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
 	entries := len(r.sizes)
 	r.mu.Unlock()
 	specs := scaleSpecs(100_000)
-	if _, err := l.s.SetJobs(t.Context(), specs, "scale"); err != nil {
+	if _, err := l.s.SetJobs(t.Context(), specs, "scale", nil); err != nil {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
@@ -45,7 +46,7 @@ func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
 
 	changed := slices.Clone(specs)
 	changed[54_321].Command = []string{"/bin/false"}
-	hash, err := l.s.SetJobs(t.Context(), changed, "scale")
+	hash, err := l.s.SetJobs(t.Context(), changed, "scale", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +75,7 @@ func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
 	entries := len(r.sizes)
 	r.mu.Unlock()
 	specs := scaleSpecs(4_000) // about 1.2 MB
-	if _, err := l.s.SetJobs(t.Context(), specs, "scale"); err != nil {
+	if _, err := l.s.SetJobs(t.Context(), specs, "scale", nil); err != nil {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
@@ -88,7 +89,7 @@ func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
 		t.Fatalf("after the set: %d jobs of hash %s; want 4000 of %s", got.Count, got.Hash, jobs.HashSpecs(specs))
 	}
 	changed := slices.Delete(slices.Clone(specs), 10, 11)
-	if _, err := l.s.SetJobs(t.Context(), changed, "scale"); err != nil {
+	if _, err := l.s.SetJobs(t.Context(), changed, "scale", nil); err != nil {
 		t.Fatal(err)
 	}
 	r.mu.Lock()
@@ -99,5 +100,56 @@ func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
 	}
 	if got := sm.JobSetInfo(); got.Count != 3_999 || got.Hash != jobs.HashSpecs(changed) {
 		t.Errorf("after removing one: %d jobs of hash %s; want 3999 of %s", got.Count, got.Hash, jobs.HashSpecs(changed))
+	}
+}
+
+// An apply with a scope replaces the jobs of the namespaces it matches
+// and keeps every other namespace's as the replicated set has them when
+// the leader applies it: two teams applying one after the other keep
+// each other's jobs, whatever set either read before. A job outside the
+// scope, or a bad glob, is refused and changes nothing.
+func TestSetJobs_Scope(t *testing.T) {
+	l, sm := newTestLeader(t)
+	spec := func(ns, name, shell string) jobs.Spec {
+		return jobs.Spec{Name: name, Namespace: ns, Schedules: []string{"@every 1m"}, Shell: shell}
+	}
+	if _, err := l.s.SetJobs(t.Context(), []jobs.Spec{spec("", "report", "true"), spec("team-a", "build", "true"), spec("team-b", "build", "true")}, "ops", nil); err != nil {
+		t.Fatal(err)
+	}
+	names := func() string {
+		set, _, _, _ := sm.JobSet()
+		var out []string
+		for _, s := range set {
+			out = append(out, s.Name+"="+s.Shell)
+		}
+		return strings.Join(out, " ")
+	}
+	if _, err := l.s.SetJobs(t.Context(), []jobs.Spec{spec("team-a", "build", "a2"), spec("team-a", "lint", "a3")}, "team-a", []string{"team-a"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := l.s.SetJobs(t.Context(), []jobs.Spec{spec("team-b", "test", "b2")}, "team-b", []string{"team-b"}); err != nil {
+		t.Fatal(err)
+	}
+	want := "report=true team-a:build=a2 team-a:lint=a3 team-b:test=b2"
+	if got := names(); got != want {
+		t.Fatalf("after team-a's and team-b's applies: %s; want %s", got, want)
+	}
+	hash := sm.JobSetInfo().Hash
+	for _, tc := range []struct {
+		specs []jobs.Spec
+		scope []string
+		says  string
+	}{
+		{[]jobs.Spec{spec("team-b", "x", "true")}, []string{"team-a"}, "outside the apply's namespaces"},
+		{[]jobs.Spec{spec("", "x", "true")}, []string{"team-a"}, "namespace default"},
+		{[]jobs.Spec{spec("team-a", "x", "true")}, []string{"team-a["}, "bad namespace glob"},
+	} {
+		_, err := l.s.SetJobs(t.Context(), tc.specs, "bad", tc.scope)
+		if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("apply %v scoped %v: %v, want invalid saying %q", tc.specs[0].Name, tc.scope, err, tc.says)
+		}
+	}
+	if got := sm.JobSetInfo().Hash; got != hash || names() != want {
+		t.Errorf("a refused apply changed the set: %s (%s)", names(), got)
 	}
 }

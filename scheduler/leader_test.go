@@ -91,7 +91,7 @@ func newTestLeader(t testing.TB, specs ...jobs.Spec) (*leader, *fsm.FSM) {
 		t.Fatal(err)
 	}
 	l.electedEpoch, l.electedIndex = res.Epoch, res.Index
-	if _, err := s.SetJobs(ctx, specs, "test"); err != nil {
+	if _, err := s.SetJobs(ctx, specs, "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	return l, sm

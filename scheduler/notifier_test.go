@@ -136,7 +136,7 @@ func TestLeader_DeliversNotificationsThroughItsLog(t *testing.T) {
 		t.Fatal(err)
 	}
 	if _, err := s.SetJobs(ctx, []jobs.Spec{{Name: "j", Schedules: []string{"@daily"}, Shell: "false",
-		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}}}, "test"); err != nil {
+		Notify: []jobs.Notify{{On: []string{"failed"}, Slack: srv.URL + "/services/T/B/X"}}}}, "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	res, err := s.applyLocalCmd(ctx, grant("j", t0))

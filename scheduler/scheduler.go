@@ -273,10 +273,11 @@ func (s *Scheduler) toLeader() Forwarder {
 }
 
 // SetJobs replicates a new job set, after the leader checked it as a
-// whole (CheckJobs): an invalid set changes nothing. It returns the set's
+// whole (CheckJobs): an invalid set changes nothing. A scope (namespace
+// globs) limits it to the jobs of those namespaces. It returns the set's
 // hash.
-func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
-	return s.toLeader().SetJobs(ctx, specs, source)
+func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
+	return s.toLeader().SetJobs(ctx, specs, source, scope)
 }
 
 // Started records that a worker began an attempt.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -258,9 +259,15 @@ func TestACL_ListsAreFiltered(t *testing.T) {
 	for _, s := range f.sched.lastSet {
 		names = append(names, s.Name)
 	}
+	scope := f.sched.lastScope
 	f.sched.mu.Unlock()
-	if got, want := strings.Join(names, ","), "report,heartbeat,build"; got != want {
-		t.Errorf("team-a's apply set %s, want %s (the other namespaces' jobs kept)", got, want)
+	// The leader keeps the other namespaces' jobs (scheduler's
+	// TestSetJobs_Scope): the apply names its namespaces.
+	if got := strings.Join(names, ","); got != "build" || !slices.Equal(scope, []string{"team-a"}) {
+		t.Errorf("team-a's apply sent %s scoped %v, want build scoped [team-a]", got, scope)
+	}
+	if !strings.Contains(rec.Body.String(), `"namespaces": [`) || !strings.Contains(rec.Body.String(), `"team-a"`) {
+		t.Errorf("team-a's apply does not answer which namespaces it replaced: %s", rec.Body)
 	}
 	other := `{"jobs": [{"name": "x", "schedules": ["@every 1m"], "shell": "true"}]}`
 	rec = serve(f, "PUT", "/api/v1/jobset", other, "10.0.0.9:4000", "127.0.0.1", "Authorization", "Bearer "+teamA, "Content-Type", "application/json")

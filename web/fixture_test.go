@@ -325,12 +325,13 @@ func (fakeStore) History(_ context.Context, key string) ([]fencedstore.Decision,
 
 // fakeScheduler records the actions asked of it.
 type fakeScheduler struct {
-	mu      sync.Mutex
-	calls   []string
-	audits  []jobs.Event
-	trigger func(job string) (jobs.Run, error)
-	acl     *acl.State
-	lastSet []jobs.Spec
+	mu        sync.Mutex
+	calls     []string
+	audits    []jobs.Event
+	trigger   func(job string) (jobs.Run, error)
+	acl       *acl.State
+	lastSet   []jobs.Spec
+	lastScope []string
 }
 
 func (f *fakeScheduler) Audit(_ context.Context, kind, node, detail string) error {
@@ -359,10 +360,10 @@ func (f *fakeScheduler) Calls() []string {
 	return slices.Clone(f.calls)
 }
 
-func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
+func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	f.record("setjobs " + source)
 	f.mu.Lock()
-	f.lastSet = specs
+	f.lastSet, f.lastScope = specs, scope
 	f.mu.Unlock()
 	return "newhash", nil
 }

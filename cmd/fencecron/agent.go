@@ -14,6 +14,7 @@ import (
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/faults"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 func runAgent(ctx context.Context, args []string, stderr io.Writer) error {
@@ -90,10 +91,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		defer close(encoded)
 		w.CloseWithError(writeJobSetRequest(w, source, specs))
 	}()
-	var out struct {
-		Hash string
-		Jobs int
-	}
+	var out wire.JobSetApplied
 	err = c.do(ctx, "PUT", "/api/v1/jobset", body, &out)
 	body.Close() // an encoder still writing stops
 	<-encoded
@@ -101,6 +99,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
+	if len(out.Namespaces) > 0 {
+		fmt.Fprintf(stdout, "%s\n", scopeLine(out.Namespaces, "replaced", "kept"))
+	}
 	return nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -31,12 +32,25 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 	if wantJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
-		return enc.Encode(d)
+		// Namespaces: those a limited token's apply replaces.
+		return enc.Encode(struct {
+			jobs.SetDiff
+			Namespaces []string `json:"namespaces,omitempty"`
+		}{d, set.Namespaces})
 	}
 	printDiff(stdout, d, set.OperatorPaused)
+	if len(set.Namespaces) > 0 {
+		fmt.Fprintf(stdout, "%s\n", scopeLine(set.Namespaces, "would replace", "would keep"))
+	}
 	fmt.Fprintf(stdout, "dry run: %s against job set %s (%d jobs): %d added, %d removed, %d changed; nothing applied\n",
 		path, orNone(set.Info.Hash), len(set.Jobs), len(d.Added), len(d.Removed), len(d.Changed))
 	return nil
+}
+
+// scopeLine says what an apply by a token limited to namespaces does.
+func scopeLine(namespaces []string, replace, keep string) string {
+	return fmt.Sprintf("this token applies namespaces %s only: the apply %s their jobs and %s every other namespace's as they are",
+		strings.Join(namespaces, ", "), replace, keep)
 }
 
 // printDiff writes one line per added or removed job, and per changed

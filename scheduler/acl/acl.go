@@ -119,6 +119,11 @@ func MatchNamespace(glob, ns string) bool {
 	return err == nil && ok
 }
 
+// MatchAny says whether ns matches one of globs.
+func MatchAny(globs []string, ns string) bool {
+	return slices.ContainsFunc(globs, func(g string) bool { return MatchNamespace(g, ns) })
+}
+
 func clip(s string) string {
 	if len(s) > 64 {
 		return s[:64] + "..."
@@ -320,16 +325,17 @@ func (id Identity) AllNamespaces(c Capability) bool {
 	return false
 }
 
-// Namespaces lists the namespace globs the identity reads in ("*" for
-// every namespace), for the dashboard's header.
-func (id Identity) Namespaces() []string {
-	if id.AllNamespaces(CapRead) {
+// Namespaces lists the namespace globs the identity holds c in ("*"
+// for every namespace): the dashboard's header names those it reads in,
+// and an apply replaces the jobs of those it applies in.
+func (id Identity) Namespaces(c Capability) []string {
+	if id.AllNamespaces(c) {
 		return []string{"*"}
 	}
 	var out []string
 	for _, p := range id.Policies {
 		for _, r := range p.Rules {
-			if slices.Contains(r.Capabilities, CapRead) && !slices.Contains(out, r.Namespace) {
+			if slices.Contains(r.Capabilities, c) && !slices.Contains(out, r.Namespace) {
 				out = append(out, r.Namespace)
 			}
 		}

@@ -142,28 +142,52 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 	return ApplyResult{}
 }
 
-// DiffJobs returns the difference that makes the replicated job set into
-// next (normalized, as the leader checked it): the hash of the set it is
-// against (empty before the first), the jobs of next that are new or
-// differ, and the names of the jobs next does not have.
-func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
-	// Compared outside the lock, so that Apply does not wait on a
-	// comparison of 100,000 jobs: the set and its index are only ever
-	// replaced whole, never changed in place.
+// JobSetBase is the replicated job set as one read saw it: what a
+// difference is computed against, and, for an apply limited to some
+// namespaces, what the set it makes keeps of the other namespaces. Both
+// come from the same read, so the entry's Base names the set they were
+// made from, and Apply refuses them together if it changed meanwhile.
+type JobSetBase struct {
+	// Jobs are the set's specs; Hash is its hash ("" before the first).
+	Jobs []jobs.Spec
+	Hash string
+	// byName is each job's position in Jobs.
+	byName map[string]int
+}
+
+// JobSetBase returns the replicated job set as it is now. The set and
+// its index are only ever replaced whole, never changed in place, so
+// they may be read after the lock is released.
+func (f *FSM) JobSetBase() JobSetBase {
 	f.mu.RLock()
-	cur, byName, base := f.st.Jobs, f.idx.byName, f.st.JobsHash
-	f.mu.RUnlock()
+	defer f.mu.RUnlock()
+	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, byName: f.idx.byName}
+}
+
+// Diff returns the difference that makes b into next (normalized, as
+// the leader checked it): the jobs of next that are new or differ, and
+// the names of the jobs next does not have. It runs outside the FSM's
+// lock, so Apply does not wait on a comparison of 100,000 jobs.
+func (b JobSetBase) Diff(next []jobs.Spec) (upsert []jobs.Spec, remove []string) {
 	seen := make(map[string]bool, len(next))
 	for _, s := range next {
 		seen[s.Name] = true
-		if i, had := byName[s.Name]; !had || !reflect.DeepEqual(cur[i], s) {
+		if i, had := b.byName[s.Name]; !had || !reflect.DeepEqual(b.Jobs[i], s) {
 			upsert = append(upsert, s)
 		}
 	}
-	for _, s := range cur {
+	for _, s := range b.Jobs {
 		if !seen[s.Name] {
 			remove = append(remove, s.Name)
 		}
 	}
-	return base, upsert, slices.Clip(remove)
+	return upsert, slices.Clip(remove)
+}
+
+// DiffJobs returns the difference that makes the replicated job set into
+// next: the hash of the set it is against, and JobSetBase.Diff.
+func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
+	b := f.JobSetBase()
+	upsert, remove = b.Diff(next)
+	return b.Hash, upsert, remove
 }

@@ -108,9 +108,9 @@ func (c *Client) client() *http.Client {
 }
 
 // SetJobs implements scheduler.Forwarder.
-func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string) (string, error) {
+func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	var reply setJobsReply
-	err := c.toLeader(ctx, pathSetJobs, setJobsRequest{Jobs: specs, Source: source}, &reply)
+	err := c.toLeader(ctx, pathSetJobs, setJobsRequest{Jobs: specs, Source: source, Scope: scope}, &reply)
 	return reply.Hash, err
 }
 

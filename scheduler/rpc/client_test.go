@@ -110,7 +110,7 @@ func (f *fakeLeader) Calls() []string {
 	return append([]string(nil), f.calls...)
 }
 
-func (f *fakeLeader) SetJobs(_ context.Context, specs []jobs.Spec, source string) (string, error) {
+func (f *fakeLeader) SetJobs(_ context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	names := []string{}
 	for _, s := range specs {
 		names = append(names, s.Name+":"+strings.Join(s.Schedules, "|"))

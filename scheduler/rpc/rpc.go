@@ -100,6 +100,10 @@ type (
 		// server's decoder does.
 		Jobs   jobs.StrictSpecList `json:"jobs"`
 		Source string              `json:"source"`
+		// Scope limits the apply to the jobs of these namespaces
+		// (globs). Sent only when set: a leader that predates it
+		// refuses the field rather than replace the whole set.
+		Scope []string `json:"scope,omitempty"`
 	}
 	setJobsReply struct {
 		Hash string `json:"hash"`

@@ -87,7 +87,7 @@ func (s *Server) init() {
 // it requires and hands the request to the leader, which re-validates it.
 func (s *Server) leaderRoutes() {
 	s.routes[pathSetJobs] = handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
-		hash, err := s.Leader.SetJobs(ctx, req.Jobs, req.Source)
+		hash, err := s.Leader.SetJobs(ctx, req.Jobs, req.Source, req.Scope)
 		return setJobsReply{Hash: hash}, err
 	})
 	s.routes[pathTrigger] = handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {

@@ -30,7 +30,7 @@ func TestServer_TypedCalls(t *testing.T) {
 	exit := 3
 	spec := jobs.Spec{Name: "report", Schedules: []string{"0 9 * * *", "@every 1h"}}
 
-	hash, err := c.SetJobs(ctx, []jobs.Spec{spec}, "apply from ops")
+	hash, err := c.SetJobs(ctx, []jobs.Spec{spec}, "apply from ops", nil)
 	if err != nil || hash != "hash-apply from ops" {
 		t.Fatalf("SetJobs = %q, %v", hash, err)
 	}

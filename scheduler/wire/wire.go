@@ -132,6 +132,10 @@ type JobSet struct {
 	// OperatorPaused, with ?applied=true, are the jobs paused by an
 	// operator, whose specs then show paused as applied.
 	OperatorPaused []string `json:"operator_paused,omitempty"`
+	// Namespaces, for a token limited to some namespaces, are those
+	// whose jobs it holds (globs): the caller may apply those only, and
+	// an apply of it replaces their jobs alone. Absent: the whole set.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // JobSetRequest is the body of PUT /api/v1/jobset.
@@ -145,6 +149,10 @@ type JobSetApplied struct {
 	Hash   string `json:"hash"`
 	Source string `json:"source"`
 	Jobs   int    `json:"jobs"`
+	// Namespaces, for a token limited to some namespaces, are those whose
+	// jobs the apply replaced (globs); every other namespace's jobs were
+	// kept. Absent when the apply replaced the whole set.
+	Namespaces []string `json:"namespaces,omitempty"`
 }
 
 // Paused is the answer of POST /api/v1/jobs/{name}/pause and resume.

@@ -270,17 +270,17 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	if req.Source == "" {
 		req.Source = "PUT /api/v1/jobset from " + r.RemoteAddr
 	}
-	set, err := s.scopedJobSet(r, req.Jobs)
+	scope, err := applyScope(r, req.Jobs)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	hash, err := s.Scheduler.SetJobs(r.Context(), set, req.Source)
+	hash, err := s.Scheduler.SetJobs(r.Context(), req.Jobs, req.Source, scope)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	WriteJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs)})
+	WriteJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs), Namespaces: scope})
 }
 
 // handleTrigger starts a run now; ?force=true overrides the job's overlap

@@ -109,29 +109,71 @@ func filterEvents(evs []jobs.Event, allow func(ns string) bool) []jobs.Event {
 	return out
 }
 
-// scopedJobSet is the job set an apply of specs makes: specs itself for
-// a caller who may apply every namespace (or with ACLs off); for one
-// limited to some namespaces, specs replace the jobs of those namespaces
-// only and every other namespace's jobs stay as they are. A job of a
+// applyScope is what an apply of specs by the request's caller replaces:
+// the whole set (nil) for a caller who may apply every namespace (or
+// with ACLs off); for one limited to some namespaces, the globs of those
+// namespaces, whose jobs alone specs replace: the leader keeps every
+// other namespace's jobs as they are when it applies. A job of a
 // namespace the caller may not apply is refused (403 naming it), and
 // nothing is applied.
-func (s *Server) scopedJobSet(r *http.Request, specs []jobs.Spec) ([]jobs.Spec, error) {
+func applyScope(r *http.Request, specs []jobs.Spec) ([]string, error) {
 	id, ok := auth.IdentityOf(r.Context())
 	if !ok || id.AllNamespaces(acl.CapApply) {
-		return specs, nil
+		return nil, nil
 	}
+	who := "token " + id.Accessor + " (" + id.Name + ")"
 	for i := range specs {
 		if ns := specNamespace(&specs[i]); !id.Allowed(ns, acl.CapApply) {
-			return nil, &auth.Denied{Cap: acl.CapApply, Namespace: ns + " (job " + specs[i].Name + ")", Who: "token " + id.Accessor + " (" + id.Name + ")"}
+			return nil, &auth.Denied{Cap: acl.CapApply, Namespace: ns + " (job " + specs[i].Name + ")", Who: who}
 		}
 	}
-	out := make([]jobs.Spec, 0, len(specs))
-	for _, cur := range s.State.ExportJobSet().Jobs {
-		if !id.Allowed(cur.NamespaceName(), acl.CapApply) {
-			out = append(out, cur)
+	scope := id.Namespaces(acl.CapApply)
+	if len(scope) == 0 {
+		// Never an empty scope: the leader would read it as the whole set.
+		return nil, &auth.Denied{Cap: acl.CapApply, Namespace: "any namespace", Who: who}
+	}
+	return scope, nil
+}
+
+// exportScope is what of the job set the request's caller may export:
+// nil for the whole set (ACLs off: SeesSecrets decides; or a caller who
+// may apply every namespace), else the globs of the namespaces it may
+// apply, whose jobs it may replace and so read whole, secrets included.
+func exportScope(r *http.Request) []string {
+	id, ok := auth.IdentityOf(r.Context())
+	if !ok || id.AllNamespaces(acl.CapApply) {
+		return nil
+	}
+	return id.Namespaces(acl.CapApply)
+}
+
+// scopedExport is set with only the jobs of the namespaces scope
+// matches, and its counts of those.
+func scopedExport(set fsm.JobSetExport, scope []string) fsm.JobSetExport {
+	in := func(name string) bool { return acl.MatchAny(scope, fencedstore.JobNamespace(name)) }
+	out := fsm.JobSetExport{Info: set.Info}
+	for _, s := range set.Jobs {
+		if in(s.Name) {
+			out.Jobs = append(out.Jobs, s)
 		}
 	}
-	return append(out, specs...), nil
+	byOperator := map[string]bool{}
+	for _, n := range set.OperatorPaused {
+		if in(n) {
+			out.OperatorPaused = append(out.OperatorPaused, n)
+			byOperator[n] = true
+		}
+	}
+	out.Info.Count, out.Info.Paused, out.Info.First = len(out.Jobs), 0, ""
+	for _, s := range out.Jobs {
+		if s.Paused || byOperator[s.Name] {
+			out.Info.Paused++
+		}
+	}
+	if len(out.Jobs) > 0 {
+		out.Info.First = out.Jobs[0].Name
+	}
+	return out
 }
 
 // specNamespace is the namespace of a spec as sent: its namespace field,

@@ -52,11 +52,12 @@ func (s *Server) exportRefused() error {
 // jobs an operator paused beside it: what apply -dry-run compares a file
 // with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
+	scope := exportScope(r)
 	switch ok, err := s.Guard.SeesSecrets(r); {
 	case err != nil:
 		s.Error(w, r, err)
 		return
-	case !ok:
+	case !ok && scope == nil:
 		s.Error(w, r, s.exportRefused())
 		return
 	}
@@ -69,11 +70,14 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.exports.Add(-1)
 	set := s.State.ExportJobSet()
+	if scope != nil {
+		set = scopedExport(set, scope)
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
-	if err := writeJobSet(w, set, r.URL.Query().Get("applied") == "true"); err != nil {
+	if err := writeJobSet(w, set, r.URL.Query().Get("applied") == "true", scope); err != nil {
 		// The status is sent: the client sees a cut answer.
 		s.Logger.Debug("job set export ended early", "remote", r.RemoteAddr, "err", err)
 	}
@@ -82,8 +86,9 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 // writeJobSet writes set as wire.JobSet, one spec at a time: it holds
 // one spec's encoding and a buffer, whatever the set's size. Without
 // applied, each spec shows paused if an operator paused it too, and the
-// operator's list is left out.
-func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool) error {
+// operator's list is left out. A scope is written as the export's
+// namespaces.
+func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool, scope []string) error {
 	info, err := json.Marshal(set.Info)
 	if err != nil {
 		return err
@@ -113,6 +118,14 @@ func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool) error {
 		}
 	}
 	bw.WriteByte(']')
+	if len(scope) > 0 {
+		ns, err := json.Marshal(scope)
+		if err != nil {
+			return err
+		}
+		bw.WriteString(`,"namespaces":`)
+		bw.Write(ns)
+	}
 	if applied && len(set.OperatorPaused) > 0 {
 		paused, err := json.Marshal(set.OperatorPaused)
 		if err != nil {

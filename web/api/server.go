@@ -66,7 +66,9 @@ type State interface {
 // Scheduler is what the API changes through: every call goes to the
 // leader, forwarded if this node does not lead (scheduler.Scheduler).
 type Scheduler interface {
-	SetJobs(ctx context.Context, specs []jobs.Spec, source string) (hash string, err error)
+	// SetJobs replaces the job set, or with a scope (namespace globs)
+	// only the jobs of the namespaces it matches.
+	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
 	// Trigger starts a run now; force overrides the job's overlap policy.
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error

@@ -92,7 +92,7 @@ func (n *node) reload(ctx context.Context) {
 	}
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	hash, err := n.sched.SetJobs(actx, specs, source)
+	hash, err := n.sched.SetJobs(actx, specs, source, nil)
 	if err != nil {
 		n.log.Error("SIGHUP: config not applied; nothing changed", "err", err)
 		return

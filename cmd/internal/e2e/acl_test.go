@@ -62,6 +62,44 @@ func secretOf(t *testing.T, out string) (secret, accessor string) {
 	return secret, accessor
 }
 
+// teamAApply applies team-a's jobs with team-a's token through the CLI,
+// as its team would: the dry-run compares with team-a's jobs alone and
+// says the apply keeps every other namespace's; the apply says so too.
+func teamAApply(t *testing.T, node, token string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "team-a.yaml")
+	if err := os.WriteFile(file, []byte(`jobs:
+  - name: build
+    namespace: team-a
+    schedule: "@every 2s"
+    shell: 'echo a2'
+    output: 'out/{{ .RunID }}.txt'
+  - name: slow
+    namespace: team-a
+    schedule: "@every 1h"
+    shell: 'sleep 60'
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"FENCECRON_API_TOKEN=" + token}
+	out, err := cliEnv(t, env, "apply", "-dry-run", "-addr", node, file)
+	if err != nil {
+		t.Fatalf("apply -dry-run with team-a's token: %v\n%s", err, out)
+	}
+	for _, want := range []string{"~ team-a:build\n    shell: \"echo a\" → \"echo a2\"\n", "this token applies namespaces team-a only", "against job set", "(2 jobs): 0 added, 0 removed, 1 changed"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("apply -dry-run with team-a's token lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "team-b") {
+		t.Errorf("apply -dry-run with team-a's token shows team-b:\n%s", out)
+	}
+	out, err = cliEnv(t, env, "apply", "-addr", node, file)
+	if err != nil || !strings.Contains(out, "applied 2 jobs") || !strings.Contains(out, "this token applies namespaces team-a only") {
+		t.Fatalf("apply with team-a's token: %v\n%s", err, out)
+	}
+}
+
 // Two teams on three servers with ACLs on, every call through a
 // follower: team A's token cannot see, trigger or apply team B's jobs nor
 // read B's keys; a revoked token stops working on every node within a
@@ -215,12 +253,7 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 	if code, body := aclDo(t, "POST", f+"/api/v1/jobs/build/trigger?namespace=team-a", a, ""); code != 200 {
 		t.Errorf("team-a triggers its build: %d %s", code, body)
 	}
-	// A's apply replaces team-a's jobs only: team-b's stay.
-	set := `{"jobs": [{"name": "build", "namespace": "team-a", "schedules": ["@every 2s"], "shell": "echo a2", "output": "out/{{ .RunID }}.txt"},
-		{"name": "slow", "namespace": "team-a", "schedules": ["@every 1h"], "shell": "sleep 60"}]}`
-	if code, body := aclDo(t, "PUT", f+"/api/v1/jobset", a, set); code != 200 {
-		t.Fatalf("team-a applies its jobs: %d %s", code, body)
-	}
+	teamAApply(t, f, a)
 	proctest.Eventually(t, 10*time.Second, "team-b's job kept", func() error {
 		if code, body := aclDo(t, "GET", f+"/api/v1/jobs/team-b:build", root, ""); code != 200 {
 			return fmt.Errorf("%d %s", code, body)
