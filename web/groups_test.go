@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/web/api"
@@ -62,4 +63,42 @@ func TestServer_Groups(t *testing.T) {
 			}
 		}
 	})
+}
+
+// twoTeamGroups is the fixture's state with a group of the default
+// namespace and one of team-b.
+type twoTeamGroups struct{ *fakeState }
+
+func (twoTeamGroups) Groups() []fsm.GroupStatus {
+	return []fsm.GroupStatus{
+		{Group: jobs.Group{Name: "db", MaxRunning: 1}, Defined: true},
+		{Group: jobs.Group{Name: "team-b:ci", MaxRunning: 2}, Defined: true},
+	}
+}
+
+// With ACLs on, an operator who may read only the default namespace
+// scrapes /metrics without team-b's series; one who reads every
+// namespace gets them all.
+func TestACL_MetricsSeriesFiltered(t *testing.T) {
+	f := newFixture(t, func(s *Server) { s.ACL = true; s.State = twoTeamGroups{s.State.(*fakeState)} })
+	scoped := aclToken(t, f, acl.Policy{Name: "ops-default", Operator: true, Rules: []acl.Rule{{Namespace: "default", Capabilities: []acl.Capability{acl.CapRead}}}})
+	all := aclToken(t, f, acl.Policy{Name: "ops-all", Operator: true, Rules: []acl.Rule{{Namespace: "*", Capabilities: []acl.Capability{acl.CapRead}}}})
+	scrape := func(secret string) string {
+		t.Helper()
+		code, _, body := f.do(t, http.MethodGet, "/metrics", "", "Authorization", "Bearer "+secret)
+		if code != http.StatusOK {
+			t.Fatalf("/metrics: %d %.300s", code, body)
+		}
+		return body
+	}
+	body := scrape(scoped)
+	if !strings.Contains(body, `fencecron_group_running{group="db"} 0`) || !strings.Contains(body, "fencecron_cluster_group_full_total 0") {
+		t.Errorf("the default namespace's operator lacks its own series:\n%.2000s", body)
+	}
+	if strings.Contains(body, "team-b") {
+		t.Errorf("the default namespace's operator sees team-b's series")
+	}
+	if body := scrape(all); !strings.Contains(body, `fencecron_group_running{group="team-b:ci"} 0`) {
+		t.Errorf("an operator of every namespace lacks team-b's series")
+	}
 }

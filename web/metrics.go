@@ -4,15 +4,20 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/web/api"
+	"github.com/fencecron/fencecron/web/auth"
 )
 
 // GET /metrics serves the registry of the node's metrics.Node in the
@@ -180,16 +185,62 @@ func (s *Server) initMetrics() error {
 			return fmt.Errorf("metrics: %w (one metrics.Node per Server)", err)
 		}
 	}
-	s.metricsHandler = promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelError),
-		// A collector that fails leaves out its figures, not the rest.
-		ErrorHandling: promhttp.ContinueOnError,
-	})
+	s.metricsHandler = promhttp.HandlerFor(reg, s.metricsOpts())
 	return nil
 }
 
+func (s *Server) metricsOpts() promhttp.HandlerOpts {
+	return promhttp.HandlerOpts{
+		ErrorLog: slog.NewLogLogger(s.Logger.Handler(), slog.LevelError),
+		// A collector that fails leaves out its figures, not the rest.
+		ErrorHandling: promhttp.ContinueOnError,
+	}
+}
+
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
-	s.metricsHandler.ServeHTTP(w, r)
+	id, ok := auth.IdentityOf(r.Context())
+	if !ok || id.AllNamespaces(acl.CapRead) {
+		s.metricsHandler.ServeHTTP(w, r)
+		return
+	}
+	// An operator who may not read every namespace scrapes the node's
+	// figures without the series of the jobs and groups it may not read.
+	g := prometheus.GathererFunc(func() ([]*dto.MetricFamily, error) {
+		mfs, err := s.Metrics.Registry().Gather()
+		return readableSeries(mfs, func(ns string) bool { return id.Allowed(ns, acl.CapRead) }), err
+	})
+	promhttp.HandlerFor(g, s.metricsOpts()).ServeHTTP(w, r)
+}
+
+// namespacedLabels are the labels whose value names a job or a
+// concurrency group, qualified by its namespace.
+var namespacedLabels = []string{"job_name", "group"}
+
+// readableSeries drops the series of mfs whose job or group is of a
+// namespace allow refuses, and the families left without a series.
+func readableSeries(mfs []*dto.MetricFamily, allow func(ns string) bool) []*dto.MetricFamily {
+	out := mfs[:0]
+	for _, mf := range mfs {
+		kept := mf.Metric[:0]
+		for _, m := range mf.Metric {
+			if seriesReadable(m, allow) {
+				kept = append(kept, m)
+			}
+		}
+		if mf.Metric = kept; len(kept) > 0 {
+			out = append(out, mf)
+		}
+	}
+	return out
+}
+
+func seriesReadable(m *dto.Metric, allow func(ns string) bool) bool {
+	for _, l := range m.GetLabel() {
+		if slices.Contains(namespacedLabels, l.GetName()) && !allow(fencedstore.JobNamespace(l.GetValue())) {
+			return false
+		}
+	}
+	return true
 }
 
 func b2f(b bool) float64 {
