@@ -161,7 +161,10 @@ type Denied struct {
 
 func (e *Denied) Error() string {
 	where := ""
-	if e.Namespace != "" {
+	switch {
+	case strings.HasPrefix(e.Namespace, "any ") || strings.HasPrefix(e.Namespace, "every "):
+		where = " in " + e.Namespace
+	case e.Namespace != "":
 		where = " in namespace " + e.Namespace
 	}
 	return fmt.Sprintf("%v: %s lacks capability %s%s", wire.ErrForbidden, e.Who, e.Cap, where)
