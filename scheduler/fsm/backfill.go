@@ -257,17 +257,6 @@ func (f *FSM) BackfillDue() map[string][]time.Time {
 	return out
 }
 
-// BackfillPending returns how many fire times the job's backfill queue
-// holds.
-func (f *FSM) BackfillPending(job string) int {
-	f.mu.RLock()
-	defer f.mu.RUnlock()
-	if q := f.st.Backfills[job]; q != nil {
-		return len(q.Times)
-	}
-	return 0
-}
-
 // PlanBackfill is a dry run of a backfill of job's times on the current
 // state.
 func (f *FSM) PlanBackfill(job string, times []time.Time) BackfillResult {

@@ -83,7 +83,7 @@ func TestFSM_Backfill(t *testing.T) {
 	if res := applyAt(t, f, 2, 15, backfillGrant("j", ts[3])); !errors.Is(res.Err, ErrBackfillWait) {
 		t.Errorf("third backfill grant with 2 open, max_running 2: %+v, %v; want ErrBackfillWait", res.Run, res.Err)
 	}
-	if got := f.BackfillPending("j"); got != 1 {
+	if got := f.backfillPending("j"); got != 1 {
 		t.Errorf("pending = %d, want 1 (the throttled time stays queued)", got)
 	}
 
@@ -97,7 +97,7 @@ func TestFSM_Backfill(t *testing.T) {
 	if res := applyAt(t, g, 2, 17, backfillGrant("j", ts[3])); res.Err != nil {
 		t.Fatalf("grant after room: %v", res.Err)
 	}
-	if got := g.BackfillPending("j"); got != 0 {
+	if got := g.backfillPending("j"); got != 0 {
 		t.Errorf("pending = %d, want 0", got)
 	}
 
@@ -144,7 +144,7 @@ func TestFSM_BackfillOfUnknownOrRemovedJob(t *testing.T) {
 		t.Errorf("backfill of an unknown job: %v, want ErrUnknownJob", res.Err)
 	}
 	applyAt(t, f, 2, 11, backfillCmdOf("b", 1, t0))
-	if got := f.BackfillPending("b"); got != 1 {
+	if got := f.backfillPending("b"); got != 1 {
 		t.Fatalf("pending = %d, want 1", got)
 	}
 	// A second request merges: a time already queued is said to be.
@@ -153,7 +153,18 @@ func TestFSM_BackfillOfUnknownOrRemovedJob(t *testing.T) {
 		t.Errorf("second backfill = %+v, %v; want t0 already queued, one created, 2 pending", res.Backfill, res.Err)
 	}
 	applyAt(t, f, 2, 13, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: []jobs.Spec{{Name: "a", Schedules: []string{"@every 5s"}, Shell: "true"}}, Source: "test"}})
-	if got := f.BackfillPending("b"); got != 0 {
+	if got := f.backfillPending("b"); got != 0 {
 		t.Errorf("pending after b left the set = %d, want 0", got)
 	}
+}
+
+// backfillPending returns how many fire times the job's backfill queue
+// holds.
+func (f *FSM) backfillPending(job string) int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	if q := f.st.Backfills[job]; q != nil {
+		return len(q.Times)
+	}
+	return 0
 }

@@ -142,22 +142,18 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 	return ApplyResult{}
 }
 
-// JobSetBase is the replicated job set as one read saw it: what a
-// difference is computed against, and, for an apply limited to some
-// namespaces, what the set it makes keeps of the other namespaces. Both
-// come from the same read, so the entry's Base names the set they were
-// made from, and Apply refuses them together if it changed meanwhile.
+// JobSetBase is the replicated job set (Hash "" before the first) as one
+// read saw it: what a difference is computed against and, for an apply
+// limited to some namespaces, what it keeps of the others. Apply refuses
+// the difference if the set changed since (its Base is this Hash).
 type JobSetBase struct {
-	// Jobs are the set's specs; Hash is its hash ("" before the first).
-	Jobs []jobs.Spec
-	Hash string
-	// byName is each job's position in Jobs.
-	byName map[string]int
+	Jobs   []jobs.Spec
+	Hash   string
+	byName map[string]int // each job's position in Jobs
 }
 
-// JobSetBase returns the replicated job set as it is now. The set and
-// its index are only ever replaced whole, never changed in place, so
-// they may be read after the lock is released.
+// JobSetBase returns the replicated job set as it is now: the set and
+// its index are replaced whole, never changed in place.
 func (f *FSM) JobSetBase() JobSetBase {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -182,12 +178,4 @@ func (b JobSetBase) Diff(next []jobs.Spec) (upsert []jobs.Spec, remove []string)
 		}
 	}
 	return upsert, slices.Clip(remove)
-}
-
-// DiffJobs returns the difference that makes the replicated job set into
-// next: the hash of the set it is against, and JobSetBase.Diff.
-func (f *FSM) DiffJobs(next []jobs.Spec) (base string, upsert []jobs.Spec, remove []string) {
-	b := f.JobSetBase()
-	upsert, remove = b.Diff(next)
-	return b.Hash, upsert, remove
 }

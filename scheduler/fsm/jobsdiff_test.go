@@ -50,7 +50,7 @@ func TestDecideJobsDiff(t *testing.T) {
 	}
 }
 
-// A difference the leader computed with DiffJobs, applied, gives the set
+// A difference the leader computed with JobSetBase.Diff, applied, gives the set
 // it was computed for, with that set's hash; applied again (its base is
 // gone) it changes nothing.
 func TestFSM_SetJobsDiff(t *testing.T) {
@@ -63,9 +63,11 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	first := []jobs.Spec{mk("a", "true"), mk("b", "true"), mk("c", "true")}
 	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
 	next := []jobs.Spec{mk("c", "true"), mk("b", "false"), mk("d", "true")}
-	base, upsert, remove := f.DiffJobs(next)
+	b := f.JobSetBase()
+	base := b.Hash
+	upsert, remove := b.Diff(next)
 	if base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
-		t.Fatalf("DiffJobs = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
+		t.Fatalf("Diff = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
 	}
 	d := &replicated.SetJobsDiffCmd{Base: base, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
 	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
@@ -78,8 +80,9 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); !errors.Is(res.Err, ErrJobsDiffBase) {
 		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
 	}
-	if base, upsert, remove := NewFSM().DiffJobs(next); base != "" || len(upsert) != len(next) || len(remove) != 0 {
-		t.Errorf("DiffJobs with no set yet: %q, %d upserts, %v; want every job", base, len(upsert), remove)
+	b = NewFSM().JobSetBase()
+	if upsert, remove := b.Diff(next); b.Hash != "" || len(upsert) != len(next) || len(remove) != 0 {
+		t.Errorf("Diff with no set yet: %q, %d upserts, %v; want every job", b.Hash, len(upsert), remove)
 	}
 }
 
