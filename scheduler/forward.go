@@ -121,6 +121,8 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string, sc
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
 	}
+	l.s.setJobs.Lock()
+	defer l.s.setJobs.Unlock()
 	specs, err := l.s.CheckJobs(specs)
 	if err != nil {
 		return "", err

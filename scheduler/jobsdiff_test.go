@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -151,5 +152,35 @@ func TestSetJobs_Scope(t *testing.T) {
 	}
 	if got := sm.JobSetInfo().Hash; got != hash || names() != want {
 		t.Errorf("a refused apply changed the set: %s (%s)", names(), got)
+	}
+}
+
+// Two teams apply at once, each a difference too large for one entry:
+// both answer with the set's hash, and the set holds both teams' jobs.
+// (The FSM stages one difference's parts at a time; interleaved parts
+// of two would leave neither applied.)
+func TestSetJobs_ConcurrentLargeApplies(t *testing.T) {
+	l, sm := newTestLeader(t)
+	team := func(ns string) []jobs.Spec {
+		var out []jobs.Spec
+		for i := range 1500 {
+			out = append(out, jobs.Spec{Name: fmt.Sprintf("j%d", i), Namespace: ns, Schedules: []string{"@daily"}, Shell: strings.Repeat("x", 1000)})
+		}
+		return out
+	}
+	errs := make(chan error, 2)
+	for _, ns := range []string{"team-a", "team-b"} {
+		go func() {
+			_, err := l.s.SetJobs(t.Context(), team(ns), ns, []string{ns})
+			errs <- err
+		}()
+	}
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := sm.JobSetInfo().Count; got != 3000 {
+		t.Errorf("after both teams' applies the set holds %d jobs, want 3000", got)
 	}
 }

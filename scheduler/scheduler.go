@@ -106,6 +106,10 @@ type Scheduler struct {
 	wg           sync.WaitGroup
 	term         atomic.Pointer[leader] // set while this node leads
 	lastStepDown time.Time              // watch's own
+	// setJobs lets one job set apply at a time on the leader: the FSM
+	// stages the parts of one large difference at a time, and two
+	// interleaved would each undo the other's stage.
+	setJobs sync.Mutex
 	// newNotifier, if set, makes each term's notifier instead of
 	// termNotifier's notify.Sender (tests).
 	newNotifier func() notifier

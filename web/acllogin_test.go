@@ -2,6 +2,7 @@ package web
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -90,5 +91,43 @@ func TestACL_DashboardLogin(t *testing.T) {
 	clock.Advance(time.Hour)
 	if code, hdr, _ := f.do(t, "GET", "/jobs", "", "Cookie", opsCookie); code != http.StatusSeeOther || !strings.HasPrefix(hdr.Get("Location"), "/login") {
 		t.Errorf("the expired token's session reads /jobs: %d to %q, want 303 to the login form", code, hdr.Get("Location"))
+	}
+}
+
+// A live event stream opened with an ACL token's session ends once the
+// token is revoked: it does not outlive the check at its start.
+func TestACL_StreamEndsWhenTokenRevoked(t *testing.T) {
+	f := newFixture(t, withACL)
+	viewer, acc := newACLToken(t, f, acl.Policy{Name: "viewer", Rules: []acl.Rule{{Namespace: "*", Capabilities: []acl.Capability{acl.CapRead}}}}, time.Time{})
+	cookie := loginACL(t, f, viewer)
+	req, err := http.NewRequestWithContext(t.Context(), "GET", f.http.URL+"/api/v1/events", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	req.Header.Set("Cookie", cookie)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("stream: %d", resp.StatusCode)
+	}
+	ended := make(chan error, 1)
+	go func() {
+		_, err := io.Copy(io.Discard, resp.Body)
+		ended <- err
+	}()
+	if err := f.sched.ACL(context.Background(), acl.Cmd{Action: acl.ActTokenRevoke, Accessor: acc, At: at(60)}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-ended:
+		if err != nil {
+			t.Errorf("stream ended with %v, want its end", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the revoked token's stream still open 10s after the revoke")
 	}
 }

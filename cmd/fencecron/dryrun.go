@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -28,6 +29,15 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 		}
 		return err
 	}
+	if len(set.Namespaces) > 0 {
+		// apply would refuse the file whole: say so, not "added".
+		for i := range specs {
+			if ns := specs[i].NamespaceName(); !acl.MatchAny(set.Namespaces, ns) {
+				return fmt.Errorf("%s: job %s is of namespace %s, outside this token's namespaces (%s): apply would refuse the file (403 missing apply)",
+					path, specs[i].QualifiedName(), ns, strings.Join(set.Namespaces, ", "))
+			}
+		}
+	}
 	d := jobs.DiffSets(set.Jobs, specs)
 	if wantJSON {
 		enc := json.NewEncoder(stdout)
@@ -39,11 +49,13 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 		}{d, set.Namespaces})
 	}
 	printDiff(stdout, d, set.OperatorPaused)
+	which := "jobs"
 	if len(set.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(set.Namespaces, "would replace", "would keep"))
+		which = "jobs in those namespaces"
 	}
-	fmt.Fprintf(stdout, "dry run: %s against job set %s (%d jobs): %d added, %d removed, %d changed; nothing applied\n",
-		path, orNone(set.Info.Hash), len(set.Jobs), len(d.Added), len(d.Removed), len(d.Changed))
+	fmt.Fprintf(stdout, "dry run: %s against job set %s (%d %s): %d added, %d removed, %d changed; nothing applied\n",
+		path, orNone(set.Info.Hash), len(set.Jobs), which, len(d.Added), len(d.Removed), len(d.Changed))
 	return nil
 }
 

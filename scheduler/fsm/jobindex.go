@@ -21,7 +21,7 @@ import (
 // read and written with f.mu held, like the state it indexes.
 type jobIndex struct {
 	// byName is each job's position in st.Jobs. It is replaced whole,
-	// never changed in place (JobSetBase reads it outside the lock).
+	// never changed in place (JobSetBase.Diff reads it outside the lock).
 	byName map[string]int
 	// sorted are the positions in st.Jobs in name order: the order pages
 	// and cursors walk.

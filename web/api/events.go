@@ -158,7 +158,9 @@ func (es *eventStream) run(r *http.Request, changed <-chan struct{}) {
 				return
 			}
 		case <-poll.C:
-			if !es.sendCluster() {
+			// A token revoked or expired, or a session ended, ends the
+			// stream: the browser's reconnect then meets the refusal.
+			if es.s.Guard.Recheck(r) != nil || !es.sendCluster() {
 				return
 			}
 		case <-keepAlive.C:

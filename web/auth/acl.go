@@ -162,7 +162,7 @@ type Denied struct {
 func (e *Denied) Error() string {
 	where := ""
 	switch {
-	case strings.HasPrefix(e.Namespace, "any ") || strings.HasPrefix(e.Namespace, "every "):
+	case strings.HasPrefix(e.Namespace, "any namespace") || strings.HasPrefix(e.Namespace, "every namespace"):
 		where = " in " + e.Namespace
 	case e.Namespace != "":
 		where = " in namespace " + e.Namespace
@@ -228,6 +228,21 @@ func (g *Guard) Identify(r *http.Request) (acl.Identity, error) {
 		return g.identifySession(r, e)
 	}
 	return acl.Identity{Name: "anonymous", Anonymous: true}, nil
+}
+
+// Recheck says why the credential r was let through with no longer
+// holds (a token revoked or expired, a session ended), for a stream that
+// outlives the check at its start; nil while it holds, and with ACLs off.
+func (g *Guard) Recheck(r *http.Request) error {
+	was, ok := IdentityOf(r.Context())
+	if !ok {
+		return nil
+	}
+	now, err := g.Identify(r)
+	if err == nil && now.Accessor != was.Accessor {
+		err = fmt.Errorf("%w: the session this stream began with has ended", wire.ErrUnauthorized)
+	}
+	return err
 }
 
 // identifySession is the identity of a dashboard session: api.token's,

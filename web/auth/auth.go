@@ -302,7 +302,8 @@ func (g *Guard) AuthorizeWrite(r *http.Request) error {
 	if g.cfg.ACL {
 		// The route table judged the identity (acl.go); a browser
 		// session must still echo its CSRF token.
-		if r.Header.Get("Authorization") == "" && g.session(r) != "" {
+		// A signed cookie, even of a session that ended since.
+		if r.Header.Get("Authorization") == "" && g.sessionNonce(r) != "" {
 			return g.checkCSRF(r)
 		}
 		if _, err := g.Identify(r); err != nil {
@@ -336,7 +337,11 @@ func (g *Guard) checkCSRF(r *http.Request) error {
 	if got == "" && IsForm(r) {
 		got = r.PostFormValue(CSRFField)
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(g.csrfToken(g.session(r)))) != 1 {
+	sess := g.session(r)
+	if sess == "" {
+		return fmt.Errorf("%w: your session has ended; log in again", wire.ErrUnauthorized)
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(g.csrfToken(sess))) != 1 {
 		return fmt.Errorf("%w: missing or wrong CSRF token; reload the page and try again", wire.ErrForbidden)
 	}
 	return nil

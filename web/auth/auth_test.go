@@ -2,6 +2,7 @@ package auth
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -128,4 +129,32 @@ func TestLocalPath(t *testing.T) {
 		}
 	}
 
+}
+
+// One ACL token's logins keep at most maxSessionsPerToken sessions,
+// dropping its own oldest: they cannot push out other people's.
+func TestSessionTable_PerToken(t *testing.T) {
+	tab := newSessionTable(maxSessions)
+	tab.add("other", "B", at(100), at(0))
+	for i := range maxSessionsPerToken + 5 {
+		tab.add(fmt.Sprint("a", i), "A", at(10+i), at(0))
+	}
+	if _, ok := tab.lookup("other", at(1)); !ok {
+		t.Error("another token's session was dropped")
+	}
+	if _, ok := tab.lookup("a0", at(1)); ok {
+		t.Error("the oldest of A's sessions is still live past the cap")
+	}
+	if _, ok := tab.lookup(fmt.Sprint("a", maxSessionsPerToken+4), at(1)); !ok {
+		t.Error("A's newest session is not live")
+	}
+	n := 0
+	for _, e := range tab.live {
+		if e.accessor == "A" {
+			n++
+		}
+	}
+	if n != maxSessionsPerToken {
+		t.Errorf("A holds %d sessions, want %d", n, maxSessionsPerToken)
+	}
 }

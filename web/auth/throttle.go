@@ -203,10 +203,29 @@ func newSessionTable(max int) *sessionTable {
 	return &sessionTable{max: max, live: map[string]sessionEntry{}}
 }
 
+// maxSessionsPerToken bounds the live sessions of one ACL token, so that
+// one token's logins cannot push everyone else's sessions out.
+const maxSessionsPerToken = 16
+
 // add makes nonce a live session of accessor until exp.
 func (t *sessionTable) add(nonce, accessor string, exp, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if accessor != "" {
+		n, oldest, oldestExp := 0, "", time.Time{}
+		for k, e := range t.live {
+			if e.accessor != accessor {
+				continue
+			}
+			n++
+			if oldest == "" || e.exp.Before(oldestExp) {
+				oldest, oldestExp = k, e.exp
+			}
+		}
+		if n >= maxSessionsPerToken {
+			delete(t.live, oldest)
+		}
+	}
 	if len(t.live) >= t.max {
 		oldest, oldestExp := "", time.Time{}
 		for n, e := range t.live {

@@ -86,13 +86,20 @@ func teamAApply(t *testing.T, node, token string) {
 	if err != nil {
 		t.Fatalf("apply -dry-run with team-a's token: %v\n%s", err, out)
 	}
-	for _, want := range []string{"~ team-a:build\n    shell: \"echo a\" → \"echo a2\"\n", "this token applies namespaces team-a only", "against job set", "(2 jobs): 0 added, 0 removed, 1 changed"} {
+	for _, want := range []string{"~ team-a:build\n    shell: \"echo a\" → \"echo a2\"\n", "this token applies namespaces team-a only", "against job set", "(2 jobs in those namespaces): 0 added, 0 removed, 1 changed"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("apply -dry-run with team-a's token lacks %q:\n%s", want, out)
 		}
 	}
 	if strings.Contains(out, "team-b") {
 		t.Errorf("apply -dry-run with team-a's token shows team-b:\n%s", out)
+	}
+	other := filepath.Join(filepath.Dir(file), "team-b.yaml")
+	if err := os.WriteFile(other, []byte("jobs:\n  - name: evil\n    namespace: team-b\n    schedule: '@daily'\n    shell: 'true'\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cliEnv(t, env, "apply", "-dry-run", "-addr", node, other); err == nil || !strings.Contains(out+err.Error(), "outside this token's namespaces (team-a)") {
+		t.Errorf("apply -dry-run of team-b's job with team-a's token: %v\n%s", err, out)
 	}
 	out, err = cliEnv(t, env, "apply", "-addr", node, file)
 	if err != nil || !strings.Contains(out, "applied 2 jobs") || !strings.Contains(out, "this token applies namespaces team-a only") {
