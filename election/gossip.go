@@ -52,6 +52,23 @@ type Meta struct {
 	// of it (scheduler/fsm/prestart.go): the leader may take its silence
 	// for that short lease running out.
 	PreStartLeases bool `json:"pre_start_leases,omitempty"`
+	// MaxAttempts is how many open attempts this node takes at once
+	// (node.max_attempts); 0, from an older release, is
+	// DefaultMaxAttempts.
+	MaxAttempts int `json:"max_attempts,omitempty"`
+}
+
+// DefaultMaxAttempts is node.max_attempts when the config leaves it out:
+// how many attempts a node holds open at once (running, or granted and
+// waiting for their fire time) before the leader gives it no more.
+const DefaultMaxAttempts = 512
+
+// AttemptLimit is the open attempts m takes at once.
+func (m Meta) AttemptLimit() int {
+	if m.MaxAttempts > 0 {
+		return m.MaxAttempts
+	}
+	return DefaultMaxAttempts
 }
 
 // Member is one node as gossip sees it.

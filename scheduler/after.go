@@ -36,7 +36,7 @@ func (l *leader) followWorkers(runIDs []string) *replicated.FollowCmd {
 			if _, done := fc.Workers[d]; done {
 				continue
 			}
-			if w, ok := l.chooseWorker(spec, id, ""); ok {
+			if w, err := l.chooseWorker(spec, id, ""); err == nil {
 				if fc.Workers == nil {
 					fc.Workers = map[string]string{}
 				}

@@ -106,9 +106,9 @@ func (l *leader) fireBackfill(spec jobs.Spec, at time.Time) bool {
 	if err != nil {
 		op, g.Reason = replicated.OpSkip, err.Error()
 	} else {
-		worker, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), "")
-		if !ok {
-			l.log.Debug("backfill waits for a worker", "job", spec.Name, "target", spec.Target)
+		worker, err := l.chooseWorker(spec, jobs.RunID(spec.Name, at), "")
+		if err != nil {
+			l.log.Debug("backfill waits for a worker", "job", spec.Name, "why", err)
 			return false
 		}
 		g.Output, g.Worker = key, worker

@@ -203,17 +203,17 @@ type dueFire struct {
 // are chosen as fire chooses them, from one reading of the load that
 // counts each pick, so a batch spreads as single grants would.
 func (l *leader) fireMany(fires []dueFire) {
-	if len(fires) == 1 {
-		l.fire(fires[0].spec, fires[0].at, "schedule", false)
-		return
-	}
 	s := l.s
 	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
 	var (
 		singles []dueFire
 		batch   []replicated.GrantCmd
 		specs   = map[string]jobs.Spec{}
+		// shed are the fire times no worker has room for, skipped
+		// together in one entry.
+		shed []jobs.SkipRange
 	)
+	defer func() { l.skipRanges(shed) }()
 	for _, d := range fires {
 		if _, twice := specs[d.spec.Name]; twice {
 			// A second fire time of one job (misfire: all) follows the
@@ -222,8 +222,12 @@ func (l *leader) fireMany(fires []dueFire) {
 			continue
 		}
 		key, err := d.spec.OutputKey(d.at)
-		picked, ok := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
-		if err != nil || !ok {
+		picked, perr := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		switch {
+		case err == nil && errors.Is(perr, errWorkersFull):
+			shed = append(shed, rangeOf(d.spec.Name, []time.Time{d.at}, perr.Error()))
+			continue
+		case err != nil || perr != nil:
 			singles = append(singles, d)
 			continue
 		}
@@ -446,11 +450,11 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 	g := &replicated.GrantCmd{Job: spec.Name, ScheduledAt: at.UTC(), Trigger: trigger, Force: force, At: s.now()}
 	op := replicated.OpGrant
 	key, err := spec.OutputKey(at)
-	switch picked, ok := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
+	switch picked, perr := l.chooseWorker(spec, jobs.RunID(spec.Name, at), ""); {
 	case err != nil:
 		op, g.Reason = replicated.OpSkip, err.Error()
-	case !ok:
-		op, g.Reason = replicated.OpSkip, fmt.Sprintf("no alive worker matches target %v", spec.Target)
+	case perr != nil:
+		op, g.Reason = replicated.OpSkip, perr.Error()
 	default:
 		g.Output, g.Worker = key, picked
 	}

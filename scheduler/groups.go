@@ -19,12 +19,12 @@ func (l *leader) grantAdmitted(run jobs.Run, now time.Time) {
 		l.mu.Unlock()
 	}
 	spec, known := l.s.FSM.Spec(run.Job)
-	worker, ok := l.chooseWorker(spec, run.ID, "")
+	worker, err := l.chooseWorker(spec, run.ID, "")
 	if !known {
-		worker, ok = "", true // its job left the set: the admit entry cancels the run
+		worker, err = "", nil // its job left the set: the admit entry cancels the run
 	}
-	if !ok {
-		l.log.Warn("no worker for an admitted run; trying again later", jobs.LogRunID, run.ID, "group", run.Group)
+	if err != nil {
+		l.log.Warn("no worker for an admitted run; trying again later", jobs.LogRunID, run.ID, "group", run.Group, "why", err)
 		later()
 		return
 	}

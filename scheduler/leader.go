@@ -282,9 +282,9 @@ func (l *leader) checkRetries() {
 		if !known || !fsm.AwaitsRetry(run) {
 			continue
 		}
-		picked, ok := l.chooseWorker(spec, run.ID, a.Worker)
-		if !ok {
-			l.log.Warn("no worker for retry; trying again later", jobs.LogRunID, run.ID)
+		picked, err := l.chooseWorker(spec, run.ID, a.Worker)
+		if err != nil {
+			l.log.Warn("no worker for retry; trying again later", jobs.LogRunID, run.ID, "why", err)
 			l.mu.Lock()
 			l.retryAt[run.ID] = now.Add(time.Second)
 			l.mu.Unlock()

@@ -28,8 +28,10 @@ type fakeRaft struct {
 	// oldRelease: n1's gossip does not say it holds short leases before
 	// starts (a release before them).
 	oldRelease bool
-	mu         sync.Mutex
-	index      uint64
+	// maxAttempts is n1's node.max_attempts (0: the default).
+	maxAttempts int
+	mu          sync.Mutex
+	index       uint64
 	// heads are the first bytes of every entry applied, and sizes their
 	// lengths.
 	heads []string
@@ -41,7 +43,7 @@ func (r *fakeRaft) IsLeader() bool                     { return !r.follower }
 func (r *fakeRaft) LeadershipChanged() <-chan struct{} { return nil }
 func (r *fakeRaft) Barrier(context.Context) error      { return nil }
 func (r *fakeRaft) Members() []election.Member {
-	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1", ConfirmsStarts: r.confirms, PreStartLeases: !r.oldRelease}}}
+	return []election.Member{{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1", ConfirmsStarts: r.confirms, PreStartLeases: !r.oldRelease, MaxAttempts: r.maxAttempts}}}
 }
 func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()

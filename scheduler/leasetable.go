@@ -37,22 +37,34 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 	return &lease{attempt: att.ID, run: run.ID, job: run.Job, worker: att.Worker, token: att.Token, ttl: ttl, deadline: now.Add(ttl)}
 }
 
-// chooseWorker picks an alive node whose tags match the job's target, the
+// chooseWorker picks an alive node whose tags match the job's target and
+// that holds fewer open attempts than its limit (node.max_attempts), the
 // least loaded first, avoiding `avoid` if any other will do. Ties go by a
-// hash of run and node, so load spreads without coordination.
-func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, bool) {
+// hash of run and node, so load spreads without coordination. Its error
+// is errNoWorker or errWorkersFull.
+func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, error) {
 	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenAttemptsByWorker(), spec, runID, avoid)
+}
+
+// errWorkersFull is why no worker was picked when some match the job
+// but each holds its limit of open attempts: the cluster is overloaded.
+var errWorkersFull = errors.New("overloaded: every worker the job may run on holds its limit of open attempts (node.max_attempts)")
+
+// noWorker is why no worker matches spec's target.
+func noWorker(spec jobs.Spec) error {
+	return fmt.Errorf("no alive worker matches target %v", spec.Target)
 }
 
 // pickWorker is chooseWorker's choice among members, given each node's
 // open attempts.
-func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string) (string, bool) {
+func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string) (string, error) {
 	type cand struct {
 		name string
 		load int
 		tie  uint64
 	}
 	var cands []cand
+	full := false
 	for _, m := range members {
 		if m.State != "alive" || m.Meta.HTTPAddr == "" || m.Meta.Leaving || m.Meta.NoJobs {
 			continue
@@ -65,6 +77,10 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 			}
 		}
 		if !match {
+			continue
+		}
+		if load[m.Name] >= m.Meta.AttemptLimit() {
+			full = true
 			continue
 		}
 		h := fnv.New64a()
@@ -80,8 +96,11 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		}
 		cands = kept
 	}
-	if len(cands) == 0 {
-		return "", false
+	switch {
+	case len(cands) == 0 && full:
+		return "", errWorkersFull
+	case len(cands) == 0:
+		return "", noWorker(spec)
 	}
 	sort.Slice(cands, func(i, j int) bool {
 		if cands[i].load != cands[j].load {
@@ -89,7 +108,7 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		}
 		return cands[i].tie < cands[j].tie
 	})
-	return cands[0].name, true
+	return cands[0].name, nil
 }
 
 // track starts the lease of a new attempt and dispatches it.
@@ -345,7 +364,7 @@ func (l *leader) expireAttempt(run jobs.Run, att jobs.Attempt, st jobs.State, re
 	cmd := &replicated.ExpireCmd{Attempt: att.ID, State: st, Reason: reason, At: l.s.now(), NeverStarted: x.neverStarted, BeforeStart: x.beforeStart}
 	spec, ok := l.s.FSM.Spec(run.Job)
 	if x.takeover && ok && (x.neverStarted || fsm.CountedAttempts(run) < spec.Retries+1) {
-		if w, ok := l.chooseWorker(spec, run.ID, att.Worker); ok {
+		if w, err := l.chooseWorker(spec, run.ID, att.Worker); err == nil {
 			cmd.Worker = w
 		}
 	}

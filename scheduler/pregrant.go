@@ -33,9 +33,9 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			continue
 		}
 		key, err := spec.OutputKey(e.next)
-		picked, ok := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
-		if err != nil || !ok {
-			continue
+		picked, perr := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
+		if err != nil || perr != nil {
+			continue // granted at its fire time, or skipped then
 		}
 		load[picked]++
 		specs[spec.Name] = spec

@@ -99,6 +99,7 @@ type fakeState struct {
 	// operator; exporting, if set, is called by ExportJobSet.
 	operatorPaused []string
 	exporting      func()
+	overload       jobs.Overload
 }
 
 func (f *fakeState) Epoch() (uint64, string) { return 4, "n2" }
@@ -210,6 +211,8 @@ func (f *fakeState) Skips(job string) []jobs.SkipRange {
 	}
 	return []jobs.SkipRange{{Job: "heartbeat", From: at(-40), To: at(-10), Count: 2, Reason: "paused"}}
 }
+func (f *fakeState) Overload() jobs.Overload { return f.overload }
+
 func (f *fakeState) Counters() map[string]uint64 {
 	f.mu.Lock()
 	defer f.mu.Unlock()

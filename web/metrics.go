@@ -82,6 +82,9 @@ var (
 	contactDesc     = prometheus.NewDesc("fencecron_raft_last_contact_seconds", "Time since this follower last heard from the leader; 0 on the leader, -1 if never.", nil, nil)
 	votersDesc      = prometheus.NewDesc("fencecron_raft_voters", "Voters in the Raft configuration as this node knows it.", nil, nil)
 	membersDesc     = prometheus.NewDesc("fencecron_gossip_members", "Gossip members by state, as this node sees them.", []string{"state"}, nil)
+	overloadedDesc  = prometheus.NewDesc("fencecron_cluster_overloaded", "1 while the leader sheds fire times because every worker a job may run on holds its node.max_attempts open attempts (until 30 s after the last), else 0.", nil, nil)
+	overloadSince   = prometheus.NewDesc("fencecron_cluster_overloaded_since_timestamp_seconds", "When the current overload began (Unix time); 0 when the cluster is not overloaded.", nil, nil)
+	shedDesc        = prometheus.NewDesc("fencecron_cluster_overload_skipped_total", "Fire times the leader skipped because no worker had room for them, since this node started (or restored a snapshot).", nil, nil)
 )
 
 // stateCollector reads the replicated state and this node's Raft and
@@ -93,7 +96,7 @@ func (c stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range clusterCounterDescs {
 		ch <- d
 	}
-	for _, d := range []*prometheus.Desc{runsDesc, epochDesc, pausedDesc, leaderKnownDesc, raftStateDesc, termDesc, lastIndexDesc, commitDesc, appliedDesc, pendingDesc, contactDesc, votersDesc, membersDesc} {
+	for _, d := range []*prometheus.Desc{overloadedDesc, overloadSince, shedDesc, runsDesc, epochDesc, pausedDesc, leaderKnownDesc, raftStateDesc, termDesc, lastIndexDesc, commitDesc, appliedDesc, pendingDesc, contactDesc, votersDesc, membersDesc} {
 		ch <- d
 	}
 }
@@ -110,6 +113,14 @@ func (c stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for i, cc := range clusterCounters {
 		ch <- prometheus.MustNewConstMetric(clusterCounterDescs[i], prometheus.CounterValue, float64(counters[cc.key]))
 	}
+	o := s.State.Overload()
+	active, since := o.Active(s.Clock.Now()), 0.0
+	if active {
+		since = float64(o.Since.UnixNano()) / 1e9
+	}
+	gauge(overloadedDesc, b2f(active))
+	gauge(overloadSince, since)
+	ch <- prometheus.MustNewConstMetric(shedDesc, prometheus.CounterValue, float64(o.Skipped))
 	byState := map[jobs.State]int{}
 	for _, run := range s.State.Runs(fsm.RunFilter{}) {
 		byState[run.State]++

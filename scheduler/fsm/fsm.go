@@ -71,6 +71,8 @@ type FSM struct {
 	idx      jobIndex
 	halted   error
 	logHalts atomic.Uint64
+	// overload is derived from the skips applied (f.mu held).
+	overload jobs.Overload
 	// changes collects what the entry being applied changed (f.mu held).
 	changes []Change
 	// trimmedRuns and trimmedEvents collect what the entry being applied

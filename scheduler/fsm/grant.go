@@ -178,6 +178,7 @@ func (f *FSM) applySkipRange(l *raft.Log, c *replicated.SkipRangeCmd) ApplyResul
 	f.noteScheduled(c.Job, c.To)
 	f.st.Counters[CounterSkipped] += uint64(c.Count)
 	f.firesSkipped(c.Job, c.Count)
+	f.overload.Note(c.SkipRange, c.At)
 	f.event(l, jobs.Event{Time: c.At, Kind: jobs.EventSkipped, Job: c.Job,
 		Detail: fmt.Sprintf("%d fire times from %s to %s: %s", c.Count, c.From.Format(time.RFC3339), c.To.Format(time.RFC3339), c.Reason)})
 	return ApplyResult{}

@@ -47,6 +47,18 @@ type Status struct {
 	// Notify is the leader's notification sender; only the leader, which
 	// sends, answers with it.
 	Notify *NotifyStatus `json:"notify,omitempty"`
+	// Overload, while the cluster sheds fire times because every worker
+	// a job may run on holds its limit of open attempts (and until
+	// jobs.OverloadQuiet after the last), says since when and how many.
+	Overload *OverloadStatus `json:"overload,omitempty"`
+}
+
+// OverloadStatus is a cluster's overload: since when it has shed fire
+// times, the last one, and how many.
+type OverloadStatus struct {
+	Since   time.Time `json:"since"`
+	Last    time.Time `json:"last"`
+	Skipped uint64    `json:"skipped"`
 }
 
 // NotifyStatus is the leader's notification sender: its targets, those

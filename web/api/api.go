@@ -36,6 +36,9 @@ func (s *Server) Status() wire.Status {
 	}
 	st.Drifted = drifted(st.ConfigHash)
 	st.Notify = s.NotifyStatus()
+	if o := s.State.Overload(); o.Active(s.Clock.Now()) {
+		st.Overload = &wire.OverloadStatus{Since: o.Since, Last: o.Last, Skipped: o.Skipped}
+	}
 	for _, m := range s.Cluster.Members() {
 		st.Members = append(st.Members, wire.MemberStatus{Member: m, Drifted: drifted(m.Meta.ConfigHash)})
 	}

@@ -58,6 +58,9 @@ type State interface {
 	Events(after uint64, limit int) []jobs.Event
 	Skips(job string) []jobs.SkipRange
 	Counters() map[string]uint64
+	// Overload is the cluster's overload as the log tells it: the fire
+	// times the leader shed because no worker had room.
+	Overload() jobs.Overload
 	// Subscribe returns a channel signalled, coalesced, after every change,
 	// and a function that ends the subscription.
 	Subscribe() (<-chan struct{}, func())

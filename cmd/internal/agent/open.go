@@ -112,7 +112,7 @@ func (n *node) openRaft() error {
 		TLS:             n.id,
 		Profile:         c.Cluster.Profile,
 		ReapAfter:       c.Cluster.ReapAfter,
-		Meta:            election.Meta{Tags: c.Node.Tags, ConfigHash: n.configHash(), NoJobs: !c.Node.RunJobs, ConfirmsStarts: true, PreStartLeases: true},
+		Meta:            election.Meta{Tags: c.Node.Tags, ConfigHash: n.configHash(), NoJobs: !c.Node.RunJobs, ConfirmsStarts: true, PreStartLeases: true, MaxAttempts: c.Node.MaxAttempts},
 		// Release builds: Raft's defaults (the tuning is zero).
 		SnapshotThreshold: tuning.SnapshotThreshold,
 		TrailingLogs:      tuning.TrailingLogs,

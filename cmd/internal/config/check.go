@@ -77,6 +77,9 @@ func (d *decoder) checkNode(node *Node) {
 	case node.Server && node.BootstrapExpect == 0 && len(node.Join) == 0:
 		d.errorf(at("bootstrap_expect"), "node.bootstrap_expect", "a server with no join addresses must bootstrap: set bootstrap_expect (1 for a single node), or join peers")
 	}
+	if node.MaxAttempts < 1 || node.MaxAttempts > MaxMaxAttempts {
+		d.errorf(at("max_attempts"), "node.max_attempts", "%d: must be 1 to %d", node.MaxAttempts, MaxMaxAttempts)
+	}
 	if node.JobNice < 0 || node.JobNice > executor.MaxNice {
 		d.errorf(at("job_nice"), "node.job_nice", "%d: must be 0 (the node's own priority) to %d (the lowest)", node.JobNice, executor.MaxNice)
 	}

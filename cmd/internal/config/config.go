@@ -62,6 +62,8 @@ const (
 	DefaultKeepVersions     = fencedstore.DefaultKeepVersions
 	DefaultTombstoneTTL     = fencedstore.DefaultTombstoneTTL
 	DefaultJobNice          = 10
+	// MaxMaxAttempts bounds node.max_attempts.
+	MaxMaxAttempts = 100_000
 )
 
 // DefaultAddr is the HTTP address of a node left at its defaults: where
@@ -218,6 +220,12 @@ type Node struct {
 	// traffic: its threads run first when they wake, and the jobs get
 	// everything else.
 	JobNice int `yaml:"job_nice"`
+	// MaxAttempts is how many attempts this node holds open at once
+	// (running, or granted and waiting for their fire time). Once every
+	// node a job may run on holds its limit, the leader records the job's
+	// fire times as skipped (overloaded) instead of queueing work no
+	// node can start, and retries, backfills and admitted runs wait.
+	MaxAttempts int `yaml:"max_attempts"`
 }
 
 // Ports are a node's listening ports.
@@ -680,8 +688,10 @@ func defaults(hostname func() (string, error)) sections {
 			Server:  true,
 			RunJobs: true,
 			JobNice: DefaultJobNice,
-			Bind:    DefaultBind,
-			Ports:   Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
+			// Kept where the leader reads it, in gossip.
+			MaxAttempts: election.DefaultMaxAttempts,
+			Bind:        DefaultBind,
+			Ports:       Ports{HTTP: DefaultHTTPPort, Gossip: DefaultGossipPort, Raft: DefaultRaftPort},
 		},
 		Cluster: Cluster{Profile: DefaultProfile, ReapAfter: DefaultReapAfter, History: jobs.DefaultHistory, MaxClockSkew: DefaultMaxClockSkew},
 		Store: Store{

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/fencecron/fencecron/deploy/examples"
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -110,7 +111,7 @@ func TestParse_FullFile(t *testing.T) {
 		Name: "n1", DataDir: "/var/lib/fencecron", Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
 		Ports: Ports{HTTP: 8081, Gossip: 7956, Raft: 7957},
 		Join:  []string{"127.0.0.1:7966", "127.0.0.1:7976"}, BootstrapExpect: 3,
-		Tags: map[string]string{"zone": "a"}, JobNice: 5,
+		Tags: map[string]string{"zone": "a"}, JobNice: 5, MaxAttempts: election.DefaultMaxAttempts,
 	}
 	if !reflect.DeepEqual(f.Node, wantNode) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, wantNode)
@@ -170,7 +171,7 @@ func TestParse_FullFile(t *testing.T) {
 func TestParse_Defaults(t *testing.T) {
 	f := MustParse(t, "node: {bootstrap_expect: 1}\ncluster: {secret: correct-horse-battery-staple-0123456789}\n")
 	want := Node{Name: "host-1", DataDir: DefaultDataDir, Server: true, RunJobs: true, Bind: "127.0.0.1", Advertise: "127.0.0.1",
-		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1, JobNice: DefaultJobNice}
+		Ports: Ports{HTTP: 8080, Gossip: 7946, Raft: 7947}, BootstrapExpect: 1, JobNice: DefaultJobNice, MaxAttempts: election.DefaultMaxAttempts}
 	if !reflect.DeepEqual(f.Node, want) {
 		t.Errorf("node = %+v\nwant  %+v", f.Node, want)
 	}
@@ -337,7 +338,7 @@ func TestParse_Problems(t *testing.T) {
 		{"api read_only not a bool", "api: {read_only: sometimes}\n", []string{`test.yaml:1:18: api.read_only: expected true or false, got "sometimes"`}},
 		{"duplicate section", "jobs: []\njobs: []\n", []string{"test.yaml:2:1: jobs: duplicate field (first on line 1)"}},
 		{"alias", "node: &n {name: a, bootstrap_expect: 1}\ncluster: *n\n", []string{"test.yaml:2:10: cluster: aliases (*n) are not supported"}},
-		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, jobs_dir, job_nice, got "n1"`}},
+		{"node not a mapping", "node: n1\ncluster: {secret: correct-horse-battery-staple-0123456789}\n", []string{`test.yaml:1:7: node: expected a mapping of name, data_dir, server, run_jobs, bind, advertise, ports, join, bootstrap_expect, tags, jobs_dir, job_nice, max_attempts, got "n1"`}},
 		{"missing env", "node: {bootstrap_expect: 1, name: '${NODE_NAME}'}\ncluster: {secret: '${FENCECRON_SECRET}'}\n", []string{
 			"test.yaml:1:35: node.name: environment variable NODE_NAME is not set"}},
 		{"bad env reference", "cluster: {secret: '${FENCECRON SECRET}'}\n", []string{
