@@ -60,8 +60,11 @@ type Meta struct {
 
 // DefaultMaxAttempts is node.max_attempts when the config leaves it out:
 // how many attempts a node holds open at once (running, or granted and
-// waiting for their fire time) before the leader gives it no more.
-const DefaultMaxAttempts = 512
+// waiting for their fire time) before the leader gives it no more. On a
+// 2-core host running three servers, 256 still let process starts starve
+// the leader into elections at three times what the host could start;
+// 128 did not (docs/measure.md).
+const DefaultMaxAttempts = 128
 
 // AttemptLimit is the open attempts m takes at once.
 func (m Meta) AttemptLimit() int {
