@@ -271,6 +271,8 @@ func TestCluster_LeaderRevalidatesJobSets(t *testing.T) {
 			Info struct{ Hash, Source string }
 			Jobs []jobs.Spec
 		}
+		// A follower may not have applied the leader's first set yet.
+		waitJobSet(t, n)
 		if err := n.GetJSON("/api/v1/jobset", &after); err != nil {
 			t.Fatal(err)
 		}
