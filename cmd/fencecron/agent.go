@@ -98,7 +98,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil || c.json {
 		return err
 	}
-	fmt.Fprintf(stdout, "applied %d jobs from %s: job set %s\n", out.Jobs, rest[0], out.Hash)
+	fmt.Fprintf(stdout, "applied %d %s from %s: job set %s\n", out.Jobs, plural(out.Jobs, "job", "jobs"), rest[0], out.Hash)
 	if len(out.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(out.Namespaces, "replaced", "kept"))
 	}

@@ -49,10 +49,10 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 		}{d, set.Namespaces})
 	}
 	printDiff(stdout, d, set.OperatorPaused)
-	which := "jobs"
+	which := plural(len(set.Jobs), "job", "jobs")
 	if len(set.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(set.Namespaces, "would replace", "would keep"))
-		which = "jobs in those namespaces"
+		which += " in those namespaces"
 	}
 	fmt.Fprintf(stdout, "dry run: %s against job set %s (%d %s): %d added, %d removed, %d changed; nothing applied\n",
 		path, orNone(set.Info.Hash), len(set.Jobs), which, len(d.Added), len(d.Removed), len(d.Changed))

@@ -198,7 +198,7 @@ func TestCluster_ExampleConfigsAgreeAndApply(t *testing.T) {
 	if err != nil {
 		t.Fatalf("apply: %v\n%s", err, out)
 	}
-	if !strings.Contains(out, "applied 1 jobs") {
+	if !strings.Contains(out, "applied 1 job from") {
 		t.Errorf("apply printed %q", out)
 	}
 	if err := localcluster.Until(10*time.Second, func() error {

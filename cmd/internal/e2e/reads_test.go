@@ -111,7 +111,7 @@ func TestDev_ReadsHideSecrets(t *testing.T) {
 
 	t.Run("apply -dry-run", func(t *testing.T) {
 		out, err := cli(t, "apply", "-dry-run", "-addr", addr, "-token", token, file)
-		if err != nil || !strings.Contains(out, "(1 jobs): 0 added, 0 removed, 0 changed; nothing applied") {
+		if err != nil || !strings.Contains(out, "(1 job): 0 added, 0 removed, 0 changed; nothing applied") {
 			t.Errorf("apply -dry-run with the token: %v\n%s", err, out)
 		}
 		_, err = cli(t, "apply", "-dry-run", "-addr", addr, file)
