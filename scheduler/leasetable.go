@@ -41,7 +41,7 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 // that holds fewer open attempts than its limit (node.max_attempts), the
 // least loaded first, avoiding `avoid` if any other will do. Ties go by a
 // hash of run and node, so load spreads without coordination. Its error
-// is errNoWorker or errWorkersFull.
+// is errWorkersFull, or noWorker's when no alive node matches.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, error) {
 	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenAttemptsByWorker(), spec, runID, avoid)
 }
