@@ -117,34 +117,34 @@ func filterEvents(evs []jobs.Event, allow func(ns string) bool) []jobs.Event {
 // namespace the caller may not apply is refused (403 naming it), and
 // nothing is applied.
 func applyScope(r *http.Request, specs []jobs.Spec) ([]string, error) {
-	id, ok := auth.IdentityOf(r.Context())
-	if !ok || id.AllNamespaces(acl.CapApply) {
+	scope, limited := exportScope(r)
+	if !limited {
 		return nil, nil
 	}
-	who := "token " + id.Accessor + " (" + id.Name + ")"
-	for i := range specs {
-		if ns := specNamespace(&specs[i]); !id.Allowed(ns, acl.CapApply) {
-			return nil, &auth.Denied{Cap: acl.CapApply, Namespace: ns + " (job " + specs[i].Name + ")", Who: who}
-		}
-	}
-	scope := id.Namespaces(acl.CapApply)
+	id, _ := auth.IdentityOf(r.Context())
 	if len(scope) == 0 {
 		// Never an empty scope: the leader would read it as the whole set.
-		return nil, &auth.Denied{Cap: acl.CapApply, Namespace: "any namespace", Who: who}
+		return nil, &auth.Denied{Cap: acl.CapApply, Namespace: "any namespace", Who: auth.Describe(id)}
+	}
+	for i := range specs {
+		if ns := specNamespace(&specs[i]); !id.Allowed(ns, acl.CapApply) {
+			return nil, &auth.Denied{Cap: acl.CapApply, Namespace: ns + " (job " + specs[i].Name + ")", Who: auth.Describe(id)}
+		}
 	}
 	return scope, nil
 }
 
-// exportScope is what of the job set the request's caller may export:
-// nil for the whole set (ACLs off: SeesSecrets decides; or a caller who
-// may apply every namespace), else the globs of the namespaces it may
-// apply, whose jobs it may replace and so read whole, secrets included.
-func exportScope(r *http.Request) []string {
+// exportScope is the part of the job set the request's caller may
+// export and replace: the whole set (limited false: ACLs off, where
+// SeesSecrets decides, or a caller who may apply every namespace), else
+// the globs of the namespaces it may apply, whose jobs it may replace
+// and so read whole, secrets included (none: nothing).
+func exportScope(r *http.Request) (scope []string, limited bool) {
 	id, ok := auth.IdentityOf(r.Context())
 	if !ok || id.AllNamespaces(acl.CapApply) {
-		return nil
+		return nil, false
 	}
-	return id.Namespaces(acl.CapApply)
+	return id.Namespaces(acl.CapApply), true
 }
 
 // scopedExport is set with only the jobs of the namespaces scope

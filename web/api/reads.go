@@ -52,12 +52,12 @@ func (s *Server) exportRefused() error {
 // jobs an operator paused beside it: what apply -dry-run compares a file
 // with.
 func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
-	scope := exportScope(r)
+	scope, limited := exportScope(r)
 	switch ok, err := s.Guard.SeesSecrets(r); {
 	case err != nil:
 		s.Error(w, r, err)
 		return
-	case !ok && scope == nil:
+	case !ok && len(scope) == 0:
 		s.Error(w, r, s.exportRefused())
 		return
 	}
@@ -70,7 +70,7 @@ func (s *Server) handleJobSet(w http.ResponseWriter, r *http.Request) {
 	}
 	defer s.exports.Add(-1)
 	set := s.State.ExportJobSet()
-	if scope != nil {
+	if limited {
 		set = scopedExport(set, scope)
 	}
 	h := w.Header()

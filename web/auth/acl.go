@@ -201,8 +201,8 @@ func Readable(r *http.Request, c acl.Capability) func(ns string) bool {
 // ACLEnabled reports whether ACLs are on.
 func (g *Guard) ACLEnabled() bool { return g.cfg.ACL }
 
-// describe names an identity in answers and the audit trail.
-func describe(id acl.Identity) string {
+// Describe names an identity in answers and the audit trail.
+func Describe(id acl.Identity) string {
 	switch {
 	case id.Anonymous:
 		return "an anonymous request (no token)"
@@ -314,7 +314,7 @@ func Authorize(id acl.Identity, rt Route, r *http.Request, param func(string) st
 		if rt.Scope == ScopeAny {
 			ns = "any namespace"
 		}
-		return &Denied{Cap: rt.Cap, Namespace: ns, Who: describe(id)}
+		return &Denied{Cap: rt.Cap, Namespace: ns, Who: Describe(id)}
 	}
 	return nil
 }
@@ -360,5 +360,5 @@ func (g *Guard) askerACL(r *http.Request) (string, bool) {
 	if !ok {
 		return "", false
 	}
-	return describe(id) + " from " + clientKey(r), true
+	return Describe(id) + " from " + clientKey(r), true
 }

@@ -279,7 +279,7 @@ func (g *Guard) Of(r *http.Request) State {
 	a.CanAct = !a.ReadOnly && (a.LoggedIn || (!a.Required && !a.LocalOnly))
 	if id, ok := IdentityOf(r.Context()); ok {
 		// A button shows only where the caller holds what it needs.
-		a.Who, a.Namespaces, a.can = describe(id), id.Namespaces(acl.CapRead), id.Allowed
+		a.Who, a.Namespaces, a.can = Describe(id), id.Namespaces(acl.CapRead), id.Allowed
 		a.CanAct = a.CanAct && slices.ContainsFunc(actions, id.AnyNamespace)
 	}
 	return a
