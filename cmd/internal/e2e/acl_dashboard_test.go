@@ -1,8 +1,6 @@
 package e2e
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,13 +17,7 @@ import (
 func readOnlyDashboard(t *testing.T, node, root string) {
 	t.Helper()
 	browser := chromium(t)
-	p := filepath.Join(t.TempDir(), "team-a-ro.yaml")
-	if err := os.WriteFile(p, []byte("rules:\n  - namespace: team-a\n    capabilities: [read]\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if out, err := cli(t, "acl", "policy", "apply", "-addr", node, "-token", root, "team-a-ro", p); err != nil {
-		t.Fatalf("policy apply team-a-ro: %v\n%s", err, out)
-	}
+	applyPolicy(t, node, root, "team-a-ro", "rules:\n  - namespace: team-a\n    capabilities: [read]\n")
 	out, err := cli(t, "acl", "token", "create", "-addr", node, "-token", root, "-name", "screen-a", "-policy", "team-a-ro")
 	if err != nil {
 		t.Fatalf("token create: %v\n%s", err, out)

@@ -107,6 +107,20 @@ func teamAApply(t *testing.T, node, token string) {
 	}
 }
 
+// applyPolicy applies policy name of body through node with the
+// management token root, as an operator would: a file and `fencecron acl
+// policy apply`.
+func applyPolicy(t *testing.T, node, root, name, body string) {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name+".yaml")
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(t, "acl", "policy", "apply", "-addr", node, "-token", root, name, p); err != nil {
+		t.Fatalf("policy apply %s: %v\n%s", name, err, out)
+	}
+}
+
 // Two teams on three servers with ACLs on, every call through a
 // follower: team A's token cannot see, trigger or apply team B's jobs nor
 // read B's keys; a revoked token stops working on every node within a
@@ -169,16 +183,8 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 	if out, err := cli(t, "acl", "bootstrap", "-addr", f); err == nil || !strings.Contains(out+err.Error(), "already bootstrapped") {
 		t.Fatalf("second bootstrap: %v\n%s", err, out)
 	}
-	dir := t.TempDir()
 	for _, team := range []string{"team-a", "team-b"} {
-		p := filepath.Join(dir, team+".yaml")
-		body := "rules:\n  - namespace: " + team + "\n    capabilities: [read, trigger, apply, release, read-store]\n"
-		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if out, err := cli(t, "acl", "policy", "apply", "-addr", f, "-token", root, team, p); err != nil {
-			t.Fatalf("policy apply %s: %v\n%s", team, err, out)
-		}
+		applyPolicy(t, f, root, team, "rules:\n  - namespace: "+team+"\n    capabilities: [read, trigger, apply, release, read-store]\n")
 	}
 	out, err = cli(t, "acl", "token", "create", "-addr", f, "-token", root, "-name", "ci-a", "-policy", "team-a")
 	if err != nil {
