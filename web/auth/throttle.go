@@ -212,36 +212,36 @@ func (t *sessionTable) add(nonce, accessor string, exp, now time.Time) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if accessor != "" {
-		n, oldest, oldestExp := 0, "", time.Time{}
-		for k, e := range t.live {
-			if e.accessor != accessor {
-				continue
-			}
-			n++
-			if oldest == "" || e.exp.Before(oldestExp) {
-				oldest, oldestExp = k, e.exp
-			}
-		}
-		if n >= maxSessionsPerToken {
+		if n, oldest := t.oldest(func(e sessionEntry) bool { return e.accessor == accessor }); n >= maxSessionsPerToken {
 			delete(t.live, oldest)
 		}
 	}
 	if len(t.live) >= t.max {
-		oldest, oldestExp := "", time.Time{}
 		for n, e := range t.live {
 			if !now.Before(e.exp) {
 				delete(t.live, n)
-				continue
-			}
-			if oldest == "" || e.exp.Before(oldestExp) {
-				oldest, oldestExp = n, e.exp
 			}
 		}
-		if len(t.live) >= t.max {
+		if n, oldest := t.oldest(func(sessionEntry) bool { return true }); n >= t.max {
 			delete(t.live, oldest)
 		}
 	}
 	t.live[nonce] = sessionEntry{exp: exp, accessor: accessor}
+}
+
+// oldest counts the sessions of, and names the one soonest to expire
+// among, those that match (t.mu held).
+func (t *sessionTable) oldest(match func(sessionEntry) bool) (n int, nonce string) {
+	var exp time.Time
+	for k, e := range t.live {
+		if !match(e) {
+			continue
+		}
+		if n++; nonce == "" || e.exp.Before(exp) {
+			nonce, exp = k, e.exp
+		}
+	}
+	return n, nonce
 }
 
 // lookup returns the session nonce names, if it is live at now.
