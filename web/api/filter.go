@@ -62,14 +62,7 @@ func (f filteredState) Runs(rf fsm.RunFilter) []jobs.Run {
 	if rf.Job != "" && !f.job(rf.Job) {
 		return nil
 	}
-	runs := f.State.Runs(rf)
-	out := runs[:0:0]
-	for _, r := range runs {
-		if f.job(r.Job) {
-			out = append(out, r)
-		}
-	}
-	return out
+	return readableOf(f, f.State.Runs(rf), func(r jobs.Run) string { return r.Job })
 }
 
 func (f filteredState) LastRun(job string) (jobs.Run, bool) {
@@ -84,11 +77,16 @@ func (f filteredState) Events(after uint64, limit int) []jobs.Event {
 }
 
 func (f filteredState) Skips(job string) []jobs.SkipRange {
-	all := f.State.Skips(job)
+	return readableOf(f, f.State.Skips(job), func(sk jobs.SkipRange) string { return sk.Job })
+}
+
+// readableOf returns, in a new slice, the items of all whose job (named
+// by job) f may read.
+func readableOf[T any](f filteredState, all []T, job func(T) string) []T {
 	out := all[:0:0]
-	for _, sk := range all {
-		if f.job(sk.Job) {
-			out = append(out, sk)
+	for _, x := range all {
+		if f.job(job(x)) {
+			out = append(out, x)
 		}
 	}
 	return out
