@@ -18,7 +18,8 @@ import (
 //     memberlist alone says "no installed keys could decrypt the message"
 //     at ERROR and nothing about what to do;
 //   - a connection closed under a reader ("use of closed network
-//     connection") is what a planned stop does: INFO, not ERROR;
+//     connection"), or Raft's transport shut down under an RPC ("transport
+//     shutdown"), is what a planned stop does: INFO, not ERROR;
 //   - Raft retries a peer that gossip already says is dead or gone about
 //     twice a second; that is said once per change of the peer's gossip
 //     state, with how many failures there were, not a hundred times a
@@ -76,6 +77,10 @@ var (
 		"tls: unknown certificate authority",
 		"tls: bad certificate",
 	}
+	// plannedStopSigns are what a reader says when a planned stop closes
+	// its connection or shuts Raft's transport down under an RPC it was
+	// decoding ("transport shutdown" is raft.ErrTransportShutdown).
+	plannedStopSigns = []string{"use of closed network connection", "transport shutdown"}
 	// raftRetries are the lines Raft logs each time it fails to reach a
 	// peer.
 	raftRetries = []string{"failed to heartbeat to", "failed to appendEntries to", "failed to make requestVote RPC", "failed to pipeline appendEntries", "failed to start pipeline replication to"}
@@ -88,7 +93,7 @@ var (
 // the triage gives it.
 func (t *logTriage) handle(level slog.Level, component, line string) {
 	switch {
-	case strings.Contains(line, "use of closed network connection"):
+	case hasAny(line, plannedStopSigns):
 		t.emit(slog.LevelInfo, line, "component", component)
 	case hasAny(line, secretSigns):
 		t.secretMismatch(component, line)

@@ -85,9 +85,10 @@ func TestLogTriage(t *testing.T) {
 	})
 	t.Run("a planned stop's closed connection is INFO", func(t *testing.T) {
 		tr.writer("raft-net").Write([]byte(`[ERROR] raft-net: failed to decode incoming command: error="read tcp 127.0.0.1:7957->127.0.0.1:40000: use of closed network connection"` + "\n"))
+		tr.writer("raft-net").Write([]byte(`[ERROR] raft-net: failed to decode incoming command: error="transport shutdown"` + "\n"))
 		got := rec.take()
-		if len(got) != 1 || got[0].Level != slog.LevelInfo {
-			t.Errorf("logged %+v; want one INFO", got)
+		if len(got) != 2 || got[0].Level != slog.LevelInfo || got[1].Level != slog.LevelInfo {
+			t.Errorf("logged %+v; want two INFOs", got)
 		}
 	})
 	t.Run("raft retries to a peer gossip says is dead: once per state change, with a count", func(t *testing.T) {
