@@ -48,8 +48,10 @@ func TestDashboard_JobsSearchAndPaging(t *testing.T) {
 	})
 
 	_, step, poll := newBrowser(t, browser)
+	// Read once the page has loaded whole: while Chromium still parses
+	// it, the table holds part of its rows.
 	rows := `Array.from(document.querySelectorAll("table.jobs tr.job")).map(tr => tr.dataset.job)`
-	firstAndCount := `(() => { const r = ` + rows + `; return r.length + " " + (r[0] || ""); })()`
+	firstAndCount := `(() => { if (document.readyState !== "complete") return ""; const r = ` + rows + `; return r.length + " " + (r[0] || ""); })()`
 
 	step("open the Jobs page",
 		chromedp.Navigate(base+"/jobs"),
