@@ -138,6 +138,15 @@ type Attempt struct {
 	// before starting, and never asked. Such an attempt does not count
 	// against the job's retries (scheduler/fsm/startconfirm.go).
 	NeverStarted bool `json:"never_started,omitempty"`
+	// StartInLog is set on an attempt granted ahead of its fire time by
+	// an entry of log version 11: its start is confirmed by an entry of
+	// the log before its worker may begin, so the state alone says
+	// whether it may have begun (StartConfirmed), whichever leader
+	// reads it (scheduler/fsm/prestart.go).
+	StartInLog bool `json:"start_in_log,omitempty"`
+	// StartConfirmed is set once the entry confirming that start was
+	// applied: from then on its worker may have started it.
+	StartConfirmed bool `json:"start_confirmed,omitempty"`
 	// StoreRefusals are the store's refusals of this attempt's writes
 	// that the node serving the store reported (NoteStoreRefused), as
 	// "<outcome> <key> greatest=<epoch.seq>": the first few, oldest first.

@@ -381,5 +381,9 @@ func (l local) Renew(ctx context.Context, attempt, node string) (worker.RenewRep
 	if t == nil {
 		return worker.RenewReply{}, fmt.Errorf("renew %s: %w", attempt, jobs.ErrNotLeader)
 	}
-	return t.renew(worker.Renewal{Attempt: attempt}, node)
+	out, err := t.renewAll(ctx, node, []worker.Renewal{{Attempt: attempt}})
+	if err != nil {
+		return worker.RenewReply{}, err
+	}
+	return out[0], nil
 }

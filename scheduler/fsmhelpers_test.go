@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
 // The few log entries tests of the leader, worker and notifier put in an
@@ -68,4 +70,14 @@ func groupSpecs(maxRunning, maxWaiting int, names ...string) []jobs.Spec {
 		out = append(out, jobs.Spec{Name: n, Schedules: []string{"@every 5s"}, Shell: "true", Group: "db", GroupLimits: g})
 	}
 	return out
+}
+
+// renewOne renews one attempt of node as a worker's batch of one does
+// (renewAll): a start the log must confirm is answered once it is.
+func renewOne(l *leader, r worker.Renewal, node string) (worker.RenewReply, error) {
+	out, err := l.renewAll(context.Background(), node, []worker.Renewal{r})
+	if err != nil {
+		return worker.RenewReply{}, err
+	}
+	return out[0], nil
 }

@@ -338,12 +338,21 @@ func (l *leader) recover() {
 			continue // scheduleRetries takes these
 		}
 		spec, known := l.s.FSM.Spec(run.Job)
+		// Granted ahead, and the log says nobody let it start: its
+		// worker has not begun it, and holds no more than the short
+		// lease before the start from now (scheduler/fsm/prestart.go).
+		unconfirmed := a.State == jobs.Pending && a.StartInLog && !a.StartConfirmed
 		if gone[a.Worker] || !known {
-			l.expire(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), true)
+			l.expireAttempt(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), expiry{takeover: true, neverStarted: unconfirmed})
 			continue
 		}
+		le := newLease(run, *a, l.ttlOf(run.Job), now)
+		if unconfirmed {
+			le.short, le.onShort, le.inLog = spec.PreStartLease(), true, true
+			le.deadline = now.Add(le.short)
+		}
 		l.mu.Lock()
-		l.leases[a.ID] = newLease(run, *a, l.ttlOf(run.Job), now)
+		l.leases[a.ID] = le
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
 			l.dispatch(worker.Assignment{Run: run, Attempt: *a, Spec: spec})

@@ -30,8 +30,10 @@ type fakeRaft struct {
 	oldRelease bool
 	// maxAttempts is n1's node.max_attempts (0: the default).
 	maxAttempts int
-	mu          sync.Mutex
-	index       uint64
+	// term is the Raft term of the entries Apply writes (0: 3).
+	term  uint64
+	mu    sync.Mutex
+	index uint64
 	// heads are the first bytes of every entry applied, and sizes their
 	// lengths.
 	heads []string
@@ -50,7 +52,11 @@ func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	defer r.mu.Unlock()
 	r.index++
 	r.heads, r.sizes = append(r.heads, string(cmd[:min(len(cmd), 64)])), append(r.sizes, len(cmd))
-	return r.fsm.Apply(&raft.Log{Term: 3, Index: r.index, Type: raft.LogCommand, Data: cmd}), nil
+	term := r.term
+	if term == 0 {
+		term = 3
+	}
+	return r.fsm.Apply(&raft.Log{Term: term, Index: r.index, Type: raft.LogCommand, Data: cmd}), nil
 }
 
 // recordingDispatcher remembers assignments.
@@ -249,13 +255,13 @@ func TestLeader_ExpiryTakesOverWithAGreaterToken(t *testing.T) {
 	}
 	// A renewal for the expired attempt is a definite no; for the new one,
 	// yes.
-	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: got.Attempts[0].ID}, "n1"); r.Held {
 		t.Error("the expired attempt's lease was renewed")
 	}
-	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: got.Attempts[1].ID}, "n1"); !r.Held {
 		t.Errorf("the takeover attempt's lease was not renewed: %s", r.Reason)
 	}
-	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: got.Attempts[1].ID}, "n2"); r.Held {
 		t.Error("another node renewed the takeover attempt's lease")
 	}
 }

@@ -25,11 +25,14 @@ type lease struct {
 	// this term confirmed the attempt's start (startconfirm.go).
 	confirming, started bool
 	// short is the lease before the start of an attempt this term
-	// granted ahead (0: none; scheduler/fsm/prestart.go); onShort says
-	// the deadline in force is a short one, and preStart that the worker
-	// said it holds the short lease.
-	short             time.Duration
-	onShort, preStart bool
+	// granted ahead, or of one an earlier term granted ahead whose start
+	// the log confirms and had not confirmed when this term began (0:
+	// none; scheduler/fsm/prestart.go); onShort says the deadline in
+	// force is a short one, and preStart that the worker said it holds
+	// the short lease. inLog: the log, not this term's memory, says the
+	// start was never confirmed.
+	short                    time.Duration
+	onShort, preStart, inLog bool
 }
 
 // newLease is att's lease of ttl, running from now.
@@ -211,15 +214,17 @@ func (l *leader) leased(attempt string) bool {
 // confirms its start if asked; any other answer is a definite "not
 // yours". A start is confirmed only while this loop's election entry is
 // the last one applied: a loop that outlived its term may answer for an
-// attempt a newer leader granted and will expire (errStaleLoop).
-func (l *leader) renew(r worker.Renewal, node string) (worker.RenewReply, error) {
+// attempt a newer leader granted and will expire (errStaleLoop). inLog
+// says the start must be confirmed in the log before the answer goes out
+// (renewAll).
+func (l *leader) renew(r worker.Renewal, node string) (reply worker.RenewReply, inLog bool, err error) {
 	attemptID := r.Attempt
 	run, att, ok := l.current(attemptID)
 	switch {
 	case !ok:
-		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s is not current: it ended or was superseded", attemptID)}, false, nil
 	case att.Worker != node:
-		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s belongs to %s, not %s", attemptID, att.Worker, node)}, false, nil
 	}
 	// A worker that does not say it confirms starts may start on any
 	// renewal answered Held (an older one, or one whose renewal was sent
@@ -230,14 +235,14 @@ func (l *leader) renew(r worker.Renewal, node string) (worker.RenewReply, error)
 		// After current: an attempt granted since another election
 		// entry is seen only with that entry applied.
 		if epoch, index := l.s.FSM.Elected(); epoch != l.electedEpoch || index != l.electedIndex || !l.s.Raft.IsLeader() {
-			return worker.RenewReply{}, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
+			return worker.RenewReply{}, false, fmt.Errorf("confirm the start of %s: %w", attemptID, errStaleLoop)
 		}
 	}
 	now := l.s.Clock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if start && l.unstarted[attemptID] {
-		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, nil
+		return worker.RenewReply{Reason: fmt.Sprintf("attempt %s's lease ran out before its start was confirmed; another attempt takes the run over", attemptID)}, false, nil
 	}
 	le := l.leases[attemptID]
 	if le == nil {
@@ -256,7 +261,8 @@ func (l *leader) renew(r worker.Renewal, node string) (worker.RenewReply, error)
 		ttl, le.preStart = le.short, true
 	}
 	le.deadline = now.Add(ttl)
-	return worker.RenewReply{Held: true, TTL: jobs.Duration(ttl), Started: r.Start}, nil
+	inLog = start && att.StartInLog && !att.StartConfirmed
+	return worker.RenewReply{Held: true, TTL: jobs.Duration(ttl), Started: r.Start}, inLog, nil
 }
 
 // current returns the attempt if it is its run's latest and still open.
@@ -307,7 +313,7 @@ func (l *leader) checkLeases() {
 		}
 		due = append(due, le)
 		delete(l.leases, id)
-		if (le.confirming || confirms[le.worker]) && !le.started && fsm.GrantedSinceElection(le.token, epoch, epoch, electedIndex) {
+		if (le.confirming || confirms[le.worker]) && !le.started && (le.inLog || fsm.GrantedSinceElection(le.token, epoch, epoch, electedIndex)) {
 			// From here on its start is refused (renew), so the
 			// word given with the expiry stays true.
 			l.unstarted[id], unstarted[id] = true, true

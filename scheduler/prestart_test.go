@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -33,7 +34,7 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 		l, run := setup(t)
 		id := run.Attempts[0].ID
 		l.s.Clock = at(300 * time.Millisecond)
-		if r, err := l.renew(worker.Renewal{Attempt: id, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Held || r.TTL.D() != time.Second {
+		if r, err := renewOne(l, worker.Renewal{Attempt: id, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Held || r.TTL.D() != time.Second {
 			t.Fatalf("renewal before the start: %+v, %v; want held for the short lease, 1s", r, err)
 		}
 		// The worker dies. A short lease after its renewal, not yet.
@@ -57,7 +58,7 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 			t.Errorf("the takeover's lease %+v: want the whole lease_ttl from its grant", le)
 		}
 		// The worker wakes up: its start is refused.
-		if r, _ := l.renew(worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); r.Held || r.Started {
+		if r, _ := renewOne(l, worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); r.Held || r.Started {
 			t.Errorf("the expired attempt's start: %+v; want a definite no", r)
 		}
 	})
@@ -65,7 +66,7 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 		l, run := setup(t)
 		id := run.Attempts[0].ID
 		l.s.Clock = at(475 * time.Millisecond)
-		if r, err := l.renew(worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Started || r.TTL.D() != 6*time.Second {
+		if r, err := renewOne(l, worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Started || r.TTL.D() != 6*time.Second {
 			t.Fatalf("the start's confirmation: %+v, %v; want started, for the whole lease", r, err)
 		}
 		l.s.Clock = at(6 * time.Second)
@@ -86,6 +87,87 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 		l.checkLeases()
 		if got, _ := l.s.FSM.Run(run.ID); len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || strings.Contains(got.Attempts[0].Error, "before the start") {
 			t.Errorf("after the whole lease: attempts %+v; want taken over, never started, not for a short lease", got.Attempts)
+		}
+	})
+}
+
+// A leader of a later term gives a run its predecessor granted ahead the
+// short lease from its own election when the log shows that nobody
+// confirmed its start, and takes it over without a retry once that runs
+// out; one whose start the log confirmed keeps its whole lease.
+func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
+	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
+	at := func(d time.Duration) fixedClock { return fixedClock{base.Add(d)} }
+	setup := func(t *testing.T) (*leader, jobs.Run) {
+		l, _ := newTestLeader(t, s)
+		l.s.Raft.(*fakeRaft).confirms = true
+		// Granted ahead at 500ms, due at 1s, as the firing loop does.
+		l.s.Clock = at(500 * time.Millisecond)
+		l.grantAhead([]*fireEntry{due(t, s, base)})
+		run, ok := l.s.FSM.Run(jobs.RunID(s.Name, base.Add(time.Second)))
+		if !ok || len(run.Attempts) != 1 {
+			t.Fatalf("granted ahead: %+v, %v; want one attempt", run, ok)
+		}
+		if a := run.Attempts[0]; !a.StartInLog {
+			t.Fatalf("granted ahead: %+v; want its start confirmed in the log", a)
+		}
+		return l, run
+	}
+	// newTerm elects the next term at `elected` and recovers its leases,
+	// as the next leader loop does.
+	newTerm := func(t *testing.T, l *leader, elected time.Duration) *leader {
+		l.s.Raft.(*fakeRaft).term = 4
+		l.s.Clock = at(elected)
+		res, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base.Add(elected)}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := newLeader(l.s, l.ctx)
+		t.Cleanup(next.wg.Wait)
+		next.electedEpoch, next.electedIndex = res.Epoch, res.Index
+		next.recover()
+		return next
+	}
+
+	t.Run("unconfirmed: taken over a short lease after the election", func(t *testing.T) {
+		l, run := setup(t)
+		// The leader dies; the next is elected at 1.1s.
+		next := newTerm(t, l, 1100*time.Millisecond)
+		next.s.Clock = at(2100 * time.Millisecond)
+		next.checkLeases()
+		if got, _ := next.s.FSM.Run(run.ID); len(got.Attempts) != 1 {
+			t.Fatalf("a short lease after the election, not after it: attempts %+v; want the one", got.Attempts)
+		}
+		next.s.Clock = at(2101 * time.Millisecond)
+		next.checkLeases()
+		got, _ := next.s.FSM.Run(run.ID)
+		if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || !strings.Contains(got.Attempts[0].Error, "before the start") || got.State != jobs.Pending {
+			t.Fatalf("after the short lease from the election: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
+		}
+		if a, b := got.Attempts[0].Token, got.Attempts[1].Token; b.Epoch != 4 || !a.Less(b) {
+			t.Errorf("takeover token %s, want one of epoch 4, newer than %s", b, a)
+		}
+	})
+	t.Run("confirmed: its whole lease", func(t *testing.T) {
+		l, run := setup(t)
+		l.s.Clock = at(975 * time.Millisecond)
+		if r, err := renewOne(l, worker.Renewal{Attempt: run.Attempts[0].ID, Start: true, Confirming: true, PreStart: true}, "n1"); err != nil || !r.Started {
+			t.Fatalf("the start's confirmation: %+v, %v; want started", r, err)
+		}
+		if got, _ := l.s.FSM.Run(run.ID); !got.Attempts[0].StartConfirmed {
+			t.Fatalf("after the confirmation: %+v; want it in the log", got.Attempts[0])
+		}
+		next := newTerm(t, l, 1100*time.Millisecond)
+		next.s.Clock = at(7100 * time.Millisecond)
+		next.checkLeases()
+		if got, _ := next.s.FSM.Run(run.ID); len(got.Attempts) != 1 || got.Attempts[0].State != jobs.Pending {
+			t.Fatalf("within the whole lease from the election: attempts %+v; want it kept", got.Attempts)
+		}
+		next.s.Clock = at(7101 * time.Millisecond)
+		next.checkLeases()
+		if got, _ := next.s.FSM.Run(run.ID); got.Attempts[0].State != jobs.Lost || got.Attempts[0].NeverStarted {
+			t.Errorf("after the whole lease: attempts %+v; want the first lost, counted as started", got.Attempts)
 		}
 	})
 }

@@ -28,7 +28,7 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 		l.checkLeases()
 	}
 	// The worker confirmed its lease, waiting for the fire time, and died.
-	if r, _ := l.renew(worker.Renewal{Attempt: run.Attempts[0].ID, Confirming: true}, "n1"); !r.Held || r.Started {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: run.Attempts[0].ID, Confirming: true}, "n1"); !r.Held || r.Started {
 		t.Fatalf("renewal without a start: %+v; want held, not started", r)
 	}
 	runOut()
@@ -36,11 +36,11 @@ func TestLeader_ExpiryWithoutAStartConfirmationIsNotCounted(t *testing.T) {
 	if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
 		t.Fatalf("after the lease ran out unstarted: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
-	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[0].ID, Start: true, Confirming: true}, "n1"); r.Held || r.Started {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: got.Attempts[0].ID, Start: true, Confirming: true}, "n1"); r.Held || r.Started {
 		t.Errorf("the expired attempt's start was confirmed: %+v", r)
 	}
 	// The takeover's worker starts it, then dies: that expiry counts.
-	if r, _ := l.renew(worker.Renewal{Attempt: got.Attempts[1].ID, Start: true, Confirming: true}, "n1"); !r.Held || !r.Started {
+	if r, _ := renewOne(l, worker.Renewal{Attempt: got.Attempts[1].ID, Start: true, Confirming: true}, "n1"); !r.Held || !r.Started {
 		t.Fatalf("the takeover's start: %+v; want held and started", r)
 	}
 	runOut()
@@ -104,21 +104,21 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	l.mu.Lock()
 	l.unstarted[a.ID] = true // checkLeases took it; its expiry is not yet applied
 	l.mu.Unlock()
-	if r, err := l.renew(worker.Renewal{Attempt: a.ID, Start: true, Confirming: true}, "n1"); err != nil || r.Held || r.Started {
+	if r, err := renewOne(l, worker.Renewal{Attempt: a.ID, Start: true, Confirming: true}, "n1"); err != nil || r.Held || r.Started {
 		t.Errorf("a start asked while the expiry is pending: %+v, %v; want a definite no", r, err)
 	}
-	if r, err := l.renew(worker.Renewal{Attempt: a.ID, Confirming: true}, "n1"); err != nil || !r.Held {
+	if r, err := renewOne(l, worker.Renewal{Attempt: a.ID, Confirming: true}, "n1"); err != nil || !r.Held {
 		t.Errorf("a plain renewal while the expiry is pending: %+v, %v; want held, as before", r, err)
 	}
 	// A renewal without Confirming may be followed by a start: refused.
-	if r, err := l.renew(worker.Renewal{Attempt: a.ID}, "n1"); err != nil || r.Held {
+	if r, err := renewOne(l, worker.Renewal{Attempt: a.ID}, "n1"); err != nil || r.Held {
 		t.Errorf("an older worker's renewal while the expiry is pending: %+v, %v; want a definite no", r, err)
 	}
 
 	// An older worker's renewal, without Confirming: its lease running
 	// out proves nothing about a start.
 	b := fire(2 * time.Second)
-	if r, err := l.renew(worker.Renewal{Attempt: b.ID}, "n1"); err != nil || !r.Held {
+	if r, err := renewOne(l, worker.Renewal{Attempt: b.ID}, "n1"); err != nil || !r.Held {
 		t.Fatalf("an older worker's renewal: %+v, %v", r, err)
 	}
 	l.mu.Lock()
@@ -134,7 +134,7 @@ func TestLeader_ConfirmsAStartOnlyWhileItsTermLasts(t *testing.T) {
 	if _, err := l.s.applyLocalCmd(t.Context(), replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n2", At: base}}); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := l.renew(worker.Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {
+	if r, err := renewOne(l, worker.Renewal{Attempt: c.ID, Start: true, Confirming: true}, "n1"); !errors.Is(err, jobs.ErrNotLeader) || r.Held {
 		t.Errorf("a start asked of a loop whose term is over: %+v, %v; want %v", r, err, jobs.ErrNotLeader)
 	}
 }

@@ -179,15 +179,16 @@ func (f *FSM) applyExpire(l *raft.Log, version int, e *replicated.ExpireCmd) App
 	if st != jobs.Cancelled {
 		st = jobs.Lost
 	}
+	x := Expiry{Entry: f.epochOf(l), Elected: f.st.Epoch, ElectedIndex: f.st.ElectedIndex, Version: version}
 	if e.BeforeStart && version >= replicated.VersionPreStartLease {
 		spec, _ := f.spec(r.Job) // a job gone from the set: the default lease
-		if err := DecidePreStartExpiry(*r, *a, spec.PreStartLease(), e.At, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex); err != nil {
+		if err := DecidePreStartExpiry(*r, *a, spec.PreStartLease(), e.At, x); err != nil {
 			return ApplyResult{Run: r.Clone(), Err: err}
 		}
 	}
 	a.State, a.Error, a.EndedAt, a.Expired = st, e.Reason, e.At, true
 	if st == jobs.Lost && e.NeverStarted && version >= replicated.VersionNeverStarted {
-		a.NeverStarted = DecideNeverStarted(*r, *a, f.epochOf(l), f.st.Epoch, f.st.ElectedIndex)
+		a.NeverStarted = DecideNeverStarted(*r, *a, x)
 	}
 	f.settle(r)
 	kind := jobs.EventExpired

@@ -79,6 +79,9 @@ func (f *FSM) applyGrant(l *raft.Log, version int, op string, g *replicated.Gran
 			if err := f.newAttempt(l, r, g.Worker, g.At); err != nil {
 				return ApplyResult{Err: fmt.Errorf("grant %s: %w", id, err)} // the run is not recorded
 			}
+			if a, ok := r.Latest(); ok && g.Ahead && version >= replicated.VersionStartsInLog {
+				a.StartInLog = true // prestart.go
+			}
 		}
 		if g.Force && version >= replicated.VersionDecideInApply && r.State != jobs.Skipped { // skipped: its group's queue was full
 			r.Forced = true

@@ -149,6 +149,12 @@ var opTable = []opSpec{
 		has:   func(c *replicated.Command) bool { return c.ACL != nil },
 		at:    func(c *replicated.Command) time.Time { return c.ACL.At },
 		apply: func(f *FSM, l *raft.Log, c *replicated.Command) ApplyResult { return f.applyACL(l, c.ACL) }},
+	{name: replicated.OpConfirmStarts, since: replicated.VersionStartsInLog,
+		has: func(c *replicated.Command) bool { return c.ConfirmStarts != nil && len(c.ConfirmStarts.Attempts) > 0 },
+		at:  func(c *replicated.Command) time.Time { return c.ConfirmStarts.At },
+		apply: func(f *FSM, _ *raft.Log, c *replicated.Command) ApplyResult {
+			return f.applyConfirmStarts(c.ConfirmStarts)
+		}},
 }
 
 // opsByName indexes opTable.

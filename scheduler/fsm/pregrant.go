@@ -29,22 +29,13 @@ import (
 // already dispatched: a pause in the last PreGrantLead before a fire time
 // does not stop that run.
 //
-// Failures before the fire time: a worker that dies stops renewing, the
-// lease expires and the run is taken over by a new attempt with a newer
-// token (leader.expire), which the new worker also starts no earlier than
-// the fire time; the dead worker never started anything. The lease
-// created at the grant is the short one before the start (prestart.go:
-// a third of the TTL, at most a second), still longer than the lead (a
-// quarter of the TTL, at most 500 ms), so it always expires after the
-// fire time; what tells the leader
-// that the dead worker never started the process is that it never
-// confirmed the start (startconfirm.go), so the takeover costs no retry.
-// A leader that dies leaves the attempt open in the replicated state: the
-// worker keeps it (its lease is renewed with the new leader, which gives
-// every open lease a fresh grace), starts it at the fire time once a
-// leader has confirmed the start (the new one, late by the failover, if
-// the old died before the worker asked), and the new leader's own grant
-// of that time is refused as a duplicate.
+// Failures before the fire time (prestart.go, startconfirm.go): the
+// attempt holds the short lease before its start, which always outlasts
+// the lead, so a dead worker's attempt expires after the fire time and
+// is taken over with a newer token and no retry; the log shows its start
+// was never confirmed. After a leader dies, a live worker renews with the
+// new leader and starts once it confirms the start; the new leader's own
+// grant of that time is refused as a duplicate.
 
 // ErrNotAhead refuses a grant ahead of the fire time whose decision could
 // still change before it: the job has an open run and overlap forbid or

@@ -2,73 +2,62 @@ package fsm
 
 import (
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
 // Start confirmation (log version 5). A lease that runs out tells the
-// leader only that the worker went quiet, not whether the attempt's
-// process ever started; so every expiry counted against the job's
-// retries, and a run granted ahead whose worker died before the fire time
-// ended lost when its job had no retries left, though nothing had run.
+// leader only that the worker went quiet, not whether the process ever
+// started. So a worker asks the leader before it starts one (a renewal
+// with Start, sent startConfirmLead before the fire time) and starts only
+// once the leader answered Started; it says in every renewal batch that
+// it works this way (Renewal.Confirming), so a leader never takes an
+// older worker's silence for a start that did not happen. A leader loop
+// confirms only while its election entry is the last one applied
+// (errStaleLoop in scheduler).
 //
-// So a worker asks the leader before it starts a process: the renewal it
-// sends just before the start carries Start, and the process starts only
-// once the leader has answered Started. The leader remembers the answer
-// with the lease, for its term. A worker says, in every batch of
-// renewals, that it confirms its starts this way (Renewal.Confirming), so
-// that a leader never takes an older worker's silence for a start that
-// did not happen.
-//
-// A worker that gives an attempt up before starting it (it shuts down
-// before the fire time) says so in its completion (Completion.
-// NeverStarted); the FSM takes the word of the attempt's own worker, while
-// the lease is still its own, in the same way.
-//
-// When a lease runs out and the leader never confirmed its start, though
-// the worker confirms starts, the leader says so in the expiry
-// (ExpireCmd.NeverStarted), and the FSM marks the attempt never started:
-// it does not count against the job's retries. The FSM believes the
-// leader only about attempts granted in the leader's own term after its
-// election entry (DecideNeverStarted): any confirmation of such an
-// attempt was given by that same leader loop, which remembers it, or by
-// a leader of a later term, which applies every committed entry of this
-// term, this expiry included, before it confirms anything, and so finds
-// the attempt ended. An attempt granted by an earlier leader may have
-// been confirmed by it, so its expiry counts, as before. No confirmation
-// is a Raft entry: the one extra renewal of a run granted ahead costs a
-// round trip to the leader, sent startConfirmLead before the fire time
-// so that it does not make the run late.
-//
-// Confirming early is safe: a worker that dies between the confirmation
-// and the start costs a counted retry, as every expiry did before. A
-// worker that cannot get a confirmation (no leader) waits and asks again
-// until its lease runs out; it never starts without one, so a takeover
-// granted for free never runs beside it. The price: a leader that dies
-// just before a fire time makes that run late by the failover.
-//
-// A leader loop confirms a start only while its election entry is the
-// last one applied (errStaleLoop): a loop that outlived its term could
-// otherwise confirm the start of an attempt a newer leader granted, and
-// that leader, not knowing, would take it over for free.
-//
-// A leader of an older version refuses a renewal with starts (an unknown
-// field) and gets it again without them; it answers Held without
-// Started, and the worker starts, as it did with that leader before. A
-// leader of this version that gets a renewal without Confirming counts
-// the attempt as started: such a worker may start on any Held.
+// When a lease runs out unconfirmed, the leader says so in the expiry
+// (ExpireCmd.NeverStarted) and the FSM marks the attempt never started,
+// not counted against the job's retries, if no leader can have confirmed
+// its start (DecideNeverStarted, StartUnconfirmed): it was granted in
+// the expiring leader's own term after its election entry (that loop
+// remembers every start it confirmed, and a later leader applies this
+// expiry before it confirms anything), or, since log version 11, it was
+// granted ahead and the log shows no confirmation (prestart.go). A
+// worker that gives an attempt up before starting it says so in its
+// completion (Completion.NeverStarted), and the FSM takes its word while
+// the lease is its own. Confirming early is safe: a worker that dies
+// between the confirmation and the start costs a counted retry.
 
 // maxNeverStarted bounds the attempts of one run that do not count
 // against its job's retries: a run whose workers keep dying before they
 // start it ends after that many, plus the retries its job allows.
 const maxNeverStarted = 3
 
-// DecideNeverStarted reports whether the expiry of attempt a of run r, in
-// an entry of epoch entry, may mark it never started on the leader's
-// word: a was granted in that epoch after its election entry (the last
-// one applied, of epoch elected at index electedIndex), and r has fewer
-// than maxNeverStarted such attempts already. It is pure, so every
-// replica decides the same.
-func DecideNeverStarted(r jobs.Run, a jobs.Attempt, entry, elected, electedIndex uint64) bool {
-	return GrantedSinceElection(a.Token, entry, elected, electedIndex) && mayGoUncounted(r)
+// Expiry is what Apply knows of the entry that expires an attempt: its
+// epoch (Entry), the last election entry applied (of epoch Elected, at
+// ElectedIndex), and its log version.
+type Expiry struct {
+	Entry, Elected, ElectedIndex uint64
+	Version                      int
+}
+
+// DecideNeverStarted reports whether the expiry e of attempt a of run r
+// may mark it never started on the leader's word: no leader can have let
+// a start (StartUnconfirmed), and r has fewer than maxNeverStarted such
+// attempts already. It is pure, so every replica decides the same.
+func DecideNeverStarted(r jobs.Run, a jobs.Attempt, e Expiry) bool {
+	return StartUnconfirmed(a, e) && mayGoUncounted(r)
+}
+
+// StartUnconfirmed reports whether, as of expiry e, no leader can have
+// confirmed a's start: the log shows none (an attempt granted ahead,
+// version 11), or a was granted in e's epoch after its election entry,
+// by the loop that proposes e and remembers every start it confirmed.
+func StartUnconfirmed(a jobs.Attempt, e Expiry) bool {
+	if a.StartInLog && e.Version >= replicated.VersionStartsInLog {
+		return !a.StartConfirmed
+	}
+	return GrantedSinceElection(a.Token, e.Entry, e.Elected, e.ElectedIndex)
 }
 
 // mayGoUncounted reports whether another of r's attempts may be marked

@@ -11,6 +11,10 @@ import (
 
 func TestDecideNeverStarted(t *testing.T) {
 	tok := func(epoch, seq uint64) jobs.Attempt { return jobs.Attempt{Token: jobs.Fence{Epoch: epoch, Seq: seq}} }
+	logged := func(a jobs.Attempt, confirmed bool) jobs.Attempt {
+		a.StartInLog, a.StartConfirmed = true, confirmed
+		return a
+	}
 	free := jobs.Run{Attempts: []jobs.Attempt{{NeverStarted: true}, {NeverStarted: true}}}
 	full := jobs.Run{Attempts: []jobs.Attempt{{NeverStarted: true}, {NeverStarted: true}, {NeverStarted: true}}}
 	for _, tc := range []struct {
@@ -27,8 +31,12 @@ func TestDecideNeverStarted(t *testing.T) {
 		{"an entry of a term with no election entry yet", jobs.Run{}, tok(4, 20), 5, 4, 10, false},
 		{"the run has had fewer than the most", free, tok(4, 20), 4, 4, 10, true},
 		{"the run has had the most already", full, tok(4, 20), 4, 4, 10, false},
+		{"granted by an earlier leader, its start in the log and not confirmed", jobs.Run{}, logged(tok(3, 20), false), 4, 4, 10, true},
+		{"granted by an earlier leader, its start confirmed in the log", jobs.Run{}, logged(tok(3, 20), true), 4, 4, 10, false},
+		{"granted this term, its start confirmed in the log", jobs.Run{}, logged(tok(4, 20), true), 4, 4, 10, false},
 	} {
-		if got := DecideNeverStarted(tc.r, tc.a, tc.entry, tc.elected, tc.eIndex); got != tc.want {
+		e := Expiry{Entry: tc.entry, Elected: tc.elected, ElectedIndex: tc.eIndex, Version: replicated.VersionStartsInLog}
+		if got := DecideNeverStarted(tc.r, tc.a, e); got != tc.want {
 			t.Errorf("%s: DecideNeverStarted = %v, want %v", tc.name, got, tc.want)
 		}
 	}

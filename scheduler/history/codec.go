@@ -93,6 +93,8 @@ const (
 	attemptExitCode
 	// attemptOwnID: the id is not the one AttemptID derives.
 	attemptOwnID
+	attemptStartInLog
+	attemptStartConfirmed
 )
 
 // Tags of a stored time.
@@ -160,6 +162,12 @@ func encodeRun(rec runRecord) []byte {
 		}
 		if a.ID != jobs.AttemptID(r.ID, a.Number) {
 			af |= attemptOwnID
+		}
+		if a.StartInLog {
+			af |= attemptStartInLog
+		}
+		if a.StartConfirmed {
+			af |= attemptStartConfirmed
 		}
 		e.uvarint(af)
 		if af&attemptOwnID != 0 {
@@ -299,6 +307,8 @@ func decodeRunV1(job string, at time.Time, deflated bool, v []byte) (runRecord, 
 		a.StoreRefusals = d.strings()
 		a.Expired = af&attemptExpired != 0
 		a.NeverStarted = af&attemptNeverStarted != 0
+		a.StartInLog = af&attemptStartInLog != 0
+		a.StartConfirmed = af&attemptStartConfirmed != 0
 		r.Attempts = append(r.Attempts, a)
 	}
 	if d.err != nil {

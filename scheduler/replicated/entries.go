@@ -33,6 +33,8 @@ const (
 	OpStarts      = "starts"
 	OpSetJobsDiff = "set_jobs_diff"
 	OpACL         = "acl"
+	// OpConfirmStarts: ConfirmStartsCmd (log version 11).
+	OpConfirmStarts = "confirm_starts"
 )
 
 // Command is one entry of the replicated log: its format version (see
@@ -57,6 +59,8 @@ type Command struct {
 	Grants      *GrantsCmd      `json:"grants,omitempty"`
 	Completes   *CompletesCmd   `json:"completes,omitempty"`
 	Starts      *StartsCmd      `json:"starts,omitempty"`
+	// ConfirmStarts is OpConfirmStarts' payload.
+	ConfirmStarts *ConfirmStartsCmd `json:"confirm_starts,omitempty"`
 	// SkipRanges is OpSkipRanges' payload.
 	SkipRanges *SkipRangesCmd `json:"skip_ranges,omitempty"`
 	Notified   *NotifiedCmd   `json:"notified,omitempty"`
@@ -199,6 +203,14 @@ type ReleaseCmd struct {
 	At      time.Time `json:"at"`
 }
 
+// ConfirmStartsCmd confirms that the workers of attempts granted ahead
+// (Attempt.StartInLog) may start them (OpConfirmStarts): the leader
+// answers a worker's request to start only once it is applied.
+type ConfirmStartsCmd struct {
+	Attempts []string  `json:"attempts"`
+	At       time.Time `json:"at"`
+}
+
 // StartsCmd records the starts of several attempts (OpStarts).
 type StartsCmd struct {
 	Starts []StartCmd `json:"starts"`
@@ -309,7 +321,7 @@ type NotifiedCmd struct {
 // logVersionText is LogVersion as text, so that a test can build a binary
 // of an older format with -ldflags
 // "-X github.com/fencecron/fencecron/scheduler/replicated.logVersionText=1".
-var logVersionText = "10"
+var logVersionText = "11"
 
 // LogVersion is the newest log and snapshot format this binary reads, and
 // the one it writes.

@@ -101,4 +101,15 @@ const (
 	// (BackfillCmd.By), which its audit entry then says; an audit entry
 	// may be of kind restored (a snapshot restored, and by whom).
 	VersionACL = 10
+	// VersionStartsInLog (11): an attempt granted ahead of its fire time
+	// has its start confirmed by an entry before its worker may begin (op
+	// "confirm_starts", Attempt.StartInLog and StartConfirmed). An expiry
+	// before the start (DecidePreStartExpiry) and the word that an
+	// attempt never started (DecideNeverStarted) are then believed for
+	// such an attempt whatever term granted it, while the state shows no
+	// confirmation: a new leader takes over the run its dead predecessor
+	// granted ahead on the short lease, not after a whole lease_ttl
+	// (prestart.go). A server of version 10 does not know the op and
+	// stops at the first entry of version 11, as it does.
+	VersionStartsInLog = 11
 )

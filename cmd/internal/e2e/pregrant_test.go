@@ -146,6 +146,8 @@ type beforeFire struct {
 	// act is the fault; it returns once it took effect (the node exited,
 	// or is stopped).
 	act func(*localcluster.Node) error
+	// only, if set, is which runs to act on; the others are let be.
+	only func(jobs.Run) bool
 }
 
 // stopWith returns the act of sending sig (SIGKILL kills the node's
@@ -178,15 +180,19 @@ func workerOf(c *localcluster.Cluster) func(jobs.Run) *localcluster.Node {
 func actBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, f beforeFire) (jobs.Run, *localcluster.Node) {
 	t.Helper()
 	const room = 100 * time.Millisecond
+	wait := 20 * time.Second
+	if f.only != nil {
+		wait = time.Minute // a run every 3 s, each on one of a few nodes
+	}
 	for try := 1; try <= 4; try++ {
 		var run jobs.Run
-		if err := localcluster.UntilEvery(20*time.Second, 10*time.Millisecond, func() error {
+		if err := localcluster.UntilEvery(wait, 10*time.Millisecond, func() error {
 			runs, err := leader.Runs("pre", 20)
 			if err != nil {
 				return err
 			}
 			for _, r := range runs {
-				if r.ScheduledAt.After(time.Now().Add(max(f.before, room)+50*time.Millisecond)) && r.State == jobs.Pending && len(r.Attempts) == 1 {
+				if r.ScheduledAt.After(time.Now().Add(max(f.before, room)+50*time.Millisecond)) && r.State == jobs.Pending && len(r.Attempts) == 1 && (f.only == nil || f.only(r)) {
 					run = r
 					return nil
 				}

@@ -116,3 +116,40 @@ func takenOver(t *testing.T, run jobs.Run, victim *localcluster.Node) (first, se
 	}
 	return first, second
 }
+
+// The leader is also the worker that holds a run granted ahead, and is
+// SIGKILLed 200 ms before the fire time: both the run's holder and the
+// only memory of what the old term confirmed die together. The start of
+// a run granted ahead is confirmed in the log, so the new leader knows
+// nobody let it start, gives it the short lease from its election, and
+// takes it over within 1.5 s of the fire time, once.
+func TestCluster_LeaderHoldingARunGrantedAheadKilled(t *testing.T) {
+	// Alone, not in parallel (see the package comment): lateness bounds.
+	starts := filepath.Join(t.TempDir(), "starts")
+	worker := map[string]string{"role": "worker"}
+	c := startCluster(t, localcluster.Options{
+		Servers: 3, StoreNode: true,
+		Tags: map[string]map[string]string{"n1": worker, "n2": worker, "n3": worker},
+		Jobs: shortJobs(starts),
+	})
+	old := c.Node(agree(t, c, 30*time.Second).Leader)
+	heldByLeader := func(r jobs.Run) bool { return r.Attempts[0].Worker == old.Name }
+	run, _ := actBeforeFire(t, c, old, beforeFire{
+		victimOf: func(jobs.Run) *localcluster.Node { return old },
+		only:     heldByLeader, before: 200 * time.Millisecond, act: stopWith(sigkill),
+	})
+	leader := c.Node(agree(t, c, 20*time.Second).Leader)
+	run = waitRun(t, leader, run.ID, 30*time.Second, runEnded)
+	first, second := takenOver(t, run, old)
+	late := second.GrantedAt.Sub(run.ScheduledAt)
+	t.Logf("the dead leader's run was taken over by %s, granted %s after the fire time", second.Worker, late.Round(time.Millisecond))
+	if late > 1500*time.Millisecond {
+		t.Errorf("the takeover was granted %s after the fire time; want within 1.5s", late)
+	}
+	if first.StartConfirmed {
+		t.Errorf("the dead leader's attempt %+v: its start is confirmed in the log; want never", first)
+	}
+	started := onlyStart(t, starts, run, second.ID)
+	t.Logf("its process started %s after the fire time", started.Sub(run.ScheduledAt).Round(time.Millisecond))
+	onlyApplied(t, leader, run, second)
+}
