@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -31,7 +32,8 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// The harness itself works end to end: two leader kills, both measured.
+// The harness itself works end to end: two leader kills, both measured,
+// and the ticks due after each counted, none of them started twice.
 func TestFailover_Smoke(t *testing.T) {
 	var out, errOut bytes.Buffer
 	keep := t.TempDir()
@@ -42,6 +44,10 @@ func TestFailover_Smoke(t *testing.T) {
 	}
 	if !strings.Contains(out.String(), "2 leader stops") || !strings.Contains(out.String(), "SIGKILL of the leader") || !strings.Contains(out.String(), "first committed grant") {
 		t.Errorf("output:\n%s", out.String())
+	}
+	m := regexp.MustCompile(`of the ticks due within 3s of each stop, (\d+) held by the stopped leader, (\d+) not; (\d+) never started, (\d+) started twice`).FindStringSubmatch(out.String())
+	if m == nil || (m[1] == "0" && m[2] == "0") || m[4] != "0" {
+		t.Errorf("want the ticks after each stop counted, none started twice:\n%s", out.String())
 	}
 }
 
