@@ -86,8 +86,8 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	for _, r := range results {
-		fmt.Fprintf(stdout, "%s: of the ticks due within %s of each stop, %d held by the stopped leader, %d not; %d never started, %d started twice\n",
-			r.label, tickWindow, len(r.held), len(r.other), r.notRun, r.twice)
+		fmt.Fprintf(stdout, "%s: of the ticks due within %s of each stop, %d held by the stopped leader (%d of them never started), %d not (%d never started); %d started twice\n",
+			r.label, tickWindow, len(r.held)+r.heldNotRun, r.heldNotRun, len(r.other)+r.otherNotRun, r.otherNotRun, r.twice)
 	}
 	fmt.Fprintln(stdout, "ticks: runs of the 20 jobs (every second, jitter 950ms, lease_ttl 5s) due within the window after a stop; late by: the start of the attempt that ran, after the run's fire time (its scheduled time plus its jitter); held: its first attempt was granted to the stopped leader before the stop")
 	return nil
@@ -97,11 +97,12 @@ func runFailover(ctx context.Context, args []string, stdout, stderr io.Writer) e
 type failoverRounds struct {
 	elected, granted []time.Duration
 	// held and other are the lateness of the ticks due within
-	// tickWindow of each stop, held by the stopped leader or not.
+	// tickWindow of each stop that started, held by the stopped leader
+	// or not.
 	held, other []time.Duration
-	// notRun counts those ticks that never started, twice those whose
-	// process started more than once.
-	notRun, twice int
+	// heldNotRun and otherNotRun count those ticks that never started,
+	// twice those whose process started more than once.
+	heldNotRun, otherNotRun, twice int
 }
 
 // sigName is SIGKILL, SIGSTOP or SIGTERM.
@@ -147,13 +148,13 @@ func measureFailover(ctx context.Context, bin, dir, profile string, sig syscall.
 		}
 		fr.elected, fr.granted = append(fr.elected, e), append(fr.granted, g)
 		fr.held, fr.other = append(fr.held, ticks.held...), append(fr.other, ticks.other...)
-		fr.notRun, fr.twice = fr.notRun+ticks.notRun, fr.twice+ticks.twice
+		fr.heldNotRun, fr.otherNotRun, fr.twice = fr.heldNotRun+ticks.heldNotRun, fr.otherNotRun+ticks.otherNotRun, fr.twice+ticks.twice
 		worst := "-"
 		if len(ticks.held) > 0 {
 			worst = ms(slices.Max(ticks.held))
 		}
-		fmt.Fprintf(stderr, "round %2d: new epoch committed after %s, first grant after %s; ticks held %d (latest start %s late), not held %d\n",
-			round, ms(e), ms(g), len(ticks.held), worst, len(ticks.other))
+		fmt.Fprintf(stderr, "round %2d: new epoch committed after %s, first grant after %s; ticks held %d (latest start %s late, %d never started), not held %d\n",
+			round, ms(e), ms(g), len(ticks.held)+ticks.heldNotRun, worst, ticks.heldNotRun, len(ticks.other)+ticks.otherNotRun)
 	}
 	return fr, nil
 }
@@ -273,18 +274,19 @@ func ticksAfter(n *localcluster.Node, leader string, stopped time.Time) (failove
 						starts = append(starts, a.StartedAt)
 					}
 				}
+				held := len(r.Attempts) > 0 && r.Attempts[0].Worker == leader && r.Attempts[0].GrantedAt.Before(stopped)
 				switch {
+				case len(starts) == 0 && held:
+					fr.heldNotRun++
 				case len(starts) == 0:
-					fr.notRun++
-					continue
-				case len(starts) > 1:
-					fr.twice++
+					fr.otherNotRun++
+				case held:
+					fr.held = append(fr.held, starts[0].Sub(fire))
+				default:
+					fr.other = append(fr.other, starts[0].Sub(fire))
 				}
-				late := starts[0].Sub(fire)
-				if len(r.Attempts) > 0 && r.Attempts[0].Worker == leader && r.Attempts[0].GrantedAt.Before(stopped) {
-					fr.held = append(fr.held, late)
-				} else {
-					fr.other = append(fr.other, late)
+				if len(starts) > 1 {
+					fr.twice++
 				}
 			}
 		}
