@@ -122,6 +122,9 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	for _, r := range results {
+		r.printRSS(stdout)
+	}
 	fmt.Fprintln(stdout, "three servers and a store node on loopback; each job fires every second: a process job runs /bin/true, lateness = process start - scheduled time;")
 	if k.http {
 		fmt.Fprintln(stdout, "an HTTP job sends a GET to a receiver of this harness on loopback, lateness = the request's arrival there - its Fencecron-Scheduled-At header;")
@@ -304,6 +307,8 @@ type rateResult struct {
 	// The nodes' own resident memory (RssAnon), summed over them, at the window's
 	// start, at its end and the most seen in between (read every 10 s).
 	rssFirst, rssLast, rssMax int64
+	// rssEvery is every reading, 10 s apart from the window's start.
+	rssEvery []int64
 	// The CPU time the nodes used over the window, and their jobs'.
 	nodesCPU, jobsCPU time.Duration
 	// conns is how many connections the HTTP receiver accepted over the
@@ -552,7 +557,7 @@ func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, 
 	if err != nil {
 		return err
 	}
-	r.rssMax = use0.rss
+	r.rssMax, r.rssEvery = use0.rss, []int64{use0.rss}
 	use := use0
 	for range int(window/(10*time.Second)) + 1 {
 		if !time.Now().Before(end) {
@@ -565,6 +570,7 @@ func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, 
 			return err
 		}
 		r.rssMax = max(r.rssMax, use.rss)
+		r.rssEvery = append(r.rssEvery, use.rss)
 	}
 	r.rssFirst, r.rssLast = use0.rss, use.rss
 	r.nodesCPU, r.jobsCPU = use.own-use0.own, use.children-use0.children
@@ -575,6 +581,20 @@ func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, 
 	r.elections = log1.elections - log0.elections
 	r.entries = log1.index - log0.index
 	return nil
+}
+
+// printRSS writes, for a window of a minute or more, the nodes' memory at
+// each reading and the end's ratio to the reading 30 s in: a line that
+// is flat once the state has filled in, or a slope.
+func (r rateResult) printRSS(w io.Writer) {
+	if len(r.rssEvery) < 7 {
+		return
+	}
+	var b strings.Builder
+	for _, v := range r.rssEvery {
+		fmt.Fprintf(&b, " %d", v>>20)
+	}
+	fmt.Fprintf(w, "%d fires/s (%s): RssAnon every 10 s, MiB:%s; end / at 30 s: %.2f\n", r.rate, r.variant.label(), b.String(), float64(r.rssLast)/float64(r.rssEvery[3]))
 }
 
 // addRun counts one run due in the window; only a run that ended has
