@@ -198,6 +198,24 @@ func (s *Spec) PreStartLease() time.Duration {
 	return min(MaxPreStartLease, s.Lease()/3)
 }
 
+// ProcessLoad is what one open attempt of a process job weighs against
+// its node's limit (node.max_attempts, in these units ProcessLoad each):
+// the limit is there so that starting processes cannot starve Raft and
+// gossip of the CPU. An HTTP job's attempt starts no process and weighs
+// 1, so a node holds ProcessLoad requests in flight for each process it
+// may run (at 1,000 HTTP fires a second, each attempt open for about a
+// second from its grant ahead to its completion, a limit counted in
+// attempts capped delivery at 38%).
+const ProcessLoad = 8
+
+// AttemptLoad is what one open attempt of s weighs (ProcessLoad).
+func (s *Spec) AttemptLoad() int {
+	if s.HTTP != nil {
+		return 1
+	}
+	return ProcessLoad
+}
+
 // Location returns the job's time zone.
 func (s *Spec) Location() (*time.Location, error) {
 	if s.Timezone == "" {

@@ -204,7 +204,7 @@ type dueFire struct {
 // counts each pick, so a batch spreads as single grants would.
 func (l *leader) fireMany(fires []dueFire) {
 	s := l.s
-	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
+	members, load := s.Raft.Members(), s.FSM.OpenLoadByWorker()
 	var (
 		singles []dueFire
 		batch   []replicated.GrantCmd
@@ -231,7 +231,7 @@ func (l *leader) fireMany(fires []dueFire) {
 			singles = append(singles, d)
 			continue
 		}
-		load[picked]++
+		load[picked] += d.spec.AttemptLoad()
 		specs[d.spec.Name] = d.spec
 		batch = append(batch, replicated.GrantCmd{Job: d.spec.Name, ScheduledAt: d.at.UTC(), Trigger: "schedule", Output: key, Worker: picked, At: s.now()})
 	}

@@ -46,7 +46,7 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 // hash of run and node, so load spreads without coordination. Its error
 // is errWorkersFull, or noWorker's when no alive node matches.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, error) {
-	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenAttemptsByWorker(), spec, runID, avoid)
+	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenLoadByWorker(), spec, runID, avoid)
 }
 
 // errWorkersFull is why no worker was picked when some match the job
@@ -82,7 +82,7 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		if !match {
 			continue
 		}
-		if load[m.Name] >= m.Meta.AttemptLimit() {
+		if load[m.Name]+spec.AttemptLoad() > m.Meta.AttemptLimit()*jobs.ProcessLoad {
 			full = true
 			continue
 		}

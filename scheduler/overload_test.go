@@ -11,24 +11,31 @@ import (
 
 // A worker that holds its limit of open attempts is given no more; when
 // every worker a job may run on does, the pick says the cluster is
-// overloaded, not that no worker matches.
+// overloaded, not that no worker matches. An HTTP job's attempt weighs an
+// eighth of a process's: a node holds eight of them for each process.
 func TestPickWorker_Limit(t *testing.T) {
 	members := []election.Member{
 		{Name: "w1", State: "alive", Meta: election.Meta{HTTPAddr: "h1", MaxAttempts: 2, Tags: map[string]string{"zone": "a"}}},
 		{Name: "w2", State: "alive", Meta: election.Meta{HTTPAddr: "h2", MaxAttempts: 3, Tags: map[string]string{"zone": "b"}}},
 	}
 	any := jobs.Spec{Name: "j"}
+	web := jobs.Spec{Name: "j", HTTP: &jobs.HTTP{URL: "http://127.0.0.1:9/"}}
+	const p = jobs.ProcessLoad
 	for _, tc := range []struct {
 		load map[string]int
 		spec jobs.Spec
 		want string
 		err  error
 	}{
-		{map[string]int{"w1": 1, "w2": 2}, any, "w1", nil},
-		{map[string]int{"w1": 2, "w2": 2}, any, "w2", nil},
-		{map[string]int{"w1": 2, "w2": 3}, any, "", errWorkersFull},
-		{map[string]int{"w1": 0, "w2": 3}, jobs.Spec{Name: "j", Target: map[string]string{"zone": "b"}}, "", errWorkersFull},
+		{map[string]int{"w1": 1 * p, "w2": 2 * p}, any, "w1", nil},
+		{map[string]int{"w1": 2 * p, "w2": 2 * p}, any, "w2", nil},
+		{map[string]int{"w1": 2 * p, "w2": 3 * p}, any, "", errWorkersFull},
+		{map[string]int{"w1": 0, "w2": 3 * p}, jobs.Spec{Name: "j", Target: map[string]string{"zone": "b"}}, "", errWorkersFull},
 		{map[string]int{}, jobs.Spec{Name: "j", Target: map[string]string{"zone": "c"}}, "", nil},
+		// w1 has room for one more request, not for a process.
+		{map[string]int{"w1": 2*p - 1, "w2": 3 * p}, web, "w1", nil},
+		{map[string]int{"w1": 2*p - 1, "w2": 3 * p}, any, "", errWorkersFull},
+		{map[string]int{"w1": 2 * p, "w2": 3 * p}, web, "", errWorkersFull},
 	} {
 		got, err := pickWorker(members, tc.load, tc.spec, "j@1", "")
 		switch {
@@ -68,7 +75,7 @@ func TestLeader_ShedsWhatNoWorkerHasRoomFor(t *testing.T) {
 	}
 	l.fireMany(fires)
 
-	open := sm.OpenAttemptsByWorker()["n1"]
+	open := sm.OpenLoadByWorker()["n1"] / jobs.ProcessLoad
 	var shed []jobs.SkipRange
 	for _, s := range specs {
 		for _, sk := range sm.Skips(s.Name) {

@@ -20,7 +20,7 @@ import (
 // ahead.
 func (l *leader) grantAhead(es []*fireEntry) {
 	s := l.s
-	members, load := s.Raft.Members(), s.FSM.OpenAttemptsByWorker()
+	members, load := s.Raft.Members(), s.FSM.OpenLoadByWorker()
 	var (
 		gs     []replicated.GrantCmd
 		owners []*fireEntry
@@ -37,7 +37,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 		if err != nil || perr != nil {
 			continue // granted at its fire time, or skipped then
 		}
-		load[picked]++
+		load[picked] += spec.AttemptLoad()
 		specs[spec.Name] = spec
 		gs = append(gs, replicated.GrantCmd{Job: spec.Name, ScheduledAt: e.next.UTC(), Trigger: "schedule", Output: key, Worker: picked, At: s.now(), Ahead: true})
 		owners = append(owners, e)

@@ -243,7 +243,7 @@ func TestFSM_RunAwaitingRetryIsNotFinished(t *testing.T) {
 	if run.State != jobs.Pending || !AwaitsRetry(run) || len(f.OpenRuns("report")) != 1 {
 		t.Fatalf("after a failed attempt with a retry left: run %s (awaits retry %v), want pending and open", run.State, AwaitsRetry(run))
 	}
-	if load := f.OpenAttemptsByWorker()["w1"]; load != 0 {
+	if load := f.OpenLoadByWorker()["w1"]; load != 0 {
 		t.Errorf("a run awaiting its retry counts %d towards w1's load, want 0", load)
 	}
 	run = applyAt(t, f, 2, 12, replicated.Command{Op: replicated.OpRetry, Retry: &replicated.RetryCmd{Run: run.ID, After: 1, Worker: "w1", At: t0}}).Run

@@ -146,16 +146,16 @@ func (f *FSM) OpenRuns(job string) []jobs.Run {
 	return out
 }
 
-// OpenAttemptsByWorker counts, per worker, the runs whose latest attempt
-// is still open: the leader's measure of load.
-func (f *FSM) OpenAttemptsByWorker() map[string]int {
+// OpenLoadByWorker sums, per worker, the load (jobs.Spec.AttemptLoad) of
+// the runs whose latest attempt is still open: the leader's measure.
+func (f *FSM) OpenLoadByWorker() map[string]int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	load := map[string]int{}
 	for _, id := range f.st.Order {
-		r := f.st.Runs[id]
-		if a, ok := r.Latest(); ok && !a.State.Terminal() {
-			load[a.Worker]++
+		if r := f.st.Runs[id]; !r.State.Terminal() && len(r.Attempts) > 0 && !r.Attempts[len(r.Attempts)-1].State.Terminal() {
+			s, _ := f.spec(r.Job) // a job gone from the set: a process
+			load[r.Attempts[len(r.Attempts)-1].Worker] += s.AttemptLoad()
 		}
 	}
 	return load
