@@ -52,8 +52,9 @@ type Meta struct {
 	// of it (scheduler/fsm/prestart.go): the leader may take its silence
 	// for that short lease running out.
 	PreStartLeases bool `json:"pre_start_leases,omitempty"`
-	// MaxAttempts is how many open attempts this node takes at once
-	// (node.max_attempts); 0, from an older release, is
+	// MaxAttempts is how many open attempts of process jobs this node
+	// takes at once (node.max_attempts; an HTTP job's counts an eighth,
+	// jobs.Spec.AttemptLoad); 0, from an older release, is
 	// DefaultMaxAttempts.
 	MaxAttempts int `json:"max_attempts,omitempty"`
 }

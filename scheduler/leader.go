@@ -317,7 +317,9 @@ func sortedKeys(m map[string]time.Time) []string {
 }
 
 // recover takes over what earlier leaders left: every open attempt gets a
-// fresh lease from this election (as Consul and Chubby do) and is
+// fresh lease from this election (as Consul and Chubby do; the short one
+// before the start for an attempt granted ahead that the log shows
+// nobody let start, recoveredLease) and is
 // dispatched again if it may never have arrived (the worker ignores a
 // duplicate); attempts whose worker gossip reports gone are expired at
 // once; failed runs get their retry timers.
@@ -338,21 +340,18 @@ func (l *leader) recover() {
 			continue // scheduleRetries takes these
 		}
 		spec, known := l.s.FSM.Spec(run.Job)
-		// Granted ahead, and the log says nobody let it start: its
-		// worker has not begun it, and holds no more than the short
-		// lease before the start from now (scheduler/fsm/prestart.go).
-		unconfirmed := a.State == jobs.Pending && a.StartInLog && !a.StartConfirmed
 		if gone[a.Worker] || !known {
+			// Granted ahead, and the log says nobody let it start: it
+			// never started (scheduler/fsm/prestart.go).
+			unconfirmed := a.State == jobs.Pending && a.StartInLog && !a.StartConfirmed
 			l.expireAttempt(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), expiry{takeover: true, neverStarted: unconfirmed})
 			continue
 		}
-		le := newLease(run, *a, l.ttlOf(run.Job), now)
-		if unconfirmed {
-			le.short, le.onShort, le.inLog = spec.PreStartLease(), true, true
-			le.deadline = now.Add(le.short)
-		}
+		le := l.recoveredLease(run, *a, now)
 		l.mu.Lock()
-		l.leases[a.ID] = le
+		if l.leases[a.ID] == nil { // a renewal that came first made it from a newer read
+			l.leases[a.ID] = le
+		}
 		l.mu.Unlock()
 		if a.State == jobs.Pending {
 			l.dispatch(worker.Assignment{Run: run, Attempt: *a, Spec: spec})

@@ -31,9 +31,12 @@ type fakeRaft struct {
 	// maxAttempts is n1's node.max_attempts (0: the default).
 	maxAttempts int
 	// term is the Raft term of the entries Apply writes (0: 3).
-	term  uint64
-	mu    sync.Mutex
-	index uint64
+	term uint64
+	// applyErr, if set, is what Apply returns, applying nothing (an
+	// entry that could not be committed).
+	applyErr error
+	mu       sync.Mutex
+	index    uint64
 	// heads are the first bytes of every entry applied, and sizes their
 	// lengths.
 	heads []string
@@ -50,6 +53,9 @@ func (r *fakeRaft) Members() []election.Member {
 func (r *fakeRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.applyErr != nil {
+		return nil, r.applyErr
+	}
 	r.index++
 	r.heads, r.sizes = append(r.heads, string(cmd[:min(len(cmd), 64)])), append(r.sizes, len(cmd))
 	term := r.term

@@ -41,7 +41,8 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 }
 
 // chooseWorker picks an alive node whose tags match the job's target and
-// that holds fewer open attempts than its limit (node.max_attempts), the
+// that has room for the job's attempt under its limit (node.max_attempts,
+// weighed by jobs.Spec.AttemptLoad), the
 // least loaded first, avoiding `avoid` if any other will do. Ties go by a
 // hash of run and node, so load spreads without coordination. Its error
 // is errWorkersFull, or noWorker's when no alive node matches.
@@ -246,23 +247,25 @@ func (l *leader) renew(r worker.Renewal, node string) (reply worker.RenewReply, 
 	}
 	le := l.leases[attemptID]
 	if le == nil {
-		// Granted before this term (recovery gave it a lease) or expired
-		// here a moment ago but not yet applied: recreate it.
-		le = newLease(run, att, l.ttlOf(run.Job), now)
+		// Granted before this term (recovery gives it a lease, and may
+		// not have yet) or expired here a moment ago but not yet
+		// applied: recreate it.
+		le = l.recoveredLease(run, att, now)
 		l.leases[attemptID] = le
 	}
 	le.confirming = le.confirming || r.Confirming
-	le.started = le.started || start
-	// Until its start is confirmed, an attempt granted ahead this term
-	// whose worker holds the short lease gets no more than that.
+	// A start the log must confirm counts once it has (renewAll).
+	inLog = start && att.StartInLog && !att.StartConfirmed
+	le.started = le.started || (start && !inLog)
+	// Until its start is confirmed, an attempt granted ahead whose worker
+	// holds the short lease gets no more than that.
 	ttl := le.ttl
 	le.onShort = le.short > 0 && r.PreStart && !le.started
 	if le.onShort {
 		ttl, le.preStart = le.short, true
 	}
 	le.deadline = now.Add(ttl)
-	inLog = start && att.StartInLog && !att.StartConfirmed
-	return worker.RenewReply{Held: true, TTL: jobs.Duration(ttl), Started: r.Start}, inLog, nil
+	return worker.RenewReply{Held: true, TTL: jobs.Duration(ttl), Started: r.Start && !inLog}, inLog, nil
 }
 
 // current returns the attempt if it is its run's latest and still open.
@@ -279,9 +282,18 @@ func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
 	return run, a, !a.State.Terminal()
 }
 
-func (l *leader) ttlOf(job string) time.Duration {
-	s, _ := l.s.FSM.Spec(job) // a job gone from the set: the default
-	return s.Lease()
+// recoveredLease is the lease this term gives an attempt it did not
+// grant: the whole lease_ttl from now, or, for one granted ahead whose
+// start the log shows nobody confirmed, the short lease before the start
+// (scheduler/fsm/prestart.go): its worker has not begun it.
+func (l *leader) recoveredLease(run jobs.Run, a jobs.Attempt, now time.Time) *lease {
+	spec, _ := l.s.FSM.Spec(run.Job) // a job gone from the set: the default lease
+	le := newLease(run, a, spec.Lease(), now)
+	if a.State == jobs.Pending && a.StartInLog && !a.StartConfirmed {
+		le.short, le.onShort, le.inLog = spec.PreStartLease(), true, true
+		le.deadline = now.Add(le.short)
+	}
+	return le
 }
 
 // checkLeases expires every lease whose deadline passed, granting the run's
@@ -290,7 +302,8 @@ func (l *leader) checkLeases() {
 	now := l.s.Clock.Now()
 	// A worker confirms its starts if it said so in a renewal or its
 	// node says so in gossip (one that died before its first renewal).
-	// Only this term's own grants can be known never to have started.
+	// Only this term's own grants, and those the log says nobody let
+	// start (lease.inLog), can be known never to have started.
 	// Likewise a worker holds the short lease before a start if it said
 	// so in a renewal or its node says so in gossip.
 	confirms, shorts := map[string]bool{}, map[string]bool{}
@@ -379,6 +392,7 @@ func (l *leader) expireAttempt(run jobs.Run, att jobs.Attempt, st jobs.State, re
 		l.log.Warn("expiry before the start refused; the attempt keeps its whole lease", "attempt", att.ID, "err", err)
 		l.mu.Lock()
 		l.leases[att.ID] = newLease(run, att, spec.Lease(), l.s.Clock.Now())
+		delete(l.unstarted, att.ID) // a leader may have confirmed its start: its renewals are its own again
 		l.mu.Unlock()
 		return
 	}

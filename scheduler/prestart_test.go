@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -170,4 +171,56 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 			t.Errorf("after the whole lease: attempts %+v; want the first lost, counted as started", got.Attempts)
 		}
 	})
+}
+
+// A start the log must confirm is answered Started only once the entry
+// is applied: one that could not be committed is Held without Started
+// (the worker asks again, its lease renewed), and the lease stays the
+// short one. A renewal that reaches a new leader before its recovery
+// keeps what it was given.
+func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
+	s.LeaseTTL = jobs.Duration(6 * time.Second) // short lease: 1 s
+	l, _ := newTestLeader(t, s)
+	fr := l.s.Raft.(*fakeRaft)
+	fr.confirms = true
+	l.s.Clock = fixedClock{base.Add(500 * time.Millisecond)}
+	l.grantAhead([]*fireEntry{due(t, s, base)})
+	run, ok := l.s.FSM.Run(jobs.RunID(s.Name, base.Add(time.Second)))
+	if !ok || len(run.Attempts) != 1 {
+		t.Fatalf("granted ahead: %+v, %v", run, ok)
+	}
+	id := run.Attempts[0].ID
+	ask := worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}
+
+	l.s.Clock = fixedClock{base.Add(975 * time.Millisecond)}
+	fr.applyErr = errors.New("no quorum")
+	r, err := renewOne(l, ask, "n1")
+	if err != nil || !r.Held || r.Started || r.TTL.D() != time.Second {
+		t.Fatalf("start not committed: %+v, %v; want held for the short lease, not started", r, err)
+	}
+	if le := l.leases[id]; le == nil || le.started {
+		t.Fatalf("lease %+v: want it not started", le)
+	}
+	fr.applyErr = nil
+
+	// A new term; the worker's renewal reaches it before its recovery.
+	fr.term = 4
+	res, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base.Add(time.Second)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := newLeader(l.s, l.ctx)
+	t.Cleanup(next.wg.Wait)
+	next.electedEpoch, next.electedIndex = res.Epoch, res.Index
+	if r, err := renewOne(next, ask, "n1"); err != nil || !r.Started || r.TTL.D() != 6*time.Second {
+		t.Fatalf("start committed: %+v, %v; want started, for the whole lease", r, err)
+	}
+	if got, _ := next.s.FSM.Run(run.ID); !got.Attempts[0].StartConfirmed {
+		t.Fatalf("after the answer: %+v; want the confirmation in the log", got.Attempts[0])
+	}
+	next.recover()
+	if le := next.leases[id]; le == nil || !le.started || le.onShort || le.inLog {
+		t.Errorf("after the recovery: lease %+v; want the started one the renewal made", le)
+	}
 }

@@ -2,11 +2,9 @@ package scheduler
 
 import (
 	"context"
-	"errors"
 	"fmt"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -33,8 +31,10 @@ func (l local) RenewMany(ctx context.Context, node string, rs []worker.Renewal) 
 }
 
 // renewAll renews each of rs (renew), then confirms in one entry the
-// starts the log must confirm (scheduler/fsm/prestart.go): their answers
-// go out once it is applied, and one it refuses is a "not yours".
+// starts the log must confirm (scheduler/fsm/prestart.go): the answers go
+// out once it is applied; a start it refuses is a "not yours", and one
+// it could not commit is Held without Started, so the worker asks again
+// and its other renewals still count.
 func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	out := make([]worker.RenewReply, len(rs))
 	var logged []int
@@ -56,15 +56,32 @@ func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal)
 		ids[j] = rs[i].Attempt
 	}
 	res, err := l.proposeWith(ctx, replicated.Command{Op: replicated.OpConfirmStarts, ConfirmStarts: &replicated.ConfirmStartsCmd{Attempts: ids, At: l.s.now()}})
-	for j, err := range groupErrs(len(ids), res, err) {
-		switch {
-		case err == nil:
-		case errors.Is(err, fsm.ErrStartNotConfirmed):
-			out[logged[j]] = worker.RenewReply{Reason: err.Error()}
-		default:
-			// Not known to be refused: the worker asks again.
-			return nil, fmt.Errorf("confirm the start of %s: %w", ids[j], err)
+	if err == nil && len(res.Batch) != len(ids) {
+		err = fmt.Errorf("%d starts confirmed with %d results", len(ids), len(res.Batch))
+	}
+	if err != nil {
+		for _, i := range logged {
+			if !rs[i].Confirming { // it would start on Held
+				return nil, fmt.Errorf("confirm the start of %s: %w", rs[i].Attempt, err)
+			}
 		}
+		l.log.Warn("start confirmations not committed; the workers ask again", "node", node, "starts", len(ids), "err", err)
+		return out, nil
+	}
+	now := l.s.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for j, i := range logged {
+		if err := res.Batch[j].Err; err != nil {
+			out[i] = worker.RenewReply{Reason: err.Error()} // Apply decided: the start is not its worker's
+			continue
+		}
+		// Confirmed before any expiry of it: one after is refused.
+		if le := l.leases[ids[j]]; le != nil {
+			le.started, le.onShort, le.inLog, le.deadline = true, false, false, now.Add(le.ttl)
+			out[i].TTL = jobs.Duration(le.ttl)
+		}
+		out[i].Started = rs[i].Start
 	}
 	return out, nil
 }

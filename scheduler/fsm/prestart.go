@@ -19,9 +19,8 @@ import (
 // (DecidePreStartExpiry): the attempt has not started, no leader can have
 // confirmed its start (StartUnconfirmed), and the short lease can have
 // run out by the entry's own time. Then it is marked never started and
-// its takeover, granted in the same entry, costs no retry; an expiry the
-// rule refuses changes nothing, and the leader holds the attempt to its
-// whole lease.
+// its takeover, granted in the same entry, costs no retry; a refused one
+// changes nothing, and the leader holds the attempt to its whole lease.
 //
 // Since log version 11 the start of an attempt granted ahead is confirmed
 // by an entry (op "confirm_starts", Attempt.StartInLog and
@@ -30,8 +29,9 @@ import (
 // acts, and an earlier term's entry it does not hold can never commit;
 // so an attempt it finds without StartConfirmed was never let start, and
 // it takes it over on the short lease from its election instead of
-// waiting a whole lease_ttl. The log orders a confirmation and an expiry
-// of one attempt: whichever comes second is refused.
+// waiting a whole lease_ttl (a restore counts such attempts confirmed).
+// The log orders a confirmation and an expiry: a confirmation after an
+// expiry is refused, and so is an expiry before the start after one.
 
 // ErrPreStartLeaseHeld refuses an expiry that says an attempt's short
 // lease before its start ran out when the replicated state says it

@@ -168,6 +168,9 @@ func TestFSM_StartsConfirmedInLog(t *testing.T) {
 		// The taken-over attempt, and its takeover (granted at once, not
 		// ahead: its worker starts on the leader's word in memory).
 		res = applyAt(t, f, 2, 12, confirm(run.Attempts[0].ID, res.Run.Attempts[1].ID))
+		if res.Err != nil || len(res.Batch) != 2 {
+			t.Fatalf("confirmations: %v, %d results; want one each", res.Err, len(res.Batch))
+		}
 		for i, r := range res.Batch {
 			if !errors.Is(r.Err, ErrStartNotConfirmed) {
 				t.Errorf("confirmation %d after the expiry: %v; want ErrStartNotConfirmed", i, r.Err)

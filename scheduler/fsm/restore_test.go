@@ -121,3 +121,35 @@ func TestPrepareRestore_InPlaceGrantsNoFireTimeTwice(t *testing.T) {
 		t.Errorf("the next fire time: %v; want granted", res.Err)
 	}
 }
+
+// An open attempt granted ahead may have had its start confirmed after
+// the backup was taken: restored, it counts as confirmed, so no leader
+// takes it over as never started beside a process that may be running.
+func TestPrepareRestore_OpenStartsInLogCountAsConfirmed(t *testing.T) {
+	live := withJobs(t, "report")
+	applyAt(t, live, 2, 2, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
+	g := grant("report", t0)
+	g.Grant.Ahead, g.Grant.At = true, t0.Add(-time.Second)
+	run := applyAt(t, live, 2, 3, g).Run
+	var saved bytes.Buffer
+	if _, err := live.WriteSnapshot(&saved); err != nil {
+		t.Fatal(err)
+	}
+	data, _, err := replicated.PrepareRestore(saved.Bytes(), replicated.RestoreFloor{Epoch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := NewFSM()
+	if err := f.Restore(io.NopCloser(bytes.NewReader(data))); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := f.Run(run.ID)
+	if a := got.Attempts[0]; !a.StartInLog || !a.StartConfirmed {
+		t.Fatalf("restored: %+v; want its start counted as confirmed", a)
+	}
+	applyAt(t, f, 3, 4, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0.Add(2 * time.Second)}})
+	res := applyAt(t, f, 3, 5, replicated.Command{Op: replicated.OpExpire, Expire: &replicated.ExpireCmd{Attempt: run.Attempts[0].ID, State: jobs.Lost, Reason: "lease before the start expired", Worker: "w2", At: t0.Add(2 * time.Second), NeverStarted: true, BeforeStart: true}})
+	if !errors.Is(res.Err, ErrPreStartLeaseHeld) {
+		t.Errorf("expiry before the start after the restore: %v; want ErrPreStartLeaseHeld", res.Err)
+	}
+}

@@ -65,7 +65,10 @@ type RestoreFloor struct {
 // the restore is the Raft term plus that base: greater than any seen
 // before. Each job's horizon and last scheduled time are raised to
 // floor.Granted's, so that no fire time is granted twice across the
-// restore; the times after it go through the job's misfire policy.
+// restore; the times after it go through the job's misfire policy. An
+// open attempt granted ahead whose start the snapshot shows unconfirmed
+// may have been confirmed after the snapshot was taken and be running:
+// it is marked confirmed, so no leader takes it over as never started.
 //
 // It returns the snapshot to restore and what it holds. It refuses a
 // snapshot it cannot read, of a newer log format, or that fails a check,
@@ -91,6 +94,13 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 	}
 	if st.LastScheduled == nil {
 		st.LastScheduled = map[string]time.Time{}
+	}
+	for _, r := range st.Runs {
+		for i := range r.Attempts {
+			if a := &r.Attempts[i]; a.StartInLog && !a.State.Terminal() {
+				a.StartConfirmed = true
+			}
+		}
 	}
 	for job, at := range floor.Granted {
 		if at.After(st.Horizon[job]) {

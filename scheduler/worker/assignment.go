@@ -89,7 +89,9 @@ func (a Assignment) StartAt() time.Time {
 
 // startConfirmLead is how long before an attempt's fire time its worker
 // asks the leader to confirm the start: about a renewal's round trip on
-// a busy node.
+// a busy node, and for a run granted ahead the commit of the
+// confirmation's entry (a few ms on a LAN; a slower commit makes the run
+// late by the difference).
 const startConfirmLead = 25 * time.Millisecond
 
 // Renewal is one attempt's renewal in a RenewMany.

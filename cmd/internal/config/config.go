@@ -222,7 +222,7 @@ type Node struct {
 	JobNice int `yaml:"job_nice"`
 	// MaxAttempts is how many attempts this node holds open at once
 	// (running, or granted and waiting for their fire time; an HTTP job's
-	// counts jobs.AttemptLoad/jobs.ProcessLoad). Once every
+	// counts an eighth, jobs.Spec.AttemptLoad). Once every
 	// node a job may run on holds its limit, the leader records the job's
 	// fire times as skipped (overloaded) instead of queueing work no
 	// node can start, and retries, backfills and admitted runs wait.
