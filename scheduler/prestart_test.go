@@ -173,11 +173,10 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 	})
 }
 
-// A start the log must confirm is answered Started only once the entry
-// is applied: one that could not be committed is Held without Started
-// (the worker asks again, its lease renewed), and the lease stays the
-// short one. A renewal that reaches a new leader before its recovery
-// keeps what it was given.
+// A start the log must confirm is answered only once the entry is
+// applied: one that could not be committed fails (the worker asks again)
+// and the lease stays the short one, not started. A renewal that reaches
+// a new leader before its recovery keeps what it was given.
 func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
 	s.LeaseTTL = jobs.Duration(6 * time.Second) // short lease: 1 s
@@ -195,12 +194,11 @@ func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 
 	l.s.Clock = fixedClock{base.Add(975 * time.Millisecond)}
 	fr.applyErr = errors.New("no quorum")
-	r, err := renewOne(l, ask, "n1")
-	if err != nil || !r.Held || r.Started || r.TTL.D() != time.Second {
-		t.Fatalf("start not committed: %+v, %v; want held for the short lease, not started", r, err)
+	if r, err := renewOne(l, ask, "n1"); err == nil || r.Held {
+		t.Fatalf("start not committed: %+v, %v; want an error, and no Held (a worker starts on it)", r, err)
 	}
-	if le := l.leases[id]; le == nil || le.started {
-		t.Fatalf("lease %+v: want it not started", le)
+	if le := l.leases[id]; le == nil || le.started || !le.onShort {
+		t.Fatalf("lease %+v: want it on the short lease, not started", le)
 	}
 	fr.applyErr = nil
 

@@ -32,9 +32,10 @@ func (l local) RenewMany(ctx context.Context, node string, rs []worker.Renewal) 
 
 // renewAll renews each of rs (renew), then confirms in one entry the
 // starts the log must confirm (scheduler/fsm/prestart.go): the answers go
-// out once it is applied; a start it refuses is a "not yours", and one
-// it could not commit is Held without Started, so the worker asks again
-// and its other renewals still count.
+// out once it is applied, and a start it refuses is a "not yours". An
+// entry that could not be committed fails the whole call, and the worker
+// asks again: a worker starts on any Held answer to a start (an older
+// leader answers no Started), so there is no answer that says "not yet".
 func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
 	out := make([]worker.RenewReply, len(rs))
 	var logged []int
@@ -60,13 +61,7 @@ func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal)
 		err = fmt.Errorf("%d starts confirmed with %d results", len(ids), len(res.Batch))
 	}
 	if err != nil {
-		for _, i := range logged {
-			if !rs[i].Confirming { // it would start on Held
-				return nil, fmt.Errorf("confirm the start of %s: %w", rs[i].Attempt, err)
-			}
-		}
-		l.log.Warn("start confirmations not committed; the workers ask again", "node", node, "starts", len(ids), "err", err)
-		return out, nil
+		return nil, fmt.Errorf("confirm the start of %s: %w", ids[0], err)
 	}
 	now := l.s.Clock.Now()
 	l.mu.Lock()

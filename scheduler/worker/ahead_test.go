@@ -52,20 +52,28 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 
 // runAhead has f's worker run a scheduled attempt granted at leaseT0 for
 // fireAt, whose process touches a marker file, and returns its completion
-// and the marker's path. The clock stops at the fire time: the process
-// runs in real time, and nothing after its start needs the clock to move.
-// The driven clock may jump to the worker's next timer while a renewal is
-// still on its way, so fireAt should be less than the short lease before
-// the start (jobs.Spec.PreStartLease) after leaseT0, as a real grant ahead
-// is.
+// and the marker's path. The clock stops startSlack after the fire time:
+// the process runs in real time, and nothing after its start needs the
+// clock to move. The driven clock may jump to the worker's next timer
+// while a renewal is still on its way, so fireAt should be less than the
+// short lease before the start (jobs.Spec.PreStartLease) after leaseT0,
+// as a real grant ahead is.
 func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (replicated.Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
 	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
 		t.Fatal(err)
 	}
-	return f.completionBy(t, fireAt), marker
+	return f.completionBy(t, fireAt.Add(startSlack)), marker
 }
+
+// startSlack is how far past the fire time a driven clock may go: a
+// start request that met a renewal still on its way (a loaded machine)
+// is asked again after a backoff of 50 ms and more, which a clock
+// stopped at the fire time never reaches (the test then hung for 30 s).
+// Less than the short lease before the start, so the lease cannot run
+// out in fake time meanwhile.
+const startSlack = 400 * time.Millisecond
 
 // tickAhead is a scheduled attempt for fireAt, granted at granted with a
 // lease of ttl, whose process touches marker.
