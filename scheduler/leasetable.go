@@ -189,6 +189,7 @@ func (l *leader) dispatch(a worker.Assignment) {
 				return
 			}
 			l.log.Warn("dispatch failed; retrying with the same attempt", a.Attempt.LogArgs("worker", a.Attempt.Worker, "err", err)...)
+			l.undelivered(a)
 			if !l.leased(a.Attempt.ID) {
 				l.dispatched(a.Attempt.ID, err)
 				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
@@ -202,6 +203,26 @@ func (l *leader) dispatch(a worker.Assignment) {
 			backoff = min(2*backoff, 2*time.Second)
 		}
 	}()
+}
+
+// undelivered holds an attempt whose dispatch failed to the short lease
+// before the start, counted from its grant, if this term granted it (or
+// the log says nobody let it start) and no start was confirmed: its
+// worker cannot start it without this leader's word, so a worker that is
+// gone (a node that died as this leader was elected, before gossip said
+// so) costs the run a short lease, not a whole one. A worker that did
+// take it renews, and gets the whole lease back (renew).
+func (l *leader) undelivered(a worker.Assignment) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	le := l.leases[a.Attempt.ID]
+	if le == nil || le.started || le.onShort || !(le.inLog || fsm.GrantedSinceElection(le.token, l.electedEpoch, l.electedEpoch, l.electedIndex)) {
+		return
+	}
+	le.short, le.onShort = a.Spec.PreStartLease(), true
+	if d := a.Attempt.GrantedAt.Add(le.short); d.Before(le.deadline) {
+		le.deadline = d
+	}
 }
 
 func (l *leader) leased(attempt string) bool {

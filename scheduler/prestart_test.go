@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -221,4 +222,48 @@ func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 	if le := next.leases[id]; le == nil || !le.started || le.onShort || le.inLog {
 		t.Errorf("after the recovery: lease %+v; want the started one the renewal made", le)
 	}
+}
+
+// refusingDispatcher is a worker that is not there: every dispatch fails.
+type refusingDispatcher struct{}
+
+func (refusingDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
+	return errors.New("connect: connection refused")
+}
+
+func (refusingDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
+	return errors.New("connect: connection refused")
+}
+
+// A run granted at its fire time to a worker that cannot be reached (a
+// node that died as this leader was elected, before gossip said so)
+// holds the short lease from its grant, not the whole one: the worker
+// never took it, so it cannot have asked for its start, and the run is
+// taken over, without a retry, a short lease after the grant.
+func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
+	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
+	l, _ := newTestLeader(t, s)
+	l.s.Raft.(*fakeRaft).confirms = true
+	l.s.Dispatcher = refusingDispatcher{}
+	run, err := l.fire(s, base, "schedule", false) // at its fire time
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := run.Attempts[0].ID
+	if err := pollFor(5*time.Second, func() bool {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		le := l.leases[id]
+		return le != nil && le.onShort
+	}); err != nil {
+		t.Fatalf("the lease of an attempt whose dispatch failed: want the short one")
+	}
+	l.s.Clock = fixedClock{base.Add(time.Second + time.Millisecond)}
+	l.checkLeases()
+	got, _ := l.s.FSM.Run(run.ID)
+	if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
+		t.Fatalf("a short lease after the grant: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
+	}
+	l.endTerm() // ends the dispatch retries
 }
