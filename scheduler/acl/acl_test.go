@@ -179,3 +179,47 @@ func TestNewSecret(t *testing.T) {
 		t.Fatal("secrets not random")
 	}
 }
+
+// Shows says whether a replica shows a change applied: what a follower
+// that forwarded it waits for before it answers.
+func TestShows(t *testing.T) {
+	now := time.Date(2026, 12, 3, 9, 0, 0, 0, time.UTC)
+	p := Policy{Name: "a", Rules: []Rule{{Namespace: "team-a", Capabilities: []Capability{CapRead}}}}
+	tok := &Token{Accessor: "ACC", Name: "ci", Policies: []string{"a"}, Hash: HashSecret("fct_secret"), CreatedAt: now}
+	before := &State{Bootstrapped: true, Policies: map[string]Policy{}, Tokens: map[string]Token{}}
+	up := Cmd{Action: ActPolicyUpsert, Policy: &p, At: now}
+	mk := Cmd{Action: ActTokenCreate, Token: tok, At: now}
+	rv := Cmd{Action: ActTokenRevoke, Accessor: "ACC", At: now}
+	del := Cmd{Action: ActPolicyDelete, Name: "a", At: now}
+	after, err := Decide(before, up)
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken, err := Decide(after, mk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	revoked, err := Decide(withToken, rv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		s    *State
+		c    Cmd
+		want bool
+	}{
+		{"policy not yet there", before, up, false},
+		{"policy there as written", after, up, true},
+		{"token not yet there", after, mk, false},
+		{"token there", withToken, mk, true},
+		{"token not yet revoked", withToken, rv, false},
+		{"token revoked", revoked, rv, true},
+		{"policy not yet deleted", after, del, false},
+		{"policy deleted", before, del, true},
+	} {
+		if got := Shows(tc.s, tc.c); got != tc.want {
+			t.Errorf("%s: Shows = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -2,6 +2,7 @@ package acl
 
 import (
 	"fmt"
+	"reflect"
 	"slices"
 	"time"
 )
@@ -180,4 +181,48 @@ func (c Cmd) Describe() string {
 		what += " by " + c.By
 	}
 	return what
+}
+
+// Shows reports whether s shows change c applied: the token it created
+// is there, the one it revoked is revoked or gone, the policy it wrote
+// is there as written, the one it deleted is gone. A node that forwarded
+// c to the leader waits for its replica to show it before it answers, so
+// the next call to that node sees it (read your writes).
+func Shows(s *State, c Cmd) bool {
+	if s == nil {
+		s = &State{}
+	}
+	switch c.Action {
+	case ActBootstrap, ActTokenCreate:
+		_, ok := s.Tokens[tokenAccessor(c.Token)]
+		return ok
+	case ActTokenRevoke:
+		t, ok := s.Tokens[c.Accessor]
+		return !ok || !t.RevokedAt.IsZero()
+	case ActPolicyUpsert:
+		p, ok := s.Policies[policyName(c.Policy)]
+		if !ok || c.Policy == nil {
+			return false
+		}
+		p.ModifiedAt = c.Policy.ModifiedAt // the leader's clock set it
+		return reflect.DeepEqual(p, *c.Policy)
+	case ActPolicyDelete:
+		_, ok := s.Policies[c.Name]
+		return !ok
+	}
+	return true
+}
+
+func tokenAccessor(t *Token) string {
+	if t == nil {
+		return ""
+	}
+	return t.Accessor
+}
+
+func policyName(p *Policy) string {
+	if p == nil {
+		return ""
+	}
+	return p.Name
 }

@@ -1,11 +1,14 @@
 package e2e
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/fencecron/fencecron/cmd/internal/proctest"
 )
 
 // readOnlyDashboard logs a headless Chromium in at node (a follower) with
@@ -63,6 +66,22 @@ func readOnlyDashboard(t *testing.T, node, root string) {
 	if out, err := cli(t, "acl", "token", "revoke", "-addr", node, "-token", root, roAccessor); err != nil {
 		t.Fatalf("revoke: %v\n%s", err, out)
 	}
-	step("the revoked token's session ends", chromedp.Navigate(node+"/jobs"), chromedp.WaitVisible(chromedp.CSS("#token")))
+	// The revoke returns once the leader committed it; this node (a
+	// follower) applies it a moment later, and a page it served before
+	// that still shows the session: load the page again until it is the
+	// login form, bounded.
+	proctest.Eventually(t, 10*time.Second, "the revoked token's session ends", func() error {
+		if err := chromedp.Do(ctx, chromedp.Navigate(node+"/jobs")); err != nil {
+			return err
+		}
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("#token").length`))
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return fmt.Errorf("the page still shows the session")
+		}
+		return nil
+	})
 	screenshot(t, ctx, "-acl")
 }
