@@ -368,7 +368,7 @@ func (l *leader) checkLeases() {
 		never := unstarted[le.attempt] && att.StartedAt.IsZero()
 		switch {
 		case never && before[le.attempt]:
-			reason = fmt.Sprintf("lease before the start expired: no renewal from %s for %s before the fire time; its start was never confirmed, so the process never started", le.worker, ttl)
+			reason = fmt.Sprintf("lease before the start expired: no renewal from %s for %s; its start was never confirmed, so the process never started", le.worker, ttl)
 		case never:
 			reason += "; its start was never confirmed, so the process never started"
 		}
