@@ -11,10 +11,8 @@ import (
 
 // A lease before the start (log version 8; docs/how-it-works.md says
 // why). An attempt granted ahead holds a short lease (jobs.Spec.
-// PreStartLease: a third of lease_ttl, at most a second) until its start
-// is confirmed, and its job's whole lease_ttl from then on; its worker
-// starts only with a lease valid at that instant and confirmed within
-// the short TTL. The leader says in the expiry that the short lease ran
+// PreStartLease) until its start is confirmed, then its whole lease_ttl.
+// The leader says in the expiry that the short lease ran
 // out (ExpireCmd.BeforeStart), and Apply decides whether that can be
 // (DecidePreStartExpiry): the attempt has not started, no leader can have
 // confirmed its start (StartUnconfirmed), and the short lease can have

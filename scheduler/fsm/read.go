@@ -153,9 +153,13 @@ func (f *FSM) OpenLoadByWorker() map[string]int {
 	defer f.mu.RUnlock()
 	load := map[string]int{}
 	for _, id := range f.st.Order {
-		if r := f.st.Runs[id]; !r.State.Terminal() && len(r.Attempts) > 0 && !r.Attempts[len(r.Attempts)-1].State.Terminal() {
-			s, _ := f.spec(r.Job) // a job gone from the set: a process
-			load[r.Attempts[len(r.Attempts)-1].Worker] += s.AttemptLoad()
+		r := f.st.Runs[id]
+		if a, ok := r.Latest(); ok && !a.State.Terminal() {
+			w := jobs.ProcessLoad // a job gone from the set: a process
+			if i, ok := f.idx.byName[r.Job]; ok {
+				w = f.st.Jobs[i].AttemptLoad() // in place: no copy of the spec per run
+			}
+			load[a.Worker] += w
 		}
 	}
 	return load

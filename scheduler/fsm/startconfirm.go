@@ -25,17 +25,15 @@ import (
 // granted ahead and the log shows no confirmation (prestart.go). A
 // worker that gives an attempt up before starting it says so in its
 // completion (Completion.NeverStarted), and the FSM takes its word while
-// the lease is its own. Confirming early is safe: a worker that dies
-// between the confirmation and the start costs a counted retry.
+// the lease is its own.
 
 // maxNeverStarted bounds the attempts of one run that do not count
 // against its job's retries: a run whose workers keep dying before they
 // start it ends after that many, plus the retries its job allows.
 const maxNeverStarted = 3
 
-// Expiry is what Apply knows of the entry that expires an attempt: its
-// epoch (Entry), the last election entry applied (of epoch Elected, at
-// ElectedIndex), and its log version.
+// Expiry is what Apply knows of an expiry's entry: its epoch (Entry), the
+// last election entry applied (epoch Elected, at ElectedIndex), version.
 type Expiry struct {
 	Entry, Elected, ElectedIndex uint64
 	Version                      int
