@@ -19,12 +19,9 @@ import (
 // whole lease_ttl holds. A worker of a release before short leases keeps
 // the whole lease.
 func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
-	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
-	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
 	at := func(d time.Duration) fixedClock { return fixedClock{base.Add(d)} }
 	setup := func(t *testing.T) (*leader, jobs.Run) {
-		l, _ := newTestLeader(t, s)
-		l.s.Raft.(*fakeRaft).confirms = true
+		l, s := shortLeaseLeader(t)
 		run, err := l.fire(s, base.Add(500*time.Millisecond), "schedule", false) // granted at base, ahead
 		if err != nil {
 			t.Fatal(err)
@@ -98,19 +95,10 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 // confirmed its start, and takes it over without a retry once that runs
 // out; one whose start the log confirmed keeps its whole lease.
 func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
-	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
-	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
 	at := func(d time.Duration) fixedClock { return fixedClock{base.Add(d)} }
 	setup := func(t *testing.T) (*leader, jobs.Run) {
-		l, _ := newTestLeader(t, s)
-		l.s.Raft.(*fakeRaft).confirms = true
-		// Granted ahead at 500ms, due at 1s, as the firing loop does.
-		l.s.Clock = at(500 * time.Millisecond)
-		l.grantAhead([]*fireEntry{due(t, s, base)})
-		run, ok := l.s.FSM.Run(jobs.RunID(s.Name, base.Add(time.Second)))
-		if !ok || len(run.Attempts) != 1 {
-			t.Fatalf("granted ahead: %+v, %v; want one attempt", run, ok)
-		}
+		l, s := shortLeaseLeader(t)
+		run := grantedAhead(t, l, s)
 		if a := run.Attempts[0]; !a.StartInLog {
 			t.Fatalf("granted ahead: %+v; want its start confirmed in the log", a)
 		}
@@ -119,15 +107,7 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 	// newTerm elects the next term at `elected` and recovers its leases,
 	// as the next leader loop does.
 	newTerm := func(t *testing.T, l *leader, elected time.Duration) *leader {
-		l.s.Raft.(*fakeRaft).term = 4
-		l.s.Clock = at(elected)
-		res, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base.Add(elected)}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		next := newLeader(l.s, l.ctx)
-		t.Cleanup(next.wg.Wait)
-		next.electedEpoch, next.electedIndex = res.Epoch, res.Index
+		next := nextTerm(t, l, elected)
 		next.recover()
 		return next
 	}
@@ -179,17 +159,9 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 // and the lease stays the short one, not started. A renewal that reaches
 // a new leader before its recovery keeps what it was given.
 func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
-	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow)
-	s.LeaseTTL = jobs.Duration(6 * time.Second) // short lease: 1 s
-	l, _ := newTestLeader(t, s)
+	l, s := shortLeaseLeader(t)
 	fr := l.s.Raft.(*fakeRaft)
-	fr.confirms = true
-	l.s.Clock = fixedClock{base.Add(500 * time.Millisecond)}
-	l.grantAhead([]*fireEntry{due(t, s, base)})
-	run, ok := l.s.FSM.Run(jobs.RunID(s.Name, base.Add(time.Second)))
-	if !ok || len(run.Attempts) != 1 {
-		t.Fatalf("granted ahead: %+v, %v", run, ok)
-	}
+	run := grantedAhead(t, l, s)
 	id := run.Attempts[0].ID
 	ask := worker.Renewal{Attempt: id, Start: true, Confirming: true, PreStart: true}
 
@@ -204,14 +176,7 @@ func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 	fr.applyErr = nil
 
 	// A new term; the worker's renewal reaches it before its recovery.
-	fr.term = 4
-	res, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base.Add(time.Second)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	next := newLeader(l.s, l.ctx)
-	t.Cleanup(next.wg.Wait)
-	next.electedEpoch, next.electedIndex = res.Epoch, res.Index
+	next := nextTerm(t, l, time.Second)
 	if r, err := renewOne(next, ask, "n1"); err != nil || !r.Started || r.TTL.D() != 6*time.Second {
 		t.Fatalf("start committed: %+v, %v; want started, for the whole lease", r, err)
 	}
@@ -241,10 +206,7 @@ func (refusingDispatcher) DispatchMany(context.Context, string, []worker.Assignm
 // never took it, so it cannot have asked for its start, and the run is
 // taken over, without a retry, a short lease after the grant.
 func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
-	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
-	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
-	l, _ := newTestLeader(t, s)
-	l.s.Raft.(*fakeRaft).confirms = true
+	l, s := shortLeaseLeader(t)
 	l.s.Dispatcher = refusingDispatcher{}
 	run, err := l.fire(s, base, "schedule", false) // at its fire time
 	if err != nil {
@@ -266,4 +228,45 @@ func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
 		t.Fatalf("a short lease after the grant: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
 	l.endTerm() // ends the dispatch retries
+}
+
+// shortLeaseLeader is a test leader of one job with no retries whose
+// lease_ttl of 6 s makes its short lease before the start 1 s; n1's
+// gossip says it confirms its starts.
+func shortLeaseLeader(t *testing.T) (*leader, jobs.Spec) {
+	t.Helper()
+	s := spec("j", jobs.MisfireLatest, jobs.OverlapAllow) // retries: 0
+	s.LeaseTTL = jobs.Duration(6 * time.Second)           // short lease: 1 s
+	l, _ := newTestLeader(t, s)
+	l.s.Raft.(*fakeRaft).confirms = true
+	return l, s
+}
+
+// grantedAhead grants s's run due at 1s ahead, at 500ms, as the firing
+// loop does, and returns it.
+func grantedAhead(t *testing.T, l *leader, s jobs.Spec) jobs.Run {
+	t.Helper()
+	l.s.Clock = fixedClock{base.Add(500 * time.Millisecond)}
+	l.grantAhead([]*fireEntry{due(t, s, base)})
+	run, ok := l.s.FSM.Run(jobs.RunID(s.Name, base.Add(time.Second)))
+	if !ok || len(run.Attempts) != 1 {
+		t.Fatalf("granted ahead: %+v, %v; want one attempt", run, ok)
+	}
+	return run
+}
+
+// nextTerm elects the next term (4) at `elected` and returns its leader
+// loop, its leases not yet recovered.
+func nextTerm(t *testing.T, l *leader, elected time.Duration) *leader {
+	t.Helper()
+	l.s.Raft.(*fakeRaft).term = 4
+	l.s.Clock = fixedClock{base.Add(elected)}
+	res, err := l.s.applyLocalCmd(l.ctx, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: base.Add(elected)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := newLeader(l.s, l.ctx)
+	t.Cleanup(next.wg.Wait)
+	next.electedEpoch, next.electedIndex = res.Epoch, res.Index
+	return next
 }
