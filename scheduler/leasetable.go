@@ -207,19 +207,24 @@ func (l *leader) dispatch(a worker.Assignment) {
 
 // undelivered holds an attempt whose dispatch failed to the short lease
 // before the start, counted from its grant, if this term granted it (or
-// the log says nobody let it start) and no start was confirmed: its
-// worker cannot start it without this leader's word, so a worker that is
-// gone (a node that died as this leader was elected, before gossip said
-// so) costs the run a short lease, not a whole one. A worker that did
-// take it renews, and gets the whole lease back (renew).
+// the log says nobody let it start), no start was confirmed and its
+// worker has not renewed it with this term: that worker cannot start it
+// without this leader's word, so a worker that is gone (a node that died
+// as this leader was elected, before gossip said so, or the dead leader
+// holding a run it granted ahead to itself, which recovery dispatches
+// again) costs the run a short lease from the grant, not a whole one, nor
+// one from this election. A worker that did take it renews, and gets its
+// lease back (renew).
 func (l *leader) undelivered(a worker.Assignment) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	le := l.leases[a.Attempt.ID]
-	if le == nil || le.started || le.onShort || !(le.inLog || fsm.GrantedSinceElection(le.token, l.electedEpoch, l.electedEpoch, l.electedIndex)) {
+	if le == nil || le.started || le.confirming || !(le.inLog || fsm.GrantedSinceElection(le.token, l.electedEpoch, l.electedEpoch, l.electedIndex)) {
 		return
 	}
-	le.short, le.onShort = a.Spec.PreStartLease(), true
+	if !le.onShort {
+		le.short, le.onShort = a.Spec.PreStartLease(), true
+	}
 	if d := a.Attempt.GrantedAt.Add(le.short); d.Before(le.deadline) {
 		le.deadline = d
 	}

@@ -92,8 +92,9 @@ func TestLeader_ShortLeaseBeforeTheStart(t *testing.T) {
 
 // A leader of a later term gives a run its predecessor granted ahead the
 // short lease from its own election when the log shows that nobody
-// confirmed its start, and takes it over without a retry once that runs
-// out; one whose start the log confirmed keeps its whole lease.
+// confirmed its start (from its grant, if its worker cannot be reached),
+// and takes it over without a retry once that runs out; one whose start
+// the log confirmed keeps its whole lease.
 func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 	at := func(d time.Duration) fixedClock { return fixedClock{base.Add(d)} }
 	setup := func(t *testing.T) (*leader, jobs.Run) {
@@ -131,6 +132,47 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 			t.Errorf("takeover token %s, want one of epoch 4, newer than %s", b, a)
 		}
 	})
+	// Its worker cannot be reached (the dead leader held the run itself):
+	// the dispatch recovery sends again fails, and the run is taken over
+	// a short lease after its grant, at once if that has passed by the
+	// election.
+	for _, c := range []struct {
+		name                 string
+		elected, kept, taken time.Duration
+	}{
+		{"unconfirmed and undelivered: taken over a short lease after its grant", 700 * time.Millisecond, 1500 * time.Millisecond, 1501 * time.Millisecond},
+		{"unconfirmed and undelivered, elected after a short lease: taken over at once", 2500 * time.Millisecond, 0, 2500 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			l, s := shortLeaseLeader(t)
+			l.s.Dispatcher = refusingDispatcher{}
+			run := grantedAhead(t, l, s)
+			id := run.Attempts[0].ID
+			next := newTerm(t, l, c.elected)
+			defer l.endTerm() // ends the dispatch retries (next shares its context)
+			if err := pollFor(5*time.Second, func() bool {
+				next.mu.Lock()
+				defer next.mu.Unlock()
+				le := next.leases[id]
+				return le != nil && le.deadline.Equal(base.Add(1500*time.Millisecond))
+			}); err != nil {
+				t.Fatalf("the recovered lease of an attempt whose dispatch failed: want it to end a short lease after its grant, at 1.5s")
+			}
+			if c.kept > 0 {
+				next.s.Clock = at(c.kept)
+				next.checkLeases()
+				if got, _ := next.s.FSM.Run(run.ID); len(got.Attempts) != 1 {
+					t.Fatalf("at %s, a short lease after the grant: attempts %+v; want the one", c.kept, got.Attempts)
+				}
+			}
+			next.s.Clock = at(c.taken)
+			next.checkLeases()
+			got, _ := next.s.FSM.Run(run.ID)
+			if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
+				t.Fatalf("at %s: run %s, attempts %+v; want the first never started and a takeover", c.taken, got.State, got.Attempts)
+			}
+		})
+	}
 	t.Run("confirmed: its whole lease", func(t *testing.T) {
 		l, run := setup(t)
 		l.s.Clock = at(975 * time.Millisecond)

@@ -121,8 +121,9 @@ func takenOver(t *testing.T, run jobs.Run, victim *localcluster.Node) (first, se
 // SIGKILLed 200 ms before the fire time: both the run's holder and the
 // only memory of what the old term confirmed die together. The start of
 // a run granted ahead is confirmed in the log, so the new leader knows
-// nobody let it start, gives it the short lease from its election, and
-// takes it over within 1.5 s of the fire time, once.
+// nobody let it start; its dispatch to the dead node fails, so the run
+// holds the short lease from its grant, and is taken over within 1.5 s
+// of the fire time, once.
 func TestCluster_LeaderHoldingARunGrantedAheadKilled(t *testing.T) {
 	// Alone, not in parallel (see the package comment): lateness bounds.
 	starts := filepath.Join(t.TempDir(), "starts")
