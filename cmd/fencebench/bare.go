@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"strconv"
@@ -33,14 +34,25 @@ import (
 // a worker does. That is not a proof of a floor, but a reference: how
 // late a program that does nothing else starts the same burst on the
 // same machine; how far above it the cluster is, is the scheduler's.
+//
+// An HTTP job starts no process, and its burst has a floor too: `rate`
+// requests sent at one instant, and received, by processes that share the
+// CPUs. Its reference is the same three processes sending, each second at
+// the second, the same GETs to a receiver of the harness as the workers
+// send them (prepared and connected half a second ahead, sent through the
+// worker's own client), timed where they arrive.
 
 // bareResult is what the bare starts of one rate measured.
 type bareResult struct {
-	rate     int
+	rate int
+	// http: requests sent, not processes started.
+	http     bool
 	lateness []time.Duration
 	failed   int
-	// cpu is the CPU time of the starting processes and their jobs.
-	cpu time.Duration
+	// cpu is the CPU time of the starting processes and their jobs, over
+	// made starts (warm-up included).
+	cpu  time.Duration
+	made int
 }
 
 // bareProcs is how many processes make the bare starts: as many as the
@@ -54,12 +66,21 @@ const childEnv = "FENCEBENCH_CHILD"
 
 // bareStarts has bareProcs processes of this executable start `rate`
 // /bin/true processes between them at each whole second of a window of
-// `window`, and gathers when each start's exec ended after its second.
-func bareStarts(parent context.Context, rate int, window time.Duration) (bareResult, error) {
-	res := bareResult{rate: rate}
+// `window`, and gathers when each start's exec ended after its second;
+// with httpJobs, send `rate` GETs instead, and gathers when each reached a
+// receiver it runs.
+func bareStarts(parent context.Context, rate int, window time.Duration, httpJobs bool) (bareResult, error) {
+	res := bareResult{rate: rate, http: httpJobs}
 	exe, err := os.Executable()
 	if err != nil {
 		return res, err
+	}
+	var recv *receiver
+	if httpJobs {
+		if recv, err = startReceiver(); err != nil {
+			return res, err
+		}
+		defer recv.close()
 	}
 	// One failed process ends the others: the reference is all three.
 	ctx, cancel := context.WithCancel(parent)
@@ -67,6 +88,13 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 	// The first second leaves the processes time to start.
 	first := time.Now().Truncate(time.Second).Add(2 * time.Second)
 	seconds := int(window / time.Second)
+	// Requests go over connections kept open between runs, as a worker's
+	// do; the cluster opens them in its warm-up, the reference in a
+	// first second of requests it does not count.
+	warmup := 0
+	if recv != nil {
+		warmup = 1
+	}
 	type answer struct {
 		out []byte
 		cpu time.Duration
@@ -78,8 +106,12 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 		if i < rate%bareProcs {
 			share++
 		}
-		cmd := exec.CommandContext(ctx, exe, "starts", "-rate", strconv.Itoa(share),
-			"-at", strconv.FormatInt(first.UnixNano(), 10), "-seconds", strconv.Itoa(seconds))
+		args := []string{"starts", "-rate", strconv.Itoa(share),
+			"-at", strconv.FormatInt(first.UnixNano(), 10), "-seconds", strconv.Itoa(warmup + seconds)}
+		if recv != nil {
+			args = append(args, "-url", fmt.Sprintf("%s/bare%d", recv.URL(), i))
+		}
+		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Env = append(os.Environ(), childEnv+"=starts")
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
@@ -99,6 +131,7 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 		}()
 	}
 	var errs []error
+	res.made = rate * (warmup + seconds)
 	for range bareProcs {
 		a := <-answers
 		res.cpu += a.cpu
@@ -124,6 +157,11 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 	if err := parent.Err(); err != nil {
 		return res, err // the children were killed for it: say why
 	}
+	if recv != nil {
+		// A request's lateness is measured where it arrives.
+		from := first.Add(time.Duration(warmup) * time.Second)
+		res.lateness = recv.lateness(from, from.Add(time.Duration(seconds)*time.Second))
+	}
 	return res, errors.Join(errs...)
 }
 
@@ -132,13 +170,18 @@ func bareStarts(parent context.Context, rate int, window time.Duration) (bareRes
 // worker starts a job (executor.Run, lowered to the default job priority
 // once exec'd, waiting on a timer of its own from half a second before, as
 // a run granted ahead does), and prints each one's lateness in
-// nanoseconds, or "failed", a line each, once all are reaped.
+// nanoseconds, or "failed", a line each, once all are reaped. With -url
+// it sends a GET there instead, the way a worker sends an HTTP job's
+// request (prepared and connected ahead, sent at the second), and prints
+// only "failed" for each that was not answered 200: the receiver times
+// the others.
 func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("starts", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	rate := fs.Int("rate", 0, "processes to start each second")
 	firstNS := fs.Int64("at", 0, "the first second, in Unix nanoseconds")
 	seconds := fs.Int("seconds", 0, "how many seconds")
+	url := fs.String("url", "", "send a GET here at each start instead of starting /bin/true")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -150,6 +193,8 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	defer spawn.Close()
+	var clients executor.HTTPClients
+	defer clients.CloseIdle()
 	var (
 		mu     sync.Mutex
 		wg     sync.WaitGroup
@@ -162,7 +207,17 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(at.Add(-time.Second/2))) {
 			break
 		}
-		for range *rate {
+		for i := range *rate {
+			if *url != "" {
+				wg.Go(func() {
+					if !sendAt(ctx, &clients, *url, fmt.Sprintf("%s-%d-%d", *url, s, i), at) {
+						mu.Lock()
+						failed++
+						mu.Unlock()
+					}
+				})
+				continue
+			}
 			wg.Go(func() {
 				if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(at)) {
 					return
@@ -201,19 +256,47 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	return w.Flush()
 }
 
+// sendAt sends one GET to url at `at`, as a worker sends an HTTP job's
+// request: built, and its connection opened, ahead (it is called half a
+// second before), sent at the instant. It reports whether it was
+// answered 200 (or ctx ended before the instant: not a failure).
+func sendAt(ctx context.Context, clients *executor.HTTPClients, url, id string, at time.Time) bool {
+	p := clients.Prepare(executor.HTTPRequest{
+		Method: http.MethodGet, URL: url, Timeout: 10 * time.Second,
+		Header: http.Header{
+			jobs.HTTPRunIDHeader:     {id},
+			jobs.HTTPScheduledHeader: {at.UTC().Format(time.RFC3339)},
+		},
+		Expected: func(status int) bool { return status == http.StatusOK },
+	})
+	wctx, cancel := context.WithDeadline(ctx, at.Add(-50*time.Millisecond))
+	p.Warm(wctx)
+	cancel()
+	if !jobs.Sleep(ctx, jobs.SystemClock{}, time.Until(at)) {
+		return true
+	}
+	r := p.Send(ctx)
+	return r.Err == nil && r.ExitCode == 0
+}
+
 // printBare writes the bare starts' table.
 func printBare(w io.Writer, results []bareResult) error {
 	if len(results) == 0 {
 		return nil
 	}
 	fmt.Fprintf(w, "the machine's reference: the same starts with no cluster running, made by %d processes of this harness that do nothing else (every second,\n", bareProcs)
-	fmt.Fprintln(w, "at the second, the rate's /bin/true processes, started as a worker starts them); how far above it a cluster's lateness is, is the scheduler's")
+	fmt.Fprintln(w, "at the second, the rate's /bin/true processes, started as a worker starts them, or the rate's GETs to a receiver of the harness, sent as a worker sends them);")
+	fmt.Fprintln(w, "how far above it a cluster's lateness is, is the scheduler's")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "fires/s\truns started\tlateness p50\tp99\tmax\tfailed\tCPU per run: starters and jobs\t")
+	fmt.Fprintln(tw, "jobs\tfires/s\truns started\tlateness p50\tp99\tmax\tfailed\tCPU per run: starters and jobs\t")
 	for _, r := range results {
 		s := summarize(r.lateness)
-		fmt.Fprintf(tw, "%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", r.rate, s.N, ms(s.P50), ms(s.P99), ms(s.Max), r.failed,
-			msEach(r.cpu, len(r.lateness)+r.failed))
+		kind := "process"
+		if r.http {
+			kind = "http"
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\t%d\t%s\t\n", kind, r.rate, s.N, msFine(s.P50), msFine(s.P99), msFine(s.Max), r.failed,
+			msEach(r.cpu, r.made))
 	}
 	return tw.Flush()
 }

@@ -67,8 +67,11 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if err != nil || rate < 1 {
 			return fmt.Errorf("-rates: bad rate %q", field)
 		}
-		if *bare >= time.Second {
-			f, err := bareStarts(ctx, rate, *bare)
+		for _, requests := range []bool{false, true} {
+			if *bare < time.Second || (requests && !k.http) || (!requests && !k.process) {
+				continue
+			}
+			f, err := bareStarts(ctx, rate, *bare, requests)
 			if err != nil {
 				return fmt.Errorf("bare starts, %d fires/s: %w", rate, err)
 			}

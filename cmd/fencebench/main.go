@@ -9,10 +9,12 @@
 //	    scheduled time) and sustained runs per second; and, for
 //	    reference, the same starts made with no cluster running. -http
 //	    also measures HTTP jobs against a receiver on loopback (arrival
-//	    minus Fencecron-Scheduled-At); -tracing has the nodes export
+//	    minus Fencecron-Scheduled-At), and their reference, the same
+//	    requests sent with no cluster running; -tracing has the nodes export
 //	    every run's trace to a sink on loopback, both: off, then on.
-//	fencebench starts -rate N -at UNIXNANO -seconds S
-//	    one of the processes that make lateness's reference starts.
+//	fencebench starts -rate N -at UNIXNANO -seconds S [-url URL]
+//	    one of the processes that make lateness's reference starts (or,
+//	    with -url, requests).
 //	fencebench scale [-jobs 10000,100000] [-settle 10s] [-cluster=false] [-compare BIN]
 //	    N jobs applied to a dev node and to three servers: apply time,
 //	    RSS per node, the Jobs page; snapshot size, restore time and the

@@ -106,18 +106,18 @@ func TestLateness_Smoke(t *testing.T) {
 		t.Errorf("elections = %q, want a count", res[11])
 	}
 	// The reference: 5 starts in each of 2 seconds, none failed:
-	// 5, 10, p50 ms, p99 ms, max ms, 0, CPU ms.
+	// process, 5, 10, p50 ms, p99 ms, max ms, 0, CPU ms.
 	var ref []string
 	for i, l := range lines {
-		if strings.HasPrefix(l, "fires/s  runs started") && strings.Contains(l, "starters and jobs") && i+1 < len(lines) {
+		if strings.HasPrefix(l, "jobs ") && strings.Contains(l, "starters and jobs") && i+1 < len(lines) {
 			ref = strings.Fields(lines[i+1])
 		}
 	}
-	if len(ref) != 11 || ref[0] != "5" || ref[1] != "10" || ref[8] != "0" || ref[9] == "0.00" {
+	if len(ref) != 12 || ref[0] != "process" || ref[1] != "5" || ref[2] != "10" || ref[9] != "0" || ref[10] == "0.00" {
 		t.Errorf("reference row = %q, want 10 starts, none failed:\n%s", ref, out.String())
 	} else {
-		for _, f := range []string{ref[2], ref[4], ref[6]} { // p50, p99, max
-			if ms, err := strconv.Atoi(f); err != nil || ms < 0 || ms >= 1000 {
+		for _, f := range []string{ref[3], ref[5], ref[7]} { // p50, p99, max
+			if ms, err := strconv.ParseFloat(f, 64); err != nil || ms < 0 || ms >= 1000 {
 				t.Errorf("reference lateness %q ms, want under a second:\n%s", f, out.String())
 			}
 		}
@@ -127,7 +127,7 @@ func TestLateness_Smoke(t *testing.T) {
 // The reference's starts: every one after its second, by less than a
 // second, none failed, and their CPU counted.
 func TestBareStarts_EachAfterItsSecond(t *testing.T) {
-	res, err := bareStarts(t.Context(), 4, 2*time.Second)
+	res, err := bareStarts(t.Context(), 4, 2*time.Second, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -144,6 +144,24 @@ func TestBareStarts_EachAfterItsSecond(t *testing.T) {
 	}
 }
 
+// The HTTP reference's requests: each of the three processes' GETs
+// reached the receiver after its second, by less than a second, and none
+// failed.
+func TestBareStarts_HTTPEachAfterItsSecond(t *testing.T) {
+	res, err := bareStarts(t.Context(), 4, 2*time.Second, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !res.http || len(res.lateness) != 8 || res.failed != 0 {
+		t.Fatalf("http %v: %d arrived, %d failed; want 8 requests arrived", res.http, len(res.lateness), res.failed)
+	}
+	for _, d := range res.lateness {
+		if d <= 0 || d >= time.Second {
+			t.Errorf("a request arrived %v after its second, want within the second after it", d)
+		}
+	}
+}
+
 // A reference cancelled (Ctrl-C) while its processes run says that it
 // was, not how its processes died. Whether the deadline comes before
 // they started or while they wait for their first second, the answer
@@ -151,7 +169,7 @@ func TestBareStarts_EachAfterItsSecond(t *testing.T) {
 func TestBareStarts_Cancelled(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 500*time.Millisecond)
 	defer cancel()
-	if _, err := bareStarts(ctx, 4, 3*time.Second); !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := bareStarts(ctx, 4, 3*time.Second, false); !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the deadline", err)
 	}
 }
