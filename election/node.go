@@ -379,10 +379,20 @@ func (n *Node) MemberHTTP(name string) (string, error) {
 		return "", fmt.Errorf("node %s: no HTTP address in gossip", name)
 	}
 	if m.State != "alive" {
-		return "", fmt.Errorf("node %s is %s in gossip", name, m.State)
+		return "", notAlive{name: name, state: m.State}
 	}
 	return m.Meta.HTTPAddr, nil
 }
+
+// ErrNotAlive is why a member is not called: gossip says it is suspect,
+// dead or has left (not that gossip has not heard of it).
+var ErrNotAlive = errors.New("not alive in gossip")
+
+// notAlive is ErrNotAlive for one member, naming its state.
+type notAlive struct{ name, state string }
+
+func (e notAlive) Error() string        { return fmt.Sprintf("node %s is %s in gossip", e.name, e.state) }
+func (e notAlive) Is(target error) bool { return target == ErrNotAlive }
 
 // NameAt returns the name of the member gossip says serves HTTP at addr
 // (host:port), or "" if none or several do.

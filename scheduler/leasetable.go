@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sort"
+	"syscall"
 	"time"
 
 	"github.com/fencecron/fencecron/election"
@@ -189,7 +190,7 @@ func (l *leader) dispatch(a worker.Assignment) {
 				return
 			}
 			l.log.Warn("dispatch failed; retrying with the same attempt", a.Attempt.LogArgs("worker", a.Attempt.Worker, "err", err)...)
-			l.undelivered(a)
+			l.undelivered(a, err)
 			if !l.leased(a.Attempt.ID) {
 				l.dispatched(a.Attempt.ID, err)
 				return // expired or finished meanwhile: a new attempt, if any, has its own dispatch
@@ -205,21 +206,26 @@ func (l *leader) dispatch(a worker.Assignment) {
 	}()
 }
 
-// undelivered holds an attempt whose dispatch failed to the short lease
-// before the start, counted from its grant, if this term granted it (or
-// the log says nobody let it start), no start was confirmed and its
-// worker has not renewed it with this term: that worker cannot start it
-// without this leader's word, so a worker that is gone (a node that died
-// as this leader was elected, before gossip said so, or the dead leader
-// holding a run it granted ahead to itself, which recovery dispatches
-// again) costs the run a short lease from the grant, not a whole one, nor
-// one from this election. A worker that did take it renews, and gets its
-// lease back (renew).
-func (l *leader) undelivered(a worker.Assignment) {
+// undelivered holds an attempt whose dispatch failed (with err) to the
+// short lease before the start, counted from its grant, if this term
+// granted it (or the log says nobody let it start), no start was
+// confirmed and its worker has not renewed it with this term: that
+// worker cannot start it without this leader's word, so a worker that is
+// gone (a node that died as this leader was elected, before gossip said
+// so, or the dead leader holding a run it granted ahead to itself, which
+// recovery dispatches again) costs the run a short lease from the grant,
+// not a whole one, nor one from this election. A worker that did take it
+// renews, and gets its lease back (renew). An earlier term's attempt
+// keeps the grace recovery gave it unless its worker is shown gone
+// (workerGone): a new leader may not have heard of every live worker yet.
+func (l *leader) undelivered(a worker.Assignment, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	le := l.leases[a.Attempt.ID]
 	if le == nil || le.started || le.confirming || !(le.inLog || fsm.GrantedSinceElection(le.token, l.electedEpoch, l.electedEpoch, l.electedIndex)) {
+		return
+	}
+	if le.inLog && !workerGone(err) {
 		return
 	}
 	if !le.onShort {
@@ -228,6 +234,13 @@ func (l *leader) undelivered(a worker.Assignment) {
 	if d := a.Attempt.GrantedAt.Add(le.short); d.Before(le.deadline) {
 		le.deadline = d
 	}
+}
+
+// workerGone reports whether a dispatch's error shows its worker gone:
+// its host refused the connection (nothing listens there) or gossip says
+// it is not alive.
+func workerGone(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, election.ErrNotAlive)
 }
 
 func (l *leader) leased(attempt string) bool {

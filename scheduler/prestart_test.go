@@ -3,10 +3,17 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"strings"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
@@ -168,11 +175,32 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 			next.s.Clock = at(c.taken)
 			next.checkLeases()
 			got, _ := next.s.FSM.Run(run.ID)
-			if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
-				t.Fatalf("at %s: run %s, attempts %+v; want the first never started and a takeover", c.taken, got.State, got.Attempts)
+			if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || !strings.Contains(got.Attempts[0].Error, "before the start") || got.State != jobs.Pending {
+				t.Fatalf("at %s: run %s, attempts %+v; want the first never started, for its short lease, and a takeover", c.taken, got.State, got.Attempts)
 			}
 		})
 	}
+	// A dispatch that failed without showing the worker gone (a new
+	// leader whose gossip has not heard of it yet) leaves the grace from
+	// the election: the worker may be alive, and about to renew.
+	t.Run("unconfirmed, its worker not known yet: the short lease from the election", func(t *testing.T) {
+		l, s := shortLeaseLeader(t)
+		d := &unknownDispatcher{}
+		l.s.Dispatcher = d
+		run := grantedAhead(t, l, s)
+		id := run.Attempts[0].ID
+		next := newTerm(t, l, 700*time.Millisecond)
+		defer l.endTerm() // ends the dispatch retries (next shares its context)
+		// The second try comes after the first's failure was handled.
+		if err := pollFor(5*time.Second, func() bool { return d.calls.Load() >= 2 }); err != nil {
+			t.Fatalf("dispatches: %d; want the recovery's dispatch tried again", d.calls.Load())
+		}
+		next.mu.Lock()
+		defer next.mu.Unlock()
+		if le := next.leases[id]; le == nil || !le.deadline.Equal(base.Add(1700*time.Millisecond)) {
+			t.Fatalf("lease %+v: want it to end a short lease after the election, at 1.7s", le)
+		}
+	})
 	t.Run("confirmed: its whole lease", func(t *testing.T) {
 		l, run := setup(t)
 		l.s.Clock = at(975 * time.Millisecond)
@@ -231,15 +259,30 @@ func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 	}
 }
 
-// refusingDispatcher is a worker that is not there: every dispatch fails.
+// refusingDispatcher is a worker that is not there: every dispatch is
+// refused by its host.
 type refusingDispatcher struct{}
 
 func (refusingDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
-	return errors.New("connect: connection refused")
+	return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
 }
 
 func (refusingDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
-	return errors.New("connect: connection refused")
+	return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
+}
+
+// unknownDispatcher is a worker this node's gossip has not heard of yet:
+// every dispatch fails, and says nothing of the worker. It counts them.
+type unknownDispatcher struct{ calls atomic.Int32 }
+
+func (d *unknownDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
+	d.calls.Add(1)
+	return errors.New("node n1: no HTTP address in gossip")
+}
+
+func (d *unknownDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
+	d.calls.Add(1)
+	return errors.New("node n1: no HTTP address in gossip")
 }
 
 // A run granted at its fire time to a worker that cannot be reached (a
@@ -270,6 +313,28 @@ func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
 		t.Fatalf("a short lease after the grant: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
 	l.endTerm() // ends the dispatch retries
+}
+
+// A dispatch's error shows its worker gone when its host refused the
+// connection (however deeply wrapped, as net/http wraps it) or gossip
+// says it is not alive; not when gossip has not heard of it, nor on a
+// timeout.
+func TestWorkerGone(t *testing.T) {
+	refused := &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{refused, true},
+		{fmt.Errorf("dispatch: %w", refused), true},
+		{fmt.Errorf("dispatch: %w", election.ErrNotAlive), true},
+		{errors.New("node n1: no HTTP address in gossip"), false},
+		{context.DeadlineExceeded, false},
+	} {
+		if got := workerGone(c.err); got != c.want {
+			t.Errorf("workerGone(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
 }
 
 // shortLeaseLeader is a test leader of one job with no retries whose

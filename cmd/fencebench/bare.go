@@ -39,8 +39,9 @@ import (
 // requests sent at one instant, and received, by processes that share the
 // CPUs. Its reference is the same three processes sending, each second at
 // the second, the same GETs to a receiver of the harness as the workers
-// send them (prepared and connected half a second ahead, sent through the
-// worker's own client), timed where they arrive.
+// send them (each built half a second ahead, and sent through the
+// worker's own client over the connections it keeps), timed where they
+// arrive.
 
 // bareResult is what the bare starts of one rate measured.
 type bareResult struct {
@@ -109,7 +110,7 @@ func bareStarts(parent context.Context, rate int, window time.Duration, httpJobs
 		args := []string{"starts", "-rate", strconv.Itoa(share),
 			"-at", strconv.FormatInt(first.UnixNano(), 10), "-seconds", strconv.Itoa(warmup + seconds)}
 		if recv != nil {
-			args = append(args, "-url", fmt.Sprintf("%s/bare%d", recv.URL(), i))
+			args = append(args, "-url", fmt.Sprintf("%s/bare%d", recv.URL(), i), "-warmup", strconv.Itoa(warmup))
 		}
 		cmd := exec.CommandContext(ctx, exe, args...)
 		cmd.Env = append(os.Environ(), childEnv+"=starts")
@@ -172,9 +173,9 @@ func bareStarts(parent context.Context, rate int, window time.Duration, httpJobs
 // a run granted ahead does), and prints each one's lateness in
 // nanoseconds, or "failed", a line each, once all are reaped. With -url
 // it sends a GET there instead, the way a worker sends an HTTP job's
-// request (prepared and connected ahead, sent at the second), and prints
-// only "failed" for each that was not answered 200: the receiver times
-// the others.
+// request (built ahead, sent at the second), and prints only "failed"
+// for each that was not answered 200 after the first -warmup seconds:
+// the receiver times the others.
 func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("starts", flag.ContinueOnError)
 	fs.SetOutput(stderr)
@@ -182,6 +183,7 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 	firstNS := fs.Int64("at", 0, "the first second, in Unix nanoseconds")
 	seconds := fs.Int("seconds", 0, "how many seconds")
 	url := fs.String("url", "", "send a GET here at each start instead of starting /bin/true")
+	warmup := fs.Int("warmup", 0, "with -url: seconds at the start whose failures are not printed (they open the connections)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -210,7 +212,7 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 		for i := range *rate {
 			if *url != "" {
 				wg.Go(func() {
-					if !sendAt(ctx, &clients, *url, fmt.Sprintf("%s-%d-%d", *url, s, i), at) {
+					if !sendAt(ctx, &clients, *url, fmt.Sprintf("%s-%d-%d", *url, s, i), at) && s >= *warmup {
 						mu.Lock()
 						failed++
 						mu.Unlock()
@@ -257,9 +259,11 @@ func runStarts(ctx context.Context, args []string, stdout, stderr io.Writer) err
 }
 
 // sendAt sends one GET to url at `at`, as a worker sends an HTTP job's
-// request: built, and its connection opened, ahead (it is called half a
-// second before), sent at the instant. It reports whether it was
-// answered 200 (or ctx ended before the instant: not a failure).
+// request: built ahead (it is called half a second before), with a spare
+// connection opened if the target has none (executor.PreparedHTTP.Warm),
+// sent at the instant over a kept connection where one is idle. It
+// reports whether it was answered 200 (or ctx ended before the instant:
+// not a failure).
 func sendAt(ctx context.Context, clients *executor.HTTPClients, url, id string, at time.Time) bool {
 	p := clients.Prepare(executor.HTTPRequest{
 		Method: http.MethodGet, URL: url, Timeout: 10 * time.Second,
