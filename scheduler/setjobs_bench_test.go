@@ -85,6 +85,28 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			}
 		}
 	})
+	// As a first apply of the set reaches every replica: a difference
+	// from the empty set, in parts of at most fsm.MaxJobsDiffBytes.
+	parts := jobsDiffParts("", specs, nil, jobs.HashSpecs(specs), "bench", t0)
+	partEntries := make([][]byte, len(parts))
+	for i := range parts {
+		if partEntries[i], err = fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[i]}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("apply parts", func(b *testing.B) {
+		for b.Loop() {
+			f := fsm.NewFSM()
+			for i, e := range partEntries {
+				if res := f.Apply(rawLog(1, uint64(i+1), e)).(fsm.ApplyResult); res.Err != nil {
+					b.Fatal(res.Err)
+				}
+			}
+			if n := len(f.JobSetBase().Jobs); n != len(specs) {
+				b.Fatalf("%d jobs after %d parts, want %d", n, len(parts), len(specs))
+			}
+		}
+	})
 	b.Run("all", func(b *testing.B) {
 		f := fsm.NewFSM()
 		i := uint64(0)

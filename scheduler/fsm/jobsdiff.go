@@ -27,21 +27,17 @@ import (
 // one is applied, so no grant ever sees half of a new set.
 //
 // A difference is decided in Apply (DecideJobsDiff), against the set it
-// was computed from: the entry names that set's hash (Base), and a set
-// replaced meanwhile (another apply, a restored snapshot) makes Apply
-// refuse it (ErrJobsDiffBase) and change nothing; the leader then
-// computes it again. A part of another difference than the stage's (a
-// leader that lost its term between parts left it unfinished) starts a
-// new stage in its place; a part the stage has already is applied again
-// as nothing (the leader computes the same parts from the same sets,
-// so an apply retried after an error sends them again). The
-// resulting set keeps the order of the one it changes, new jobs last;
-// its hash (Hash) is the leader's, as for a whole set, and
-// jobs.HashSpecs does not depend on the order.
+// was computed from (its hash, Base): a set replaced meanwhile (another
+// apply, a restored snapshot) makes Apply refuse it (ErrJobsDiffBase),
+// and the leader computes it again. A part of another difference than
+// the stage's (a leader that lost its term between parts) starts a new
+// stage; a part the stage has is applied again as nothing (an apply
+// retried after an error sends the same parts again). The set keeps the
+// order of the one it changes, new jobs last; its hash (Hash) is the
+// leader's, and jobs.HashSpecs does not depend on the order.
 
-// MaxJobsDiffBytes bounds a job set difference's entry (about: the jobs
-// of a part are counted by their JSON); a larger difference travels in
-// parts.
+// MaxJobsDiffBytes bounds a job set difference's entry (its jobs counted
+// by their JSON); a larger difference travels in parts.
 const MaxJobsDiffBytes = 1 << 20
 
 // WritesJobsDiff reports whether this binary replicates job sets by
@@ -72,7 +68,6 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 		named[name], gone[i] = true, true
 	}
 	replace := make(map[int]int, len(d.Upsert))
-	var added []jobs.Spec
 	for k, s := range d.Upsert {
 		if named[s.Name] {
 			return nil, fmt.Errorf("job set difference names %q twice: %w", s.Name, jobs.ErrInvalidConfig)
@@ -80,12 +75,11 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 		named[s.Name] = true
 		if i, ok := byName[s.Name]; ok {
 			replace[i] = k
-		} else {
-			added = append(added, s)
 		}
 	}
-	// A new slice: a snapshot being written may hold the old one.
-	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(added))
+	// A new slice (a snapshot may hold the old one): the set, then the
+	// jobs added.
+	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
 	for i, s := range cur {
 		switch k, ok := replace[i]; {
 		case gone[i]:
@@ -95,7 +89,12 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 			out = append(out, s)
 		}
 	}
-	return append(out, added...), nil
+	for _, s := range d.Upsert {
+		if _, ok := byName[s.Name]; !ok {
+			out = append(out, s)
+		}
+	}
+	return out, nil
 }
 
 // applySetJobsDiff changes the job set by difference, as DecideJobsDiff
@@ -118,13 +117,14 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 		case st.Got[d.Part]:
 			return ApplyResult{}
 		default:
-			// A new stage value: a snapshot being written may hold the
-			// old one.
+			// A new stage value (a snapshot may hold the old one), whose
+			// lists grow in place past the old one's lengths: copied per
+			// part, they cost the square of the set's size.
 			c := *st
 			c.Got = slices.Clone(st.Got)
 			st = &c
 		}
-		st.Upsert, st.Remove = append(st.Upsert[:len(st.Upsert):len(st.Upsert)], d.Upsert...), append(st.Remove[:len(st.Remove):len(st.Remove)], d.Remove...)
+		st.Upsert, st.Remove = append(st.Upsert, d.Upsert...), append(st.Remove, d.Remove...)
 		st.Got[d.Part] = true
 		if slices.Contains(st.Got, false) {
 			f.st.JobsStage = st

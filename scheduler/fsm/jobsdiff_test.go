@@ -130,6 +130,39 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 	}
 }
 
+// A part makes a new stage value and leaves the one before as it was,
+// though it appends to the same arrays: a snapshot being written may hold
+// the old value.
+func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
+	mk := func(name string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
+		s.Normalize()
+		return s
+	}
+	set := []jobs.Spec{mk("a"), mk("b"), mk("c")}
+	hash := jobs.HashSpecs(set)
+	f := NewFSM()
+	for i := range 2 {
+		c := replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Remove: []string{}, Hash: hash, Source: "test", Part: i, Parts: 3}}
+		if i == 1 {
+			// The value a snapshot of the state after part 0 holds.
+			held := f.st.JobsStage
+			upsert, got := slices.Clone(held.Upsert), slices.Clone(held.Got)
+			defer func() {
+				if !slices.EqualFunc(held.Upsert, upsert, func(a, b jobs.Spec) bool { return a.Name == b.Name }) || !slices.Equal(held.Got, got) {
+					t.Errorf("the stage after part 0 became %d jobs, parts %v; want %d, %v, as it was", len(held.Upsert), held.Got, len(upsert), got)
+				}
+				if f.st.JobsStage == held || len(f.st.JobsStage.Upsert) != 2 {
+					t.Errorf("after part 1: stage %+v; want a new value with both parts' jobs", f.st.JobsStage)
+				}
+			}()
+		}
+		if res := applyAt(t, f, 1, uint64(i+1), c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+}
+
 // The parts applied so far are in a snapshot: a server that installs it
 // between two parts finishes the difference as the others do.
 func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
