@@ -58,6 +58,7 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 				ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 				err := l.s.Dispatcher.DispatchMany(ctx, w, mine)
 				cancel()
+				l.heardFrom(w, err)
 				l.mu.Lock()
 				for _, a := range mine {
 					delete(l.inflight, a.Attempt.ID)

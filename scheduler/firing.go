@@ -204,7 +204,7 @@ type dueFire struct {
 // counts each pick, so a batch spreads as single grants would.
 func (l *leader) fireMany(fires []dueFire) {
 	s := l.s
-	members, load := s.Raft.Members(), s.FSM.OpenLoadByWorker()
+	members, load := l.members(), s.FSM.OpenLoadByWorker()
 	var (
 		singles []dueFire
 		batch   []replicated.GrantCmd

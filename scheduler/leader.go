@@ -45,6 +45,10 @@ type leader struct {
 	// unstarted are the attempts being expired as never started: their
 	// start is no longer confirmed (startconfirm.go).
 	unstarted map[string]bool
+	// goneAt is when a dispatch to a worker last showed it gone
+	// (workerGone): it is chosen for no run until goneFor has passed or
+	// it is heard from (members).
+	goneAt map[string]time.Time
 	// electedEpoch and electedIndex are this loop's election entry's: it
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
@@ -69,7 +73,7 @@ type leader struct {
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	l := &leader{
 		s: s, ctx: ctx, log: s.Logger,
-		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{},
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{}, goneAt: map[string]time.Time{},
 	}
 	l.completions = newGrouper(completionBytes, l.commitCompletions)
 	l.starts = newGrouper(startBytes, l.commitStarts)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
 	"sort"
 	"syscall"
 	"time"
@@ -48,7 +49,51 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 // hash of run and node, so load spreads without coordination. Its error
 // is errWorkersFull, or noWorker's when no alive node matches.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, error) {
-	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenLoadByWorker(), spec, runID, avoid)
+	return pickWorker(l.members(), l.s.FSM.OpenLoadByWorker(), spec, runID, avoid)
+}
+
+// goneFor is how long a worker a dispatch showed gone is chosen for no
+// run, unless it is heard from: about as long as gossip takes to call a
+// dead node suspect. A node that died as this leader was elected is
+// still alive in gossip for seconds, and every run granted to it costs a
+// short lease before another worker takes it over; one refused dispatch
+// (often recovery's, of a run the dead node held) is enough to stop
+// choosing it.
+const goneFor = 5 * time.Second
+
+// members is gossip's member list as workers are chosen from it: a
+// worker a dispatch showed gone within goneFor is "gone", not alive.
+// goneFor counts from the first choice that saw it so (heardFrom runs on
+// the dispatch's goroutine, and takes no time of its own).
+func (l *leader) members() []election.Member {
+	ms := slices.Clone(l.s.Raft.Members())
+	now := l.s.Clock.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, m := range ms {
+		at, ok := l.goneAt[m.Name]
+		if ok && at.IsZero() {
+			at, l.goneAt[m.Name] = now, now
+		}
+		if ok && m.State == "alive" && now.Sub(at) < goneFor {
+			ms[i].State = "gone"
+		}
+	}
+	return ms
+}
+
+// heardFrom records what a dispatch to worker showed (err nil: it took
+// it): one that showed it gone keeps it from being chosen (members); any
+// answer from it since clears that.
+func (l *leader) heardFrom(worker string, err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case err == nil:
+		delete(l.goneAt, worker)
+	case workerGone(err):
+		l.goneAt[worker] = time.Time{} // from the next choice (members)
+	}
 }
 
 // errWorkersFull is why no worker was picked when some match the job
@@ -182,6 +227,7 @@ func (l *leader) dispatch(a worker.Assignment) {
 			ctx, cancel := context.WithTimeout(l.ctx, 5*time.Second)
 			err := l.s.Dispatcher.Dispatch(ctx, a.Attempt.Worker, a)
 			cancel()
+			l.heardFrom(a.Attempt.Worker, err)
 			if err == nil {
 				if tries > 1 {
 					l.log.Info("dispatched after retries", a.Attempt.LogArgs("worker", a.Attempt.Worker, "tries", tries)...)

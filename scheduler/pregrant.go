@@ -20,7 +20,7 @@ import (
 // ahead.
 func (l *leader) grantAhead(es []*fireEntry) {
 	s := l.s
-	members, load := s.Raft.Members(), s.FSM.OpenLoadByWorker()
+	members, load := l.members(), s.FSM.OpenLoadByWorker()
 	var (
 		gs     []replicated.GrantCmd
 		owners []*fireEntry

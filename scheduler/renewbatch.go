@@ -37,6 +37,7 @@ func (l local) RenewMany(ctx context.Context, node string, rs []worker.Renewal) 
 // asks again: a worker starts on any Held answer to a start (an older
 // leader answers no Started), so there is no answer that says "not yet".
 func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal) ([]worker.RenewReply, error) {
+	l.heardFrom(node, nil) // it is there
 	out := make([]worker.RenewReply, len(rs))
 	var logged []int
 	for i, r := range rs {
