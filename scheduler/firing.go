@@ -204,7 +204,7 @@ type dueFire struct {
 // counts each pick, so a batch spreads as single grants would.
 func (l *leader) fireMany(fires []dueFire) {
 	s := l.s
-	members, load := l.members(), s.FSM.OpenLoadByWorker()
+	members, load, shun := s.Raft.Members(), s.FSM.OpenLoadByWorker(), l.shunned()
 	var (
 		singles []dueFire
 		batch   []replicated.GrantCmd
@@ -222,7 +222,7 @@ func (l *leader) fireMany(fires []dueFire) {
 			continue
 		}
 		key, err := d.spec.OutputKey(d.at)
-		picked, perr := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "")
+		picked, perr := pickWorker(members, load, d.spec, jobs.RunID(d.spec.Name, d.at), "", shun)
 		switch {
 		case err == nil && errors.Is(perr, errWorkersFull):
 			shed = append(shed, rangeOf(d.spec.Name, []time.Time{d.at}, perr.Error()))

@@ -46,9 +46,10 @@ type leader struct {
 	// start is no longer confirmed (startconfirm.go).
 	unstarted map[string]bool
 	// goneAt is when a dispatch to a worker last showed it gone
-	// (workerGone): it is chosen for no run until goneFor has passed or
-	// it is heard from (members).
-	goneAt map[string]time.Time
+	// (workerGone), by goneClock (the real one; a test's own): it is
+	// chosen last until goneFor has passed or it is heard from (shunned).
+	goneAt    map[string]time.Time
+	goneClock jobs.Clock
 	// electedEpoch and electedIndex are this loop's election entry's: it
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
@@ -73,7 +74,7 @@ type leader struct {
 func newLeader(s *Scheduler, ctx context.Context) *leader {
 	l := &leader{
 		s: s, ctx: ctx, log: s.Logger,
-		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{}, goneAt: map[string]time.Time{},
+		leases: map[string]*lease{}, retryAt: map[string]time.Time{}, inflight: map[string]bool{}, dispatching: map[string]*runtrace.Span{}, unstarted: map[string]bool{}, goneAt: map[string]time.Time{}, goneClock: jobs.SystemClock{},
 	}
 	l.completions = newGrouper(completionBytes, l.commitCompletions)
 	l.starts = newGrouper(startBytes, l.commitStarts)

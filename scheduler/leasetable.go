@@ -49,50 +49,51 @@ func newLease(run jobs.Run, att jobs.Attempt, ttl time.Duration, now time.Time) 
 // hash of run and node, so load spreads without coordination. Its error
 // is errWorkersFull, or noWorker's when no alive node matches.
 func (l *leader) chooseWorker(spec jobs.Spec, runID, avoid string) (string, error) {
-	return pickWorker(l.members(), l.s.FSM.OpenLoadByWorker(), spec, runID, avoid)
+	return pickWorker(l.s.Raft.Members(), l.s.FSM.OpenLoadByWorker(), spec, runID, avoid, l.shunned())
 }
 
-// goneFor is how long a worker a dispatch showed gone is chosen for no
-// run, unless it is heard from: about as long as gossip takes to call a
-// dead node suspect. A node that died as this leader was elected is
-// still alive in gossip for seconds, and every run granted to it costs a
-// short lease before another worker takes it over; one refused dispatch
-// (often recovery's, of a run the dead node held) is enough to stop
-// choosing it.
+// goneFor is how long a worker a dispatch showed gone is chosen last,
+// unless it is heard from: about as long as gossip takes to call a dead
+// node suspect. A node that died as this leader was elected is alive in
+// gossip for seconds, and each run granted to it costs a short lease
+// before another worker takes it over; one refused dispatch (often
+// recovery's, of a run the dead node held) is enough to stop choosing it
+// while another worker will do.
 const goneFor = 5 * time.Second
 
-// members is gossip's member list as workers are chosen from it: a
-// worker a dispatch showed gone within goneFor is "gone", not alive.
-// goneFor counts from the first choice that saw it so (heardFrom runs on
-// the dispatch's goroutine, and takes no time of its own).
-func (l *leader) members() []election.Member {
-	ms := slices.Clone(l.s.Raft.Members())
-	now := l.s.Clock.Now()
+// shunned returns the workers a dispatch showed gone within goneFor
+// (pickWorker chooses them only if no other worker will do), and forgets
+// older ones.
+func (l *leader) shunned() map[string]bool {
+	now := l.goneClock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, m := range ms {
-		at, ok := l.goneAt[m.Name]
-		if ok && at.IsZero() {
-			at, l.goneAt[m.Name] = now, now
+	var out map[string]bool
+	for name, at := range l.goneAt {
+		if now.Sub(at) >= goneFor {
+			delete(l.goneAt, name)
+			continue
 		}
-		if ok && m.State == "alive" && now.Sub(at) < goneFor {
-			ms[i].State = "gone"
+		if out == nil {
+			out = map[string]bool{}
 		}
+		out[name] = true
 	}
-	return ms
+	return out
 }
 
 // heardFrom records what a dispatch to worker showed (err nil: it took
-// it): one that showed it gone keeps it from being chosen (members); any
-// answer from it since clears that.
+// it, or it renewed): one that showed it gone is shunned (shunned); a
+// dispatch it took, or a renewal from it, clears that.
 func (l *leader) heardFrom(worker string, err error) {
+	now := l.goneClock.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case err == nil:
 		delete(l.goneAt, worker)
 	case workerGone(err):
-		l.goneAt[worker] = time.Time{} // from the next choice (members)
+		l.goneAt[worker] = now
 	}
 }
 
@@ -107,7 +108,7 @@ func noWorker(spec jobs.Spec) error {
 
 // pickWorker is chooseWorker's choice among members, given each node's
 // open attempts.
-func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string) (string, error) {
+func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, runID, avoid string, shun map[string]bool) (string, error) {
 	type cand struct {
 		name string
 		load int
@@ -136,6 +137,9 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		h := fnv.New64a()
 		h.Write([]byte(spec.Name + "\x00" + runID + "\x00" + m.Name))
 		cands = append(cands, cand{m.Name, load[m.Name], h.Sum64()})
+	}
+	if kept := slices.DeleteFunc(slices.Clone(cands), func(c cand) bool { return shun[c.name] }); len(kept) > 0 {
+		cands = kept
 	}
 	if len(cands) > 1 && avoid != "" {
 		kept := cands[:0]

@@ -37,7 +37,7 @@ func TestPickWorker_Limit(t *testing.T) {
 		{map[string]int{"w1": 2*p - 1, "w2": 3 * p}, any, "", errWorkersFull},
 		{map[string]int{"w1": 2 * p, "w2": 3 * p}, web, "", errWorkersFull},
 	} {
-		got, err := pickWorker(members, tc.load, tc.spec, "j@1", "")
+		got, err := pickWorker(members, tc.load, tc.spec, "j@1", "", nil)
 		switch {
 		case tc.want == "" && tc.err == nil && (err == nil || errors.Is(err, errWorkersFull) || !strings.Contains(err.Error(), "no alive worker matches")):
 			t.Errorf("load %v target %v: %q, %v; want no worker matches", tc.load, tc.spec.Target, got, err)

@@ -20,7 +20,7 @@ import (
 // ahead.
 func (l *leader) grantAhead(es []*fireEntry) {
 	s := l.s
-	members, load := l.members(), s.FSM.OpenLoadByWorker()
+	members, load, shun := s.Raft.Members(), s.FSM.OpenLoadByWorker(), l.shunned()
 	var (
 		gs     []replicated.GrantCmd
 		owners []*fireEntry
@@ -33,7 +33,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 			continue
 		}
 		key, err := spec.OutputKey(e.next)
-		picked, perr := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "")
+		picked, perr := pickWorker(members, load, spec, jobs.RunID(spec.Name, e.next), "", shun)
 		if err != nil || perr != nil {
 			continue // granted at its fire time, or skipped then
 		}

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -140,15 +141,15 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 		}
 	})
 	// Its worker cannot be reached (the dead leader held the run itself):
-	// the dispatch recovery sends again is refused, and the attempt
-	// expires, for a takeover, a short lease after its grant, at once if
-	// that has passed by the election.
+	// the dispatch recovery sends again is refused, and the run is taken
+	// over a short lease after its grant, at once if that has passed by
+	// the election.
 	for _, c := range []struct {
 		name                 string
 		elected, kept, taken time.Duration
 	}{
-		{"unconfirmed and refused: expired a short lease after its grant", 700 * time.Millisecond, 1500 * time.Millisecond, 1501 * time.Millisecond},
-		{"unconfirmed and refused, elected after a short lease: expired at once", 2500 * time.Millisecond, 0, 2500 * time.Millisecond},
+		{"unconfirmed and refused: taken over a short lease after its grant", 700 * time.Millisecond, 1500 * time.Millisecond, 1501 * time.Millisecond},
+		{"unconfirmed and refused, elected after a short lease: taken over at once", 2500 * time.Millisecond, 0, 2500 * time.Millisecond},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, s := shortLeaseLeader(t)
@@ -174,11 +175,11 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 			}
 			next.s.Clock = at(c.taken)
 			next.checkLeases()
-			// Expired without a retry; its takeover waits for a worker
-			// (the only one, shown gone, is chosen for none).
+			// Expired without a retry, and taken over (by the only
+			// worker there is, though a dispatch showed it gone).
 			got, _ := next.s.FSM.Run(run.ID)
-			if len(got.Attempts) != 1 || !got.Attempts[0].NeverStarted || !strings.Contains(got.Attempts[0].Error, "before the start") || got.State != jobs.Pending {
-				t.Fatalf("at %s: run %s, attempts %+v; want the first never started, for its short lease, the run pending", c.taken, got.State, got.Attempts)
+			if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || !strings.Contains(got.Attempts[0].Error, "before the start") || got.State != jobs.Pending {
+				t.Fatalf("at %s: run %s, attempts %+v; want the first never started, for its short lease, and a takeover", c.taken, got.State, got.Attempts)
 			}
 		})
 	}
@@ -310,47 +311,75 @@ func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
 	}
 	l.s.Clock = fixedClock{base.Add(time.Second + time.Millisecond)}
 	l.checkLeases()
-	// Expired without a retry; its takeover waits for a worker (the only
-	// one, shown gone, is chosen for none: TestLeader_AWorkerShownGoneIsNotChosen).
 	got, _ := l.s.FSM.Run(run.ID)
-	if len(got.Attempts) != 1 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
-		t.Fatalf("a short lease after the grant: run %s, attempts %+v; want the first never started, the run pending", got.State, got.Attempts)
+	if len(got.Attempts) != 2 || !got.Attempts[0].NeverStarted || got.State != jobs.Pending {
+		t.Fatalf("a short lease after the grant: run %s, attempts %+v; want the first never started and a takeover", got.State, got.Attempts)
 	}
 	l.endTerm() // ends the dispatch retries
 }
 
 // A worker a dispatch showed gone (its host refused the connection) is
-// chosen for no run for goneFor, or until it is heard from: a node that
-// died as the leader was elected is alive in gossip for seconds, and each
-// run granted to it would wait a short lease for its takeover. A failure
-// that shows nothing of the worker changes nothing.
-func TestLeader_AWorkerShownGoneIsNotChosen(t *testing.T) {
+// chosen last for goneFor, or until it is heard from: a node that died as
+// the leader was elected is alive in gossip for seconds, and each run
+// granted to it would wait a short lease for its takeover. A failure that
+// shows nothing of the worker changes nothing.
+func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	l, s := shortLeaseLeader(t)
+	clk := &stepClock{t: base}
+	l.goneClock = clk
 	l.s.Dispatcher = refusingDispatcher{}
 	if _, err := l.fire(s, base, "schedule", false); err != nil {
 		t.Fatal(err)
 	}
-	if err := pollFor(5*time.Second, func() bool { return l.members()[0].State == "gone" }); err != nil {
-		t.Fatalf("members after a refused dispatch to n1: %+v; want n1 gone", l.members())
+	if err := pollFor(5*time.Second, func() bool { return l.shunned()["n1"] }); err != nil {
+		t.Fatalf("shunned after a refused dispatch to n1: %v; want n1", l.shunned())
 	}
 	l.endTerm() // ends the dispatch retries, which would mark it again
 	l.wg.Wait()
-	if w, err := l.chooseWorker(s, "r1", ""); err == nil {
-		t.Errorf("chose %s; want no worker while n1 is shown gone", w)
+	members := []election.Member{
+		{Name: "n1", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:1"}},
+		{Name: "n2", State: "alive", Meta: election.Meta{HTTPAddr: "127.0.0.1:2"}},
 	}
-	l.s.Clock = fixedClock{base.Add(goneFor)}
+	for i := range 20 { // whichever the tie-break would choose
+		if w, err := pickWorker(members, nil, s, fmt.Sprintf("r%d", i), "", l.shunned()); err != nil || w != "n2" {
+			t.Fatalf("run r%d: %q, %v; want n2, the worker not shown gone", i, w, err)
+		}
+	}
+	// The only worker there is: chosen all the same.
 	if w, err := l.chooseWorker(s, "r1", ""); err != nil || w != "n1" {
-		t.Errorf("after goneFor: %q, %v; want n1 chosen again", w, err)
+		t.Errorf("the only worker, shown gone: %q, %v; want it chosen", w, err)
+	}
+	clk.set(base.Add(goneFor))
+	if got := l.shunned(); got["n1"] {
+		t.Errorf("after goneFor: shunned %v; want none", got)
 	}
 	l.heardFrom("n1", fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
 	l.heardFrom("n1", nil)
-	if st := l.members()[0].State; st != "alive" {
-		t.Errorf("n1 heard from after a refusal: %s; want alive", st)
+	if got := l.shunned(); got["n1"] {
+		t.Errorf("heard from after a refusal: shunned %v; want none", got)
 	}
 	l.heardFrom("n1", errors.New("node n1: no HTTP address in gossip"))
-	if st := l.members()[0].State; st != "alive" {
-		t.Errorf("n1 after a failure that shows nothing of it: %s; want alive", st)
+	if got := l.shunned(); got["n1"] {
+		t.Errorf("after a failure that shows nothing of it: shunned %v; want none", got)
 	}
+}
+
+// stepClock is a clock a test sets while the code under test reads it.
+type stepClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+func (c *stepClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
+func (c *stepClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }
 
 // A dispatch's error shows its worker gone when its host refused the
