@@ -138,8 +138,10 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		h.Write([]byte(spec.Name + "\x00" + runID + "\x00" + m.Name))
 		cands = append(cands, cand{m.Name, load[m.Name], h.Sum64()})
 	}
-	if kept := slices.DeleteFunc(slices.Clone(cands), func(c cand) bool { return shun[c.name] }); len(kept) > 0 {
-		cands = kept
+	if len(shun) > 0 {
+		if kept := slices.DeleteFunc(slices.Clone(cands), func(c cand) bool { return shun[c.name] }); len(kept) > 0 {
+			cands = kept
+		}
 	}
 	if len(cands) > 1 && avoid != "" {
 		kept := cands[:0]
