@@ -8,7 +8,6 @@ import (
 	"net/url"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/clocktest"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -325,7 +325,7 @@ func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
 // shows nothing of the worker changes nothing.
 func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	l, s := shortLeaseLeader(t)
-	clk := &stepClock{t: base}
+	clk := clocktest.New(base)
 	l.goneClock = clk
 	l.s.Dispatcher = refusingDispatcher{}
 	if _, err := l.fire(s, base, "schedule", false); err != nil {
@@ -349,7 +349,7 @@ func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	if w, err := l.chooseWorker(s, "r1", ""); err != nil || w != "n1" {
 		t.Errorf("the only worker, shown gone: %q, %v; want it chosen", w, err)
 	}
-	clk.set(base.Add(goneFor))
+	clk.Advance(goneFor)
 	if got := l.shunned(); got["n1"] {
 		t.Errorf("after goneFor: shunned %v; want none", got)
 	}
@@ -362,24 +362,6 @@ func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	if got := l.shunned(); got["n1"] {
 		t.Errorf("after a failure that shows nothing of it: shunned %v; want none", got)
 	}
-}
-
-// stepClock is a clock a test sets while the code under test reads it.
-type stepClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *stepClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-func (c *stepClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
-func (c *stepClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
 }
 
 // A dispatch's error shows its worker gone when its host refused the

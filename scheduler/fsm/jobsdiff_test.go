@@ -55,14 +55,9 @@ func TestDecideJobsDiff(t *testing.T) {
 // gone) it changes nothing.
 func TestFSM_SetJobsDiff(t *testing.T) {
 	f := NewFSM()
-	mk := func(name, shell string) jobs.Spec {
-		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
-		s.Normalize()
-		return s
-	}
-	first := []jobs.Spec{mk("a", "true"), mk("b", "true"), mk("c", "true")}
+	first := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
 	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
-	next := []jobs.Spec{mk("c", "true"), mk("b", "false"), mk("d", "true")}
+	next := []jobs.Spec{everyMinute("c", "true"), everyMinute("b", "false"), everyMinute("d", "true")}
 	b := f.JobSetBase()
 	base := b.Hash
 	upsert, remove := b.Diff(next)
@@ -92,12 +87,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 // unfinished.
 func TestFSM_SetJobsDiffInParts(t *testing.T) {
 	f := NewFSM()
-	mk := func(name string) jobs.Spec {
-		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
-		s.Normalize()
-		return s
-	}
-	set := []jobs.Spec{mk("a"), mk("b"), mk("c")}
+	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
 	hash := jobs.HashSpecs(set)
 	part := func(hash string, i int, specs ...jobs.Spec) replicated.Command {
 		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Base: "", Upsert: specs, Hash: hash, Source: "test", Part: i, Parts: 3}}
@@ -111,7 +101,7 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 		}
 	}
 	// A stage of another difference, left unfinished.
-	apply(part("other", 0, mk("x")))
+	apply(part("other", 0, everyMinute("x", "true")))
 	apply(part(hash, 2, set[2]))
 	apply(part(hash, 0, set[0]))
 	apply(part(hash, 2, set[2]))
@@ -134,12 +124,7 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 // though it appends to the same arrays: a snapshot being written may hold
 // the old value.
 func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
-	mk := func(name string) jobs.Spec {
-		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
-		s.Normalize()
-		return s
-	}
-	set := []jobs.Spec{mk("a"), mk("b"), mk("c")}
+	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
 	hash := jobs.HashSpecs(set)
 	f := NewFSM()
 	for i := range 2 {
@@ -166,12 +151,7 @@ func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
 // The parts applied so far are in a snapshot: a server that installs it
 // between two parts finishes the difference as the others do.
 func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
-	mk := func(name string) jobs.Spec {
-		s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: "true"}
-		s.Normalize()
-		return s
-	}
-	set := []jobs.Spec{mk("a"), mk("b")}
+	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true")}
 	hash := jobs.HashSpecs(set)
 	part := func(i int) replicated.Command {
 		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 2}}
@@ -192,4 +172,11 @@ func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
 	if info := f.JobSetInfo(); info.Count != 2 || info.Hash != hash {
 		t.Errorf("the restored server after the last part: %d jobs of hash %s; want 2 of %s", info.Count, info.Hash, hash)
 	}
+}
+
+// everyMinute is a normalized job that runs shell every minute.
+func everyMinute(name, shell string) jobs.Spec {
+	s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
+	s.Normalize()
+	return s
 }
