@@ -107,12 +107,10 @@ func (g *grouper[T]) run(term context.Context) {
 }
 
 // groupErrs is the result of proposing a group as one entry: each item's
-// own error, or err (the entry's) for every item.
+// own error, or the entry's (groupErr) for every item.
 func groupErrs(n int, res fsm.ApplyResult, err error) []error {
 	errs := make([]error, n)
-	if err == nil && len(res.Batch) != n {
-		err = fmt.Errorf("group of %d answered with %d results", n, len(res.Batch))
-	}
+	err = groupErr(n, res, err)
 	for i := range errs {
 		if err != nil {
 			errs[i] = err
@@ -121,4 +119,13 @@ func groupErrs(n int, res fsm.ApplyResult, err error) []error {
 		}
 	}
 	return errs
+}
+
+// groupErr is the error of a group of n items proposed as one entry as a
+// whole: err, the proposal's, or that Apply did not answer each item.
+func groupErr(n int, res fsm.ApplyResult, err error) error {
+	if err == nil && len(res.Batch) != n {
+		err = fmt.Errorf("group of %d answered with %d results", n, len(res.Batch))
+	}
+	return err
 }

@@ -58,10 +58,7 @@ func (l *leader) renewAll(ctx context.Context, node string, rs []worker.Renewal)
 		ids[j] = rs[i].Attempt
 	}
 	res, err := l.proposeWith(ctx, replicated.Command{Op: replicated.OpConfirmStarts, ConfirmStarts: &replicated.ConfirmStartsCmd{Attempts: ids, At: l.s.now()}})
-	if err == nil && len(res.Batch) != len(ids) {
-		err = fmt.Errorf("%d starts confirmed with %d results", len(ids), len(res.Batch))
-	}
-	if err != nil {
+	if err := groupErr(len(ids), res, err); err != nil {
 		return nil, fmt.Errorf("confirm the start of %s: %w", ids[0], err)
 	}
 	now := l.s.Clock.Now()
