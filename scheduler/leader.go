@@ -352,7 +352,7 @@ func (l *leader) recover() {
 			l.expireAttempt(run, *a, jobs.Lost, fmt.Sprintf("worker %s is gone (found by the new leader)", a.Worker), expiry{takeover: true, neverStarted: unconfirmed})
 			continue
 		}
-		le := l.recoveredLease(run, *a, now)
+		le := recoveredLease(run, *a, spec, now)
 		l.mu.Lock()
 		if l.leases[a.ID] == nil { // a renewal that came first made it from a newer read
 			l.leases[a.ID] = le

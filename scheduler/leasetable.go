@@ -138,20 +138,9 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		h.Write([]byte(spec.Name + "\x00" + runID + "\x00" + m.Name))
 		cands = append(cands, cand{m.Name, load[m.Name], h.Sum64()})
 	}
-	if len(shun) > 0 {
-		if kept := slices.DeleteFunc(slices.Clone(cands), func(c cand) bool { return shun[c.name] }); len(kept) > 0 {
-			cands = kept
-		}
-	}
-	if len(cands) > 1 && avoid != "" {
-		kept := cands[:0]
-		for _, c := range cands {
-			if c.name != avoid {
-				kept = append(kept, c)
-			}
-		}
-		cands = kept
-	}
+	// Chosen only if no other will do: a worker shown gone, then avoid.
+	cands = lastResort(cands, func(c cand) bool { return shun[c.name] })
+	cands = lastResort(cands, func(c cand) bool { return c.name == avoid })
 	switch {
 	case len(cands) == 0 && full:
 		return "", errWorkersFull
@@ -165,6 +154,18 @@ func pickWorker(members []election.Member, load map[string]int, spec jobs.Spec, 
 		return cands[i].tie < cands[j].tie
 	})
 	return cands[0].name, nil
+}
+
+// lastResort drops the candidates last says to keep for last, unless
+// that leaves none; it copies cs only to drop some.
+func lastResort[T any](cs []T, last func(T) bool) []T {
+	if !slices.ContainsFunc(cs, last) {
+		return cs
+	}
+	if kept := slices.DeleteFunc(slices.Clone(cs), last); len(kept) > 0 {
+		return kept
+	}
+	return cs
 }
 
 // track starts the lease of a new attempt and dispatches it.
@@ -341,7 +342,8 @@ func (l *leader) renew(r worker.Renewal, node string) (reply worker.RenewReply, 
 		// Granted before this term (recovery gives it a lease, and may
 		// not have yet) or expired here a moment ago but not yet
 		// applied: recreate it.
-		le = l.recoveredLease(run, att, now)
+		spec, _ := l.s.FSM.Spec(run.Job)
+		le = recoveredLease(run, att, spec, now)
 		l.leases[attemptID] = le
 	}
 	le.confirming = le.confirming || r.Confirming
@@ -373,12 +375,12 @@ func (l *leader) current(attemptID string) (jobs.Run, jobs.Attempt, bool) {
 	return run, a, !a.State.Terminal()
 }
 
-// recoveredLease is the lease this term gives an attempt it did not
-// grant: the whole lease_ttl from now, or, for one granted ahead whose
-// start the log shows nobody confirmed, the short lease before the start
-// (scheduler/fsm/prestart.go): its worker has not begun it.
-func (l *leader) recoveredLease(run jobs.Run, a jobs.Attempt, now time.Time) *lease {
-	spec, _ := l.s.FSM.Spec(run.Job) // a job gone from the set: the default lease
+// recoveredLease is the lease this term gives an attempt of spec's job it
+// did not grant: the whole lease_ttl from now, or, for one granted ahead
+// whose start the log shows nobody confirmed, the short lease before the
+// start (scheduler/fsm/prestart.go): its worker has not begun it. A job
+// gone from the set (a zero spec) has the default lease.
+func recoveredLease(run jobs.Run, a jobs.Attempt, spec jobs.Spec, now time.Time) *lease {
 	le := newLease(run, a, spec.Lease(), now)
 	if a.State == jobs.Pending && a.StartInLog && !a.StartConfirmed {
 		le.short, le.onShort, le.inLog = spec.PreStartLease(), true, true
