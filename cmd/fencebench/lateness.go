@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -112,7 +113,7 @@ func runLateness(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		if labelled {
 			fmt.Fprint(tw, r.variant.cells())
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t", r.rate, mib(r.rssFirst), mib(r.rssMax), mib(r.rssLast),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%d\t", r.rate, mib(r.rssEvery[0]), mib(slices.Max(r.rssEvery)), mib(r.rssLast()),
 			r.perRun(r.nodesCPU), r.perRun(r.jobsCPU), r.elections)
 		if k.http {
 			fmt.Fprintf(tw, "%s\t", r.perDelivered(r.conns))
@@ -307,10 +308,8 @@ type rateResult struct {
 	// entries is how far the leader's Raft log grew over the window,
 	// elections how many leaders were elected in it.
 	entries, elections uint64
-	// The nodes' own resident memory (RssAnon), summed over them, at the window's
-	// start, at its end and the most seen in between (read every 10 s).
-	rssFirst, rssLast, rssMax int64
-	// rssEvery is every reading, 10 s apart from the window's start.
+	// rssEvery is the nodes' own resident memory (RssAnon), summed over
+	// them, read every 10 s from the window's start and at its end.
 	rssEvery []int64
 	// The CPU time the nodes used over the window, and their jobs'.
 	nodesCPU, jobsCPU time.Duration
@@ -560,7 +559,7 @@ func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, 
 	if err != nil {
 		return err
 	}
-	r.rssMax, r.rssEvery = use0.rss, []int64{use0.rss}
+	r.rssEvery = []int64{use0.rss}
 	use := use0
 	for range int(window/(10*time.Second)) + 1 {
 		if !time.Now().Before(end) {
@@ -572,10 +571,8 @@ func (r *rateResult) watchWindow(ctx context.Context, cl *localcluster.Cluster, 
 		if use, err = clusterUsage(cl); err != nil {
 			return err
 		}
-		r.rssMax = max(r.rssMax, use.rss)
 		r.rssEvery = append(r.rssEvery, use.rss)
 	}
-	r.rssFirst, r.rssLast = use0.rss, use.rss
 	r.nodesCPU, r.jobsCPU = use.own-use0.own, use.children-use0.children
 	log1, err := readLog(watch.URL())
 	if err != nil {
@@ -597,8 +594,11 @@ func (r rateResult) printRSS(w io.Writer) {
 	for _, v := range r.rssEvery {
 		fmt.Fprintf(&b, " %d", v>>20)
 	}
-	fmt.Fprintf(w, "%d fires/s (%s): RssAnon every 10 s, MiB:%s; end / at 30 s: %.2f\n", r.rate, r.variant.label(), b.String(), float64(r.rssLast)/float64(r.rssEvery[3]))
+	fmt.Fprintf(w, "%d fires/s (%s): RssAnon every 10 s, MiB:%s; end / at 30 s: %.2f\n", r.rate, r.variant.label(), b.String(), float64(r.rssLast())/float64(r.rssEvery[3]))
 }
+
+// rssLast is the nodes' memory at the window's end.
+func (r rateResult) rssLast() int64 { return r.rssEvery[len(r.rssEvery)-1] }
 
 // addRun counts one run due in the window; only a run that ended has
 // every stage of its trace to give.
