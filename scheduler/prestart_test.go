@@ -153,7 +153,7 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			l, s := shortLeaseLeader(t)
-			l.s.Dispatcher = refusingDispatcher{}
+			l.s.Dispatcher = &failingDispatcher{err: refused}
 			run := grantedAhead(t, l, s)
 			id := run.Attempts[0].ID
 			next := newTerm(t, l, c.elected)
@@ -188,7 +188,7 @@ func TestLeader_LaterTermTakesOverAnUnconfirmedStart(t *testing.T) {
 	// the election: the worker may be alive, and about to renew.
 	t.Run("unconfirmed, its worker not known yet: the short lease from the election", func(t *testing.T) {
 		l, s := shortLeaseLeader(t)
-		d := &unknownDispatcher{}
+		d := &failingDispatcher{err: unheardOf}
 		l.s.Dispatcher = d
 		run := grantedAhead(t, l, s)
 		id := run.Attempts[0].ID
@@ -262,31 +262,30 @@ func TestLeader_StartConfirmedInLogBeforeTheAnswer(t *testing.T) {
 	}
 }
 
-// refusingDispatcher is a worker that is not there: every dispatch is
-// refused by its host.
-type refusingDispatcher struct{}
-
-func (refusingDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
-	return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
+// failingDispatcher is a worker no dispatch reaches: each fails with
+// err. It counts them.
+type failingDispatcher struct {
+	err   error
+	calls atomic.Int32
 }
 
-func (refusingDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
-	return fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
-}
-
-// unknownDispatcher is a worker this node's gossip has not heard of yet:
-// every dispatch fails, and says nothing of the worker. It counts them.
-type unknownDispatcher struct{ calls atomic.Int32 }
-
-func (d *unknownDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
+func (d *failingDispatcher) Dispatch(context.Context, string, worker.Assignment) error {
 	d.calls.Add(1)
-	return errors.New("node n1: no HTTP address in gossip")
+	return d.err
 }
 
-func (d *unknownDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
+func (d *failingDispatcher) DispatchMany(context.Context, string, []worker.Assignment) error {
 	d.calls.Add(1)
-	return errors.New("node n1: no HTTP address in gossip")
+	return d.err
 }
+
+// refused is a worker that is not there: its host refuses the connection.
+// unheardOf is one this node's gossip has not heard of yet: the error says
+// nothing of the worker.
+var (
+	refused   = fmt.Errorf("dial tcp 127.0.0.1:1: connect: %w", syscall.ECONNREFUSED)
+	unheardOf = errors.New("node n1: no HTTP address in gossip")
+)
 
 // A run granted at its fire time to a worker that cannot be reached (a
 // node that died as this leader was elected, before gossip said so)
@@ -295,7 +294,7 @@ func (d *unknownDispatcher) DispatchMany(context.Context, string, []worker.Assig
 // taken over, without a retry, a short lease after the grant.
 func TestLeader_UndeliveredAttemptHoldsTheShortLease(t *testing.T) {
 	l, s := shortLeaseLeader(t)
-	l.s.Dispatcher = refusingDispatcher{}
+	l.s.Dispatcher = &failingDispatcher{err: refused}
 	run, err := l.fire(s, base, "schedule", false) // at its fire time
 	if err != nil {
 		t.Fatal(err)
@@ -327,7 +326,7 @@ func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	l, s := shortLeaseLeader(t)
 	clk := clocktest.New(base)
 	l.goneClock = clk
-	l.s.Dispatcher = refusingDispatcher{}
+	l.s.Dispatcher = &failingDispatcher{err: refused}
 	if _, err := l.fire(s, base, "schedule", false); err != nil {
 		t.Fatal(err)
 	}
@@ -353,12 +352,12 @@ func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 	if got := l.shunned(); got["n1"] {
 		t.Errorf("after goneFor: shunned %v; want none", got)
 	}
-	l.heardFrom("n1", fmt.Errorf("dial: %w", syscall.ECONNREFUSED))
+	l.heardFrom("n1", refused)
 	l.heardFrom("n1", nil)
 	if got := l.shunned(); got["n1"] {
 		t.Errorf("heard from after a refusal: shunned %v; want none", got)
 	}
-	l.heardFrom("n1", errors.New("node n1: no HTTP address in gossip"))
+	l.heardFrom("n1", unheardOf)
 	if got := l.shunned(); got["n1"] {
 		t.Errorf("after a failure that shows nothing of it: shunned %v; want none", got)
 	}
@@ -369,15 +368,15 @@ func TestLeader_AWorkerShownGoneIsChosenLast(t *testing.T) {
 // says it is not alive; not when gossip has not heard of it, nor on a
 // timeout.
 func TestWorkerGone(t *testing.T) {
-	refused := &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
+	viaHTTP := &url.Error{Op: "Post", URL: "https://127.0.0.1:1/x", Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}}
 	for _, c := range []struct {
 		err  error
 		want bool
 	}{
-		{refused, true},
-		{fmt.Errorf("dispatch: %w", refused), true},
+		{viaHTTP, true},
+		{fmt.Errorf("dispatch: %w", viaHTTP), true},
 		{fmt.Errorf("dispatch: %w", election.ErrNotAlive), true},
-		{errors.New("node n1: no HTTP address in gossip"), false},
+		{unheardOf, false},
 		{context.DeadlineExceeded, false},
 	} {
 		if got := workerGone(c.err); got != c.want {
