@@ -6,16 +6,20 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
 	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.etcd.io/bbolt"
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
@@ -48,7 +52,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(bins) > 1 {
 		fmt.Fprint(tw, "binary\t")
 	}
-	fmt.Fprintln(tw, "jobs\tdev: apply\tCPU apply (CLI)\tCPU dev\tRSS dev\tcluster: apply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
+	fmt.Fprintln(tw, "jobs\tdev: apply\tCPU apply (CLI)\tCPU dev\tRSS dev\tone change\tits CPU (CLI / dev)\tits log entries\tdata grew\tcluster: apply\ton every server\tCPU apply (CLI)\tCPU leader\tRSS leader\tRSS followers (max)\tsnapshot\tsnapshot time\trestore time\tper fire\t/jobs page\t/jobs time\tsearch time\t")
 	for _, field := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(field))
 		if err != nil || n < 1 || n > jobs.MaxJobs {
@@ -69,7 +73,8 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
+	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle;"+
+		" then one change: the same file with one job's schedule changed, applied again, what the command waited and both CPUs, the job-set entries it appended to the Raft log and their bytes, and how much the node's data directory grew. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
 		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
 		" from the apply's start to every server having the set (on an idle machine the wall time is close to their sum);"+
 		" RSS: VmRSS after -settle;"+
@@ -81,7 +86,9 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // print writes r as a row of the table; without the cluster, its
 // columns are "-".
 func (r scaleResult) print(tw io.Writer, n int, cluster bool) {
-	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss))
+	one := r.dev.one
+	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s / %s\t%d, %d B\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss),
+		secs(one.apply), secs(one.cliCPU), secs(one.nodeCPU), one.entries, one.entryBytes, kib(int(one.dataGrowth)))
 	if !cluster {
 		fmt.Fprintln(tw, strings.Repeat("-\t", 13))
 		return
@@ -114,14 +121,26 @@ func scaleJobs(n int) []byte {
 	return b.Bytes()
 }
 
-// devResult is the apply to a single `fencecron dev` node.
+// devResult is the apply to a single `fencecron dev` node, and then the
+// apply of the same file with one job changed.
 type devResult struct {
 	apply, cliCPU, nodeCPU time.Duration
 	rss                    int64
+	one                    oneChange
+}
+
+// oneChange is what changing one job of a set costs: the wait and the
+// CPU, the job-set entries it appended to the Raft log, and how much the
+// node's data directory grew.
+type oneChange struct {
+	apply, cliCPU, nodeCPU time.Duration
+	entries, entryBytes    int
+	dataGrowth             int64
 }
 
 // startDev starts a `fencecron dev` node with its data and log in dir, on
-// free loopback ports, with args added; stop kills it and waits.
+// free loopback ports, with args added; stop kills it and waits, once
+// however often it is called.
 func startDev(bin, dir string, args ...string) (dev *exec.Cmd, addr string, stop func(), err error) {
 	ports, err := localcluster.FreePorts(3)
 	if err != nil {
@@ -139,11 +158,11 @@ func startDev(bin, dir string, args ...string) (dev *exec.Cmd, addr string, stop
 		logf.Close()
 		return nil, "", nil, err
 	}
-	return dev, addr, func() {
+	return dev, addr, sync.OnceFunc(func() {
 		dev.Process.Kill()
 		dev.Wait()
 		logf.Close()
-	}, nil
+	}), nil
 }
 
 // measureDev applies file to a fresh `fencecron dev` node.
@@ -183,8 +202,111 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 		return r, ctx.Err()
 	case <-time.After(settle):
 	}
-	r.rss, err = vmRSS(dev.Process.Pid)
+	if r.rss, err = vmRSS(dev.Process.Pid); err != nil {
+		return r, err
+	}
+	r.one, err = measureOneChange(ctx, bin, addr, dev.Process.Pid, filepath.Join(dir, "dev"), file, stop, stderr)
 	return r, err
+}
+
+// measureOneChange applies file again with its first job's schedule
+// changed, to the dev node at addr that holds file's set, then stops the
+// node (stop) and reads the job-set entries the apply appended from its
+// Raft log in data.
+func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file string, stop func(), stderr io.Writer) (oneChange, error) {
+	var r oneChange
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return r, err
+	}
+	const from, to = `schedule: "0 0 * * *"`, `schedule: "1 0 * * *"`
+	if !bytes.Contains(b, []byte(from)) {
+		return r, fmt.Errorf("%s has no %s to change", file, from)
+	}
+	changed := strings.TrimSuffix(file, ".yaml") + "-one-change.yaml"
+	if err := os.WriteFile(changed, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644); err != nil {
+		return r, err
+	}
+	url := "http://" + addr
+	before, err := readLog(url)
+	if err != nil {
+		return r, err
+	}
+	size0, err := dirBytes(data)
+	if err != nil {
+		return r, err
+	}
+	cpu0, err := cpuTime(pid)
+	if err != nil {
+		return r, err
+	}
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, changed)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return r, fmt.Errorf("apply one change to the dev node: %w", err)
+	}
+	r.apply = time.Since(start)
+	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+	cpu1, err := cpuTime(pid)
+	if err != nil {
+		return r, err
+	}
+	r.nodeCPU = cpu1 - cpu0
+	after, err := readLog(url)
+	if err != nil {
+		return r, err
+	}
+	size1, err := dirBytes(data)
+	if err != nil {
+		return r, err
+	}
+	r.dataGrowth = size1 - size0
+	stop() // bolt lets one process at a time open the log
+	r.entries, r.entryBytes, err = jobSetEntries(filepath.Join(data, "raft", "raft.db"), before.index+1, after.index)
+	return r, err
+}
+
+// jobSetEntries counts the job-set entries (set_jobs, set_jobs_diff) with
+// indexes first to last in the Raft log at path, and their bytes.
+func jobSetEntries(path string, first, last uint64) (n, size int, err error) {
+	store, err := raftboltdb.New(raftboltdb.Options{Path: path, BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: 5 * time.Second}})
+	if err != nil {
+		return 0, 0, err
+	}
+	defer store.Close()
+	for i := first; i <= last; i++ {
+		var l raft.Log
+		if err := store.GetLog(i, &l); err != nil {
+			return 0, 0, fmt.Errorf("raft log entry %d: %w", i, err)
+		}
+		var head struct {
+			Op string `json:"op"`
+		}
+		if l.Type != raft.LogCommand || json.Unmarshal(l.Data, &head) != nil {
+			continue
+		}
+		if head.Op == replicated.OpSetJobs || head.Op == replicated.OpSetJobsDiff {
+			n, size = n+1, size+len(l.Data)
+		}
+	}
+	return n, size, nil
+}
+
+// dirBytes is the size of the files under dir.
+func dirBytes(dir string) (int64, error) {
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		info, err := d.Info()
+		if err == nil {
+			n += info.Size()
+		}
+		return err
+	})
+	return n, err
 }
 
 func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, cluster bool, stderr io.Writer) (scaleResult, error) {
