@@ -4,9 +4,11 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"time"
 
@@ -81,20 +83,11 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	host, _ := os.Hostname()
 	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
-	// A set of 100,000 jobs is some 30 MiB of JSON: it is encoded on
-	// every core while it is sent, so the node reads the start of it
-	// while the end is being encoded, and the command never holds it
-	// whole.
-	body, w := io.Pipe()
-	encoded := make(chan struct{})
-	go func() {
-		defer close(encoded)
-		w.CloseWithError(writeJobSetRequest(w, source, specs))
-	}()
-	var out wire.JobSetApplied
-	err = c.do(ctx, "PUT", "/api/v1/jobset", body, &out)
-	body.Close() // an encoder still writing stops
-	<-encoded
+	out, sent, err := applyByDigest(ctx, c, source, specs)
+	if errors.Is(err, errSendWhole) {
+		out, err = applyWhole(ctx, c, source, specs)
+		sent = len(specs)
+	}
 	if err != nil || c.json {
 		return err
 	}
@@ -102,7 +95,90 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(out.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(out.Namespaces, "replaced", "kept"))
 	}
+	if sent < len(specs) {
+		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), len(specs)-sent)
+	}
 	return nil
+}
+
+// errSendWhole is why applyByDigest did not apply: the node cannot take
+// a set by digest (a node of an earlier version), or lacks most of it.
+var errSendWhole = errors.New("send the whole set")
+
+// applyByDigest applies specs through PUT /api/v1/jobset/digests: the
+// jobs' digests first, then the specs of those the node lacks, so that a
+// change to a few jobs of a large set sends those few. It returns how
+// many specs it sent whole. It fails with errSendWhole, having applied
+// nothing, where sending the whole set is the way: the node does not
+// serve the path, lacks more than half the jobs (a first apply), or its
+// set changed between the two requests. The exchange's answers are not
+// the command's: with -json, the applied set's answer alone is written.
+func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.Spec) (wire.JobSetApplied, int, error) {
+	// A node holding fewer than half as many jobs lacks more than half:
+	// its status says so before any digest is computed or sent.
+	var st wire.Status
+	asJSON := c.json
+	c.json = false
+	defer func() { c.json = asJSON }()
+	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < len(specs) {
+		return wire.JobSetApplied{}, 0, errSendWhole
+	}
+	digests := jobs.SpecDigests(specs)
+	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, len(specs))}
+	byName := make(map[string]int, len(specs))
+	for i := range specs {
+		req.Jobs[i] = wire.JobDigest{Name: specs[i].Name, Digest: digests[i]}
+		byName[specs[i].Name] = i
+	}
+	for round := 0; round < 2; round++ {
+		var ans wire.JobSetDigestsAnswer
+		err := c.do(ctx, http.MethodPut, jobSetPath+"/digests", req, &ans)
+		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) {
+			return wire.JobSetApplied{}, 0, errSendWhole
+		}
+		if err != nil {
+			return wire.JobSetApplied{}, 0, err
+		}
+		if ans.Applied != nil {
+			if asJSON {
+				b, err := json.Marshal(ans.Applied)
+				if err != nil {
+					return wire.JobSetApplied{}, 0, err
+				}
+				c.out.Write(append(b, '\n'))
+			}
+			return *ans.Applied, len(req.Specs), nil
+		}
+		if round > 0 || 2*len(ans.Need) > len(specs) {
+			break
+		}
+		for _, name := range ans.Need {
+			i, ok := byName[name]
+			if !ok {
+				return wire.JobSetApplied{}, 0, fmt.Errorf("the node asked for job %q, which is not in the set", name)
+			}
+			req.Specs = append(req.Specs, specs[i])
+		}
+	}
+	return wire.JobSetApplied{}, 0, errSendWhole
+}
+
+// applyWhole applies specs through PUT /api/v1/jobset. A set of 100,000
+// jobs is some 30 MiB of JSON: it is encoded on every core while it is
+// sent, so the node reads the start of it while the end is being
+// encoded, and the command never holds it whole.
+func applyWhole(ctx context.Context, c *client, source string, specs []jobs.Spec) (wire.JobSetApplied, error) {
+	body, w := io.Pipe()
+	encoded := make(chan struct{})
+	go func() {
+		defer close(encoded)
+		w.CloseWithError(writeJobSetRequest(w, source, specs))
+	}()
+	var out wire.JobSetApplied
+	err := c.do(ctx, "PUT", jobSetPath, body, &out)
+	body.Close() // an encoder still writing stops
+	<-encoded
+	return out, err
 }
 
 // writeJobSetRequest writes the body of PUT /api/v1/jobset

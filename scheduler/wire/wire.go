@@ -156,6 +156,31 @@ type JobSetRequest struct {
 	Jobs   []jobs.Spec `json:"jobs"`
 }
 
+// JobSetDigests is the body of PUT /api/v1/jobset/digests: a job set
+// given as each job's name and digest (jobs.SpecDigests), in the order of
+// the set, and the specs of those jobs the node said it lacks. The node
+// takes every other job from its own set, by digest, and applies the set
+// as PUT /api/v1/jobset would. A one-job change among 100,000 jobs so
+// sends some 5 MiB of digests and one spec, rather than the 30 MiB set.
+type JobSetDigests struct {
+	Source string      `json:"source"`
+	Jobs   []JobDigest `json:"jobs"`
+	Specs  []jobs.Spec `json:"specs,omitempty"`
+}
+
+// JobDigest is a job of a JobSetDigests.
+type JobDigest struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// JobSetDigestsAnswer is the answer of PUT /api/v1/jobset/digests: the
+// set applied, or the jobs whose specs the node lacks (none applied).
+type JobSetDigestsAnswer struct {
+	Applied *JobSetApplied `json:"applied,omitempty"`
+	Need    []string       `json:"need,omitempty"`
+}
+
 // JobSetApplied is the answer of PUT /api/v1/jobset.
 type JobSetApplied struct {
 	Hash   string `json:"hash"`

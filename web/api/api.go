@@ -253,14 +253,9 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 	// The body is read whole first, so that the set is allocated once at
 	// the size its JSON shows (jobs.CountSpecs) rather than grown by
 	// doubling as it decodes: 100,000 jobs would move some 80 MiB.
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobSetBody))
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		s.Error(w, r, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20))
-		return
-	}
+	body, err := readJobSetBody(w, r)
 	if err != nil {
-		s.Error(w, r, BadRequest("read job set: %v", err))
+		s.Error(w, r, err)
 		return
 	}
 	req := wire.JobSetRequest{Jobs: make([]jobs.Spec, 0, jobs.CountSpecs(body))}
@@ -270,20 +265,44 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, BadRequest("decode job set: %v", err))
 		return
 	}
-	if req.Source == "" {
-		req.Source = "PUT /api/v1/jobset from " + r.RemoteAddr
-	}
-	scope, err := applyScope(r, req.Jobs)
+	applied, err := s.applySet(r, req.Jobs, req.Source, "PUT /api/v1/jobset")
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	hash, err := s.Scheduler.SetJobs(r.Context(), req.Jobs, req.Source, scope)
-	if err != nil {
-		s.Error(w, r, err)
-		return
+	WriteJSON(w, http.StatusOK, applied)
+}
+
+// readJobSetBody reads the body of a request carrying a job set, at most
+// maxJobSetBody bytes.
+func readJobSetBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxJobSetBody))
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return nil, fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20)
 	}
-	WriteJSON(w, http.StatusOK, wire.JobSetApplied{Hash: hash, Source: req.Source, Jobs: len(req.Jobs), Namespaces: scope})
+	if err != nil {
+		return nil, BadRequest("read job set: %v", err)
+	}
+	return body, nil
+}
+
+// applySet replaces the job set with specs, or, for a token limited to
+// some namespaces, the jobs of those namespaces (applyScope). source
+// defaults to the path and the caller's address.
+func (s *Server) applySet(r *http.Request, specs []jobs.Spec, source, path string) (wire.JobSetApplied, error) {
+	if source == "" {
+		source = path + " from " + r.RemoteAddr
+	}
+	scope, err := applyScope(r, specs)
+	if err != nil {
+		return wire.JobSetApplied{}, err
+	}
+	hash, err := s.Scheduler.SetJobs(r.Context(), specs, source, scope)
+	if err != nil {
+		return wire.JobSetApplied{}, err
+	}
+	return wire.JobSetApplied{Hash: hash, Source: source, Jobs: len(specs), Namespaces: scope}, nil
 }
 
 // handleTrigger starts a run now; ?force=true overrides the job's overlap

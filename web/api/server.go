@@ -132,6 +132,7 @@ type Server struct {
 	// restoring is held by the one restore in progress: each holds a
 	// snapshot of up to maxSnapshotBytes, decoded, in memory.
 	restoring sync.Mutex
+	digests   digestCache // the digests of the replicated job set (jobsetdigests.go)
 }
 
 // Routes mounts the API on r (web routes /api/v1 here).
@@ -159,6 +160,7 @@ func (s *Server) Routes(r chi.Router) {
 	}
 	r.With(s.HoldsState).Get("/jobset", s.handleJobSet)
 	r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
+	r.With(s.requireWrite).Put("/jobset/digests", s.handleApplyJobDigests)
 	// Operators (operator.go): Raft's servers, backups and restores.
 	r.Get("/operator/raft/peers", s.handlePeers)
 	r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)

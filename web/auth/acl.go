@@ -112,6 +112,7 @@ var Routes = []Route{
 	{"*", "/api/v1/floor", acl.CapOperator, ScopeNone, false},
 	{"GET", "/api/v1/jobset", acl.CapApply, ScopeAny, false},
 	{"PUT", "/api/v1/jobset", acl.CapApply, ScopeAny, false},
+	{"PUT", "/api/v1/jobset/digests", acl.CapApply, ScopeAny, false},
 	{"GET", "/api/v1/operator/raft/peers", acl.CapOperator, ScopeNone, false},
 	{"DELETE", "/api/v1/operator/raft/peers/{id}", acl.CapOperator, ScopeNone, false},
 	{"GET", "/api/v1/snapshot", acl.CapOperator, ScopeNone, false},

@@ -101,9 +101,17 @@ func teamAApply(t *testing.T, node, token string) {
 	if out, err := cliEnv(t, env, "apply", "-dry-run", "-addr", node, other); err == nil || !strings.Contains(out+err.Error(), "outside this token's namespaces (team-a)") {
 		t.Errorf("apply -dry-run of team-b's job with team-a's token: %v\n%s", err, out)
 	}
+	// Asking by digest about team-b's job is refused before any digest
+	// is compared: the answer tells nothing of team-b's jobs.
+	if code, body := aclDo(t, "PUT", node+"/api/v1/jobset/digests", token, `{"source":"t","jobs":[{"name":"team-b:build","digest":"0000000000000000"}]}`); code != http.StatusForbidden || strings.Contains(body, "need") {
+		t.Errorf("digests naming team-b's job with team-a's token: %d %s; want 403", code, body)
+	}
 	out, err = cliEnv(t, env, "apply", "-addr", node, file)
 	if err != nil || !strings.Contains(out, "applied 2 jobs") || !strings.Contains(out, "this token applies namespaces team-a only") {
 		t.Fatalf("apply with team-a's token: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "sent 1 new or changed job whole; the node had the other 1") {
+		t.Errorf("apply with team-a's token sent more than the changed job:\n%s", out)
 	}
 }
 

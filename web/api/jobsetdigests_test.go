@@ -1,0 +1,57 @@
+package api
+
+import (
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/wire"
+)
+
+// A set given by digests takes each job the node holds with the same
+// digest from the node's set, each job sent whole as sent, and names the
+// rest as needed; a spec sent for no job the set names is refused.
+func TestDigestCache_Resolve(t *testing.T) {
+	spec := func(name, schedule string) jobs.Spec {
+		s := jobs.Spec{Name: name, Schedules: []string{schedule}, Command: []string{"/bin/true"}}
+		s.Normalize()
+		return s
+	}
+	held := []jobs.Spec{spec("a", "@daily"), spec("b", "@daily"), spec("c", "@daily")}
+	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: 3}, Jobs: held}
+	mine := []jobs.Spec{spec("a", "@daily"), spec("b", "@hourly"), spec("d", "@daily")}
+	digests := jobs.SpecDigests(mine)
+	req := wire.JobSetDigests{Jobs: []wire.JobDigest{{Name: "a", Digest: digests[0]}, {Name: "b", Digest: digests[1]}, {Name: "d", Digest: digests[2]}}}
+
+	var c digestCache
+	_, need, err := c.resolve(set, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(need, []string{"b", "d"}) {
+		t.Errorf("need %v; want b (changed) and d (new)", need)
+	}
+
+	req.Specs = []jobs.Spec{mine[1], mine[2]}
+	specs, need, err := c.resolve(set, req)
+	if err != nil || len(need) > 0 {
+		t.Fatalf("resolve with b and d sent: need %v, %v", need, err)
+	}
+	if got := jobs.SpecDigests(specs); !slices.Equal(got, digests) {
+		t.Errorf("resolved set's digests %v; want the sender's %v", got, digests)
+	}
+
+	req.Specs = append(req.Specs, spec("e", "@daily"))
+	if _, _, err := c.resolve(set, req); !errors.Is(err, wire.ErrBadRequest) {
+		t.Errorf("a spec of a job the set does not name: %v; want a bad request", err)
+	}
+
+	// A set of another hash is the one compared with, not the cached.
+	set2 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h2", Count: 3}, Jobs: mine}
+	req.Specs = nil
+	if _, need, err := c.resolve(set2, req); err != nil || len(need) > 0 {
+		t.Errorf("against a set holding every job: need %v, %v; want none", need, err)
+	}
+}
