@@ -189,11 +189,17 @@ func SpecBytes(s *Spec) int {
 	return int(n) - 1 // the newline Encode adds
 }
 
+// DigestLen is the length of a digest SpecDigests writes.
+const DigestLen = 16
+
 // SpecDigests returns each spec's digest: the first 8 bytes of the
-// SHA-256 of its JSON, once normalized, in hex. Specs with the same digest
-// are the same job, so `fencecron apply` sends a node the digests of its
-// jobs first, and then only the specs whose digest the node's set lacks.
-// It encodes a part of the specs on each core.
+// SHA-256 of its JSON, once normalized, in hex. `fencecron apply` sends a
+// node its jobs' names and digests first, and then only the specs of the
+// jobs the node holds under no such name and digest; the node takes the
+// others from its own set. 8 bytes suffice there: a digest is compared
+// only with the one job of the same name, and whoever could forge a
+// matching spec may apply that spec anyway. It encodes a part of the
+// specs on each core.
 func SpecDigests(specs []Spec) []string {
 	out := make([]string, len(specs))
 	inParallel(len(specs), func(a, b int) {
@@ -207,7 +213,7 @@ func SpecDigests(specs []Spec) []string {
 			if err := enc.Encode(&s); err != nil {
 				panic(fmt.Sprintf("encode job %s: %v", s.Name, err)) // Specs are plain data
 			}
-			out[i] = hex.EncodeToString(h.Sum(sum[:0])[:8])
+			out[i] = hex.EncodeToString(h.Sum(sum[:0])[:DigestLen/2])
 		}
 	})
 	return out

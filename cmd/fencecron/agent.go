@@ -110,8 +110,9 @@ var errSendWhole = errors.New("send the whole set")
 // change to a few jobs of a large set sends those few. It returns how
 // many specs it sent whole. It fails with errSendWhole, having applied
 // nothing, where sending the whole set is the way: the node does not
-// serve the path, lacks more than half the jobs (a first apply), or its
-// set changed between the two requests. The exchange's answers are not
+// serve the path (an earlier version, or a worker, which holds no set),
+// lacks more than half the jobs (a first apply), or its set changed
+// between the two requests. The exchange's answers are not
 // the command's: with -json, the applied set's answer alone is written.
 func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.Spec) (wire.JobSetApplied, int, error) {
 	// A node holding fewer than half as many jobs lacks more than half:
@@ -131,23 +132,27 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 		byName[specs[i].Name] = i
 	}
 	for round := 0; round < 2; round++ {
-		var ans wire.JobSetDigestsAnswer
+		// Applied is kept as the node wrote it, for -json.
+		var ans struct {
+			Applied json.RawMessage `json:"applied"`
+			Need    []string        `json:"need"`
+		}
 		err := c.do(ctx, http.MethodPut, jobSetPath+"/digests", req, &ans)
-		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) {
+		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected) {
 			return wire.JobSetApplied{}, 0, errSendWhole
 		}
 		if err != nil {
 			return wire.JobSetApplied{}, 0, err
 		}
-		if ans.Applied != nil {
-			if asJSON {
-				b, err := json.Marshal(ans.Applied)
-				if err != nil {
-					return wire.JobSetApplied{}, 0, err
-				}
-				c.out.Write(append(b, '\n'))
+		if len(ans.Applied) > 0 {
+			var out wire.JobSetApplied
+			if err := json.Unmarshal(ans.Applied, &out); err != nil {
+				return out, 0, err
 			}
-			return *ans.Applied, len(req.Specs), nil
+			if asJSON {
+				c.out.Write(append(ans.Applied, '\n'))
+			}
+			return out, len(req.Specs), nil
 		}
 		if round > 0 || 2*len(ans.Need) > len(specs) {
 			break

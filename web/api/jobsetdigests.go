@@ -59,7 +59,7 @@ func (s *Server) handleApplyJobDigests(w http.ResponseWriter, r *http.Request) {
 	}
 	if applied.Namespaces == nil {
 		// The next apply meets this set: its digests are known already.
-		s.digests.keep(applied.Hash, specs, req.Jobs)
+		s.digests.keep(applied.Hash, req.Jobs)
 	}
 	WriteJSON(w, http.StatusOK, wire.JobSetDigestsAnswer{Applied: &applied})
 }
@@ -78,64 +78,107 @@ func namesInScope(r *http.Request, named []wire.JobDigest) error {
 	return err
 }
 
-// digestCache keeps the digests of one replicated job set, the last one
-// asked about: computing them costs an encoding of the whole set, and
-// successive applies meet the same set, or the one the last of them made.
+// digestCache keeps the digests of one replicated job set by job name,
+// the last set asked about: computing them costs an encoding of the whole
+// set, and successive applies meet the same set, or the one the last of
+// them made. It keeps no spec: those are read from the set each time.
 type digestCache struct {
 	mu     sync.Mutex
-	hash   string // of the set below
-	set    []jobs.Spec
-	byName map[string]int // index in set
-	digest []string       // of set[i]
+	hash   string // of the set whose digests these are
+	digest map[string]string
 }
 
-// keep makes set, of the given hash and digests, the one the cache
-// holds.
-func (c *digestCache) keep(hash string, set []jobs.Spec, digests []wire.JobDigest) {
+// keep makes the set of the given hash, whose jobs' digests req gives
+// (each checked by resolve), the one the cache holds.
+func (c *digestCache) keep(hash string, req []wire.JobDigest) {
+	digest := make(map[string]string, len(req))
+	for _, d := range req {
+		digest[d.Name] = d.Digest
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hash, c.set, c.digest = hash, set, make([]string, len(set))
-	c.byName = make(map[string]int, len(set))
-	for i, d := range digests {
-		c.digest[i] = d.Digest
-		c.byName[d.Name] = i
+	c.hash, c.digest = hash, digest
+}
+
+// digests returns the digests of set's jobs by name.
+func (c *digestCache) digests(set fsm.JobSetExport) map[string]string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.hash != set.Info.Hash || c.digest == nil {
+		digests := jobs.SpecDigests(set.Jobs)
+		c.hash, c.digest = set.Info.Hash, make(map[string]string, len(set.Jobs))
+		for i := range set.Jobs {
+			c.digest[set.Jobs[i].Name] = digests[i]
+		}
 	}
+	return c.digest
 }
 
 // resolve builds the set req describes from set (the replicated one, as
 // exported) and the specs req sends: each job in req's order, from req's
 // specs if sent, else from set if it holds that name with that digest.
-// need names the jobs found in neither.
+// need names the jobs found in neither. A spec sent must have the digest
+// req gives it, so that what the cache keeps of the set resolve makes is
+// true of it.
 func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (specs []jobs.Spec, need []string, err error) {
-	sent := make(map[string]int, len(req.Specs))
-	for i := range req.Specs {
-		sent[req.Specs[i].Name] = i
-	}
-	used := 0
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.hash != set.Info.Hash || c.byName == nil {
-		c.hash, c.set, c.digest = set.Info.Hash, set.Jobs, jobs.SpecDigests(set.Jobs)
-		c.byName = make(map[string]int, len(set.Jobs))
-		for i := range set.Jobs {
-			c.byName[set.Jobs[i].Name] = i
+	named := make(map[string]int, len(req.Jobs))
+	for i, d := range req.Jobs {
+		if !validDigest(d.Digest) {
+			return nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", d.Name, clipped(d.Digest), jobs.DigestLen)
 		}
+		if _, twice := named[d.Name]; twice {
+			return nil, nil, BadRequest("job %s is named twice", d.Name)
+		}
+		named[d.Name] = i
 	}
 	specs = make([]jobs.Spec, len(req.Jobs))
-	for i, d := range req.Jobs {
-		if j, ok := sent[d.Name]; ok {
-			specs[i] = req.Specs[j]
-			used++
-			continue
+	found := make([]bool, len(req.Jobs))
+	for k, d := range jobs.SpecDigests(req.Specs) {
+		name := req.Specs[k].Name
+		i, ok := named[name]
+		switch {
+		case !ok:
+			return nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", name)
+		case found[i]:
+			return nil, nil, BadRequest("job %s was sent twice", name)
+		case req.Jobs[i].Digest != d:
+			return nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", name, d, req.Jobs[i].Digest)
 		}
-		if j, ok := c.byName[d.Name]; ok && c.digest[j] == d.Digest {
-			specs[i] = c.set[j]
-			continue
-		}
-		need = append(need, d.Name)
+		specs[i], found[i] = req.Specs[k], true
 	}
-	if used != len(req.Specs) {
-		return nil, nil, BadRequest("%d of the %d specs sent are of no job named in the set, or of a job named twice", len(req.Specs)-used, len(req.Specs))
+	digest := c.digests(set)
+	for k := range set.Jobs {
+		name := set.Jobs[k].Name
+		if i, ok := named[name]; ok && !found[i] && digest[name] == req.Jobs[i].Digest {
+			specs[i], found[i] = set.Jobs[k], true
+		}
+	}
+	for i, ok := range found {
+		if !ok {
+			need = append(need, req.Jobs[i].Name)
+		}
 	}
 	return specs, need, nil
+}
+
+// validDigest reports whether d is written as jobs.SpecDigests writes
+// one.
+func validDigest(d string) bool {
+	if len(d) != jobs.DigestLen {
+		return false
+	}
+	for _, c := range []byte(d) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// clipped is at most 40 bytes of s, for an error message.
+func clipped(s string) string {
+	if len(s) > 40 {
+		return s[:40] + "..."
+	}
+	return s
 }

@@ -43,9 +43,32 @@ func TestDigestCache_Resolve(t *testing.T) {
 		t.Errorf("resolved set's digests %v; want the sender's %v", got, digests)
 	}
 
-	req.Specs = append(req.Specs, spec("e", "@daily"))
-	if _, _, err := c.resolve(set, req); !errors.Is(err, wire.ErrBadRequest) {
-		t.Errorf("a spec of a job the set does not name: %v; want a bad request", err)
+	for name, bad := range map[string]func(r *wire.JobSetDigests){
+		"a spec of a job the set does not name": func(r *wire.JobSetDigests) { r.Specs = append(r.Specs, spec("e", "@daily")) },
+		"a spec sent twice":                     func(r *wire.JobSetDigests) { r.Specs = append(r.Specs, r.Specs[0]) },
+		"a spec whose digest is not the one given": func(r *wire.JobSetDigests) {
+			r.Specs[0] = spec("b", "@weekly")
+		},
+		"a digest not written as SpecDigests writes one": func(r *wire.JobSetDigests) { r.Jobs[0].Digest = "ABC" },
+		"a job named twice": func(r *wire.JobSetDigests) { r.Jobs = append(r.Jobs, r.Jobs[0]) },
+	} {
+		r := req
+		r.Jobs, r.Specs = slices.Clone(req.Jobs), slices.Clone(req.Specs)
+		bad(&r)
+		if _, _, err := c.resolve(set, r); !errors.Is(err, wire.ErrBadRequest) {
+			t.Errorf("%s: %v; want a bad request", name, err)
+		}
+	}
+
+	// The set an apply made, kept with its digests, is found by its hash
+	// without a spec of it encoded again; its specs come from the set.
+	c.keep("h3", req.Jobs)
+	set3 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h3", Count: 3}, Jobs: mine}
+	if got := c.digests(set3); got["b"] != digests[1] || len(got) != 3 {
+		t.Errorf("kept digests %v; want the applied set's", got)
+	}
+	if specs, need, err := c.resolve(set3, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || len(need) > 0 || specs[1].Schedules[0] != "@hourly" {
+		t.Errorf("against the kept set: need %v, %v; want every job from the set", need, err)
 	}
 
 	// A set of another hash is the one compared with, not the cached.

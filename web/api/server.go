@@ -160,7 +160,9 @@ func (s *Server) Routes(r chi.Router) {
 	}
 	r.With(s.HoldsState).Get("/jobset", s.handleJobSet)
 	r.With(s.requireWrite).Put("/jobset", s.handleApplyJobSet)
-	r.With(s.requireWrite).Put("/jobset/digests", s.handleApplyJobDigests)
+	// A worker holds no set to take jobs from: it answers 421, and
+	// `fencecron apply` sends it the whole set, which it forwards.
+	r.With(s.HoldsState, s.requireWrite).Put("/jobset/digests", s.handleApplyJobDigests)
 	// Operators (operator.go): Raft's servers, backups and restores.
 	r.Get("/operator/raft/peers", s.handlePeers)
 	r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)

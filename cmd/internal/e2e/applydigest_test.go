@@ -62,8 +62,12 @@ func TestApply_SendsOnlyWhatChanged(t *testing.T) {
 		t.Errorf("apply said:\n%s\nwant the node's set hash %s", out, set.Info.Hash)
 	}
 
-	// The same file again: no job sent whole, and the answer, as JSON, is
+	// The same file again: no job sent whole; and the answer, as JSON, is
 	// the applied set's alone.
+	out, err = cli(t, "apply", "-addr", addr, file)
+	if err != nil || !strings.Contains(out, "sent 0 new or changed jobs whole; the node had the other 5\n") {
+		t.Errorf("apply of the same file: %v\n%s\nwant no job sent whole", err, out)
+	}
 	out, err = cli(t, "apply", "-json", "-addr", addr, file)
 	if err != nil {
 		t.Fatalf("apply -json: %v\n%s", err, out)
