@@ -584,6 +584,9 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 		d.jobNodes, d.inJobs = n.Content, true
 		defer func() { d.inJobs = false }()
 	}
+	// Sized once: a jobEntry is some 500 bytes, and 100,000 of them
+	// grown by doubling would be copied over and over.
+	*dst = slices.Grow(*dst, len(n.Content))
 	for i, jn := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		d.record(p, jn, nil)
