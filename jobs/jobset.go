@@ -115,13 +115,20 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 // spec valid against l (Spec.Validate) and names unique. It returns every
 // problem, wrapping ErrInvalidConfig; a set of more than MaxJobs is
 // refused for that alone.
-func CheckSet(specs []Spec, l Limits) error {
+func CheckSet(specs []Spec, l Limits) error { return CheckSetKnown(specs, l, nil) }
+
+// CheckSetKnown is CheckSet with each job that known marks (known[i] for
+// specs[i]; nil marks none) taken as valid on its own: a job of the
+// replicated set, checked when that set was applied, sent again as it
+// was. The checks of the set as a whole (unique names, after, groups)
+// cover every job.
+func CheckSetKnown(specs []Spec, l Limits, known []bool) error {
 	if len(specs) > MaxJobs {
 		// Not worth checking each of them.
 		return fmt.Errorf("%w: %d jobs: a job set holds at most %d", ErrInvalidConfig, len(specs), MaxJobs)
 	}
 	var problems []string
-	invalid := ValidateEach(specs, l)
+	invalid := validateEach(specs, l, known)
 	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {
 		name := s.Name
@@ -148,11 +155,16 @@ func CheckSet(specs []Spec, l Limits) error {
 // ValidateEach returns Spec.Validate of each spec, with a spec larger
 // than MaxSpecBytes refused as a problem of the job as a whole, in the
 // set's order, each checked on its own on every core.
-func ValidateEach(specs []Spec, l Limits) []error {
+func ValidateEach(specs []Spec, l Limits) []error { return validateEach(specs, l, nil) }
+
+// validateEach is ValidateEach of the specs known does not mark.
+func validateEach(specs []Spec, l Limits, known []bool) []error {
 	invalid := make([]error, len(specs))
 	inParallel(len(specs), func(a, b int) {
 		for i := a; i < b; i++ {
-			invalid[i] = withSize(&specs[i], specs[i].Validate(l))
+			if known == nil || !known[i] {
+				invalid[i] = withSize(&specs[i], specs[i].Validate(l))
+			}
 		}
 	})
 	return invalid

@@ -118,12 +118,31 @@ func invalid(format string, args ...any) error {
 // jobs stay as the replicated set has them when the difference is
 // computed, so two teams applying at once cannot undo each other.
 func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
+	return l.setJobsKnown(ctx, specs, KnownJobs{}, source, scope)
+}
+
+// KnownJobs marks the jobs of a set sent to SetJobsKnown that are jobs of
+// the replicated set whose hash is Base, as it holds them: Kept[i] for the
+// set's i-th job (nil: none).
+type KnownJobs struct {
+	Base string
+	Kept []bool
+}
+
+// setJobsKnown is SetJobs with the jobs known marks checked only as part
+// of the set: each was checked on its own when the replicated set took
+// it. While the replicated set is still the one of hash known.Base, they
+// are not compared with it either.
+func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJobs, source string, scope []string) (string, error) {
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
 	}
+	if known.Kept != nil && len(known.Kept) != len(specs) {
+		return "", fmt.Errorf("set jobs: %d jobs, %d marked as known", len(specs), len(known.Kept))
+	}
 	l.s.setJobs.Lock()
 	defer l.s.setJobs.Unlock()
-	specs, err := l.s.CheckJobs(specs)
+	specs, err := replicated.CheckJobSetKnown(specs, l.s.JobLimits(), known.Kept)
 	if err != nil {
 		return "", err
 	}
@@ -146,9 +165,12 @@ func (l local) SetJobs(ctx context.Context, specs []jobs.Spec, source string, sc
 		}
 		return hash, nil
 	}
+	if inScope != nil {
+		known.Kept = nil // the set is rebuilt with the other namespaces' jobs
+	}
 	// Computed again if another set was applied meanwhile.
 	for try := 1; ; try++ {
-		hash, err := l.setJobsByDiff(ctx, specs, inScope, source)
+		hash, err := l.setJobsByDiff(ctx, specs, known, inScope, source)
 		if try < 3 && errors.Is(err, fsm.ErrJobsDiffBase) {
 			continue
 		}
@@ -182,8 +204,11 @@ func scopeOf(scope []string, specs []jobs.Spec) (func(ns string) bool, error) {
 // fewer disk writes, and the FSM takes the parts in any order. With
 // inScope, specs replace only the jobs of the namespaces it accepts, and
 // the set they make is checked whole. It returns the new set's hash.
-func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, inScope func(ns string) bool, source string) (string, error) {
+func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known KnownJobs, inScope func(ns string) bool, source string) (string, error) {
 	base := l.s.FSM.JobSetBase()
+	if base.Hash != known.Base {
+		known.Kept = nil // another set was applied since
+	}
 	next := specs
 	if inScope != nil {
 		var err error
@@ -192,7 +217,7 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, inScope fun
 		}
 	}
 	hash := jobs.HashSpecs(next)
-	upsert, remove := base.Diff(next)
+	upsert, remove := base.DiffKnown(next, known.Kept)
 	parts := jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now())
 	if len(parts) == 1 {
 		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})

@@ -184,3 +184,72 @@ func TestSetJobs_ConcurrentLargeApplies(t *testing.T) {
 		t.Errorf("after both teams' applies the set holds %d jobs, want 3000", got)
 	}
 }
+
+// A set some of whose jobs are marked as the replicated set's
+// (SetJobsKnown, an apply by digest) becomes the replicated set exactly
+// as SetJobs would make it: one small entry for one change; the checks of
+// the set as a whole still refuse a job defined twice and a job that
+// follows a removed one; and marks made against a set that another apply
+// replaced since are not trusted, so a job that set changed is not left
+// as it was.
+func TestSetJobsKnown(t *testing.T) {
+	l, sm := newTestLeader(t)
+	r := l.s.Raft.(*fakeRaft)
+	specs := scaleSpecs(100)
+	specs[1].After, specs[1].Schedules = []string{specs[0].Name}, nil
+	if _, err := l.s.SetJobs(t.Context(), specs, "first", nil); err != nil {
+		t.Fatal(err)
+	}
+	base := sm.JobSetInfo().Hash
+	allKept := func(n int) []bool {
+		kept := make([]bool, n)
+		for i := range kept {
+			kept[i] = true
+		}
+		return kept
+	}
+
+	changed := slices.Clone(specs)
+	changed[50].Command = []string{"/bin/false"}
+	kept := allKept(len(changed))
+	kept[50] = false
+	r.mu.Lock()
+	entries := len(r.sizes)
+	r.mu.Unlock()
+	hash, err := l.s.SetJobsKnown(t.Context(), changed, KnownJobs{Base: base, Kept: kept}, "one change", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	sizes := slices.Clone(r.sizes[entries:])
+	r.mu.Unlock()
+	if len(sizes) != 1 || sizes[0] > 1<<10 || hash != jobs.HashSpecs(changed) || sm.JobSetInfo().Hash != hash {
+		t.Errorf("one change: %d entries of %v bytes, hash %s (replicated %s); want one small entry and hash %s", len(sizes), sizes, hash, sm.JobSetInfo().Hash, jobs.HashSpecs(changed))
+	}
+
+	for name, bad := range map[string][]jobs.Spec{
+		"a job defined twice":           append(slices.Clone(changed), changed[3]),
+		"a job following a removed one": slices.Delete(slices.Clone(changed), 0, 1),
+	} {
+		kept := allKept(len(bad))
+		if _, err := l.s.SetJobsKnown(t.Context(), bad, KnownJobs{Base: hash, Kept: kept}, "bad", nil); !errors.Is(err, jobs.ErrInvalidConfig) {
+			t.Errorf("%s, every job marked known: %v; want it refused as invalid", name, err)
+		}
+		if sm.JobSetInfo().Hash != hash {
+			t.Fatalf("%s changed the replicated set", name)
+		}
+	}
+
+	// Marks made against the first set, after another apply changed job
+	// 50: the leader compares every job, and job 50 becomes what the set
+	// sent says, not what the replicated set has.
+	if _, err := l.s.SetJobsKnown(t.Context(), specs, KnownJobs{Base: base, Kept: allKept(len(specs))}, "stale marks", nil); err != nil {
+		t.Fatal(err)
+	}
+	if got := sm.JobSetInfo().Hash; got != jobs.HashSpecs(specs) {
+		t.Errorf("after an apply with stale marks the set's hash is %s; want the sent set's %s", got, jobs.HashSpecs(specs))
+	}
+	if s, _ := sm.Spec(specs[50].Name); !slices.Equal(s.Command, []string{"/bin/true"}) {
+		t.Errorf("job 50 runs %v after an apply with stale marks; want /bin/true, as sent", s.Command)
+	}
+}

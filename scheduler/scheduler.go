@@ -284,6 +284,17 @@ func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source strin
 	return s.toLeader().SetJobs(ctx, specs, source, scope)
 }
 
+// SetJobsKnown is SetJobs for a set some of whose jobs are jobs of the
+// replicated set, sent again as it holds them (an apply by digest): on
+// the leader, those are neither checked on their own nor compared again.
+// A follower forwards the set as SetJobs does.
+func (s *Scheduler) SetJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJobs, source string, scope []string) (string, error) {
+	if l, ok := s.toLeader().(local); ok {
+		return l.setJobsKnown(ctx, specs, known, source, scope)
+	}
+	return s.Forwarder.SetJobs(ctx, specs, source, scope)
+}
+
 // Started records that a worker began an attempt.
 func (s *Scheduler) Started(ctx context.Context, attempt string, at time.Time) error {
 	return s.toLeader().Started(ctx, attempt, at)

@@ -370,6 +370,9 @@ func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source str
 	f.mu.Unlock()
 	return "newhash", nil
 }
+func (f *fakeScheduler) SetJobsKnown(ctx context.Context, specs []jobs.Spec, _ scheduler.KnownJobs, source string, scope []string) (string, error) {
+	return f.SetJobs(ctx, specs, source, scope)
+}
 func (f *fakeScheduler) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
 	if force {
 		f.record("trigger " + job + " force")

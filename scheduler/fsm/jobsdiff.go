@@ -165,9 +165,19 @@ func (f *FSM) JobSetBase() JobSetBase {
 // the names of the jobs next does not have. It runs outside the FSM's
 // lock, so Apply does not wait on a comparison of 100,000 jobs.
 func (b JobSetBase) Diff(next []jobs.Spec) (upsert []jobs.Spec, remove []string) {
+	return b.DiffKnown(next, nil)
+}
+
+// DiffKnown is Diff with each job that unchanged marks (unchanged[i] for
+// next[i]; nil marks none) and b holds taken as b holds it, without
+// comparing the two.
+func (b JobSetBase) DiffKnown(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
 	seen := make(map[string]bool, len(next))
-	for _, s := range next {
+	for k, s := range next {
 		seen[s.Name] = true
+		if _, had := b.byName[s.Name]; had && unchanged != nil && unchanged[k] {
+			continue
+		}
 		if i, had := b.byName[s.Name]; !had || !reflect.DeepEqual(b.Jobs[i], s) {
 			upsert = append(upsert, s)
 		}

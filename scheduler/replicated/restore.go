@@ -188,11 +188,17 @@ func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
 // (jobs.CheckSet): how every job set that enters the replicated state is
 // checked, applied or restored.
 func CheckJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
+	return CheckJobSetKnown(specs, l, nil)
+}
+
+// CheckJobSetKnown is CheckJobSet with the jobs known marks taken as
+// valid on their own (jobs.CheckSetKnown).
+func CheckJobSetKnown(specs []jobs.Spec, l jobs.Limits, known []bool) ([]jobs.Spec, error) {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	if err := jobs.CheckSet(specs, l); err != nil {
+	if err := jobs.CheckSetKnown(specs, l, known); err != nil {
 		return nil, err
 	}
 	if LogVersion < VersionNamespaces {

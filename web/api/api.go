@@ -16,6 +16,7 @@ import (
 
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -265,10 +266,13 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, BadRequest("decode job set: %v", err))
 		return
 	}
-	applied, err := s.applySet(r, req.Jobs, req.Source, "PUT /api/v1/jobset")
+	applied, err := s.applySet(r, req.Jobs, scheduler.KnownJobs{}, req.Source, "PUT /api/v1/jobset")
 	if err != nil {
 		s.Error(w, r, err)
 		return
+	}
+	if applied.Namespaces == nil {
+		s.digests.prime(applied.Hash, req.Jobs)
 	}
 	WriteJSON(w, http.StatusOK, applied)
 }
@@ -288,9 +292,10 @@ func readJobSetBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 }
 
 // applySet replaces the job set with specs, or, for a token limited to
-// some namespaces, the jobs of those namespaces (applyScope). source
-// defaults to the path and the caller's address.
-func (s *Server) applySet(r *http.Request, specs []jobs.Spec, source, path string) (wire.JobSetApplied, error) {
+// some namespaces, the jobs of those namespaces (applyScope); known marks
+// those of specs that are the replicated set's (scheduler.SetJobsKnown).
+// source defaults to the path and the caller's address.
+func (s *Server) applySet(r *http.Request, specs []jobs.Spec, known scheduler.KnownJobs, source, path string) (wire.JobSetApplied, error) {
 	if source == "" {
 		source = path + " from " + r.RemoteAddr
 	}
@@ -298,7 +303,7 @@ func (s *Server) applySet(r *http.Request, specs []jobs.Spec, source, path strin
 	if err != nil {
 		return wire.JobSetApplied{}, err
 	}
-	hash, err := s.Scheduler.SetJobs(r.Context(), specs, source, scope)
+	hash, err := s.Scheduler.SetJobsKnown(r.Context(), specs, known, source, scope)
 	if err != nil {
 		return wire.JobSetApplied{}, err
 	}

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
+	"sync/atomic"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -43,7 +45,8 @@ func (s *Server) handleApplyJobDigests(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	specs, need, err := s.digests.resolve(s.State.ExportJobSet(), req)
+	set := s.State.ExportJobSet()
+	specs, kept, need, err := s.digests.resolve(set, req)
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -52,7 +55,7 @@ func (s *Server) handleApplyJobDigests(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, wire.JobSetDigestsAnswer{Need: need})
 		return
 	}
-	applied, err := s.applySet(r, specs, req.Source, "PUT /api/v1/jobset/digests")
+	applied, err := s.applySet(r, specs, scheduler.KnownJobs{Base: set.Info.Hash, Kept: kept}, req.Source, "PUT /api/v1/jobset/digests")
 	if err != nil {
 		s.Error(w, r, err)
 		return
@@ -86,6 +89,34 @@ type digestCache struct {
 	mu     sync.Mutex
 	hash   string // of the set whose digests these are
 	digest map[string]string
+
+	priming atomic.Bool // a prime is computing digests
+}
+
+// prime computes, in the background, the digests of specs, a set this
+// node has just applied whole as the one of the given hash, so that the
+// first apply by digest after it finds them kept rather than encoding
+// the set while its caller waits. One runs at a time; a prime asked for
+// while one runs is dropped, and an apply by digest then computes them.
+// done is closed when the prime ends (nil if it was dropped).
+func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{}) {
+	if !c.priming.CompareAndSwap(false, true) {
+		return nil
+	}
+	ended := make(chan struct{})
+	go func() {
+		defer close(ended)
+		defer c.priming.Store(false)
+		digests := jobs.SpecDigests(specs)
+		named := make([]wire.JobDigest, len(specs))
+		for i := range specs {
+			s := specs[i]
+			s.Normalize() // named as the replicated set names it
+			named[i] = wire.JobDigest{Name: s.Name, Digest: digests[i]}
+		}
+		c.keep(hash, named)
+	}()
+	return ended
 }
 
 // keep makes the set of the given hash, whose jobs' digests req gives
@@ -117,17 +148,17 @@ func (c *digestCache) digests(set fsm.JobSetExport) map[string]string {
 // resolve builds the set req describes from set (the replicated one, as
 // exported) and the specs req sends: each job in req's order, from req's
 // specs if sent, else from set if it holds that name with that digest.
-// need names the jobs found in neither. A spec sent must have the digest
-// req gives it, so that what the cache keeps of the set resolve makes is
-// true of it.
-func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (specs []jobs.Spec, need []string, err error) {
+// kept marks the jobs taken from set; need names the jobs found in
+// neither. A spec sent must have the digest req gives it, so that what
+// the cache keeps of the set resolve makes is true of it.
+func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (specs []jobs.Spec, kept []bool, need []string, err error) {
 	named := make(map[string]int, len(req.Jobs))
 	for i, d := range req.Jobs {
 		if !validDigest(d.Digest) {
-			return nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", d.Name, clipped(d.Digest), jobs.DigestLen)
+			return nil, nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", d.Name, clipped(d.Digest), jobs.DigestLen)
 		}
 		if _, twice := named[d.Name]; twice {
-			return nil, nil, BadRequest("job %s is named twice", d.Name)
+			return nil, nil, nil, BadRequest("job %s is named twice", d.Name)
 		}
 		named[d.Name] = i
 	}
@@ -138,19 +169,20 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (spe
 		i, ok := named[name]
 		switch {
 		case !ok:
-			return nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", name)
+			return nil, nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", name)
 		case found[i]:
-			return nil, nil, BadRequest("job %s was sent twice", name)
+			return nil, nil, nil, BadRequest("job %s was sent twice", name)
 		case req.Jobs[i].Digest != d:
-			return nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", name, d, req.Jobs[i].Digest)
+			return nil, nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", name, d, req.Jobs[i].Digest)
 		}
 		specs[i], found[i] = req.Specs[k], true
 	}
+	kept = make([]bool, len(req.Jobs))
 	digest := c.digests(set)
 	for k := range set.Jobs {
 		name := set.Jobs[k].Name
 		if i, ok := named[name]; ok && !found[i] && digest[name] == req.Jobs[i].Digest {
-			specs[i], found[i] = set.Jobs[k], true
+			specs[i], found[i], kept[i] = set.Jobs[k], true, true
 		}
 	}
 	for i, ok := range found {
@@ -158,7 +190,7 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (spe
 			need = append(need, req.Jobs[i].Name)
 		}
 	}
-	return specs, need, nil
+	return specs, kept, need, nil
 }
 
 // validDigest reports whether d is written as jobs.SpecDigests writes

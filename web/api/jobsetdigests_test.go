@@ -4,6 +4,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/fsm"
@@ -26,20 +27,20 @@ func TestDigestCache_Resolve(t *testing.T) {
 	req := wire.JobSetDigests{Jobs: []wire.JobDigest{{Name: "a", Digest: digests[0]}, {Name: "b", Digest: digests[1]}, {Name: "d", Digest: digests[2]}}}
 
 	var c digestCache
-	_, need, err := c.resolve(set, req)
+	_, kept, need, err := c.resolve(set, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(need, []string{"b", "d"}) {
-		t.Errorf("need %v; want b (changed) and d (new)", need)
+	if !slices.Equal(need, []string{"b", "d"}) || !slices.Equal(kept, []bool{true, false, false}) {
+		t.Errorf("need %v, kept %v; want b (changed) and d (new) needed, a kept", need, kept)
 	}
 
 	req.Specs = []jobs.Spec{mine[1], mine[2]}
-	specs, need, err := c.resolve(set, req)
+	specs, kept, need, err := c.resolve(set, req)
 	if err != nil || len(need) > 0 {
 		t.Fatalf("resolve with b and d sent: need %v, %v", need, err)
 	}
-	if got := jobs.SpecDigests(specs); !slices.Equal(got, digests) {
+	if got := jobs.SpecDigests(specs); !slices.Equal(got, digests) || !slices.Equal(kept, []bool{true, false, false}) {
 		t.Errorf("resolved set's digests %v; want the sender's %v", got, digests)
 	}
 
@@ -55,7 +56,7 @@ func TestDigestCache_Resolve(t *testing.T) {
 		r := req
 		r.Jobs, r.Specs = slices.Clone(req.Jobs), slices.Clone(req.Specs)
 		bad(&r)
-		if _, _, err := c.resolve(set, r); !errors.Is(err, wire.ErrBadRequest) {
+		if _, _, _, err := c.resolve(set, r); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("%s: %v; want a bad request", name, err)
 		}
 	}
@@ -67,14 +68,39 @@ func TestDigestCache_Resolve(t *testing.T) {
 	if got := c.digests(set3); got["b"] != digests[1] || len(got) != 3 {
 		t.Errorf("kept digests %v; want the applied set's", got)
 	}
-	if specs, need, err := c.resolve(set3, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || len(need) > 0 || specs[1].Schedules[0] != "@hourly" {
+	if specs, _, need, err := c.resolve(set3, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || len(need) > 0 || specs[1].Schedules[0] != "@hourly" {
 		t.Errorf("against the kept set: need %v, %v; want every job from the set", need, err)
 	}
 
 	// A set of another hash is the one compared with, not the cached.
 	set2 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h2", Count: 3}, Jobs: mine}
 	req.Specs = nil
-	if _, need, err := c.resolve(set2, req); err != nil || len(need) > 0 {
+	if _, _, need, err := c.resolve(set2, req); err != nil || len(need) > 0 {
 		t.Errorf("against a set holding every job: need %v, %v; want none", need, err)
+	}
+}
+
+// A set applied whole is primed: its digests are computed in the
+// background, by the names the replicated set gives its jobs, and an
+// apply by digest then finds them without encoding the set.
+func TestDigestCache_Prime(t *testing.T) {
+	specs := []jobs.Spec{{Name: "build", Namespace: "team-a", Schedules: []string{"@daily"}, Shell: "true"}}
+	var c digestCache
+	done := c.prime("h1", specs)
+	if done == nil {
+		t.Fatal("the first prime was dropped")
+	}
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the prime did not end in 10 s")
+	}
+	normalized := specs[0]
+	normalized.Normalize()
+	// A set of the same hash whose jobs are not what was primed would
+	// show whether the kept digests were used.
+	got := c.digests(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1"}})
+	if want := jobs.SpecDigests(specs)[0]; len(got) != 1 || got[normalized.Name] != want {
+		t.Errorf("primed digests %v; want %s: %s", got, normalized.Name, want)
 	}
 }

@@ -72,6 +72,9 @@ type Scheduler interface {
 	// SetJobs replaces the job set, or with a scope (namespace globs)
 	// only the jobs of the namespaces it matches.
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
+	// SetJobsKnown is SetJobs of a set some of whose jobs are the
+	// replicated set's, as it holds them (known).
+	SetJobsKnown(ctx context.Context, specs []jobs.Spec, known scheduler.KnownJobs, source string, scope []string) (hash string, err error)
 	// Trigger starts a run now; force overrides the job's overlap policy.
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
