@@ -129,10 +129,20 @@ type KnownJobs struct {
 	Kept []bool
 }
 
+// checkedSet is a job set a leader process checked whole under limits,
+// normalized as this binary normalizes, and replicated as it checked it.
+type checkedSet struct {
+	hash   string
+	limits jobs.Limits
+}
+
 // setJobsKnown is SetJobs with the jobs known marks checked only as part
-// of the set: each was checked on its own when the replicated set took
-// it. While the replicated set is still the one of hash known.Base, they
-// are not compared with it either.
+// of the set, and, while the replicated set is still the one of hash
+// known.Base, not compared with it either. The marks are trusted only
+// when this process itself checked that set whole (l.s.checked), under
+// the limits it checks against now: a set another leader checked, under
+// its own limits, or that an older binary normalized, is checked job by
+// job as SetJobs checks it.
 func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJobs, source string, scope []string) (string, error) {
 	if err := l.leads("set jobs"); err != nil {
 		return "", err
@@ -142,7 +152,11 @@ func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJ
 	}
 	l.s.setJobs.Lock()
 	defer l.s.setJobs.Unlock()
-	specs, err := replicated.CheckJobSetKnown(specs, l.s.JobLimits(), known.Kept)
+	limits := l.s.JobLimits()
+	if known.Base == "" || l.s.checked != (checkedSet{known.Base, limits}) {
+		known.Kept = nil
+	}
+	specs, err := replicated.CheckJobSetKnown(specs, limits, known.Kept)
 	if err != nil {
 		return "", err
 	}
@@ -163,6 +177,7 @@ func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJ
 		if _, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: source, At: l.s.now(), Hash: hash}}); err != nil {
 			return "", err
 		}
+		l.s.checked = checkedSet{hash, limits}
 		return hash, nil
 	}
 	if inScope != nil {
@@ -175,8 +190,10 @@ func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJ
 			continue
 		}
 		if err != nil {
+			l.s.checked = checkedSet{} // some parts may have applied
 			return "", err
 		}
+		l.s.checked = checkedSet{hash, limits}
 		return hash, nil
 	}
 }

@@ -223,8 +223,13 @@ func TestSetJobsKnown(t *testing.T) {
 	r.mu.Lock()
 	sizes := slices.Clone(r.sizes[entries:])
 	r.mu.Unlock()
-	if len(sizes) != 1 || sizes[0] > 1<<10 || hash != jobs.HashSpecs(changed) || sm.JobSetInfo().Hash != hash {
-		t.Errorf("one change: %d entries of %v bytes, hash %s (replicated %s); want one small entry and hash %s", len(sizes), sizes, hash, sm.JobSetInfo().Hash, jobs.HashSpecs(changed))
+	// The replicated set is hashed here, not read: the FSM keeps the hash
+	// the leader declares.
+	if got := jobs.HashSpecs(sm.ExportJobSet().Jobs); len(sizes) != 1 || sizes[0] > 1<<10 || hash != jobs.HashSpecs(changed) || got != hash {
+		t.Errorf("one change: %d entries of %v bytes, hash %s (of the replicated set %s); want one small entry and hash %s", len(sizes), sizes, hash, got, jobs.HashSpecs(changed))
+	}
+	if s, _ := sm.Spec(changed[50].Name); !slices.Equal(s.Command, []string{"/bin/false"}) {
+		t.Errorf("job 50 runs %v after the change; want /bin/false", s.Command)
 	}
 
 	for name, bad := range map[string][]jobs.Spec{
@@ -246,10 +251,32 @@ func TestSetJobsKnown(t *testing.T) {
 	if _, err := l.s.SetJobsKnown(t.Context(), specs, KnownJobs{Base: base, Kept: allKept(len(specs))}, "stale marks", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := sm.JobSetInfo().Hash; got != jobs.HashSpecs(specs) {
-		t.Errorf("after an apply with stale marks the set's hash is %s; want the sent set's %s", got, jobs.HashSpecs(specs))
+	if got := jobs.HashSpecs(sm.ExportJobSet().Jobs); got != jobs.HashSpecs(specs) {
+		t.Errorf("after an apply with stale marks the replicated set hashes to %s; want the sent set's %s", got, jobs.HashSpecs(specs))
 	}
 	if s, _ := sm.Spec(specs[50].Name); !slices.Equal(s.Command, []string{"/bin/true"}) {
 		t.Errorf("job 50 runs %v after an apply with stale marks; want /bin/true, as sent", s.Command)
+	}
+
+	// Marks against a set this process checked under other limits: a
+	// kept job the store's cap now refuses is refused.
+	big := slices.Clone(specs)
+	for i := range big {
+		big[i].MaxOutputBytes = 1 << 20
+	}
+	big[7].MaxOutputBytes = 8 << 20
+	if _, err := l.s.SetJobs(t.Context(), big, "big output", nil); err != nil {
+		t.Fatal(err)
+	}
+	cap := l.s.MaxBodyBytes
+	l.s.MaxBodyBytes = 4 << 20
+	t.Cleanup(func() { l.s.MaxBodyBytes = cap })
+	again := slices.Clone(big)
+	again[60].Command = []string{"/bin/false"}
+	kept = allKept(len(again))
+	kept[60] = false
+	_, err = l.s.SetJobsKnown(t.Context(), again, KnownJobs{Base: sm.JobSetInfo().Hash, Kept: kept}, "smaller cap", nil)
+	if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), big[7].Name) || strings.Contains(err.Error(), big[60].Name) {
+		t.Errorf("a kept job over the store's new cap: %v; want it refused", err)
 	}
 }

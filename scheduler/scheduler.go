@@ -110,6 +110,9 @@ type Scheduler struct {
 	// stages the parts of one large difference at a time, and two
 	// interleaved would each undo the other's stage.
 	setJobs sync.Mutex
+	// checked is the job set this process last checked whole and
+	// replicated as it checked it (guarded by setJobs).
+	checked checkedSet
 	// newNotifier, if set, makes each term's notifier instead of
 	// termNotifier's notify.Sender (tests).
 	newNotifier func() notifier
