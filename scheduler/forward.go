@@ -234,7 +234,7 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known Known
 		}
 	}
 	hash := jobs.HashSpecs(next)
-	upsert, remove := base.DiffKnown(next, known.Kept)
+	upsert, remove := base.Diff(next, known.Kept)
 	parts := jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now())
 	if len(parts) == 1 {
 		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})

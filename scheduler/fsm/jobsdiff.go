@@ -12,19 +12,16 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-// Job sets by difference (log version 8). A set of 100,000 jobs is about
-// 30 MB of JSON; replacing it whole to change one job appended all of it
-// to the log again (56 MiB more on each node's disk, measured), in one
-// entry every follower received, decoded and applied whole. So the leader
-// compares the set it is given with the replicated one and proposes only
-// what differs (op set_jobs_diff): the jobs added or changed, whole, and
-// the names of the jobs removed. A difference larger than
-// MaxJobsDiffBytes (the first set of 100,000 jobs is one) travels in
-// parts, each an entry of at most that size (one job larger than it
-// travels alone): the parts are kept in the replicated state as they
-// arrive (State.JobsStage), in whatever order the leader's concurrent
-// proposals reached the log, and the set changes at once when the last
-// one is applied, so no grant ever sees half of a new set.
+// Job sets by difference (log version 8). Replacing a set of 100,000
+// jobs (about 30 MB of JSON) whole to change one appended all of it to
+// the log again, in one entry every follower decoded and applied whole.
+// So the leader proposes only what differs from the replicated set (op
+// set_jobs_diff): the jobs added or changed, whole, and the names of the
+// jobs removed. A difference larger than MaxJobsDiffBytes travels in
+// parts of at most that size (one larger job alone), kept in the
+// replicated state as they arrive (State.JobsStage), in whatever order
+// the leader's proposals reached the log; the set changes at once when
+// the last is applied, so no grant ever sees half of a new set.
 //
 // A difference is decided in Apply (DecideJobsDiff), against the set it
 // was computed from (its hash, Base): a set replaced meanwhile (another
@@ -162,23 +159,16 @@ func (f *FSM) JobSetBase() JobSetBase {
 
 // Diff returns the difference that makes b into next (normalized, as
 // the leader checked it): the jobs of next that are new or differ, and
-// the names of the jobs next does not have. It runs outside the FSM's
-// lock, so Apply does not wait on a comparison of 100,000 jobs.
-func (b JobSetBase) Diff(next []jobs.Spec) (upsert []jobs.Spec, remove []string) {
-	return b.DiffKnown(next, nil)
-}
-
-// DiffKnown is Diff with each job that unchanged marks (unchanged[i] for
-// next[i]; nil marks none) and b holds taken as b holds it, without
-// comparing the two.
-func (b JobSetBase) DiffKnown(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
+// the names of the jobs next does not have. A job that unchanged marks
+// (unchanged[i] for next[i]; nil marks none) and b holds is taken as b
+// holds it, without comparing the two. It runs outside the FSM's lock,
+// so Apply does not wait on a comparison of 100,000 jobs.
+func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
 	seen := make(map[string]bool, len(next))
 	for k, s := range next {
 		seen[s.Name] = true
-		if _, had := b.byName[s.Name]; had && unchanged != nil && unchanged[k] {
-			continue
-		}
-		if i, had := b.byName[s.Name]; !had || !reflect.DeepEqual(b.Jobs[i], s) {
+		i, had := b.byName[s.Name]
+		if !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[i], s) {
 			upsert = append(upsert, s)
 		}
 	}

@@ -60,7 +60,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	next := []jobs.Spec{everyMinute("c", "true"), everyMinute("b", "false"), everyMinute("d", "true")}
 	b := f.JobSetBase()
 	base := b.Hash
-	upsert, remove := b.Diff(next)
+	upsert, remove := b.Diff(next, nil)
 	if base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
 		t.Fatalf("Diff = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
 	}
@@ -76,7 +76,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
 	}
 	b = NewFSM().JobSetBase()
-	if upsert, remove := b.Diff(next); b.Hash != "" || len(upsert) != len(next) || len(remove) != 0 {
+	if upsert, remove := b.Diff(next, nil); b.Hash != "" || len(upsert) != len(next) || len(remove) != 0 {
 		t.Errorf("Diff with no set yet: %q, %d upserts, %v; want every job", b.Hash, len(upsert), remove)
 	}
 }
