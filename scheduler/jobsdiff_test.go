@@ -201,13 +201,7 @@ func TestSetJobsKnown(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := sm.JobSetInfo().Hash
-	allKept := func(n int) []bool {
-		kept := make([]bool, n)
-		for i := range kept {
-			kept[i] = true
-		}
-		return kept
-	}
+	allKept := func(n int) []bool { return slices.Repeat([]bool{true}, n) }
 
 	changed := slices.Clone(specs)
 	changed[50].Command = []string{"/bin/false"}

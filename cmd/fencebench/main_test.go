@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -206,28 +205,6 @@ func TestScale_SmokeCompare(t *testing.T) {
 		if !strings.Contains(out.String(), label) {
 			t.Errorf("no row %q:\n%s", label, out.String())
 		}
-	}
-}
-
-// Issue 32: with 100,000 jobs on a real `fencecron dev` node, applying
-// the same file with one job changed appends one job-set entry of at
-// most 64 KiB to the node's Raft log, and its data grows by at most
-// 4 MiB. `fencebench scale` prints the same figures.
-func TestScale_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
-	keep := t.TempDir()
-	defer logsOnFailure(t, keep)
-	r, err := measureScale(t.Context(), proctest.Binary(t), keep, 100_000, 0, false, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	one := r.dev.one
-	t.Logf("100000 jobs applied in %s; one change in %s (CPU: command %s, node %s): %d job-set entries of %d bytes, data grew %d bytes",
-		r.dev.apply, one.apply, one.cliCPU, one.nodeCPU, one.entries, one.entryBytes, one.dataGrowth)
-	if one.entries != 1 || one.entryBytes > 64<<10 {
-		t.Errorf("one change appended %d job-set entries of %d bytes; want one of at most 64 KiB", one.entries, one.entryBytes)
-	}
-	if one.dataGrowth > 4<<20 {
-		t.Errorf("the node's data grew by %d bytes for one change; want at most 4 MiB", one.dataGrowth)
 	}
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
@@ -184,14 +183,9 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 	if err != nil {
 		return r, err
 	}
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return r, fmt.Errorf("apply to the dev node: %w", err)
+	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, file, stderr); err != nil {
+		return r, err
 	}
-	r.apply = time.Since(start)
-	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	cpu1, err := cpuTime(dev.Process.Pid)
 	if err != nil {
 		return r, err
@@ -232,7 +226,7 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	if err != nil {
 		return r, err
 	}
-	size0, err := dirBytes(data)
+	size0, err := localcluster.DirSize(data)
 	if err != nil {
 		return r, err
 	}
@@ -240,14 +234,9 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	if err != nil {
 		return r, err
 	}
-	start := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, changed)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return r, fmt.Errorf("apply one change to the dev node: %w", err)
+	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, changed, stderr); err != nil {
+		return r, err
 	}
-	r.apply = time.Since(start)
-	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	cpu1, err := cpuTime(pid)
 	if err != nil {
 		return r, err
@@ -257,7 +246,7 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	if err != nil {
 		return r, err
 	}
-	size1, err := dirBytes(data)
+	size1, err := localcluster.DirSize(data)
 	if err != nil {
 		return r, err
 	}
@@ -265,6 +254,18 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	stop() // bolt lets one process at a time open the log
 	r.entries, r.entryBytes, err = jobSetEntries(filepath.Join(data, "raft", "raft.db"), before.index+1, after.index)
 	return r, err
+}
+
+// timedApply runs `fencecron apply -addr addr file`, as a user would:
+// what it waited, and its CPU.
+func timedApply(ctx context.Context, bin, addr, file string, stderr io.Writer) (wait, cpu time.Duration, err error) {
+	start := time.Now()
+	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
+	cmd.Stdout, cmd.Stderr = stderr, stderr
+	if err := cmd.Run(); err != nil {
+		return 0, 0, fmt.Errorf("apply %s to %s: %w", filepath.Base(file), addr, err)
+	}
+	return time.Since(start), cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime(), nil
 }
 
 // jobSetEntries counts the job-set entries (set_jobs, set_jobs_diff) with
@@ -291,22 +292,6 @@ func jobSetEntries(path string, first, last uint64) (n, size int, err error) {
 		}
 	}
 	return n, size, nil
-}
-
-// dirBytes is the size of the files under dir.
-func dirBytes(dir string) (int64, error) {
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
-	return n, err
 }
 
 func measureScale(ctx context.Context, bin, dir string, n int, settle time.Duration, cluster bool, stderr io.Writer) (scaleResult, error) {
@@ -342,13 +327,9 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 		return r, err
 	}
 	start := time.Now()
-	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", strings.TrimPrefix(leader.URL(), "http://"), file)
-	cmd.Stdout, cmd.Stderr = stderr, stderr
-	if err := cmd.Run(); err != nil {
-		return r, fmt.Errorf("apply: %w", err)
+	if r.apply, r.cliCPU, err = timedApply(ctx, bin, strings.TrimPrefix(leader.URL(), "http://"), file, stderr); err != nil {
+		return r, err
 	}
-	r.apply = time.Since(start)
-	r.cliCPU = cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
 	err = localcluster.UntilEvery(2*time.Minute, 100*time.Millisecond, func() error {
 		for _, s := range cl.Servers() {
 			st, err := s.Status()

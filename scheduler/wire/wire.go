@@ -161,7 +161,7 @@ type JobSetRequest struct {
 // the set, and the specs of those jobs the node said it lacks. The node
 // takes every other job from its own set, by digest, and applies the set
 // as PUT /api/v1/jobset would. A one-job change among 100,000 jobs so
-// sends some 5 MiB of digests and one spec, rather than the 30 MiB set.
+// sends some 5 MiB of digests and one spec, rather than the 32 MiB set.
 type JobSetDigests struct {
 	Source string      `json:"source"`
 	Jobs   []JobDigest `json:"jobs"`

@@ -271,7 +271,8 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	if applied.Namespaces == nil {
+	if _, server := s.Cluster.RaftStats(); server && applied.Namespaces == nil {
+		// A worker takes no apply by digest (421): nothing to prime.
 		s.digests.prime(applied.Hash, req.Jobs)
 	}
 	WriteJSON(w, http.StatusOK, applied)

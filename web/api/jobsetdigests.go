@@ -103,6 +103,9 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 	if !c.priming.CompareAndSwap(false, true) {
 		return nil
 	}
+	c.mu.Lock()
+	was := c.hash
+	c.mu.Unlock()
 	ended := make(chan struct{})
 	go func() {
 		defer close(ended)
@@ -114,7 +117,11 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 			s.Normalize() // named as the replicated set names it
 			named[i] = wire.JobDigest{Name: s.Name, Digest: digests[i]}
 		}
-		c.keep(hash, named)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.hash == was { // else an apply by digest kept a newer set meanwhile
+			c.hash, c.digest = hash, digestsByName(named)
+		}
 	}()
 	return ended
 }
@@ -122,13 +129,19 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 // keep makes the set of the given hash, whose jobs' digests req gives
 // (each checked by resolve), the one the cache holds.
 func (c *digestCache) keep(hash string, req []wire.JobDigest) {
-	digest := make(map[string]string, len(req))
-	for _, d := range req {
-		digest[d.Name] = d.Digest
-	}
+	digest := digestsByName(req)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hash, c.digest = hash, digest
+}
+
+// digestsByName is named's digests by job name.
+func digestsByName(named []wire.JobDigest) map[string]string {
+	digest := make(map[string]string, len(named))
+	for _, d := range named {
+		digest[d.Name] = d.Digest
+	}
+	return digest
 }
 
 // digests returns the digests of set's jobs by name.
@@ -155,10 +168,10 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (spe
 	named := make(map[string]int, len(req.Jobs))
 	for i, d := range req.Jobs {
 		if !validDigest(d.Digest) {
-			return nil, nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", d.Name, clipped(d.Digest), jobs.DigestLen)
+			return nil, nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
 		}
 		if _, twice := named[d.Name]; twice {
-			return nil, nil, nil, BadRequest("job %s is named twice", d.Name)
+			return nil, nil, nil, BadRequest("job %s is named twice", clipParam(d.Name))
 		}
 		named[d.Name] = i
 	}
@@ -169,11 +182,11 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (spe
 		i, ok := named[name]
 		switch {
 		case !ok:
-			return nil, nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", name)
+			return nil, nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", clipParam(name))
 		case found[i]:
-			return nil, nil, nil, BadRequest("job %s was sent twice", name)
+			return nil, nil, nil, BadRequest("job %s was sent twice", clipParam(name))
 		case req.Jobs[i].Digest != d:
-			return nil, nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", name, d, req.Jobs[i].Digest)
+			return nil, nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(name), d, req.Jobs[i].Digest)
 		}
 		specs[i], found[i] = req.Specs[k], true
 	}
@@ -205,12 +218,4 @@ func validDigest(d string) bool {
 		}
 	}
 	return true
-}
-
-// clipped is at most 40 bytes of s, for an error message.
-func clipped(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "..."
-	}
-	return s
 }

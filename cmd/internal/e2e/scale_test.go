@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"fmt"
-	"io/fs"
 	"net/url"
 	"os"
 	"os/exec"
@@ -12,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -129,10 +129,14 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		before := status().Jobs
 		sizeBefore := dirSize(t, dataDir)
 		start := time.Now()
-		if out, err := applyCLI(t, bin, addr, dir); err != nil {
+		out, err := applyCLI(t, bin, addr, dir)
+		if err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
 		took := time.Since(start)
+		if want := fmt.Sprintf("sent 1 new or changed job whole; the node had the other %d\n", n-1); !strings.Contains(out, want) {
+			t.Errorf("apply said %q; want %q: the changed job alone sent whole", out, want)
+		}
 		// The whole set (about 30 MB) appended again would grow the
 		// node's data by as much; a difference of one job, by nothing a
 		// user would notice.
@@ -220,17 +224,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 // dirSize is the size of the files under dir.
 func dirSize(t *testing.T, dir string) int64 {
 	t.Helper()
-	var n int64
-	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		info, err := d.Info()
-		if err == nil {
-			n += info.Size()
-		}
-		return err
-	})
+	n, err := localcluster.DirSize(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
