@@ -110,17 +110,11 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 	go func() {
 		defer close(ended)
 		defer c.priming.Store(false)
-		digests := jobs.SpecDigests(specs)
-		named := make([]wire.JobDigest, len(specs))
-		for i := range specs {
-			s := specs[i]
-			s.Normalize() // named as the replicated set names it
-			named[i] = wire.JobDigest{Name: s.Name, Digest: digests[i]}
-		}
+		digest := digestsOf(specs)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.hash == was { // else an apply by digest kept a newer set meanwhile
-			c.hash, c.digest = hash, digestsByName(named)
+			c.hash, c.digest = hash, digest
 		}
 	}()
 	return ended
@@ -129,17 +123,25 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 // keep makes the set of the given hash, whose jobs' digests req gives
 // (each checked by resolve), the one the cache holds.
 func (c *digestCache) keep(hash string, req []wire.JobDigest) {
-	digest := digestsByName(req)
+	digest := make(map[string]string, len(req))
+	for _, d := range req {
+		digest[d.Name] = d.Digest
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.hash, c.digest = hash, digest
 }
 
-// digestsByName is named's digests by job name.
-func digestsByName(named []wire.JobDigest) map[string]string {
-	digest := make(map[string]string, len(named))
-	for _, d := range named {
-		digest[d.Name] = d.Digest
+// digestsOf is the digests of specs by the names the replicated set
+// gives their jobs (normalized: a set sent whole may qualify a name with
+// its namespace field instead).
+func digestsOf(specs []jobs.Spec) map[string]string {
+	digests := jobs.SpecDigests(specs)
+	digest := make(map[string]string, len(specs))
+	for i := range specs {
+		s := specs[i]
+		s.Normalize()
+		digest[s.Name] = digests[i]
 	}
 	return digest
 }
@@ -149,11 +151,7 @@ func (c *digestCache) digests(set fsm.JobSetExport) map[string]string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.hash != set.Info.Hash || c.digest == nil {
-		digests := jobs.SpecDigests(set.Jobs)
-		c.hash, c.digest = set.Info.Hash, make(map[string]string, len(set.Jobs))
-		for i := range set.Jobs {
-			c.digest[set.Jobs[i].Name] = digests[i]
-		}
+		c.hash, c.digest = set.Info.Hash, digestsOf(set.Jobs)
 	}
 	return c.digest
 }

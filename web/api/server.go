@@ -69,11 +69,10 @@ type State interface {
 // Scheduler is what the API changes through: every call goes to the
 // leader, forwarded if this node does not lead (scheduler.Scheduler).
 type Scheduler interface {
-	// SetJobs replaces the job set, or with a scope (namespace globs)
-	// only the jobs of the namespaces it matches.
-	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
-	// SetJobsKnown is SetJobs of a set some of whose jobs are the
-	// replicated set's, as it holds them (known).
+	// SetJobsKnown replaces the job set, or with a scope (namespace
+	// globs) only the jobs of the namespaces it matches; known marks the
+	// jobs that are the replicated set's, as it holds them (none for a
+	// set sent whole).
 	SetJobsKnown(ctx context.Context, specs []jobs.Spec, known scheduler.KnownJobs, source string, scope []string) (hash string, err error)
 	// Trigger starts a run now; force overrides the job's overlap policy.
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
