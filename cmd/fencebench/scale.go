@@ -221,39 +221,44 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	if err := os.WriteFile(changed, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644); err != nil {
 		return r, err
 	}
-	url := "http://" + addr
-	before, err := readLog(url)
-	if err != nil {
-		return r, err
-	}
-	size0, err := localcluster.DirSize(data)
-	if err != nil {
-		return r, err
-	}
-	cpu0, err := cpuTime(pid)
+	before, err := sampleDev(addr, data, pid)
 	if err != nil {
 		return r, err
 	}
 	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, changed, stderr); err != nil {
 		return r, err
 	}
-	cpu1, err := cpuTime(pid)
+	after, err := sampleDev(addr, data, pid)
 	if err != nil {
 		return r, err
 	}
-	r.nodeCPU = cpu1 - cpu0
-	after, err := readLog(url)
-	if err != nil {
-		return r, err
-	}
-	size1, err := localcluster.DirSize(data)
-	if err != nil {
-		return r, err
-	}
-	r.dataGrowth = size1 - size0
+	r.nodeCPU, r.dataGrowth = after.cpu-before.cpu, after.data-before.data
 	stop() // bolt lets one process at a time open the log
-	r.entries, r.entryBytes, err = jobSetEntries(filepath.Join(data, "raft", "raft.db"), before.index+1, after.index)
+	r.entries, r.entryBytes, err = jobSetEntries(filepath.Join(data, "raft", "raft.db"), before.log.index+1, after.log.index)
 	return r, err
+}
+
+// devSample is where the dev node at an address stood: its CPU so far,
+// its Raft log, and the size of its data directory.
+type devSample struct {
+	cpu  time.Duration
+	log  logState
+	data int64
+}
+
+// sampleDev reads a devSample of the dev node at addr (process pid, data
+// directory data). The node's CPU is read first, so an apply's CPU, from
+// one sample to the next, holds one answer to /metrics too: a
+// millisecond, under the 10 ms the kernel counts CPU in.
+func sampleDev(addr, data string, pid int) (s devSample, err error) {
+	if s.cpu, err = cpuTime(pid); err != nil {
+		return s, err
+	}
+	if s.log, err = readLog("http://" + addr); err != nil {
+		return s, err
+	}
+	s.data, err = localcluster.DirSize(data)
+	return s, err
 }
 
 // timedApply runs `fencecron apply -addr addr file`, as a user would:
