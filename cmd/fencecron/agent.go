@@ -118,10 +118,7 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 	// A node holding fewer than half as many jobs lacks more than half:
 	// its status says so before any digest is computed or sent.
 	var st wire.Status
-	asJSON := c.json
-	c.json = false
-	defer func() { c.json = asJSON }()
-	if err := c.do(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < len(specs) {
+	if err := c.call(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < len(specs) {
 		return wire.JobSetApplied{}, 0, errSendWhole
 	}
 	digests := jobs.SpecDigests(specs)
@@ -137,7 +134,7 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 			Applied json.RawMessage `json:"applied"`
 			Need    []string        `json:"need"`
 		}
-		err := c.do(ctx, http.MethodPut, jobSetPath+"/digests", req, &ans)
+		err := c.call(ctx, http.MethodPut, jobSetPath+"/digests", req, &ans)
 		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected) {
 			return wire.JobSetApplied{}, 0, errSendWhole
 		}
@@ -149,7 +146,7 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 			if err := json.Unmarshal(ans.Applied, &out); err != nil {
 				return out, 0, err
 			}
-			if asJSON {
+			if c.json {
 				c.out.Write(append(ans.Applied, '\n'))
 			}
 			return out, len(req.Specs), nil

@@ -80,16 +80,44 @@ func clientFlags(name string, args []string, stdout, stderr io.Writer, nargs int
 	return &client{base: strings.TrimRight(base, "/"), token: *token, namespace: *namespace, json: *asJSON, out: stdout, errOut: stderr, http: hc}, fs.Args(), nil
 }
 
-// do sends a request and decodes a JSON answer into v; a non-2xx answer
-// becomes an error carrying the API's message.
+// do sends a request and decodes a JSON answer into v, or with -json
+// writes the answer as it came; a non-2xx answer becomes an error
+// carrying the API's message.
 func (c *client) do(ctx context.Context, method, path string, body any, v any) error {
+	b, err := c.answer(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	if c.json {
+		c.out.Write(b)
+		return nil
+	}
+	if v != nil {
+		return json.Unmarshal(b, v)
+	}
+	return nil
+}
+
+// call is do for a request whose answer is not what the command prints
+// (a command that makes several): it decodes the answer into v whatever
+// -json says.
+func (c *client) call(ctx context.Context, method, path string, body any, v any) error {
+	b, err := c.answer(ctx, method, path, body)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// answer sends a request and returns the body of its 2xx answer.
+func (c *client) answer(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader
 	if r, ok := body.(io.Reader); ok {
 		rd = r // JSON already, streamed
 	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(b)
 	}
@@ -127,27 +155,20 @@ func (c *client) do(ctx context.Context, method, path string, body any, v any) e
 	}
 	resp, err := send(false)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rd == nil && c.token != "" && method == http.MethodGet && !strings.HasPrefix(path, jobSetPath) &&
 		(resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden) {
 		resp.Body.Close()
 		if resp, err = send(true); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	b, err := wire.ReadAnswer(resp)
 	if err != nil {
-		return fmt.Errorf("%s %s: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
-	if c.json {
-		c.out.Write(b)
-		return nil
-	}
-	if v != nil {
-		return json.Unmarshal(b, v)
-	}
-	return nil
+	return b, nil
 }
 
 func runStatus(ctx context.Context, args []string, stdout, stderr io.Writer) error {

@@ -19,10 +19,8 @@ import (
 // to, from the job set as it was applied, and changes nothing.
 func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdout io.Writer) error {
 	// The diff is the answer: -json prints it, not the job set.
-	wantJSON := c.json
-	c.json = false
 	var set wire.JobSet
-	if err := c.do(ctx, http.MethodGet, jobSetPath+"?applied=true", nil, &set); err != nil {
+	if err := c.call(ctx, http.MethodGet, jobSetPath+"?applied=true", nil, &set); err != nil {
 		if errors.Is(err, wire.ErrUnauthorized) && c.token == "" {
 			return fmt.Errorf("apply -dry-run compares the file with the applied job set, whose export needs the node's API token (api.token): "+
 				"run it again with -token TOKEN or FENCECRON_API_TOKEN set (%w)", err)
@@ -39,7 +37,7 @@ func dryRun(ctx context.Context, c *client, path string, specs []jobs.Spec, stdo
 		}
 	}
 	d := jobs.DiffSets(set.Jobs, specs)
-	if wantJSON {
+	if c.json {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		// Namespaces: those a limited token's apply replaces.
