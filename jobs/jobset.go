@@ -115,14 +115,12 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 // spec valid against l (Spec.Validate) and names unique. It returns every
 // problem, wrapping ErrInvalidConfig; a set of more than MaxJobs is
 // refused for that alone.
-func CheckSet(specs []Spec, l Limits) error { return CheckSetKnown(specs, l, nil) }
-
-// CheckSetKnown is CheckSet with each job that known marks (known[i] for
-// specs[i]; nil marks none) taken as valid on its own: a job of the
-// replicated set, checked when that set was applied, sent again as it
-// was. The checks of the set as a whole (unique names, after, groups)
-// cover every job.
-func CheckSetKnown(specs []Spec, l Limits, known []bool) error {
+//
+// Each job that known marks (known[i] for specs[i]; nil marks none) is
+// taken as valid on its own: a job of the replicated set, checked when
+// that set was applied, sent again as it was. The checks of the set as a
+// whole (unique names, after, groups) cover every job.
+func CheckSet(specs []Spec, l Limits, known []bool) error {
 	if len(specs) > MaxJobs {
 		// Not worth checking each of them.
 		return fmt.Errorf("%w: %d jobs: a job set holds at most %d", ErrInvalidConfig, len(specs), MaxJobs)

@@ -37,17 +37,17 @@ func TestCheckSet_SpecSize(t *testing.T) {
 	if got := jobs.SpecBytes(&fits); got != jobs.MaxSpecBytes {
 		t.Fatalf("the fitting spec is %d bytes", got)
 	}
-	if err := jobs.CheckSet([]jobs.Spec{fits}, jobs.Limits{}); err != nil {
+	if err := jobs.CheckSet([]jobs.Spec{fits}, jobs.Limits{}, nil); err != nil {
 		t.Errorf("a spec of exactly MaxSpecBytes: %v", err)
 	}
-	err := jobs.CheckSet([]jobs.Spec{fits, huge}, jobs.Limits{})
+	err := jobs.CheckSet([]jobs.Spec{fits, huge}, jobs.Limits{}, nil)
 	if !errors.Is(err, jobs.ErrInvalidConfig) || !strings.Contains(err.Error(), "job huge:") ||
 		!strings.Contains(err.Error(), "at most 256 KiB (jobs.MaxSpecBytes)") || strings.Contains(err.Error(), "job fits") {
 		t.Errorf("CheckSet of a set with a spec over the cap: %v", err)
 	}
 	// Its other problems are kept beside it.
 	huge.Retries = -1
-	if err := jobs.CheckSet([]jobs.Spec{huge}, jobs.Limits{}); err == nil || !strings.Contains(err.Error(), "retries") || !strings.Contains(err.Error(), "jobs.MaxSpecBytes") {
+	if err := jobs.CheckSet([]jobs.Spec{huge}, jobs.Limits{}, nil); err == nil || !strings.Contains(err.Error(), "retries") || !strings.Contains(err.Error(), "jobs.MaxSpecBytes") {
 		t.Errorf("CheckSet of a large spec with another problem: %v", err)
 	}
 }

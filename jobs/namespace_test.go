@@ -174,7 +174,7 @@ func TestCheckSet_Namespaces(t *testing.T) {
 	for i := range set {
 		set[i].Normalize()
 	}
-	if err := jobs.CheckSet(set, l); err != nil {
+	if err := jobs.CheckSet(set, l, nil); err != nil {
 		t.Fatalf("CheckSet = %v", err)
 	}
 	if got, want := set[2].After, []string{"billing:monthly-report"}; !reflect.DeepEqual(got, want) {

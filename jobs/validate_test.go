@@ -194,11 +194,11 @@ func TestCheckKey(t *testing.T) {
 func TestCheckSet(t *testing.T) {
 	a, b := validSpec(), validSpec()
 	b.Name = "other"
-	if err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{MaxBodyBytes: jobs.DefaultMaxOutputBytes}); err != nil {
+	if err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{MaxBodyBytes: jobs.DefaultMaxOutputBytes}, nil); err != nil {
 		t.Fatalf("CheckSet(valid) = %v", err)
 	}
 	b.Name, b.Output = a.Name, "../../etc/x"
-	err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{MaxBodyBytes: 1 << 20})
+	err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{MaxBodyBytes: 1 << 20}, nil)
 	if !errors.Is(err, jobs.ErrInvalidConfig) {
 		t.Fatalf("CheckSet = %v, want ErrInvalidConfig", err)
 	}

@@ -156,7 +156,7 @@ func (l local) setJobsKnown(ctx context.Context, specs []jobs.Spec, known KnownJ
 	if known.Base == "" || l.s.checked != (checkedSet{known.Base, limits}) {
 		known.Kept = nil
 	}
-	specs, err := replicated.CheckJobSetKnown(specs, limits, known.Kept)
+	specs, err := replicated.CheckJobSet(specs, limits, known.Kept)
 	if err != nil {
 		return "", err
 	}
@@ -299,7 +299,7 @@ func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, sourc
 // max_output_bytes within MaxBodyBytes, email only with an SMTP server). It returns the normalized set,
 // or an error wrapping jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
-	return replicated.CheckJobSet(specs, s.JobLimits())
+	return replicated.CheckJobSet(specs, s.JobLimits(), nil)
 }
 
 // JobLimits are what this node checks a job set against: the store's body

@@ -43,7 +43,7 @@ func newTestLog(t testing.TB, specs ...jobs.Spec) *testLog {
 	t.Helper()
 	lg := &testLog{fsm: fsm.NewFSM()}
 	lg.mustApply(t, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1", At: t0}})
-	specs, err := replicated.CheckJobSet(specs, jobs.Limits{})
+	specs, err := replicated.CheckJobSet(specs, jobs.Limits{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

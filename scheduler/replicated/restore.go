@@ -123,7 +123,7 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 // out a field the snapshot's writer filled in gets its default here, not a
 // zero (a max_output_bytes of 0 would be no cap at all).
 func checkRestoredJobs(st *State, l jobs.Limits) error {
-	specs, err := CheckJobSet(st.Jobs, l)
+	specs, err := CheckJobSet(st.Jobs, l, nil)
 	if err != nil {
 		return fmt.Errorf("snapshot: its job set: %w", err)
 	}
@@ -186,19 +186,14 @@ func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
 
 // CheckJobSet normalizes a copy of specs and checks it whole against l
 // (jobs.CheckSet): how every job set that enters the replicated state is
-// checked, applied or restored.
-func CheckJobSet(specs []jobs.Spec, l jobs.Limits) ([]jobs.Spec, error) {
-	return CheckJobSetKnown(specs, l, nil)
-}
-
-// CheckJobSetKnown is CheckJobSet with the jobs known marks taken as
-// valid on their own (jobs.CheckSetKnown).
-func CheckJobSetKnown(specs []jobs.Spec, l jobs.Limits, known []bool) ([]jobs.Spec, error) {
+// checked, applied or restored; the jobs known marks are taken as valid
+// on their own (jobs.CheckSet).
+func CheckJobSet(specs []jobs.Spec, l jobs.Limits, known []bool) ([]jobs.Spec, error) {
 	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].Normalize()
 	}
-	if err := jobs.CheckSetKnown(specs, l, known); err != nil {
+	if err := jobs.CheckSet(specs, l, known); err != nil {
 		return nil, err
 	}
 	if LogVersion < VersionNamespaces {

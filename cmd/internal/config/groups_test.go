@@ -58,12 +58,12 @@ func TestCheckSet_GroupLimitsAgree(t *testing.T) {
 	a := jobs.Spec{Name: "a", Schedules: []string{"@every 1s"}, Shell: "true", Group: "db", GroupLimits: &jobs.Group{Name: "db", MaxRunning: 1}}
 	b := a
 	b.Name, b.GroupLimits = "b", &jobs.Group{Name: "db", MaxRunning: 2}
-	if err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{}); err == nil || !strings.Contains(err.Error(), "carry different limits") {
+	if err := jobs.CheckSet([]jobs.Spec{a, b}, jobs.Limits{}, nil); err == nil || !strings.Contains(err.Error(), "carry different limits") {
 		t.Errorf("CheckSet = %v; want different limits refused", err)
 	}
 	c := a
 	c.Name, c.GroupLimits = "c", nil
-	if err := jobs.CheckSet([]jobs.Spec{a, c}, jobs.Limits{}); err == nil || !strings.Contains(err.Error(), `"db" is not defined`) {
+	if err := jobs.CheckSet([]jobs.Spec{a, c}, jobs.Limits{}, nil); err == nil || !strings.Contains(err.Error(), `"db" is not defined`) {
 		t.Errorf("CheckSet = %v; want a group without limits refused", err)
 	}
 }

@@ -37,7 +37,7 @@ jobs:
 		if got := f.Jobs[3].After; len(got) != 1 || got[0] != "billing:extract" {
 			t.Errorf("billing:report's after = %q, want [billing:extract]", got)
 		}
-		if err := jobs.CheckSet(f.Jobs, jobs.Limits{MaxBodyBytes: jobs.DefaultMaxOutputBytes}); err != nil {
+		if err := jobs.CheckSet(f.Jobs, jobs.Limits{MaxBodyBytes: jobs.DefaultMaxOutputBytes}, nil); err != nil {
 			t.Errorf("CheckSet = %v", err)
 		}
 	})
