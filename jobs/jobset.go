@@ -126,7 +126,7 @@ func CheckSet(specs []Spec, l Limits, known []bool) error {
 		return fmt.Errorf("%w: %d jobs: a job set holds at most %d", ErrInvalidConfig, len(specs), MaxJobs)
 	}
 	var problems []string
-	invalid := validateEach(specs, l, known)
+	invalid := ValidateEach(specs, l, known)
 	seen := make(map[string]bool, len(specs))
 	for i, s := range specs {
 		name := s.Name
@@ -152,11 +152,9 @@ func CheckSet(specs []Spec, l Limits, known []bool) error {
 
 // ValidateEach returns Spec.Validate of each spec, with a spec larger
 // than MaxSpecBytes refused as a problem of the job as a whole, in the
-// set's order, each checked on its own on every core.
-func ValidateEach(specs []Spec, l Limits) []error { return validateEach(specs, l, nil) }
-
-// validateEach is ValidateEach of the specs known does not mark.
-func validateEach(specs []Spec, l Limits, known []bool) []error {
+// set's order, each checked on its own on every core; a spec that known
+// marks (CheckSet) is not checked, and has no error.
+func ValidateEach(specs []Spec, l Limits, known []bool) []error {
 	invalid := make([]error, len(specs))
 	inParallel(len(specs), func(a, b int) {
 		for i := a; i < b; i++ {

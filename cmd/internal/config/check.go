@@ -396,7 +396,7 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	}
 	// Validate is most of a job's check: it runs on every core, and the
 	// problems are reported in the file's order.
-	invalid := jobs.ValidateEach(out, l)
+	invalid := jobs.ValidateEach(out, l, nil)
 	names := map[string]int{}
 	for i, e := range entries {
 		// Fields whose decoding failed are reported already.
