@@ -198,6 +198,69 @@ func TestHTTPClients_KeepsTheTargetsConnectionWarm(t *testing.T) {
 	}
 }
 
+// Many jobs sending to one service at the same second: the connections
+// the first burst opened are all there for the next, none dialed again.
+func TestHTTPClients_KeepsABurstsConnectionsWarm(t *testing.T) {
+	const burst = 400 // a third of a thousand jobs firing together, and more
+	var (
+		mu      sync.Mutex
+		conns   int
+		arrived int
+		all     = make(chan struct{})
+	)
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.Copy(io.Discard, r.Body)
+		// Every request of a burst is held until the last one arrives,
+		// so the burst needs a connection per request.
+		mu.Lock()
+		arrived++
+		if arrived == burst {
+			close(all)
+		}
+		wait := all
+		mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(10 * time.Second):
+		}
+		w.Write([]byte("ok"))
+	}))
+	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
+		if st == http.StateNew {
+			mu.Lock()
+			conns++
+			mu.Unlock()
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+
+	p := &executor.HTTPClients{}
+	defer p.CloseIdle()
+	send := func() (newConns int) {
+		var wg sync.WaitGroup
+		for i := range burst {
+			wg.Go(func() {
+				if res := p.Prepare(httpReq(srv.URL)).Send(context.Background()); !res.Success() {
+					t.Errorf("request %d: %+v", i, res)
+				}
+			})
+		}
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		n := conns
+		conns, arrived, all = 0, 0, make(chan struct{})
+		return n
+	}
+	if got := send(); got != burst {
+		t.Fatalf("the first burst of %d requests opened %d connections, want one each", burst, got)
+	}
+	if got := send(); got != 0 {
+		t.Errorf("the second burst of %d requests opened %d new connections, want 0: all %d were kept", burst, got, burst)
+	}
+}
+
 // A request whose preparation failed sends nothing and says why at Send;
 // a cancelled context sends nothing either.
 func TestHTTPClients_PrepareErrorsAtSend(t *testing.T) {
