@@ -275,9 +275,9 @@ func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, sourc
 		}
 		size += n
 	}
-	for _, s := range upsert {
-		add(jobs.SpecBytes(&s) + 1)
-		cur.Upsert = append(cur.Upsert, s)
+	for i, size := range jobs.SpecSizes(upsert) {
+		add(size + 1)
+		cur.Upsert = append(cur.Upsert, upsert[i])
 	}
 	for _, name := range remove {
 		add(6*len(name) + 3) // quoted, escaped at worst, a comma
