@@ -275,8 +275,8 @@ func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, sourc
 		}
 		size += n
 	}
-	for i, size := range jobs.SpecSizes(upsert) {
-		add(size + 1)
+	for i, n := range jobs.SpecSizes(upsert) {
+		add(n + 1)
 		cur.Upsert = append(cur.Upsert, upsert[i])
 	}
 	for _, name := range remove {

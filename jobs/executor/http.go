@@ -77,8 +77,9 @@ const (
 	// third of that on each of three workers, or all of it on one; with
 	// 256, a burst of 333 dialed 77 connections every second, and its
 	// last requests arrived 8 ms later (fencebench lateness -http, 1,000
-	// fires/s). At the worst, 8 targets of 1,024 hold 8,192 descriptors,
-	// within the 65,536 of deploy/systemd, and some 30 KiB each.
+	// fires/s). At the worst, 8 targets of 1,024 keep 8,192 idle
+	// descriptors (beside those in use), within the 65,536 of
+	// deploy/systemd, and some 30 KiB each: about 240 MiB.
 	maxIdlePerTarget = 1024
 	// maxTargets is how many targets keep a transport; the least recently
 	// used one beyond closes its idle connections and is dropped.
