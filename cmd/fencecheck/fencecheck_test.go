@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -43,7 +44,9 @@ func TestFencecheck_ShortSeededRun(t *testing.T) {
 	cfg.Log = &syncWriter{w: &log}
 	rep, err := New(cfg).Run(t.Context())
 	if err != nil {
-		t.Fatalf("%v\n%s", err, log.String())
+		// The node logs go with the test's directory: their ends are
+		// all a failure in CI leaves to read.
+		t.Fatalf("%v\n%s\n%s", err, log.String(), logTails(cfg.Dir, 40))
 	}
 	var out strings.Builder
 	rep.Print(&out)
@@ -62,6 +65,22 @@ func TestFencecheck_ShortSeededRun(t *testing.T) {
 	if len(rep.Faults) < 5 {
 		t.Errorf("only %d faults ran", len(rep.Faults))
 	}
+}
+
+// logTails is the last n lines of each node's log in dir.
+func logTails(dir string, n int) string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var out strings.Builder
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			fmt.Fprintf(&out, "%s: %v\n", p, err)
+			continue
+		}
+		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
+		fmt.Fprintf(&out, "--- the last %d lines of %s:\n%s\n", min(n, len(lines)), filepath.Base(p), strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
+	return out.String()
 }
 
 type syncWriter struct {
