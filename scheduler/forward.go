@@ -294,10 +294,11 @@ func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, sourc
 	return parts
 }
 
-// CheckJobs normalizes a job set and checks it as the config parser does
-// (jobs.CheckSet: every spec, its output key by the store's key rules,
-// max_output_bytes within MaxBodyBytes, email only with an SMTP server). It returns the normalized set,
-// or an error wrapping jobs.ErrInvalidConfig that lists every problem.
+// CheckJobs normalizes a job set, in place, and checks it as the config
+// parser does (jobs.CheckSet: every spec, its output key by the store's
+// key rules, max_output_bytes within MaxBodyBytes, email only with an SMTP
+// server). It returns the normalized set, or an error wrapping
+// jobs.ErrInvalidConfig that lists every problem.
 func (s *Scheduler) CheckJobs(specs []jobs.Spec) ([]jobs.Spec, error) {
 	return replicated.CheckJobSet(specs, s.JobLimits(), nil)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -105,7 +106,9 @@ func (l *leader) run() {
 	l.electedEpoch, l.electedIndex = res.Epoch, res.Index
 	l.log.Info("leading", "node", s.Raft.ID(), "epoch", l.electedEpoch)
 	if _, _, _, has := s.FSM.JobSet(); s.InitialJobs != nil && (!has || s.ReplaceJobs && s.FSM.JobSetInfo().Hash != jobs.HashSpecs(s.InitialJobs)) {
-		if _, err := s.SetJobs(ctx, s.InitialJobs, s.InitialSource, nil); err != nil {
+		// SetJobs normalizes what it is given, and the agent reads
+		// InitialJobs too (its config hash).
+		if _, err := s.SetJobs(ctx, slices.Clone(s.InitialJobs), s.InitialSource, nil); err != nil {
 			l.log.Error("could not apply the initial job set", "source", s.InitialSource, "err", err)
 		} else {
 			l.log.Info("applied the initial job set", "source", s.InitialSource, "jobs", len(s.InitialJobs))

