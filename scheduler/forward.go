@@ -264,20 +264,28 @@ const diffParallel = 4
 // jobsDiffParts splits a job set difference into entries of at most
 // fsm.MaxJobsDiffBytes each (a job larger than that alone in its part);
 // a difference with nothing in it is one entry, which records the apply.
+// A part's upserts are a window of upsert, not a copy: 100,000 specs
+// copied cost the leader a sixth of a second.
 func jobsDiffParts(base string, upsert []jobs.Spec, remove []string, hash, source string, at time.Time) []replicated.SetJobsDiffCmd {
 	// The entry's envelope: op, version, hashes, part numbers, time.
 	envelope := 256 + 6*len(source)
 	var parts []replicated.SetJobsDiffCmd
 	cur, size := replicated.SetJobsDiffCmd{}, envelope
-	add := func(n int) {
+	// add counts n bytes into the part being filled, after starting
+	// another if they do not fit; it reports whether it did.
+	add := func(n int) (started bool) {
 		if size+n > fsm.MaxJobsDiffBytes && len(cur.Upsert)+len(cur.Remove) > 0 {
-			parts, cur, size = append(parts, cur), replicated.SetJobsDiffCmd{}, envelope
+			parts, cur, size, started = append(parts, cur), replicated.SetJobsDiffCmd{}, envelope, true
 		}
 		size += n
+		return started
 	}
+	from := 0 // the first upsert of the part being filled
 	for i, n := range jobs.SpecSizes(upsert) {
-		add(n + 1)
-		cur.Upsert = append(cur.Upsert, upsert[i])
+		if add(n + 1) {
+			from = i
+		}
+		cur.Upsert = upsert[from : i+1 : i+1]
 	}
 	for _, name := range remove {
 		add(6*len(name) + 3) // quoted, escaped at worst, a comma
