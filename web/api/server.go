@@ -72,7 +72,8 @@ type Scheduler interface {
 	// SetJobsKnown replaces the job set, or with a scope (namespace
 	// globs) only the jobs of the namespaces it matches; known marks the
 	// jobs that are the replicated set's, as it holds them (none for a
-	// set sent whole).
+	// set sent whole). specs is handed over: a leader normalizes it in
+	// place.
 	SetJobsKnown(ctx context.Context, specs []jobs.Spec, known scheduler.KnownJobs, source string, scope []string) (hash string, err error)
 	// Trigger starts a run now; force overrides the job's overlap policy.
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
