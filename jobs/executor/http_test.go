@@ -154,29 +154,7 @@ func TestRunHTTP_ErrorsHideTheURLsCredentials(t *testing.T) {
 // connections: the second finds the first's open, and the request of each
 // is built by Prepare, so Send only sends. RunHTTP keeps nothing open.
 func TestHTTPClients_KeepsTheTargetsConnectionWarm(t *testing.T) {
-	var mu sync.Mutex
-	conns := 0
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		io.Copy(io.Discard, r.Body)
-		w.Write([]byte("ok"))
-	}))
-	srv.Config.ConnState = func(_ net.Conn, st http.ConnState) {
-		if st == http.StateNew {
-			mu.Lock()
-			conns++
-			mu.Unlock()
-		}
-	}
-	srv.Start()
-	defer srv.Close()
-	newConns := func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		n := conns
-		conns = 0
-		return n
-	}
-
+	srv, newConns := countingServer(t, nil)
 	p := &executor.HTTPClients{}
 	defer p.CloseIdle()
 	for i := range 3 {
@@ -199,30 +177,16 @@ func TestHTTPClients_KeepsTheTargetsConnectionWarm(t *testing.T) {
 	}
 }
 
-// Many jobs sending to one service at the same second: the connections
-// the first burst opened are all there for the next, none dialed again.
-func TestHTTPClients_KeepsABurstsConnectionsWarm(t *testing.T) {
-	const burst = 300 // a third of a thousand jobs firing together, more than 256
-	var (
-		mu      sync.Mutex
-		conns   int
-		arrived int
-		all     = make(chan struct{})
-	)
-	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// countingServer starts a loopback server that reads a request, calls
+// hold (if not nil) and answers "ok"; newConns returns how many
+// connections it accepted since its last call.
+func countingServer(t *testing.T, hold func()) (srv *httptest.Server, newConns func() int) {
+	var mu sync.Mutex
+	conns := 0
+	srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.Copy(io.Discard, r.Body)
-		// Every request of a burst is held until the last one arrives,
-		// so the burst needs a connection per request.
-		mu.Lock()
-		arrived++
-		if arrived == burst {
-			close(all)
-		}
-		wait := all
-		mu.Unlock()
-		select {
-		case <-wait:
-		case <-time.After(5 * time.Second): // a request lost: the counts below say so
+		if hold != nil {
+			hold()
 		}
 		w.Write([]byte("ok"))
 	}))
@@ -234,11 +198,44 @@ func TestHTTPClients_KeepsABurstsConnectionsWarm(t *testing.T) {
 		}
 	}
 	srv.Start()
-	defer srv.Close()
+	t.Cleanup(srv.Close)
+	return srv, func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		n := conns
+		conns = 0
+		return n
+	}
+}
+
+// Many jobs sending to one service at the same second: the connections
+// the first burst opened are all there for the next, none dialed again.
+func TestHTTPClients_KeepsABurstsConnectionsWarm(t *testing.T) {
+	const burst = 300 // a third of a thousand jobs firing together, more than 256
+	var (
+		mu      sync.Mutex
+		arrived int
+		all     = make(chan struct{})
+	)
+	// Every request of a burst is held until the last one arrives, so
+	// the burst needs a connection per request.
+	srv, newConns := countingServer(t, func() {
+		mu.Lock()
+		arrived++
+		if arrived == burst {
+			close(all)
+		}
+		wait := all
+		mu.Unlock()
+		select {
+		case <-wait:
+		case <-time.After(5 * time.Second): // a request lost: the counts below say so
+		}
+	})
 
 	p := &executor.HTTPClients{}
 	defer p.CloseIdle()
-	send := func() (newConns int) {
+	send := func() (opened int) {
 		var (
 			wg     sync.WaitGroup
 			failed atomic.Int64
@@ -258,9 +255,8 @@ func TestHTTPClients_KeepsABurstsConnectionsWarm(t *testing.T) {
 		}
 		mu.Lock()
 		defer mu.Unlock()
-		n := conns
-		conns, arrived, all = 0, 0, make(chan struct{})
-		return n
+		arrived, all = 0, make(chan struct{})
+		return newConns()
 	}
 	if got := send(); got != burst {
 		t.Fatalf("the first burst of %d requests opened %d connections, want one each", burst, got)
