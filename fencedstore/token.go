@@ -38,7 +38,9 @@ func (t Token) Less(u Token) bool { return t.Compare(u) < 0 }
 func (t Token) IsZero() bool { return t == Token{} }
 
 // String returns "epoch.seq".
-func (t Token) String() string { return fmt.Sprintf("%d.%d", t.Epoch, t.Seq) }
+func (t Token) String() string {
+	return strconv.FormatUint(t.Epoch, 10) + "." + strconv.FormatUint(t.Seq, 10)
+}
 
 // LogValue writes a token in a log line as everything else shows it,
 // epoch.seq, in JSON logs too.

@@ -21,12 +21,19 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 		}
 		return
 	}
-	byWorker := map[string][]worker.Assignment{}
+	// Each worker's slice is made at its size: an assignment carries its
+	// job's spec, and slices grown by append copied them all again.
+	counts := map[string]int{}
+	for _, a := range as {
+		counts[a.Attempt.Worker]++
+	}
+	byWorker := make(map[string][]worker.Assignment, len(counts))
 	var order []string
 	for _, a := range as {
 		w := a.Attempt.Worker
 		if _, ok := byWorker[w]; !ok {
 			order = append(order, w)
+			byWorker[w] = make([]worker.Assignment, 0, counts[w])
 		}
 		byWorker[w] = append(byWorker[w], a)
 	}
@@ -40,7 +47,7 @@ func (l *leader) dispatchAll(as []worker.Assignment) {
 				l.dispatch(chunk[0])
 				continue
 			}
-			var mine []worker.Assignment
+			mine := chunk[:0] // filtered in place: the chunks do not overlap
 			l.mu.Lock()
 			for _, a := range chunk {
 				if !l.inflight[a.Attempt.ID] {

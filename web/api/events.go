@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -137,7 +138,14 @@ type eventStream struct {
 	// allow says which namespaces' jobs' events the client may read
 	// (nil: all).
 	allow func(ns string) bool
+	// buf holds a batch of audit entries as they are sent, kept from one
+	// batch to the next: a dashboard open at 1,000 runs a second is sent
+	// 3,000 entries a second.
+	buf bytes.Buffer
 }
+
+// maxKeptBuf is the largest batch buffer a stream keeps between batches.
+const maxKeptBuf = 1 << 20
 
 // run sends the backlog, then whatever changes, until the client goes
 // or cannot keep up.
@@ -173,8 +181,12 @@ func (es *eventStream) run(r *http.Request, changed <-chan struct{}) {
 
 // write sends one chunk and flushes it, or reports the client gone.
 func (es *eventStream) write(chunk string) bool {
+	return es.send([]byte(chunk))
+}
+
+func (es *eventStream) send(chunk []byte) bool {
 	es.rc.SetWriteDeadline(time.Now().Add(sseWriteTimeout))
-	if _, err := fmt.Fprint(es.w, chunk); err != nil {
+	if _, err := es.w.Write(chunk); err != nil {
 		return false
 	}
 	return es.rc.Flush() == nil
@@ -197,17 +209,25 @@ func (es *eventStream) sendAudit() bool {
 		if len(evs) == 0 {
 			return true
 		}
-		var b strings.Builder
+		b := &es.buf
+		b.Reset()
+		enc := json.NewEncoder(b)
 		for _, e := range evs {
 			es.after = e.Seq
 			if es.allow != nil && !history.EventReadable(e, es.allow) {
 				continue // another namespace's: never shown
 			}
-			data, _ := json.Marshal(e)
-			fmt.Fprintf(&b, "id: %d\nevent: audit\ndata: %s\n\n", e.Seq, data)
-			es.after = e.Seq
+			b.WriteString("id: ")
+			b.Write(strconv.AppendUint(b.AvailableBuffer(), e.Seq, 10))
+			b.WriteString("\nevent: audit\ndata: ")
+			enc.Encode(e) // the JSON and a newline
+			b.WriteByte('\n')
 		}
-		if !es.write(b.String()) {
+		ok := es.send(b.Bytes())
+		if b.Cap() > maxKeptBuf {
+			es.buf = bytes.Buffer{}
+		}
+		if !ok {
 			return false
 		}
 		if len(evs) < sseBatch {
