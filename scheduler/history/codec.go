@@ -48,6 +48,14 @@ const (
 	formatJSON     byte = '{'
 	formatRunV1    byte = 0x01
 	formatRunV1Raw byte = 0x02
+	// formatEventV1 is an event, stored as
+	//
+	//	formatEventV1  uvarint(index)  fields
+	//
+	// in a plain layout (encodeEvent) and never deflated: an event is a
+	// hundred bytes. A run brings three events, and JSON cost each server
+	// more to write them than to write the run.
+	formatEventV1 byte = 0x03
 )
 
 // deflateFrom is the shortest layout that is deflated.
@@ -212,6 +220,80 @@ func encodeRun(rec runRecord) []byte {
 	w.Write(e.b)
 	w.Close()
 	return out.Bytes()
+}
+
+// Bits of an event's flags.
+const (
+	// eventToken: Token is set (JSON omitted a nil one).
+	eventToken uint64 = 1 << iota
+)
+
+// encodeEvent returns how rec is stored under its event key.
+func encodeEvent(rec eventRecord) []byte {
+	ev := &rec.Event
+	e := encoder{b: make([]byte, 0, 96+len(ev.Detail))}
+	e.b = append(e.b, formatEventV1)
+	e.uvarint(rec.Index)
+	var flags uint64
+	if ev.Token != nil {
+		flags |= eventToken
+	}
+	e.uvarint(flags)
+	e.uvarint(ev.Seq)
+	e.uvarint(ev.Index)
+	e.time(ev.Time)
+	e.string(ev.Kind)
+	e.string(ev.Node)
+	e.string(ev.Job)
+	e.string(ev.Run)
+	e.string(ev.Attempt)
+	if ev.Token != nil {
+		e.uvarint(ev.Token.Epoch)
+		e.uvarint(ev.Token.Seq)
+	}
+	e.uvarint(ev.Epoch)
+	e.string(ev.Detail)
+	return e.b
+}
+
+// decodeEvent reads a stored event back, in either format, as JSON read
+// it before.
+func decodeEvent(v []byte) (eventRecord, error) {
+	if len(v) == 0 {
+		return eventRecord{}, errors.New("empty event record")
+	}
+	switch v[0] {
+	case formatJSON:
+		var rec eventRecord
+		err := json.Unmarshal(v, &rec)
+		return rec, err
+	case formatEventV1:
+		d := decoder{b: v[1:]}
+		rec := eventRecord{Index: d.uvarint()}
+		ev := &rec.Event
+		flags := d.uvarint()
+		ev.Seq = d.uvarint()
+		ev.Index = d.uvarint()
+		ev.Time = d.time()
+		ev.Kind = d.string()
+		ev.Node = d.string()
+		ev.Job = d.string()
+		ev.Run = d.string()
+		ev.Attempt = d.string()
+		if flags&eventToken != 0 {
+			ev.Token = &jobs.Fence{Epoch: d.uvarint(), Seq: d.uvarint()}
+		}
+		ev.Epoch = d.uvarint()
+		ev.Detail = d.string()
+		if d.err != nil {
+			return eventRecord{}, fmt.Errorf("event: %w", d.err)
+		}
+		if len(d.b) != 0 {
+			return eventRecord{}, fmt.Errorf("event: %d bytes left over", len(d.b))
+		}
+		return rec, nil
+	}
+	return eventRecord{}, fmt.Errorf("event record of unknown format %#x (written by a newer version?)", v[0])
 }
 
 // decodeRun reads a stored run back, in either format, as JSON read it

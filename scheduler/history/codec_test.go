@@ -228,3 +228,78 @@ func BenchmarkRunRecord(b *testing.B) {
 		})
 	}
 }
+
+// roundTripEvent stores rec as the history now does and as it did before
+// (JSON), reads both back, and fails unless they read the same.
+func roundTripEvent(t *testing.T, rec eventRecord) {
+	t.Helper()
+	v := encodeEvent(rec)
+	if v[0] != formatEventV1 {
+		t.Fatalf("stored as %#x, want %#x", v[0], formatEventV1)
+	}
+	got, err := decodeEvent(v)
+	if err != nil {
+		t.Fatalf("decode: %v", err)
+	}
+	want, err := decodeEvent(marshal(rec))
+	if err != nil {
+		t.Fatalf("decode JSON: %v", err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("read back differs from what JSON read back:\n got %#v\nwant %#v", got, want)
+	}
+	if idx, err := recordIndex(v); err != nil || idx != rec.Index {
+		t.Errorf("recordIndex = %d, %v; want %d", idx, err, rec.Index)
+	}
+}
+
+func TestEncodeEvent_ReadsAsJSONDid(t *testing.T) {
+	paris := time.FixedZone("CEST", 2*3600)
+	granted := jobs.Event{Seq: 7, Index: 41, Time: t0.Add(time.Millisecond), Kind: jobs.EventGranted, Node: "n2",
+		Job: "backup", Run: "backup@20261203T210000Z", Attempt: "backup@20261203T210000Z.1",
+		Token: &jobs.Fence{Epoch: 3, Seq: 41}, Detail: "attempt 1 to n2 with token 3.41"}
+	for name, ev := range map[string]jobs.Event{
+		"granted":        granted,
+		"zero token":     func() jobs.Event { e := granted; e.Token = &jobs.Fence{}; return e }(),
+		"no token":       {Seq: 8, Index: 42, Time: t0, Kind: jobs.EventElected, Node: "n1", Epoch: 4},
+		"time in a zone": func() jobs.Event { e := granted; e.Time = e.Time.In(paris); return e }(),
+		"local time":     func() jobs.Event { e := granted; e.Time = e.Time.Local(); return e }(),
+		"zero time":      {Seq: 9, Kind: jobs.EventJobSet, Detail: "3 jobs: é, \"quoted\", <html>"},
+		"empty":          {},
+	} {
+		t.Run(name, func(t *testing.T) { roundTripEvent(t, eventRecord{Index: 1 << 40, Event: ev}) })
+	}
+}
+
+// Every field of an event survives, so a field added to jobs.Event
+// fails here until the codec stores it.
+func TestEncodeEvent_KeepsEveryField(t *testing.T) {
+	var ev jobs.Event
+	n := 0
+	fill(reflect.ValueOf(&ev).Elem(), &n)
+	roundTripEvent(t, eventRecord{Index: 3, Event: ev})
+}
+
+// A damaged event record is an error, never a panic or an event made up.
+func TestDecodeEvent_Damaged(t *testing.T) {
+	v := encodeEvent(eventRecord{Index: 5, Event: jobs.Event{Seq: 7, Time: t0, Kind: jobs.EventStarted, Job: "backup",
+		Token: &jobs.Fence{Epoch: 1, Seq: 2}, Detail: "started"}})
+	for n := range len(v) {
+		if _, err := decodeEvent(v[:n]); err == nil {
+			t.Errorf("a record cut to %d of %d bytes read without an error", n, len(v))
+		}
+	}
+	if _, err := decodeEvent(append(bytes.Clone(v), 0)); err == nil {
+		t.Error("a record with a byte too many read without an error")
+	}
+	for _, bad := range [][]byte{{0x04, 1}, {0xff}, nil} {
+		if _, err := decodeEvent(bad); err == nil {
+			t.Errorf("decodeEvent(%x) read without an error", bad)
+		}
+	}
+	for i := 1; i < len(v); i++ {
+		w := bytes.Clone(v)
+		w[i] ^= 0x55
+		decodeEvent(w) // an error or a different event; never a panic
+	}
+}

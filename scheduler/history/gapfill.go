@@ -3,7 +3,6 @@ package history
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -89,9 +88,9 @@ func (s *Store) Range(req RangeRequest) (RangePage, error) {
 					page.Runs = append(page.Runs, RangeRun{Index: index, Run: rec.Run})
 				}
 			case kindEvent:
-				var rec eventRecord
 				if v := tx.Bucket(bucketEvents).Get(primary); v != nil {
-					if err := json.Unmarshal(v, &rec); err != nil {
+					rec, err := decodeEvent(v)
+					if err != nil {
 						return err
 					}
 					page.Events = append(page.Events, RangeEvent{Index: index, Event: rec.Event})
@@ -218,15 +217,14 @@ func (s *Store) store(page RangePage) error {
 	s.wmu.Lock()
 	defer s.wmu.Unlock()
 	now := s.Clock.Now()
-	return s.db.Update(func(tx *bbolt.Tx) error {
-		packPages(tx)
+	return s.update(func(w *writes) error {
 		for _, r := range page.Runs {
-			if err := s.insertRun(tx, runRecord(r), now); err != nil {
+			if err := s.insertRun(w, runRecord(r), now); err != nil {
 				return err
 			}
 		}
 		for _, e := range page.Events {
-			if err := s.insertEvent(tx, eventRecord(e), now); err != nil {
+			if err := s.insertEvent(w, eventRecord(e), now); err != nil {
 				return err
 			}
 		}

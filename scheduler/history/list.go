@@ -2,7 +2,6 @@ package history
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
@@ -451,8 +450,8 @@ func (s *Store) ListEvents(hot []jobs.Event, q EventQuery) (EventPage, error) {
 				stoppedAt = seq + 1
 				return nil
 			}
-			var rec eventRecord
-			if err := json.Unmarshal(v, &rec); err != nil {
+			rec, err := decodeEvent(v)
+			if err != nil {
 				return err
 			}
 			e := rec.Event
