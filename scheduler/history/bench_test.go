@@ -141,31 +141,44 @@ func BenchmarkStore_ListRuns(b *testing.B) {
 }
 
 // BenchmarkStore_Steady is a server's history at a steady fire rate: a
-// finished run and its two events (granted, completed) per op, committed
-// in flushes of perFlush runs (at 600 fires/s, a flush every 200 ms
-// holds 120 runs, one every second 600), into a store that already keeps
-// its jobs' retention full.
+// finished run and its events (granted, completed) per op, committed in
+// flushes of perFlush runs (at 600 fires/s, a flush every 200 ms holds
+// 120 runs, one every second 600), into a store that already keeps its
+// jobs' retention full.
 //
 // With realistic, the runs are realisticRun's, whose tails are most of
-// what storing one costs.
+// what storing one costs. The case named lateness is what each server
+// of `fencebench lateness -http -rates 1000` stores: 1,000 jobs, three
+// events a run (a started one too), 200 runs a flush, and a retention
+// the window never fills, so nothing is trimmed.
 func BenchmarkStore_Steady(b *testing.B) {
-	const njobs, keep = 600, 20
 	for _, c := range []struct {
-		perFlush  int
-		realistic bool
-	}{{120, false}, {600, false}, {120, true}} {
-		perFlush := c.perFlush
+		perFlush        int
+		realistic       bool
+		njobs, keep     int
+		prefill, events int
+		name            string
+	}{
+		{perFlush: 120, njobs: 600, keep: 20, prefill: 20, events: 2},
+		{perFlush: 600, njobs: 600, keep: 20, prefill: 20, events: 2},
+		{perFlush: 120, njobs: 600, keep: 20, prefill: 20, events: 2, realistic: true},
+		{perFlush: 200, njobs: 1000, keep: 1000, prefill: 20, events: 3, name: "lateness"},
+	} {
+		perFlush, njobs := c.perFlush, c.njobs
 		name := fmt.Sprintf("runs/flush=%d", perFlush)
 		if c.realistic {
 			name += "/realistic"
 		}
+		if c.name != "" {
+			name = c.name
+		}
 		rng := rand.New(rand.NewPCG(3, 3))
 		b.Run(name, func(b *testing.B) {
-			s, _ := MustOpen(b, jobs.History{Runs: keep}, "")
+			s, _ := MustOpen(b, jobs.History{Runs: c.keep}, "")
 			zero := 0
 			seq, idx, sec := uint64(0), uint64(0), 0
 			next := func() (jobs.Run, []jobs.Event) {
-				j := int(seq/2) % njobs
+				j := int(seq/uint64(c.events)) % njobs
 				if j == 0 {
 					sec++
 				}
@@ -180,11 +193,14 @@ func BenchmarkStore_Steady(b *testing.B) {
 					{Seq: seq + 1, Time: r.ScheduledAt, Kind: jobs.EventGranted, Node: "w1", Job: r.Job, Run: r.ID, Attempt: r.Attempts[0].ID},
 					{Seq: seq + 2, Time: r.ScheduledAt, Kind: jobs.EventCompleted, Node: "w1", Job: r.Job, Run: r.ID, Attempt: r.Attempts[0].ID},
 				}
-				seq += 2
+				if c.events == 3 {
+					evs = append(evs, jobs.Event{Seq: seq + 3, Time: r.ScheduledAt, Kind: jobs.EventStarted, Node: "w1", Job: r.Job, Run: r.ID, Attempt: r.Attempts[0].ID})
+				}
+				seq += uint64(c.events)
 				return r, evs
 			}
 			flush := func(n int) {
-				runs, evs := make([]jobs.Run, 0, n), make([]jobs.Event, 0, 2*n)
+				runs, evs := make([]jobs.Run, 0, n), make([]jobs.Event, 0, c.events*n)
 				for range n {
 					r, e := next()
 					runs, evs = append(runs, r), append(evs, e...)
@@ -195,7 +211,7 @@ func BenchmarkStore_Steady(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			for range njobs * keep / perFlush { // retention full before timing
+			for range njobs * c.prefill / perFlush { // prefill runs a job before timing
 				flush(perFlush)
 			}
 			b.ReportAllocs()

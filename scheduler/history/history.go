@@ -370,10 +370,23 @@ type writes struct {
 	tx     *bbolt.Tx
 	counts map[string]int64
 	events int64 // -1 until read
+	// lastEvent is the key after the newest event stored (nil until
+	// read): events arrive in order, and one at or past it cannot be
+	// stored already.
+	lastEvent []byte
 }
 
 func newWrites(tx *bbolt.Tx) *writes {
 	return &writes{tx: tx, counts: map[string]int64{}, events: -1}
+}
+
+// eventStored reports whether the event under k is stored.
+func (w *writes) eventStored(k []byte) bool {
+	if w.lastEvent == nil {
+		last, _ := w.tx.Bucket(bucketEvents).Cursor().Last()
+		w.lastEvent = append(bytes.Clone(last), 0)
+	}
+	return bytes.Compare(k, w.lastEvent) < 0 && w.tx.Bucket(bucketEvents).Get(k) != nil
 }
 
 // count returns how many runs job has here.
@@ -545,11 +558,14 @@ func (s *Store) insertEvent(w *writes, rec eventRecord, now time.Time) error {
 	}
 	evs := w.tx.Bucket(bucketEvents)
 	k := u64(rec.Event.Seq)
-	if evs.Get(k) != nil {
+	if w.eventStored(k) {
 		return nil
 	}
 	if err := evs.Put(k, encodeEvent(rec)); err != nil {
 		return err
+	}
+	if bytes.Compare(k, w.lastEvent) >= 0 {
+		w.lastEvent = append(k[:len(k):len(k)], 0)
 	}
 	if err := w.tx.Bucket(bucketArchived).Put(archivedKey(rec.Index, kindEvent, k), nil); err != nil {
 		return err

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/bbolt"
 	"go.uber.org/goleak"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -136,10 +137,16 @@ func TestStore_ReplayIsIdempotent(t *testing.T) {
 	if through, gaps := s.Coverage(); through != 10 || len(gaps) != 0 {
 		t.Fatalf("coverage after reopening: %d %v, want 10 and no gaps", through, gaps)
 	}
-	// Raft replays the entries after the snapshot: the same records again.
-	for i := 5; i < 10; i++ {
-		s.Archive(uint64(i+1), []jobs.Run{run("a", i, jobs.Failed)}, []jobs.Event{{Seq: uint64(i + 1), Time: t0, Kind: "granted", Job: "a"}})
+	// Raft replays the entries after the snapshot: the same records
+	// again, here twice in one commit, and an event never stored between
+	// the replayed ones.
+	for range 2 {
+		for i := 5; i < 10; i++ {
+			s.Archive(uint64(i+1), []jobs.Run{run("a", i, jobs.Failed)}, []jobs.Event{{Seq: uint64(i + 1), Time: t0, Kind: "granted", Job: "a"}})
+		}
 	}
+	s.Archive(11, nil, []jobs.Event{{Seq: 11, Time: t0, Kind: "granted", Job: "a"}})
+	s.Archive(11, nil, []jobs.Event{{Seq: 11, Time: t0, Kind: "granted", Job: "a"}})
 	if err := s.Flush(); err != nil {
 		t.Fatal(err)
 	}
@@ -154,8 +161,21 @@ func TestStore_ReplayIsIdempotent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := len(evs.Events), 10; got != want {
+	if got, want := len(evs.Events), 11; got != want {
 		t.Fatalf("%d events after replay, want %d", got, want)
+	}
+	// What retention counts must agree, or it trims too early or never.
+	err = s.db.View(func(tx *bbolt.Tx) error {
+		if v := tx.Bucket(bucketCounts).Get([]byte("a")); beUint64(v) != 10 {
+			t.Errorf("job a counted %d runs, want 10", beUint64(v))
+		}
+		if v := tx.Bucket(bucketMeta).Get(metaEvents); beUint64(v) != 11 {
+			t.Errorf("%d events counted, want 11", beUint64(v))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
 }
 
