@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -46,7 +47,7 @@ func TestFencecheck_ShortSeededRun(t *testing.T) {
 	if err != nil {
 		// The node logs go with the test's directory: their ends are
 		// all a failure in CI leaves to read.
-		t.Fatalf("%v\n%s\n%s", err, log.String(), logTails(cfg.Dir, 40))
+		t.Fatalf("%v\n%s\n%s\n%s", err, log.String(), logTails(cfg.Dir, 40), logMatches(cfg.Dir, raftTrouble, 40))
 	}
 	var out strings.Builder
 	rep.Print(&out)
@@ -79,6 +80,33 @@ func logTails(dir string, n int) string {
 		}
 		lines := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
 		fmt.Fprintf(&out, "--- the last %d lines of %s:\n%s\n", min(n, len(lines)), filepath.Base(p), strings.Join(lines[max(0, len(lines)-n):], "\n"))
+	}
+	return out.String()
+}
+
+// raftTrouble matches the log lines that say why a node's Raft may have
+// stopped taking entries: a log write that hung, appends refused or
+// failing, snapshots installed or refused, a restart's restore.
+var raftTrouble = regexp.MustCompile(`hung|failed to append to logs|rejecting|snapshot|restor|panic|heartbeat timeout|entering`)
+
+// logMatches is the last n lines of each node's log in dir that re
+// matches: what happened to a node's Raft over the whole run, which the
+// tails alone may have scrolled past.
+func logMatches(dir string, re *regexp.Regexp, n int) string {
+	paths, _ := filepath.Glob(filepath.Join(dir, "*.log"))
+	var out strings.Builder
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var hits []string
+		for line := range strings.Lines(string(b)) {
+			if re.MatchString(line) {
+				hits = append(hits, strings.TrimRight(line, "\n"))
+			}
+		}
+		fmt.Fprintf(&out, "--- %d lines of %s about its Raft log, the last %d:\n%s\n", len(hits), filepath.Base(p), min(n, len(hits)), strings.Join(hits[max(0, len(hits)-n):], "\n"))
 	}
 	return out.String()
 }
