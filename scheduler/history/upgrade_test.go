@@ -184,14 +184,16 @@ func TestStore_ReadsHistoryWrittenAsJSON(t *testing.T) {
 func TestStore_ListsOldAndNewRecordsTogether(t *testing.T) {
 	s, clk := openLegacy(t, 5)
 	rng := rand.New(rand.NewPCG(9, 9))
-	all := legacyRuns()
+	all, allEvents := legacyRuns(), legacyEvents()
 	idx := uint64(8)
 	for i := 4; i < 6; i++ {
 		for _, job := range []string{"backup", "report"} {
 			r := realisticRun(rng, job, t0.Add(time.Duration(i)*time.Minute), idx)
 			idx++
-			s.Archive(idx, []jobs.Run{r}, nil)
-			all = append(all, r)
+			ev := jobs.Event{Seq: uint64(len(allEvents) + 1), Index: idx, Time: r.ScheduledAt, Kind: jobs.EventGranted, Node: "worker-2",
+				Job: job, Run: r.ID, Attempt: jobs.AttemptID(r.ID, 1), Token: &jobs.Fence{Epoch: 42, Seq: idx}, Detail: "granted"}
+			s.Archive(idx, []jobs.Run{r}, []jobs.Event{ev})
+			all, allEvents = append(all, r), append(allEvents, ev)
 		}
 	}
 	if err := s.Flush(); err != nil {
@@ -217,6 +219,20 @@ func TestStore_ListsOldAndNewRecordsTogether(t *testing.T) {
 	}
 	if got := mustList(t, s, RunQuery{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("mixed runs read back differ:\n got %v\nwant %v", ids(got), ids(want))
+	}
+	evFormats := map[byte]int{}
+	err := s.db.View(func(tx *bbolt.Tx) error {
+		return tx.Bucket(bucketEvents).ForEach(func(_, v []byte) error { evFormats[v[0]]++; return nil })
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evFormats[formatJSON] != 2 || evFormats[formatEventV1] != 4 {
+		t.Errorf("events stored by format: %v, want the fixture's 2 as JSON and the 4 new ones as %#x", evFormats, formatEventV1)
+	}
+	wantEvents := asJSONRead(t, allEvents)
+	if got := mustEvents(t, s); !reflect.DeepEqual(got, wantEvents) {
+		t.Errorf("mixed events read back differ:\n got %+v\nwant %+v", got, wantEvents)
 	}
 	// Paged one job at a time, across the change of format.
 	var paged []jobs.Run
@@ -254,6 +270,9 @@ func TestStore_ListsOldAndNewRecordsTogether(t *testing.T) {
 	if got := mustList(t, peer, RunQuery{}); !reflect.DeepEqual(got, want) {
 		t.Errorf("gap-filled runs differ:\n got %v\nwant %v", ids(got), ids(want))
 	}
+	if got := mustEvents(t, peer); !reflect.DeepEqual(got, wantEvents) {
+		t.Errorf("gap-filled events differ:\n got %+v\nwant %+v", got, wantEvents)
+	}
 
 	// Retention by age deletes both kinds.
 	clk.Advance(31 * 24 * time.Hour)
@@ -264,4 +283,16 @@ func TestStore_ListsOldAndNewRecordsTogether(t *testing.T) {
 	if got := len(formats(t, s)); n < 10 || got != 0 {
 		t.Errorf("sweep past max_age deleted %d records and left %d runs, want every run gone", n, got)
 	}
+	if got := mustEvents(t, s); len(got) != 0 {
+		t.Errorf("sweep past max_age left %d events, want none", len(got))
+	}
+}
+
+func mustEvents(t *testing.T, s *Store) []jobs.Event {
+	t.Helper()
+	p, err := s.ListEvents(nil, EventQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p.Events
 }
