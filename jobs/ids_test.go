@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"fmt"
 	"testing"
 	"time"
 )
@@ -16,21 +17,24 @@ func TestAttemptID_SplitsBackIntoRunAndNumber(t *testing.T) {
 	}
 }
 
-func TestSplitAttemptID_RefusesWhatNoAttemptIDLooksLike(t *testing.T) {
-	for _, id := range []string{
-		"",
-		"backup",
-		".1",
-		"backup@20261203T210000Z.0",
-		"backup@20261203T210000Z.-1",
-		"backup@20261203T210000Z.x",
-		"backup@20261203T210000Z.2x",
-		// A run id with milliseconds is not an attempt id: its last dot
-		// is the seconds'.
-		"backup@20261203T210000.500Z",
-	} {
-		if run, n, ok := SplitAttemptID(id); ok {
-			t.Errorf("SplitAttemptID(%q) = %q, %d, true; want false", id, run, n)
+// The state machine splits the ids of entries already in the log: what
+// SplitAttemptID accepts must stay what fmt.Sscanf's %d accepted, or a
+// replica of a newer version would apply an old entry differently.
+func TestSplitAttemptID_ReadsAsSscanfDid(t *testing.T) {
+	const run = "backup@20261203T210000Z"
+	for _, num := range []string{"1", "01", "+1", "12", "0", "-1", "", "x", "2x", "1 ", " 1", "\t1", "1\n", "1_0",
+		"99999999999999999999", "9223372036854775807", "٣"} {
+		var want int
+		_, err := fmt.Sscanf(num, "%d", &want)
+		wantOK := err == nil && want >= 1
+		gotRun, got, ok := SplitAttemptID(run + "." + num)
+		if ok != wantOK || ok && (got != want || gotRun != run) {
+			t.Errorf("SplitAttemptID(%q) = %q, %d, %v; Sscanf read %d, %v", run+"."+num, gotRun, got, ok, want, err)
+		}
+	}
+	for _, id := range []string{"", "backup", ".1"} {
+		if _, _, ok := SplitAttemptID(id); ok {
+			t.Errorf("SplitAttemptID(%q) accepted an id without a run", id)
 		}
 	}
 }

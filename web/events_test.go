@@ -2,6 +2,7 @@ package web
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -167,5 +168,53 @@ func TestServer_CloseEndsStreams(t *testing.T) {
 		t.Fatalf("Close: %v (an open stream held it)", err)
 	}
 	for range ch {
+	}
+}
+
+// An audit entry goes out as one frame, byte for byte as clients have
+// always parsed it: its id, its kind, its JSON as json.Marshal writes it
+// (HTML and line separators escaped) on one data line, and a blank line.
+func TestServer_EventStreamFrameBytes(t *testing.T) {
+	f := newFixture(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, f.http.URL+"/api/v1/events?after=11", nil)
+	req.Header.Set("Accept", "text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	f.state.addEvent(jobs.Event{Time: at(60), Kind: jobs.EventGranted, Job: "report", Run: "report@x",
+		Token: &jobs.Fence{Epoch: 4, Seq: 30}, Detail: "<b>&\u2028\"quoted\""})
+	var got []byte
+	buf := make([]byte, 4096)
+	for !bytes.Contains(got, []byte("event: audit\n")) || !bytes.HasSuffix(got, []byte("\n\n")) {
+		n, err := resp.Body.Read(buf)
+		got = append(got, buf[:n]...)
+		if err != nil {
+			t.Fatalf("stream ended before the audit frame (%v): %q", err, got)
+		}
+	}
+	start := bytes.Index(got, []byte("id: 12\n"))
+	if start < 0 {
+		t.Fatalf("no frame for entry 12 in %q", got)
+	}
+	frame := got[start:]
+	frame = frame[:bytes.Index(frame, []byte("\n\n"))+2]
+	data, ok := bytes.CutPrefix(frame, []byte("id: 12\nevent: audit\ndata: "))
+	if !ok {
+		t.Fatalf("frame %q does not start with its id and kind", frame)
+	}
+	var ev jobs.Event
+	if err := json.Unmarshal(bytes.TrimSuffix(data, []byte("\n\n")), &ev); err != nil {
+		t.Fatalf("frame %q: %v", frame, err)
+	}
+	want, _ := json.Marshal(ev)
+	if wantFrame := "id: 12\nevent: audit\ndata: " + string(want) + "\n\n"; string(frame) != wantFrame {
+		t.Errorf("frame\n %q\nwant\n %q", frame, wantFrame)
+	}
+	if ev.Detail != "<b>&\u2028\"quoted\"" {
+		t.Errorf("detail read back as %q", ev.Detail)
 	}
 }

@@ -367,9 +367,12 @@ func (s *Store) retention(job string) jobs.History {
 // runs a second, reading and writing counts for every record was a tenth
 // of what a server spent on its history.
 type writes struct {
-	tx     *bbolt.Tx
-	counts map[string]int64
-	events int64 // -1 until read
+	tx      *bbolt.Tx
+	counts  map[string]int64
+	changed map[string]bool // the jobs whose count changed
+	events  int64           // -1 until read
+	// eventsChanged: events differs from what was read.
+	eventsChanged bool
 	// lastEvent is the key after the newest event stored (nil until
 	// read): events arrive in order, and one at or past it cannot be
 	// stored already.
@@ -377,7 +380,7 @@ type writes struct {
 }
 
 func newWrites(tx *bbolt.Tx) *writes {
-	return &writes{tx: tx, counts: map[string]int64{}, events: -1}
+	return &writes{tx: tx, counts: map[string]int64{}, changed: map[string]bool{}, events: -1}
 }
 
 // eventStored reports whether the event under k is stored.
@@ -402,7 +405,10 @@ func (w *writes) count(job string) int64 {
 	return n
 }
 
-func (w *writes) addCount(job string, d int64) { w.counts[job] = max(w.count(job)+d, 0) }
+func (w *writes) addCount(job string, d int64) {
+	w.counts[job] = max(w.count(job)+d, 0)
+	w.changed[job] = true
+}
 
 // eventCount returns how many events are kept here.
 func (w *writes) eventCount() int64 {
@@ -415,12 +421,17 @@ func (w *writes) eventCount() int64 {
 	return w.events
 }
 
-func (w *writes) addEvents(d int64) { w.events = max(w.eventCount()+d, 0) }
+func (w *writes) addEvents(d int64) {
+	w.events = max(w.eventCount()+d, 0)
+	w.eventsChanged = true
+}
 
-// close writes the counts that changed.
+// close writes the counts that changed (a sweep reads every job's it
+// visits, and may delete nothing).
 func (w *writes) close() error {
 	b := w.tx.Bucket(bucketCounts)
-	for job, n := range w.counts {
+	for job := range w.changed {
+		n := w.counts[job]
 		var err error
 		if n == 0 {
 			err = b.Delete([]byte(job))
@@ -431,7 +442,7 @@ func (w *writes) close() error {
 			return err
 		}
 	}
-	if w.events >= 0 {
+	if w.eventsChanged {
 		return w.tx.Bucket(bucketMeta).Put(metaEvents, u64(uint64(w.events)))
 	}
 	return nil

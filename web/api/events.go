@@ -220,7 +220,9 @@ func (es *eventStream) sendAudit() bool {
 			b.WriteString("id: ")
 			b.Write(strconv.AppendUint(b.AvailableBuffer(), e.Seq, 10))
 			b.WriteString("\nevent: audit\ndata: ")
-			enc.Encode(e) // the JSON and a newline
+			if enc.Encode(e) != nil { // the JSON and a newline, or nothing
+				b.WriteByte('\n') // as before: an empty data line, the frame still ended
+			}
 			b.WriteByte('\n')
 		}
 		ok := es.send(b.Bytes())
