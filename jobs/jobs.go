@@ -311,30 +311,19 @@ func SplitAttemptID(id string) (runID string, n int, ok bool) {
 	}
 	// The state machine splits ids of entries already in the log, so what
 	// this accepts may never change: fmt.Sscanf's %d, which reads a number
-	// at the start of the text and ignores what follows ("1x" is 1). A
-	// number of digits alone, every id this code makes, is read with
-	// strconv, which gives the same and cost the leader 4% of its CPU less
-	// at 1,000 completions a second; anything else goes to Sscanf as before.
+	// at the start of the text and ignores what follows ("1x" is 1).
+	// strconv reads every id this code makes, and whatever it accepts
+	// Sscanf reads the same, for 4% less of the leader's CPU at 1,000
+	// completions a second; what it refuses goes to Sscanf as before.
 	num := id[i+1:]
-	var err error
-	if allDigits(num) {
-		n, err = strconv.Atoi(num)
-	} else {
+	n, err := strconv.Atoi(num)
+	if err != nil {
 		_, err = fmt.Sscanf(num, "%d", &n)
 	}
 	if err != nil || n < 1 {
 		return "", 0, false
 	}
 	return id[:i], n, true
-}
-
-func allDigits(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < '0' || s[i] > '9' {
-			return false
-		}
-	}
-	return s != ""
 }
 
 // MisfireGrace is how late the latest due fire time of a job with
