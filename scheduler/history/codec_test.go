@@ -20,19 +20,27 @@ func roundTrip(t *testing.T, rec runRecord) {
 	if v[0] != formatRunV1 && v[0] != formatRunV1Raw {
 		t.Fatalf("stored as %#x, want %#x or %#x", v[0], formatRunV1, formatRunV1Raw)
 	}
-	got, err := decodeRun(k, v)
+	readsAsJSON(t, v, marshal(rec), rec.Index, func(v []byte) (runRecord, error) { return decodeRun(k, v) })
+}
+
+// readsAsJSON fails unless stored, a record of index in the format the
+// history now writes, reads back as asJSON, the same record as the
+// history wrote it before, and its index reads without decoding it.
+func readsAsJSON[R any](t *testing.T, stored, asJSON []byte, index uint64, decode func([]byte) (R, error)) {
+	t.Helper()
+	got, err := decode(stored)
 	if err != nil {
 		t.Fatalf("decode: %v", err)
 	}
-	want, err := decodeRun(k, marshal(rec))
+	want, err := decode(asJSON)
 	if err != nil {
 		t.Fatalf("decode JSON: %v", err)
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("read back differs from what JSON read back:\n got %#v\nwant %#v", got, want)
 	}
-	if idx, err := recordIndex(v); err != nil || idx != rec.Index {
-		t.Errorf("recordIndex = %d, %v; want %d", idx, err, rec.Index)
+	if idx, err := recordIndex(stored); err != nil || idx != index {
+		t.Errorf("recordIndex = %d, %v; want %d", idx, err, index)
 	}
 }
 
@@ -237,20 +245,7 @@ func roundTripEvent(t *testing.T, rec eventRecord) {
 	if v[0] != formatEventV1 {
 		t.Fatalf("stored as %#x, want %#x", v[0], formatEventV1)
 	}
-	got, err := decodeEvent(v)
-	if err != nil {
-		t.Fatalf("decode: %v", err)
-	}
-	want, err := decodeEvent(marshal(rec))
-	if err != nil {
-		t.Fatalf("decode JSON: %v", err)
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Errorf("read back differs from what JSON read back:\n got %#v\nwant %#v", got, want)
-	}
-	if idx, err := recordIndex(v); err != nil || idx != rec.Index {
-		t.Errorf("recordIndex = %d, %v; want %d", idx, err, rec.Index)
-	}
+	readsAsJSON(t, v, marshal(rec), rec.Index, decodeEvent)
 }
 
 func TestEncodeEvent_ReadsAsJSONDid(t *testing.T) {
