@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -200,14 +201,28 @@ func newBrowser(t *testing.T, browser string) (context.Context, func(string, ...
 		}
 	}
 	// poll waits, bounded, for a JavaScript expression to become truthy
-	// and returns its value.
+	// and returns its value as a string. It evaluates the expression
+	// afresh each time rather than using chromedp.Poll: Poll pins the
+	// page's execution context when it starts, so a navigation that
+	// chromedp has not yet caught up with (a form's submit, under load)
+	// fails it with "Cannot find context with specified id", while a
+	// fresh evaluation simply runs in whichever page is there.
 	poll := func(what, expr string, within time.Duration) string {
 		t.Helper()
-		v, err := chromedp.Run(ctx, chromedp.Poll[string](expr, chromedp.WithPollingInterval(100*time.Millisecond), chromedp.WithPollingTimeout(within)))
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		return v
+		wrapped := `(() => { const v = (` + expr + `); return v ? String(v) : ""; })()`
+		var got string
+		proctest.Eventually(t, within, what, func() error {
+			v, err := chromedp.Run(ctx, chromedp.Evaluate[string](wrapped))
+			if err != nil {
+				return err // the page is between documents
+			}
+			if v == "" {
+				return errors.New("not yet true: " + expr)
+			}
+			got = v
+			return nil
+		})
+		return got
 	}
 	return ctx, step, poll
 }
