@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -397,7 +398,8 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	// Validate is most of a job's check: it runs on every core, and the
 	// problems are reported in the file's order.
 	invalid := jobs.ValidateEach(out, l, nil)
-	names := map[string]int{}
+	names := make(map[string]int, len(entries))
+	d.jobPos = slices.Grow(d.jobPos, len(entries))
 	for i, e := range entries {
 		// Fields whose decoding failed are reported already.
 		var failed map[string]bool

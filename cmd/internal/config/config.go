@@ -484,12 +484,6 @@ func parseWith(name string, data []byte, lookup func(string) (string, bool), hos
 	if !ok {
 		return nil, d.result()
 	}
-	// A file of 100,000 jobs has half a million fields: size the maps
-	// of positions once rather than grow them step by step.
-	if fields := bytes.Count(data, []byte(":")); fields > 1024 {
-		d.values = make(map[string]*yaml.Node, fields)
-		d.keys = make(map[string]*yaml.Node, fields)
-	}
 
 	// Decode every section over its defaults, then check what the
 	// types cannot say, section by section, each problem at the field

@@ -598,15 +598,17 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 			d.errorf(jn, p, "expected a job (a mapping with name, schedule, command, ...), got %s", describe(jn))
 			continue
 		}
-		e := jobEntry{path: p, line: jn.Line}
-		d.mapping(jn, p, reflect.ValueOf(&e).Elem())
+		// Decoded in place: a jobEntry of its own would escape to the
+		// heap through reflect, one more allocation of its size per job.
+		*dst = append(*dst, jobEntry{path: p, line: jn.Line})
+		e := &(*dst)[len(*dst)-1]
+		d.mapping(jn, p, reflect.ValueOf(e).Elem())
 		switch one, many := d.has(p+".schedule"), d.has(p+".schedules"); {
 		case one && many:
 			d.errorf(d.at(p+".schedules"), p+".schedules", "give schedule or schedules, not both")
 		case one:
 			e.Schedules = []string{e.Schedule}
 		}
-		*dst = append(*dst, e)
 	}
 }
 
