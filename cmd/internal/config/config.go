@@ -27,6 +27,7 @@ import (
 	"net"
 	"os"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -560,6 +561,11 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 			root, ok = nil, false
 		}
 	}()
+	if len(data) >= partsMin {
+		if root, ok := parseInParts(data, runtime.GOMAXPROCS(0)); ok {
+			return root, true
+		}
+	}
 	dec := yaml.NewDecoder(bytes.NewReader(data))
 	var doc yaml.Node
 	if err := dec.Decode(&doc); err != nil {

@@ -1,0 +1,296 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Parsing a large file's jobs in parts.
+//
+// yaml.v3 parses on one core, and for a file of 100,000 jobs building its
+// node tree is most of what `fencecron apply` and `validate` spend before
+// anything is sent. The jobs of such a file are a block list whose items
+// each start on a line of their own, at the list's indentation, with "- ".
+// Cut at those lines, the items parse on every core, and the parts are
+// put into the tree of the rest of the file.
+//
+// A cut must not change what the file means, so the parts are trusted
+// only when each tells the same story as the cut: every part parses on
+// its own, to exactly the items it was cut for, each within its own
+// lines; and the frame (the file with its first item in place of the
+// whole list) parses to the jobs key where the cut found it and to the
+// same first item. Whatever spans a cut (a quoted string or a flow list
+// running over an item's line, an alias to an anchor in another part)
+// leaves a part that does not parse or does not count right, and the
+// file is then parsed whole, as any file is that is not of the plain
+// shape (tabs before content, CRLF line ends, a byte-order mark, no
+// top-level "jobs:" line followed by a block list). Such a file pays for
+// both parses; a plain one, most large files, for one on every core. The
+// tree is the one a whole parse builds, but for comments, which nothing
+// here reads: TestParseInParts_SameTree and FuzzParseInParts compare the
+// two.
+
+// partsMin is the size from which a file's jobs are parsed in parts: a
+// smaller file parses whole in a few milliseconds. (A variable, so that a
+// test can have a file parsed whole.)
+var partsMin = 1 << 20
+
+// itemLine is where one item of the jobs list starts: the offset of its
+// line and the line's number, from 1.
+type itemLine struct{ off, line int }
+
+// jobsLayout is where a file's jobs list is.
+type jobsLayout struct {
+	jobsLine int        // the line of "jobs:"
+	indent   int        // the items' "-" column, from 0
+	items    []itemLine // where each item starts
+	end      int        // the offset of the first line after the list
+	endLine  int        // and its number
+}
+
+// findJobs finds the jobs list of data, or reports that data is not of
+// the plain shape parseInParts handles.
+func findJobs(data []byte) (jobsLayout, bool) {
+	l := jobsLayout{indent: -1, end: len(data)}
+	if bytes.IndexByte(data, '\r') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+		return l, false
+	}
+	off, n := 0, 1
+scan:
+	for ; off < len(data); n++ {
+		next := len(data)
+		if i := bytes.IndexByte(data[off:], '\n'); i >= 0 {
+			next = off + i + 1
+		}
+		text := bytes.TrimSuffix(data[off:next], []byte("\n"))
+		sp := 0
+		for sp < len(text) && text[sp] == ' ' {
+			sp++
+		}
+		rest := text[sp:]
+		if len(rest) > 0 && rest[0] == '\t' {
+			return l, false
+		}
+		blank := len(rest) == 0 || rest[0] == '#'
+		switch {
+		case l.jobsLine == 0:
+			if sp == 0 && isJobsKey(rest) {
+				l.jobsLine = n
+			}
+		case blank:
+		case l.indent < 0:
+			if !isItem(rest) {
+				return l, false // not a block list
+			}
+			l.indent = sp
+			l.items = append(l.items, itemLine{off, n})
+		case sp == l.indent && isItem(rest):
+			l.items = append(l.items, itemLine{off, n})
+		case sp > l.indent:
+		default:
+			l.end = off
+			break scan
+		}
+		off = next
+	}
+	l.endLine = n
+	return l, l.jobsLine > 0 && len(l.items) >= 2
+}
+
+// isJobsKey reports whether a line at column 0 is the key of the jobs
+// section with nothing after it but a comment.
+func isJobsKey(text []byte) bool {
+	rest, ok := bytes.CutPrefix(text, []byte(SectionJobs+":"))
+	if !ok {
+		return false
+	}
+	if len(rest) == 0 {
+		return true
+	}
+	if rest[0] != ' ' {
+		return false
+	}
+	rest = bytes.TrimLeft(rest, " ")
+	return len(rest) == 0 || rest[0] == '#'
+}
+
+// isItem reports whether a line's content starts an item of a block list.
+func isItem(rest []byte) bool {
+	return len(rest) > 0 && rest[0] == '-' && (len(rest) == 1 || rest[1] == ' ')
+}
+
+// parseInParts returns the root of data as yaml.v3 parses it whole, with
+// its jobs list parsed in parts (at most parts of them at once), or false
+// where the file is not of the shape that makes that safe; the caller
+// then parses it whole.
+func parseInParts(data []byte, parts int) (*yaml.Node, bool) {
+	l, ok := findJobs(data)
+	if !ok || parts < 1 {
+		return nil, false
+	}
+	// Every item is parsed in a part, the first too: that it parses on
+	// its own shows that nothing in it runs on into the text after the
+	// list, which follows it in the frame.
+	parts = min(parts, len(l.items))
+	got := make([][]*yaml.Node, parts)
+	var wg sync.WaitGroup
+	for p := range parts {
+		a, b := p*len(l.items)/parts, (p+1)*len(l.items)/parts
+		end := l.end
+		if b < len(l.items) {
+			end = l.items[b].off
+		}
+		wg.Go(func() { got[p] = parseItems(data[l.items[a].off:end], l.items[a:b], l.indent) })
+	}
+	defer wg.Wait() // also if parsing the frame panics
+	root, ok := parseFrame(data, l)
+	wg.Wait()
+	if !ok {
+		return nil, false
+	}
+	items := make([]*yaml.Node, 0, len(l.items))
+	for _, p := range got {
+		if p == nil {
+			return nil, false
+		}
+		items = append(items, p...)
+	}
+	seq := jobsList(root, l)
+	if sameTree(seq.Content[0], items[0], "") != "" {
+		return nil, false
+	}
+	seq.Content = items
+	return root, true
+}
+
+// sameTree returns where a and b differ, or "" if they are the same tree
+// but for comments.
+func sameTree(a, b *yaml.Node, at string) string {
+	switch {
+	case a == nil || b == nil:
+		if a != b {
+			return at + ": one is missing"
+		}
+		return ""
+	case a.Kind != b.Kind, a.Style != b.Style, a.Tag != b.Tag, a.Value != b.Value, a.Anchor != b.Anchor:
+		return fmt.Sprintf("%s: %v %v %q %q &%s, want %v %v %q %q &%s", at, a.Kind, a.Style, a.Tag, a.Value, a.Anchor, b.Kind, b.Style, b.Tag, b.Value, b.Anchor)
+	case a.Line != b.Line || a.Column != b.Column:
+		return fmt.Sprintf("%s: at %d:%d, want %d:%d", at, a.Line, a.Column, b.Line, b.Column)
+	case len(a.Content) != len(b.Content):
+		return fmt.Sprintf("%s: %d children, want %d", at, len(a.Content), len(b.Content))
+	}
+	if (a.Alias == nil) != (b.Alias == nil) || a.Alias != nil && (a.Alias.Line != b.Alias.Line || a.Alias.Column != b.Alias.Column) {
+		return at + ": the alias differs"
+	}
+	for i := range a.Content {
+		if d := sameTree(a.Content[i], b.Content[i], fmt.Sprintf("%s/%d", at, i)); d != "" {
+			return d
+		}
+	}
+	return ""
+}
+
+// parseFrame parses the file without the jobs list's items but its first:
+// its head, that item and its tail, with the tail's lines numbered as in
+// the file. It returns the root mapping.
+func parseFrame(data []byte, l jobsLayout) (*yaml.Node, bool) {
+	second := l.items[1]
+	frame := make([]byte, 0, second.off+len(data)-l.end)
+	frame = append(append(frame, data[:second.off]...), data[l.end:]...)
+	doc, ok := parseDocument(frame)
+	if !ok || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, false
+	}
+	root := doc.Content[0]
+	if seq := jobsList(root, l); seq == nil || len(seq.Content) != 1 || !within(seq.Content[0], l.items[0].line, second.line) {
+		return nil, false
+	}
+	// The tail starts at the second item's line in the frame.
+	moveLines(root, second.line, l.endLine-second.line)
+	return root, true
+}
+
+// jobsList returns the jobs list of root, the value of the "jobs" key on
+// the line and at the column the cut found it, if it is a block list whose
+// "-" is where the cut found it.
+func jobsList(root *yaml.Node, l jobsLayout) *yaml.Node {
+	for i := 0; i+1 < len(root.Content); i += 2 {
+		k, v := root.Content[i], root.Content[i+1]
+		if k.Kind == yaml.ScalarNode && k.Value == SectionJobs && k.Line == l.jobsLine && k.Column == 1 {
+			if v.Kind == yaml.SequenceNode && v.Column == l.indent+1 {
+				return v
+			}
+			return nil
+		}
+	}
+	return nil
+}
+
+// parseItems parses part, the text of the items that start at lines, on
+// its own, and returns the items, numbered as in the file; or nil if the
+// part does not parse to exactly those items, each within its lines.
+func parseItems(part []byte, lines []itemLine, indent int) (items []*yaml.Node) {
+	defer func() {
+		if recover() != nil {
+			items = nil // the whole parse reports it
+		}
+	}()
+	doc, ok := parseDocument(part)
+	if !ok || len(doc.Content) != 1 {
+		return nil
+	}
+	seq := doc.Content[0]
+	if seq.Kind != yaml.SequenceNode || seq.Column != indent+1 || len(seq.Content) != len(lines) {
+		return nil
+	}
+	moveLines(seq, 1, lines[0].line-1)
+	for i, it := range seq.Content {
+		next := int(^uint(0) >> 1)
+		if i+1 < len(lines) {
+			next = lines[i+1].line
+		}
+		if !within(it, lines[i].line, next) {
+			return nil
+		}
+	}
+	return seq.Content
+}
+
+// parseDocument parses data as one YAML document.
+func parseDocument(data []byte) (*yaml.Node, bool) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc, extra yaml.Node
+	if err := dec.Decode(&doc); err != nil {
+		return nil, false
+	}
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return nil, false
+	}
+	return &doc, doc.Kind == yaml.DocumentNode
+}
+
+// within reports whether n starts on a line in [from, to).
+func within(n *yaml.Node, from, to int) bool {
+	return n.Line >= from && n.Line < to
+}
+
+// moveLines adds by to the line of every node of the tree at n that is on
+// line from or later.
+func moveLines(n *yaml.Node, from, by int) {
+	if n.Line >= from {
+		n.Line += by
+	}
+	for _, c := range n.Content {
+		moveLines(c, from, by)
+	}
+}
+
+// String describes l, for test failures.
+func (l jobsLayout) String() string {
+	return fmt.Sprintf("jobs: on line %d, %d items at column %d, list ends on line %d", l.jobsLine, len(l.items), l.indent+1, l.endLine)
+}
