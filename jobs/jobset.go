@@ -170,6 +170,9 @@ func ValidateEach(specs []Spec, l Limits, known []bool) []error {
 // spec larger than MaxSpecBytes added. Field "" puts it at the job
 // itself: the config parser reports it at the job's line and column.
 func withSize(s *Spec, err error) error {
+	if specBytesAtMost(s) <= MaxSpecBytes {
+		return err // nearly every spec: encoding it would say no more
+	}
 	n := SpecBytes(s)
 	if n <= MaxSpecBytes {
 		return err
@@ -184,6 +187,72 @@ func withSize(s *Spec, err error) error {
 		return errors.Join(err, &SpecError{Job: s.Name, Problems: []FieldError{p}})
 	}
 	return &SpecError{Job: s.Name, Problems: []FieldError{p}}
+}
+
+// specBytesAtMost returns a bound on SpecBytes(s) that encodes nothing:
+// every byte of every string at 6 (\u00XX, the longest escape
+// encoding/json writes for one byte), and specFrame and the like for
+// the field names, punctuation, numbers and durations. Checking 100,000
+// jobs encoded each one only to learn what this says for a few hundred
+// nanoseconds. TestSpecBytesAtMost counts the fields of the types it
+// walks: a new string field must be added here.
+func specBytesAtMost(s *Spec) int {
+	const (
+		specFrame   = 2048 // 27 field names, 6 durations, 3 numbers, nulls
+		notifyFrame = 128
+		httpFrame   = 256
+		groupFrame  = 128
+	)
+	n := specFrame
+	str := func(v string) { n += 6*len(v) + 3 } // quotes and a comma
+	strs := func(vs []string) {
+		for _, v := range vs {
+			str(v)
+		}
+	}
+	pairs := func(m map[string]string) {
+		for k, v := range m {
+			str(k)
+			str(v)
+		}
+	}
+	str(s.Name)
+	str(s.Namespace)
+	strs(s.Schedules)
+	str(s.Timezone)
+	strs(s.Command)
+	str(s.Shell)
+	pairs(s.Env)
+	str(s.Dir)
+	str(s.Output)
+	str(s.Overlap)
+	str(s.Misfire)
+	pairs(s.Target)
+	str(s.DST.Spring)
+	str(s.DST.Fall)
+	strs(s.After)
+	str(s.Group)
+	for _, nt := range s.Notify {
+		n += notifyFrame
+		strs(nt.On)
+		str(nt.Webhook)
+		str(nt.Slack)
+		strs(nt.Email)
+	}
+	if h := s.HTTP; h != nil {
+		n += httpFrame + 21*len(h.ExpectStatus)
+		str(h.URL)
+		str(h.Method)
+		pairs(h.Headers)
+		str(h.Body)
+		str(h.CAFile)
+	}
+	if g := s.GroupLimits; g != nil {
+		n += groupFrame
+		str(g.Name)
+		str(g.Namespace)
+	}
+	return n
 }
 
 // SpecBytes returns the size of s encoded as JSON, as json.Marshal
