@@ -244,8 +244,9 @@ type memberTable struct {
 	members map[string]Member
 	subs    []chan struct{}
 	// onChange, if set (before gossip starts), hears every change of a
-	// member's state, outside the lock.
-	onChange func(Member)
+	// member's state, outside the lock, with the state before ("" for
+	// a member first heard of).
+	onChange func(m Member, was string)
 }
 
 func newMemberTable(self string) *memberTable {
@@ -284,7 +285,7 @@ func (t *memberTable) set(node *memberlist.Node, st string) {
 	onChange := t.onChange
 	t.mu.Unlock()
 	if onChange != nil && (!ok || old.State != st) {
-		onChange(m)
+		onChange(m, old.State)
 	}
 }
 

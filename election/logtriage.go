@@ -198,9 +198,14 @@ func (t *logTriage) raftRetry(level slog.Level, line string) {
 	t.emit(level, line, "component", "raft")
 }
 
-// memberChanged ends a quiet episode when the peer's gossip state
-// changes.
-func (t *logTriage) memberChanged(m Member) {
+// memberChanged logs a known member's change of gossip state, and ends
+// a quiet episode when the peer's state changes. A worker that gossip
+// calls dead gets no work until it is alive again, so the log says when
+// each was.
+func (t *logTriage) memberChanged(m Member, was string) {
+	if was != "" && m.Name != t.members.self {
+		t.emit(slog.LevelInfo, fmt.Sprintf("%s is %s in gossip, was %s", m.Name, m.State, was), "component", "gossip", "member", m.Name, "role", m.Meta.Role)
+	}
 	addr := m.Meta.RaftAddr
 	if addr == "" {
 		return

@@ -100,6 +100,9 @@ func TestLogTriage(t *testing.T) {
 			t.Fatalf("while gossip says n2 is alive: %+v; want the ERROR as it is", got)
 		}
 		members.set(mlNode(t, "n2", "127.0.0.1:7957"), "dead")
+		if got := rec.take(); len(got) != 1 || got[0].Level != slog.LevelInfo || got[0].Message != "n2 is dead in gossip, was alive" {
+			t.Fatalf("n2 dead: %+v; want one INFO saying so", got)
+		}
 		for range 100 {
 			raft.Write(line)
 			raft.Write([]byte(`[ERROR] raft: failed to appendEntries to: peer="{Voter n2 127.0.0.1:7957}" error="dial tcp 127.0.0.1:7957: connect: connection refused"` + "\n"))
@@ -110,8 +113,8 @@ func TestLogTriage(t *testing.T) {
 		}
 		members.set(mlNode(t, "n2", "127.0.0.1:7957"), "alive")
 		got = rec.take()
-		if len(got) != 1 || got[0].Level != slog.LevelInfo || !strings.Contains(got[0].Message, "n2 is alive in gossip now: raft failed to reach it 200 times while it was dead") {
-			t.Errorf("n2 back: %+v; want one INFO with the count", got)
+		if len(got) != 2 || got[0].Message != "n2 is alive in gossip, was dead" || got[1].Level != slog.LevelInfo || !strings.Contains(got[1].Message, "n2 is alive in gossip now: raft failed to reach it 200 times while it was dead") {
+			t.Errorf("n2 back: %+v; want its state, then one INFO with the count", got)
 		}
 	})
 }
