@@ -190,8 +190,9 @@ func withSize(s *Spec, err error) error {
 }
 
 // specBytesAtMost returns a bound on SpecBytes(s) that encodes nothing:
-// every byte of every string at 6 (\u00XX, the longest escape
-// encoding/json writes for one byte), and specFrame and the like for
+// every byte of every string at 6 (no byte becomes more: a control
+// byte or an invalid one is written as \u00XX or \ufffd, and U+2028's
+// three as \u2028), and specFrame and the like for
 // the field names, punctuation, numbers and durations. Checking 100,000
 // jobs encoded each one only to learn what this says for a few hundred
 // nanoseconds. TestSpecBytesAtMost counts the fields of the types it

@@ -561,8 +561,8 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 			root, ok = nil, false
 		}
 	}()
-	if len(data) >= partsMin {
-		if root, ok := parseInParts(data, runtime.GOMAXPROCS(0)); ok {
+	if procs := runtime.GOMAXPROCS(0); procs > 1 && len(data) >= partsMin {
+		if root, ok := parseInParts(data, procs); ok {
 			return root, true
 		}
 	}

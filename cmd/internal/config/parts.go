@@ -20,18 +20,24 @@ import (
 // put into the tree of the rest of the file.
 //
 // A cut must not change what the file means, so the parts are trusted
-// only when each tells the same story as the cut: every part parses on
-// its own, to exactly the items it was cut for, each within its own
-// lines; and the frame (the file with its first item in place of the
-// whole list) parses to the jobs key where the cut found it and to the
-// same first item. Whatever spans a cut (a quoted string or a flow list
-// running over an item's line, an alias to an anchor in another part)
-// leaves a part that does not parse or does not count right, and the
-// file is then parsed whole, as any file is that is not of the plain
-// shape (tabs before content, CRLF line ends, a byte-order mark, no
-// top-level "jobs:" line followed by a block list). Such a file pays for
-// both parses; a plain one, most large files, for one on every core. The
-// tree is the one a whole parse builds, but for comments, which nothing
+// only when each tells the same story as the cut: every part parses, as
+// the value of a "jobs:" key as in the file, to exactly the items it was
+// cut for, each starting on its own item's line; and the frame (the file
+// with its first item in place of the whole list) parses to the jobs key
+// where the cut found it and to the same first item as the first part.
+// Whatever spans a cut (a quoted string or a flow list running over an
+// item's line, an alias to an anchor in another part, an alias after the
+// list) leaves a part or the frame that does not parse or does not
+// agree, and the file is then parsed whole. So is any file not of the
+// plain shape: a carriage return anywhere, a line break yaml.v3 counts
+// that is not "\n" (U+0085, U+2028, U+2029), a byte-order mark, a tab
+// before content, a directive (a %TAG changes what the parts' tags
+// mean), no top-level "jobs:" line followed by a block list. Such a file
+// pays for both parses; a plain one, most large files, for one on every
+// core. Each part but the last ends with an empty item of the list's own,
+// dropped after: a key with no value at a part's end is placed at the
+// token after it, which in the file is the next item's "-". The tree is
+// then the one a whole parse builds, but for comments, which nothing
 // here reads: TestParseInParts_SameTree and FuzzParseInParts compare the
 // two.
 
@@ -57,7 +63,8 @@ type jobsLayout struct {
 // the plain shape parseInParts handles.
 func findJobs(data []byte) (jobsLayout, bool) {
 	l := jobsLayout{indent: -1, end: len(data)}
-	if bytes.IndexByte(data, '\r') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) {
+	if bytes.IndexByte(data, '\r') >= 0 || bytes.HasPrefix(data, []byte("\xef\xbb\xbf")) ||
+		bytes.Contains(data, []byte("\u0085")) || bytes.Contains(data, []byte("\u2028")) || bytes.Contains(data, []byte("\u2029")) {
 		return l, false
 	}
 	off, n := 0, 1
@@ -78,6 +85,8 @@ scan:
 		}
 		blank := len(rest) == 0 || rest[0] == '#'
 		switch {
+		case l.jobsLine == 0 && sp == 0 && len(rest) > 0 && rest[0] == '%':
+			return l, false // a directive
 		case l.jobsLine == 0:
 			if sp == 0 && isJobsKey(rest) {
 				l.jobsLine = n
@@ -128,27 +137,32 @@ func isItem(rest []byte) bool {
 // its jobs list parsed in parts (at most parts of them at once), or false
 // where the file is not of the shape that makes that safe; the caller
 // then parses it whole.
-func parseInParts(data []byte, parts int) (*yaml.Node, bool) {
+func parseInParts(data []byte, parts int) (root *yaml.Node, ok bool) {
 	l, ok := findJobs(data)
 	if !ok || parts < 1 {
 		return nil, false
 	}
-	// Every item is parsed in a part, the first too: that it parses on
-	// its own shows that nothing in it runs on into the text after the
-	// list, which follows it in the frame.
+	defer func() {
+		if recover() != nil {
+			root, ok = nil, false // the frame is not the file: parse it whole
+		}
+	}()
+	// Every item is parsed in a part, the first too: that the first part
+	// parses to the frame's first item shows that nothing in it runs on
+	// into the text after the list, which follows it in the frame.
 	parts = min(parts, len(l.items))
 	got := make([][]*yaml.Node, parts)
 	var wg sync.WaitGroup
 	for p := range parts {
 		a, b := p*len(l.items)/parts, (p+1)*len(l.items)/parts
-		end := l.end
-		if b < len(l.items) {
+		end, last := l.end, b == len(l.items)
+		if !last {
 			end = l.items[b].off
 		}
-		wg.Go(func() { got[p] = parseItems(data[l.items[a].off:end], l.items[a:b], l.indent) })
+		wg.Go(func() { got[p] = parseItems(data[l.items[a].off:end], l.items[a:b], l.indent, last) })
 	}
 	defer wg.Wait() // also if parsing the frame panics
-	root, ok := parseFrame(data, l)
+	root, ok = parseFrame(data, l)
 	wg.Wait()
 	if !ok {
 		return nil, false
@@ -212,7 +226,24 @@ func parseFrame(data []byte, l jobsLayout) (*yaml.Node, bool) {
 	}
 	// The tail starts at the second item's line in the frame.
 	moveLines(root, second.line, l.endLine-second.line)
+	if aliasFrom(root, l.endLine) {
+		return nil, false // it may name an anchor of a later item
+	}
 	return root, true
+}
+
+// aliasFrom reports whether the tree at n holds an alias on line from or
+// later.
+func aliasFrom(n *yaml.Node, from int) bool {
+	if n.Kind == yaml.AliasNode && n.Line >= from {
+		return true
+	}
+	for _, c := range n.Content {
+		if aliasFrom(c, from) {
+			return true
+		}
+	}
+	return false
 }
 
 // jobsList returns the jobs list of root, the value of the "jobs" key on
@@ -231,24 +262,36 @@ func jobsList(root *yaml.Node, l jobsLayout) *yaml.Node {
 	return nil
 }
 
-// parseItems parses part, the text of the items that start at lines, on
-// its own, and returns the items, numbered as in the file; or nil if the
-// part does not parse to exactly those items, each within its lines.
-func parseItems(part []byte, lines []itemLine, indent int) (items []*yaml.Node) {
+// parseItems parses part, the text of the items that start at lines, as
+// the value of a top-level "jobs:" key (so as deep as in the file), and
+// returns the items, numbered as in the file; or nil if the part does
+// not parse to exactly those items, each starting on its own item's
+// line. A part but the last is parsed with an empty item after it, as
+// the next part's first item follows it in the file.
+func parseItems(part []byte, lines []itemLine, indent int, last bool) (items []*yaml.Node) {
 	defer func() {
 		if recover() != nil {
 			items = nil // the whole parse reports it
 		}
 	}()
-	doc, ok := parseDocument(part)
-	if !ok || len(doc.Content) != 1 {
+	const key = SectionJobs + ":\n"
+	text := make([]byte, 0, len(key)+len(part)+indent+2)
+	text = append(append(text, key...), part...)
+	want := len(lines)
+	if !last {
+		text = append(append(text, bytes.Repeat([]byte(" "), indent)...), "-\n"...)
+		want++
+	}
+	doc, ok := parseDocument(text)
+	if !ok || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode || len(doc.Content[0].Content) != 2 {
 		return nil
 	}
-	seq := doc.Content[0]
-	if seq.Kind != yaml.SequenceNode || seq.Column != indent+1 || len(seq.Content) != len(lines) {
+	seq := doc.Content[0].Content[1]
+	if seq.Kind != yaml.SequenceNode || seq.Column != indent+1 || len(seq.Content) != want {
 		return nil
 	}
-	moveLines(seq, 1, lines[0].line-1)
+	seq.Content = seq.Content[:len(lines)]
+	moveLines(seq, 1, lines[0].line-2)
 	for i, it := range seq.Content {
 		next := int(^uint(0) >> 1)
 		if i+1 < len(lines) {

@@ -145,9 +145,21 @@ func TestParseInParts_WholeWhereACutWouldMislead(t *testing.T) {
 		{"an item more indented", "jobs:\n  - name: a\n    - name: b\n  - name: c\n", false},
 		{"items less indented later", "jobs:\n    - name: a\n    - name: b\n  - name: c\n", false},
 		{"jobs inside a quoted string", "a: \"x\njobs:\n  - b\n  - c\n  - d\"\n", false},
+		// Found in review: each gave another tree in parts before.
+		{"U+2028 in a string", "jobs:\n  - a\n  - \"x\u2028y\"\n  - c\nz: 1\n", false},
+		{"U+2029 in a comment", "jobs:\n  - a # x\u2029\n  - b\n  - c\nz: 1\n", false},
+		{"U+0085 in a string", "jobs:\n  - a\n  - \"x\u0085y\"\n  - c\n", false},
+		{"a %TAG directive", "%TAG !! tag:other:\n---\njobs:\n  - a\n  - !!str b\n  - c\n", false},
+		{"a local %TAG", "%TAG ! tag:example.com,2000:\n---\njobs:\n  - a\n  - !foo b\n  - c\n", false},
+		{"nesting at the parser's limit", "jobs:\n  - a\n  - " + strings.Repeat("- ", 9999) + "x\n  - c\n", false},
+		{"an explicit key without a value", "jobs:\n  - a\n  - ? b\n  - c\n", true},
+		{"nested explicit keys", "jobs:\n  - a\n  - - ? b\n  - c\n", true},
+		{"two explicit keys", "jobs:\n  - a\n  - ? b\n    ? c\n  - d\n", true},
+		{"an alias after the list to a redefined anchor", "x: &a 1\njobs:\n  - a\n  - &a b\n  - c\ny: *a\n", false},
+		{"an alias after the list to a later item", "jobs:\n  - &a a\n  - &a b\n  - c\ny: *a\n", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, parts := range []int{1, 2, 3} {
+			for _, parts := range []int{1, 2, 3, 4} {
 				if done := checkParts(t, []byte(tc.data), parts); done && !tc.inParts {
 					t.Fatalf("parsed in %d parts; want it parsed whole", parts)
 				}
@@ -210,6 +222,10 @@ func FuzzParseInParts(f *testing.F) {
 	f.Add(mixed, 2)
 	f.Add("jobs:\n  - name: \"a\n  - b\"\n  - name: c\n", 2)
 	f.Add("jobs:\n- a\n- b: [1,\n  2]\n- c\n", 3)
+	f.Add("jobs:\n  - a\n  - ? b\n    ? c\n  - d\n", 3)
+	f.Add("%TAG !! tag:other:\n---\njobs:\n  - a\n  - !!str b\n  - c\n", 2)
+	f.Add("jobs:\n  - &a a\n  - &a b\n  - c\ny: *a\n", 2)
+	f.Add("jobs:\n  - a # x\u2029\n  - b\n  - c\nz: 1\n", 2)
 	f.Fuzz(func(t *testing.T, data string, parts int) {
 		if parts < 1 || parts > 64 || len(data) > 1<<16 {
 			return
