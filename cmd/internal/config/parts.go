@@ -32,9 +32,10 @@ import (
 // plain shape: a carriage return anywhere, a line break yaml.v3 counts
 // that is not "\n" (U+0085, U+2028, U+2029), a byte-order mark, a tab
 // before content, a directive (a %TAG changes what the parts' tags
-// mean), no top-level "jobs:" line followed by a block list. Such a file
-// pays for both parses; a plain one, most large files, for one on every
-// core. Each part but the last ends with an empty item of the list's own,
+// mean), no top-level "jobs:" line followed by a block list. A file the
+// scan for that shape turns away costs the scan; one whose parts or frame
+// disagree, both parses; a plain one, most large files, one parse on
+// every core. Each part but the last ends with an empty item of the list's own,
 // dropped after: a key with no value at a part's end is placed at the
 // token after it, which in the file is the next item's "-". The tree is
 // then the one a whole parse builds, but for comments, which nothing
