@@ -1,6 +1,9 @@
 package jobs_test
 
 import (
+	"encoding/json"
+	"math"
+	"strings"
 	"testing"
 	"time"
 
@@ -51,5 +54,43 @@ func TestShowDuration(t *testing.T) {
 		if got := jobs.ShowDuration(c.in); got != c.want {
 			t.Errorf("ShowDuration(%s) = %q, want %q", c.in, got, c.want)
 		}
+	}
+}
+
+// A Duration is written in JSON as its Go string, quoted as it is, and
+// read back to the same value: specs in logs, snapshots and digests hold
+// these bytes, so they must not change.
+func TestDuration_JSON(t *testing.T) {
+	for _, c := range []struct {
+		d    time.Duration
+		json string
+	}{
+		{0, `"0s"`},
+		{90 * time.Second, `"1m30s"`},
+		{1500 * time.Nanosecond, `"1.5µs"`},
+		{math.MinInt64, `"-2562047h47m16.854775808s"`},
+	} {
+		b, err := json.Marshal(jobs.Duration(c.d))
+		if err != nil || string(b) != c.json {
+			t.Errorf("Marshal(%v) = %s, %v; want %s", c.d, b, err, c.json)
+		}
+		var back jobs.Duration
+		if err := json.Unmarshal(b, &back); err != nil || back.D() != c.d {
+			t.Errorf("Unmarshal(%s) = %v, %v; want %v", b, back.D(), err, c.d)
+		}
+	}
+	// In a spec: every duration field, and jitter left out when zero.
+	s := jobs.Spec{Name: "a", Timeout: jobs.Duration(time.Minute), LeaseTTL: jobs.Duration(5 * time.Second), Backoff: jobs.Duration(time.Millisecond), CatchupWindow: jobs.Duration(time.Hour), History: jobs.History{MaxAge: jobs.Duration(48 * time.Hour)}}
+	b, err := json.Marshal(&s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"timeout":"1m0s"`, `"lease_ttl":"5s"`, `"backoff":"1ms"`, `"catchup_window":"1h0m0s"`, `"history":{"max_age":"48h0m0s"}`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("%s lacks %s", b, want)
+		}
+	}
+	if strings.Contains(string(b), "jitter") {
+		t.Errorf("%s has a zero jitter", b)
 	}
 }
