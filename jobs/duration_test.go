@@ -93,4 +93,11 @@ func TestDuration_JSON(t *testing.T) {
 	if strings.Contains(string(b), "jitter") {
 		t.Errorf("%s has a zero jitter", b)
 	}
+	// The set's hash and the job's digest, as every release since
+	// durations were first encoded this way computed them: a changed byte
+	// would make a mixed-version cluster disagree about both.
+	s.Jitter = jobs.Duration(1500 * time.Nanosecond)
+	if hash, digests := jobs.HashSpecs([]jobs.Spec{s}), jobs.SpecDigests([]jobs.Spec{s}); hash != "66cc1fdf0b577778" || digests[0] != "843b9358af486e0b" {
+		t.Errorf("hash %s, digest %s; want 66cc1fdf0b577778 and 843b9358af486e0b", hash, digests[0])
+	}
 }

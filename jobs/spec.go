@@ -292,8 +292,12 @@ func (d Duration) String() string { return time.Duration(d).String() }
 // MarshalText gives d as a Go duration string, which encoding/json
 // quotes. As text it is not scanned again, as a json.Marshaler's output
 // is, and that scan was a fifth of encoding a spec: each spec has four
-// to six durations, encoded on every apply and for every digest. The bytes are those MarshalJSON wrote before
-// (TestDuration_JSON), so no hash or digest changes.
+// to six durations, encoded on every apply and for every digest. The
+// bytes are those MarshalJSON wrote before (TestDuration_JSON pins a
+// hash and a digest), so no hash or digest changes. Being a
+// TextMarshaler also changes what a Duration would be as a JSON map key
+// or in YAML written by yaml.v3; neither is done, and either would need
+// an UnmarshalText to read it back.
 func (d Duration) MarshalText() ([]byte, error) {
 	return []byte(d.String()), nil
 }

@@ -120,7 +120,9 @@ func TestDashboard_Chromium(t *testing.T) {
 	})
 	// Found and clicked in one evaluation: live updates re-render the
 	// job's card, and a node looked up first may be gone by the click.
-	poll("click Trigger", `(() => { const b = document.querySelector('button[data-action="trigger"][data-job="heartbeat"]'); if (!b) return ""; b.click(); return "clicked"; })()`, 15*time.Second)
+	// The page remembers the click, so an evaluation whose answer is lost
+	// after it clicked does not click again when poll retries.
+	poll("click Trigger", `(() => { if (window.__clicked) return "clicked"; const b = document.querySelector('button[data-action="trigger"][data-job="heartbeat"]'); if (!b) return ""; window.__clicked = true; b.click(); return "clicked"; })()`, 15*time.Second)
 	toast := poll("the trigger's answer", `(() => { const d = document.querySelector("#toast div"); return d && d.textContent.startsWith("run ") ? d.textContent : ""; })()`, 15*time.Second)
 	runID, _, _ := strings.Cut(strings.TrimPrefix(toast, "run "), ":")
 	if !strings.HasPrefix(runID, "heartbeat@") {
