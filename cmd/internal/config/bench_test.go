@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 )
@@ -26,6 +27,21 @@ func BenchmarkParse_100kJobs(b *testing.B) {
 	for b.Loop() {
 		if _, err := Parse("jobs.yaml", data); err != nil {
 			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkParse_20kJobsEachWithAProblem is what `fencecron validate`
+// spends on a large file with an unknown field in every job: each
+// problem found, reported at its line, and no other check of that field.
+func BenchmarkParse_20kJobsEachWithAProblem(b *testing.B) {
+	data := bytes.ReplaceAll(scaleFile(20_000), []byte(`command: ["/bin/true"]`), []byte("command: [\"/bin/true\"]\n    bogus: 1"))
+	b.SetBytes(int64(len(data)))
+	b.ReportAllocs()
+	for b.Loop() {
+		var cerr *Error
+		if _, err := Parse("jobs.yaml", data); !errors.As(err, &cerr) || len(cerr.Problems) != 20_000 {
+			b.Fatalf("got %v, want 20,000 problems", err)
 		}
 	}
 }

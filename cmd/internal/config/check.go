@@ -400,17 +400,21 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	invalid := jobs.ValidateEach(out, l, nil)
 	names := make(map[string]int, len(entries))
 	d.jobPos = slices.Grow(d.jobPos, len(entries))
-	for i, e := range entries {
-		// Fields whose decoding failed are reported already.
-		var failed map[string]bool
-		for p := range d.failed {
-			if rest, ok := strings.CutPrefix(p, e.path+"."); ok {
-				if failed == nil {
-					failed = map[string]bool{}
-				}
-				failed[section(rest)] = true
+	// Fields whose decoding failed are reported already: their sections,
+	// by job path ("jobs[3]"), found in one pass rather than one per job,
+	// which a large file with a problem in every job made quadratic.
+	failedIn := map[string]map[string]bool{}
+	for p := range d.failed {
+		if i := strings.Index(p, "]."); i >= 0 {
+			job := p[:i+1]
+			if failedIn[job] == nil {
+				failedIn[job] = map[string]bool{}
 			}
+			failedIn[job][section(p[i+2:])] = true
 		}
+	}
+	for i, e := range entries {
+		failed := failedIn[e.path]
 		spec := &out[i]
 		// Names are unique within a namespace.
 		q := spec.QualifiedName()
