@@ -78,11 +78,19 @@ func DiffSets(old, new []Spec) SetDiff {
 	return d
 }
 
-// diffSpec compares two specs by their JSON fields.
+// diffSpec compares two specs by their JSON fields. Specs whose JSON is
+// the same have no field that differs, and are told apart from the rest
+// by that alone: a dry run of one change among 100,000 jobs compares
+// 99,999 equal pairs, and splitting each into fields cost most of it.
 func diffSpec(a, b Spec) []FieldChange {
 	a.Normalize()
 	b.Normalize()
-	fa, fb := specFields(a), specFields(b)
+	ja, errA := json.Marshal(a)
+	jb, errB := json.Marshal(b)
+	if errA == nil && errB == nil && bytes.Equal(ja, jb) {
+		return nil
+	}
+	fa, fb := specFields(ja), specFields(jb)
 	var keys []string
 	for k := range fa {
 		keys = append(keys, k)
@@ -122,12 +130,8 @@ func fieldChange(k string, a, b json.RawMessage) FieldChange {
 	return FieldChange{Field: k, Old: string(a), New: string(b)}
 }
 
-// specFields is a spec's JSON, field by field, each value compact.
-func specFields(s Spec) map[string]json.RawMessage {
-	b, err := json.Marshal(s)
-	if err != nil {
-		return nil
-	}
+// specFields is a spec's JSON, b, field by field, each value compact.
+func specFields(b []byte) map[string]json.RawMessage {
 	var m map[string]json.RawMessage
 	if json.Unmarshal(b, &m) != nil {
 		return nil
