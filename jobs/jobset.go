@@ -190,13 +190,13 @@ func withSize(s *Spec, err error) error {
 }
 
 // specBytesAtMost returns a bound on SpecBytes(s) that encodes nothing:
-// every byte of every string at 6 (no byte becomes more: a control
-// byte or an invalid one is written as \u00XX or \ufffd, and U+2028's
-// three as \u2028), and specFrame and the like for
-// the field names, punctuation, numbers and durations. Checking 100,000
-// jobs encoded each one only to learn what this says for a few hundred
-// nanoseconds. TestSpecBytesAtMost counts the fields of the types it
-// walks: a new string field must be added here.
+// every byte of every string at 6 (no byte becomes more: a control byte
+// or an invalid one is written as \u00XX or \ufffd, and U+2028's three
+// as \u2028), and specFrame and the like for the field names,
+// punctuation, numbers and durations. Checking 100,000 jobs encoded each
+// one only to learn what this says for a few hundred nanoseconds.
+// TestSpecBytesAtMost lists the fields, with their types, of the types
+// it walks: a field added or changed there must be counted here.
 func specBytesAtMost(s *Spec) int {
 	const (
 		specFrame   = 2048 // 27 field names, 6 durations, 3 numbers, nulls

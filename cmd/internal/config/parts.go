@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -294,7 +295,7 @@ func parseItems(part []byte, lines []itemLine, indent int, last bool) (items []*
 	seq.Content = seq.Content[:len(lines)]
 	moveLines(seq, 1, lines[0].line-2)
 	for i, it := range seq.Content {
-		next := int(^uint(0) >> 1)
+		next := math.MaxInt
 		if i+1 < len(lines) {
 			next = lines[i+1].line
 		}

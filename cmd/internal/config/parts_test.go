@@ -9,8 +9,7 @@ import (
 )
 
 // wholeRoot parses data whole, as yaml.v3 does.
-func wholeRoot(t *testing.T, data []byte) *yaml.Node {
-	t.Helper()
+func wholeRoot(data []byte) *yaml.Node {
 	doc, ok := parseDocument(data)
 	if !ok || len(doc.Content) != 1 {
 		return nil
@@ -26,7 +25,7 @@ func checkParts(t *testing.T, data []byte, parts int) bool {
 	if !ok {
 		return false
 	}
-	want := wholeRoot(t, data)
+	want := wholeRoot(data)
 	if want == nil {
 		t.Fatalf("parsed in %d parts a file that does not parse whole:\n%s", parts, data)
 	}
