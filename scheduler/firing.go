@@ -77,38 +77,72 @@ func (q *fireQueue) Pop() any {
 }
 
 // buildQueue starts each job from the latest scheduled time the cluster
-// handled, so the first pass catches up on what no leader fired. Jobs
-// with the same schedule, time zone and daylight-saving policy share one
-// parsed schedule (it is read-only): a large set repeats a few schedules
-// many times.
-func (l *leader) buildQueue() fireQueue {
-	specs, _, _, _ := l.s.FSM.JobSet()
+// handled, so the first pass catches up on what no leader fired.
+func (l *leader) buildQueue() fireQueue { return l.queueFor(nil) }
+
+// refreshQueue brings q up to date after the job set changed. A job
+// whose schedule, jitter and lead are as its entry in q has them keeps
+// that entry, and so what this term handled of it; the others start as
+// buildQueue starts them. The firing loop fires nothing while it runs,
+// and a change to one job of 100,000 then costs a look-up of each name,
+// not a parse and a Next of every job.
+func (l *leader) refreshQueue(q fireQueue) fireQueue {
+	had := make(map[string]*fireEntry, len(q))
+	for _, e := range q {
+		had[e.name] = e
+	}
+	return l.queueFor(had)
+}
+
+// schedKey is what a parsed schedule depends on.
+type schedKey struct{ exprs, tz, spring, fall string }
+
+func schedKeyOf(s *jobs.Spec) schedKey {
+	return schedKey{strings.Join(s.Schedules, "\x00"), s.Timezone, s.DST.Spring, s.DST.Fall}
+}
+
+// queueFor builds the queue of the replicated set, taking the entry had
+// holds for a job if it is still right for it. Jobs with the same
+// schedule, time zone and daylight-saving policy share one parsed
+// schedule (it is read-only; l.schedules keeps them from one build to
+// the next, so an entry kept is recognised by its pointer): a large set
+// repeats a few schedules many times.
+func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
+	specs := l.s.FSM.JobSetBase().Jobs // shared: read only
 	now := l.s.Clock.Now()
+	prev := l.schedules
+	l.schedules = map[schedKey]*jobs.Schedule{}
 	q := make(fireQueue, 0, len(specs))
-	type schedKey struct{ exprs, tz, spring, fall string }
-	parsed := map[schedKey]*jobs.Schedule{}
-	for _, spec := range specs {
+	for i := range specs {
+		spec := &specs[i]
 		if len(spec.Schedules) == 0 {
 			continue // it follows other jobs (after:)
 		}
-		key := schedKey{strings.Join(spec.Schedules, "\x00"), spec.Timezone, spec.DST.Spring, spec.DST.Fall}
-		sched, ok := parsed[key]
+		key := schedKeyOf(spec)
+		sched, ok := l.schedules[key]
 		if !ok {
-			var err error
-			if sched, err = spec.Schedule(); err != nil {
-				l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
-				continue
+			if sched, ok = prev[key]; !ok {
+				var err error
+				if sched, err = spec.Schedule(); err != nil {
+					l.log.Error("job has a bad schedule; not firing it", "job", spec.Name, "err", err)
+					continue
+				}
 			}
-			parsed[key] = sched
+			l.schedules[key] = sched
+		}
+		lead := worker.LeadFor(*spec)
+		if e := had[spec.Name]; e != nil && e.sched == sched && e.jitter == spec.Jitter && e.lead == lead {
+			q = append(q, e)
+			continue
 		}
 		after, ok := l.s.FSM.LastScheduled(spec.Name)
-		if !ok || after.After(now.Add(worker.LeadFor(spec))) {
+		if !ok || after.After(now.Add(lead)) {
 			// A time a little ahead was granted ahead (pregrant.go):
 			// it is handled. One further ahead is not one of ours.
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: worker.LeadFor(spec)}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: lead}
 			e.setNext(next)
 			q = append(q, e)
 		}

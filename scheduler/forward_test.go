@@ -175,8 +175,8 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	if err := l.s.Complete(t.Context(), replicated.Completion{Attempt: a.ID, State: jobs.Failed, EndedAt: base}); err != nil {
 		t.Fatal(err)
 	}
-	if l.onChanges(feed.Take()) {
-		t.Error("a completion said the job set changed")
+	if jobsChanged, resynced := l.onChanges(feed.Take()); jobsChanged || resynced {
+		t.Errorf("a completion said the job set changed (%v) or changes were dropped (%v)", jobsChanged, resynced)
 	}
 	l.mu.Lock()
 	due, ok := l.retryAt[run.ID]
@@ -192,7 +192,7 @@ func TestLeader_ReactsToChanges(t *testing.T) {
 	l.mu.Lock()
 	delete(l.retryAt, run.ID)
 	l.mu.Unlock()
-	if !l.onChanges([]fsm.Change{{Kind: fsm.ChangeResync}}) {
+	if _, resynced := l.onChanges([]fsm.Change{{Kind: fsm.ChangeResync}}); !resynced {
 		t.Error("a resync did not rebuild the queue")
 	}
 	l.mu.Lock()

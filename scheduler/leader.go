@@ -55,6 +55,9 @@ type leader struct {
 	// confirms starts only while that entry is the last one applied.
 	electedEpoch, electedIndex uint64
 	pumping                    atomic.Bool // pumpBackfills is granting (backfill.go)
+	// schedules are the parsed schedules of the firing queue's jobs
+	// (queueFor); only the firing loop uses them.
+	schedules map[schedKey]*jobs.Schedule
 	// sender is the term's notification delivery (notifier.go, scheduler/notify), set
 	// before the term is published.
 	sender notifier
@@ -154,8 +157,11 @@ func (l *leader) run() {
 				t.Stop()
 				return
 			}
-			if l.onChanges(chs) {
+			switch jobsChanged, resynced := l.onChanges(chs); {
+			case resynced:
 				q = l.buildQueue()
+			case jobsChanged:
+				q = l.refreshQueue(q)
 			}
 		case <-tick.C:
 			l.checkLeases()
@@ -170,14 +176,15 @@ func (l *leader) run() {
 // lease, and its run, if it waits for a retry, gets a retry timer; after
 // a resync (a restored snapshot, or changes dropped because this loop
 // fell behind) it looks at every run again. It reports whether the job
-// set changed, so the firing queue must be rebuilt.
-func (l *leader) onChanges(chs []fsm.Change) (jobsChanged bool) {
+// set changed, so the firing queue must be brought up to date, and
+// whether changes were dropped, so it must be built afresh.
+func (l *leader) onChanges(chs []fsm.Change) (jobsChanged, resynced bool) {
 	for _, ch := range chs {
 		switch ch.Kind {
 		case fsm.ChangeJobs:
 			jobsChanged = true
 		case fsm.ChangeResync, fsm.ChangeRestored:
-			jobsChanged = true
+			jobsChanged, resynced = true, true
 			l.resync()
 			l.trackFollowers()
 		case fsm.ChangeGranted:
@@ -196,7 +203,7 @@ func (l *leader) onChanges(chs []fsm.Change) (jobsChanged bool) {
 			}
 		}
 	}
-	return jobsChanged
+	return jobsChanged, resynced
 }
 
 // restored reports whether chs hold an operator's restore.
