@@ -85,6 +85,14 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			}
 		}
 	})
+	b.Run("diff from none", func(b *testing.B) {
+		base := fsm.NewFSM().JobSetBase()
+		for b.Loop() {
+			if upsert, _ := base.Diff(specs, nil); len(upsert) != len(specs) {
+				b.Fatalf("%d jobs to add, want %d", len(upsert), len(specs))
+			}
+		}
+	})
 	// As a first apply of the set reaches every replica: a difference
 	// from the empty set, in parts of at most fsm.MaxJobsDiffBytes.
 	parts := jobsDiffParts("", specs, nil, jobs.HashSpecs(specs), "bench", t0)

@@ -157,14 +157,14 @@ func (f *FSM) JobSetBase() JobSetBase {
 	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, byName: f.idx.byName}
 }
 
-// Diff returns the difference that makes b into next (normalized, as
-// the leader checked it): the jobs of next that are new or differ, and
-// the names of the jobs next does not have. A job that unchanged marks
-// (unchanged[i] for next[i]; nil marks none) and b holds is taken as b
-// holds it, without comparing the two. It runs outside the FSM's lock,
-// so Apply does not wait on a comparison of 100,000 jobs.
+// Diff returns the difference that makes b into next (normalized, as the
+// leader checked it): the jobs of next that are new or differ, and the
+// names of those next lacks. A job unchanged marks (unchanged[i] for
+// next[i]; nil marks none) that b holds is taken as b holds it. It runs
+// outside the FSM's lock: Apply does not wait on 100,000 comparisons.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
 	seen := make(map[string]bool, len(next))
+	upsert = make([]jobs.Spec, 0, max(len(next)-len(b.Jobs), 0)) // a first set is not grown by copies
 	for k, s := range next {
 		seen[s.Name] = true
 		i, had := b.byName[s.Name]
