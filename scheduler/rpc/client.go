@@ -333,16 +333,23 @@ func (c *Client) HistoryRange(ctx context.Context, addr string, req history.Rang
 // toLeader calls the leader with retries until it answers or ctx ends.
 func (c *Client) toLeader(ctx context.Context, path string, in, out any) error {
 	backoff := 50 * time.Millisecond
+	// last is why the calls failed. A call its deadline (ctx's, or its
+	// share of it) cut short says less than an answer before it: on a
+	// busy machine the last call before ctx ends may get milliseconds.
+	var last error
 	for {
 		err := c.callLeader(ctx, path, in, out)
 		if err == nil || final(err) {
 			return err
 		}
+		if last == nil || !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			last = err
+		}
 		t := time.NewTimer(backoff)
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return fmt.Errorf("%w (last: %w)", ctx.Err(), err)
+			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 		case <-t.C:
 		}
 		backoff = min(2*backoff, time.Second)

@@ -419,11 +419,29 @@ func TestClient_TransportFailureIsNotADomainAnswer(t *testing.T) {
 		})
 	}
 
+	// The deadline may cut calls short: the answer before them is still
+	// what the error says.
+	var hits atomic.Int32
+	cut := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if hits.Add(1) > 1 {
+			<-r.Context().Done() // the client gives up at its deadline
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return cut, nil }}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Second)
+	defer cancel()
+	err := c.Complete(ctx, comp)
+	if ua := (*errcode.UnexpectedAnswer)(nil); !errors.As(err, &ua) || !errors.Is(err, context.DeadlineExceeded) || hits.Load() < 2 {
+		t.Errorf("complete, its calls after the first cut by the deadline: %v after %d calls; want the deadline, after the first call's unexpected answer", err, hits.Load())
+	}
+
 	leader := &fakeLeader{complete: func(c replicated.Completion) error {
 		return fmt.Errorf("attempt %s: %w", c.Attempt, jobs.ErrNotFound)
 	}}
-	c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return node(t, leader, nil), nil }}
-	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	c = &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return node(t, leader, nil), nil }}
+	ctx, cancel = context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
 	if err := c.Complete(ctx, comp); !errors.Is(err, jobs.ErrNotFound) || ctx.Err() != nil {
 		t.Errorf("the leader's not_found: %v; want jobs.ErrNotFound at once", err)
