@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -345,9 +346,10 @@ func publishStale(t *testing.T, base, key string) (first, firstToken string) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("publish with the older run's token = %d, want 409 stale_owner", resp.StatusCode)
+		t.Fatalf("publish with the older run's token (%q, replaced %s) = %d %s, want 409 stale_owner", first, firstToken, resp.StatusCode, answer)
 	}
 	return first, firstToken
 }
