@@ -73,7 +73,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle;"+
-		" then one change: the same file with one job's schedule changed, applied again, what the command waited and both CPUs, the job-set entries it appended to the Raft log and their bytes, and how much the node's data directory grew. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
+		" then one change: the same file with one job's schedule changed, applied again, then the file as it was, and so on, "+strconv.Itoa(oneChanges)+" applies of one change each: what the command waited (median, and the range), the median of both CPUs, the job-set entries they appended to the Raft log in all and their bytes, and how much the node's data directory grew. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
 		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
 		" from the apply's start to every server having the set (on an idle machine the wall time is close to their sum);"+
 		" RSS: VmRSS after -settle;"+
@@ -86,8 +86,8 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // columns are "-".
 func (r scaleResult) print(tw io.Writer, n int, cluster bool) {
 	one := r.dev.one
-	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s / %s\t%d, %d B\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss),
-		secs(one.apply), secs(one.cliCPU), secs(one.nodeCPU), one.entries, one.entryBytes, kib(int(one.dataGrowth)))
+	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s (%s–%s)\t%s / %s\t%d for %d, %d B\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss),
+		secs(one.apply.P50), secs(one.apply.Min), secs(one.apply.Max), secs(one.cliCPU), secs(one.nodeCPU), one.entries, one.changes, one.entryBytes, kib(int(one.dataGrowth)))
 	if !cluster {
 		fmt.Fprintln(tw, strings.Repeat("-\t", 13))
 		return
@@ -128,14 +128,22 @@ type devResult struct {
 	one                    oneChange
 }
 
-// oneChange is what changing one job of a set costs: the wait and the
-// CPU, the job-set entries it appended to the Raft log, and how much the
-// node's data directory grew.
+// oneChange is what changing one job of a set costs, over oneChanges
+// changes: the wait (its summary) and the median CPUs, the job-set
+// entries they appended to the Raft log, and how much the node's data
+// directory grew.
 type oneChange struct {
-	apply, cliCPU, nodeCPU time.Duration
-	entries, entryBytes    int
-	dataGrowth             int64
+	apply               Summary
+	cliCPU, nodeCPU     time.Duration
+	changes             int
+	entries, entryBytes int
+	dataGrowth          int64
 }
+
+// oneChanges is how many one-job changes are measured, one after the
+// other: on two busy cores one apply's wait varies by more than most
+// changes to the code move it.
+const oneChanges = 5
 
 // startDev starts a `fencecron dev` node with its data and log in dir, on
 // free loopback ports, with args added; stop kills it and waits, once
@@ -204,9 +212,10 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 }
 
 // measureOneChange applies file again with its first job's schedule
-// changed, to the dev node at addr that holds file's set, then stops the
-// node (stop) and reads the job-set entries the apply appended from its
-// Raft log in data.
+// changed, to the dev node at addr that holds file's set, then file as it
+// was, and so on, oneChanges applies in all, each a change of one job;
+// then it stops the node (stop) and reads the job-set entries the applies
+// appended from its Raft log in data.
 func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file string, stop func(), stderr io.Writer) (oneChange, error) {
 	var r oneChange
 	b, err := os.ReadFile(file)
@@ -225,14 +234,26 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	if err != nil {
 		return r, err
 	}
-	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, changed, stderr); err != nil {
-		return r, err
+	after := before
+	var waits, cliCPU, nodeCPU []time.Duration
+	for i := range oneChanges {
+		f := changed
+		if i%2 == 1 {
+			f = file
+		}
+		wait, cpu, err := timedApply(ctx, bin, addr, f, stderr)
+		if err != nil {
+			return r, err
+		}
+		prev := after
+		if after, err = sampleDev(addr, data, pid); err != nil {
+			return r, err
+		}
+		waits, cliCPU, nodeCPU = append(waits, wait), append(cliCPU, cpu), append(nodeCPU, after.cpu-prev.cpu)
 	}
-	after, err := sampleDev(addr, data, pid)
-	if err != nil {
-		return r, err
-	}
-	r.nodeCPU, r.dataGrowth = after.cpu-before.cpu, after.data-before.data
+	r.apply, r.changes = summarize(waits), oneChanges
+	r.cliCPU, r.nodeCPU = summarize(cliCPU).P50, summarize(nodeCPU).P50
+	r.dataGrowth = after.data - before.data
 	stop() // bolt lets one process at a time open the log
 	r.entries, r.entryBytes, err = jobSetEntries(filepath.Join(data, "raft", "raft.db"), before.log.index+1, after.log.index)
 	return r, err
