@@ -36,6 +36,9 @@ type fireEntry struct {
 	// then granted at fireAt as without ahead.
 	lead       time.Duration
 	aheadTried bool
+	// paused is the spec's own paused flag when the entry was made
+	// (refreshQueue); an operator's pause is not in it.
+	paused bool
 }
 
 // wakeAt is when the firing loop next handles the entry.
@@ -81,11 +84,13 @@ func (q *fireQueue) Pop() any {
 func (l *leader) buildQueue() fireQueue { return l.queueFor(nil) }
 
 // refreshQueue brings q up to date after the job set changed. A job
-// whose schedule, jitter and lead are as its entry in q has them keeps
-// that entry, and so what this term handled of it; the others start as
-// buildQueue starts them. The firing loop fires nothing while it runs,
-// and a change to one job of 100,000 then costs a look-up of each name,
-// not a parse and a Next of every job.
+// whose schedule, jitter, lead and paused flag are as its entry in q has
+// them keeps that entry, and so what this term handled of it; the others
+// start as buildQueue starts them: a job its file resumes starts again
+// from what the cluster last handled of it, as under a new leader. The
+// firing loop fires nothing while it runs, and a change to one job of
+// 100,000 then costs a look-up of each name, not a copy of the set and a
+// Next of every job.
 func (l *leader) refreshQueue(q fireQueue) fireQueue {
 	had := make(map[string]*fireEntry, len(q))
 	for _, e := range q {
@@ -131,7 +136,7 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 			l.schedules[key] = sched
 		}
 		lead := worker.LeadFor(*spec)
-		if e := had[spec.Name]; e != nil && e.sched == sched && e.jitter == spec.Jitter && e.lead == lead {
+		if e := had[spec.Name]; e != nil && e.sched == sched && e.jitter == spec.Jitter && e.lead == lead && e.paused == spec.Paused {
 			q = append(q, e)
 			continue
 		}
@@ -142,7 +147,7 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 			after = now
 		}
 		if next := sched.Next(after); !next.IsZero() {
-			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: lead}
+			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: lead, paused: spec.Paused}
 			e.setNext(next)
 			q = append(q, e)
 		}
@@ -399,8 +404,9 @@ func (l *leader) handleDue(e *fireEntry, now time.Time) time.Time {
 func (l *leader) handleDueInto(e *fireEntry, now time.Time, fire func(jobs.Spec, time.Time), skip func(jobs.SkipRange)) time.Time {
 	spec, ok := l.s.FSM.Spec(e.name)
 	if !ok {
-		// Gone from the set (the queue is rebuilt next): its times are
-		// walked past, and nothing is recorded for them (see paused).
+		// Gone from the set (the next refresh drops its entry): its
+		// times are walked past, and nothing is recorded for them (see
+		// paused).
 		spec = jobs.Spec{Name: e.name, Jitter: e.jitter}
 	}
 	window := spec.CatchupWindow.D()

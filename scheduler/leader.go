@@ -177,7 +177,7 @@ func (l *leader) run() {
 // a resync (a restored snapshot, or changes dropped because this loop
 // fell behind) it looks at every run again. It reports whether the job
 // set changed, so the firing queue must be brought up to date, and
-// whether changes were dropped, so it must be built afresh.
+// whether it resynced, so the queue must be built afresh.
 func (l *leader) onChanges(chs []fsm.Change) (jobsChanged, resynced bool) {
 	for _, ch := range chs {
 		switch ch.Kind {

@@ -9,23 +9,26 @@ import (
 
 // After the job set changes, the firing queue keeps the entry of each job
 // whose timing did not change, with what this term handled of it, and
-// starts the others as a new leader would: a changed schedule or jitter
-// starts afresh, a removed job leaves, a new one joins.
+// starts the others as a new leader would: a changed schedule or jitter,
+// or a job its file resumes, starts afresh; a removed job leaves, a new
+// one joins.
 func TestLeader_RefreshQueueKeepsWhatDidNotChange(t *testing.T) {
 	every := func(name string) jobs.Spec { return spec(name, jobs.MisfireLatest, jobs.OverlapAllow) }
-	l, _ := newTestLeader(t, every("same"), every("command"), every("schedule"), every("jitter"), every("removed"))
+	paused := every("resumed")
+	paused.Paused = true
+	l, _ := newTestLeader(t, every("same"), every("command"), every("schedule"), every("jitter"), every("removed"), paused)
 	q := l.buildQueue()
 	before := map[string]*fireEntry{}
 	for _, e := range q {
 		before[e.name] = e
 	}
-	if len(before) != 5 {
-		t.Fatalf("the first queue holds %d jobs, want 5", len(before))
+	if len(before) != 6 {
+		t.Fatalf("the first queue holds %d jobs, want 6", len(before))
 	}
-	// What this term handled: two jobs fired up to base+5s, past what
-	// the replicated state says of them.
+	// What this term handled: jobs fired (or, paused, walked past) up to
+	// base+5s, past what the replicated state says of them.
 	handled := base.Add(5 * time.Second)
-	for _, name := range []string{"same", "command"} {
+	for _, name := range []string{"same", "command", "resumed"} {
 		e := before[name]
 		e.after = handled
 		e.setNext(e.sched.Next(handled))
@@ -35,7 +38,7 @@ func TestLeader_RefreshQueueKeepsWhatDidNotChange(t *testing.T) {
 	command.Shell = "false"
 	schedule.Schedules = []string{"*/2 * * * * *"}
 	jitter.Jitter = jobs.Duration(500 * time.Millisecond)
-	if _, err := l.s.SetJobs(t.Context(), []jobs.Spec{every("same"), command, schedule, jitter, every("added")}, "test", nil); err != nil {
+	if _, err := l.s.SetJobs(t.Context(), []jobs.Spec{every("same"), command, schedule, jitter, every("added"), every("resumed")}, "test", nil); err != nil {
 		t.Fatal(err)
 	}
 	q = l.refreshQueue(q)
@@ -52,7 +55,7 @@ func TestLeader_RefreshQueueKeepsWhatDidNotChange(t *testing.T) {
 			t.Errorf("%s: entry %+v, want the one it had, handled up to %s", name, e, handled)
 		}
 	}
-	for _, name := range []string{"schedule", "jitter", "added"} {
+	for _, name := range []string{"schedule", "jitter", "added", "resumed"} {
 		e := after[name]
 		if e == nil || e == before[name] || !e.after.Equal(base) {
 			t.Fatalf("%s: entry %+v, want a new one starting at %s", name, e, base)
@@ -67,22 +70,23 @@ func TestLeader_RefreshQueueKeepsWhatDidNotChange(t *testing.T) {
 	if e, ok := after["removed"]; ok {
 		t.Errorf("a removed job is still queued: %+v", e)
 	}
-	if len(q) != 5 {
-		t.Errorf("the queue holds %d jobs, want 5", len(q))
+	if len(q) != 6 {
+		t.Errorf("the queue holds %d jobs, want 6", len(q))
 	}
 }
 
 // BenchmarkLeader_QueueAfterOneChange is what the firing loop does, firing
 // nothing meanwhile, after one job of 100,000 changed: build the queue
-// anew, or keep the entries of the jobs that did not change.
+// anew (its parsed schedules kept from the build before), or bring the
+// queue of the set before up to date.
 func BenchmarkLeader_QueueAfterOneChange(b *testing.B) {
 	specs := scaleSpecs(100_000)
 	l, _ := newTestLeader(b, specs...)
+	q := l.buildQueue() // of the set before the change
 	specs[500].Schedules = []string{"*/5 * * * *"}
 	if _, err := l.s.SetJobs(b.Context(), specs, "bench", nil); err != nil {
 		b.Fatal(err)
 	}
-	q := l.buildQueue()
 	b.Run("build", func(b *testing.B) {
 		for b.Loop() {
 			l.buildQueue()
@@ -90,7 +94,9 @@ func BenchmarkLeader_QueueAfterOneChange(b *testing.B) {
 	})
 	b.Run("refresh", func(b *testing.B) {
 		for b.Loop() {
-			q = l.refreshQueue(q)
+			if fresh := l.refreshQueue(q); len(fresh) != len(specs) {
+				b.Fatalf("%d jobs queued, want %d", len(fresh), len(specs))
+			}
 		}
 	})
 }

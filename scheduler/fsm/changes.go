@@ -12,7 +12,7 @@ const (
 	// one. The leader drops the attempt's lease and, if the run waits for
 	// its next attempt, sets its retry timer.
 	ChangeEnded ChangeKind = iota + 1
-	// ChangeJobs: the job set changed; the leader rebuilds its queue.
+	// ChangeJobs: the job set changed; the leader updates its queue.
 	ChangeJobs
 	// ChangeResync: the subscriber cannot trust what it was told (the
 	// state was restored from a snapshot, or it fell behind and changes

@@ -160,8 +160,8 @@ func (f *FSM) JobSetBase() JobSetBase {
 // Diff returns the difference that makes b into next (normalized, as the
 // leader checked it): the jobs of next that are new or differ, and the
 // names of those next lacks. A job unchanged marks (unchanged[i] for
-// next[i]; nil marks none) that b holds is taken as b holds it. It runs
-// outside the FSM's lock: Apply does not wait on 100,000 comparisons.
+// next[i]; nil marks none) that b holds is taken as b holds it, uncompared.
+// It runs outside the FSM's lock: Apply does not wait on 100,000 of them.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
 	seen := make(map[string]bool, len(next))
 	upsert = make([]jobs.Spec, 0, max(len(next)-len(b.Jobs), 0)) // a first set is not grown by copies

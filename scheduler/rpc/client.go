@@ -336,6 +336,7 @@ func (c *Client) toLeader(ctx context.Context, path string, in, out any) error {
 	// last is why the calls failed. A call its deadline (ctx's, or its
 	// share of it) cut short says less than an answer before it: on a
 	// busy machine the last call before ctx ends may get milliseconds.
+	// Both are reported.
 	var last error
 	for {
 		err := c.callLeader(ctx, path, in, out)
@@ -349,6 +350,9 @@ func (c *Client) toLeader(ctx context.Context, path string, in, out any) error {
 		select {
 		case <-ctx.Done():
 			t.Stop()
+			if last != err {
+				return fmt.Errorf("%w (last: %w; after it: %v)", ctx.Err(), last, err)
+			}
 			return fmt.Errorf("%w (last: %w)", ctx.Err(), last)
 		case <-t.C:
 		}

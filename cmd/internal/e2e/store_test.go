@@ -349,7 +349,7 @@ func publishStale(t *testing.T, base, key string) (first, firstToken string) {
 	answer, _ := io.ReadAll(io.LimitReader(resp.Body, 4<<10))
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusConflict {
-		t.Fatalf("publish with the older run's token (%q, replaced %s) = %d %s, want 409 stale_owner", first, firstToken, resp.StatusCode, answer)
+		t.Fatalf("publish with the older run's token (sent %q; %s wrote the first body) = %d %s, want 409 stale_owner", first, firstToken, resp.StatusCode, answer)
 	}
 	return first, firstToken
 }
