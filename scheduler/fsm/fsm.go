@@ -114,15 +114,16 @@ var _ raft.FSM = (*FSM)(nil)
 
 // Apply implements raft.FSM. An entry it cannot read halts it (see
 // logversion.go): that entry and every later one are answered with an
-// error wrapping ErrLogHalted and change nothing.
+// error wrapping ErrLogHalted and change nothing. The entry is decoded
+// before the lock: readers do not wait on a megabyte of a job set's JSON.
 func (f *FSM) Apply(l *raft.Log) any {
+	c, err := decodeEntry(l)
 	f.mu.Lock()
 	if f.halted != nil {
 		err := f.halted
 		f.mu.Unlock()
 		return ApplyResult{Err: err}
 	}
-	c, err := decodeEntry(l)
 	if err != nil {
 		f.halt(l, err)
 		err = f.halted
