@@ -2,11 +2,13 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -80,5 +82,75 @@ func TestApply_SendsOnlyWhatChanged(t *testing.T) {
 	}
 	if applied.Jobs != 5 || applied.Hash != set.Info.Hash {
 		t.Errorf("apply -json: %+v; want 5 jobs of hash %s", applied, set.Info.Hash)
+	}
+}
+
+// A change to some jobs leaves the others firing as they were: across an
+// apply that changes one job's schedule and adds another, a job every
+// second has one run for each second, and the changed and the new job
+// fire by the new set.
+func TestApply_OtherJobsKeepFiring(t *testing.T) {
+	t.Parallel()
+	job := func(name, schedule string) string {
+		// misfire all: a busy machine's late second is granted late, not
+		// skipped, so a gap can only be a fire time the leader lost.
+		return "  - name: " + name + "\n    schedule: \"" + schedule + "\"\n    shell: 'true'\n    overlap: allow\n    misfire: all\n    catchup_window: 1m\n"
+	}
+	d, addr := startDevJobs(t, job("tick", "* * * * * *")+job("other", "*/2 * * * * *"))
+	seconds := func(name string) map[time.Time]int {
+		var list wire.RunList
+		if err := proctest.GetJSON(d.base+"/api/v1/runs?job="+name+"&limit=500", &list); err != nil {
+			t.Fatal(err)
+		}
+		out := map[time.Time]int{}
+		for _, r := range list.Runs {
+			out[r.ScheduledAt.UTC()]++
+		}
+		return out
+	}
+	proctest.Eventually(t, 30*time.Second, "tick has 5 runs", func() error {
+		if n := len(seconds("tick")); n < 5 {
+			return fmt.Errorf("%d runs of tick", n)
+		}
+		return nil
+	})
+	file := filepath.Join(t.TempDir(), "jobs.yaml")
+	if err := os.WriteFile(file, []byte("jobs:\n"+job("tick", "* * * * * *")+job("other", "*/3 * * * * *")+job("fresh", "* * * * * *")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := cli(t, "apply", "-addr", addr, file); err != nil {
+		t.Fatalf("apply: %v\n%s", err, out)
+	}
+	applied := time.Now().UTC().Truncate(time.Second)
+	proctest.Eventually(t, 30*time.Second, "tick ran 3 seconds past the apply, and fresh twice", func() error {
+		if _, ok := seconds("tick")[applied.Add(3*time.Second)]; !ok {
+			return fmt.Errorf("no run of tick at %s", applied.Add(3*time.Second))
+		}
+		if n := len(seconds("fresh")); n < 2 {
+			return fmt.Errorf("%d runs of fresh", n)
+		}
+		return nil
+	})
+	ticks := seconds("tick")
+	// From three seconds before the apply, or the job's first second.
+	first := applied
+	for at := range ticks {
+		if at.Before(first) {
+			first = at
+		}
+	}
+	from := applied.Add(-3 * time.Second)
+	if first.After(from) {
+		from = first
+	}
+	for at := from; !at.After(applied.Add(3 * time.Second)); at = at.Add(time.Second) {
+		if n := ticks[at]; n != 1 {
+			t.Errorf("tick has %d runs at %s, across an apply at about %s; want 1", n, at.Format(time.TimeOnly), applied.Format(time.TimeOnly))
+		}
+	}
+	for at := range seconds("other") {
+		if at.After(applied.Add(time.Second)) && at.Second()%3 != 0 {
+			t.Errorf("other ran at %s, after the apply made it every third second", at.Format(time.TimeOnly))
+		}
 	}
 }
