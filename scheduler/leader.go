@@ -176,15 +176,15 @@ func (l *leader) run() {
 // lease, and its run, if it waits for a retry, gets a retry timer; after
 // a resync (a restored snapshot, or changes dropped because this loop
 // fell behind) it looks at every run again. It reports whether the job
-// set changed, so the firing queue must be brought up to date, and
-// whether it resynced, so the queue must be built afresh.
+// set changed, so the firing queue must be brought up to date, or it
+// resynced, so the queue must be built afresh.
 func (l *leader) onChanges(chs []fsm.Change) (jobsChanged, resynced bool) {
 	for _, ch := range chs {
 		switch ch.Kind {
 		case fsm.ChangeJobs:
 			jobsChanged = true
 		case fsm.ChangeResync, fsm.ChangeRestored:
-			jobsChanged, resynced = true, true
+			resynced = true
 			l.resync()
 			l.trackFollowers()
 		case fsm.ChangeGranted:

@@ -87,7 +87,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 func (r scaleResult) print(tw io.Writer, n int, cluster bool) {
 	one := r.dev.one
 	fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s (%s–%s)\t%s / %s\t%d for %d, %d B\t%s\t", n, secs(r.dev.apply), secs(r.dev.cliCPU), secs(r.dev.nodeCPU), mib(r.dev.rss),
-		secs(one.apply.P50), secs(one.apply.Min), secs(one.apply.Max), secs(one.cliCPU), secs(one.nodeCPU), one.entries, one.changes, one.entryBytes, kib(int(one.dataGrowth)))
+		secs(one.apply.P50), secs(one.apply.Min), secs(one.apply.Max), secs(one.cliCPU), secs(one.nodeCPU), one.entries, oneChanges, one.entryBytes, kib(int(one.dataGrowth)))
 	if !cluster {
 		fmt.Fprintln(tw, strings.Repeat("-\t", 13))
 		return
@@ -135,7 +135,6 @@ type devResult struct {
 type oneChange struct {
 	apply               Summary
 	cliCPU, nodeCPU     time.Duration
-	changes             int
 	entries, entryBytes int
 	dataGrowth          int64
 }
@@ -251,7 +250,7 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 		}
 		waits, cliCPU, nodeCPU = append(waits, wait), append(cliCPU, cpu), append(nodeCPU, after.cpu-prev.cpu)
 	}
-	r.apply, r.changes = summarize(waits), oneChanges
+	r.apply = summarize(waits)
 	r.cliCPU, r.nodeCPU = summarize(cliCPU).P50, summarize(nodeCPU).P50
 	r.dataGrowth = after.data - before.data
 	stop() // bolt lets one process at a time open the log
