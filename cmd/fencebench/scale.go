@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -73,7 +74,7 @@ func runScale(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return err
 	}
 	fmt.Fprintln(stdout, "dev: one `fencecron dev` node, the same apply, its CPU and its RSS after -settle;"+
-		" then one change: the same file with one job's schedule changed, applied again, then the file as it was, and so on, "+strconv.Itoa(oneChanges)+" applies of one change each: what the command waited (median, and the range), the median of both CPUs, the job-set entries they appended to the Raft log in all and their bytes, and how much the node's data directory grew. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
+		" then one change: one job's schedule in the middle of the file edited in place, applied again, then the file as it was, and so on (the command's cache of the file, applycache, is the run's own), "+strconv.Itoa(oneChanges)+" applies of one change each: what the command waited (median, and the range), the median of both CPUs, the job-set entries they appended to the Raft log in all and their bytes, and how much the node's data directory grew. cluster: three servers on loopback. apply: `fencecron apply FILE` against the leader, parse to answer;"+
 		" on every server: until each reports the set; CPU: user+system time of the apply process and of the leader"+
 		" from the apply's start to every server having the set (on an idle machine the wall time is close to their sum);"+
 		" RSS: VmRSS after -settle;"+
@@ -210,25 +211,37 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 	return r, err
 }
 
-// measureOneChange applies file again with its first job's schedule
-// changed, to the dev node at addr that holds file's set, then file as it
-// was, and so on, oneChanges applies in all, each a change of one job;
-// then it stops the node (stop) and reads the job-set entries the applies
-// appended from its Raft log in data.
+// measureOneChange changes one job's schedule in file, a job in its
+// middle, as a user edits their file, and applies it to the dev node at
+// addr that holds file's set; then it puts the schedule back and applies
+// again, and so on, oneChanges applies in all, each a change of one job.
+// Then it stops the node (stop) and reads the job-set entries the applies
+// appended from its Raft log in data. file is as it was at the end.
 func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file string, stop func(), stderr io.Writer) (oneChange, error) {
 	var r oneChange
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return r, err
 	}
-	const from, to = `schedule: "0 0 * * *"`, `schedule: "1 0 * * *"`
-	if !bytes.Contains(b, []byte(from)) {
-		return r, fmt.Errorf("%s has no %s to change", file, from)
+	defer os.WriteFile(file, b, 0o644)
+	// The first schedule after the middle, "M H * * *", is moved a
+	// minute.
+	const key = `schedule: "`
+	at := bytes.Index(b[len(b)/2:], []byte(key))
+	if at < 0 {
+		return r, fmt.Errorf("%s has no schedule after its middle", file)
 	}
-	changed := strings.TrimSuffix(file, ".yaml") + "-one-change.yaml"
-	if err := os.WriteFile(changed, bytes.Replace(b, []byte(from), []byte(to), 1), 0o644); err != nil {
-		return r, err
+	at += len(b)/2 + len(key)
+	sp := bytes.IndexByte(b[at:], ' ')
+	if sp < 0 {
+		sp = 0
 	}
+	end := at + sp
+	minute, err := strconv.Atoi(string(b[at:end]))
+	if err != nil {
+		return r, fmt.Errorf("%s: the schedule after its middle does not start with a minute", file)
+	}
+	changed := slices.Concat(b[:at], []byte(strconv.Itoa((minute+1)%60)), b[end:])
 	before, err := sampleDev(addr, data, pid)
 	if err != nil {
 		return r, err
@@ -236,11 +249,14 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 	after := before
 	var waits, cliCPU, nodeCPU []time.Duration
 	for i := range oneChanges {
-		f := changed
+		content := changed
 		if i%2 == 1 {
-			f = file
+			content = b
 		}
-		wait, cpu, err := timedApply(ctx, bin, addr, f, stderr)
+		if err := os.WriteFile(file, content, 0o644); err != nil {
+			return r, err
+		}
+		wait, cpu, err := timedApply(ctx, bin, addr, file, stderr)
 		if err != nil {
 			return r, err
 		}
@@ -287,6 +303,9 @@ func timedApply(ctx context.Context, bin, addr, file string, stderr io.Writer) (
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
+	// The command's cache of the file (cmd/internal/applycache) is the
+	// run's own, beside the file.
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(file), "cli-cache"))
 	if err := cmd.Run(); err != nil {
 		return 0, 0, fmt.Errorf("apply %s to %s: %w", filepath.Base(file), addr, err)
 	}

@@ -74,19 +74,38 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	// commits: give it longer than a look-up.
 	c.http.Timeout = applyTimeout
 	bigHeap()
-	specs, err := readJobSet(rest[0])
+	if dry {
+		specs, err := readJobSet(rest[0])
+		if err != nil {
+			return err // every problem, with its position; nothing was sent
+		}
+		return dryRun(ctx, c, rest[0], specs, stdout)
+	}
+	set, err := loadJobSet(rest[0])
 	if err != nil {
 		return err // every problem, with its position; nothing was sent
 	}
-	if dry {
-		return dryRun(ctx, c, rest[0], specs, stdout)
-	}
+	defer set.saved()
 	host, _ := os.Hostname()
 	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
-	out, sent, err := applyByDigest(ctx, c, source, specs)
+	out, sent, err := applyByDigest(ctx, c, source, set)
+	if errors.Is(err, errReadWhole) {
+		// The node lacks a job the cache vouched for: read the file whole.
+		var specs []jobs.Spec
+		if specs, err = readJobSet(rest[0]); err != nil {
+			return err
+		}
+		set = wholeSet(specs)
+		out, sent, err = applyByDigest(ctx, c, source, set)
+	}
 	if errors.Is(err, errSendWhole) {
-		out, err = applyWhole(ctx, c, source, specs)
-		sent = len(specs)
+		if set.specs == nil {
+			if set.specs, err = readJobSet(rest[0]); err != nil {
+				return err
+			}
+		}
+		out, err = applyWhole(ctx, c, source, set.specs)
+		sent = len(set.specs)
 	}
 	if err != nil || c.json {
 		return err
@@ -95,8 +114,8 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(out.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(out.Namespaces, "replaced", "kept"))
 	}
-	if sent < len(specs) {
-		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), len(specs)-sent)
+	if sent < set.len() {
+		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), set.len()-sent)
 	}
 	return nil
 }
@@ -105,28 +124,39 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 // a set by digest (a node of an earlier version), or lacks most of it.
 var errSendWhole = errors.New("send the whole set")
 
-// applyByDigest applies specs through PUT /api/v1/jobset/digests: the
+// errReadWhole is why applyByDigest did not apply a set read through the
+// cache: the node asked for a job whose spec the command did not parse.
+var errReadWhole = errors.New("read the whole file")
+
+// applyByDigest applies set through PUT /api/v1/jobset/digests: the
 // jobs' digests first, then the specs of those the node lacks, so that a
-// change to a few jobs of a large set sends those few. It returns how
-// many specs it sent whole. It fails with errSendWhole, having applied
-// nothing, where sending the whole set is the way: the node does not
-// serve the path (an earlier version, or a worker, which holds no set),
-// lacks more than half the jobs (a first apply), or its set changed
-// between the two requests. The exchange's answers are not
-// the command's: with -json, the applied set's answer alone is written.
-func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.Spec) (wire.JobSetApplied, int, error) {
+// change to a few jobs of a large set sends those few. A set read through
+// the cache sends, with its digests, the specs of the jobs the cache did
+// not know, which are most often the node's new and changed ones: the
+// node then applies on the first request. It returns how many specs it
+// sent whole. It fails with errSendWhole, having applied nothing, where
+// sending the whole set is the way: the node does not serve the path (an
+// earlier version, or a worker, which holds no set), lacks more than half
+// the jobs (a first apply), or its set changed between the two requests;
+// and with errReadWhole where the node lacks a job of which the set has
+// no spec. The exchange's answers are not the command's: with -json, the
+// applied set's answer alone is written.
+func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
 	// A node holding fewer than half as many jobs lacks more than half:
 	// its status says so before any digest is computed or sent.
 	var st wire.Status
-	if err := c.call(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < len(specs) {
+	if err := c.call(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < set.len() {
 		return wire.JobSetApplied{}, 0, errSendWhole
 	}
-	digests := jobs.SpecDigests(specs)
-	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, len(specs))}
-	byName := make(map[string]int, len(specs))
-	for i := range specs {
-		req.Jobs[i] = wire.JobDigest{Name: specs[i].Name, Digest: digests[i]}
-		byName[specs[i].Name] = i
+	digests := set.digests()
+	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, set.len())}
+	byName := make(map[string]int, set.len())
+	for i, name := range set.names {
+		req.Jobs[i] = wire.JobDigest{Name: name, Digest: digests[i]}
+		byName[name] = i
+	}
+	for _, k := range set.changed {
+		req.Specs = append(req.Specs, set.fresh[k])
 	}
 	for round := 0; round < 2; round++ {
 		// Applied is kept as the node wrote it, for -json.
@@ -151,7 +181,7 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 			}
 			return out, len(req.Specs), nil
 		}
-		if round > 0 || 2*len(ans.Need) > len(specs) {
+		if round > 0 || 2*len(ans.Need) > set.len() {
 			break
 		}
 		for _, name := range ans.Need {
@@ -159,7 +189,11 @@ func applyByDigest(ctx context.Context, c *client, source string, specs []jobs.S
 			if !ok {
 				return wire.JobSetApplied{}, 0, fmt.Errorf("the node asked for job %q, which is not in the set", name)
 			}
-			req.Specs = append(req.Specs, specs[i])
+			spec, ok := set.spec(name, i)
+			if !ok {
+				return wire.JobSetApplied{}, 0, errReadWhole
+			}
+			req.Specs = append(req.Specs, spec)
 		}
 	}
 	return wire.JobSetApplied{}, 0, errSendWhole
@@ -222,31 +256,67 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 		}
 		return set.Jobs, nil
 	}
-	// Only the jobs are sent, and nothing in them is ${}-expanded: the
-	// node section's variables need not be set here.
-	f, err := config.LoadAllowUnset(path)
+	data, err := readFile(path)
 	if err != nil {
 		return nil, err
 	}
-	for _, u := range f.Unset {
-		if u.Path == "node.jobs_dir" {
-			return nil, fmt.Errorf("%s", u)
-		}
-	}
-	if err := checkNotEmpty(f); err != nil {
+	specs, _, err := readJobFile(path, data)
+	return specs, err
+}
+
+// readFile reads a jobs file, up to one byte more than a file may hold
+// (which the parse then refuses).
+func readFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
 		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, config.MaxFileSize+1))
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return data, nil
+}
+
+// readJobFile is readJobSet of a file, whose content is data. fileOnly
+// reports that the jobs are the file's own: it names no node.jobs_dir.
+func readJobFile(path string, data []byte) (specs []jobs.Spec, fileOnly bool, err error) {
+	// Only the jobs are sent, and nothing in them is ${}-expanded: the
+	// node section's variables need not be set here.
+	f, err := config.ParseAllowUnset(path, data)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := checkJobFile(path, f); err != nil {
+		return nil, false, err
 	}
 	if f.Node.JobsDir != "" {
 		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads
 		// them.
 		set, err := f.NodeJobs()
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
-		return set.Jobs, nil
+		return set.Jobs, false, nil
 	}
-	if !f.Has(config.SectionJobs) {
-		return nil, fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", path)
+	return f.Jobs, true, nil
+}
+
+// checkJobFile refuses a file apply cannot send: one whose jobs_dir is an
+// unset variable, an empty one, and one without a jobs section (which
+// would remove every job) unless it names a jobs_dir.
+func checkJobFile(path string, f *config.File) error {
+	for _, u := range f.Unset {
+		if u.Path == "node.jobs_dir" {
+			return fmt.Errorf("%s", u)
+		}
 	}
-	return f.Jobs, nil
+	if err := checkNotEmpty(f); err != nil {
+		return err
+	}
+	if f.Node.JobsDir == "" && !f.Has(config.SectionJobs) {
+		return fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", path)
+	}
+	return nil
 }

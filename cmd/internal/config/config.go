@@ -434,6 +434,12 @@ func Load(path string) (*File, error) { return load(path, false) }
 // sends only the jobs, where nothing is expanded) read.
 func LoadAllowUnset(path string) (*File, error) { return load(path, true) }
 
+// ParseAllowUnset is LoadAllowUnset of a file's content, read already
+// (it knows no file mode, so it sets no Warnings).
+func ParseAllowUnset(name string, data []byte) (*File, error) {
+	return parseWith(name, data, os.LookupEnv, os.Hostname, true)
+}
+
 func load(path string, unsetOK bool) (*File, error) {
 	f, err := os.Open(path)
 	if err != nil {

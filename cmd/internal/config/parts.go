@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -338,4 +339,66 @@ func moveLines(n *yaml.Node, from, by int) {
 // String describes l, for test failures.
 func (l jobsLayout) String() string {
 	return fmt.Sprintf("jobs: on line %d, %d items at column %d, list ends on line %d", l.jobsLine, len(l.items), l.indent+1, l.endLine)
+}
+
+// Items is a file's jobs list cut at its items' lines, as parseInParts
+// cuts it, for `fencecron apply` to parse only the items it does not know
+// (see cmd/internal/applycache).
+type Items struct {
+	data []byte
+	l    jobsLayout
+}
+
+// CutJobs cuts data's jobs list at its items' lines, or reports that data
+// is not of the plain shape parseInParts handles.
+func CutJobs(data []byte) (Items, bool) {
+	l, ok := findJobs(data)
+	return Items{data, l}, ok
+}
+
+// Len is the number of items.
+func (it Items) Len() int { return len(it.l.items) }
+
+// Item is the text of item i, from its line to the next item's (or to the
+// end of the list).
+func (it Items) Item(i int) []byte {
+	end := it.l.end
+	if i+1 < len(it.l.items) {
+		end = it.l.items[i+1].off
+	}
+	return it.data[it.l.items[i].off:end]
+}
+
+// Frame is the file around the list: what is before its first item and
+// what is after its last.
+func (it Items) Frame() (head, tail []byte) {
+	return it.data[:it.l.items[0].off], it.data[it.l.end:]
+}
+
+// ParseOnly parses, as LoadAllowUnset parses a file, the file with only
+// the items idx (ascending) in its jobs list. Each of them, but the
+// list's last, must be shown to hold one whole job that ends before the
+// next item's line, as in parseInParts: an item whose quoted string ran
+// on over the next item's line would mean something else once the next
+// item is left out. ok is false if one is not; the file must then be
+// parsed whole. A problem is reported at its line in the shorter file:
+// parse the whole file to report it where the file has it.
+func (it Items) ParseOnly(name string, idx []int) (f *File, ok bool, err error) {
+	head, tail := it.Frame()
+	size := len(head) + len(tail)
+	for _, i := range idx {
+		size += len(it.Item(i))
+	}
+	text := make([]byte, 0, size)
+	text = append(text, head...)
+	for _, i := range idx {
+		last := i == len(it.l.items)-1
+		if !last && parseItems(it.Item(i), it.l.items[i:i+1], it.l.indent, false) == nil {
+			return nil, false, nil
+		}
+		text = append(text, it.Item(i)...)
+	}
+	text = append(text, tail...)
+	f, err = parseWith(name, text, os.LookupEnv, os.Hostname, true)
+	return f, true, err
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -231,4 +232,66 @@ func FuzzParseInParts(f *testing.F) {
 		}
 		checkParts(t, []byte(data), parts)
 	})
+}
+
+// ParseOnly parses the chosen items to the jobs the whole file has at
+// their places, and refuses (ok false) an item that is not whole on its
+// own: its quoted string runs over the next item's line, so leaving that
+// item out would change what it means.
+func TestItems_ParseOnly(t *testing.T) {
+	var b strings.Builder
+	b.WriteString("store: {max_body_bytes: 1000}\njobs:\n")
+	for i := range 20 {
+		fmt.Fprintf(&b, "  - name: job-%d\n    schedule: \"%d * * * *\"\n    command: [\"/bin/true\", \"%d\"]\n    max_output_bytes: 500\n", i, i, i)
+	}
+	b.WriteString("# the end\n")
+	data := []byte(b.String())
+	whole, err := Parse("jobs.yaml", data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	items, ok := CutJobs(data)
+	if !ok || items.Len() != 20 {
+		t.Fatalf("CutJobs: %v, %d items", ok, items.Len())
+	}
+	idx := []int{0, 7, 8, 19}
+	f, ok, err := items.ParseOnly("jobs.yaml", idx)
+	if !ok || err != nil || len(f.Jobs) != len(idx) {
+		t.Fatalf("ParseOnly: %v, %v", ok, err)
+	}
+	for k, i := range idx {
+		if !reflect.DeepEqual(f.Jobs[k], whole.Jobs[i]) {
+			t.Errorf("job %d parsed alone: %+v; whole: %+v", i, f.Jobs[k], whole.Jobs[i])
+		}
+	}
+	if f.Store.MaxBodyBytes != 1000 {
+		t.Errorf("the frame's store section: %+v", f.Store)
+	}
+
+	runsOn := []byte("jobs:\n  - name: a\n    command: [\"x\", \"y\n  - z\"]\n  - name: b\n  - name: c\n")
+	items, ok = CutJobs(runsOn)
+	if !ok || items.Len() != 4 {
+		t.Fatalf("CutJobs: %v, %d items", ok, items.Len())
+	}
+	if _, ok, _ := items.ParseOnly("jobs.yaml", []int{0, 3}); ok {
+		t.Error("an item whose string runs over the next item's line was parsed on its own")
+	}
+}
+
+// What applycache rests on: no file with an alias anywhere is valid, so
+// an item's meaning never depends on an anchor elsewhere in the file.
+func TestParse_AliasesRefused(t *testing.T) {
+	for name, data := range map[string]string{
+		"a job":               "x: &j {name: a, schedule: \"@daily\", command: [x]}\njobs:\n  - *j\n",
+		"a field of a job":    "jobs:\n  - name: a\n    schedule: &s \"@daily\"\n    command: [x]\n  - name: b\n    schedule: *s\n    command: [x]\n",
+		"a command's element": "jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [&c x]\n  - name: b\n    schedule: \"@daily\"\n    command: [*c]\n",
+		"an env value":        "jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [x]\n    env: {A: &v x}\n  - name: b\n    schedule: \"@daily\"\n    command: [x]\n    env: {B: *v}\n",
+		"a merge":             "jobs:\n  - &a {name: a, schedule: \"@daily\", command: [x]}\n  - <<: *a\n    name: b\n",
+		"after the list":      "jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [&c x]\nstore: *c\n",
+		"a target's value":    "jobs:\n  - name: a\n    schedule: \"@daily\"\n    command: [x]\n    target: {zone: &z a}\n  - name: b\n    schedule: \"@daily\"\n    command: [x]\n    target: {zone: *z}\n",
+	} {
+		if _, err := Parse("jobs.yaml", []byte(data)); err == nil {
+			t.Errorf("%s: an alias was accepted", name)
+		}
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -163,6 +164,56 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 		if !strings.HasSuffix(detail, ": 1 added or changed, 0 removed") {
 			t.Errorf("the job set event of the change: %q; want a difference of one job", detail)
+		}
+	})
+
+	t.Run("one file, one job edited: read through the command's cache", func(t *testing.T) {
+		// The same jobs in one file of some 10 MB, as the set now is.
+		var b bytes.Buffer
+		b.WriteString("jobs:\n")
+		for _, part := range []string{"part-00.yaml", "part-01.yaml", "part-02.yaml", "part-03.yaml"} {
+			data, err := os.ReadFile(filepath.Join(dir, part))
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Write(bytes.TrimPrefix(data, []byte("jobs:\n")))
+		}
+		file := filepath.Join(t.TempDir(), "jobs.yaml")
+		if err := os.WriteFile(file, b.Bytes(), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cache := filepath.Join(t.TempDir(), "cache")
+		env := []string{"XDG_CACHE_HOME=" + cache}
+		if out, err := cliEnv(t, env, "apply", "-addr", addr, file); err != nil || !strings.Contains(out, fmt.Sprintf("the node had the other %d", n)) {
+			t.Fatalf("apply of the set as one file: %v\n%s", err, out)
+		}
+		caches, _ := filepath.Glob(filepath.Join(cache, "fencecron", "apply", "*.cache"))
+		if len(caches) != 1 {
+			t.Fatalf("after the apply, the cache holds %v; want the file's cache", caches)
+		}
+		learnt, _ := os.ReadFile(caches[0])
+		// A job in the middle, edited in place.
+		job := "  - name: job-050000\n    schedule: \"20 17 * * *\"\n    command: [\"/bin/true\"]"
+		if !bytes.Contains(b.Bytes(), []byte(job)) {
+			t.Fatalf("the file lacks %q", job)
+		}
+		os.WriteFile(file, bytes.Replace(b.Bytes(), []byte(job), []byte(strings.Replace(job, "/bin/true", "/bin/false", 1)), 1), 0o600)
+		out, err := cliEnv(t, env, "apply", "-addr", addr, file)
+		if want := fmt.Sprintf("sent 1 new or changed job whole; the node had the other %d\n", n-1); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("apply of the edited file: %v: %q; want %q", err, out, want)
+		}
+		if now, _ := os.ReadFile(caches[0]); bytes.Equal(now, learnt) {
+			t.Error("the file's cache did not learn the edited job")
+		}
+		// What was applied is what the file says: a dry run, which
+		// reads the file whole, finds nothing to change.
+		out, err = cliEnv(t, env, "apply", "-dry-run", "-addr", addr, file)
+		if err != nil || !strings.Contains(out, ": 0 added, 0 removed, 0 changed; nothing applied") {
+			t.Errorf("a dry run after the apply: %v\n%s", err, out)
+		}
+		var got wire.Job
+		if err := proctest.GetJSON(dev.base+"/api/v1/jobs/job-050000", &got); err != nil || !slices.Equal(got.Command, []string{"/bin/false"}) {
+			t.Errorf("job-050000's command is %q (%v), want the edited one", got.Command, err)
 		}
 	})
 

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"os"
+	"sync"
+
+	"github.com/fencecron/fencecron/cmd/internal/applycache"
+	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/jobs"
+)
+
+// jobSet is what apply sends: each job's name and digest, in the file's
+// order, and the specs it has. A set read whole has every spec; one read
+// through the cache (applycache) has the specs of the items it parsed,
+// and the jobs of the others by name and digest alone.
+type jobSet struct {
+	names   []string
+	digests func() []string // computed once, when first asked for
+	specs   []jobs.Spec     // every job's; nil if read through the cache
+	parsed  map[string]int  // read through the cache: each parsed job's index in fresh
+	fresh   []jobs.Spec     // read through the cache: the jobs it parsed
+	changed []int           // indexes in fresh of the jobs the cache did not know
+	saved   func()          // waits for the cache to be written
+}
+
+// len is the number of jobs.
+func (s *jobSet) len() int { return len(s.names) }
+
+// spec returns the spec of the job of the given name, if the set has it.
+func (s *jobSet) spec(name string, i int) (jobs.Spec, bool) {
+	if s.specs != nil {
+		return s.specs[i], true
+	}
+	k, ok := s.parsed[name]
+	if !ok {
+		return jobs.Spec{}, false
+	}
+	return s.fresh[k], true
+}
+
+// wholeSet is the set of specs, read whole.
+func wholeSet(specs []jobs.Spec) *jobSet {
+	s := &jobSet{specs: specs, names: make([]string, len(specs)), saved: func() {}}
+	for i := range specs {
+		s.names[i] = specs[i].Name
+	}
+	s.digests = sync.OnceValue(func() []string { return jobs.SpecDigests(specs) })
+	return s
+}
+
+// loadJobSet reads path as readJobSet does; a large file of the plain
+// shape config.CutJobs cuts, through the cache: only the items whose
+// text the last apply of the file did not see are parsed, and the
+// cache learns the file as it now is. Anything the cache cannot vouch
+// for has the file read whole, so what is sent is what readJobSet reads.
+func loadJobSet(path string) (*jobSet, error) {
+	data, items, ok := plainFile(path)
+	if !ok {
+		specs, err := readJobSet(path)
+		if err != nil {
+			return nil, err
+		}
+		return wholeSet(specs), nil
+	}
+	head, tail := items.Frame()
+	c := applycache.Open(path, head, tail)
+	ids := make([]applycache.ID, items.Len())
+	for i := range ids {
+		ids[i] = applycache.IDOf(items.Item(i))
+	}
+	if set, ok := cachedSet(path, items, ids, c); ok {
+		return set, nil
+	}
+	specs, fileOnly, err := readJobFile(path, data)
+	if err != nil {
+		return nil, err
+	}
+	set := wholeSet(specs)
+	if fileOnly && len(specs) == items.Len() {
+		// Written while the node applies: the command waits for it only
+		// at its end.
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			entries := make([]applycache.Entry, len(specs))
+			for i, d := range set.digests() {
+				if len(specs[i].After) > 0 {
+					return // such a file is always read whole
+				}
+				entries[i] = cacheEntry(&specs[i], d)
+			}
+			c.Save(ids, entries)
+		}()
+		set.saved = func() { <-done }
+	}
+	return set, nil
+}
+
+// plainFile reads path if it is a file large enough for the cache to
+// help, whose jobs list config.CutJobs cuts.
+func plainFile(path string) ([]byte, config.Items, bool) {
+	info, err := os.Stat(path)
+	if err != nil || !info.Mode().IsRegular() || info.Size() < applycache.MinFile || info.Size() > config.MaxFileSize {
+		return nil, config.Items{}, false
+	}
+	data, err := readFile(path)
+	if err != nil || int64(len(data)) < applycache.MinFile {
+		return nil, config.Items{}, false
+	}
+	items, ok := config.CutJobs(data)
+	return data, items, ok
+}
+
+// cacheEntry is what the cache keeps of a job: its name and digest, or
+// nothing for a job whose check reads more than its text (its CA file,
+// which may have changed since).
+func cacheEntry(s *jobs.Spec, digest string) applycache.Entry {
+	if s.HTTP != nil && s.HTTP.CAFile != "" {
+		return applycache.Entry{}
+	}
+	return applycache.Entry{Name: s.Name, Digest: digest}
+}
+
+// cachedSet reads the file through the cache: it parses the items the
+// cache does not know, with the list's first and last (whose text runs
+// into the file around the list, and which check the cache), and takes
+// the others' names and digests from it. ok is false where the file must
+// be read whole: the cache knows too little of it, an item it does not
+// know is not whole on its own, the parse found a problem (reported at
+// its place only by the whole parse), a first or last item is not what
+// the cache says, a job has after: (checked against the whole set), or a
+// name is taken twice.
+func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycache.Cache) (*jobSet, bool) {
+	n := items.Len()
+	if c.Len() == 0 {
+		return nil, false
+	}
+	idx := []int{0}
+	for i := 1; i < n-1; i++ {
+		if _, ok := c.Get(ids[i]); !ok {
+			idx = append(idx, i)
+		}
+	}
+	idx = append(idx, n-1)
+	if 4*len(idx) > n {
+		return nil, false
+	}
+	f, ok, err := items.ParseOnly(path, idx)
+	if !ok || err != nil || checkJobFile(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
+		return nil, false
+	}
+	set := &jobSet{names: make([]string, n), fresh: f.Jobs, parsed: make(map[string]int, len(idx))}
+	digests := make([]string, n)
+	entries := make([]applycache.Entry, n)
+	for i := range n {
+		if e, ok := c.Get(ids[i]); ok {
+			set.names[i], digests[i], entries[i] = e.Name, e.Digest, e
+		}
+	}
+	for k, d := range jobs.SpecDigests(f.Jobs) {
+		i, s := idx[k], &f.Jobs[k]
+		if len(s.After) > 0 {
+			return nil, false
+		}
+		if e, ok := c.Get(ids[i]); ok && (e.Name != s.Name || e.Digest != d) {
+			return nil, false
+		} else if !ok {
+			set.changed = append(set.changed, k)
+		}
+		set.names[i], digests[i], entries[i] = s.Name, d, cacheEntry(s, d)
+		set.parsed[s.Name] = k
+	}
+	seen := make(map[string]bool, n)
+	for _, name := range set.names {
+		if seen[name] {
+			return nil, false
+		}
+		seen[name] = true
+	}
+	set.digests = func() []string { return digests }
+	set.saved = func() {}
+	if len(set.changed) > 0 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			c.Save(ids, entries)
+		}()
+		set.saved = func() { <-done }
+	}
+	return set, true
+}

@@ -1,0 +1,251 @@
+// Package applycache remembers, for `fencecron apply`, what each job of a
+// large jobs file was: its name and its digest (jobs.SpecDigests), by the
+// text of its item in the file. A file of 100,000 jobs takes the command
+// a second or more to parse and check, most of an apply that changes one
+// job; with what the last apply of the file learnt, the command parses
+// only the items whose text it has not seen (config.Items.ParseOnly) and
+// sends the others by name and digest, as it would have anyway.
+//
+// What an item's text means depends on its text and on the file around
+// the list (a store's size limits, a group's limits, the list's place),
+// so a cache is of one file's frame, made by one build of fencecron: a
+// different frame or binary finds it empty. It is a help, never an
+// authority: it is read only if it is whole (its own SHA-256 checks), the
+// command still parses the list's first and last items and checks them
+// against it, and any doubt (an item it does not know that is not whole
+// on its own, a problem in the file, a job with after:) makes the command
+// parse the file whole, as if there were no cache. Nothing here ever
+// fails an apply: a cache that cannot be read or written is an empty one.
+//
+// The files live in the user's cache directory (os.UserCacheDir:
+// $XDG_CACHE_HOME or ~/.cache), one per jobs file applied, at most
+// maxFiles of them; deleting the directory loses nothing but time.
+package applycache
+
+import (
+	"bytes"
+	"cmp"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+
+	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/buildinfo"
+)
+
+// MinFile is the size from which a file's apply uses the cache: a smaller
+// one parses in a few milliseconds. (A variable, so that a test can use
+// the cache with a smaller file.)
+var MinFile int64 = 1 << 20
+
+// maxFiles bounds the cache files kept: the ones written last.
+const maxFiles = 16
+
+// magic starts a cache file; a change of its format changes it.
+const magic = "fencecron apply cache 1\n"
+
+// ID names an item's text: the first 16 bytes of its SHA-256.
+type ID [16]byte
+
+// IDOf is the ID of an item's text.
+func IDOf(item []byte) ID {
+	sum := sha256.Sum256(item)
+	return ID(sum[:16])
+}
+
+// Entry is what an item was: its job's name (normalized) and digest.
+type Entry struct{ Name, Digest string }
+
+// Cache is what the last apply of one jobs file, with this frame, learnt.
+type Cache struct {
+	path  string   // the cache file; "" if there is no cache directory
+	key   [32]byte // this binary and the file's frame
+	known map[ID]Entry
+}
+
+// Open reads the cache of the jobs file at file (any path naming it),
+// whose list is framed by head and tail. It is empty if there is none,
+// or none of this frame and this binary.
+func Open(file string, head, tail []byte) *Cache {
+	c := &Cache{key: frameKey(head, tail)}
+	dir, err := cacheDir()
+	if err != nil {
+		return c
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return c
+	}
+	name := sha256.Sum256([]byte(abs))
+	c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
+	if data, err := os.ReadFile(c.path); err == nil {
+		c.known, _ = decode(data, c.key)
+	}
+	return c
+}
+
+// Len is the number of items the cache knows.
+func (c *Cache) Len() int { return len(c.known) }
+
+// Get returns what the item of ID id was, if the cache knows it.
+func (c *Cache) Get(id ID) (Entry, bool) {
+	e, ok := c.known[id]
+	return e, ok
+}
+
+// Save replaces the cache with what the file now holds: item ids[i] is
+// job entries[i]. An entry without a name is not kept (a job whose check
+// reads something besides its text, such as its CA file). It reports why
+// it wrote nothing, for tests; apply goes on either way.
+func (c *Cache) Save(ids []ID, entries []Entry) error {
+	if c.path == "" {
+		return errors.New("no cache directory")
+	}
+	var b bytes.Buffer
+	b.Grow(len(magic) + 32 + 4 + len(ids)*40 + sha256.Size)
+	b.WriteString(magic)
+	b.Write(c.key[:])
+	n := 0
+	for _, e := range entries {
+		if keep(e) {
+			n++
+		}
+	}
+	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+	for i, e := range entries {
+		if !keep(e) {
+			continue
+		}
+		var d [jobs.DigestLen / 2]byte
+		hex.Decode(d[:], []byte(e.Digest))
+		b.Write(ids[i][:])
+		b.Write(d[:])
+		b.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(e.Name))))
+		b.WriteString(e.Name)
+	}
+	sum := sha256.Sum256(b.Bytes())
+	b.Write(sum[:])
+	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(c.path, b.Bytes(), 0o600); err != nil {
+		return err
+	}
+	prune(filepath.Dir(c.path), c.path)
+	return nil
+}
+
+// keep reports whether an entry can be written: a name that fits its
+// length field, and a digest as jobs.SpecDigests writes them.
+func keep(e Entry) bool {
+	if e.Name == "" || len(e.Name) > 0xffff || len(e.Digest) != jobs.DigestLen {
+		return false
+	}
+	_, err := hex.DecodeString(e.Digest)
+	return err == nil
+}
+
+// decode reads a cache file written for key.
+func decode(data []byte, key [32]byte) (map[ID]Entry, error) {
+	const fixed = len(magic) + 32 + 4
+	if len(data) < fixed+sha256.Size {
+		return nil, errors.New("short")
+	}
+	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
+	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
+		return nil, errors.New("checksum")
+	}
+	if string(body[:len(magic)]) != magic || !bytes.Equal(body[len(magic):len(magic)+32], key[:]) {
+		return nil, errors.New("another format, frame or binary")
+	}
+	n := int(binary.LittleEndian.Uint32(body[len(magic)+32:]))
+	rest := body[fixed:]
+	// An entry is at least 26 bytes: no count beyond that is believed.
+	if n > len(rest)/26 {
+		return nil, errors.New("count")
+	}
+	known := make(map[ID]Entry, n)
+	for range n {
+		const head = 16 + jobs.DigestLen/2 + 2
+		if len(rest) < head {
+			return nil, errors.New("truncated")
+		}
+		l := int(binary.LittleEndian.Uint16(rest[head-2:]))
+		if len(rest) < head+l {
+			return nil, errors.New("truncated")
+		}
+		known[ID(rest[:16])] = Entry{Name: string(rest[head : head+l]), Digest: hex.EncodeToString(rest[16 : head-2])}
+		rest = rest[head+l:]
+	}
+	if len(rest) != 0 {
+		return nil, errors.New("trailing bytes")
+	}
+	return known, nil
+}
+
+// frameKey is what a cache is valid for: this binary, and the file
+// around the list.
+func frameKey(head, tail []byte) [32]byte {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s%s\x00%d\x00", magic, binaryID(), len(head))
+	h.Write(head)
+	h.Write(tail)
+	return [32]byte(h.Sum(nil))
+}
+
+// binaryID names this build: what it parses and checks is what it was
+// built with. Its commit alone is not enough (a build of a changed
+// tree), so the executable's path, size and time are part of it: a
+// rebuild starts an empty cache.
+var binaryID = sync.OnceValue(func() string {
+	id := buildinfo.Get().Commit
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			id += fmt.Sprintf(" %s %d %d", exe, fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return id
+})
+
+// cacheDir is where cache files are kept.
+func cacheDir() (string, error) {
+	dir, err := os.UserCacheDir()
+	if err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, "fencecron", "apply"), nil
+}
+
+// prune removes all but the maxFiles cache files of dir written last:
+// the one just written and those written last before it (file times are
+// coarse, so it is never judged by its own).
+func prune(dir, just string) {
+	ents, err := os.ReadDir(dir)
+	if err != nil || len(ents) <= maxFiles {
+		return
+	}
+	type file struct {
+		path string
+		mod  int64
+	}
+	var files []file
+	for _, e := range ents {
+		if p := filepath.Join(dir, e.Name()); p == just || filepath.Ext(p) != ".cache" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
+			files = append(files, file{filepath.Join(dir, e.Name()), fi.ModTime().UnixNano()})
+		}
+	}
+	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.mod, a.mod) })
+	for _, f := range files[min(maxFiles-1, len(files)):] {
+		os.Remove(f.path)
+	}
+}
