@@ -191,7 +191,7 @@ func measureDev(ctx context.Context, bin, dir, file string, settle time.Duration
 	if err != nil {
 		return r, err
 	}
-	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, file, stderr); err != nil {
+	if r.apply, r.cliCPU, err = timedApply(ctx, bin, addr, file, "dev", stderr); err != nil {
 		return r, err
 	}
 	cpu1, err := cpuTime(dev.Process.Pid)
@@ -256,7 +256,7 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 		if err := os.WriteFile(file, content, 0o644); err != nil {
 			return r, err
 		}
-		wait, cpu, err := timedApply(ctx, bin, addr, file, stderr)
+		wait, cpu, err := timedApply(ctx, bin, addr, file, "dev", stderr)
 		if err != nil {
 			return r, err
 		}
@@ -298,14 +298,15 @@ func sampleDev(addr, data string, pid int) (s devSample, err error) {
 }
 
 // timedApply runs `fencecron apply -addr addr file`, as a user would:
-// what it waited, and its CPU.
-func timedApply(ctx context.Context, bin, addr, file string, stderr io.Writer) (wait, cpu time.Duration, err error) {
+// what it waited, and its CPU. The command's cache of the file
+// (cmd/internal/applycache) is one of the run's own, beside the file:
+// cache names which, so that the dev node's applies do not warm the
+// cluster's.
+func timedApply(ctx context.Context, bin, addr, file, cache string, stderr io.Writer) (wait, cpu time.Duration, err error) {
 	start := time.Now()
 	cmd := exec.CommandContext(ctx, bin, "apply", "-addr", addr, file)
 	cmd.Stdout, cmd.Stderr = stderr, stderr
-	// The command's cache of the file (cmd/internal/applycache) is the
-	// run's own, beside the file.
-	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(file), "cli-cache"))
+	cmd.Env = append(os.Environ(), "XDG_CACHE_HOME="+filepath.Join(filepath.Dir(file), "cli-cache-"+cache))
 	if err := cmd.Run(); err != nil {
 		return 0, 0, fmt.Errorf("apply %s to %s: %w", filepath.Base(file), addr, err)
 	}
@@ -371,7 +372,7 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 		return r, err
 	}
 	start := time.Now()
-	if r.apply, r.cliCPU, err = timedApply(ctx, bin, strings.TrimPrefix(leader.URL(), "http://"), file, stderr); err != nil {
+	if r.apply, r.cliCPU, err = timedApply(ctx, bin, strings.TrimPrefix(leader.URL(), "http://"), file, "cluster", stderr); err != nil {
 		return r, err
 	}
 	err = localcluster.UntilEvery(2*time.Minute, 100*time.Millisecond, func() error {

@@ -100,9 +100,11 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if errors.Is(err, errSendWhole) {
 		if set.specs == nil {
-			if set.specs, err = readJobSet(rest[0]); err != nil {
+			specs, err := readJobSet(rest[0])
+			if err != nil {
 				return err
 			}
+			set = wholeSet(specs)
 		}
 		out, err = applyWhole(ctx, c, source, set.specs)
 		sent = len(set.specs)

@@ -26,7 +26,7 @@ type jobSet struct {
 // len is the number of jobs.
 func (s *jobSet) len() int { return len(s.names) }
 
-// spec returns the spec of the job of the given name, if the set has it.
+// spec returns the spec of job i, of the given name, if the set has it.
 func (s *jobSet) spec(name string, i int) (jobs.Spec, bool) {
 	if s.specs != nil {
 		return s.specs[i], true
@@ -56,14 +56,20 @@ func wholeSet(specs []jobs.Spec) *jobSet {
 func loadJobSet(path string) (*jobSet, error) {
 	data, items, ok := plainFile(path)
 	if !ok {
-		specs, err := readJobSet(path)
+		var specs []jobs.Spec
+		var err error
+		if data != nil {
+			specs, _, err = readJobFile(path, data)
+		} else {
+			specs, err = readJobSet(path)
+		}
 		if err != nil {
 			return nil, err
 		}
 		return wholeSet(specs), nil
 	}
 	head, tail := items.Frame()
-	c := applycache.Open(path, head, tail)
+	c := applycache.Open(path, head, tail, os.LookupEnv)
 	ids := make([]applycache.ID, items.Len())
 	for i := range ids {
 		ids[i] = applycache.IDOf(items.Item(i))
@@ -97,34 +103,36 @@ func loadJobSet(path string) (*jobSet, error) {
 }
 
 // plainFile reads path if it is a file large enough for the cache to
-// help, whose jobs list config.CutJobs cuts.
-func plainFile(path string) ([]byte, config.Items, bool) {
+// help, whose jobs list config.CutJobs cuts. data is what it read, if it
+// read the file (nil if it did not, or could not).
+func plainFile(path string) (data []byte, items config.Items, ok bool) {
 	info, err := os.Stat(path)
 	if err != nil || !info.Mode().IsRegular() || info.Size() < applycache.MinFile || info.Size() > config.MaxFileSize {
-		return nil, config.Items{}, false
+		return nil, items, false
 	}
-	data, err := readFile(path)
-	if err != nil || int64(len(data)) < applycache.MinFile {
-		return nil, config.Items{}, false
+	if data, err = readFile(path); err != nil {
+		return nil, items, false
 	}
-	items, ok := config.CutJobs(data)
+	// A file that changed size since: only a whole read reports one
+	// grown past the limit, which a parse of some items would not see.
+	if n := int64(len(data)); n < applycache.MinFile || n > config.MaxFileSize {
+		return data, items, false
+	}
+	items, ok = config.CutJobs(data)
 	return data, items, ok
 }
 
-// cacheEntry is what the cache keeps of a job: its name and digest, or
-// nothing for a job whose check reads more than its text (its CA file,
-// which may have changed since).
+// cacheEntry is what the cache keeps of a job: its name and digest, and
+// for a job whose check reads more than its text (its CA file, which may
+// have changed since) that it is to be parsed and checked every time.
 func cacheEntry(s *jobs.Spec, digest string) applycache.Entry {
-	if s.HTTP != nil && s.HTTP.CAFile != "" {
-		return applycache.Entry{}
-	}
-	return applycache.Entry{Name: s.Name, Digest: digest}
+	return applycache.Entry{Name: s.Name, Digest: digest, Recheck: s.HTTP != nil && s.HTTP.CAFile != ""}
 }
 
 // cachedSet reads the file through the cache: it parses the items the
-// cache does not know, with the list's first and last (whose text runs
-// into the file around the list, and which check the cache), and takes
-// the others' names and digests from it. ok is false where the file must
+// cache does not know or is to check again, with the list's first and
+// last (whose text runs into the file around the list, and which check
+// the cache), and takes the others' names and digests from it. ok is false where the file must
 // be read whole: the cache knows too little of it, an item it does not
 // know is not whole on its own, the parse found a problem (reported at
 // its place only by the whole parse), a first or last item is not what
@@ -136,13 +144,15 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		return nil, false
 	}
 	idx := []int{0}
+	misses := 0
 	for i := 1; i < n-1; i++ {
-		if _, ok := c.Get(ids[i]); !ok {
+		if e, ok := c.Get(ids[i]); !ok || e.Recheck {
 			idx = append(idx, i)
+			misses += b2i(!ok)
 		}
 	}
 	idx = append(idx, n-1)
-	if 4*len(idx) > n {
+	if 4*misses > n || 2*len(idx) > n {
 		return nil, false
 	}
 	f, ok, err := items.ParseOnly(path, idx)
@@ -188,4 +198,12 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		set.saved = func() { <-done }
 	}
 	return set, true
+}
+
+// b2i is 1 for true.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

@@ -2,9 +2,12 @@ package main
 
 import (
 	"bytes"
+	"encoding/pem"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -18,13 +21,20 @@ import (
 // content. Files from 16 KiB read through the cache while the test runs.
 func bigJobsFile(t *testing.T, n int) (string, []byte) {
 	t.Helper()
+	return jobsFile(t, n, "# generated\n", "")
+}
+
+// jobsFile is bigJobsFile with head before "jobs:" and more after each
+// job's command.
+func jobsFile(t *testing.T, n int, head, more string) (string, []byte) {
+	t.Helper()
 	was := applycache.MinFile
 	applycache.MinFile = 16 << 10
 	t.Cleanup(func() { applycache.MinFile = was })
 	var b bytes.Buffer
-	b.WriteString("# generated\njobs:\n")
+	b.WriteString(head + "jobs:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
+		fmt.Fprintf(&b, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n%s", i, i%60, (i/60)%24, more)
 	}
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
@@ -55,6 +65,11 @@ func sameAsWhole(t *testing.T, set *jobSet, path string) {
 	whole := wholeSet(specs)
 	if !slices.Equal(set.names, whole.names) || !slices.Equal(set.digests(), whole.digests()) {
 		t.Fatal("the set read through the cache is not the file's")
+	}
+	for i, name := range set.names {
+		if spec, ok := set.spec(name, i); ok && !reflect.DeepEqual(spec, specs[i]) {
+			t.Fatalf("job %s as parsed through the cache: %+v; read whole: %+v", name, spec, specs[i])
+		}
 	}
 }
 
@@ -171,7 +186,54 @@ func saveCache(t *testing.T, path string, ids []applycache.ID, entries []applyca
 	}
 	items, _ := config.CutJobs(data)
 	head, tail := items.Frame()
-	if err := applycache.Open(path, head, tail).Save(ids, entries); err != nil {
+	if err := applycache.Open(path, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A variable the file around the list names decides what its jobs may
+// be: with another value, the file is read whole and checked again.
+func TestLoadJobSet_VariablesOfTheFrame(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("MAX_BODY", "4000")
+	path, data := jobsFile(t, 1000, "store:\n  max_body_bytes: ${MAX_BODY}\n", "    max_output_bytes: 500\n")
+	// One job in the middle, which the cache knows, may write 2000 bytes.
+	edit(t, path, data, "name: job-000500\n    schedule: \"20 8 * * *\"\n    command: [\"/bin/true\"]\n    max_output_bytes: 500\n",
+		"name: job-000500\n    schedule: \"20 8 * * *\"\n    command: [\"/bin/true\"]\n    max_output_bytes: 2000\n")
+	load(t, path)
+	if set := load(t, path); set.specs != nil {
+		t.Fatal("not read through the cache")
+	}
+	t.Setenv("MAX_BODY", "1000")
+	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), "more than store.max_body_bytes (1000)") {
+		t.Errorf("with store.max_body_bytes below the jobs' max_output_bytes: %v", err)
+	}
+}
+
+// A job whose check reads its CA file is checked every time, and is not
+// taken for a change when it did not change.
+func TestLoadJobSet_CAFileCheckedEachTime(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	srv := httptest.NewTLSServer(nil)
+	srv.Close()
+	ca := filepath.Join(t.TempDir(), "ca.pem")
+	if err := os.WriteFile(ca, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: srv.Certificate().Raw}), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	path, data := bigJobsFile(t, 1000)
+	edit(t, path, data, "  - name: job-000500\n    schedule: \"20 8 * * *\"\n    command: [\"/bin/true\"]\n",
+		"  - name: job-000500\n    schedule: \"20 8 * * *\"\n    http: {url: \"https://127.0.0.1:1/\", ca_file: "+ca+"}\n")
+	load(t, path)
+	set := load(t, path)
+	if set.specs != nil || len(set.changed) != 0 {
+		t.Fatalf("read again: whole %v, changed %v; want through the cache, nothing changed", set.specs != nil, set.changed)
+	}
+	if _, ok := set.parsed["job-000500"]; !ok {
+		t.Error("the job with a CA file was not parsed again")
+	}
+	sameAsWhole(t, set, path)
+	os.Remove(ca)
+	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), "cannot read the CA file") {
+		t.Errorf("with its CA file gone: %v", err)
 	}
 }

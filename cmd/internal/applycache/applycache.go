@@ -8,8 +8,10 @@
 //
 // What an item's text means depends on its text and on the file around
 // the list (a store's size limits, a group's limits, the list's place),
-// so a cache is of one file's frame, made by one build of fencecron: a
-// different frame or binary finds it empty. It is a help, never an
+// and on the variables the file around the list names: ${NAME} is
+// expanded there (notify.host decides whether a job may send email). So
+// a cache is of one file's frame and of those variables' values, made by
+// one build of fencecron: any other finds it empty. It is a help, never an
 // authority: it is read only if it is whole (its own SHA-256 checks), the
 // command still parses the list's first and last items and checks them
 // against it, and any doubt (an item it does not know that is not whole
@@ -17,8 +19,8 @@
 // parse the file whole, as if there were no cache. Nothing here ever
 // fails an apply: a cache that cannot be read or written is an empty one.
 //
-// The files live in the user's cache directory (os.UserCacheDir:
-// $XDG_CACHE_HOME or ~/.cache), one per jobs file applied, at most
+// The files live in the user's cache directory (os.UserCacheDir; on
+// Linux $XDG_CACHE_HOME or ~/.cache), one per jobs file applied, at most
 // maxFiles of them; deleting the directory loses nothing but time.
 package applycache
 
@@ -30,10 +32,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"sync"
+	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/jobs"
@@ -49,7 +55,11 @@ var MinFile int64 = 1 << 20
 const maxFiles = 16
 
 // magic starts a cache file; a change of its format changes it.
-const magic = "fencecron apply cache 1\n"
+const magic = "fencecron apply cache 2\n"
+
+// maxRead bounds the cache file read: a set of jobs.MaxJobs jobs with
+// names of a few hundred bytes.
+const maxRead = 64 << 20
 
 // ID names an item's text: the first 16 bytes of its SHA-256.
 type ID [16]byte
@@ -61,7 +71,13 @@ func IDOf(item []byte) ID {
 }
 
 // Entry is what an item was: its job's name (normalized) and digest.
-type Entry struct{ Name, Digest string }
+// Recheck marks a job whose check reads more than its text (its CA file,
+// which may have changed since): it is parsed and checked every time,
+// and the entry only says whether it changed.
+type Entry struct {
+	Name, Digest string
+	Recheck      bool
+}
 
 // Cache is what the last apply of one jobs file, with this frame, learnt.
 type Cache struct {
@@ -71,10 +87,11 @@ type Cache struct {
 }
 
 // Open reads the cache of the jobs file at file (any path naming it),
-// whose list is framed by head and tail. It is empty if there is none,
-// or none of this frame and this binary.
-func Open(file string, head, tail []byte) *Cache {
-	c := &Cache{key: frameKey(head, tail)}
+// whose list is framed by head and tail, with the environment's variables
+// as lookup gives them. It is empty if there is none, or none of this
+// frame, these variables and this binary.
+func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *Cache {
+	c := &Cache{key: frameKey(head, tail, lookup)}
 	dir, err := cacheDir()
 	if err != nil {
 		return c
@@ -85,10 +102,24 @@ func Open(file string, head, tail []byte) *Cache {
 	}
 	name := sha256.Sum256([]byte(abs))
 	c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
-	if data, err := os.ReadFile(c.path); err == nil {
+	if data, err := readCapped(c.path); err == nil {
 		c.known, _ = decode(data, c.key)
 	}
 	return c
+}
+
+// readCapped reads a cache file of at most maxRead bytes.
+func readCapped(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxRead+1))
+	if err == nil && len(data) > maxRead {
+		err = errors.New("too large")
+	}
+	return data, err
 }
 
 // Len is the number of items the cache knows.
@@ -101,9 +132,8 @@ func (c *Cache) Get(id ID) (Entry, bool) {
 }
 
 // Save replaces the cache with what the file now holds: item ids[i] is
-// job entries[i]. An entry without a name is not kept (a job whose check
-// reads something besides its text, such as its CA file). It reports why
-// it wrote nothing, for tests; apply goes on either way.
+// job entries[i]; an entry without a name is not kept. It reports why it
+// wrote nothing, for tests; apply goes on either way.
 func (c *Cache) Save(ids []ID, entries []Entry) error {
 	if c.path == "" {
 		return errors.New("no cache directory")
@@ -127,6 +157,11 @@ func (c *Cache) Save(ids []ID, entries []Entry) error {
 		hex.Decode(d[:], []byte(e.Digest))
 		b.Write(ids[i][:])
 		b.Write(d[:])
+		flags := byte(0)
+		if e.Recheck {
+			flags = 1
+		}
+		b.WriteByte(flags)
 		b.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(e.Name))))
 		b.WriteString(e.Name)
 	}
@@ -167,21 +202,27 @@ func decode(data []byte, key [32]byte) (map[ID]Entry, error) {
 	}
 	n := int(binary.LittleEndian.Uint32(body[len(magic)+32:]))
 	rest := body[fixed:]
-	// An entry is at least 26 bytes: no count beyond that is believed.
-	if n > len(rest)/26 {
+	// An entry is its ID, its digest, a byte of flags and its name's
+	// length, then the name: no count beyond what that leaves room for is
+	// believed.
+	const head = 16 + jobs.DigestLen/2 + 1 + 2
+	if n > len(rest)/(head+1) {
 		return nil, errors.New("count")
 	}
 	known := make(map[ID]Entry, n)
 	for range n {
-		const head = 16 + jobs.DigestLen/2 + 2
 		if len(rest) < head {
 			return nil, errors.New("truncated")
 		}
 		l := int(binary.LittleEndian.Uint16(rest[head-2:]))
-		if len(rest) < head+l {
+		if l == 0 || len(rest) < head+l {
 			return nil, errors.New("truncated")
 		}
-		known[ID(rest[:16])] = Entry{Name: string(rest[head : head+l]), Digest: hex.EncodeToString(rest[16 : head-2])}
+		known[ID(rest[:16])] = Entry{
+			Name:    string(rest[head : head+l]),
+			Digest:  hex.EncodeToString(rest[16 : 16+jobs.DigestLen/2]),
+			Recheck: rest[16+jobs.DigestLen/2]&1 != 0,
+		}
 		rest = rest[head+l:]
 	}
 	if len(rest) != 0 {
@@ -190,15 +231,31 @@ func decode(data []byte, key [32]byte) (map[ID]Entry, error) {
 	return known, nil
 }
 
-// frameKey is what a cache is valid for: this binary, and the file
-// around the list.
-func frameKey(head, tail []byte) [32]byte {
+// frameKey is what a cache is valid for: this binary, the file around
+// the list, and the value of each variable the file around the list
+// names (in any section; naming one more than is expanded costs only a
+// cache that is not found).
+func frameKey(head, tail []byte, lookup func(string) (string, bool)) [32]byte {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s%s\x00%d\x00", magic, binaryID(), len(head))
 	h.Write(head)
 	h.Write(tail)
+	var names []string
+	for _, part := range [][]byte{head, tail} {
+		for _, m := range envName.FindAllSubmatch(part, -1) {
+			names = append(names, string(m[1]))
+		}
+	}
+	slices.Sort(names)
+	for _, name := range slices.Compact(names) {
+		v, ok := lookup(name)
+		fmt.Fprintf(h, "\x00%s\x00%t\x00%d\x00%s", name, ok, len(v), v)
+	}
 	return [32]byte(h.Sum(nil))
 }
+
+// envName finds the variable of a ${NAME} or ${NAME:-default}.
+var envName = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_]*)`)
 
 // binaryID names this build: what it parses and checks is what it was
 // built with. Its commit alone is not enough (a build of a changed
@@ -228,7 +285,7 @@ func cacheDir() (string, error) {
 // coarse, so it is never judged by its own).
 func prune(dir, just string) {
 	ents, err := os.ReadDir(dir)
-	if err != nil || len(ents) <= maxFiles {
+	if err != nil {
 		return
 	}
 	type file struct {
@@ -237,11 +294,19 @@ func prune(dir, just string) {
 	}
 	var files []file
 	for _, e := range ents {
-		if p := filepath.Join(dir, e.Name()); p == just || filepath.Ext(p) != ".cache" {
+		p := filepath.Join(dir, e.Name())
+		fi, err := e.Info()
+		if err != nil || !fi.Mode().IsRegular() {
 			continue
 		}
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			files = append(files, file{filepath.Join(dir, e.Name()), fi.ModTime().UnixNano()})
+		// What a write cut short (a killed apply) left, if no write
+		// could still be making it.
+		if strings.Contains(e.Name(), ".cache.tmp-") && time.Since(fi.ModTime()) > time.Hour {
+			os.Remove(p)
+			continue
+		}
+		if p != just && filepath.Ext(p) == ".cache" {
+			files = append(files, file{p, fi.ModTime().UnixNano()})
 		}
 	}
 	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.mod, a.mod) })

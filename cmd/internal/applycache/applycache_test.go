@@ -1,10 +1,13 @@
 package applycache
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
+	"time"
 )
 
 // items returns n item texts and their entries, as a file of n jobs has.
@@ -27,10 +30,11 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	ids, entries := items(1000)
 	entries[7] = Entry{} // not to be kept
-	if err := Open(file, head, tail).Save(ids, entries); err != nil {
+	entries[8].Recheck = true
+	if err := Open(file, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
-	c := Open(file, head, tail)
+	c := Open(file, head, tail, os.LookupEnv)
 	if c.Len() != 999 {
 		t.Fatalf("the cache knows %d items, want 999", c.Len())
 	}
@@ -46,11 +50,36 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 			t.Errorf("item %d: %+v, %v; want %+v", i, got, ok, entries[i])
 		}
 	}
-	if c := Open(file, []byte("store: {max_body_bytes: 10}\njobs:\n"), tail); c.Len() != 0 {
+	if c := Open(file, []byte("store: {max_body_bytes: 10}\njobs:\n"), tail, os.LookupEnv); c.Len() != 0 {
 		t.Errorf("a cache of another frame knows %d items", c.Len())
 	}
-	if c := Open(file+".other", head, tail); c.Len() != 0 {
+	if c := Open(file+".other", head, tail, os.LookupEnv); c.Len() != 0 {
 		t.Errorf("the cache of another file knows %d items", c.Len())
+	}
+}
+
+// A variable the file around the list names is part of what a cache is
+// of: with another value (or unset), the cache is empty.
+func TestCache_OfTheFramesVariables(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	head, tail := []byte("notify:\n  host: ${SMTP_HOST:-}\njobs:\n"), []byte("store:\n  max_body_bytes: ${MAX_BODY}\n")
+	file := filepath.Join(t.TempDir(), "jobs.yaml")
+	ids, entries := items(10)
+	env := map[string]string{"SMTP_HOST": "127.0.0.1", "MAX_BODY": "1000"}
+	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	if err := Open(file, head, tail, lookup).Save(ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	if c := Open(file, head, tail, lookup); c.Len() != 10 {
+		t.Fatalf("with the same variables the cache knows %d items, want 10", c.Len())
+	}
+	delete(env, "SMTP_HOST")
+	if c := Open(file, head, tail, lookup); c.Len() != 0 {
+		t.Errorf("with SMTP_HOST unset the cache knows %d items", c.Len())
+	}
+	env["SMTP_HOST"], env["MAX_BODY"] = "127.0.0.1", "2000"
+	if c := Open(file, head, tail, lookup); c.Len() != 0 {
+		t.Errorf("with MAX_BODY changed the cache knows %d items", c.Len())
 	}
 }
 
@@ -60,7 +89,7 @@ func TestCache_DamagedIsEmpty(t *testing.T) {
 	head, tail := []byte("jobs:\n"), []byte("")
 	file := filepath.Join(t.TempDir(), "jobs.yaml")
 	ids, entries := items(100)
-	c := Open(file, head, tail)
+	c := Open(file, head, tail, os.LookupEnv)
 	if err := c.Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
@@ -68,16 +97,31 @@ func TestCache_DamagedIsEmpty(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A body whose own checksum is right but whose count or name
+	// length runs past its end.
+	resum := func(body []byte) []byte {
+		sum := sha256.Sum256(body)
+		return append(body, sum[:]...)
+	}
+	body := append([]byte{}, good[:len(good)-sha256.Size]...)
+	countAt := len(magic) + 32
+	bigCount := append([]byte{}, body...)
+	binary.LittleEndian.PutUint32(bigCount[countAt:], 101)
+	longName := append([]byte{}, body...)
+	binary.LittleEndian.PutUint16(longName[countAt+4+16+8+1:], 60000)
 	for name, bad := range map[string][]byte{
-		"cut short":       good[:len(good)-1],
-		"a byte changed":  append(append([]byte{}, good[:100]...), append([]byte{good[100] ^ 1}, good[101:]...)...),
-		"empty":           nil,
-		"only the header": good[:len(magic)+36],
+		"a count past the end": resum(bigCount),
+		"a name past the end":  resum(longName),
+		"an entry cut off":     resum(body[:len(body)-3]),
+		"cut short":            good[:len(good)-1],
+		"a byte changed":       append(append([]byte{}, good[:100]...), append([]byte{good[100] ^ 1}, good[101:]...)...),
+		"empty":                nil,
+		"only the header":      good[:len(magic)+36],
 	} {
 		if err := os.WriteFile(c.path, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if n := Open(file, head, tail).Len(); n != 0 {
+		if n := Open(file, head, tail, os.LookupEnv).Len(); n != 0 {
 			t.Errorf("%s: the cache knows %d items", name, n)
 		}
 	}
@@ -90,7 +134,7 @@ func TestCache_Bounded(t *testing.T) {
 	ids, entries := items(10)
 	dir := t.TempDir()
 	for i := range maxFiles + 5 {
-		if err := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i)), []byte("jobs:\n"), nil).Save(ids, entries); err != nil {
+		if err := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i)), []byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -101,7 +145,23 @@ func TestCache_Bounded(t *testing.T) {
 	if len(got) != maxFiles {
 		t.Errorf("%d cache files after %d files applied; want %d", len(got), maxFiles+5, maxFiles)
 	}
-	if c := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", maxFiles+4)), []byte("jobs:\n"), nil); c.Len() != 10 {
+	if c := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", maxFiles+4)), []byte("jobs:\n"), nil, os.LookupEnv); c.Len() != 10 {
 		t.Errorf("the cache of the file applied last knows %d items, want 10", c.Len())
+	}
+	// What a killed apply left goes once no write can be making it.
+	stale := filepath.Join(cache, "fencecron", "apply", "x.cache.tmp-1")
+	fresh := filepath.Join(cache, "fencecron", "apply", "y.cache.tmp-2")
+	os.WriteFile(stale, []byte("x"), 0o600)
+	os.WriteFile(fresh, []byte("x"), 0o600)
+	old := time.Now().Add(-2 * time.Hour)
+	os.Chtimes(stale, old, old)
+	if err := Open(filepath.Join(dir, "jobs-0.yaml"), []byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(stale); err == nil {
+		t.Error("a temporary file two hours old was kept")
+	}
+	if _, err := os.Stat(fresh); err != nil {
+		t.Errorf("a temporary file a write may still be making was removed: %v", err)
 	}
 }

@@ -167,6 +167,9 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 	})
 
+	// That the edited file is read through the cache (only the edited
+	// item parsed) is TestLoadJobSet_ThroughTheCache's to show; here, a
+	// real command and node end where reading the file whole ends.
 	t.Run("one file, one job edited: read through the command's cache", func(t *testing.T) {
 		// The same jobs in one file of some 10 MB, as the set now is.
 		var b bytes.Buffer
