@@ -373,6 +373,16 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 		return c
 	}
 
+	// An HTTP request is built (its token rendered) before the renewals
+	// start, and its target connected while the run waits for its fire
+	// time; the connecting ends in time for the start to be confirmed.
+	// Built first, it is ready however late this goroutine runs next to
+	// the renewals' (a test's fake clock jumps to their first timer).
+	var prepared *executor.PreparedHTTP
+	if a.Spec.HTTP != nil {
+		prepared = w.prepareHTTP(a)
+	}
+
 	// HELD: run the command while the lease is renewed; LOST cancels it.
 	runCtx, cancelRun := context.WithCancel(w.ctx)
 	defer cancelRun()
@@ -384,12 +394,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
-	// An HTTP request is built, and its target connected, while the run
-	// waits for its fire time; the connecting ends in time for the start
-	// to be confirmed.
-	var prepared *executor.PreparedHTTP
-	if a.Spec.HTTP != nil {
-		prepared = w.prepareHTTP(a)
+	if prepared != nil {
 		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; left > 0 {
 			wctx, cancel := context.WithTimeout(runCtx, left)
 			prepared.Warm(wctx)
