@@ -143,12 +143,24 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	if c.Len() == 0 {
 		return nil, false
 	}
+	// at[i] is item i's index in the cache, or -1. The cache's items each
+	// have a name of their own, so two items of the file found at one
+	// index are the one name twice.
+	at := make([]int, n)
+	used := make([]bool, c.Len())
 	idx := []int{0}
 	misses := 0
-	for i := 1; i < n-1; i++ {
-		if e, ok := c.Get(ids[i]); !ok || e.Recheck {
+	for i := range n {
+		k := c.Find(ids[i])
+		if at[i] = k; k >= 0 {
+			if used[k] {
+				return nil, false
+			}
+			used[k] = true
+		}
+		if i > 0 && i < n-1 && (k < 0 || c.At(k).Recheck) {
 			idx = append(idx, i)
-			misses += b2i(!ok)
+			misses += b2i(k < 0)
 		}
 	}
 	idx = append(idx, n-1)
@@ -162,30 +174,33 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	set := &jobSet{names: make([]string, n), fresh: f.Jobs, parsed: make(map[string]int, len(idx))}
 	digests := make([]string, n)
 	entries := make([]applycache.Entry, n)
-	for i := range n {
-		if e, ok := c.Get(ids[i]); ok {
+	for i, k := range at {
+		if k >= 0 {
+			e := c.At(k)
 			set.names[i], digests[i], entries[i] = e.Name, e.Digest, e
 		}
 	}
+	// The parsed jobs' names are each their own (the parse checks that);
+	// one the cache knows for an item not parsed is a name twice.
 	for k, d := range jobs.SpecDigests(f.Jobs) {
 		i, s := idx[k], &f.Jobs[k]
 		if len(s.After) > 0 {
 			return nil, false
 		}
-		if e, ok := c.Get(ids[i]); ok && (e.Name != s.Name || e.Digest != d) {
-			return nil, false
-		} else if !ok {
+		if at[i] >= 0 {
+			if e := c.At(at[i]); e.Name != s.Name || e.Digest != d {
+				return nil, false
+			}
+		} else {
 			set.changed = append(set.changed, k)
 		}
 		set.names[i], digests[i], entries[i] = s.Name, d, cacheEntry(s, d)
 		set.parsed[s.Name] = k
 	}
-	seen := make(map[string]bool, n)
-	for _, name := range set.names {
-		if seen[name] {
+	for i, k := range at {
+		if p, ok := set.parsed[set.names[i]]; k >= 0 && ok && idx[p] != i {
 			return nil, false
 		}
-		seen[name] = true
 	}
 	set.digests = func() []string { return digests }
 	set.saved = func() {}
