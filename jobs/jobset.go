@@ -3,7 +3,6 @@ package jobs
 import (
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -84,18 +83,15 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 		return err
 	}
 	const window = 8192
+	// Each window's encodings reuse the buffers of the one before.
 	encoded := make([][]byte, min(window, len(specs)))
 	for lo := 0; lo < len(specs); lo += window {
 		n := min(window, len(specs)-lo)
-		errs := make([]error, n)
 		inParallel(n, func(a, b int) {
 			for k := a; k < b; k++ {
-				encoded[k], errs[k] = json.Marshal(at(lo + k)) // map keys are sorted by encoding/json
+				encoded[k] = appendSpec(encoded[k][:0], at(lo+k))
 			}
 		})
-		if err := errors.Join(errs...); err != nil {
-			return err
-		}
 		for k := range n {
 			if lo+k > 0 {
 				if _, err := io.WriteString(w, ","); err != nil {
@@ -257,23 +253,18 @@ func specBytesAtMost(s *Spec) int {
 }
 
 // SpecBytes returns the size of s encoded as JSON, as json.Marshal
-// encodes it: what MaxSpecBytes bounds. It encodes s without keeping the
-// encoding.
-func SpecBytes(s *Spec) int {
-	var n byteCounter
-	if err := json.NewEncoder(&n).Encode(s); err != nil {
-		panic(fmt.Sprintf("encode job %s: %v", s.Name, err)) // Specs are plain data
-	}
-	return int(n) - 1 // the newline Encode adds
-}
+// encodes it: what MaxSpecBytes bounds.
+func SpecBytes(s *Spec) int { return len(appendSpec(nil, s)) }
 
 // SpecSizes returns SpecBytes of each spec, encoded on every core: the
 // leader cuts a job set difference of 100,000 jobs into entries by them.
 func SpecSizes(specs []Spec) []int {
 	sizes := make([]int, len(specs))
 	inParallel(len(specs), func(a, b int) {
+		var buf []byte
 		for i := a; i < b; i++ {
-			sizes[i] = SpecBytes(&specs[i])
+			buf = appendSpec(buf[:0], &specs[i])
+			sizes[i] = len(buf)
 		}
 	})
 	return sizes
@@ -293,28 +284,17 @@ const DigestLen = 16
 func SpecDigests(specs []Spec) []string {
 	out := make([]string, len(specs))
 	inParallel(len(specs), func(a, b int) {
-		h := sha256.New()
-		enc := json.NewEncoder(h)
-		var sum [sha256.Size]byte
+		var buf []byte
 		for i := a; i < b; i++ {
 			s := specs[i]
 			s.Normalize()
-			h.Reset()
-			if err := enc.Encode(&s); err != nil {
-				panic(fmt.Sprintf("encode job %s: %v", s.Name, err)) // Specs are plain data
-			}
-			out[i] = hex.EncodeToString(h.Sum(sum[:0])[:DigestLen/2])
+			// The JSON and a newline, as a json.Encoder writes a value.
+			buf = append(appendSpec(buf[:0], &s), '\n')
+			sum := sha256.Sum256(buf)
+			out[i] = hex.EncodeToString(sum[:DigestLen/2])
 		}
 	})
 	return out
-}
-
-// byteCounter is an io.Writer that only counts.
-type byteCounter int64
-
-func (c *byteCounter) Write(p []byte) (int, error) {
-	*c += byteCounter(len(p))
-	return len(p), nil
 }
 
 // inParallel calls fn on contiguous parts [a, b) of [0, n), one part per
