@@ -332,6 +332,17 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	// independent, so they go out together.
 	held := make(chan bool, 1)
 	go func() { held <- lc.acquire(w.ctx) }()
+	// An HTTP request is built (its token rendered) while the lease is
+	// confirmed: it needs nothing of the lease, and built before the
+	// renewals start it is ready however late this goroutine runs next to
+	// them (a test's fake clock jumps to their first timer), yet costs the
+	// confirmed lease nothing, as it would between the confirmation and
+	// the first renewal. Its target is connected while the run waits for
+	// its fire time, below.
+	var prepared *executor.PreparedHTTP
+	if a.Spec.HTTP != nil {
+		prepared = w.prepareHTTP(a)
+	}
 	if key := a.Run.Output; key != "" {
 		es := w.storeSpan(span, runtrace.SpanEstablish, key, tok)
 		res, err := w.establish(es.Context(w.ctx), fencedstore.EstablishRequest{Key: key, Token: tok, Attempt: a.Attempt.ID, Job: a.Run.Job, Expires: expires}, lc)
@@ -373,16 +384,6 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 		return c
 	}
 
-	// An HTTP request is built (its token rendered) before the renewals
-	// start, and its target connected while the run waits for its fire
-	// time; the connecting ends in time for the start to be confirmed.
-	// Built first, it is ready however late this goroutine runs next to
-	// the renewals' (a test's fake clock jumps to their first timer).
-	var prepared *executor.PreparedHTTP
-	if a.Spec.HTTP != nil {
-		prepared = w.prepareHTTP(a)
-	}
-
 	// HELD: run the command while the lease is renewed; LOST cancels it.
 	runCtx, cancelRun := context.WithCancel(w.ctx)
 	defer cancelRun()
@@ -394,6 +395,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
+	// The connecting ends in time for the start to be confirmed.
 	if prepared != nil {
 		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; left > 0 {
 			wctx, cancel := context.WithTimeout(runCtx, left)
