@@ -112,3 +112,19 @@ func BenchmarkEncodeSpec(b *testing.B) {
 		}
 	})
 }
+
+// Any string, as bytes of any kind, is quoted as json.Marshal quotes it.
+func FuzzAppendJSONString(f *testing.F) {
+	for _, s := range oddStrings {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := appendJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("%q: got %s, want %s", s, got, want)
+		}
+	})
+}

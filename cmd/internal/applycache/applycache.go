@@ -249,7 +249,8 @@ func decode(data []byte, key [32]byte) ([]ID, []Entry, error) {
 	if n > (len(body)-fixed)/(head+1) {
 		return nil, nil, errors.New("count")
 	}
-	// One string holds the names (the body, once) and one the digests.
+	// One string holds the names (the body, once) and one the digests;
+	// each is kept while any name or digest taken from it is.
 	text := string(body)
 	digests := make([]byte, 0, n*jobs.DigestLen)
 	ids, entries := make([]ID, n), make([]Entry, n)
