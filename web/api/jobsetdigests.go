@@ -1,8 +1,6 @@
 package api
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"sync"
@@ -30,10 +28,8 @@ func (s *Server) handleApplyJobDigests(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	var req wire.JobSetDigests
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	req, err := wire.DecodeJobSetDigests(body)
+	if err != nil {
 		s.Error(w, r, BadRequest("decode job set digests: %v", err))
 		return
 	}
