@@ -132,12 +132,12 @@ func cacheEntry(s *jobs.Spec, digest string) applycache.Entry {
 // cachedSet reads the file through the cache: it parses the items the
 // cache does not know or is to check again, with the list's first and
 // last (whose text runs into the file around the list, and which check
-// the cache), and takes the others' names and digests from it. ok is false where the file must
-// be read whole: the cache knows too little of it, an item it does not
-// know is not whole on its own, the parse found a problem (reported at
-// its place only by the whole parse), a first or last item is not what
-// the cache says, a job has after: (checked against the whole set), or a
-// name is taken twice.
+// the cache), and takes the others' names and digests from it. ok is
+// false where the file must be read whole: the cache knows too little of
+// it, an item it does not know is not whole on its own, the parse found a
+// problem (reported at its place only by the whole parse), a first or
+// last item is not what the cache says, a job has after: (checked against
+// the whole set), or a name is taken twice.
 func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycache.Cache) (*jobSet, bool) {
 	n := items.Len()
 	if c.Len() == 0 {

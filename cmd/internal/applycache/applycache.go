@@ -82,8 +82,8 @@ type Entry struct {
 // Cache is what the last apply of one jobs file, with this frame, learnt:
 // each item's ID and its entry, and the index of each by the ID's first 8
 // bytes. The names and digests are substrings of one string each: for a
-// file of 100,000 jobs, 200,000 strings of their own cost a fresh command
-// some 10 ms in allocations and the page faults behind them.
+// file of 100,000 jobs, 200,000 strings of their own are as many
+// allocations, which a fresh command pays for in page faults.
 type Cache struct {
 	path    string   // the cache file; "" if there is no cache directory
 	key     [32]byte // this binary and the file's frame
@@ -162,14 +162,6 @@ func (c *Cache) Find(id ID) int {
 
 // At is the entry of the item of index k.
 func (c *Cache) At(k int) Entry { return c.entries[k] }
-
-// Get returns what the item of ID id was, if the cache knows it.
-func (c *Cache) Get(id ID) (Entry, bool) {
-	if k := c.Find(id); k >= 0 {
-		return c.entries[k], true
-	}
-	return Entry{}, false
-}
 
 // Save replaces the cache with what the file now holds: item ids[i] is
 // job entries[i]; an entry without a name is not kept. The entries must
