@@ -153,10 +153,8 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 	}
 	digests := set.digests()
 	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, set.len())}
-	byName := make(map[string]int, set.len())
 	for i, name := range set.names {
 		req.Jobs[i] = wire.JobDigest{Name: name, Digest: digests[i]}
-		byName[name] = i
 	}
 	for _, k := range set.changed {
 		req.Specs = append(req.Specs, set.fresh[k])
@@ -186,6 +184,12 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 		}
 		if round > 0 || 2*len(ans.Need) > set.len() {
 			break
+		}
+		// Asked for only when the node lacks jobs: most applies by digest
+		// never build it.
+		byName := make(map[string]int, set.len())
+		for i, name := range set.names {
+			byName[name] = i
 		}
 		for _, name := range ans.Need {
 			i, ok := byName[name]
