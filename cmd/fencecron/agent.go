@@ -2,7 +2,6 @@ package main
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/agent"
+	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/cmd/internal/config"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/faults"
@@ -274,23 +274,8 @@ func readJobSet(path string) ([]jobs.Spec, error) {
 // readFile reads a jobs file, up to one byte more than a file may hold
 // (which the parse then refuses).
 func readFile(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	// A buffer of the file's size (and room for ReadFrom to see its
-	// end): a 7.5 MB file read by doubling a buffer is twice the bytes
-	// for a fresh command to fault in.
-	var size int64
-	if info, err := f.Stat(); err == nil {
-		size = min(info.Size(), config.MaxFileSize)
-	}
-	buf := bytes.NewBuffer(make([]byte, 0, size+bytes.MinRead+1))
-	if _, err := buf.ReadFrom(io.LimitReader(f, config.MaxFileSize+1)); err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
-	}
-	return buf.Bytes(), nil
+	data, _, err := atomicfile.Read(path, config.MaxFileSize+1)
+	return data, err
 }
 
 // readJobFile is readJobSet of a file, whose content is data. fileOnly

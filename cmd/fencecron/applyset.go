@@ -104,17 +104,14 @@ func loadJobSet(path string) (*jobSet, error) {
 
 // plainFile reads path if it is a file large enough for the cache to
 // help, whose jobs list config.CutJobs cuts. data is what it read, if it
-// read the file (nil if it did not, or could not).
+// read a file (nil for a directory, or one it could not read).
 func plainFile(path string) (data []byte, items config.Items, ok bool) {
-	info, err := os.Stat(path)
-	if err != nil || !info.Mode().IsRegular() || info.Size() < applycache.MinFile || info.Size() > config.MaxFileSize {
+	data, err := readFile(path)
+	if err != nil {
 		return nil, items, false
 	}
-	if data, err = readFile(path); err != nil {
-		return nil, items, false
-	}
-	// A file that changed size since: only a whole read reports one
-	// grown past the limit, which a parse of some items would not see.
+	// Only a whole read reports a file past the limit, which a parse of
+	// some items would not see.
 	if n := int64(len(data)); n < applycache.MinFile || n > config.MaxFileSize {
 		return data, items, false
 	}

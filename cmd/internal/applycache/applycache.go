@@ -32,7 +32,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -108,7 +107,7 @@ func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *C
 	}
 	name := sha256.Sum256([]byte(abs))
 	c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
-	if data, err := readCapped(c.path); err == nil {
+	if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
 		c.ids, c.entries, _ = decode(data, c.key)
 	}
 	// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave the
@@ -124,29 +123,6 @@ func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *C
 
 // prefix is an ID's first 8 bytes.
 func prefix(id ID) uint64 { return binary.LittleEndian.Uint64(id[:8]) }
-
-// readCapped reads a cache file of at most maxRead bytes.
-func readCapped(path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if info.Size() > maxRead {
-		return nil, errors.New("too large")
-	}
-	// Read into a buffer of the file's size: io.ReadAll would grow one
-	// by doubling, twice the bytes for a fresh command to fault in.
-	data := make([]byte, info.Size())
-	if _, err := io.ReadFull(f, data); err != nil {
-		return nil, err
-	}
-	return data, nil
-}
 
 // Len is the number of items the cache knows.
 func (c *Cache) Len() int { return len(c.ids) }

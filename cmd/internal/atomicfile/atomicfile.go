@@ -1,11 +1,38 @@
-// Package atomicfile writes files whole or not at all.
+// Package atomicfile writes files whole or not at all, and reads them
+// whole up to a bound.
 package atomicfile
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
+
+// Read reads the file at path, at most limit bytes of it (a caller that
+// refuses larger files asks for one byte more than it takes), into a
+// buffer of the file's size: a file of megabytes read into one grown by
+// doubling is twice the bytes for a fresh command to fault in. It returns
+// the file's information too (its mode, say).
+func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	info, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	// Room past the size for ReadFrom to see the end without growing.
+	buf := bytes.NewBuffer(make([]byte, 0, min(info.Size(), limit)+bytes.MinRead))
+	if _, err := buf.ReadFrom(io.LimitReader(f, limit)); err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	return buf.Bytes(), info, nil
+}
 
 // Write replaces path with data: a reader never sees half of it.
 func Write(path string, data []byte, mode os.FileMode) error {

@@ -35,6 +35,8 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
+
 	"github.com/fencecron/fencecron/election"
 	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
@@ -441,18 +443,9 @@ func ParseAllowUnset(name string, data []byte) (*File, error) {
 }
 
 func load(path string, unsetOK bool) (*File, error) {
-	f, err := os.Open(path)
+	data, info, err := atomicfile.Read(path, MaxFileSize+1)
 	if err != nil {
 		return nil, err
-	}
-	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", path, err)
 	}
 	file, err := parseWith(path, data, os.LookupEnv, os.Hostname, unsetOK)
 	if err != nil {
