@@ -83,11 +83,7 @@ func loadJobSet(path string) (*jobSet, error) {
 	}
 	set := wholeSet(specs)
 	if fileOnly && len(specs) == items.Len() {
-		// Written while the node applies: the command waits for it only
-		// at its end.
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
+		set.saved = inBackground(func() {
 			entries := make([]applycache.Entry, len(specs))
 			for i, d := range set.digests() {
 				if len(specs[i].After) > 0 {
@@ -96,10 +92,20 @@ func loadJobSet(path string) (*jobSet, error) {
 				entries[i] = cacheEntry(&specs[i], d)
 			}
 			c.Save(ids, entries)
-		}()
-		set.saved = func() { <-done }
+		})
 	}
 	return set, nil
+}
+
+// inBackground runs save, a write of the cache, while the node applies,
+// and returns what waits for it: the command waits only at its end.
+func inBackground(save func()) (wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		save()
+	}()
+	return func() { <-done }
 }
 
 // plainFile reads path if it is a file large enough for the cache to
@@ -157,7 +163,9 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		}
 		if i > 0 && i < n-1 && (k < 0 || c.At(k).Recheck) {
 			idx = append(idx, i)
-			misses += b2i(k < 0)
+			if k < 0 {
+				misses++
+			}
 		}
 	}
 	idx = append(idx, n-1)
@@ -202,20 +210,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	set.digests = func() []string { return digests }
 	set.saved = func() {}
 	if len(set.changed) > 0 {
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.Save(ids, entries)
-		}()
-		set.saved = func() { <-done }
+		set.saved = inBackground(func() { c.Save(ids, entries) })
 	}
 	return set, true
-}
-
-// b2i is 1 for true.
-func b2i(b bool) int {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -147,53 +147,40 @@ func (c *Cache) Save(ids []ID, entries []Entry) error {
 	if c.path == "" {
 		return errors.New("no cache directory")
 	}
+	b := make([]byte, 0, len(magic)+32+4+len(entries)*40+sha256.Size)
+	b = append(append(b, magic...), c.key[:]...)
+	countAt := len(b)
+	b = append(b, 0, 0, 0, 0) // the count, once known
 	n := 0
-	for _, e := range entries {
-		if keep(e) {
-			n++
-		}
-	}
-	var b bytes.Buffer
-	b.Grow(len(magic) + 32 + 4 + n*40 + sha256.Size)
-	b.WriteString(magic)
-	b.Write(c.key[:])
-	b.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
 	for i, e := range entries {
-		if !keep(e) {
+		// Kept: a name that fits its length field, and a digest as
+		// jobs.SpecDigests writes them.
+		var d [jobs.DigestLen / 2]byte
+		if e.Name == "" || len(e.Name) > 0xffff || len(e.Digest) != jobs.DigestLen {
 			continue
 		}
-		var d [jobs.DigestLen / 2]byte
-		hex.Decode(d[:], []byte(e.Digest))
-		b.Write(ids[i][:])
-		b.Write(d[:])
+		if _, err := hex.Decode(d[:], []byte(e.Digest)); err != nil {
+			continue
+		}
 		flags := byte(0)
 		if e.Recheck {
 			flags = 1
 		}
-		b.WriteByte(flags)
-		b.Write(binary.LittleEndian.AppendUint16(nil, uint16(len(e.Name))))
-		b.WriteString(e.Name)
+		b = append(append(append(b, ids[i][:]...), d[:]...), flags)
+		b = append(binary.LittleEndian.AppendUint16(b, uint16(len(e.Name))), e.Name...)
+		n++
 	}
-	sum := sha256.Sum256(b.Bytes())
-	b.Write(sum[:])
+	binary.LittleEndian.PutUint32(b[countAt:], uint32(n))
+	sum := sha256.Sum256(b)
+	b = append(b, sum[:]...)
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(c.path, b.Bytes(), 0o600); err != nil {
+	if err := atomicfile.Write(c.path, b, 0o600); err != nil {
 		return err
 	}
 	prune(filepath.Dir(c.path), c.path)
 	return nil
-}
-
-// keep reports whether an entry can be written: a name that fits its
-// length field, and a digest as jobs.SpecDigests writes them.
-func keep(e Entry) bool {
-	if e.Name == "" || len(e.Name) > 0xffff || len(e.Digest) != jobs.DigestLen {
-		return false
-	}
-	_, err := hex.DecodeString(e.Digest)
-	return err == nil
 }
 
 // decode reads a cache file written for key: its IDs and their entries.

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"os"
 	"sync"
 
 	"go.yaml.in/yaml/v3"
@@ -399,6 +398,6 @@ func (it Items) ParseOnly(name string, idx []int) (f *File, ok bool, err error) 
 		text = append(text, it.Item(i)...)
 	}
 	text = append(text, tail...)
-	f, err = parseWith(name, text, os.LookupEnv, os.Hostname, true)
+	f, err = ParseAllowUnset(name, text)
 	return f, true, err
 }
