@@ -18,28 +18,14 @@ import (
 func appendSpec(b []byte, s *Spec) []byte {
 	b = append(b, `{"name":`...)
 	b = appendJSONString(b, s.Name)
-	if s.Namespace != "" {
-		b = appendJSONString(append(b, `,"namespace":`...), s.Namespace)
-	}
+	b = appendOptString(b, `,"namespace":`, s.Namespace)
 	b = appendJSONStrings(append(b, `,"schedules":`...), s.Schedules)
-	if s.Timezone != "" {
-		b = appendJSONString(append(b, `,"timezone":`...), s.Timezone)
-	}
-	if len(s.Command) > 0 {
-		b = appendJSONStrings(append(b, `,"command":`...), s.Command)
-	}
-	if s.Shell != "" {
-		b = appendJSONString(append(b, `,"shell":`...), s.Shell)
-	}
-	if len(s.Env) > 0 {
-		b = appendJSONMap(append(b, `,"env":`...), s.Env)
-	}
-	if s.Dir != "" {
-		b = appendJSONString(append(b, `,"dir":`...), s.Dir)
-	}
-	if s.Output != "" {
-		b = appendJSONString(append(b, `,"output":`...), s.Output)
-	}
+	b = appendOptString(b, `,"timezone":`, s.Timezone)
+	b = appendOptStrings(b, `,"command":`, s.Command)
+	b = appendOptString(b, `,"shell":`, s.Shell)
+	b = appendOptMap(b, `,"env":`, s.Env)
+	b = appendOptString(b, `,"dir":`, s.Dir)
+	b = appendOptString(b, `,"output":`, s.Output)
 	b = appendJSONString(append(b, `,"timeout":`...), s.Timeout.String())
 	b = appendJSONString(append(b, `,"lease_ttl":`...), s.LeaseTTL.String())
 	b = strconv.AppendInt(append(b, `,"retries":`...), int64(s.Retries), 10)
@@ -47,9 +33,7 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendJSONString(append(b, `,"overlap":`...), s.Overlap)
 	b = appendJSONString(append(b, `,"misfire":`...), s.Misfire)
 	b = appendJSONString(append(b, `,"catchup_window":`...), s.CatchupWindow.String())
-	if len(s.Target) > 0 {
-		b = appendJSONMap(append(b, `,"target":`...), s.Target)
-	}
+	b = appendOptMap(b, `,"target":`, s.Target)
 	b = strconv.AppendInt(append(b, `,"max_output_bytes":`...), s.MaxOutputBytes, 10)
 	b = strconv.AppendBool(append(b, `,"paused":`...), s.Paused)
 	if s.Jitter != 0 {
@@ -78,33 +62,19 @@ func appendSpec(b []byte, s *Spec) []byte {
 				b = append(b, ',')
 			}
 			b = appendJSONStrings(append(b, `{"on":`...), n.On)
-			if n.Webhook != "" {
-				b = appendJSONString(append(b, `,"webhook":`...), n.Webhook)
-			}
-			if n.Slack != "" {
-				b = appendJSONString(append(b, `,"slack":`...), n.Slack)
-			}
-			if len(n.Email) > 0 {
-				b = appendJSONStrings(append(b, `,"email":`...), n.Email)
-			}
+			b = appendOptString(b, `,"webhook":`, n.Webhook)
+			b = appendOptString(b, `,"slack":`, n.Slack)
+			b = appendOptStrings(b, `,"email":`, n.Email)
 			b = append(b, '}')
 		}
 		b = append(b, ']')
 	}
-	if len(s.After) > 0 {
-		b = appendJSONStrings(append(b, `,"after":`...), s.After)
-	}
+	b = appendOptStrings(b, `,"after":`, s.After)
 	if h := s.HTTP; h != nil {
 		b = appendJSONString(append(b, `,"http":{"url":`...), h.URL)
-		if h.Method != "" {
-			b = appendJSONString(append(b, `,"method":`...), h.Method)
-		}
-		if len(h.Headers) > 0 {
-			b = appendJSONMap(append(b, `,"headers":`...), h.Headers)
-		}
-		if h.Body != "" {
-			b = appendJSONString(append(b, `,"body":`...), h.Body)
-		}
+		b = appendOptString(b, `,"method":`, h.Method)
+		b = appendOptMap(b, `,"headers":`, h.Headers)
+		b = appendOptString(b, `,"body":`, h.Body)
 		if len(h.ExpectStatus) > 0 {
 			b = append(b, `,"expect_status":[`...)
 			for i, c := range h.ExpectStatus {
@@ -115,23 +85,42 @@ func appendSpec(b []byte, s *Spec) []byte {
 			}
 			b = append(b, ']')
 		}
-		if h.CAFile != "" {
-			b = appendJSONString(append(b, `,"ca_file":`...), h.CAFile)
-		}
+		b = appendOptString(b, `,"ca_file":`, h.CAFile)
 		b = append(b, '}')
 	}
-	if s.Group != "" {
-		b = appendJSONString(append(b, `,"group":`...), s.Group)
-	}
+	b = appendOptString(b, `,"group":`, s.Group)
 	if g := s.GroupLimits; g != nil {
 		b = appendJSONString(append(b, `,"group_limits":{"name":`...), g.Name)
-		if g.Namespace != "" {
-			b = appendJSONString(append(b, `,"namespace":`...), g.Namespace)
-		}
+		b = appendOptString(b, `,"namespace":`, g.Namespace)
 		b = strconv.AppendInt(append(b, `,"max_running":`...), int64(g.MaxRunning), 10)
 		b = append(strconv.AppendInt(append(b, `,"max_waiting":`...), int64(g.MaxWaiting), 10), '}')
 	}
 	return append(b, '}')
+}
+
+// appendOptString appends key and s, unless s is empty (omitempty).
+func appendOptString(b []byte, key, s string) []byte {
+	if s == "" {
+		return b
+	}
+	return appendJSONString(append(b, key...), s)
+}
+
+// appendOptStrings appends key and list, unless list is empty
+// (omitempty).
+func appendOptStrings(b []byte, key string, list []string) []byte {
+	if len(list) == 0 {
+		return b
+	}
+	return appendJSONStrings(append(b, key...), list)
+}
+
+// appendOptMap appends key and m, unless m is empty (omitempty).
+func appendOptMap(b []byte, key string, m map[string]string) []byte {
+	if len(m) == 0 {
+		return b
+	}
+	return appendJSONMap(append(b, key...), m)
 }
 
 // appendJSONStrings appends a list of strings, or null for a nil one.
