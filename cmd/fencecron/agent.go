@@ -92,20 +92,14 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out, sent, err := applyByDigest(ctx, c, source, set)
 	if errors.Is(err, errReadWhole) {
 		// The node lacks a job the cache vouched for: read the file whole.
-		var specs []jobs.Spec
-		if specs, err = readJobSet(rest[0]); err != nil {
+		if set, err = set.whole(rest[0]); err != nil {
 			return err
 		}
-		set = wholeSet(specs)
 		out, sent, err = applyByDigest(ctx, c, source, set)
 	}
 	if errors.Is(err, errSendWhole) {
-		if set.specs == nil {
-			specs, err := readJobSet(rest[0])
-			if err != nil {
-				return err
-			}
-			set = wholeSet(specs)
+		if set, err = set.whole(rest[0]); err != nil {
+			return err
 		}
 		out, err = applyWhole(ctx, c, source, set.specs)
 		sent = len(set.specs)

@@ -38,6 +38,19 @@ func (s *jobSet) spec(name string, i int) (jobs.Spec, bool) {
 	return s.fresh[k], true
 }
 
+// whole is the set with every job's spec: s if it was read whole, else
+// the file at path read whole (readJobSet).
+func (s *jobSet) whole(path string) (*jobSet, error) {
+	if s.specs != nil {
+		return s, nil
+	}
+	specs, err := readJobSet(path)
+	if err != nil {
+		return nil, err
+	}
+	return wholeSet(specs), nil
+}
+
 // wholeSet is the set of specs, read whole.
 func wholeSet(specs []jobs.Spec) *jobSet {
 	s := &jobSet{specs: specs, names: make([]string, len(specs)), saved: func() {}}
