@@ -232,16 +232,12 @@ func measureOneChange(ctx context.Context, bin, addr string, pid int, data, file
 		return r, fmt.Errorf("%s has no schedule after its middle", file)
 	}
 	at += len(b)/2 + len(key)
-	sp := bytes.IndexByte(b[at:], ' ')
-	if sp < 0 {
-		sp = 0
-	}
-	end := at + sp
-	minute, err := strconv.Atoi(string(b[at:end]))
+	field, _, _ := bytes.Cut(b[at:], []byte(" "))
+	minute, err := strconv.Atoi(string(field))
 	if err != nil {
 		return r, fmt.Errorf("%s: the schedule after its middle does not start with a minute", file)
 	}
-	changed := slices.Concat(b[:at], []byte(strconv.Itoa((minute+1)%60)), b[end:])
+	changed := slices.Concat(b[:at], []byte(strconv.Itoa((minute+1)%60)), b[at+len(field):])
 	before, err := sampleDev(addr, data, pid)
 	if err != nil {
 		return r, err
