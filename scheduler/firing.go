@@ -506,11 +506,14 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 	return l.granted(spec, at, res.Run, err, 1, nil)
 }
 
-// trigger starts a run of job now, on an operator's request.
-func (l *leader) trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+// trigger starts a run of job scheduled at the millisecond of at (when
+// the request was taken), on an operator's request. A request sent again
+// after its answer was lost comes with the same at: the FSM finds the run
+// the first one granted (ErrDuplicateRun), which granted returns.
+func (l *leader) trigger(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	spec, ok := l.s.FSM.Spec(job)
 	if !ok {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
 	}
-	return l.fire(spec, l.s.Clock.Now().Truncate(time.Millisecond), "manual", force)
+	return l.fire(spec, at.Truncate(time.Millisecond), "manual", force)
 }

@@ -22,9 +22,9 @@ import (
 // otherwise) and is what the transport's server calls; the transport's
 // client implements it over the network.
 //
-// Every call is idempotent (by attempt id, by job set hash; a trigger
-// twice in the same millisecond is one run), so a client may retry one
-// whose reply was lost. Errors wrap the jobs sentinels: ErrNotLeader (ask
+// Every call is idempotent (by attempt id, by job set hash; a trigger by
+// the time it was asked, an ACL change by what it made), so a client may
+// retry one whose reply was lost. Errors wrap the jobs sentinels: ErrNotLeader (ask
 // the leader again), ErrInvalidConfig (the leader refused what was sent:
 // retrying gets the same), ErrUnknownJob, ErrNotFound, ErrStaleAttempt,
 // ErrDuplicateRun. Implementations are safe for concurrent use.
@@ -32,7 +32,12 @@ type Forwarder interface {
 	// SetJobs replaces the job set, or with a scope (namespace globs)
 	// only the jobs of the namespaces it matches (local.SetJobs).
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
-	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
+	// TriggerAt starts a run of job, scheduled at the millisecond of at,
+	// when the node that took the request took it (the leader's clock if
+	// at is zero or further from it than requestWindow). A retry carries
+	// the same at, and so finds the run the first try granted (a trigger
+	// twice in the same millisecond is one run).
+	TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
 	Started(ctx context.Context, attempt string, at time.Time) error
 	Complete(ctx context.Context, c replicated.Completion) error
@@ -320,12 +325,12 @@ func (s *Scheduler) JobLimits() jobs.Limits {
 
 // Trigger starts a run of job now, under the job's overlap policy unless
 // force: the FSM decides (DecideGrant).
-func (l local) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+func (l local) TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	t := l.s.term.Load()
 	if t == nil {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
 	}
-	return t.trigger(ctx, job, force)
+	return t.trigger(ctx, job, force, requestTime(at, l.s.now()))
 }
 
 func (l local) Pause(ctx context.Context, job string, paused bool) error {

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/acl"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
@@ -26,7 +28,7 @@ func (r *recordingForwarder) SetJobs(_ context.Context, specs []jobs.Spec, sourc
 	return "h", nil
 }
 
-func (r *recordingForwarder) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
+func (r *recordingForwarder) TriggerAt(_ context.Context, job string, force bool, _ time.Time) (jobs.Run, error) {
 	if force {
 		job += " force"
 	}
@@ -135,7 +137,7 @@ func TestScheduler_LocalRevalidates(t *testing.T) {
 		if _, err := s.Local().SetJobs(ctx, []jobs.Spec{good}, "x", nil); !errors.Is(err, jobs.ErrNotLeader) {
 			t.Errorf("Local().SetJobs on a follower: %v, want ErrNotLeader", err)
 		}
-		if _, err := s.Local().Trigger(ctx, "report", false); !errors.Is(err, jobs.ErrNotLeader) {
+		if _, err := s.Local().TriggerAt(ctx, "report", false, base); !errors.Is(err, jobs.ErrNotLeader) {
 			t.Errorf("Local().Trigger on a follower: %v, want ErrNotLeader", err)
 		}
 		s.SetJobs(ctx, []jobs.Spec{good}, "api", nil)
@@ -219,4 +221,95 @@ func TestScheduler_AuditForwarded(t *testing.T) {
 	if len(evs) != 2 || evs[0].Node != "n3" || evs[1].Detail != "from the leader itself" {
 		t.Errorf("events = %+v, want the forwarded entry and the leader's own", evs)
 	}
+}
+
+// lossyForwarder stands for the transport's client when the leader's
+// answers are lost: it makes each call twice on the leader, as
+// rpc.Client retries a call whose answer did not come, and returns what
+// the second one answered.
+type lossyForwarder struct{ Forwarder }
+
+func (f lossyForwarder) TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
+	f.Forwarder.TriggerAt(ctx, job, force, at)
+	return f.Forwarder.TriggerAt(ctx, job, force, at)
+}
+
+func (f lossyForwarder) ACL(ctx context.Context, c acl.Cmd) error {
+	f.Forwarder.ACL(ctx, c)
+	return f.Forwarder.ACL(ctx, c)
+}
+
+// tickClock moves on a millisecond each time it is read, as the leader's
+// clock does between a call and its retry.
+type tickClock struct{ n atomic.Int64 }
+
+func (c *tickClock) Now() time.Time {
+	return base.Add(time.Duration(c.n.Add(1)) * time.Millisecond)
+}
+func (c *tickClock) NewTimer(d time.Duration) jobs.Timer { return jobs.SystemClock{}.NewTimer(d) }
+
+// A trigger or an ACL change sent to the leader again, after its answer
+// was lost, is the same request: one run, one change, one line of the
+// audit trail, and the one who asked is told it was done, not that the
+// token is already revoked.
+func TestScheduler_ForwardSentTwice(t *testing.T) {
+	l, sm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
+	l.s.term.Store(l)
+	l.s.Clock = &tickClock{}
+	follower := New(&fakeRaft{fsm: sm, follower: true}, sm)
+	follower.Clock = fixedClock{base.Add(time.Second)}
+	follower.Forwarder = lossyForwarder{l.s.Local()}
+	ctx := t.Context()
+
+	run, err := follower.Trigger(ctx, "j", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := sm.Runs(fsm.RunFilter{Job: "j"})
+	if len(runs) != 1 || run.ID != runs[0].ID || run.ID != jobs.RunID("j", base.Add(time.Second)) {
+		t.Fatalf("one trigger sent twice: answered %s, runs %v; want one run, at the time the follower took the request", run.ID, runIDs(runs))
+	}
+
+	root, _ := newACLToken("root")
+	p := acl.Policy{Name: "a", Rules: []acl.Rule{{Namespace: "team-a", Capabilities: []acl.Capability{acl.CapRead}}}}
+	tok, secret := newACLToken("ci-a", "a")
+	for _, c := range []acl.Cmd{
+		{Action: acl.ActBootstrap, Token: root},
+		{Action: acl.ActPolicyUpsert, Policy: &p},
+		{Action: acl.ActTokenCreate, Token: tok},
+		{Action: acl.ActTokenRevoke, Accessor: tok.Accessor},
+	} {
+		if err := follower.ACL(ctx, c); err != nil {
+			t.Errorf("%s sent twice: %v", c.Action, err)
+		}
+	}
+	if _, err := sm.ACL().Resolve(secret, base); !errors.Is(err, acl.ErrRevokedToken) {
+		t.Errorf("the token after its revoke: %v, want revoked", err)
+	}
+	var changes []string
+	for _, e := range sm.Events(0, 0) {
+		if e.Kind == jobs.EventACL {
+			changes = append(changes, e.Detail)
+		}
+	}
+	if len(changes) != 4 {
+		t.Errorf("the audit trail has %d ACL changes, want 4:\n%s", len(changes), strings.Join(changes, "\n"))
+	}
+	// A second request to revoke the token is not the first one again.
+	if err := follower.ACL(ctx, acl.Cmd{Action: acl.ActTokenRevoke, Accessor: tok.Accessor, At: base.Add(2 * time.Second)}); !errors.Is(err, acl.ErrAlreadyRevoked) {
+		t.Errorf("another revoke of the token: %v, want ErrAlreadyRevoked", err)
+	}
+}
+
+func newACLToken(name string, policies ...string) (*acl.Token, string) {
+	secret, acc := acl.NewSecret()
+	return &acl.Token{Accessor: acc, Name: name, Policies: policies, Hash: acl.HashSecret(secret), CreatedAt: base}, secret
+}
+
+func runIDs(runs []jobs.Run) []string {
+	ids := make([]string, len(runs))
+	for i, r := range runs {
+		ids[i] = r.ID
+	}
+	return ids
 }

@@ -330,10 +330,16 @@ func (s *Scheduler) Pause(ctx context.Context, job string, paused bool) error {
 // Trigger starts a run of job now, on the leader, under the job's overlap
 // policy; force overrides it (and is recorded in the audit trail).
 func (s *Scheduler) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+	return s.TriggerAt(ctx, job, force, s.now())
+}
+
+// TriggerAt starts a run of job as asked at at (see Forwarder.TriggerAt),
+// on the leader.
+func (s *Scheduler) TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	if s.answersHere() {
-		return s.Local().Trigger(ctx, job, force)
+		return s.Local().TriggerAt(ctx, job, force, at)
 	}
-	return s.Forwarder.Trigger(ctx, job, force)
+	return s.Forwarder.TriggerAt(ctx, job, force, at)
 }
 
 // Renew renews the lease of an attempt for the worker node, on the leader.

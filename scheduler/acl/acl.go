@@ -38,6 +38,10 @@ var (
 	ErrAlreadyBootstrapped = errors.New("ACL system already bootstrapped")
 	ErrNotBootstrapped     = errors.New("ACL system not bootstrapped")
 	ErrBadAction           = errors.New("unknown ACL action")
+	// ErrRepeated refuses a change the state shows was made by this very
+	// change (Decide): a request the leader applied, sent again after
+	// its answer was lost. The one who sent it takes it as done.
+	ErrRepeated = errors.New("ACL change already applied")
 )
 
 // Capability is one thing a policy may grant.

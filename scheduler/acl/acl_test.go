@@ -98,8 +98,12 @@ func TestDecide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := Decide(s, Cmd{Action: ActBootstrap, Token: root, At: now}); !errors.Is(err, ErrAlreadyBootstrapped) {
+	other, _ := token("other")
+	if _, err := Decide(s, Cmd{Action: ActBootstrap, Token: other, At: now}); !errors.Is(err, ErrAlreadyBootstrapped) {
 		t.Fatalf("second bootstrap: %v", err)
+	}
+	if _, err := Decide(s, Cmd{Action: ActBootstrap, Token: root, At: now.Add(time.Second)}); !errors.Is(err, ErrRepeated) {
+		t.Fatalf("the bootstrap again: %v", err)
 	}
 	id, err := s.Resolve(rootSecret, now)
 	if err != nil || !id.Management || id.Accessor != root.Accessor {
@@ -132,6 +136,18 @@ func TestDecide(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if _, err := Decide(s3, Cmd{Action: ActTokenCreate, Token: ta, At: now}); !errors.Is(err, ErrRepeated) {
+		t.Fatalf("the token created again: %v", err)
+	}
+	// The policy as written at its time is repeated; Decide applies it
+	// again all the same (as log version 10 did), and the leader answers
+	// the repeat without proposing it.
+	if !Repeated(s3, Cmd{Action: ActPolicyUpsert, Policy: &pa, At: now}) || Repeated(s3, Cmd{Action: ActPolicyUpsert, Policy: &pa, At: now.Add(time.Second)}) {
+		t.Fatal("Repeated: the policy upsert at its own time is the repeat, and only it")
+	}
+	if _, err := Decide(s3, Cmd{Action: ActPolicyUpsert, Policy: &pa, At: now}); err != nil {
+		t.Fatalf("the upsert again: %v", err)
+	}
 	id, err = s3.Resolve(secretA, now)
 	if err != nil || id.Management || !id.Allowed("team-a", CapRead) || id.Allowed("team-b", CapRead) {
 		t.Fatalf("Resolve(a) = %+v, %v", id, err)
@@ -149,8 +165,11 @@ func TestDecide(t *testing.T) {
 	if _, err := s4.Resolve(secretA, now); !errors.Is(err, ErrRevokedToken) || !strings.Contains(err.Error(), ta.Accessor) {
 		t.Fatalf("revoked: %v", err)
 	}
-	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: ta.Accessor, At: now}); !errors.Is(err, ErrAlreadyRevoked) {
+	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: ta.Accessor, At: now.Add(time.Second)}); !errors.Is(err, ErrAlreadyRevoked) {
 		t.Fatalf("revoke twice: %v", err)
+	}
+	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: ta.Accessor, At: now}); !errors.Is(err, ErrRepeated) {
+		t.Fatalf("the revoke again: %v", err)
 	}
 	if _, err := Decide(s4, Cmd{Action: ActTokenRevoke, Accessor: "nope", At: now}); !errors.Is(err, ErrUnknownAccessor) {
 		t.Fatalf("revoke unknown: %v", err)

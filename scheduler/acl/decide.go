@@ -30,16 +30,29 @@ type Cmd struct {
 	// Accessor is the token revoked (ActTokenRevoke).
 	Accessor string `json:"accessor,omitempty"`
 	// By is the accessor and name of who asked, for the audit trail.
-	By string    `json:"by,omitempty"`
+	By string `json:"by,omitempty"`
+	// At is when the node that took the request took it (the leader's
+	// clock if it came without one). A retry of the request carries the
+	// same At, which is how Decide knows a revoke it already made.
 	At time.Time `json:"at"`
 }
 
 // Decide applies c to s and returns the new state, or refuses c whole
 // with an error naming the problem (s is never changed). It is pure:
 // every server decides the same from the same entry.
+//
+// A change that s shows was made by c itself (its token there with its
+// accessor and secret hash, its token revoked at its At) is refused with
+// ErrRepeated rather than ErrAlreadyBootstrapped, ErrBadToken or
+// ErrAlreadyRevoked: the request was sent again after its answer was
+// lost, and the one who sent it is told it was done. Either way it is a
+// refusal that changes nothing, as it was before ErrRepeated.
 func Decide(s *State, c Cmd) (*State, error) {
 	if s == nil {
 		s = &State{}
+	}
+	if c.Action != ActPolicyUpsert && Repeated(s, c) {
+		return nil, fmt.Errorf("%w: %s", ErrRepeated, c.Describe())
 	}
 	n := s.Clone()
 	switch c.Action {
@@ -111,6 +124,43 @@ func Decide(s *State, c Cmd) (*State, error) {
 		return nil, fmt.Errorf("%w %q", ErrBadAction, clip(c.Action))
 	}
 	return n, nil
+}
+
+// Repeated reports whether s holds what c itself did: c's token (its
+// accessor and secret hash are random, chosen once by the node that took
+// the request), c's revoke (the token revoked at c's At, the time of that
+// node's clock when it took the request), or c's policy as c wrote it at
+// c's At. Decide refuses all but the last (an upsert applied again
+// changes nothing but the audit trail, and a server of log version 10
+// applies it again: so must this one); the leader answers a repeated
+// upsert without proposing it.
+func Repeated(s *State, c Cmd) bool {
+	if s == nil {
+		return false
+	}
+	switch c.Action {
+	case ActPolicyUpsert:
+		if c.Policy == nil {
+			return false
+		}
+		p, ok := s.Policies[c.Policy.Name]
+		if !ok || c.At.IsZero() || !p.ModifiedAt.Equal(c.At) {
+			return false
+		}
+		q := *c.Policy
+		p.ModifiedAt, q.ModifiedAt = time.Time{}, time.Time{}
+		return reflect.DeepEqual(p, q)
+	case ActBootstrap, ActTokenCreate:
+		if c.Token == nil {
+			return false
+		}
+		t, ok := s.Tokens[c.Token.Accessor]
+		return ok && t.Hash == c.Token.Hash
+	case ActTokenRevoke:
+		t, ok := s.Tokens[c.Accessor]
+		return ok && !c.At.IsZero() && t.RevokedAt.Equal(c.At)
+	}
+	return false
 }
 
 // checkNewToken says what keeps t from joining n.

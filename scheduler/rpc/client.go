@@ -114,11 +114,23 @@ func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string, 
 	return reply.Hash, err
 }
 
-// Trigger implements scheduler.Forwarder.
-func (c *Client) Trigger(ctx context.Context, job string, force bool) (jobs.Run, error) {
+// TriggerAt implements scheduler.Forwarder. A leader of a version
+// without pathTriggerAt triggers at its own time: a retry after a lost
+// answer may then start a second run, as it could before.
+func (c *Client) TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	var run jobs.Run
-	err := c.toLeader(ctx, pathTrigger, triggerRequest{Job: job, Force: force}, &run)
+	err := c.toLeader(ctx, pathTriggerAt, triggerRequest{Job: job, Force: force, At: at}, &run)
+	if noRoute(err) {
+		err = c.toLeader(ctx, pathTrigger, triggerRequest{Job: job, Force: force}, &run)
+	}
 	return run, err
+}
+
+// noRoute reports whether err is a node's answer that it does not serve
+// the path: a node of an older version.
+func noRoute(err error) bool {
+	var re *errcode.RemoteError
+	return errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route"
 }
 
 // Pause implements scheduler.Forwarder.
@@ -161,9 +173,8 @@ func (c *Client) CompleteMany(ctx context.Context, cs []replicated.Completion) (
 	}
 	var reply completeManyReply
 	err := c.callLeader(ctx, pathCompleteMany, completeManyRequest{Completions: cs}, &reply)
-	var re *errcode.RemoteError
 	switch {
-	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
+	case noRoute(err):
 		return worker.CompleteEach(ctx, c, cs), nil
 	case err != nil:
 		return nil, err
@@ -238,9 +249,8 @@ func (c *Client) RenewMany(ctx context.Context, node string, rs []worker.Renewal
 		req.Starts = nil
 		err = c.callLeader(ctx, pathRenewMany, req, &reply)
 	}
-	var re *errcode.RemoteError
 	switch {
-	case errors.Is(err, wire.ErrNoRoute) || errors.As(err, &re) && re.Code == "no_route":
+	case noRoute(err):
 		return c.renewEach(ctx, node, rs)
 	case err != nil:
 		return nil, err

@@ -118,8 +118,8 @@ func (f *fakeLeader) SetJobs(_ context.Context, specs []jobs.Spec, source string
 	f.record("set_jobs %s from %s", strings.Join(names, ","), source)
 	return "hash-" + source, nil
 }
-func (f *fakeLeader) Trigger(_ context.Context, job string, force bool) (jobs.Run, error) {
-	f.record("trigger %s force=%v", job, force)
+func (f *fakeLeader) TriggerAt(_ context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
+	f.record("trigger %s force=%v at %s", job, force, at.Format(time.RFC3339Nano))
 	if job == "nope" {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
 	}
@@ -719,5 +719,42 @@ func TestClient_RenewManyToALeaderWithoutShortLeases(t *testing.T) {
 	defer leader.mu.Unlock()
 	if want := []worker.Renewal{{Attempt: "a@1.1", Start: true, Confirming: true}}; refused != 1 || !slices.Equal(leader.got, want) {
 		t.Errorf("refused %d, then the leader got %+v; want 1 refusal, then %+v", refused, leader.got, want)
+	}
+}
+
+// A trigger carries the time it was asked; a leader of a version without
+// pathTriggerAt (it answers no_route, and refuses the field "at" on
+// pathTrigger) is asked through pathTrigger without it, and triggers at
+// its own time.
+func TestClient_TriggerAt(t *testing.T) {
+	at := time.Date(2026, 8, 1, 9, 0, 0, 123_000_000, time.UTC)
+	for _, old := range []bool{false, true} {
+		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
+			leader := &fakeLeader{}
+			srv := &Server{Leader: leader}
+			h := http.Handler(srv)
+			if old {
+				h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == Prefix+pathTriggerAt {
+						srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
+						return
+					}
+					srv.ServeHTTP(w, r)
+				})
+			}
+			addr := stub(t, h)
+			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+			run, err := c.TriggerAt(t.Context(), "report", false, at)
+			if err != nil || run.ID != "report@manual" {
+				t.Fatalf("TriggerAt = %+v, %v", run, err)
+			}
+			want := "trigger report force=false at 2026-08-01T09:00:00.123Z"
+			if old {
+				want = "trigger report force=false at 0001-01-01T00:00:00Z"
+			}
+			if got := leader.Calls(); len(got) != 1 || got[0] != want {
+				t.Errorf("the leader saw %q, want %q", got, want)
+			}
+		})
 	}
 }

@@ -37,11 +37,16 @@ const Prefix = "/internal/v1"
 
 // Paths of the calls, under Prefix.
 const (
-	pathSetJobs  = "/set_jobs"
-	pathTrigger  = "/trigger"
-	pathPause    = "/pause"
-	pathStarted  = "/started"
-	pathComplete = "/complete"
+	pathSetJobs = "/set_jobs"
+	pathTrigger = "/trigger"
+	// pathTriggerAt is a trigger with the time it was asked
+	// (scheduler.Forwarder.TriggerAt), by which the leader knows a retry;
+	// a leader of an older version answers 404, and the client then
+	// triggers through pathTrigger, at the leader's time.
+	pathTriggerAt = "/trigger_at"
+	pathPause     = "/pause"
+	pathStarted   = "/started"
+	pathComplete  = "/complete"
 	// pathCompleteMany reports several completions
 	// (scheduler.Forwarder.CompleteMany); a leader of an older version
 	// answers 404, and the client then reports each on its own.
@@ -111,6 +116,9 @@ type (
 	triggerRequest struct {
 		Job   string `json:"job"`
 		Force bool   `json:"force,omitempty"`
+		// At is sent only to pathTriggerAt: a leader that predates it
+		// refuses the field.
+		At time.Time `json:"at,omitzero"`
 	}
 	pauseRequest struct {
 		Job    string `json:"job"`

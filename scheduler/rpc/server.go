@@ -90,12 +90,13 @@ func (s *Server) leaderRoutes() {
 		hash, err := s.Leader.SetJobs(ctx, req.Jobs, req.Source, req.Scope)
 		return setJobsReply{Hash: hash}, err
 	})
-	s.routes[pathTrigger] = handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
+	trigger := handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
 		if err := required("job", req.Job); err != nil {
 			return jobs.Run{}, err
 		}
-		return s.Leader.Trigger(ctx, req.Job, req.Force)
+		return s.Leader.TriggerAt(ctx, req.Job, req.Force, req.At)
 	})
+	s.routes[pathTrigger], s.routes[pathTriggerAt] = trigger, trigger
 	s.routes[pathPause] = handle(s, func(ctx context.Context, req pauseRequest) (done, error) {
 		if err := required("job", req.Job); err != nil {
 			return done{}, err
@@ -278,7 +279,7 @@ func (s *Server) nodeRoutes() {
 // scheduler with jobs.ErrNotLeader, which sends the caller to look for
 // the leader elsewhere rather than call a nil Leader.
 func (s *Server) refuseLeaderRoutes() {
-	for _, p := range []string{pathSetJobs, pathTrigger, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill, pathACL} {
+	for _, p := range []string{pathSetJobs, pathTrigger, pathTriggerAt, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill, pathACL} {
 		s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 		}

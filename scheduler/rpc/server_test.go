@@ -34,7 +34,7 @@ func TestServer_TypedCalls(t *testing.T) {
 	if err != nil || hash != "hash-apply from ops" {
 		t.Fatalf("SetJobs = %q, %v", hash, err)
 	}
-	run, err := c.Trigger(ctx, "report", true)
+	run, err := c.TriggerAt(ctx, "report", true, at)
 	if err != nil || run.ID != "report@manual" {
 		t.Fatalf("Trigger = %+v, %v", run, err)
 	}
@@ -55,7 +55,7 @@ func TestServer_TypedCalls(t *testing.T) {
 	}
 	want := []string{
 		"set_jobs report:0 9 * * *|@every 1h from apply from ops",
-		"trigger report force=true",
+		"trigger report force=true at 2026-08-01T09:00:00.123456789Z",
 		"pause report true",
 		"started report@1.1 at 2026-08-01T09:00:00.123456789Z",
 		`complete report@1.1 failed exit=3 store=stale_owner error="refused"`,
@@ -68,7 +68,7 @@ func TestServer_TypedCalls(t *testing.T) {
 	}
 
 	// A domain refusal comes back as the same error.
-	if _, err := c.Trigger(ctx, "nope", false); !errors.Is(err, jobs.ErrUnknownJob) {
+	if _, err := c.TriggerAt(ctx, "nope", false, at); !errors.Is(err, jobs.ErrUnknownJob) {
 		t.Errorf("Trigger(nope) = %v, want ErrUnknownJob", err)
 	}
 }
