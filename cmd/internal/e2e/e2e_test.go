@@ -81,7 +81,15 @@ func cli(t *testing.T, args ...string) (string, error) {
 // cliEnv is cli with env ("KEY=value") added to the command's environment.
 func cliEnv(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	return cliWithin(t, 30*time.Second, env, args...)
+}
+
+// cliWithin is cliEnv for a command given up to d: an apply of 100,000
+// jobs reads and sends some 10 MB, which on a busy CI machine running
+// the race-detected suites beside it takes longer than a look-up.
+func cliWithin(t *testing.T, d time.Duration, env []string, args ...string) (string, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var out, errOut bytes.Buffer
 	cmd := exec.CommandContext(ctx, proctest.Binary(t), args...)

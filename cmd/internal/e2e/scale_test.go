@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -39,13 +38,9 @@ func writeJobFiles(t *testing.T, dir string, n, files int) {
 }
 
 // applyCLI runs `fencecron apply` as a user would, a process of its own.
-func applyCLI(t *testing.T, bin, addr, path string) (string, error) {
+func applyCLI(t *testing.T, env []string, args ...string) (string, error) {
 	t.Helper()
-	var out bytes.Buffer
-	cmd := exec.Command(bin, "apply", "-addr", addr, path)
-	cmd.Stdout, cmd.Stderr = &out, &out
-	err := cmd.Run()
-	return out.String(), err
+	return cliWithin(t, 3*time.Minute, env, append([]string{"apply"}, args...)...)
 }
 
 // A dev node takes 100,000 jobs from a directory of job files: a bad file
@@ -57,7 +52,6 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 	const n = 100000
 	dataDir := t.TempDir()
 	httpPort, raftPort, gossipPort := proctest.FreePort(t), proctest.FreePort(t), proctest.FreePort(t)
-	bin := proctest.Binary(t)
 	dev := startDev(t, dataDir, httpPort, raftPort, gossipPort)
 	addr := strings.TrimPrefix(dev.base, "http://")
 	status := func() wire.Status {
@@ -92,7 +86,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		b, _ := os.ReadFile(p)
 		b = bytes.Replace(b, []byte(`schedule: "21 0 * * *"`), []byte(`schedule: "61 0 * * *"`), 1)
 		os.WriteFile(p, b, 0o600)
-		out, err := applyCLI(t, bin, addr, bad)
+		out, err := applyCLI(t, nil, "-addr", addr, bad)
 		if err == nil || !strings.Contains(out, p+":7:15") {
 			t.Fatalf("apply of a directory with a bad file: err %v, output:\n%s", err, out)
 		}
@@ -106,7 +100,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 
 	t.Run("apply DIR", func(t *testing.T) {
 		start := time.Now()
-		out, err := applyCLI(t, bin, addr, dir)
+		out, err := applyCLI(t, nil, "-addr", addr, dir)
 		if err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
@@ -130,7 +124,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		before := status().Jobs
 		sizeBefore := dirSize(t, dataDir)
 		start := time.Now()
-		out, err := applyCLI(t, bin, addr, dir)
+		out, err := applyCLI(t, nil, "-addr", addr, dir)
 		if err != nil {
 			t.Fatalf("apply: %v\n%s", err, out)
 		}
@@ -187,7 +181,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 		cache := filepath.Join(t.TempDir(), "cache")
 		env := []string{"XDG_CACHE_HOME=" + cache}
-		if out, err := cliEnv(t, env, "apply", "-addr", addr, file); err != nil || !strings.Contains(out, fmt.Sprintf("the node had the other %d", n)) {
+		if out, err := applyCLI(t, env, "-addr", addr, file); err != nil || !strings.Contains(out, fmt.Sprintf("the node had the other %d", n)) {
 			t.Fatalf("apply of the set as one file: %v\n%s", err, out)
 		}
 		caches, _ := filepath.Glob(filepath.Join(cache, "fencecron", "apply", "*.cache"))
@@ -201,7 +195,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 			t.Fatalf("the file lacks %q", job)
 		}
 		os.WriteFile(file, bytes.Replace(b.Bytes(), []byte(job), []byte(strings.Replace(job, "/bin/true", "/bin/false", 1)), 1), 0o600)
-		out, err := cliEnv(t, env, "apply", "-addr", addr, file)
+		out, err := applyCLI(t, env, "-addr", addr, file)
 		if want := fmt.Sprintf("sent 1 new or changed job whole; the node had the other %d\n", n-1); err != nil || !strings.Contains(out, want) {
 			t.Fatalf("apply of the edited file: %v: %q; want %q", err, out, want)
 		}
@@ -210,7 +204,7 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		}
 		// What was applied is what the file says: a dry run, which
 		// reads the file whole, finds nothing to change.
-		out, err = cliEnv(t, env, "apply", "-dry-run", "-addr", addr, file)
+		out, err = applyCLI(t, env, "-dry-run", "-addr", addr, file)
 		if err != nil || !strings.Contains(out, ": 0 added, 0 removed, 0 changed; nothing applied") {
 			t.Errorf("a dry run after the apply: %v\n%s", err, out)
 		}
