@@ -509,11 +509,19 @@ func (l *leader) fire(spec jobs.Spec, at time.Time, trigger string, force bool) 
 // trigger starts a run of job scheduled at the millisecond of at (when
 // the request was taken), on an operator's request. A request sent again
 // after its answer was lost comes with the same at: the FSM finds the run
-// the first one granted (ErrDuplicateRun), which granted returns.
-func (l *leader) trigger(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
+// the first one granted (ErrDuplicateRun), which granted returns. A time
+// that names no manual run (a scheduled run of that millisecond, or a
+// time at or before the job's horizon, whose run is gone) is not that
+// request's: the run is then scheduled at now, the leader's clock.
+func (l *leader) trigger(ctx context.Context, job string, force bool, at, now time.Time) (jobs.Run, error) {
 	spec, ok := l.s.FSM.Spec(job)
 	if !ok {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrUnknownJob)
 	}
-	return l.fire(spec, at.Truncate(time.Millisecond), "manual", force)
+	at, now = at.Truncate(time.Millisecond), now.Truncate(time.Millisecond)
+	run, err := l.fire(spec, at, "manual", force)
+	if err == nil && run.Trigger != "manual" && !at.Equal(now) {
+		return l.fire(spec, now, "manual", force)
+	}
+	return run, err
 }

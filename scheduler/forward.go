@@ -22,9 +22,11 @@ import (
 // otherwise) and is what the transport's server calls; the transport's
 // client implements it over the network.
 //
-// Every call is idempotent (by attempt id, by job set hash; a trigger by
-// the time it was asked, an ACL change by what it made), so a client may
-// retry one whose reply was lost. Errors wrap the jobs sentinels: ErrNotLeader (ask
+// A client retries a call whose reply was lost, so what a retry repeats
+// must be harmless: most calls are idempotent (by attempt id, by job set
+// hash; a trigger by the time it was asked, an ACL change but a policy
+// delete by what it made); a retried Pause, Note, Audit or Backfill may
+// add a second line to the audit trail. Errors wrap the jobs sentinels: ErrNotLeader (ask
 // the leader again), ErrInvalidConfig (the leader refused what was sent:
 // retrying gets the same), ErrUnknownJob, ErrNotFound, ErrStaleAttempt,
 // ErrDuplicateRun. Implementations are safe for concurrent use.
@@ -323,15 +325,42 @@ func (s *Scheduler) JobLimits() jobs.Limits {
 	return jobs.Limits{MaxBodyBytes: s.MaxBodyBytes, NoSMTP: s.Notify.SMTP.Host == ""}
 }
 
-// Trigger starts a run of job now, under the job's overlap policy unless
-// force: the FSM decides (DecideGrant).
+// TriggerAt starts a run of job as asked at at (Forwarder.TriggerAt),
+// under the job's overlap policy unless force: the FSM decides
+// (DecideGrant).
+//
+// The run is never scheduled after this clock's now: the FSM takes a
+// job's latest scheduled time for its schedule's progress, and one a
+// little ahead for a fire time granted ahead (leader.refresh), so a run
+// scheduled ahead would pass over the fire times before it. When the
+// node that took the request reads a clock ahead of this one (by at most
+// maxTriggerAhead), the leader waits for its clock to reach at; further
+// ahead, the run is scheduled now, and a retry of it is not known.
 func (l local) TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	t := l.s.term.Load()
 	if t == nil {
 		return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, jobs.ErrNotLeader)
 	}
-	return t.trigger(ctx, job, force, requestTime(at, l.s.now()))
+	now := l.s.now()
+	at = requestTime(at, now)
+	if ahead := at.Sub(now); ahead > maxTriggerAhead {
+		at = now
+	} else if ahead > 0 {
+		w := l.s.Clock.NewTimer(ahead)
+		select {
+		case <-w.C():
+		case <-ctx.Done():
+			w.Stop()
+			return jobs.Run{}, fmt.Errorf("trigger %s: %w", job, ctx.Err())
+		}
+	}
+	return t.trigger(ctx, job, force, at, now)
 }
+
+// maxTriggerAhead bounds how long the leader waits for its clock to reach
+// the time a trigger was asked at (TriggerAt): the skew monitor's
+// default threshold is half of it.
+const maxTriggerAhead = time.Second
 
 func (l local) Pause(ctx context.Context, job string, paused bool) error {
 	if err := l.leads("pause " + job); err != nil {

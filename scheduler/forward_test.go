@@ -257,7 +257,7 @@ func TestScheduler_ForwardSentTwice(t *testing.T) {
 	l.s.term.Store(l)
 	l.s.Clock = &tickClock{}
 	follower := New(&fakeRaft{fsm: sm, follower: true}, sm)
-	follower.Clock = fixedClock{base.Add(time.Second)}
+	follower.Clock = fixedClock{base.Add(-time.Second)}
 	follower.Forwarder = lossyForwarder{l.s.Local()}
 	ctx := t.Context()
 
@@ -266,7 +266,7 @@ func TestScheduler_ForwardSentTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	runs := sm.Runs(fsm.RunFilter{Job: "j"})
-	if len(runs) != 1 || run.ID != runs[0].ID || run.ID != jobs.RunID("j", base.Add(time.Second)) {
+	if len(runs) != 1 || run.ID != runs[0].ID || run.ID != jobs.RunID("j", base.Add(-time.Second)) {
 		t.Fatalf("one trigger sent twice: answered %s, runs %v; want one run, at the time the follower took the request", run.ID, runIDs(runs))
 	}
 
@@ -296,7 +296,7 @@ func TestScheduler_ForwardSentTwice(t *testing.T) {
 		t.Errorf("the audit trail has %d ACL changes, want 4:\n%s", len(changes), strings.Join(changes, "\n"))
 	}
 	// A second request to revoke the token is not the first one again.
-	if err := follower.ACL(ctx, acl.Cmd{Action: acl.ActTokenRevoke, Accessor: tok.Accessor, At: base.Add(2 * time.Second)}); !errors.Is(err, acl.ErrAlreadyRevoked) {
+	if err := follower.ACL(ctx, acl.Cmd{Action: acl.ActTokenRevoke, Accessor: tok.Accessor, At: base}); !errors.Is(err, acl.ErrAlreadyRevoked) {
 		t.Errorf("another revoke of the token: %v, want ErrAlreadyRevoked", err)
 	}
 }
@@ -312,4 +312,79 @@ func runIDs(runs []jobs.Run) []string {
 		ids[i] = r.ID
 	}
 	return ids
+}
+
+// The time a trigger was asked at names its run when it is the leader's
+// to take: not a scheduled run's millisecond, not after the leader's
+// clock by more than maxTriggerAhead (within it, the leader waits), not
+// further back than requestWindow.
+func TestScheduler_TriggerTimes(t *testing.T) {
+	for name, tc := range map[string]struct{ at, want time.Time }{
+		"unset":                 {time.Time{}, base},
+		"a minute and more ago": {base.Add(-requestWindow - time.Millisecond), base},
+		"a minute ahead":        {base.Add(requestWindow + time.Millisecond), base},
+		"in another zone":       {base.Add(-time.Second).In(time.FixedZone("X", 3600)), base.Add(-time.Second)},
+	} {
+		if got := requestTime(tc.at, base); !got.Equal(tc.want) || got.Location() != time.UTC {
+			t.Errorf("requestTime(%s): %v, want %v in UTC", name, got, tc.want)
+		}
+	}
+
+	l, sm := newTestLeader(t, spec("j", jobs.MisfireLatest, jobs.OverlapAllow))
+	l.s.term.Store(l)
+	clock := &tickClock{}
+	l.s.Clock = clock
+	ctx := t.Context()
+	// A scheduled run of that millisecond is not this trigger's.
+	sched := base.Add(2 * time.Second)
+	if _, err := l.s.applyLocalCmd(ctx, grant("j", sched)); err != nil {
+		t.Fatal(err)
+	}
+	run, err := l.s.Local().TriggerAt(ctx, "j", false, sched)
+	if err != nil || run.Trigger != "manual" || run.ScheduledAt.Equal(sched) {
+		t.Errorf("a trigger at a scheduled run's time: %s (%s), %v; want a manual run of its own", run.ID, run.Trigger, err)
+	}
+	// Ahead by less than maxTriggerAhead: scheduled at it, once the
+	// leader's clock reaches it; further ahead, at the leader's clock.
+	near := clock.Now().Add(50 * time.Millisecond)
+	if run, err := l.s.Local().TriggerAt(ctx, "j", false, near); err != nil || !run.ScheduledAt.Equal(near.Truncate(time.Millisecond)) {
+		t.Errorf("a trigger asked 50 ms ahead: %s, %v; want it scheduled at %s", run.ID, err, near)
+	}
+	far := clock.Now().Add(2 * maxTriggerAhead)
+	if run, err := l.s.Local().TriggerAt(ctx, "j", false, far); err != nil || !run.ScheduledAt.Before(far.Add(-maxTriggerAhead)) {
+		t.Errorf("a trigger asked %s ahead: %s, %v; want it scheduled at the leader's clock", 2*maxTriggerAhead, run.ID, err)
+	}
+	if n := len(sm.Runs(fsm.RunFilter{Job: "j"})); n != 4 {
+		t.Errorf("%d runs of j, want the scheduled one and three triggered", n)
+	}
+}
+
+// twiceRaft commits every entry twice, as two copies of one request in
+// flight at once would be: the second is decided after the first.
+type twiceRaft struct{ *fakeRaft }
+
+func (r twiceRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
+	if _, err := r.fakeRaft.Apply(ctx, cmd); err != nil {
+		return nil, err
+	}
+	return r.fakeRaft.Apply(ctx, cmd)
+}
+
+// A copy of an ACL change that passed the leader's check before the
+// other copy was committed is refused in Apply as a repeat, which the
+// leader answers as done.
+func TestScheduler_ACLCopiesInFlight(t *testing.T) {
+	sm := fsm.NewFSM()
+	s := New(twiceRaft{&fakeRaft{fsm: sm}}, sm)
+	s.Clock = fixedClock{base}
+	root, _ := newACLToken("root")
+	if err := s.ACL(t.Context(), acl.Cmd{Action: acl.ActBootstrap, Token: root}); err != nil {
+		t.Fatalf("a bootstrap committed twice: %v", err)
+	}
+	if err := s.ACL(t.Context(), acl.Cmd{Action: acl.ActTokenRevoke, Accessor: root.Accessor}); err != nil {
+		t.Fatalf("a revoke committed twice: %v", err)
+	}
+	if st := sm.ACL(); !st.Bootstrapped || st.Tokens[root.Accessor].RevokedAt.IsZero() {
+		t.Errorf("the state after both: %+v", st)
+	}
 }

@@ -102,7 +102,7 @@ func TestLeader_ShedsWhatNoWorkerHasRoomFor(t *testing.T) {
 	if o.Skipped != 3 || !o.Active(base) || o.Since.IsZero() {
 		t.Errorf("overload = %+v, want 3 skipped and going on", o)
 	}
-	run, err := l.trigger(t.Context(), "f", false, l.s.now())
+	run, err := l.trigger(t.Context(), "f", false, l.s.now(), l.s.now())
 	if err != nil || run.State != jobs.Skipped || !strings.HasPrefix(run.Reason, jobs.OverloadReason) {
 		t.Errorf("a trigger with the worker full: %s %q, %v; want skipped, overloaded", run.State, run.Reason, err)
 	}

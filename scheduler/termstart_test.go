@@ -21,7 +21,7 @@ func TestLeader_TermNotStartedEndsTheLoop(t *testing.T) {
 	if res := applyRaw(t, sm, 9, 1000, rawEntry(t, replicated.LogVersion, replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n2", At: base}})); res.Err != nil {
 		t.Fatal(res.Err)
 	}
-	_, err := l.trigger(context.Background(), "j", false, l.s.now())
+	_, err := l.trigger(context.Background(), "j", false, l.s.now(), l.s.now())
 	if !errors.Is(err, fsm.ErrTermNotStarted) || !errors.Is(err, jobs.ErrNotLeader) || !strings.Contains(err.Error(), "retry") {
 		t.Fatalf("trigger in a term not started: %v, want ErrTermNotStarted and ErrNotLeader, saying retry", err)
 	}
