@@ -122,7 +122,8 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var errSendWhole = errors.New("send the whole set")
 
 // errReadWhole is why applyByDigest did not apply a set read through the
-// cache: the node asked for a job whose spec the command did not parse.
+// cache: the node asked for a job whose item, parsed on its own, is not
+// what the cache said, or cannot be parsed on its own.
 var errReadWhole = errors.New("read the whole file")
 
 // applyByDigest applies set through PUT /api/v1/jobset/digests: the
@@ -135,8 +136,8 @@ var errReadWhole = errors.New("read the whole file")
 // sending the whole set is the way: the node does not serve the path (an
 // earlier version, or a worker, which holds no set), lacks more than half
 // the jobs (a first apply), or its set changed between the two requests;
-// and with errReadWhole where the node lacks a job of which the set has
-// no spec. The exchange's answers are not the command's: with -json, the
+// and with errReadWhole where the node lacks a job whose spec the set
+// cannot vouch for (jobSet.specsOf). The exchange's answers are not the command's: with -json, the
 // applied set's answer alone is written.
 func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
 	// A node holding fewer than half as many jobs lacks more than half:
@@ -185,17 +186,19 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 		for i, name := range set.names {
 			byName[name] = i
 		}
-		for _, name := range ans.Need {
+		idx := make([]int, len(ans.Need))
+		for k, name := range ans.Need {
 			i, ok := byName[name]
 			if !ok {
 				return wire.JobSetApplied{}, 0, fmt.Errorf("the node asked for job %q, which is not in the set", name)
 			}
-			spec, ok := set.spec(name, i)
-			if !ok {
-				return wire.JobSetApplied{}, 0, errReadWhole
-			}
-			req.Specs = append(req.Specs, spec)
+			idx[k] = i
 		}
+		specs, ok := set.specsOf(idx)
+		if !ok {
+			return wire.JobSetApplied{}, 0, errReadWhole
+		}
+		req.Specs = append(req.Specs, specs...)
 	}
 	return wire.JobSetApplied{}, 0, errSendWhole
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/fencecron/fencecron/cmd/internal/applycache"
@@ -20,22 +21,46 @@ type jobSet struct {
 	parsed  map[string]int  // read through the cache: each parsed job's index in fresh
 	fresh   []jobs.Spec     // read through the cache: the jobs it parsed
 	changed []int           // indexes in fresh of the jobs the cache did not know
-	saved   func()          // waits for the cache to be written
+	// parse parses the items idx (ascending) of a set read through the
+	// cache, whose jobs the cache knew: their specs, or false where the
+	// file is to be read whole.
+	parse func(idx []int) ([]jobs.Spec, bool)
+	saved func() // waits for the cache to be written
 }
 
 // len is the number of jobs.
 func (s *jobSet) len() int { return len(s.names) }
 
-// spec returns the spec of job i, of the given name, if the set has it.
-func (s *jobSet) spec(name string, i int) (jobs.Spec, bool) {
+// specsOf returns the specs of jobs idx (not in idx's order: those the
+// read parsed first). A set read through the cache
+// parses the items of those it did not parse: a node that lacks jobs the
+// cache knew (the file applied before another that the node now holds)
+// costs the parse of those, not of the file. ok is false where the file
+// is to be read whole.
+func (s *jobSet) specsOf(idx []int) (specs []jobs.Spec, ok bool) {
 	if s.specs != nil {
-		return s.specs[i], true
+		for _, i := range idx {
+			specs = append(specs, s.specs[i])
+		}
+		return specs, true
 	}
-	k, ok := s.parsed[name]
-	if !ok {
-		return jobs.Spec{}, false
+	var more []int
+	for _, i := range idx {
+		if k, ok := s.parsed[s.names[i]]; ok {
+			specs = append(specs, s.fresh[k])
+		} else {
+			more = append(more, i)
+		}
 	}
-	return s.fresh[k], true
+	if len(more) == 0 {
+		return specs, true
+	}
+	if s.parse == nil {
+		return nil, false
+	}
+	slices.Sort(more)
+	parsed, ok := s.parse(slices.Compact(more))
+	return append(specs, parsed...), ok
 }
 
 // whole is the set with every job's spec: s if it was read whole, else
@@ -185,11 +210,11 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	if 4*misses > n || 2*len(idx) > n {
 		return nil, false
 	}
-	f, ok, err := items.ParseOnly(path, idx)
-	if !ok || err != nil || checkJobFile(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
+	fresh, ok := parseItems(path, items, idx)
+	if !ok {
 		return nil, false
 	}
-	set := &jobSet{names: make([]string, n), fresh: f.Jobs, parsed: make(map[string]int, len(idx))}
+	set := &jobSet{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx))}
 	digests := make([]string, n)
 	entries := make([]applycache.Entry, n)
 	for i, k := range at {
@@ -200,8 +225,8 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	}
 	// The parsed jobs' names are each their own (the parse checks that);
 	// one the cache knows for an item not parsed is a name twice.
-	for k, d := range jobs.SpecDigests(f.Jobs) {
-		i, s := idx[k], &f.Jobs[k]
+	for k, d := range jobs.SpecDigests(fresh) {
+		i, s := idx[k], &fresh[k]
 		if len(s.After) > 0 {
 			return nil, false
 		}
@@ -221,9 +246,33 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		}
 	}
 	set.digests = func() []string { return digests }
+	set.parse = func(idx []int) ([]jobs.Spec, bool) {
+		specs, ok := parseItems(path, items, idx)
+		if !ok {
+			return nil, false
+		}
+		for k, d := range jobs.SpecDigests(specs) {
+			if specs[k].Name != set.names[idx[k]] || d != digests[idx[k]] || len(specs[k].After) > 0 {
+				return nil, false // not what the cache said
+			}
+		}
+		return specs, true
+	}
 	set.saved = func() {}
 	if len(set.changed) > 0 {
 		set.saved = inBackground(func() { c.Save(ids, entries) })
 	}
 	return set, true
+}
+
+// parseItems parses the items idx (ascending) of the file at path, as the
+// file with only those in its jobs list: their jobs, or false where the
+// file is to be read whole (an item not whole on its own, a problem the
+// whole parse is to report at its place).
+func parseItems(path string, items config.Items, idx []int) ([]jobs.Spec, bool) {
+	f, ok, err := items.ParseOnly(path, idx)
+	if !ok || err != nil || checkJobFile(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
+		return nil, false
+	}
+	return f.Jobs, true
 }

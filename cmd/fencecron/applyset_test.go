@@ -66,8 +66,22 @@ func sameAsWhole(t *testing.T, set *jobSet, path string) {
 	if !slices.Equal(set.names, whole.names) || !slices.Equal(set.digests(), whole.digests()) {
 		t.Fatal("the set read through the cache is not the file's")
 	}
+	// Every spec, those the read parsed and those a node would ask for,
+	// is the whole read's.
+	all := make([]int, len(set.names))
+	for i := range all {
+		all[i] = i
+	}
+	got, ok := set.specsOf(all)
+	if !ok {
+		t.Fatal("the specs of the jobs the cache knew could not be parsed on their own")
+	}
+	byName := make(map[string]jobs.Spec, len(got))
+	for _, s := range got {
+		byName[s.Name] = s
+	}
 	for i, name := range set.names {
-		if spec, ok := set.spec(name, i); ok && !reflect.DeepEqual(spec, specs[i]) {
+		if spec := byName[name]; !reflect.DeepEqual(spec, specs[i]) {
 			t.Fatalf("job %s as parsed through the cache: %+v; read whole: %+v", name, spec, specs[i])
 		}
 	}
@@ -153,6 +167,22 @@ func TestLoadJobSet_CacheChecked(t *testing.T) {
 		t.Fatal("a cache that is wrong about the first item was believed")
 	}
 	sameAsWhole(t, load(t, path), path)
+
+	// Wrong about a job in the middle, which the read does not parse: a
+	// node that lacks it has it parsed, and the parse disagrees.
+	ids, entries = cacheOf(t, path)
+	entries[500].Digest = strings.Repeat("0", jobs.DigestLen)
+	saveCache(t, path, ids, entries)
+	set = load(t, path)
+	if set.specs != nil {
+		t.Fatal("not read through the cache")
+	}
+	if _, ok := set.specsOf([]int{500}); ok {
+		t.Error("a job whose parse is not what the cache said was taken")
+	}
+	if specs, ok := set.specsOf([]int{501, 499}); !ok || len(specs) != 2 || specs[0].Name != "job-000499" {
+		t.Errorf("the jobs around it: %v, %v", specs, ok)
+	}
 }
 
 // cacheOf is what the cache of the file at path should hold: each item's
