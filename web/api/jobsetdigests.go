@@ -1,8 +1,10 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -42,23 +44,25 @@ func (s *Server) handleApplyJobDigests(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	set := s.State.ExportJobSet()
-	specs, kept, need, err := s.digests.resolve(set, req)
+	res, err := s.digests.resolve(set, req)
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
-	if len(need) > 0 {
-		WriteJSON(w, http.StatusOK, wire.JobSetDigestsAnswer{Need: need})
+	if len(res.need) > 0 {
+		WriteJSON(w, http.StatusOK, wire.JobSetDigestsAnswer{Need: res.need})
 		return
 	}
-	applied, err := s.applySet(r, specs, scheduler.KnownJobs{Base: set.Info.Hash, Kept: kept}, req.Source, "PUT /api/v1/jobset/digests")
+	applied, err := s.applySet(r, res.specs, scheduler.KnownJobs{Base: set.Info.Hash, Kept: res.kept}, req.Source, "PUT /api/v1/jobset/digests")
 	if err != nil {
 		s.Error(w, r, err)
 		return
 	}
 	if applied.Namespaces == nil {
 		// The next apply meets this set: its digests are known already.
-		s.digests.keep(applied.Hash, req.Jobs)
+		if now := s.State.ExportJobSet(); now.Info.Hash == applied.Hash {
+			s.digests.keep(now, req.Jobs, res)
+		}
 	}
 	WriteJSON(w, http.StatusOK, wire.JobSetDigestsAnswer{Applied: &applied})
 }
@@ -77,20 +81,30 @@ func namesInScope(r *http.Request, named []wire.JobDigest) error {
 	return err
 }
 
-// digestCache keeps the digests of one replicated job set by job name,
-// the last set asked about: computing them costs an encoding of the whole
-// set, and successive applies meet the same set, or the one the last of
-// them made. It keeps no spec: those are read from the set each time.
+// digestCache keeps the digests of one replicated job set, the last set
+// asked about: computing them costs an encoding of the whole set, and
+// successive applies meet the same set, or the one the last of them
+// made. It keeps no spec: those are read from the set each time.
 type digestCache struct {
-	mu     sync.Mutex
-	hash   string // of the set whose digests these are
-	digest map[string]string
+	mu   sync.Mutex
+	hash string // of the set whose digests these are
+	of   *setDigests
 
 	priming atomic.Bool // a prime is computing digests
 }
 
-// prime computes, in the background, the digests of specs, a set this
-// node has just applied whole as the one of the given hash, so that the
+// setDigests are the digests of a set's jobs, by their positions in the
+// set, and each job's position by its name. Neither is changed once
+// made: a set of the same names at the same positions (one that an apply
+// changed only some jobs of) shares at with the set it came from.
+type setDigests struct {
+	at     map[string]int
+	digest []string
+}
+
+// prime computes, in the background, the digests of specs, the
+// replicated set of the given hash this node has just applied whole (in
+// its order: the digests are by position), so that the
 // first apply by digest after it finds them kept rather than encoding
 // the set while its caller waits. One runs at a time; a prime asked for
 // while one runs is dropped, and an apply by digest then computes them.
@@ -106,111 +120,196 @@ func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{
 	go func() {
 		defer close(ended)
 		defer c.priming.Store(false)
-		digest := digestsOf(specs)
+		of := digestsOf(specs)
 		c.mu.Lock()
 		defer c.mu.Unlock()
 		if c.hash == was { // else an apply by digest kept a newer set meanwhile
-			c.hash, c.digest = hash, digest
+			c.hash, c.of = hash, of
 		}
 	}()
 	return ended
 }
 
-// keep makes the set of the given hash, whose jobs' digests req gives
-// (each checked by resolve), the one the cache holds.
-func (c *digestCache) keep(hash string, req []wire.JobDigest) {
-	digest := make(map[string]string, len(req))
-	for _, d := range req {
-		digest[d.Name] = d.Digest
+// keep makes set, the replicated set an apply by digest made from req
+// (resolved as res), the one the cache holds. Where the apply changed
+// only some jobs, the set has the names of the set res was resolved
+// against at the same positions: its digests are those, with the ones
+// req changed. Otherwise they are req's, placed by name.
+func (c *digestCache) keep(set fsm.JobSetExport, req []wire.JobDigest, res resolved) {
+	of := &setDigests{at: res.of.at}
+	same := len(set.Jobs) == len(req) && len(res.of.digest) == len(req)
+	for i := 0; same && i < len(req); i++ {
+		same = res.at[i] >= 0 && set.Jobs[res.at[i]].Name == req[i].Name
+	}
+	if same {
+		of.digest = slices.Clone(res.of.digest)
+		for i, k := range res.at {
+			of.digest[k] = req[i].Digest
+		}
+	} else {
+		byName := make(map[string]string, len(req))
+		for _, d := range req {
+			byName[d.Name] = d.Digest
+		}
+		of.at, of.digest = make(map[string]int, len(set.Jobs)), make([]string, len(set.Jobs))
+		for k := range set.Jobs {
+			name := set.Jobs[k].Name
+			d, ok := byName[name]
+			if !ok {
+				return // not the set req made: the next apply computes them
+			}
+			of.at[name], of.digest[k] = k, d
+		}
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.hash, c.digest = hash, digest
+	c.hash, c.of = set.Info.Hash, of
 }
 
-// digestsOf is the digests of specs by the names the replicated set
-// gives their jobs (normalized: a set sent whole may qualify a name with
-// its namespace field instead).
-func digestsOf(specs []jobs.Spec) map[string]string {
-	digests := jobs.SpecDigests(specs)
-	digest := make(map[string]string, len(specs))
+// digestsOf is the digests of specs, placed by the names the replicated
+// set gives their jobs (normalized: a set sent whole may qualify a name
+// with its namespace field instead).
+func digestsOf(specs []jobs.Spec) *setDigests {
+	of := &setDigests{at: make(map[string]int, len(specs)), digest: jobs.SpecDigests(specs)}
 	for i := range specs {
 		s := specs[i]
 		s.Normalize()
-		digest[s.Name] = digests[i]
+		of.at[s.Name] = i
 	}
-	return digest
+	return of
 }
 
-// digests returns the digests of set's jobs by name.
-func (c *digestCache) digests(set fsm.JobSetExport) map[string]string {
+// digests returns the digests of set's jobs.
+func (c *digestCache) digests(set fsm.JobSetExport) *setDigests {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.hash != set.Info.Hash || c.digest == nil {
-		c.hash, c.digest = set.Info.Hash, digestsOf(set.Jobs)
+	if c.hash != set.Info.Hash || c.of == nil {
+		c.hash, c.of = set.Info.Hash, digestsOf(set.Jobs)
 	}
-	return c.digest
+	return c.of
+}
+
+// resolved is what resolve makes of a request: the set it describes, or
+// the jobs to send whole.
+type resolved struct {
+	specs []jobs.Spec // the set, in the request's order
+	kept  []bool      // which of specs are the replicated set's
+	need  []string    // the jobs found in neither: then no set is built
+	// of is the digests resolve compared with, and at each job's
+	// position in their set (-1: not in it).
+	of *setDigests
+	at []int
 }
 
 // resolve builds the set req describes from set (the replicated one, as
 // exported) and the specs req sends: each job in req's order, from req's
 // specs if sent, else from set if it holds that name with that digest.
-// kept marks the jobs taken from set; need names the jobs found in
-// neither, and then no set is built. A spec sent must have the digest req
-// gives it, so that what the cache keeps of the set resolve makes is true
-// of it.
-func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (specs []jobs.Spec, kept []bool, need []string, err error) {
-	named := make(map[string]int, len(req.Jobs))
-	for i, d := range req.Jobs {
-		if !validDigest(d.Digest) {
-			return nil, nil, nil, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
-		}
-		if _, twice := named[d.Name]; twice {
-			return nil, nil, nil, BadRequest("job %s is named twice", clipParam(d.Name))
-		}
-		named[d.Name] = i
+// A spec sent must have the digest req gives it, so that what the cache
+// keeps of the set resolve makes is true of it.
+func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (resolved, error) {
+	res, err := c.resolveWith(c.digests(set), set, req)
+	if errors.Is(err, errNotItsDigests) {
+		// Never expected; but a job is never taken from the wrong place.
+		of := digestsOf(set.Jobs)
+		c.mu.Lock()
+		c.hash, c.of = set.Info.Hash, of
+		c.mu.Unlock()
+		res, err = c.resolveWith(of, set, req)
 	}
+	return res, err
+}
+
+// errNotItsDigests is resolveWith's word that the digests it was given
+// do not place set's jobs where set has them.
+var errNotItsDigests = errors.New("the digests kept are not of this set")
+
+// resolveWith is resolve, comparing with of, the digests of set.
+func (c *digestCache) resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (resolved, error) {
+	var none resolved
+	if len(of.digest) != len(set.Jobs) {
+		return none, errNotItsDigests
+	}
+	// Specs sent, by name: a few, most often.
+	sent := make(map[string]int, len(req.Specs))
+	sentDigest := jobs.SpecDigests(req.Specs)
+	for k := range req.Specs {
+		name := req.Specs[k].Name
+		if _, twice := sent[name]; twice {
+			return none, BadRequest("job %s was sent twice", clipParam(name))
+		}
+		sent[name] = k
+	}
+	res := resolved{of: of, at: make([]int, len(req.Jobs))}
 	// from is where each job is found: k+1 for set.Jobs[k], -(k+1) for
 	// req.Specs[k]. The set is built only once every job is found: 100,000
 	// specs copied for an answer that needs some cost more than the rest.
+	// A name twice is found at one position twice, or, for a name not in
+	// the set, in new twice.
 	from := make([]int, len(req.Jobs))
-	for k, d := range jobs.SpecDigests(req.Specs) {
-		name := req.Specs[k].Name
-		i, ok := named[name]
+	taken := make([]bool, len(set.Jobs))
+	var new map[string]bool
+	used := 0
+	for i, d := range req.Jobs {
+		if !validDigest(d.Digest) {
+			return none, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
+		}
+		k, in := res.of.at[d.Name]
 		switch {
-		case !ok:
-			return nil, nil, nil, BadRequest("a spec was sent for job %s, which the set does not name", clipParam(name))
-		case from[i] != 0:
-			return nil, nil, nil, BadRequest("job %s was sent twice", clipParam(name))
-		case req.Jobs[i].Digest != d:
-			return nil, nil, nil, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(name), d, req.Jobs[i].Digest)
+		case !in:
+			k = -1
+			if new == nil {
+				new = make(map[string]bool)
+			}
+			if new[d.Name] {
+				return none, BadRequest("job %s is named twice", clipParam(d.Name))
+			}
+			new[d.Name] = true
+		case set.Jobs[k].Name != d.Name:
+			return none, errNotItsDigests
+		case taken[k]:
+			return none, BadRequest("job %s is named twice", clipParam(d.Name))
+		default:
+			taken[k] = true
 		}
-		from[i] = -(k + 1)
-	}
-	digest := c.digests(set)
-	for k := range set.Jobs {
-		name := set.Jobs[k].Name
-		if i, ok := named[name]; ok && from[i] == 0 && digest[name] == req.Jobs[i].Digest {
+		res.at[i] = k
+		if len(sent) > 0 {
+			if s, ok := sent[d.Name]; ok {
+				if sentDigest[s] != d.Digest {
+					return none, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(d.Name), sentDigest[s], d.Digest)
+				}
+				from[i] = -(s + 1)
+				used++
+				continue
+			}
+		}
+		if k >= 0 && res.of.digest[k] == d.Digest {
 			from[i] = k + 1
+		} else {
+			res.need = append(res.need, d.Name)
 		}
 	}
-	for i, k := range from {
-		if k == 0 {
-			need = append(need, req.Jobs[i].Name)
+	if used < len(req.Specs) {
+		for _, i := range from {
+			if i < 0 {
+				delete(sent, req.Specs[-i-1].Name)
+			}
+		}
+		for name := range sent {
+			return none, BadRequest("a spec was sent for job %s, which the set does not name", clipParam(name))
 		}
 	}
-	if len(need) > 0 {
-		return nil, nil, need, nil
+	if len(res.need) > 0 {
+		return res, nil
 	}
-	specs, kept = make([]jobs.Spec, len(req.Jobs)), make([]bool, len(req.Jobs))
+	res.specs, res.kept = make([]jobs.Spec, len(req.Jobs)), make([]bool, len(req.Jobs))
 	for i, k := range from {
 		if k > 0 {
-			specs[i], kept[i] = set.Jobs[k-1], true
+			res.specs[i], res.kept[i] = set.Jobs[k-1], true
 		} else {
-			specs[i] = req.Specs[-k-1]
+			res.specs[i] = req.Specs[-k-1]
 		}
 	}
-	return specs, kept, nil, nil
+	return res, nil
 }
 
 // validDigest reports whether d is written as jobs.SpecDigests writes

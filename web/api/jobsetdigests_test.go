@@ -27,20 +27,20 @@ func TestDigestCache_Resolve(t *testing.T) {
 	req := wire.JobSetDigests{Jobs: []wire.JobDigest{{Name: "a", Digest: digests[0]}, {Name: "b", Digest: digests[1]}, {Name: "d", Digest: digests[2]}}}
 
 	var c digestCache
-	specs, kept, need, err := c.resolve(set, req)
+	res, err := c.resolve(set, req)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Equal(need, []string{"b", "d"}) || specs != nil || kept != nil {
-		t.Errorf("need %v, %d specs, kept %v; want b (changed) and d (new) needed, and no set built", need, len(specs), kept)
+	if !slices.Equal(res.need, []string{"b", "d"}) || res.specs != nil || res.kept != nil {
+		t.Errorf("need %v, %d specs, kept %v; want b (changed) and d (new) needed, and no set built", res.need, len(res.specs), res.kept)
 	}
 
 	req.Specs = []jobs.Spec{mine[1], mine[2]}
-	specs, kept, need, err = c.resolve(set, req)
-	if err != nil || len(need) > 0 {
-		t.Fatalf("resolve with b and d sent: need %v, %v", need, err)
+	res, err = c.resolve(set, req)
+	if err != nil || len(res.need) > 0 {
+		t.Fatalf("resolve with b and d sent: need %v, %v", res.need, err)
 	}
-	if got := jobs.SpecDigests(specs); !slices.Equal(got, digests) || !slices.Equal(kept, []bool{true, false, false}) {
+	if got := jobs.SpecDigests(res.specs); !slices.Equal(got, digests) || !slices.Equal(res.kept, []bool{true, false, false}) {
 		t.Errorf("resolved set's digests %v; want the sender's %v", got, digests)
 	}
 
@@ -56,27 +56,51 @@ func TestDigestCache_Resolve(t *testing.T) {
 		r := req
 		r.Jobs, r.Specs = slices.Clone(req.Jobs), slices.Clone(req.Specs)
 		bad(&r)
-		if _, _, _, err := c.resolve(set, r); !errors.Is(err, wire.ErrBadRequest) {
+		if _, err := c.resolve(set, r); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("%s: %v; want a bad request", name, err)
 		}
 	}
 
 	// The set an apply made, kept with its digests, is found by its hash
-	// without a spec of it encoded again; its specs come from the set.
-	c.keep("h3", req.Jobs)
+	// without a spec of it encoded again; its specs come from the set. c
+	// was removed and d added: the FSM's set is a, b, d (DecideJobsDiff).
 	set3 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h3", Count: 3}, Jobs: mine}
-	if got := c.digests(set3); got["b"] != digests[1] || len(got) != 3 {
+	c.keep(set3, req.Jobs, res)
+	if got := c.digests(set3); !slices.Equal(got.digest, digests) || got.at["d"] != 2 {
 		t.Errorf("kept digests %v; want the applied set's", got)
 	}
-	if specs, _, need, err := c.resolve(set3, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || len(need) > 0 || specs[1].Schedules[0] != "@hourly" {
-		t.Errorf("against the kept set: need %v, %v; want every job from the set", need, err)
+	if res, err := c.resolve(set3, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || len(res.need) > 0 || res.specs[1].Schedules[0] != "@hourly" {
+		t.Errorf("against the kept set: need %v, %v; want every job from the set", res.need, err)
+	}
+
+	// One job changed, in a request of another order: the set keeps its
+	// names where they were, and so do the digests kept.
+	changed := spec("b", "@weekly")
+	bw := jobs.SpecDigests([]jobs.Spec{changed})[0]
+	req4 := wire.JobSetDigests{Jobs: []wire.JobDigest{{Name: "d", Digest: digests[2]}, {Name: "b", Digest: bw}, {Name: "a", Digest: digests[0]}}, Specs: []jobs.Spec{changed}}
+	res4, err := c.resolve(set3, req4)
+	if err != nil || len(res4.need) > 0 {
+		t.Fatalf("one job changed: need %v, %v", res4.need, err)
+	}
+	set4 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h4", Count: 3}, Jobs: []jobs.Spec{mine[0], changed, mine[2]}}
+	c.keep(set4, req4.Jobs, res4)
+	if got := c.digests(set4); !slices.Equal(got.digest, []string{digests[0], bw, digests[2]}) {
+		t.Errorf("kept digests after one change %v", got.digest)
+	}
+
+	// Digests kept in another order than the set's (never expected) are
+	// not believed: each job is still compared with its own.
+	c.keep(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: []jobs.Spec{mine[2], mine[1], mine[0]}}, req.Jobs, res)
+	set5 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: held}
+	if res, err := c.resolve(set5, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || !slices.Equal(res.need, []string{"b", "d"}) {
+		t.Errorf("against digests of another order: need %v, %v; want b and d", res.need, err)
 	}
 
 	// A set of another hash is the one compared with, not the cached.
 	set2 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h2", Count: 3}, Jobs: mine}
 	req.Specs = nil
-	if _, _, need, err := c.resolve(set2, req); err != nil || len(need) > 0 {
-		t.Errorf("against a set holding every job: need %v, %v; want none", need, err)
+	if res, err := c.resolve(set2, req); err != nil || len(res.need) > 0 {
+		t.Errorf("against a set holding every job: need %v, %v; want none", res.need, err)
 	}
 }
 
@@ -100,7 +124,7 @@ func TestDigestCache_Prime(t *testing.T) {
 	// A set of the same hash whose jobs are not what was primed would
 	// show whether the kept digests were used.
 	got := c.digests(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1"}})
-	if want := jobs.SpecDigests(specs)[0]; len(got) != 1 || got[normalized.Name] != want {
+	if want := jobs.SpecDigests(specs)[0]; len(got.digest) != 1 || got.at[normalized.Name] != 0 || got.digest[0] != want {
 		t.Errorf("primed digests %v; want %s: %s", got, normalized.Name, want)
 	}
 }
