@@ -299,16 +299,21 @@ func readJobSetBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // readBody reads body whole, into a buffer of the size the request
 // says (size, if at most limit) rather than one grown by doubling: the
 // digests of 100,000 jobs are some 4 MB, which io.ReadAll would copy
-// and allocate twice over.
+// and allocate twice over. At most maxReserve is set aside before the
+// body arrives, so that requests that say much and send little do not
+// hold memory they never fill.
 func readBody(body io.Reader, size, limit int64) ([]byte, error) {
 	if size <= 0 || size > limit {
 		return io.ReadAll(body)
 	}
 	var b bytes.Buffer
-	b.Grow(int(size) + bytes.MinRead)
+	b.Grow(int(min(size, maxReserve)) + bytes.MinRead)
 	_, err := b.ReadFrom(body)
 	return b.Bytes(), err
 }
+
+// maxReserve bounds what readBody sets aside for a body before reading it.
+const maxReserve = 8 << 20
 
 // applySet replaces the job set with specs, or, for a token limited to
 // some namespaces, the jobs of those namespaces (applyScope); known marks

@@ -166,15 +166,13 @@ func (c *digestCache) keep(set fsm.JobSetExport, req []wire.JobDigest, res resol
 	c.hash, c.of = set.Info.Hash, of
 }
 
-// digestsOf is the digests of specs, placed by the names the replicated
-// set gives their jobs (normalized: a set sent whole may qualify a name
-// with its namespace field instead).
+// digestsOf is the digests of specs, a replicated set (whose names are
+// each its own, and qualified by their namespace), with each job's
+// position by its name.
 func digestsOf(specs []jobs.Spec) *setDigests {
 	of := &setDigests{at: make(map[string]int, len(specs)), digest: jobs.SpecDigests(specs)}
 	for i := range specs {
-		s := specs[i]
-		s.Normalize()
-		of.at[s.Name] = i
+		of.at[specs[i].Name] = i
 	}
 	return of
 }
@@ -229,73 +227,64 @@ func (c *digestCache) resolveWith(of *setDigests, set fsm.JobSetExport, req wire
 	if len(of.digest) != len(set.Jobs) {
 		return none, errNotItsDigests
 	}
-	// Specs sent, by name: a few, most often.
-	sent := make(map[string]int, len(req.Specs))
-	sentDigest := jobs.SpecDigests(req.Specs)
-	for k := range req.Specs {
-		name := req.Specs[k].Name
-		if _, twice := sent[name]; twice {
-			return none, BadRequest("job %s was sent twice", clipParam(name))
-		}
-		sent[name] = k
-	}
 	res := resolved{of: of, at: make([]int, len(req.Jobs))}
-	// from is where each job is found: k+1 for set.Jobs[k], -(k+1) for
-	// req.Specs[k]. The set is built only once every job is found: 100,000
-	// specs copied for an answer that needs some cost more than the rest.
-	// A name twice is found at one position twice, or, for a name not in
-	// the set, in new twice.
-	from := make([]int, len(req.Jobs))
-	taken := make([]bool, len(set.Jobs))
-	var new map[string]bool
-	used := 0
+	// Each job's position in the set (at), or for a name the set does not
+	// hold its index in new. A name twice is one position taken twice
+	// (reqAt holds the request's index+1 of each position taken), or a
+	// new name twice.
+	reqAt := make([]int32, len(set.Jobs))
+	var new map[string]int
 	for i, d := range req.Jobs {
 		if !validDigest(d.Digest) {
 			return none, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
 		}
-		k, in := res.of.at[d.Name]
+		k, in := of.at[d.Name]
 		switch {
 		case !in:
 			k = -1
 			if new == nil {
-				new = make(map[string]bool)
+				new = make(map[string]int)
 			}
-			if new[d.Name] {
+			if _, twice := new[d.Name]; twice {
 				return none, BadRequest("job %s is named twice", clipParam(d.Name))
 			}
-			new[d.Name] = true
+			new[d.Name] = i
 		case set.Jobs[k].Name != d.Name:
 			return none, errNotItsDigests
-		case taken[k]:
+		case reqAt[k] != 0:
 			return none, BadRequest("job %s is named twice", clipParam(d.Name))
 		default:
-			taken[k] = true
+			reqAt[k] = int32(i + 1)
 		}
 		res.at[i] = k
-		if len(sent) > 0 {
-			if s, ok := sent[d.Name]; ok {
-				if sentDigest[s] != d.Digest {
-					return none, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(d.Name), sentDigest[s], d.Digest)
-				}
-				from[i] = -(s + 1)
-				used++
-				continue
-			}
-		}
-		if k >= 0 && res.of.digest[k] == d.Digest {
-			from[i] = k + 1
-		} else {
-			res.need = append(res.need, d.Name)
-		}
 	}
-	if used < len(req.Specs) {
-		for _, i := range from {
-			if i < 0 {
-				delete(sent, req.Specs[-i-1].Name)
-			}
+	// from is where each job is found: k+1 for set.Jobs[k], -(k+1) for
+	// req.Specs[k]. The set is built only once every job is found: 100,000
+	// specs copied for an answer that needs some cost more than the rest.
+	from := make([]int, len(req.Jobs))
+	for k, d := range jobs.SpecDigests(req.Specs) {
+		name := req.Specs[k].Name
+		i, ok := new[name]
+		if p, in := of.at[name]; in && reqAt[p] != 0 {
+			i, ok = int(reqAt[p]-1), true
 		}
-		for name := range sent {
+		switch {
+		case !ok:
 			return none, BadRequest("a spec was sent for job %s, which the set does not name", clipParam(name))
+		case from[i] != 0:
+			return none, BadRequest("job %s was sent twice", clipParam(name))
+		case req.Jobs[i].Digest != d:
+			return none, BadRequest("job %s: the spec sent has digest %s, not the %s given for it", clipParam(name), d, req.Jobs[i].Digest)
+		}
+		from[i] = -(k + 1)
+	}
+	for i, k := range res.at {
+		switch {
+		case from[i] != 0:
+		case k >= 0 && of.digest[k] == req.Jobs[i].Digest:
+			from[i] = k + 1
+		default:
+			res.need = append(res.need, req.Jobs[i].Name)
 		}
 	}
 	if len(res.need) > 0 {

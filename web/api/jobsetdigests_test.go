@@ -108,7 +108,10 @@ func TestDigestCache_Resolve(t *testing.T) {
 // background, by the names the replicated set gives its jobs, and an
 // apply by digest then finds them without encoding the set.
 func TestDigestCache_Prime(t *testing.T) {
-	specs := []jobs.Spec{{Name: "build", Namespace: "team-a", Schedules: []string{"@daily"}, Shell: "true"}}
+	// As the replicated set holds it: its name qualified by its namespace.
+	build := jobs.Spec{Name: "build", Namespace: "team-a", Schedules: []string{"@daily"}, Shell: "true"}
+	build.Normalize()
+	specs := []jobs.Spec{build}
 	var c digestCache
 	done := c.prime("h1", specs)
 	if done == nil {
@@ -119,12 +122,10 @@ func TestDigestCache_Prime(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the prime did not end in 10 s")
 	}
-	normalized := specs[0]
-	normalized.Normalize()
 	// A set of the same hash whose jobs are not what was primed would
 	// show whether the kept digests were used.
 	got := c.digests(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1"}})
-	if want := jobs.SpecDigests(specs)[0]; len(got.digest) != 1 || got.at[normalized.Name] != 0 || got.digest[0] != want {
-		t.Errorf("primed digests %v; want %s: %s", got, normalized.Name, want)
+	if k, ok := got.at["team-a:build"]; !ok || k != 0 || len(got.digest) != 1 || got.digest[0] != jobs.SpecDigests(specs)[0] {
+		t.Errorf("primed digests %v; want team-a:build's at 0", got)
 	}
 }
