@@ -17,7 +17,7 @@ import (
 // with strings that need escaping.
 func appendSpec(b []byte, s *Spec) []byte {
 	b = append(b, `{"name":`...)
-	b = appendJSONString(b, s.Name)
+	b = AppendJSONString(b, s.Name)
 	b = appendOptString(b, `,"namespace":`, s.Namespace)
 	b = appendJSONStrings(append(b, `,"schedules":`...), s.Schedules)
 	b = appendOptString(b, `,"timezone":`, s.Timezone)
@@ -26,21 +26,21 @@ func appendSpec(b []byte, s *Spec) []byte {
 	b = appendOptMap(b, `,"env":`, s.Env)
 	b = appendOptString(b, `,"dir":`, s.Dir)
 	b = appendOptString(b, `,"output":`, s.Output)
-	b = appendJSONString(append(b, `,"timeout":`...), s.Timeout.String())
-	b = appendJSONString(append(b, `,"lease_ttl":`...), s.LeaseTTL.String())
+	b = AppendJSONString(append(b, `,"timeout":`...), s.Timeout.String())
+	b = AppendJSONString(append(b, `,"lease_ttl":`...), s.LeaseTTL.String())
 	b = strconv.AppendInt(append(b, `,"retries":`...), int64(s.Retries), 10)
-	b = appendJSONString(append(b, `,"backoff":`...), s.Backoff.String())
-	b = appendJSONString(append(b, `,"overlap":`...), s.Overlap)
-	b = appendJSONString(append(b, `,"misfire":`...), s.Misfire)
-	b = appendJSONString(append(b, `,"catchup_window":`...), s.CatchupWindow.String())
+	b = AppendJSONString(append(b, `,"backoff":`...), s.Backoff.String())
+	b = AppendJSONString(append(b, `,"overlap":`...), s.Overlap)
+	b = AppendJSONString(append(b, `,"misfire":`...), s.Misfire)
+	b = AppendJSONString(append(b, `,"catchup_window":`...), s.CatchupWindow.String())
 	b = appendOptMap(b, `,"target":`, s.Target)
 	b = strconv.AppendInt(append(b, `,"max_output_bytes":`...), s.MaxOutputBytes, 10)
 	b = strconv.AppendBool(append(b, `,"paused":`...), s.Paused)
 	if s.Jitter != 0 {
-		b = appendJSONString(append(b, `,"jitter":`...), s.Jitter.String())
+		b = AppendJSONString(append(b, `,"jitter":`...), s.Jitter.String())
 	}
-	b = appendJSONString(append(b, `,"dst":{"spring":`...), s.DST.Spring)
-	b = append(appendJSONString(append(b, `,"fall":`...), s.DST.Fall), '}')
+	b = AppendJSONString(append(b, `,"dst":{"spring":`...), s.DST.Spring)
+	b = append(AppendJSONString(append(b, `,"fall":`...), s.DST.Fall), '}')
 	if s.History != (History{}) {
 		b = append(b, `,"history":{`...)
 		comma := false
@@ -51,7 +51,7 @@ func appendSpec(b []byte, s *Spec) []byte {
 			if comma {
 				b = append(b, ',')
 			}
-			b = appendJSONString(append(b, `"max_age":`...), s.History.MaxAge.String())
+			b = AppendJSONString(append(b, `"max_age":`...), s.History.MaxAge.String())
 		}
 		b = append(b, '}')
 	}
@@ -71,7 +71,7 @@ func appendSpec(b []byte, s *Spec) []byte {
 	}
 	b = appendOptStrings(b, `,"after":`, s.After)
 	if h := s.HTTP; h != nil {
-		b = appendJSONString(append(b, `,"http":{"url":`...), h.URL)
+		b = AppendJSONString(append(b, `,"http":{"url":`...), h.URL)
 		b = appendOptString(b, `,"method":`, h.Method)
 		b = appendOptMap(b, `,"headers":`, h.Headers)
 		b = appendOptString(b, `,"body":`, h.Body)
@@ -90,7 +90,7 @@ func appendSpec(b []byte, s *Spec) []byte {
 	}
 	b = appendOptString(b, `,"group":`, s.Group)
 	if g := s.GroupLimits; g != nil {
-		b = appendJSONString(append(b, `,"group_limits":{"name":`...), g.Name)
+		b = AppendJSONString(append(b, `,"group_limits":{"name":`...), g.Name)
 		b = appendOptString(b, `,"namespace":`, g.Namespace)
 		b = strconv.AppendInt(append(b, `,"max_running":`...), int64(g.MaxRunning), 10)
 		b = append(strconv.AppendInt(append(b, `,"max_waiting":`...), int64(g.MaxWaiting), 10), '}')
@@ -103,7 +103,7 @@ func appendOptString(b []byte, key, s string) []byte {
 	if s == "" {
 		return b
 	}
-	return appendJSONString(append(b, key...), s)
+	return AppendJSONString(append(b, key...), s)
 }
 
 // appendOptStrings appends key and list, unless list is empty
@@ -133,7 +133,7 @@ func appendJSONStrings(b []byte, list []string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = appendJSONString(b, s)
+		b = AppendJSONString(b, s)
 	}
 	return append(b, ']')
 }
@@ -151,16 +151,16 @@ func appendJSONMap(b []byte, m map[string]string) []byte {
 		if i > 0 {
 			b = append(b, ',')
 		}
-		b = append(appendJSONString(b, k), ':')
-		b = appendJSONString(b, m[k])
+		b = append(AppendJSONString(b, k), ':')
+		b = AppendJSONString(b, m[k])
 	}
 	return append(b, '}')
 }
 
-// appendJSONString appends s quoted as encoding/json quotes a string with
+// AppendJSONString appends s quoted as encoding/json quotes a string with
 // HTML escaping (json.Marshal's): <, > and & as \u003c, \u003e and
 // \u0026, U+2028 and U+2029 escaped, invalid UTF-8 as \ufffd.
-func appendJSONString(b []byte, s string) []byte {
+func AppendJSONString(b []byte, s string) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	start := 0

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -160,7 +161,11 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 			Applied json.RawMessage `json:"applied"`
 			Need    []string        `json:"need"`
 		}
-		err := c.call(ctx, http.MethodPut, jobSetPath+"/digests", req, &ans)
+		body, err := wire.AppendJobSetDigests(nil, req)
+		if err != nil {
+			return wire.JobSetApplied{}, 0, err
+		}
+		err = c.call(ctx, http.MethodPut, jobSetPath+"/digests", bytes.NewReader(body), &ans)
 		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected) {
 			return wire.JobSetApplied{}, 0, errSendWhole
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"slices"
 	"unicode/utf8"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -26,6 +27,46 @@ func DecodeJobSetDigests(body []byte) (JobSetDigests, error) {
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&req)
 	return req, err
+}
+
+// AppendJobSetDigests appends req as json.Marshal writes it, byte for
+// byte: the shape DecodeJobSetDigests reads directly. A command sends one
+// with 100,000 names and digests for a one-job change, which
+// encoding/json's reflection took an eighth of the command's work to
+// write.
+func AppendJobSetDigests(b []byte, req JobSetDigests) ([]byte, error) {
+	size := len(req.Source) + 64
+	for _, d := range req.Jobs {
+		size += len(d.Name) + len(d.Digest) + len(`{"name":"","digest":""},`)
+	}
+	b = slices.Grow(b, size)
+	b = append(b, `{"source":`...)
+	b = jobs.AppendJSONString(b, req.Source)
+	b = append(b, `,"jobs":`...)
+	if req.Jobs == nil {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, '[')
+		for i, d := range req.Jobs {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"name":`...)
+			b = jobs.AppendJSONString(b, d.Name)
+			b = append(b, `,"digest":`...)
+			b = jobs.AppendJSONString(b, d.Digest)
+			b = append(b, '}')
+		}
+		b = append(b, ']')
+	}
+	if len(req.Specs) > 0 {
+		specs, err := json.Marshal(req.Specs)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(b, `,"specs":`...), specs...)
+	}
+	return append(b, '}'), nil
 }
 
 // plainJobSetDigests reads body if it is of the plain shape

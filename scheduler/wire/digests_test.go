@@ -22,7 +22,8 @@ func strictDecode(body []byte) (JobSetDigests, error) {
 }
 
 // A body decodes to what encoding/json decodes it to, read directly or
-// not, and is refused where encoding/json refuses it.
+// not, and is refused where encoding/json refuses it; AppendJobSetDigests
+// writes what json.Marshal writes.
 func TestDecodeJobSetDigests_AsEncodingJSON(t *testing.T) {
 	odd := []string{"", "job-1", "team:job", `a"b`, `c\d`, "x\ny", "<&>", "\u2028", "caf\xc3", "日本", "\x7f", "/", "0123456789abcdef"}
 	r := rand.New(rand.NewPCG(3, 4))
@@ -41,6 +42,9 @@ func TestDecodeJobSetDigests_AsEncodingJSON(t *testing.T) {
 		b, err := json.Marshal(req)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if a, err := AppendJobSetDigests(nil, req); err != nil || !bytes.Equal(a, b) {
+			t.Fatalf("AppendJobSetDigests(%#v):\n%s, %v\njson.Marshal:\n%s", req, a, err, b)
 		}
 		bodies = append(bodies, string(b), string(b)+"\n")
 	}
@@ -85,6 +89,32 @@ func BenchmarkDecodeJobSetDigests_100k(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				if got, err := tc.decode(body); err != nil || len(got.Jobs) != len(req.Jobs) || len(got.Specs) != 1 {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkAppendJobSetDigests_100k is the body of one apply by digest of
+// 100,000 jobs, one changed, written directly and by json.Marshal.
+func BenchmarkAppendJobSetDigests_100k(b *testing.B) {
+	req := JobSetDigests{Source: "fencecron apply jobs.yaml from host", Jobs: make([]JobDigest, 100_000)}
+	for i := range req.Jobs {
+		req.Jobs[i] = JobDigest{Name: fmt.Sprintf("job-%06d", i), Digest: fmt.Sprintf("%016x", i*7919)}
+	}
+	req.Specs = []jobs.Spec{{Name: "job-050000", Schedules: []string{"21 17 * * *"}, Command: []string{"/bin/true"}}}
+	for _, tc := range []struct {
+		name   string
+		encode func(JobSetDigests) ([]byte, error)
+	}{
+		{"direct", func(r JobSetDigests) ([]byte, error) { return AppendJobSetDigests(nil, r) }},
+		{"encoding_json", func(r JobSetDigests) ([]byte, error) { return json.Marshal(r) }},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tc.encode(req); err != nil {
 					b.Fatal(err)
 				}
 			}
