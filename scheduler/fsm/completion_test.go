@@ -35,7 +35,7 @@ func TestFSM_CompletionKeepsStdoutTail(t *testing.T) {
 		t.Errorf("a version 3 completion: %v, tail %q; want none", res.Err, res.Run.Attempts[0].StdoutTail)
 	}
 	r, _ := f.Run(g.Run.ID)
-	if s := summarize(&r); s.Attempt == nil || s.Attempt.StdoutTail != "" {
+	if s := replicated.SummaryOf(&r); s.Attempt == nil || s.Attempt.StdoutTail != "" {
 		t.Errorf("the summary keeps the tail: %+v", s.Attempt)
 	}
 }

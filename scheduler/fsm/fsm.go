@@ -98,7 +98,7 @@ func NewFSM() *FSM {
 		st:        replicated.EmptyState(),
 		changeHub: feed.NewHub(maxPendingChanges, Change{Kind: ChangeResync}),
 	}
-	f.indexJobs()
+	f.indexJobs(false)
 	f.indexRuns()
 	return f
 }
@@ -217,18 +217,18 @@ func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 	if hash == "" {
 		hash = jobs.HashSpecs(c.Jobs)
 	}
-	f.replaceJobs(l, c.Jobs, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
+	f.replaceJobs(l, c.Jobs, false, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
 	return ApplyResult{}
 }
 
 // replaceJobs makes specs, of hash, the job set, and records it with
-// detail.
-func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, source string, at time.Time, hash, detail string) {
+// detail; sameNames: specs hold the set's names where it had them.
+func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, sameNames bool, source string, at time.Time, hash, detail string) {
 	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = specs, source, at, true
 	f.st.JobsHash = hash
 	// A difference still arriving was against the set replaced here.
 	f.st.JobsStage = nil
-	f.indexJobs()
+	f.indexJobs(sameNames)
 	f.pruneJobStats()
 	f.dropBackfills()
 	for _, s := range specs {

@@ -135,7 +135,8 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	f.replaceJobs(l, specs, d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
+	// Nothing removed, as many jobs: each upsert changed a job in place.
+	f.replaceJobs(l, specs, len(whole.Remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
 	return ApplyResult{}
 }
 

@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"errors"
 	"io"
+	"maps"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -179,4 +181,42 @@ func everyMinute(name, shell string) jobs.Spec {
 	s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
 	s.Normalize()
 	return s
+}
+
+// A difference that only changes jobs keeps the index of names it had
+// (no sort of the set again) and counts what the specs say again: the
+// index is the one a rebuild from the set makes.
+func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
+	f := NewFSM()
+	first := []jobs.Spec{everyMinute("c", "true"), everyMinute("a", "true"), everyMinute("b", "true")}
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
+	byName := f.idx.byName
+	paused := everyMinute("a", "false")
+	paused.Paused = true
+	next := []jobs.Spec{first[0], paused, first[2]}
+	b := f.JobSetBase()
+	upsert, remove := b.Diff(next, nil)
+	d := &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
+	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	kept := f.idx
+	if reflect.ValueOf(kept.byName).UnsafePointer() != reflect.ValueOf(byName).UnsafePointer() {
+		t.Error("a difference that only changed a job built the index of names again")
+	}
+	f.indexJobs(false)
+	if !maps.Equal(kept.byName, f.idx.byName) || !slices.Equal(kept.sorted, f.idx.sorted) || kept.specPaused != 1 || f.idx.specPaused != 1 {
+		t.Errorf("index kept %+v; rebuilt %+v", kept, f.idx)
+	}
+	// One removed and one added, as many jobs: rebuilt.
+	next2 := []jobs.Spec{first[0], paused, everyMinute("d", "true")}
+	b = f.JobSetBase()
+	upsert, remove = b.Diff(next2, nil)
+	d = &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next2), Source: "test"}
+	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	if _, ok := f.idx.byName["d"]; !ok || len(f.idx.byName) != 3 {
+		t.Errorf("after b removed and d added: %v", f.idx.byName)
+	}
 }

@@ -166,6 +166,18 @@ type RunSummary struct {
 	Attempt *jobs.Attempt `json:"attempt,omitempty"`
 }
 
+// SummaryOf returns the summary of r.
+func SummaryOf(r *jobs.Run) RunSummary {
+	s := RunSummary{ID: r.ID, ScheduledAt: r.ScheduledAt, State: r.State, Trigger: r.Trigger, Output: r.Output}
+	if a, ok := r.Latest(); ok {
+		c := *a
+		// The tail and refusals stay with the run; the summary is small.
+		c.StderrTail, c.StdoutTail, c.StoreRefusals, c.ExitCode = "", "", nil, nil
+		s.Attempt = &c
+	}
+	return s
+}
+
 // Bounds of a backfill.
 const (
 	// MaxBackfillTimes bounds the fire times of one request, and a job's
