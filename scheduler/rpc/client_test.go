@@ -526,20 +526,7 @@ func TestClient_ConcurrentCallsShareOneConnection(t *testing.T) {
 func TestClient_RenewMany(t *testing.T) {
 	for _, old := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
-			leader := &fakeLeader{}
-			srv := &Server{Leader: leader}
-			h := http.Handler(srv)
-			if old {
-				h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path == Prefix+pathRenewMany {
-						srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
-						return
-					}
-					srv.ServeHTTP(w, r)
-				})
-			}
-			addr := stub(t, h)
-			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+			leader, c := olderLeader(t, old, pathRenewMany)
 			replies, err := c.RenewMany(t.Context(), "w1", []worker.Renewal{{Attempt: "a@1.1", Confirming: true}, {Attempt: "b@1.1", Start: true, Confirming: true}})
 			if err != nil || len(replies) != 2 || !replies[0].Held || !replies[1].Held {
 				t.Fatalf("RenewMany = %+v, %v; want two held", replies, err)
@@ -549,6 +536,26 @@ func TestClient_RenewMany(t *testing.T) {
 			}
 		})
 	}
+}
+
+// olderLeader is a leader and a client of it; if old, a leader of a
+// version without path, which it answers no_route.
+func olderLeader(t *testing.T, old bool, path string) (*fakeLeader, *Client) {
+	t.Helper()
+	leader := &fakeLeader{}
+	srv := &Server{Leader: leader}
+	h := http.Handler(srv)
+	if old {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.URL.Path == Prefix+path {
+				srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
+				return
+			}
+			srv.ServeHTTP(w, r)
+		})
+	}
+	addr := stub(t, h)
+	return leader, &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
 }
 
 // batchingLeader takes renewals in batches and confirms the starts asked.
@@ -730,20 +737,7 @@ func TestClient_TriggerAt(t *testing.T) {
 	at := time.Date(2026, 8, 1, 9, 0, 0, 123_000_000, time.UTC)
 	for _, old := range []bool{false, true} {
 		t.Run(fmt.Sprintf("old leader %v", old), func(t *testing.T) {
-			leader := &fakeLeader{}
-			srv := &Server{Leader: leader}
-			h := http.Handler(srv)
-			if old {
-				h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if r.URL.Path == Prefix+pathTriggerAt {
-						srv.fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
-						return
-					}
-					srv.ServeHTTP(w, r)
-				})
-			}
-			addr := stub(t, h)
-			c := &Client{TLS: clientID, Self: "w1", LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+			leader, c := olderLeader(t, old, pathTriggerAt)
 			run, err := c.TriggerAt(t.Context(), "report", false, at)
 			if err != nil || run.ID != "report@manual" {
 				t.Fatalf("TriggerAt = %+v, %v", run, err)
