@@ -26,19 +26,21 @@ import (
 // must be harmless: most calls are idempotent (by attempt id, by job set
 // hash; a trigger by the time it was asked, an ACL change but a policy
 // delete by what it made); a retried Pause, Note, Audit or Backfill may
-// add a second line to the audit trail. Errors wrap the jobs sentinels: ErrNotLeader (ask
-// the leader again), ErrInvalidConfig (the leader refused what was sent:
-// retrying gets the same), ErrUnknownJob, ErrNotFound, ErrStaleAttempt,
-// ErrDuplicateRun. Implementations are safe for concurrent use.
+// add a second line to the audit trail. Errors wrap the jobs sentinels:
+// ErrNotLeader (ask the leader again), ErrInvalidConfig (the leader
+// refused what was sent: retrying gets the same), ErrUnknownJob,
+// ErrNotFound, ErrStaleAttempt, ErrDuplicateRun. Implementations are safe
+// for concurrent use.
 type Forwarder interface {
 	// SetJobs replaces the job set, or with a scope (namespace globs)
 	// only the jobs of the namespaces it matches (local.SetJobs).
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
 	// TriggerAt starts a run of job, scheduled at the millisecond of at,
 	// when the node that took the request took it (the leader's clock if
-	// at is zero or further from it than requestWindow). A retry carries
-	// the same at, and so finds the run the first try granted (a trigger
-	// twice in the same millisecond is one run).
+	// at is zero, more than requestWindow behind it or more than
+	// maxTriggerAhead ahead). A retry carries the same at, and so finds
+	// the run the first try granted (a trigger twice in the same
+	// millisecond is one run).
 	TriggerAt(ctx context.Context, job string, force bool, at time.Time) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
 	Started(ctx context.Context, attempt string, at time.Time) error
@@ -331,7 +333,7 @@ func (s *Scheduler) JobLimits() jobs.Limits {
 //
 // The run is never scheduled after this clock's now: the FSM takes a
 // job's latest scheduled time for its schedule's progress, and one a
-// little ahead for a fire time granted ahead (leader.refresh), so a run
+// little ahead for a fire time granted ahead (leader.queueFor), so a run
 // scheduled ahead would pass over the fire times before it. When the
 // node that took the request reads a clock ahead of this one (by at most
 // maxTriggerAhead), the leader waits for its clock to reach at; further

@@ -138,8 +138,8 @@ var errReadWhole = errors.New("read the whole file")
 // earlier version, or a worker, which holds no set), lacks more than half
 // the jobs (a first apply), or its set changed between the two requests;
 // and with errReadWhole where the node lacks a job whose spec the set
-// cannot vouch for (jobSet.specsOf). The exchange's answers are not the command's: with -json, the
-// applied set's answer alone is written.
+// cannot vouch for (jobSet.specsOf). The exchange's answers are not the
+// command's: with -json, the applied set's answer alone is written.
 func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
 	// A node holding fewer than half as many jobs lacks more than half:
 	// its status says so before any digest is computed or sent.

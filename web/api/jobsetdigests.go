@@ -205,14 +205,14 @@ type resolved struct {
 // A spec sent must have the digest req gives it, so that what the cache
 // keeps of the set resolve makes is true of it.
 func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (resolved, error) {
-	res, err := c.resolveWith(c.digests(set), set, req)
+	res, err := resolveWith(c.digests(set), set, req)
 	if errors.Is(err, errNotItsDigests) {
 		// Never expected; but a job is never taken from the wrong place.
 		of := digestsOf(set.Jobs)
 		c.mu.Lock()
 		c.hash, c.of = set.Info.Hash, of
 		c.mu.Unlock()
-		res, err = c.resolveWith(of, set, req)
+		res, err = resolveWith(of, set, req)
 	}
 	return res, err
 }
@@ -222,7 +222,7 @@ func (c *digestCache) resolve(set fsm.JobSetExport, req wire.JobSetDigests) (res
 var errNotItsDigests = errors.New("the digests kept are not of this set")
 
 // resolveWith is resolve, comparing with of, the digests of set.
-func (c *digestCache) resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (resolved, error) {
+func resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (resolved, error) {
 	var none resolved
 	if len(of.digest) != len(set.Jobs) {
 		return none, errNotItsDigests
