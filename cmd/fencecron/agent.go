@@ -123,8 +123,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 var errSendWhole = errors.New("send the whole set")
 
 // errReadWhole is why applyByDigest did not apply a set read through the
-// cache: the node asked for a job whose item, parsed on its own, is not
-// what the cache said, or cannot be parsed on its own.
+// cache: the node lacks a job the cache cannot vouch for (specsOf).
 var errReadWhole = errors.New("read the whole file")
 
 // applyByDigest applies set through PUT /api/v1/jobset/digests: the

@@ -21,45 +21,40 @@ type jobSet struct {
 	parsed  map[string]int  // read through the cache: each parsed job's index in fresh
 	fresh   []jobs.Spec     // read through the cache: the jobs it parsed
 	changed []int           // indexes in fresh of the jobs the cache did not know
-	// parse parses the items idx (ascending) of a set read through the
-	// cache, whose jobs the cache knew: their specs, or false where the
-	// file is to be read whole.
-	parse func(idx []int) ([]jobs.Spec, bool)
-	saved func() // waits for the cache to be written
+	path    string          // read through the cache: the file, and its items
+	items   config.Items
+	saved   func() // waits for the cache to be written
 }
 
 // len is the number of jobs.
 func (s *jobSet) len() int { return len(s.names) }
 
-// specsOf returns the specs of jobs idx (not in idx's order: those the
-// read parsed first). A set read through the cache
-// parses the items of those it did not parse: a node that lacks jobs the
-// cache knew (the file applied before another that the node now holds)
-// costs the parse of those, not of the file. ok is false where the file
-// is to be read whole.
+// specsOf returns the specs of jobs idx (not in idx's order). A set read
+// through the cache parses the items of those it did not parse, and
+// checks each is the job the cache said: a node that lacks jobs the cache
+// knew (it holds another file, applied since) costs the parse of those,
+// not of the file. ok is false where the file is to be read whole.
 func (s *jobSet) specsOf(idx []int) (specs []jobs.Spec, ok bool) {
-	if s.specs != nil {
-		for _, i := range idx {
-			specs = append(specs, s.specs[i])
-		}
-		return specs, true
-	}
 	var more []int
 	for _, i := range idx {
-		if k, ok := s.parsed[s.names[i]]; ok {
+		switch k, ok := s.parsed[s.names[i]]; {
+		case s.specs != nil:
+			specs = append(specs, s.specs[i])
+		case ok:
 			specs = append(specs, s.fresh[k])
-		} else {
+		default:
 			more = append(more, i)
 		}
 	}
 	if len(more) == 0 {
 		return specs, true
 	}
-	if s.parse == nil {
-		return nil, false
-	}
 	slices.Sort(more)
-	parsed, ok := s.parse(slices.Compact(more))
+	more = slices.Compact(more)
+	parsed, ok := parseItems(s.path, s.items, more)
+	for k, d := range jobs.SpecDigests(parsed) {
+		ok = ok && parsed[k].Name == s.names[more[k]] && d == s.digests()[more[k]] && len(parsed[k].After) == 0
+	}
 	return append(specs, parsed...), ok
 }
 
@@ -214,7 +209,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	if !ok {
 		return nil, false
 	}
-	set := &jobSet{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx))}
+	set := &jobSet{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx)), path: path, items: items}
 	digests := make([]string, n)
 	entries := make([]applycache.Entry, n)
 	for i, k := range at {
@@ -246,18 +241,6 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		}
 	}
 	set.digests = func() []string { return digests }
-	set.parse = func(idx []int) ([]jobs.Spec, bool) {
-		specs, ok := parseItems(path, items, idx)
-		if !ok {
-			return nil, false
-		}
-		for k, d := range jobs.SpecDigests(specs) {
-			if specs[k].Name != set.names[idx[k]] || d != digests[idx[k]] || len(specs[k].After) > 0 {
-				return nil, false // not what the cache said
-			}
-		}
-		return specs, true
-	}
 	set.saved = func() {}
 	if len(set.changed) > 0 {
 		set.saved = inBackground(func() { c.Save(ids, entries) })
@@ -265,10 +248,8 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	return set, true
 }
 
-// parseItems parses the items idx (ascending) of the file at path, as the
-// file with only those in its jobs list: their jobs, or false where the
-// file is to be read whole (an item not whole on its own, a problem the
-// whole parse is to report at its place).
+// parseItems parses the items idx (ascending) of the file at path alone:
+// their jobs, or false where the file is to be read whole.
 func parseItems(path string, items config.Items, idx []int) ([]jobs.Spec, bool) {
 	f, ok, err := items.ParseOnly(path, idx)
 	if !ok || err != nil || checkJobFile(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
