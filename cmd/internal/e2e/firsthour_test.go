@@ -29,7 +29,7 @@ func freeRange(t *testing.T, n int) int {
 	t.Helper()
 	for range 200 {
 		base := 20000 + rand.IntN(12000-n)
-		if _, err := localcluster.PortsFrom(base, n); err == nil {
+		if localcluster.ReserveRange(base, n) == nil {
 			return base
 		}
 	}
@@ -143,7 +143,7 @@ func freePortPrefix(t *testing.T) int {
 	t.Helper()
 	for range 200 {
 		p := 200 + rand.IntN(119)
-		if _, err := localcluster.PortsFrom(p*100+71, 14); err == nil {
+		if localcluster.ReserveRange(p*100+71, 14) == nil {
 			return p
 		}
 	}
