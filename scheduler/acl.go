@@ -18,7 +18,19 @@ func (s *Scheduler) ACL(ctx context.Context, c acl.Cmd) error {
 	if s.answersHere() {
 		return local{s}.ACL(ctx, c)
 	}
-	if err := s.Forwarder.ACL(ctx, c); err != nil {
+	// A policy this replica holds that the leader finds gone was deleted
+	// already: by this request's first try, whose answer was lost (the
+	// state does not say who deleted a policy), or by another meanwhile.
+	// Either way it is gone, as asked.
+	held := false
+	if st := s.FSM.ACL(); st != nil {
+		_, held = st.Policies[c.Name]
+	}
+	err := s.Forwarder.ACL(ctx, c)
+	if c.Action == acl.ActPolicyDelete && held && errors.Is(err, acl.ErrUnknownPolicy) {
+		err = nil
+	}
+	if err != nil {
 		return err
 	}
 	// The leader answered once the change was committed; this replica

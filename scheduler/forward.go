@@ -24,11 +24,11 @@ import (
 //
 // A client retries a call whose reply was lost, so what a retry repeats
 // must be harmless: most calls are idempotent (by attempt id, by job set
-// hash; a trigger by the time it was asked, an ACL change but a policy
-// delete by what it made); a retried Pause, Note, Audit or Backfill may
-// add a second line to the audit trail. Errors wrap the jobs sentinels:
-// ErrNotLeader (ask the leader again), ErrInvalidConfig (the leader
-// refused what was sent: retrying gets the same), ErrUnknownJob,
+// hash; a trigger by the time it was asked, an ACL change by what it
+// made, a policy delete by the policy gone); a retried Pause, Note, Audit
+// or Backfill may add a second line to the audit trail. Errors wrap the
+// jobs sentinels: ErrNotLeader (ask the leader again), ErrInvalidConfig
+// (the leader refused what was sent: retrying gets the same), ErrUnknownJob,
 // ErrNotFound, ErrStaleAttempt, ErrDuplicateRun. Implementations are safe
 // for concurrent use.
 type Forwarder interface {

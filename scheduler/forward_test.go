@@ -272,12 +272,15 @@ func TestScheduler_ForwardSentTwice(t *testing.T) {
 
 	root, _ := newACLToken("root")
 	p := acl.Policy{Name: "a", Rules: []acl.Rule{{Namespace: "team-a", Capabilities: []acl.Capability{acl.CapRead}}}}
+	pb := acl.Policy{Name: "b", Rules: []acl.Rule{{Namespace: "team-b", Capabilities: []acl.Capability{acl.CapRead}}}}
 	tok, secret := newACLToken("ci-a", "a")
 	for _, c := range []acl.Cmd{
 		{Action: acl.ActBootstrap, Token: root},
 		{Action: acl.ActPolicyUpsert, Policy: &p},
+		{Action: acl.ActPolicyUpsert, Policy: &pb},
 		{Action: acl.ActTokenCreate, Token: tok},
 		{Action: acl.ActTokenRevoke, Accessor: tok.Accessor},
+		{Action: acl.ActPolicyDelete, Name: "b"},
 	} {
 		if err := follower.ACL(ctx, c); err != nil {
 			t.Errorf("%s sent twice: %v", c.Action, err)
@@ -292,8 +295,11 @@ func TestScheduler_ForwardSentTwice(t *testing.T) {
 			changes = append(changes, e.Detail)
 		}
 	}
-	if len(changes) != 4 {
-		t.Errorf("the audit trail has %d ACL changes, want 4:\n%s", len(changes), strings.Join(changes, "\n"))
+	if len(changes) != 6 {
+		t.Errorf("the audit trail has %d ACL changes, want 6:\n%s", len(changes), strings.Join(changes, "\n"))
+	}
+	if err := follower.ACL(ctx, acl.Cmd{Action: acl.ActPolicyDelete, Name: "b"}); !errors.Is(err, acl.ErrUnknownPolicy) {
+		t.Errorf("a delete of a policy this node knows is gone: %v, want ErrUnknownPolicy", err)
 	}
 	// A second request to revoke the token is not the first one again.
 	if err := follower.ACL(ctx, acl.Cmd{Action: acl.ActTokenRevoke, Accessor: tok.Accessor, At: base}); !errors.Is(err, acl.ErrAlreadyRevoked) {
