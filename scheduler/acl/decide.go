@@ -126,39 +126,25 @@ func Decide(s *State, c Cmd) (*State, error) {
 	return n, nil
 }
 
-// Repeated reports whether s holds what c itself did: c's token (its
-// accessor and secret hash are random, chosen once by the node that took
-// the request), c's revoke (the token revoked at c's At, the time of that
-// node's clock when it took the request), or c's policy as c wrote it at
-// c's At. Decide refuses all but the last (an upsert applied again
+// Repeated reports whether s shows c applied (Shows) by c itself: c's
+// token (its accessor and secret hash are random, chosen once by the node
+// that took the request), c's revoke (the token revoked at c's At, the
+// time of that node's clock when it took the request), or c's policy as
+// c wrote it at c's At. Decide refuses all but the last (an upsert applied again
 // changes nothing but the audit trail, and a server of log version 10
 // applies it again: so must this one); the leader answers a repeated
 // upsert without proposing it.
 func Repeated(s *State, c Cmd) bool {
-	if s == nil {
+	if s == nil || !Shows(s, c) {
 		return false
 	}
 	switch c.Action {
 	case ActPolicyUpsert:
-		if c.Policy == nil {
-			return false
-		}
-		p, ok := s.Policies[c.Policy.Name]
-		if !ok || c.At.IsZero() || !p.ModifiedAt.Equal(c.At) {
-			return false
-		}
-		q := *c.Policy
-		p.ModifiedAt, q.ModifiedAt = time.Time{}, time.Time{}
-		return reflect.DeepEqual(p, q)
+		return !c.At.IsZero() && s.Policies[c.Policy.Name].ModifiedAt.Equal(c.At)
 	case ActBootstrap, ActTokenCreate:
-		if c.Token == nil {
-			return false
-		}
-		t, ok := s.Tokens[c.Token.Accessor]
-		return ok && t.Hash == c.Token.Hash
+		return s.Tokens[c.Token.Accessor].Hash == c.Token.Hash
 	case ActTokenRevoke:
-		t, ok := s.Tokens[c.Accessor]
-		return ok && !c.At.IsZero() && t.RevokedAt.Equal(c.At)
+		return !c.At.IsZero() && s.Tokens[c.Accessor].RevokedAt.Equal(c.At)
 	}
 	return false
 }
