@@ -30,20 +30,9 @@ func FreePorts(n int) ([]int, error) {
 			continue
 		}
 		seen[p] = true
-		ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p))
-		if err != nil {
-			continue
+		if portFree(p) == nil && reserve(p) {
+			out = append(out, p)
 		}
-		pc, err := net.ListenPacket("udp", fmt.Sprintf("127.0.0.1:%d", p))
-		ln.Close()
-		if err != nil {
-			continue
-		}
-		pc.Close()
-		if !reserve(p) {
-			continue
-		}
-		out = append(out, p)
 	}
 	return out, nil
 }
