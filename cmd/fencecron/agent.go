@@ -93,13 +93,13 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	out, sent, err := applyByDigest(ctx, c, source, set)
 	if errors.Is(err, errReadWhole) {
 		// The node lacks a job the cache vouched for: read the file whole.
-		if set, err = set.whole(rest[0]); err != nil {
+		if set, err = set.whole(); err != nil {
 			return err
 		}
 		out, sent, err = applyByDigest(ctx, c, source, set)
 	}
 	if errors.Is(err, errSendWhole) {
-		if set, err = set.whole(rest[0]); err != nil {
+		if set, err = set.whole(); err != nil {
 			return err
 		}
 		out, err = applyWhole(ctx, c, source, set.specs)

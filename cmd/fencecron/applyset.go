@@ -21,13 +21,13 @@ type jobSet struct {
 	parsed  map[string]int  // read through the cache: each parsed job's index in fresh
 	fresh   []jobs.Spec     // read through the cache: the jobs it parsed
 	changed []int           // indexes in fresh of the jobs the cache did not know
-	path    string          // read through the cache: the file, and its items
+	path    string          // read through the cache: the file, its text and items
+	data    []byte
 	items   config.Items
 	saved   func() // waits for the cache to be written
 }
 
-// len is the number of jobs.
-func (s *jobSet) len() int { return len(s.names) }
+func (s *jobSet) len() int { return len(s.names) } // the number of jobs
 
 // specsOf returns the specs of jobs idx (not in idx's order). A set read
 // through the cache parses the items of those it did not parse, and
@@ -59,12 +59,12 @@ func (s *jobSet) specsOf(idx []int) (specs []jobs.Spec, ok bool) {
 }
 
 // whole is the set with every job's spec: s if it was read whole, else
-// the file at path read whole (readJobSet).
-func (s *jobSet) whole(path string) (*jobSet, error) {
-	if s.specs != nil {
+// the text read through the cache, parsed whole.
+func (s *jobSet) whole() (*jobSet, error) {
+	if s.parsed == nil {
 		return s, nil
 	}
-	specs, err := readJobSet(path)
+	specs, _, err := readJobFile(s.path, s.data)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +108,7 @@ func loadJobSet(path string) (*jobSet, error) {
 		ids[i] = applycache.IDOf(items.Item(i))
 	}
 	if set, ok := cachedSet(path, items, ids, c); ok {
+		set.data = data
 		return set, nil
 	}
 	specs, fileOnly, err := readJobFile(path, data)
