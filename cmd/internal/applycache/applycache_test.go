@@ -21,14 +21,20 @@ func items(n int) ([]ID, []Entry) {
 	return ids, entries
 }
 
+// cacheOf is a file, in a cache directory of the test's own, and the IDs
+// and entries of n items.
+func cacheOf(t *testing.T, n int) (file string, ids []ID, entries []Entry) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	ids, entries = items(n)
+	return filepath.Join(t.TempDir(), "jobs.yaml"), ids, entries
+}
+
 // The next apply of a file finds what the last one saved, for the same
 // frame only; a job saved without a name (one whose check reads a file)
 // is not known.
 func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	head, tail := []byte("jobs:\n"), []byte("")
-	file := filepath.Join(t.TempDir(), "jobs.yaml")
-	ids, entries := items(1000)
+	file, ids, entries := cacheOf(t, 1000)
 	entries[7] = Entry{} // not to be kept
 	entries[8].Recheck = true
 	if err := Open(file, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
@@ -66,10 +72,8 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 // A variable the file around the list names is part of what a cache is
 // of: with another value (or unset), the cache is empty.
 func TestCache_OfTheFramesVariables(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	head, tail := []byte("notify:\n  host: ${SMTP_HOST:-}\njobs:\n"), []byte("store:\n  max_body_bytes: ${MAX_BODY}\n")
-	file := filepath.Join(t.TempDir(), "jobs.yaml")
-	ids, entries := items(10)
+	file, ids, entries := cacheOf(t, 10)
 	env := map[string]string{"SMTP_HOST": "127.0.0.1", "MAX_BODY": "1000"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
 	if err := Open(file, head, tail, lookup).Save(ids, entries); err != nil {
@@ -90,10 +94,8 @@ func TestCache_OfTheFramesVariables(t *testing.T) {
 
 // A cache file that is cut short or changed by one byte is no cache.
 func TestCache_DamagedIsEmpty(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	head, tail := []byte("jobs:\n"), []byte("")
-	file := filepath.Join(t.TempDir(), "jobs.yaml")
-	ids, entries := items(100)
+	file, ids, entries := cacheOf(t, 100)
 	c := Open(file, head, tail, os.LookupEnv)
 	if err := c.Save(ids, entries); err != nil {
 		t.Fatal(err)
