@@ -23,11 +23,11 @@ func (s *Scheduler) ACL(ctx context.Context, c acl.Cmd) error {
 	// state does not say who deleted a policy), or by another meanwhile.
 	// Either way it is gone, as asked.
 	held := false
-	if st := s.FSM.ACL(); st != nil {
+	if st := s.FSM.ACL(); st != nil && c.Action == acl.ActPolicyDelete {
 		_, held = st.Policies[c.Name]
 	}
 	err := s.Forwarder.ACL(ctx, c)
-	if c.Action == acl.ActPolicyDelete && held && errors.Is(err, acl.ErrUnknownPolicy) {
+	if held && errors.Is(err, acl.ErrUnknownPolicy) {
 		err = nil
 	}
 	if err != nil {
