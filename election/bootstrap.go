@@ -33,7 +33,7 @@ func (n *Node) bootstrapLoop() {
 					Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.Meta.RaftAddr),
 				})
 			}
-			if err := n.raft.BootstrapCluster(conf).Error(); err != nil {
+			if err := n.awaitFor(10*time.Second, n.raft.BootstrapCluster(conf)); err != nil {
 				n.log.Warn("bootstrap", "err", err)
 			} else {
 				n.log.Info("bootstrapped the cluster", "servers", len(conf.Servers), "expect", n.cfg.BootstrapExpect)

@@ -344,7 +344,9 @@ func (n *Node) TransferLeadership() error {
 	if n.raft == nil {
 		return errors.New("not a server")
 	}
-	return n.raft.LeadershipTransfer().Error()
+	// Raft ends a transfer that does not finish in an election timeout;
+	// await stops waiting when the node closes.
+	return n.await(context.Background(), n.raft.LeadershipTransfer())
 }
 
 // Leader returns the id and Raft address of the leader this node knows of,
@@ -471,7 +473,7 @@ func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 		return nil, ErrNotLeader
 	}
 	f := n.raft.Apply(cmd, timeoutOf(ctx))
-	if err := f.Error(); err != nil {
+	if err := n.await(ctx, f); err != nil {
 		if errors.Is(err, raft.ErrNotLeader) {
 			return nil, ErrNotLeader
 		}
@@ -486,14 +488,43 @@ func (n *Node) Barrier(ctx context.Context) error {
 	if n.raft == nil {
 		return ErrNotLeader
 	}
-	return n.raft.Barrier(timeoutOf(ctx)).Error()
+	return n.await(ctx, n.raft.Barrier(timeoutOf(ctx)))
 }
 
+// timeoutOf is how long raft may take to accept a request (its own
+// timeouts bound the queueing only; await bounds the answer).
 func timeoutOf(ctx context.Context) time.Duration {
 	if dl, ok := ctx.Deadline(); ok {
 		return max(time.Until(dl), time.Millisecond)
 	}
 	return 10 * time.Second
+}
+
+// await waits for raft's answer to f until ctx ends or the node closes.
+// Raft does not answer every future it has accepted (hashicorp/raft#498:
+// one taken as the node stops, or whose entry it skips as applied
+// already, is never answered), and a wait on f.Error() alone would then
+// last for ever: a scheduler's leader loop or this node's Close would
+// hang with it. A request given up on may still commit; the error says
+// so. The goroutine that waits for the answer ends with it.
+func (n *Node) await(ctx context.Context, f raft.Future) error {
+	answer := make(chan error, 1)
+	go func() { answer <- f.Error() }()
+	select {
+	case err := <-answer:
+		return err
+	case <-ctx.Done():
+		return fmt.Errorf("no answer from raft (the request may still take effect): %w", context.Cause(ctx))
+	case <-n.done:
+		return ErrClosed
+	}
+}
+
+// awaitFor is await with a bound of d, for the node's own requests.
+func (n *Node) awaitFor(d time.Duration, f raft.Future) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return n.await(ctx, f)
 }
 
 // Voter is one server in the Raft configuration.
@@ -555,18 +586,10 @@ func (n *Node) HandOver(ctx context.Context) (handed bool, err error) {
 	if !n.IsLeader() || !n.hasOtherVoter() {
 		return false, nil // nothing to hand over, or nobody to take it (a single node)
 	}
-	f := n.raft.LeadershipTransfer()
-	done := make(chan error, 1)
-	go func() { done <- f.Error() }()
-	select {
-	case err := <-done:
-		if err != nil {
-			return false, fmt.Errorf("leadership transfer: %w", err)
-		}
-		return true, nil
-	case <-ctx.Done():
-		return false, fmt.Errorf("leadership transfer: %w", ctx.Err())
+	if err := n.await(ctx, n.raft.LeadershipTransfer()); err != nil {
+		return false, fmt.Errorf("leadership transfer: %w", err)
 	}
+	return true, nil
 }
 
 // hasOtherVoter reports whether Raft's configuration has a voter besides
@@ -688,7 +711,7 @@ func (n *Node) RemovePeer(ctx context.Context, id string) error {
 	if m, ok := n.members.get(id); ok && (m.State == "alive" || m.State == "suspect") {
 		return fmt.Errorf("%s (%s in gossip): stop it first, or the leader adds it back: %w", id, m.State, ErrPeerAlive)
 	}
-	if err := n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx)).Error(); err != nil {
+	if err := n.await(ctx, n.raft.RemoveServer(raft.ServerID(id), 0, timeoutOf(ctx))); err != nil {
 		return fmt.Errorf("remove %s: %w", id, err)
 	}
 	n.log.Warn("removed server from the raft configuration on an operator's request", "server", id)

@@ -2,10 +2,12 @@ package election_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -86,7 +88,7 @@ func startNode(t *testing.T, cfg election.Config) *testNode {
 	if err := n.Open(); err != nil {
 		t.Fatalf("open %s: %v", cfg.NodeID, err)
 	}
-	t.Cleanup(func() { n.Close(context.Background()) })
+	t.Cleanup(func() { closeWithin(t, n, time.Minute) })
 	return &testNode{Node: n, fsm: fsm, cfg: cfg}
 }
 
@@ -105,6 +107,35 @@ func startCluster(t *testing.T, n int) []*testNode {
 		}))
 	}
 	return nodes
+}
+
+// apply proposes data on n and waits at most ten seconds for raft's
+// answer, so that an answer that never comes fails the test, naming the
+// step, rather than hanging it.
+func (n *testNode) apply(data string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	_, err := n.Apply(ctx, []byte(data))
+	return err
+}
+
+// closeWithin closes n, and fails the test with the stacks of the
+// goroutines still running if that takes longer than d: a Close that
+// hangs would otherwise hold the package until go test's own timeout.
+func closeWithin(t *testing.T, n *election.Node, d time.Duration) error {
+	t.Helper()
+	closed := make(chan error, 1)
+	go func() { closed <- n.Close(context.Background()) }()
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case err := <-closed:
+		return err
+	case <-timer.C:
+		buf := make([]byte, 4<<20)
+		t.Errorf("close %s: not done after %s; goroutines:\n%s", n.ID(), d, buf[:runtime.Stack(buf, true)])
+		return fmt.Errorf("close %s: not done after %s", n.ID(), d)
+	}
 }
 
 func eventually(t *testing.T, d time.Duration, what string, cond func() error) {
@@ -171,9 +202,8 @@ func TestNode_BootstrapExpectElectsOneLeaderAndReplicates(t *testing.T) {
 	if got, want := strings.Join(voterIDs(t, leader), ","), "s1,s2,s3"; got != want {
 		t.Errorf("voters = %s, want %s", got, want)
 	}
-	ctx := context.Background()
 	for i := range 3 {
-		if _, err := leader.Apply(ctx, []byte(fmt.Sprintf("e%d", i))); err != nil {
+		if err := leader.apply(fmt.Sprintf("e%d", i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -189,7 +219,7 @@ func TestNode_BootstrapExpectElectsOneLeaderAndReplicates(t *testing.T) {
 		if n == leader {
 			continue
 		}
-		if _, err := n.Apply(ctx, []byte("x")); err != election.ErrNotLeader {
+		if err := n.apply("x"); !errors.Is(err, election.ErrNotLeader) {
 			t.Errorf("apply on follower %s: err = %v, want ErrNotLeader", n.ID(), err)
 		}
 	}
@@ -213,7 +243,7 @@ func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
 	eventually(t, 20*time.Second, "an entry applied after the join", func() error {
 		for _, n := range servers {
 			if n.IsLeader() {
-				_, err := n.Apply(context.Background(), []byte("after-join"))
+				err := n.apply("after-join")
 				return err
 			}
 		}
@@ -267,7 +297,7 @@ func TestNode_ReapsGoneServerButNotBelowExpect(t *testing.T) {
 			followers = append(followers, n)
 		}
 	}
-	followers[0].Close(context.Background())
+	closeWithin(t, followers[0].Node, time.Minute)
 	eventually(t, 20*time.Second, "the stopped server reaped", func() error {
 		if got := voterIDs(t, leader); len(got) != 3 || slices.Contains(got, followers[0].ID()) {
 			return fmt.Errorf("voters %v", got)
@@ -277,7 +307,7 @@ func TestNode_ReapsGoneServerButNotBelowExpect(t *testing.T) {
 	// Stop a second: reaping it would leave fewer voters than
 	// bootstrap_expect, so it stays. Reconcile runs every 500ms in the
 	// fast profile and ReapAfter is 500ms: three seconds is many rounds.
-	followers[1].Close(context.Background())
+	closeWithin(t, followers[1].Node, time.Minute)
 	deadline := time.Now().Add(3 * time.Second)
 	for time.Now().Before(deadline) {
 		if got := voterIDs(t, leader); len(got) != 3 {
@@ -287,7 +317,7 @@ func TestNode_ReapsGoneServerButNotBelowExpect(t *testing.T) {
 	}
 	// The two left still commit, through whichever of them leads now (on
 	// a busy machine leadership may have moved).
-	if _, err := leaderOf(t, []*testNode{leader, followers[2]}).Apply(context.Background(), []byte("still-working")); err != nil {
+	if err := leaderOf(t, []*testNode{leader, followers[2]}).apply("still-working"); err != nil {
 		t.Errorf("apply with 2 of 3 voters alive: %v", err)
 	}
 }
@@ -341,15 +371,14 @@ func TestNode_LeaderOnHungDiskStepsDown(t *testing.T) {
 	t.Cleanup(func() { close(h.release) })
 
 	// The next write on the old leader hangs; it must fail and step down.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if _, err := old.Apply(ctx, []byte("on-hung-disk")); err == nil {
-		t.Fatal("apply on a hung disk succeeded")
+	// Raft passes the store's error on as text.
+	if err := old.apply("on-hung-disk"); err == nil || !strings.Contains(err.Error(), election.ErrLogStoreHung.Error()) {
+		t.Fatalf("apply on a hung disk: err = %v, want one that says %q", err, election.ErrLogStoreHung)
 	}
 	eventually(t, 20*time.Second, "a healthy node leads and commits", func() error {
 		for _, n := range nodes {
 			if n != old && n.IsLeader() {
-				if _, err := n.Apply(context.Background(), []byte("after")); err != nil {
+				if err := n.apply("after"); err != nil {
 					return err
 				}
 				return nil
@@ -379,7 +408,7 @@ func TestNode_CrashedLeaderReplacedBeforeTheHeartbeatTimeout(t *testing.T) {
 	}
 	old := leaderOf(t, nodes)
 	st, _ := old.RaftStats()
-	if err := old.Close(context.Background()); err != nil {
+	if err := closeWithin(t, old.Node, time.Minute); err != nil {
 		t.Fatal(err)
 	}
 	// Raft heard the old leader until Close shut it down, so from here
@@ -393,7 +422,7 @@ func TestNode_CrashedLeaderReplacedBeforeTheHeartbeatTimeout(t *testing.T) {
 	if now, _ := next.RaftStats(); now.Term <= st.Term {
 		t.Errorf("new leader's term %d, not past the old %d", now.Term, st.Term)
 	}
-	if _, err := next.Apply(context.Background(), []byte("after")); err != nil {
+	if err := next.apply("after"); err != nil {
 		t.Errorf("the new leader cannot commit: %v", err)
 	}
 	t.Logf("new leader %s after %s", next.ID(), took.Round(time.Millisecond))

@@ -32,6 +32,10 @@ func (n *Node) reconcileLoop() {
 	}
 }
 
+// configChangeWait bounds the queueing and the commit of a voter change
+// the leader makes on its own.
+const configChangeWait = 5 * time.Second
+
 func (n *Node) reconcile(gone map[string]time.Time) {
 	f := n.raft.GetConfiguration()
 	if err := f.Error(); err != nil {
@@ -63,7 +67,7 @@ func (n *Node) reconcile(gone map[string]time.Time) {
 		} else {
 			n.log.Info("adding server as voter", "server", id, "raft", m.Meta.RaftAddr)
 		}
-		if err := n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(m.Meta.RaftAddr), 0, 5*time.Second).Error(); err != nil {
+		if err := n.awaitFor(configChangeWait, n.raft.AddVoter(raft.ServerID(id), raft.ServerAddress(m.Meta.RaftAddr), 0, configChangeWait)); err != nil {
 			n.log.Warn("add voter", "server", id, "err", err)
 		}
 	}
@@ -90,7 +94,7 @@ func (n *Node) reconcile(gone map[string]time.Time) {
 			continue
 		}
 		n.log.Warn("removing server gone from gossip", "server", id, "gone_for", now.Sub(since).Round(time.Second))
-		if err := n.raft.RemoveServer(raft.ServerID(id), 0, 5*time.Second).Error(); err != nil {
+		if err := n.awaitFor(configChangeWait, n.raft.RemoveServer(raft.ServerID(id), 0, configChangeWait)); err != nil {
 			n.log.Warn("remove server", "server", id, "err", err)
 			continue
 		}

@@ -1,7 +1,6 @@
 package election_test
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net"
@@ -35,7 +34,7 @@ func termOf(t *testing.T, n *testNode) uint64 {
 func TestRaft_ForgedRPCsRefusedAtTheHandshake(t *testing.T) {
 	nodes := startCluster(t, 3)
 	leader := leaderOf(t, nodes)
-	if _, err := leader.Apply(context.Background(), []byte("before")); err != nil {
+	if err := leader.apply("before"); err != nil {
 		t.Fatal(err)
 	}
 	var follower *testNode
@@ -74,7 +73,7 @@ func TestRaft_ForgedRPCsRefusedAtTheHandshake(t *testing.T) {
 	}
 
 	// The cluster goes on as if nothing had been sent.
-	if _, err := leader.Apply(context.Background(), []byte("after")); err != nil {
+	if err := leader.apply("after"); err != nil {
 		t.Fatalf("the leader cannot commit after the attack: %v", err)
 	}
 	for _, n := range nodes {
@@ -150,7 +149,7 @@ func TestNode_SecretRollWithoutOutage(t *testing.T) {
 		eventually(t, 30*time.Second, "commit "+what, func() error {
 			for _, n := range live {
 				if n.IsLeader() {
-					_, err := n.Apply(context.Background(), []byte(what))
+					err := n.apply(what)
 					return err
 				}
 			}
@@ -161,7 +160,7 @@ func TestNode_SecretRollWithoutOutage(t *testing.T) {
 	restart := func(i int, secret, previous []byte) {
 		t.Helper()
 		s := slots[i]
-		s.node.Close(context.Background())
+		closeWithin(t, s.node.Node, time.Minute)
 		var join []string
 		for j, o := range slots {
 			if j != i {
