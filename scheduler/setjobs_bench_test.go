@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
@@ -59,6 +60,19 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			}
 		}
 	})
+	b.Run("check of one change", func(b *testing.B) {
+		// As an apply by digest marks them: every job but one is the
+		// replicated set's, checked when that set was.
+		kept := make([]bool, len(specs))
+		for i := range kept {
+			kept[i] = i != len(specs)/2
+		}
+		for b.Loop() {
+			if _, err := replicated.CheckJobSet(specs, s.JobLimits(), kept); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 	b.Run("hash", func(b *testing.B) {
 		for b.Loop() {
 			jobs.HashSpecs(specs)
@@ -90,6 +104,58 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		for b.Loop() {
 			if upsert, _ := base.Diff(specs, nil); len(upsert) != len(specs) {
 				b.Fatalf("%d jobs to add, want %d", len(upsert), len(specs))
+			}
+		}
+	})
+	b.Run("diff of one change", func(b *testing.B) {
+		f := fsm.NewFSM()
+		if res := f.Apply(rawLog(1, 1, entry)).(fsm.ApplyResult); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		base := f.JobSetBase()
+		next := slices.Clone(base.Jobs)
+		next[len(next)/2].Schedules = []string{"1 2 * * *"}
+		// As an apply by digest marks them: every job but the changed
+		// one is the replicated set's.
+		kept := make([]bool, len(next))
+		for i := range kept {
+			kept[i] = i != len(next)/2
+		}
+		for b.Loop() {
+			if upsert, remove := base.Diff(next, kept); len(upsert) != 1 || len(remove) != 0 {
+				b.Fatalf("%d jobs to add and %d to remove, want 1 and 0", len(upsert), len(remove))
+			}
+		}
+	})
+	b.Run("apply one change", func(b *testing.B) {
+		f := fsm.NewFSM()
+		first, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: specs, Source: "bench", At: t0, Hash: jobs.HashSpecs(specs)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res := f.Apply(rawLog(1, 1, first)).(fsm.ApplyResult); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		// Two sets that differ in one job's schedule, applied in turn.
+		var entries [2][]byte
+		base := f.JobSetBase()
+		for k, sched := range []string{"1 2 * * *", specs[len(specs)/2].Schedules[0]} {
+			changed := specs[len(specs)/2]
+			changed.Schedules = []string{sched}
+			next := slices.Clone(specs)
+			next[len(next)/2] = changed
+			hash := jobs.HashSpecs(next)
+			d := replicated.SetJobsDiffCmd{Base: base.Hash, Upsert: []jobs.Spec{changed}, Hash: hash, Source: "bench", At: t0}
+			if entries[k], err = fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &d}); err != nil {
+				b.Fatal(err)
+			}
+			base.Hash = hash
+		}
+		i := uint64(1)
+		for b.Loop() {
+			i++
+			if res := f.Apply(rawLog(1, i, entries[i%2])).(fsm.ApplyResult); res.Err != nil {
+				b.Fatal(res.Err)
 			}
 		}
 	})

@@ -164,6 +164,17 @@ func (f *FSM) JobSetBase() JobSetBase {
 // next[i]; nil marks none) that b holds is taken as b holds it, uncompared.
 // It runs outside the FSM's lock: Apply does not wait on 100,000 of them.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
+	if samePlaces(b.Jobs, next) {
+		// The set edited in place, the common case: each job is compared
+		// with the one at its position, and none is removed. Two maps of
+		// 100,000 names cost more than the rest of the comparison.
+		for k := range next {
+			if (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[k], next[k]) {
+				upsert = append(upsert, next[k])
+			}
+		}
+		return upsert, nil
+	}
 	seen := make(map[string]bool, len(next))
 	upsert = make([]jobs.Spec, 0, max(len(next)-len(b.Jobs), 0)) // a first set is not grown by copies
 	for k, s := range next {
@@ -179,4 +190,19 @@ func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec
 		}
 	}
 	return upsert, slices.Clip(remove)
+}
+
+// samePlaces reports whether next names the jobs of cur at the same
+// positions. The names of a job kept share their bytes with cur's, which
+// makes each comparison a pointer's.
+func samePlaces(cur, next []jobs.Spec) bool {
+	if len(cur) != len(next) || len(cur) == 0 {
+		return false
+	}
+	for k := range cur {
+		if cur[k].Name != next[k].Name {
+			return false
+		}
+	}
+	return true
 }

@@ -220,3 +220,37 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 		t.Errorf("after b removed and d added: %v", f.idx.byName)
 	}
 }
+
+// Diff answers the same for a set edited in place (compared position by
+// position) as for the same jobs in another order (compared by name).
+func TestJobSetBase_DiffInPlaceOrReordered(t *testing.T) {
+	f := NewFSM()
+	first := []jobs.Spec{everyMinute("c", "true"), everyMinute("a", "true"), everyMinute("b", "true")}
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
+	b := f.JobSetBase()
+	changed := everyMinute("a", "false")
+	names := func(specs []jobs.Spec) (out []string) {
+		for _, s := range specs {
+			out = append(out, s.Name)
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		what      string
+		next      []jobs.Spec
+		unchanged []bool
+		upsert    []string
+	}{
+		{"in place", []jobs.Spec{first[0], changed, first[2]}, nil, []string{"a"}},
+		{"reordered", []jobs.Spec{first[2], first[0], changed}, nil, []string{"a"}},
+		{"in place, marked", []jobs.Spec{first[0], changed, first[2]}, []bool{true, false, true}, []string{"a"}},
+		{"in place, the change marked unchanged", []jobs.Spec{first[0], changed, first[2]}, []bool{true, true, true}, nil},
+		{"reordered, the change marked unchanged", []jobs.Spec{first[2], first[0], changed}, []bool{true, true, true}, nil},
+		{"as it is", slices.Clone(first), nil, nil},
+	} {
+		upsert, remove := b.Diff(tc.next, tc.unchanged)
+		if !slices.Equal(names(upsert), tc.upsert) || len(remove) != 0 {
+			t.Errorf("%s: upsert %v, remove %v; want upsert %v, none removed", tc.what, names(upsert), remove, tc.upsert)
+		}
+	}
+}
