@@ -1,6 +1,8 @@
 package election
 
 import (
+	"context"
+	"errors"
 	"sort"
 	"time"
 
@@ -33,9 +35,21 @@ func (n *Node) bootstrapLoop() {
 					Suffrage: raft.Voter, ID: raft.ServerID(m.Name), Address: raft.ServerAddress(m.Meta.RaftAddr),
 				})
 			}
-			if err := n.awaitFor(10*time.Second, n.raft.BootstrapCluster(conf)); err != nil {
+			err := n.awaitFor(10*time.Second, n.raft.BootstrapCluster(conf))
+			switch {
+			case errors.Is(err, ErrClosed):
+				return
+			case errors.Is(err, context.DeadlineExceeded):
+				// Not known to have bootstrapped: the next round asks
+				// raft whether it holds a configuration now.
+				n.log.Warn("bootstrap: no answer from raft in time; looking again", "err", err)
+				if !n.waitChange(changed, time.Second) {
+					return
+				}
+				continue
+			case err != nil:
 				n.log.Warn("bootstrap", "err", err)
-			} else {
+			default:
 				n.log.Info("bootstrapped the cluster", "servers", len(conf.Servers), "expect", n.cfg.BootstrapExpect)
 			}
 			n.UpdateMeta(func(m *Meta) { m.HasState = true })
