@@ -466,8 +466,9 @@ func (n *Node) RaftAddr() string {
 func (n *Node) GossipAddr() string { return n.gossipAddr }
 
 // Apply replicates cmd and returns what the FSM's Apply returned for it. It
-// fails with ErrNotLeader on a follower. raft.ErrLeadershipLost means the
-// outcome is unknown: the entry may still commit.
+// fails with ErrNotLeader on a follower. raft.ErrLeadershipLost, ctx's
+// end before raft answered, and ErrClosed mean the outcome is unknown:
+// the entry may still commit.
 func (n *Node) Apply(ctx context.Context, cmd []byte) (any, error) {
 	if n.raft == nil {
 		return nil, ErrNotLeader
@@ -506,7 +507,8 @@ func timeoutOf(ctx context.Context) time.Duration {
 // already, is never answered), and a wait on f.Error() alone would then
 // last for ever: a scheduler's leader loop or this node's Close would
 // hang with it. A request given up on may still commit; the error says
-// so. The goroutine that waits for the answer ends with it.
+// so. The goroutine that waits for the answer ends when raft answers: if
+// raft never does, it stays, as the caller would have.
 func (n *Node) await(ctx context.Context, f raft.Future) error {
 	answer := make(chan error, 1)
 	go func() { answer <- f.Error() }()

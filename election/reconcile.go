@@ -32,8 +32,8 @@ func (n *Node) reconcileLoop() {
 	}
 }
 
-// configChangeWait bounds the queueing and the commit of a voter change
-// the leader makes on its own.
+// configChangeWait bounds the queueing of a voter change the leader
+// makes on its own, and again the wait for its commit.
 const configChangeWait = 5 * time.Second
 
 func (n *Node) reconcile(gone map[string]time.Time) {
@@ -95,8 +95,11 @@ func (n *Node) reconcile(gone map[string]time.Time) {
 		}
 		n.log.Warn("removing server gone from gossip", "server", id, "gone_for", now.Sub(since).Round(time.Second))
 		if err := n.awaitFor(configChangeWait, n.raft.RemoveServer(raft.ServerID(id), 0, configChangeWait)); err != nil {
+			// The removal may yet commit: counted as not done, the
+			// next gone voter could take the count below the floor. The
+			// next round reads the configuration again.
 			n.log.Warn("remove server", "server", id, "err", err)
-			continue
+			return
 		}
 		delete(gone, id)
 		if s.Suffrage == raft.Voter {

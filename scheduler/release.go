@@ -42,6 +42,10 @@ type StoreFloor struct {
 // call, with room for the release's own entry.
 const floorRetryWindow = 4 * time.Second
 
+// releaseWait bounds the wait for a release's entry to commit, within
+// the 10 s a follower gives a forwarded call, with floorRetryWindow.
+const releaseWait = 5 * time.Second
+
 // Release ends an attempt's lease now, on the leader (see
 // Forwarder.Release).
 func (s *Scheduler) Release(ctx context.Context, attempt, reason, asker string) (Released, error) {
@@ -64,7 +68,12 @@ func (l local) Release(ctx context.Context, attempt, reason, asker string) (Rele
 	if t == nil {
 		return Released{}, fmt.Errorf("release %s: %w", attempt, jobs.ErrNotLeader)
 	}
-	res, err := t.proposeWith(ctx, replicated.Command{Op: replicated.OpRelease, Release: &replicated.ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
+	// The release is waited for even if the asker goes away: once it
+	// commits, only its answer says the floor is to be raised, and an
+	// asker's timeout must not leave a released token good at the store.
+	pctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), releaseWait)
+	defer cancel()
+	res, err := t.proposeWith(pctx, replicated.Command{Op: replicated.OpRelease, Release: &replicated.ReleaseCmd{Attempt: attempt, Reason: reason, Asker: asker, At: l.s.now()}})
 	a, found := attemptIn(res.Run, attempt)
 	out := Released{Run: res.Run}
 	switch {

@@ -129,3 +129,46 @@ func TestScheduler_ReleaseRaisesTheStoreFloor(t *testing.T) {
 		t.Errorf("release of a succeeded attempt: err %v, want ErrStaleAttempt", err)
 	}
 }
+
+// lateRaft applies every entry but answers as election.Node does when
+// the caller's context ended first: with that context's error, whatever
+// became of the entry.
+type lateRaft struct{ *fakeRaft }
+
+func (r lateRaft) Apply(ctx context.Context, cmd []byte) (any, error) {
+	res, err := r.fakeRaft.Apply(ctx, cmd)
+	if ctx.Err() != nil {
+		return nil, ctx.Err()
+	}
+	return res, err
+}
+
+// An asker that goes away while its release commits (a client's timeout)
+// does not leave the released token good at the store: the leader waits
+// for the release's answer and raises the floor all the same.
+func TestScheduler_ReleaseOutlivesItsAsker(t *testing.T) {
+	l, _ := newTestLeader(t, spec("report", jobs.MisfireLatest, jobs.OverlapAllow))
+	l.s.term.Store(l)
+	l.s.Raft = lateRaft{l.s.Raft.(*fakeRaft)}
+	bs := bolt.New(filepath.Join(t.TempDir(), "store.db"))
+	if err := bs.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer bs.Close()
+	l.s.Store = bs
+	res, err := l.s.applyLocalCmd(t.Context(), grant("report", base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := res.Run.Latest()
+	gone, cancel := context.WithCancel(t.Context())
+	cancel()
+	rel, err := l.s.Release(gone, a.ID, "wedged", "loopback 127.0.0.1")
+	if err != nil || !rel.Floor.Raised || rel.Floor.Token != a.Token {
+		t.Fatalf("release by an asker gone: %+v, %v; want the floor of report raised to %s", rel.Floor, err, a.Token)
+	}
+	out, err := bs.Publish(t.Context(), fencedstore.PublishRequest{Key: "report/out", Token: a.Token, Attempt: a.ID, Job: "report", Body: []byte("x")})
+	if out.Outcome != fencedstore.StaleOwner {
+		t.Errorf("the released token at the store: %+v, %v; want stale_owner", out, err)
+	}
+}

@@ -46,8 +46,9 @@ type Raft interface {
 	// LeadershipChanged is signalled when leadership may have changed.
 	LeadershipChanged() <-chan struct{}
 	// Apply replicates cmd and returns the FSM's response. It fails on a
-	// follower; an ErrLeadershipLost-style error leaves the outcome
-	// unknown.
+	// follower; an ErrLeadershipLost-style error, or ctx's end before the
+	// answer, leaves the outcome unknown: a caller that must know waits
+	// on a context its asker cannot cancel (Release).
 	Apply(ctx context.Context, cmd []byte) (any, error)
 	Barrier(ctx context.Context) error
 	// Members lists the nodes gossip knows, to choose workers from.

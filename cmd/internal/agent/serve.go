@@ -2,6 +2,7 @@ package agent
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -93,6 +94,10 @@ func (n *node) reload(ctx context.Context) {
 	actx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	hash, err := n.sched.SetJobs(actx, specs, source, nil)
+	if errors.Is(err, context.DeadlineExceeded) {
+		n.log.Error("SIGHUP: no answer within 30s; the config may still be applied: see the job set's hash in fencecron status", "err", err)
+		return
+	}
 	if err != nil {
 		n.log.Error("SIGHUP: config not applied; nothing changed", "err", err)
 		return
