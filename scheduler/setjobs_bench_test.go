@@ -107,6 +107,27 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			}
 		}
 	})
+	b.Run("diff over a few jobs", func(b *testing.B) {
+		// As `fencecron dev`, holding its demo jobs, takes a first file.
+		f := fsm.NewFSM()
+		few := scaleSpecs(3)
+		for i := range few {
+			few[i].Name = fmt.Sprintf("demo-%d", i)
+		}
+		e, err := fsm.EncodeEntry(replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: few, Source: "bench", At: t0, Hash: jobs.HashSpecs(few)}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if res := f.Apply(rawLog(1, 1, e)).(fsm.ApplyResult); res.Err != nil {
+			b.Fatal(res.Err)
+		}
+		base := f.JobSetBase()
+		for b.Loop() {
+			if upsert, remove := base.Diff(specs, nil); len(upsert) != len(specs) || len(remove) != len(few) {
+				b.Fatalf("%d jobs to add and %d to remove, want %d and %d", len(upsert), len(remove), len(specs), len(few))
+			}
+		}
+	})
 	b.Run("diff of one change", func(b *testing.B) {
 		f := fsm.NewFSM()
 		if res := f.Apply(rawLog(1, 1, entry)).(fsm.ApplyResult); res.Err != nil {

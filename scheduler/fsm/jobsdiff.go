@@ -182,11 +182,6 @@ func (f *FSM) JobSetBase() JobSetBase {
 // upsert may share next's array.
 // It runs outside the FSM's lock: Apply does not wait on 100,000 of them.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
-	if len(b.Jobs) == 0 {
-		// A first set: every job is new. upsert is next itself, whose
-		// 100,000 names a map would only have confirmed as new.
-		return slices.Clip(next), nil
-	}
 	if samePlaces(b.Jobs, next) {
 		// The set edited in place, the common case: each job is compared
 		// with the one at its position, and none is removed. Two maps of
@@ -198,17 +193,32 @@ func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec
 		}
 		return upsert, nil
 	}
-	seen := make(map[string]bool, len(next))
-	upsert = make([]jobs.Spec, 0, max(len(next)-len(b.Jobs), 0)) // a first set is not grown by copies
+	// kept[i]: next names b's i-th job (next's names are each its own),
+	// found through b's index rather than a map of next's names.
+	kept := make([]bool, len(b.Jobs))
+	// While every job so far is to be sent, upsert is next's first ones:
+	// a set of new jobs (a first file) is not copied.
+	prefix := true
 	for k, s := range next {
-		seen[s.Name] = true
 		i, had := b.byName[s.Name]
-		if !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[i], s) {
+		if had {
+			kept[i] = true
+		}
+		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[i], s)
+		switch {
+		case prefix && changed:
+		case prefix:
+			prefix = false
+			upsert = append(make([]jobs.Spec, 0, max(k, len(next)-len(b.Jobs))), next[:k]...)
+		case changed:
 			upsert = append(upsert, s)
 		}
 	}
-	for _, s := range b.Jobs {
-		if !seen[s.Name] {
+	if prefix {
+		upsert = slices.Clip(next)
+	}
+	for i, s := range b.Jobs {
+		if !kept[i] {
 			remove = append(remove, s.Name)
 		}
 	}
