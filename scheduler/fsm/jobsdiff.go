@@ -3,12 +3,12 @@ package fsm
 import (
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm/setdiff"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -176,66 +176,9 @@ func (f *FSM) JobSetBase() JobSetBase {
 }
 
 // Diff returns the difference that makes b into next (normalized, as the
-// leader checked it): the jobs of next that are new or differ, and the
-// names of those next lacks. A job unchanged marks (unchanged[i] for
-// next[i]; nil marks none) that b holds is taken as b holds it, uncompared.
-// upsert may share next's array.
-// It runs outside the FSM's lock: Apply does not wait on 100,000 of them.
+// leader checked it): setdiff.Of, against b's jobs and its index of their
+// names. It runs outside the FSM's lock: Apply does not wait on 100,000
+// of them.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
-	if samePlaces(b.Jobs, next) {
-		// The set edited in place, the common case: each job is compared
-		// with the one at its position, and none is removed. Two maps of
-		// 100,000 names cost more than the rest of the comparison.
-		for k := range next {
-			if (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[k], next[k]) {
-				upsert = append(upsert, next[k])
-			}
-		}
-		return upsert, nil
-	}
-	// kept[i]: next names b's i-th job (next's names are each its own),
-	// found through b's index rather than a map of next's names.
-	kept := make([]bool, len(b.Jobs))
-	// While every job so far is to be sent, upsert is next's first ones:
-	// a set of new jobs (a first file) is not copied.
-	prefix := true
-	for k, s := range next {
-		i, had := b.byName[s.Name]
-		if had {
-			kept[i] = true
-		}
-		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(b.Jobs[i], s)
-		switch {
-		case prefix && changed:
-		case prefix:
-			prefix = false
-			upsert = append(make([]jobs.Spec, 0, max(k, len(next)-len(b.Jobs))), next[:k]...)
-		case changed:
-			upsert = append(upsert, s)
-		}
-	}
-	if prefix {
-		upsert = slices.Clip(next)
-	}
-	for i, s := range b.Jobs {
-		if !kept[i] {
-			remove = append(remove, s.Name)
-		}
-	}
-	return upsert, slices.Clip(remove)
-}
-
-// samePlaces reports whether next names the jobs of cur at the same
-// positions. The names of a job kept share their bytes with cur's, which
-// makes each comparison a pointer's.
-func samePlaces(cur, next []jobs.Spec) bool {
-	if len(cur) != len(next) || len(cur) == 0 {
-		return false
-	}
-	for k := range cur {
-		if cur[k].Name != next[k].Name {
-			return false
-		}
-	}
-	return true
+	return setdiff.Of(b.Jobs, b.byName, next, unchanged)
 }
