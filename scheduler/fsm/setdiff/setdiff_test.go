@@ -14,9 +14,10 @@ func TestOf_InPlaceOrReordered(t *testing.T) {
 	first := []jobs.Spec{everyMinute("c", "true"), everyMinute("a", "true"), everyMinute("b", "true")}
 	at := map[string]int{"c": 0, "a": 1, "b": 2}
 	changed := everyMinute("a", "false")
+	// A job as name=shell: the job sent must be next's, not cur's.
 	names := func(specs []jobs.Spec) (out []string) {
 		for _, s := range specs {
-			out = append(out, s.Name)
+			out = append(out, s.Name+"="+s.Shell)
 		}
 		return out
 	}
@@ -27,20 +28,29 @@ func TestOf_InPlaceOrReordered(t *testing.T) {
 		upsert    []string
 		remove    []string
 	}{
-		{"in place", []jobs.Spec{first[0], changed, first[2]}, nil, []string{"a"}, nil},
-		{"reordered", []jobs.Spec{first[2], first[0], changed}, nil, []string{"a"}, nil},
-		{"in place, marked", []jobs.Spec{first[0], changed, first[2]}, []bool{true, false, true}, []string{"a"}, nil},
+		{"in place", []jobs.Spec{first[0], changed, first[2]}, nil, []string{"a=false"}, nil},
+		{"reordered", []jobs.Spec{first[2], first[0], changed}, nil, []string{"a=false"}, nil},
+		{"in place, marked", []jobs.Spec{first[0], changed, first[2]}, []bool{true, false, true}, []string{"a=false"}, nil},
 		{"in place, the change marked unchanged", []jobs.Spec{first[0], changed, first[2]}, []bool{true, true, true}, nil, nil},
 		{"reordered, the change marked unchanged", []jobs.Spec{first[2], first[0], changed}, []bool{true, true, true}, nil, nil},
 		{"as it is", slices.Clone(first), nil, nil, nil},
-		{"the change first, then the others reordered", []jobs.Spec{changed, first[0], first[2]}, nil, []string{"a"}, nil},
-		{"new jobs first, then one kept", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true"), first[0]}, nil, []string{"d", "e"}, []string{"a", "b"}},
-		{"only new jobs", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true")}, nil, []string{"d", "e"}, []string{"c", "a", "b"}},
+		{"the change first, then the others reordered", []jobs.Spec{changed, first[0], first[2]}, nil, []string{"a=false"}, nil},
+		{"new jobs first, then one kept", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true"), first[0]}, nil, []string{"d=true", "e=true"}, []string{"a", "b"}},
+		{"only new jobs", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true")}, nil, []string{"d=true", "e=true"}, []string{"c", "a", "b"}},
+		{"a new job marked unchanged is sent all the same", []jobs.Spec{first[0], first[1], first[2], everyMinute("d", "true")}, []bool{true, true, true, true}, []string{"d=true"}, nil},
+		{"nothing left", []jobs.Spec{}, nil, nil, []string{"c", "a", "b"}},
 	} {
 		upsert, remove := Of(first, at, tc.next, tc.unchanged)
 		if !slices.Equal(names(upsert), tc.upsert) || !slices.Equal(remove, tc.remove) {
 			t.Errorf("%s: upsert %v, remove %v; want upsert %v, remove %v", tc.what, names(upsert), remove, tc.upsert, tc.remove)
 		}
+	}
+	// A first set is sent as it is, and an append to what Of returns
+	// cannot write into next.
+	next := []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true")}
+	upsert, remove := Of(nil, nil, next[:2:2], nil)
+	if !slices.Equal(names(upsert), []string{"d=true", "e=true"}) || remove != nil || cap(upsert) != len(upsert) {
+		t.Errorf("a first set: upsert %v (cap %d), remove %v; want both jobs, nothing removed, no room to append", names(upsert), cap(upsert), remove)
 	}
 }
 
