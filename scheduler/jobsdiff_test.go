@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 )
 
@@ -26,7 +27,7 @@ func TestSetJobs_OneChangeAmong100kIsOneSmallEntry(t *testing.T) {
 	r.mu.Lock()
 	entries := len(r.sizes)
 	r.mu.Unlock()
-	specs := scaleSpecs(100_000)
+	specs := jobstest.Daily(100_000)
 	if _, err := l.s.SetJobs(t.Context(), specs, "scale", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +76,7 @@ func TestSetJobs_LargeSetTravelsInParts(t *testing.T) {
 	r.mu.Lock()
 	entries := len(r.sizes)
 	r.mu.Unlock()
-	specs := scaleSpecs(4_000) // about 1.2 MB
+	specs := jobstest.Daily(4_000) // about 1.2 MB
 	if _, err := l.s.SetJobs(t.Context(), specs, "scale", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestSetJobs_ConcurrentLargeApplies(t *testing.T) {
 func TestSetJobsKnown(t *testing.T) {
 	l, sm := newTestLeader(t)
 	r := l.s.Raft.(*fakeRaft)
-	specs := scaleSpecs(100)
+	specs := jobstest.Daily(100)
 	specs[1].After, specs[1].Schedules = []string{specs[0].Name}, nil
 	if _, err := l.s.SetJobs(t.Context(), specs, "first", nil); err != nil {
 		t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 )
 
 // After the job set changes, the firing queue keeps the entry of each job
@@ -80,7 +81,7 @@ func TestLeader_RefreshQueueKeepsWhatDidNotChange(t *testing.T) {
 // anew (its parsed schedules kept from the build before), or bring the
 // queue of the set before up to date.
 func BenchmarkLeader_QueueAfterOneChange(b *testing.B) {
-	specs := scaleSpecs(100_000)
+	specs := jobstest.Daily(100_000)
 	l, _ := newTestLeader(b, specs...)
 	q := l.buildQueue() // of the set before the change
 	specs[500].Schedules = []string{"*/5 * * * *"}

@@ -8,27 +8,17 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
-
-// scaleSpecs is a set of n jobs as `fencecron apply` sends the file
-// fencebench scale writes: normalized, daily at spread minutes.
-func scaleSpecs(n int) []jobs.Spec {
-	specs := make([]jobs.Spec, n)
-	for i := range specs {
-		specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
-		specs[i].Normalize()
-	}
-	return specs
-}
 
 // BenchmarkSetJobs_100k is what a node does with PUT /api/v1/jobset of
 // 100,000 jobs, step by step: decode the request, check the set, hash it,
 // encode the Raft entry, and apply it to the FSM (which decodes it again,
 // as every replica does).
 func BenchmarkSetJobs_100k(b *testing.B) {
-	specs := scaleSpecs(100_000)
+	specs := jobstest.Daily(100_000)
 	body, err := json.Marshal(map[string]any{"source": "bench", "jobs": specs})
 	if err != nil {
 		b.Fatal(err)
@@ -110,7 +100,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 	b.Run("diff over a few jobs", func(b *testing.B) {
 		// As `fencecron dev`, holding its demo jobs, takes a first file.
 		f := fsm.NewFSM()
-		few := scaleSpecs(3)
+		few := jobstest.Daily(3)
 		for i := range few {
 			few[i].Name = fmt.Sprintf("demo-%d", i)
 		}

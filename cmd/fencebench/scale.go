@@ -23,6 +23,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/localcluster"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
@@ -426,11 +427,7 @@ func measureScale(ctx context.Context, bin, dir string, n int, settle time.Durat
 // measureFSM applies the same set to an FSM in this process, then times
 // a snapshot, a restore, and a grant.
 func measureFSM(r scaleResult, n int) (scaleResult, error) {
-	specs := make([]jobs.Spec, n)
-	for i := range specs {
-		specs[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
-		specs[i].Normalize()
-	}
+	specs := jobstest.Daily(n)
 	f := fsm.NewFSM()
 	index := uint64(1)
 	apply := func(c map[string]any) error {

@@ -1,10 +1,10 @@
 package api
 
 import (
-	"fmt"
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -14,11 +14,7 @@ import (
 // sent whole, the others named by their digests, the set's digests kept
 // from the apply before.
 func BenchmarkDigestCache_ResolveOneChange_100k(b *testing.B) {
-	held := make([]jobs.Spec, 100_000)
-	for i := range held {
-		held[i] = jobs.Spec{Name: fmt.Sprintf("job-%06d", i), Schedules: []string{fmt.Sprintf("%d %d * * *", i%60, (i/60)%24)}, Command: []string{"/bin/true"}}
-		held[i].Normalize()
-	}
+	held := jobstest.Daily(100_000)
 	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: len(held)}, Jobs: held}
 	digests := jobs.SpecDigests(held)
 	changed := held[len(held)/2]
