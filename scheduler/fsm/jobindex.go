@@ -43,21 +43,20 @@ func (f *FSM) indexJobs(sameNames bool) {
 	// from a snapshot lists followers in the new order.
 	f.deps = nil
 	ix := &f.idx
-	if !sameNames {
-		ix.byName, ix.sorted = make(map[string]int, len(f.st.Jobs)), make([]int, len(f.st.Jobs))
-	}
 	ix.specPaused = 0
-	for i, s := range f.st.Jobs {
-		if !sameNames {
-			ix.byName[s.Name], ix.sorted[i] = i, i
-		}
-		if s.Paused {
+	for i := range f.st.Jobs {
+		if f.st.Jobs[i].Paused {
 			ix.specPaused++
 		}
 	}
-	if !sameNames {
-		slices.SortFunc(ix.sorted, func(a, b int) int { return strings.Compare(f.st.Jobs[a].Name, f.st.Jobs[b].Name) })
+	if sameNames {
+		return
 	}
+	ix.byName, ix.sorted = make(map[string]int, len(f.st.Jobs)), make([]int, len(f.st.Jobs))
+	for i := range f.st.Jobs {
+		ix.byName[f.st.Jobs[i].Name], ix.sorted[i] = i, i
+	}
+	slices.SortFunc(ix.sorted, func(a, b int) int { return strings.Compare(f.st.Jobs[a].Name, f.st.Jobs[b].Name) })
 }
 
 // indexRuns rebuilds the run half of the index from st.Order. A job with
