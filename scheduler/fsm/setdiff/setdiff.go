@@ -18,36 +18,31 @@ import (
 // uncompared. next's names are each its own (the leader checked it).
 // upsert may share next's array.
 func Of(cur []jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
-	if samePlaces(cur, next) {
-		// The set edited in place, the common case: each job is compared
-		// with the one at its position, and none is removed. Two maps of
-		// 100,000 names cost more than the rest of the comparison.
-		for k := range next {
-			if (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(cur[k], next[k]) {
-				upsert = append(upsert, next[k])
-			}
-		}
-		return upsert, nil
-	}
-	// kept[i]: next names cur's i-th job, found through at rather than a
-	// map of next's names.
+	// kept[i]: next names cur's i-th job. A job is looked for at its own
+	// position first (a set edited in place, the common case, where the
+	// names of jobs kept share their bytes with cur's), then through at:
+	// no map of next's names is built.
 	kept := make([]bool, len(cur))
 	// While every job so far is to be sent, upsert is next's first ones:
 	// a set of new jobs (a first file) is not copied.
 	prefix := true
-	for k, s := range next {
-		i, had := at[s.Name]
+	for k := range next {
+		s := &next[k]
+		i, had := k, k < len(cur) && cur[k].Name == s.Name
+		if !had {
+			i, had = at[s.Name]
+		}
 		if had {
 			kept[i] = true
 		}
-		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(cur[i], s)
+		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(&cur[i], s)
 		switch {
 		case prefix && changed:
 		case prefix:
 			prefix = false
 			upsert = append(make([]jobs.Spec, 0, max(k, len(next)-len(cur))), next[:k]...)
 		case changed:
-			upsert = append(upsert, s)
+			upsert = append(upsert, *s)
 		}
 	}
 	if prefix {
@@ -59,19 +54,4 @@ func Of(cur []jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool) 
 		}
 	}
 	return upsert, slices.Clip(remove)
-}
-
-// samePlaces reports whether next names the jobs of cur at the same
-// positions. The names of a job kept share their bytes with cur's, which
-// makes each comparison a pointer's.
-func samePlaces(cur, next []jobs.Spec) bool {
-	if len(cur) != len(next) || len(cur) == 0 {
-		return false
-	}
-	for k := range cur {
-		if cur[k].Name != next[k].Name {
-			return false
-		}
-	}
-	return true
 }
