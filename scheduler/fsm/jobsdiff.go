@@ -49,9 +49,8 @@ var ErrJobsDiffBase = errors.New("the job set changed since the difference was c
 // DecideJobsDiff returns the job set that difference d makes of cur (of
 // hash curHash, each job's position in byName), or an error: d is
 // against another set (ErrJobsDiffBase), removes a job the set does not
-// have, or names a job twice. cur is not changed; the set returned may
-// share d.Upsert's array, which no one may write to then. It is pure, so
-// every replica decides the same.
+// have, or names a job twice. cur is not changed. It is pure, so every
+// replica decides the same.
 func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *replicated.SetJobsDiffCmd) ([]jobs.Spec, error) {
 	if d.Base != curHash {
 		return nil, fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, curHash, ErrJobsDiffBase)
@@ -74,12 +73,6 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 		if i, ok := byName[s.Name]; ok {
 			replace[i] = k
 		}
-	}
-	if len(cur) == 0 && cap(d.Upsert) <= len(d.Upsert)+len(d.Upsert)/4 {
-		// A first set is the jobs added, as they came: neither the entry
-		// nor the stage that holds them changes them afterwards. (A
-		// stage with much room to spare is copied, not kept whole.)
-		return slices.Clip(d.Upsert), nil
 	}
 	// A new slice (a snapshot may hold the old one): the set, then the
 	// jobs added.
