@@ -13,6 +13,17 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
+// keptButMiddle marks n jobs as an apply by digest of one change marks
+// them: every job but the middle one, the changed one, is the replicated
+// set's, checked when that set was.
+func keptButMiddle(n int) []bool {
+	kept := make([]bool, n)
+	for i := range kept {
+		kept[i] = i != n/2
+	}
+	return kept
+}
+
 // BenchmarkSetJobs_100k is what a node does with PUT /api/v1/jobset of
 // 100,000 jobs, step by step: decode the request, check the set, hash it,
 // encode the Raft entry, and apply it to the FSM (which decodes it again,
@@ -51,12 +62,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		}
 	})
 	b.Run("check of one change", func(b *testing.B) {
-		// As an apply by digest marks them: every job but one is the
-		// replicated set's, checked when that set was.
-		kept := make([]bool, len(specs))
-		for i := range kept {
-			kept[i] = i != len(specs)/2
-		}
+		kept := keptButMiddle(len(specs))
 		for b.Loop() {
 			if _, err := replicated.CheckJobSet(specs, s.JobLimits(), kept); err != nil {
 				b.Fatal(err)
@@ -126,12 +132,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		base := f.JobSetBase()
 		next := slices.Clone(base.Jobs)
 		next[len(next)/2].Schedules = []string{"1 2 * * *"}
-		// As an apply by digest marks them: every job but the changed
-		// one is the replicated set's.
-		kept := make([]bool, len(next))
-		for i := range kept {
-			kept[i] = i != len(next)/2
-		}
+		kept := keptButMiddle(len(next))
 		for b.Loop() {
 			if upsert, remove := base.Diff(next, kept); len(upsert) != 1 || len(remove) != 0 {
 				b.Fatalf("%d jobs to add and %d to remove, want 1 and 0", len(upsert), len(remove))
