@@ -243,8 +243,7 @@ func TestNode_LateServerBecomesVoterWorkerNever(t *testing.T) {
 	eventually(t, 20*time.Second, "an entry applied after the join", func() error {
 		for _, n := range servers {
 			if n.IsLeader() {
-				err := n.apply("after-join")
-				return err
+				return n.apply("after-join")
 			}
 		}
 		return fmt.Errorf("no leader")

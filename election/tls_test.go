@@ -149,8 +149,7 @@ func TestNode_SecretRollWithoutOutage(t *testing.T) {
 		eventually(t, 30*time.Second, "commit "+what, func() error {
 			for _, n := range live {
 				if n.IsLeader() {
-					err := n.apply(what)
-					return err
+					return n.apply(what)
 				}
 			}
 			return fmt.Errorf("no leader")
