@@ -18,3 +18,11 @@ func Daily(n int) []jobs.Spec {
 	}
 	return specs
 }
+
+// EveryMinute is a normalized job named name that runs shell every
+// minute.
+func EveryMinute(name, shell string) jobs.Spec {
+	s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
+	s.Normalize()
+	return s
+}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -57,9 +58,9 @@ func TestDecideJobsDiff(t *testing.T) {
 // gone) it changes nothing.
 func TestFSM_SetJobsDiff(t *testing.T) {
 	f := NewFSM()
-	first := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
+	first := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true"), jobstest.EveryMinute("c", "true")}
 	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
-	next := []jobs.Spec{everyMinute("c", "true"), everyMinute("b", "false"), everyMinute("d", "true")}
+	next := []jobs.Spec{jobstest.EveryMinute("c", "true"), jobstest.EveryMinute("b", "false"), jobstest.EveryMinute("d", "true")}
 	b := f.JobSetBase()
 	base := b.Hash
 	upsert, remove := b.Diff(next, nil)
@@ -89,7 +90,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 // unfinished.
 func TestFSM_SetJobsDiffInParts(t *testing.T) {
 	f := NewFSM()
-	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
+	set := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true"), jobstest.EveryMinute("c", "true")}
 	hash := jobs.HashSpecs(set)
 	part := func(hash string, i int, specs ...jobs.Spec) replicated.Command {
 		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Base: "", Upsert: specs, Hash: hash, Source: "test", Part: i, Parts: 3}}
@@ -103,7 +104,7 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 		}
 	}
 	// A stage of another difference, left unfinished.
-	apply(part("other", 0, everyMinute("x", "true")))
+	apply(part("other", 0, jobstest.EveryMinute("x", "true")))
 	apply(part(hash, 2, set[2]))
 	apply(part(hash, 0, set[0]))
 	apply(part(hash, 2, set[2]))
@@ -126,7 +127,7 @@ func TestFSM_SetJobsDiffInParts(t *testing.T) {
 // though it appends to the same arrays: a snapshot being written may hold
 // the old value.
 func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
-	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true"), everyMinute("c", "true")}
+	set := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true"), jobstest.EveryMinute("c", "true")}
 	hash := jobs.HashSpecs(set)
 	f := NewFSM()
 	for i := range 2 {
@@ -153,7 +154,7 @@ func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
 // The parts applied so far are in a snapshot: a server that installs it
 // between two parts finishes the difference as the others do.
 func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
-	set := []jobs.Spec{everyMinute("a", "true"), everyMinute("b", "true")}
+	set := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true")}
 	hash := jobs.HashSpecs(set)
 	part := func(i int) replicated.Command {
 		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 2}}
@@ -176,22 +177,15 @@ func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
 	}
 }
 
-// everyMinute is a normalized job that runs shell every minute.
-func everyMinute(name, shell string) jobs.Spec {
-	s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
-	s.Normalize()
-	return s
-}
-
 // A difference that only changes jobs keeps the index of names it had
 // (no sort of the set again) and counts what the specs say again: the
 // index is the one a rebuild from the set makes.
 func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 	f := NewFSM()
-	first := []jobs.Spec{everyMinute("c", "true"), everyMinute("a", "true"), everyMinute("b", "true")}
+	first := []jobs.Spec{jobstest.EveryMinute("c", "true"), jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true")}
 	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
 	byName := f.idx.byName
-	paused := everyMinute("a", "false")
+	paused := jobstest.EveryMinute("a", "false")
 	paused.Paused = true
 	next := []jobs.Spec{first[0], paused, first[2]}
 	b := f.JobSetBase()
@@ -209,7 +203,7 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 		t.Errorf("index kept %+v; rebuilt %+v", kept, f.idx)
 	}
 	// One removed and one added, as many jobs: rebuilt.
-	next2 := []jobs.Spec{first[0], paused, everyMinute("d", "true")}
+	next2 := []jobs.Spec{first[0], paused, jobstest.EveryMinute("d", "true")}
 	b = f.JobSetBase()
 	upsert, remove = b.Diff(next2, nil)
 	d = &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next2), Source: "test"}

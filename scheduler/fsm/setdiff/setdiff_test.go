@@ -5,15 +5,16 @@ import (
 	"testing"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
 )
 
 // Of answers the same for a set edited in place (compared position by
 // position) as for the same jobs in another order (compared by name), and
 // for new jobs wherever they come.
 func TestOf_InPlaceOrReordered(t *testing.T) {
-	first := []jobs.Spec{everyMinute("c", "true"), everyMinute("a", "true"), everyMinute("b", "true")}
+	first := []jobs.Spec{jobstest.EveryMinute("c", "true"), jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true")}
 	at := map[string]int{"c": 0, "a": 1, "b": 2}
-	changed := everyMinute("a", "false")
+	changed := jobstest.EveryMinute("a", "false")
 	// A job as name=shell: the job sent must be next's, not cur's.
 	names := func(specs []jobs.Spec) (out []string) {
 		for _, s := range specs {
@@ -35,9 +36,9 @@ func TestOf_InPlaceOrReordered(t *testing.T) {
 		{"reordered, the change marked unchanged", []jobs.Spec{first[2], first[0], changed}, []bool{true, true, true}, nil, nil},
 		{"as it is", slices.Clone(first), nil, nil, nil},
 		{"the change first, then the others reordered", []jobs.Spec{changed, first[0], first[2]}, nil, []string{"a=false"}, nil},
-		{"new jobs first, then one kept", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true"), first[0]}, nil, []string{"d=true", "e=true"}, []string{"a", "b"}},
-		{"only new jobs", []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true")}, nil, []string{"d=true", "e=true"}, []string{"c", "a", "b"}},
-		{"a new job marked unchanged is sent all the same", []jobs.Spec{first[0], first[1], first[2], everyMinute("d", "true")}, []bool{true, true, true, true}, []string{"d=true"}, nil},
+		{"new jobs first, then one kept", []jobs.Spec{jobstest.EveryMinute("d", "true"), jobstest.EveryMinute("e", "true"), first[0]}, nil, []string{"d=true", "e=true"}, []string{"a", "b"}},
+		{"only new jobs", []jobs.Spec{jobstest.EveryMinute("d", "true"), jobstest.EveryMinute("e", "true")}, nil, []string{"d=true", "e=true"}, []string{"c", "a", "b"}},
+		{"a new job marked unchanged is sent all the same", []jobs.Spec{first[0], first[1], first[2], jobstest.EveryMinute("d", "true")}, []bool{true, true, true, true}, []string{"d=true"}, nil},
 		{"nothing left", []jobs.Spec{}, nil, nil, []string{"c", "a", "b"}},
 	} {
 		upsert, remove := Of(first, at, tc.next, tc.unchanged)
@@ -47,16 +48,9 @@ func TestOf_InPlaceOrReordered(t *testing.T) {
 	}
 	// A first set is sent as it is, and an append to what Of returns
 	// cannot write into next.
-	next := []jobs.Spec{everyMinute("d", "true"), everyMinute("e", "true")}
+	next := []jobs.Spec{jobstest.EveryMinute("d", "true"), jobstest.EveryMinute("e", "true")}
 	upsert, remove := Of(nil, nil, next[:2:2], nil)
 	if !slices.Equal(names(upsert), []string{"d=true", "e=true"}) || remove != nil || cap(upsert) != len(upsert) {
 		t.Errorf("a first set: upsert %v (cap %d), remove %v; want both jobs, nothing removed, no room to append", names(upsert), cap(upsert), remove)
 	}
-}
-
-// everyMinute is a normalized job that runs shell every minute.
-func everyMinute(name, shell string) jobs.Spec {
-	s := jobs.Spec{Name: name, Schedules: []string{"@every 1m"}, Shell: shell}
-	s.Normalize()
-	return s
 }
