@@ -1,7 +1,6 @@
 package scheduler
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
 // keptButMiddle marks n jobs as an apply by digest of one change marks
@@ -30,20 +30,15 @@ func keptButMiddle(n int) []bool {
 // as every replica does).
 func BenchmarkSetJobs_100k(b *testing.B) {
 	specs := jobstest.Daily(100_000)
-	body, err := json.Marshal(map[string]any{"source": "bench", "jobs": specs})
+	// As `fencecron apply` writes it.
+	body, err := json.Marshal(wire.JobSetRequest{Source: "bench", Jobs: specs})
 	if err != nil {
 		b.Fatal(err)
 	}
-	type request struct {
-		Source string      `json:"source"`
-		Jobs   []jobs.Spec `json:"jobs"`
-	}
 	decode := func(b *testing.B) []jobs.Spec {
-		// As the web handler decodes it: allocated once.
-		req := request{Jobs: make([]jobs.Spec, 0, jobs.CountSpecs(body))}
-		dec := json.NewDecoder(bytes.NewReader(body))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		// As the web handler decodes it.
+		req, err := wire.DecodeJobSetRequest(body)
+		if err != nil {
 			b.Fatal(err)
 		}
 		return req.Jobs

@@ -259,10 +259,8 @@ func (s *Server) handleApplyJobSet(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	req := wire.JobSetRequest{Jobs: make([]jobs.Spec, 0, jobs.CountSpecs(body))}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
+	req, err := wire.DecodeJobSetRequest(body)
+	if err != nil {
 		s.Error(w, r, BadRequest("decode job set: %v", err))
 		return
 	}
