@@ -43,8 +43,8 @@ func EncodeEntry(c replicated.Command) ([]byte, error) {
 // decodeEntry reads an entry, or says why this binary cannot: such an
 // entry halts the FSM.
 func decodeEntry(l *raft.Log) (replicated.Command, error) {
-	var c replicated.Command
-	if err := json.Unmarshal(l.Data, &c); err != nil {
+	c, err := replicated.DecodeCommand(l.Data)
+	if err != nil {
 		return c, fmt.Errorf("entry %d cannot be decoded: %v", l.Index, err)
 	}
 	if c.V == 0 {

@@ -1,0 +1,75 @@
+package replicated_test
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/jobstest"
+	"github.com/fencecron/fencecron/scheduler/replicated"
+)
+
+// diffEntry is a set_jobs_diff entry as a leader writes it.
+func diffEntry(t testing.TB, d replicated.SetJobsDiffCmd) string {
+	b, err := json.Marshal(replicated.Command{V: replicated.LogVersion, Op: replicated.OpSetJobsDiff, SetJobsDiff: &d})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+// An entry decodes to what json.Unmarshal decodes it to, whether its
+// specs are read by specjson or not, and fails where json.Unmarshal
+// fails: no replica may read an entry differently for reading it faster.
+func TestDecodeCommand_AsJSONUnmarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	odd := jobstest.OddStrings
+	var entries []string
+	for range 500 {
+		// Mostly what a leader writes (a base in hex, names of jobs),
+		// sometimes anything.
+		plain := []string{"0123abcd", "job-000001", "fencecron apply jobs.yaml from host"}
+		if r.IntN(4) == 0 {
+			plain = odd
+		}
+		d := replicated.SetJobsDiffCmd{Base: plain[r.IntN(len(plain))], Hash: "h", Source: plain[r.IntN(len(plain))], At: time.Unix(r.Int64N(1<<32), 0).UTC(), Part: r.IntN(3), Parts: r.IntN(3)}
+		d.Upsert = make([]jobs.Spec, r.IntN(4))
+		for i := range d.Upsert {
+			jobstest.Fill(r, reflect.ValueOf(&d.Upsert[i]).Elem())
+		}
+		for range r.IntN(3) {
+			d.Remove = append(d.Remove, plain[r.IntN(len(plain))])
+		}
+		entries = append(entries, diffEntry(t, d))
+	}
+	one := diffEntry(t, replicated.SetJobsDiffCmd{Base: "b", Upsert: []jobs.Spec{jobstest.EveryMinute("a", "true")}, Remove: []string{"x"}, Hash: "h", Source: "s"})
+	cut := strings.TrimSuffix(one, "}}")
+	entries = append(entries, one, "", "{}", "null", `{"v":11,"op":"grant"}`, one[:len(one)-1], one+"x",
+		// The last of two keys wins, whatever their case; ſ folds to s.
+		cut+`,"upsert":null}}`, cut+`,"UPSERT":[]}}`, cut+`,"up\u017fert":[]}}`, cut+`,"upſert":[]}}`,
+		cut+`},"set_jobs_diff":{"upsert":null}}`, cut+`},"set_jobs_diff":null}`, cut+`},"op":"grant"}`,
+		strings.Replace(one, `"base":"b"`, `"base":"b\"c"`, 1), strings.Replace(one, `"v":11`, `"v":`, 1),
+		strings.Replace(one, `"retries":0`, `"retries":"0"`, 1), strings.Replace(one, `"remove":["x"]`, `"remove":["upsert"]`, 1))
+	fast := 0
+	for _, e := range entries {
+		var want replicated.Command
+		wantErr := json.Unmarshal([]byte(e), &want)
+		got, err := replicated.DecodeCommand([]byte(e))
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%s:\n error %v, json.Unmarshal's %v", e, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %#v\nwant %#v", e, got, want)
+		}
+		if _, ok := replicated.DecodeSetJobsDiff([]byte(e)); ok {
+			fast++
+		}
+	}
+	if fast < len(entries)/3 {
+		t.Errorf("%d of %d entries read by specjson: the test no longer exercises it", fast, len(entries))
+	}
+}
