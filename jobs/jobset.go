@@ -89,7 +89,7 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 		n := min(window, len(specs)-lo)
 		inParallel(n, func(a, b int) {
 			for k := a; k < b; k++ {
-				encoded[k] = appendSpec(encoded[k][:0], at(lo+k))
+				encoded[k] = AppendSpec(encoded[k][:0], at(lo+k))
 			}
 		})
 		for k := range n {
@@ -254,7 +254,7 @@ func specBytesAtMost(s *Spec) int {
 
 // SpecBytes returns the size of s encoded as JSON, as json.Marshal
 // encodes it: what MaxSpecBytes bounds.
-func SpecBytes(s *Spec) int { return len(appendSpec(nil, s)) }
+func SpecBytes(s *Spec) int { return len(AppendSpec(nil, s)) }
 
 // SpecSizes returns SpecBytes of each spec, encoded on every core: the
 // leader cuts a job set difference of 100,000 jobs into entries by them.
@@ -263,7 +263,7 @@ func SpecSizes(specs []Spec) []int {
 	inParallel(len(specs), func(a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
-			buf = appendSpec(buf[:0], &specs[i])
+			buf = AppendSpec(buf[:0], &specs[i])
 			sizes[i] = len(buf)
 		}
 	})
@@ -289,7 +289,7 @@ func SpecDigests(specs []Spec) []string {
 			s := specs[i]
 			s.Normalize()
 			// The JSON and a newline, as a json.Encoder writes a value.
-			buf = append(appendSpec(buf[:0], &s), '\n')
+			buf = append(AppendSpec(buf[:0], &s), '\n')
 			sum := sha256.Sum256(buf)
 			out[i] = hex.EncodeToString(sum[:DigestLen/2])
 		}

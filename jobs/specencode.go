@@ -6,7 +6,7 @@ import (
 	"unicode/utf8"
 )
 
-// appendSpec appends s encoded as json.Marshal encodes it, byte for byte.
+// AppendSpec appends s encoded as json.Marshal encodes it, byte for byte.
 //
 // A set's hash, each job's digest and size, and a set sent whole all
 // encode every spec: for 100,000 jobs, encoding/json's reflection was most
@@ -15,7 +15,7 @@ import (
 // TestAppendSpec_AsJSONMarshal compares the two over specs with every
 // field set (found by reflection, so a field added to Spec is covered),
 // with strings that need escaping.
-func appendSpec(b []byte, s *Spec) []byte {
+func AppendSpec(b []byte, s *Spec) []byte {
 	b = append(b, `{"name":`...)
 	b = AppendJSONString(b, s.Name)
 	b = appendOptString(b, `,"namespace":`, s.Namespace)

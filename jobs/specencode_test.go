@@ -11,7 +11,7 @@ import (
 	"github.com/fencecron/fencecron/jobs/jobstest"
 )
 
-// appendSpec writes what json.Marshal writes, byte for byte, for specs
+// AppendSpec writes what json.Marshal writes, byte for byte, for specs
 // with any field set or not, and strings that need escaping.
 func TestAppendSpec_AsJSONMarshal(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
@@ -32,7 +32,7 @@ func TestAppendSpec_AsJSONMarshal(t *testing.T) {
 }
 
 // BenchmarkEncodeSpec: one spec of the shape fencebench scale applies,
-// by encoding/json and by appendSpec.
+// by encoding/json and by AppendSpec.
 func BenchmarkEncodeSpec(b *testing.B) {
 	s := jobs.Spec{Name: "job-012345", Schedules: []string{"45 3 * * *"}, Command: []string{"/bin/true"}, Target: map[string]string{"zone": "z3"}}
 	s.Normalize()
@@ -44,7 +44,7 @@ func BenchmarkEncodeSpec(b *testing.B) {
 			}
 		}
 	})
-	b.Run("appendSpec", func(b *testing.B) {
+	b.Run("AppendSpec", func(b *testing.B) {
 		b.ReportAllocs()
 		var buf []byte
 		for b.Loop() {

@@ -53,7 +53,7 @@ type reader struct {
 	durs map[string]jobs.Duration // durations read so far: a set repeats a few
 }
 
-// spec reads one spec, its fields in appendSpec's order.
+// spec reads one spec, its fields in AppendSpec's order.
 func (r *reader) spec(s *jobs.Spec) {
 	r.lit(`{"name":`)
 	s.Name = r.str()

@@ -1,7 +1,6 @@
 package fsm
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 
@@ -37,7 +36,7 @@ var ErrLogHalted = errors.New("stopped applying the replicated log")
 // EncodeEntry encodes c as an entry of this binary's version.
 func EncodeEntry(c replicated.Command) ([]byte, error) {
 	c.V = replicated.LogVersion
-	return json.Marshal(c)
+	return replicated.EncodeCommand(c)
 }
 
 // decodeEntry reads an entry, or says why this binary cannot: such an

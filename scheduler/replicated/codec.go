@@ -4,10 +4,67 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"strconv"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/specjson"
 )
+
+// EncodeCommand encodes c as json.Marshal encodes it, byte for byte. A
+// set_jobs_diff entry's specs, a megabyte of them in each part of a large
+// set, are written by jobs.AppendSpec rather than by encoding/json's
+// reflection, which took a tenth of a node's work to apply 100,000 jobs.
+func EncodeCommand(c Command) ([]byte, error) {
+	d := c.SetJobsDiff
+	if c.Op != OpSetJobsDiff || d == nil || (Command{V: c.V, Op: c.Op, SetJobsDiff: d}) != c {
+		return json.Marshal(c)
+	}
+	at, err := d.At.MarshalJSON()
+	if err != nil {
+		return json.Marshal(c) // json.Marshal's own error
+	}
+	size := 256 + len(d.Base) + len(d.Hash) + len(d.Source) + 512*len(d.Upsert)
+	for _, name := range d.Remove {
+		size += len(name) + 3
+	}
+	b := make([]byte, 0, size)
+	b = append(b, '{')
+	if c.V != 0 {
+		b = append(strconv.AppendInt(append(b, `"v":`...), int64(c.V), 10), ',')
+	}
+	b = append(b, `"op":"`+OpSetJobsDiff+`","`+OpSetJobsDiff+`":{"base":`...)
+	b = jobs.AppendJSONString(b, d.Base)
+	if len(d.Upsert) > 0 {
+		b = append(b, `,"upsert":[`...)
+		for i := range d.Upsert {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jobs.AppendSpec(b, &d.Upsert[i])
+		}
+		b = append(b, ']')
+	}
+	if len(d.Remove) > 0 {
+		b = append(b, `,"remove":[`...)
+		for i, name := range d.Remove {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = jobs.AppendJSONString(b, name)
+		}
+		b = append(b, ']')
+	}
+	b = jobs.AppendJSONString(append(b, `,"hash":`...), d.Hash)
+	b = jobs.AppendJSONString(append(b, `,"source":`...), d.Source)
+	b = append(append(b, `,"at":`...), at...)
+	if d.Part != 0 {
+		b = strconv.AppendInt(append(b, `,"part":`...), int64(d.Part), 10)
+	}
+	if d.Parts != 0 {
+		b = strconv.AppendInt(append(b, `,"parts":`...), int64(d.Parts), 10)
+	}
+	return append(b, "}}"...), nil
+}
 
 // DecodeCommand decodes an entry as json.Unmarshal decodes it into a
 // Command. A job set of 100,000 jobs reaches every replica as some thirty

@@ -22,6 +22,54 @@ func diffEntry(t testing.TB, d replicated.SetJobsDiffCmd) string {
 	return string(b)
 }
 
+// A set_jobs_diff entry is written as json.Marshal writes it, byte for
+// byte, whatever it holds; any other as json.Marshal writes it.
+func TestEncodeCommand_AsJSONMarshal(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	odd := jobstest.OddStrings
+	var cmds []replicated.Command
+	for range 1000 {
+		d := replicated.SetJobsDiffCmd{Base: odd[r.IntN(len(odd))], Hash: odd[r.IntN(len(odd))], Source: odd[r.IntN(len(odd))], Part: r.IntN(3) - 1, Parts: r.IntN(3)}
+		if r.IntN(2) == 0 {
+			d.At = time.Unix(r.Int64N(1<<32), r.Int64N(1e9)).In(time.FixedZone("", 3600*(r.IntN(5)-2)))
+		}
+		if r.IntN(3) > 0 {
+			d.Upsert = make([]jobs.Spec, r.IntN(4))
+		}
+		for i := range d.Upsert {
+			jobstest.Fill(r, reflect.ValueOf(&d.Upsert[i]).Elem())
+		}
+		switch r.IntN(3) {
+		case 1:
+			d.Remove = []string{}
+		case 2:
+			for range 1 + r.IntN(3) {
+				d.Remove = append(d.Remove, odd[r.IntN(len(odd))])
+			}
+		}
+		cmds = append(cmds, replicated.Command{V: r.IntN(2) * replicated.LogVersion, Op: replicated.OpSetJobsDiff, SetJobsDiff: &d})
+	}
+	d := replicated.SetJobsDiffCmd{Base: "b", Upsert: jobstest.Daily(2)}
+	cmds = append(cmds,
+		replicated.Command{Op: replicated.OpSetJobsDiff},
+		replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &d, Follow: &replicated.FollowCmd{}},
+		replicated.Command{Op: replicated.OpGrant, SetJobsDiff: &d},
+		replicated.Command{Op: replicated.OpElected, Elected: &replicated.ElectedCmd{Node: "n1"}})
+	for _, c := range cmds {
+		want, err := json.Marshal(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := replicated.EncodeCommand(c); err != nil || string(got) != string(want) {
+			t.Fatalf("EncodeCommand:\n%s, %v\njson.Marshal:\n%s", got, err, want)
+		}
+	}
+	bad := replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{At: time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)}}
+	if _, err := replicated.EncodeCommand(bad); err == nil {
+		t.Error("a time json.Marshal cannot write was written")
+	}
+}
+
 // An entry decodes to what json.Unmarshal decodes it to, whether its
 // specs are read by specjson or not, and fails where json.Unmarshal
 // fails: no replica may read an entry differently for reading it faster.
