@@ -300,16 +300,9 @@ func readJobSetBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 // and allocate twice over. At most maxReserve is set aside before the
 // body arrives, so that requests that say much and send little do not
 // hold memory they never fill.
-//
-// A body of unknown size (`fencecron apply` streams a set as it encodes
-// it) is read in blocks, each twice the one before up to maxBlock, and
-// joined once at the end. io.ReadAll grows one buffer instead, by a
-// quarter at a time once it is large: for a set of 100,000 jobs (32 MB)
-// it allocated and cleared some 160 MB, a sixth of the node's work for
-// the apply.
 func readBody(body io.Reader, size, limit int64) ([]byte, error) {
 	if size <= 0 || size > limit {
-		return readBlocks(body)
+		return io.ReadAll(body)
 	}
 	var b bytes.Buffer
 	b.Grow(int(min(size, maxReserve)) + bytes.MinRead)
@@ -319,34 +312,6 @@ func readBody(body io.Reader, size, limit int64) ([]byte, error) {
 
 // maxReserve bounds what readBody sets aside for a body before reading it.
 const maxReserve = 8 << 20
-
-// maxBlock bounds a block readBlocks reads into.
-const maxBlock = 4 << 20
-
-// readBlocks reads body whole, in blocks joined at the end.
-func readBlocks(body io.Reader) ([]byte, error) {
-	var blocks [][]byte
-	total := 0
-	for size := 64 << 10; ; size = min(2*size, maxBlock) {
-		block := make([]byte, size)
-		n, err := io.ReadFull(body, block)
-		blocks, total = append(blocks, block[:n]), total+n
-		if err == io.EOF || err == io.ErrUnexpectedEOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	if len(blocks) == 1 {
-		return blocks[0], nil
-	}
-	out := make([]byte, 0, total)
-	for _, b := range blocks {
-		out = append(out, b...)
-	}
-	return out, nil
-}
 
 // applySet replaces the job set with specs, or, for a token limited to
 // some namespaces, the jobs of those namespaces (applyScope); known marks
