@@ -9,9 +9,10 @@
 // space, Spec's fields in their order, the optional ones absent or
 // present) in one pass. Anything else it refuses, and the caller decodes
 // with encoding/json as before: what Decode accepts it decodes exactly
-// as json.Unmarshal would (FuzzDecode holds it to that), so no replica
-// can read an entry differently for having read it faster, and every
-// error a user sees is still encoding/json's.
+// as json.Unmarshal would (its tests hold it to that, and FuzzDecode
+// when run with -fuzz), so no replica can read an entry differently for
+// having read it faster, and every error a user sees is still
+// encoding/json's.
 package specjson
 
 import (
@@ -23,7 +24,9 @@ import (
 // Decode reads the JSON array of specs at the start of b, as json.Marshal
 // writes a []jobs.Spec, appending the specs to into. It returns them, the
 // array's length in bytes, and ok false if b does not start with such an
-// array: then it decoded nothing the caller should keep.
+// array: then it decoded nothing the caller should keep, and the specs it
+// returns are what it wrote, past into's length, for the caller to clear
+// if it reuses the array.
 func Decode(b []byte, into []jobs.Spec) (specs []jobs.Spec, n int, ok bool) {
 	r := reader{b: b, durs: make(map[string]jobs.Duration)}
 	r.lit("[")

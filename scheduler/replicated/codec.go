@@ -70,7 +70,7 @@ func EncodeCommand(c Command) ([]byte, error) {
 // Command. A job set of 100,000 jobs reaches every replica as some thirty
 // set_jobs_diff entries of a megabyte of specs each, which encoding/json
 // took half a second to read; so the specs of such an entry, in the
-// layout EncodeEntry's json.Marshal gives them, are read by specjson,
+// layout EncodeCommand (json.Marshal's) gives them, are read by specjson,
 // and the rest of the entry, without them, by encoding/json. Anything
 // that is not plainly that layout is decoded whole by encoding/json, so
 // every replica reads every entry as encoding/json reads it.
@@ -107,9 +107,14 @@ func decodeSetJobsDiff(data []byte) (Command, bool) {
 	if !ok {
 		return c, false
 	}
-	// encoding/json matches keys regardless of case (and folds ſ to s,
-	// K to k), and the last of two keys wins: what follows the specs
-	// must not name upsert again, in any spelling.
+	// The rest is decoded with the specs as an empty list, and they are
+	// put in its place. That is what decoding the entry whole gives,
+	// unless what follows them changes the list or the payload holding
+	// it. encoding/json matches keys regardless of case (and folds ſ to
+	// s, K to k), and the last of two keys wins: the rest must not name
+	// upsert again, in any spelling; and the list must still be the
+	// empty one spliced in, not nil, which a later "set_jobs_diff":null
+	// or a new payload object would leave.
 	tail := rest[n:]
 	for _, b := range tail {
 		if b >= 0x80 || b == '\\' {
@@ -119,8 +124,8 @@ func decodeSetJobsDiff(data []byte) (Command, bool) {
 	if bytes.Contains(bytes.ToLower(tail), []byte("upsert")) {
 		return c, false
 	}
-	without := slices.Concat(data[:len(data)-len(rest)], []byte("null"), tail)
-	if err := json.Unmarshal(without, &c); err != nil || c.SetJobsDiff == nil || c.SetJobsDiff.Upsert != nil {
+	without := slices.Concat(data[:len(data)-len(rest)], []byte("[]"), tail)
+	if err := json.Unmarshal(without, &c); err != nil || c.SetJobsDiff == nil || c.SetJobsDiff.Upsert == nil || len(c.SetJobsDiff.Upsert) != 0 {
 		return Command{}, false
 	}
 	c.SetJobsDiff.Upsert = specs

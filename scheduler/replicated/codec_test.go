@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"math/rand/v2"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -100,8 +101,19 @@ func TestDecodeCommand_AsJSONUnmarshal(t *testing.T) {
 		// The last of two keys wins, whatever their case; ſ folds to s.
 		cut+`,"upsert":null}}`, cut+`,"UPSERT":[]}}`, cut+`,"up\u017fert":[]}}`, cut+`,"upſert":[]}}`,
 		cut+`},"set_jobs_diff":{"upsert":null}}`, cut+`},"set_jobs_diff":null}`, cut+`},"op":"grant"}`,
-		strings.Replace(one, `"base":"b"`, `"base":"b\"c"`, 1), strings.Replace(one, `"v":11`, `"v":`, 1),
-		strings.Replace(one, `"retries":0`, `"retries":"0"`, 1), strings.Replace(one, `"remove":["x"]`, `"remove":["upsert"]`, 1))
+		// A second payload, merged into the first or replacing it.
+		cut+`},"set_jobs_diff":{"hash":"h2"}}`, cut+`},"set_jobs_diff":null,"set_jobs_diff":{}}`,
+		cut+`},"SET_JOBS_DIFF":null,"set_jobs_diff":{"base":"b"}}`)
+	for _, c := range [][2]string{
+		{`"base":"b"`, `"base":"b\"c"`}, {`"v":` + strconv.Itoa(replicated.LogVersion), `"v":`},
+		{`"retries":0`, `"retries":"0"`}, {`"remove":["x"]`, `"remove":["upsert"]`},
+	} {
+		changed := strings.Replace(one, c[0], c[1], 1)
+		if changed == one {
+			t.Fatalf("%s is not in %s", c[0], one)
+		}
+		entries = append(entries, changed)
+	}
 	fast := 0
 	for _, e := range entries {
 		var want replicated.Command
@@ -120,4 +132,24 @@ func TestDecodeCommand_AsJSONUnmarshal(t *testing.T) {
 	if fast < len(entries)/3 {
 		t.Errorf("%d of %d entries read by specjson: the test no longer exercises it", fast, len(entries))
 	}
+}
+
+// Whatever the bytes, DecodeCommand decodes them as json.Unmarshal does.
+func FuzzDecodeCommand(f *testing.F) {
+	one := diffEntry(f, replicated.SetJobsDiffCmd{Base: "b", Upsert: jobstest.Daily(2), Remove: []string{"x"}, Hash: "h", Source: "s"})
+	cut := strings.TrimSuffix(one, "}}")
+	for _, e := range []string{one, cut + `},"set_jobs_diff":null,"set_jobs_diff":{}}`, cut + `,"Upsert":[]}}`} {
+		f.Add([]byte(e))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var want replicated.Command
+		wantErr := json.Unmarshal(b, &want)
+		got, err := replicated.DecodeCommand(b)
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%s:\n error %v, json.Unmarshal's %v", b, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %#v\nwant %#v", b, got, want)
+		}
+	})
 }

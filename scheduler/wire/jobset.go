@@ -16,11 +16,15 @@ import (
 // other, or one specjson refuses, by encoding/json, which then says what
 // is wrong with it.
 func DecodeJobSetRequest(body []byte) (JobSetRequest, error) {
-	capacity := jobs.CountSpecs(body)
-	if req, ok := plainJobSetRequest(body, capacity); ok {
+	specs := make([]jobs.Spec, 0, jobs.CountSpecs(body))
+	req, ok := plainJobSetRequest(body, specs)
+	if ok {
 		return req, nil
 	}
-	req := JobSetRequest{Jobs: make([]jobs.Spec, 0, capacity)}
+	// encoding/json decodes into the same list, cleared of what specjson
+	// wrote in it (encoding/json does not clear an element it reuses).
+	clear(specs[:min(len(req.Jobs), cap(specs))])
+	req = JobSetRequest{Jobs: specs}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(&req)
@@ -28,8 +32,9 @@ func DecodeJobSetRequest(body []byte) (JobSetRequest, error) {
 }
 
 // plainJobSetRequest reads body if it is of the plain shape
-// DecodeJobSetRequest reads directly, or returns false.
-func plainJobSetRequest(body []byte, capacity int) (req JobSetRequest, ok bool) {
+// DecodeJobSetRequest reads directly, its specs into into's array;
+// otherwise it returns false, and as Jobs what it wrote there.
+func plainJobSetRequest(body []byte, into []jobs.Spec) (req JobSetRequest, ok bool) {
 	rest := bytes.TrimRight(body, " \t\r\n")
 	if rest, ok = bytes.CutPrefix(rest, []byte(`{"source":"`)); !ok {
 		return req, false
@@ -40,10 +45,7 @@ func plainJobSetRequest(body []byte, capacity int) (req JobSetRequest, ok bool) 
 	if rest, ok = bytes.CutPrefix(rest, []byte(`,"jobs":`)); !ok {
 		return req, false
 	}
-	specs, n, ok := specjson.Decode(rest, make([]jobs.Spec, 0, capacity))
-	if !ok || string(rest[n:]) != "}" {
-		return req, false
-	}
+	specs, n, ok := specjson.Decode(rest, into)
 	req.Jobs = specs
-	return req, true
+	return req, ok && string(rest[n:]) == "}"
 }
