@@ -1,6 +1,7 @@
 package jobs
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -314,4 +315,11 @@ func inParallel(n int, fn func(a, b int)) {
 		}()
 	}
 	wg.Wait()
+}
+
+// CountSpecs returns at least how many specs the JSON b holds (each has
+// a name), bounded by MaxJobs (a longer list is refused whatever its
+// capacity): the capacity to decode a job set into.
+func CountSpecs(b []byte) int {
+	return min(bytes.Count(b, []byte(`"name"`)), MaxJobs)
 }

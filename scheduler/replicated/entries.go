@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/specjson"
 	"github.com/fencecron/fencecron/scheduler/acl"
 )
 
@@ -88,7 +89,7 @@ type ElectedCmd struct {
 type SetJobsCmd struct {
 	// Jobs is allocated once, at its size: every replica decodes a set of
 	// 100,000 jobs from the entry.
-	Jobs   jobs.SpecList `json:"jobs"`
+	Jobs   specjson.List `json:"jobs"`
 	Source string        `json:"source"`
 	At     time.Time     `json:"at"`
 	Hash   string        `json:"hash,omitempty"`

@@ -27,6 +27,7 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/specjson"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
@@ -103,7 +104,7 @@ type (
 	setJobsRequest struct {
 		// Jobs is allocated once, refusing unknown fields as the
 		// server's decoder does.
-		Jobs   jobs.StrictSpecList `json:"jobs"`
+		Jobs   specjson.StrictList `json:"jobs"`
 		Source string              `json:"source"`
 		// Scope limits the apply to the jobs of these namespaces
 		// (globs). Sent only when set: a leader that predates it

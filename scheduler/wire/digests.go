@@ -8,6 +8,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/specjson"
 )
 
 // DecodeJobSetDigests decodes the body of PUT /api/v1/jobset/digests as a
@@ -88,7 +89,7 @@ func plainJobSetDigests(body []byte) (req JobSetDigests, ok bool) {
 		return req, false
 	}
 	if specs, more := bytes.CutPrefix(rest, []byte(`,"specs":`)); more && len(specs) > 0 && specs[len(specs)-1] == '}' {
-		var list jobs.StrictSpecList
+		var list specjson.StrictList
 		if err := strictOne(specs[:len(specs)-1], &list); err != nil {
 			return req, false // encoding/json says what is wrong with it
 		}
