@@ -157,11 +157,7 @@ func parseInParts(data []byte, parts int) (root *yaml.Node, ok bool) {
 	var wg sync.WaitGroup
 	for p := range parts {
 		a, b := p*len(l.items)/parts, (p+1)*len(l.items)/parts
-		end, last := l.end, b == len(l.items)
-		if !last {
-			end = l.items[b].off
-		}
-		wg.Go(func() { got[p] = parseItems(data[l.items[a].off:end], l.items[a:b], l.indent, last) })
+		wg.Go(func() { got[p] = parsePart(data, l, a, b) })
 	}
 	defer wg.Wait() // also if parsing the frame panics
 	root, ok = parseFrame(data, l)
@@ -262,6 +258,44 @@ func jobsList(root *yaml.Node, l jobsLayout) *yaml.Node {
 		}
 	}
 	return nil
+}
+
+// parsePart parses items a to b of the list: each of the plain shape
+// directly (plainItem), each run of the others with yaml.v3 (parseItems),
+// as a part of its own. It returns nil if such a run does not parse to
+// its items.
+func parsePart(data []byte, l jobsLayout, a, b int) []*yaml.Node {
+	end := func(i int) int {
+		if i < len(l.items) {
+			return l.items[i].off
+		}
+		return l.end
+	}
+	// One string for the part: the scalars' values are substrings of it.
+	base := l.items[a].off
+	text := string(data[base:end(b)])
+	items := make([]*yaml.Node, b-a)
+	var alloc nodeAlloc
+	for i := a; i < b; i++ {
+		items[i-a], _ = alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
+	}
+	for i := a; i < b; {
+		if items[i-a] != nil {
+			i++
+			continue
+		}
+		j := i + 1
+		for j < b && items[j-a] == nil {
+			j++
+		}
+		run := parseItems(data[l.items[i].off:end(j)], l.items[i:j], l.indent, j == len(l.items))
+		if run == nil {
+			return nil
+		}
+		copy(items[i-a:], run)
+		i = j
+	}
+	return items
 }
 
 // parseItems parses part, the text of the items that start at lines, as
