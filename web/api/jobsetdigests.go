@@ -238,7 +238,12 @@ func resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (
 		if !validDigest(d.Digest) {
 			return none, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
 		}
-		k, in := of.at[d.Name]
+		// A file edited in place names the set's jobs at their positions:
+		// one comparison each rather than a lookup by name.
+		k, in := i, i < len(set.Jobs) && set.Jobs[i].Name == d.Name
+		if !in {
+			k, in = of.at[d.Name]
+		}
 		switch {
 		case !in:
 			k = -1
