@@ -36,12 +36,14 @@ import (
 // mean), no top-level "jobs:" line followed by a block list. A file the
 // scan for that shape turns away costs the scan; one whose parts or frame
 // disagree, both parses; a plain one, most large files, one parse on
-// every core. Each part but the last ends with an empty item of the list's own,
-// dropped after: a key with no value at a part's end is placed at the
-// token after it, which in the file is the next item's "-". The tree is
-// then the one a whole parse builds, but for comments, which nothing
-// here reads: TestParseInParts_SameTree and FuzzParseInParts compare the
-// two.
+// every core. Within a part, an item of the plain shape has its tree
+// built directly (plainitem.go), and each run of the other items is
+// parsed by yaml.v3 as a part of its own. Each such run but the list's
+// last ends with an empty item of the list's own, dropped after: a key
+// with no value at a run's end is placed at the token after it, which
+// in the file is the next item's "-". The tree is then the one a whole
+// parse builds, but for comments, which nothing here reads:
+// TestParseInParts_SameTree and FuzzParseInParts compare the two.
 
 // partsMin is the size from which a file's jobs are parsed in parts: a
 // smaller file parses whole in a few milliseconds. (A variable, so that a
@@ -277,7 +279,9 @@ func parsePart(data []byte, l jobsLayout, a, b int) []*yaml.Node {
 	items := make([]*yaml.Node, b-a)
 	var alloc nodeAlloc
 	for i := a; i < b; i++ {
-		items[i-a], _ = alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
+		if n, ok := alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent); ok {
+			items[i-a] = n
+		}
 	}
 	for i := a; i < b; {
 		if items[i-a] != nil {

@@ -83,6 +83,34 @@ store:
   retention: []
 `
 
+// interleaved has items of the plain shape (plainItem builds their
+// trees) between items left to yaml.v3, in the middle of the list.
+const interleaved = `jobs:
+  - name: p1
+    schedule: "@every 1m"
+    command: ["/bin/true", 'x']
+  - name: y1
+    shell: |
+      echo
+      - not an item
+  - name: p2
+    retries: 3
+
+  - name: "q
+      r"
+  - name: p3   # c
+# a comment at column 0
+    paused: true
+  - &a
+    name: y2
+  - name: p4
+    shell: 'x'
+  - name: y3
+    env: {A: "1"}
+  - name: p5
+    timeout: 5m
+`
+
 // dedentJobs returns data with its jobs list moved to column 0.
 func dedentJobs(data string) string {
 	lines := strings.Split(data, "\n")
@@ -109,6 +137,7 @@ func TestParseInParts_SameTree(t *testing.T) {
 		{"at column 0", dedentJobs(mixed)},
 		{"list last", "cluster:\n  expect: 3\njobs:\n  - name: a\n    shell: x\n  - name: b\n    shell: y\n  - name: c\n    shell: z"},
 		{"generated", string(scaleFile(1000))},
+		{"interleaved", interleaved},
 		{"document start", "---\njobs:\n  - name: a\n  - name: b\n  - name: c\n...\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -11,7 +11,7 @@ import (
 // floats, bools, nulls or timestamps, or not at all; quoted and flow
 // forms, some of which plainItem leaves to yaml.v3.
 var (
-	plainKeys   = []string{"name", "schedule", "command", "timeout", "y", "on", "n_1", "_x", "Name", "a-b", "1a"}
+	plainKeys   = []string{"name", "schedule", "command", "timeout", "y", "on", "true", "null", "yes", "n_1", "_x", "Name", "a-b", "1a"}
 	plainValues = []string{
 		"job-000001", "5m", "3", "-3", "+3", "0x1F", "1e3", "1.5", ".5", "1_000", "0o17", "0b101", "007", "0777",
 		"true", "True", "tRUE", "yes", "no", "on", "Off", "y", "N", "null", "NULL", "~", "nan", ".nan", ".inf", "-.inf",
@@ -58,7 +58,9 @@ func randomItem(r *rand.Rand, indent int) string {
 	return b.String()
 }
 
-// yamlItem is the tree yaml.v3 parses item into, or "" and why not.
+// samePlainItem reports whether plainItem reads text, the item on line
+// line at indent, failing the test if yaml.v3 then does not read it to
+// the same tree.
 func samePlainItem(t *testing.T, text string, line, indent int) (plain bool) {
 	t.Helper()
 	got, ok := plainItem(text, line, indent)
