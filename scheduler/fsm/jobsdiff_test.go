@@ -152,15 +152,17 @@ func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
 }
 
 // The parts applied so far are in a snapshot: a server that installs it
-// between two parts finishes the difference as the others do.
+// between two parts finishes the difference as the others do, to the
+// same set in the same order.
 func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
-	set := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true")}
+	set := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true"), jobstest.EveryMinute("c", "true")}
 	hash := jobs.HashSpecs(set)
 	part := func(i int) replicated.Command {
-		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 2}}
+		return replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &replicated.SetJobsDiffCmd{Upsert: set[i : i+1], Hash: hash, Source: "test", Part: i, Parts: 3}}
 	}
 	old := NewFSM()
-	applyAt(t, old, 1, 1, part(0))
+	applyAt(t, old, 1, 1, part(2)) // parts come in any order
+	applyAt(t, old, 1, 2, part(0))
 	var buf bytes.Buffer
 	if _, err := old.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
@@ -169,11 +171,23 @@ func TestFSM_SetJobsDiffPartsSurviveASnapshot(t *testing.T) {
 	if err := f.Restore(io.NopCloser(&buf)); err != nil {
 		t.Fatal(err)
 	}
-	if res := applyAt(t, f, 1, 2, part(1)); res.Err != nil {
-		t.Fatal(res.Err)
+	for _, s := range []*FSM{old, f} {
+		if res := applyAt(t, s, 1, 3, part(1)); res.Err != nil {
+			t.Fatal(res.Err)
+		}
 	}
-	if info := f.JobSetInfo(); info.Count != 2 || info.Hash != hash {
-		t.Errorf("the restored server after the last part: %d jobs of hash %s; want 2 of %s", info.Count, info.Hash, hash)
+	if info := f.JobSetInfo(); info.Count != 3 || info.Hash != hash {
+		t.Errorf("the restored server after the last part: %d jobs of hash %s; want 3 of %s", info.Count, info.Hash, hash)
+	}
+	names := func(s *FSM) (n []string) {
+		specs, _, _, _ := s.JobSet()
+		for _, sp := range specs {
+			n = append(n, sp.Name)
+		}
+		return n
+	}
+	if got, want := names(f), names(old); !slices.Equal(got, want) || !slices.Equal(want, []string{"c", "a", "b"}) {
+		t.Errorf("jobs in the order %v on the restored server, %v on the other; want c, a, b on both (the parts' order)", got, want)
 	}
 }
 
