@@ -118,6 +118,10 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 	prev := l.schedules
 	l.schedules = map[schedKey]*jobs.Schedule{}
 	q := make(fireQueue, 0, len(specs))
+	// A job new to the queue counts from now, and a large set repeats a
+	// few schedules (100,000 daily jobs have 1,440 times): each schedule's
+	// next time from now is computed once.
+	fromNow := map[*jobs.Schedule]time.Time{}
 	for i := range specs {
 		spec := &specs[i]
 		if len(spec.Schedules) == 0 {
@@ -146,7 +150,14 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 			// it is handled. One further ahead is not one of ours.
 			after = now
 		}
-		if next := sched.Next(after); !next.IsZero() {
+		next, known := fromNow[sched]
+		if !known || !after.Equal(now) {
+			next = sched.Next(after)
+			if after.Equal(now) {
+				fromNow[sched] = next
+			}
+		}
+		if !next.IsZero() {
 			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: lead, paused: spec.Paused}
 			e.setNext(next)
 			q = append(q, e)
