@@ -45,7 +45,7 @@ func (g Group) Check() []FieldError {
 		bad("name", "required")
 	case problem != "":
 		bad("name", "%s", problem)
-	case len(short) > MaxNameLen || !nameRE.MatchString(short):
+	case len(short) > MaxNameLen || !dnsLabel(short):
 		bad("name", "%q is not a DNS label: 1-%d lowercase letters, digits and '-', starting and ending with a letter or digit", short, MaxNameLen)
 	}
 	if g.MaxRunning < 1 || g.MaxRunning > MaxGroupRunning {

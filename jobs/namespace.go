@@ -27,7 +27,7 @@ const (
 // ValidNamespace says whether ns can name a namespace: a DNS label of at
 // most MaxNamespaceLen bytes (lowercase letters, digits and '-'), so it
 // holds neither the ':' of a qualified name nor the '/' of a key.
-func ValidNamespace(ns string) bool { return len(ns) <= MaxNamespaceLen && nameRE.MatchString(ns) }
+func ValidNamespace(ns string) bool { return len(ns) <= MaxNamespaceLen && dnsLabel(ns) }
 
 // QualifiedName returns the qualified name of job name in namespace ns:
 // the plain name in the default namespace ("" or DefaultNamespace),

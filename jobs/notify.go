@@ -164,7 +164,7 @@ func checkAfter(s *Spec) []FieldError {
 		switch {
 		case s.Resolve(p) == self:
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q: a job cannot follow itself", p)})
-		case !nameRE.MatchString(short):
+		case !dnsLabel(short):
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: fmt.Sprintf("%q is not a job name", clip(p, 80))})
 		case s.crossNamespace("after:", p) != "":
 			errs = append(errs, FieldError{Field: "after", Index: i, Msg: s.crossNamespace("after:", p)})

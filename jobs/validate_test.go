@@ -2,6 +2,7 @@ package jobs_test
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -211,4 +212,24 @@ func TestCheckSet(t *testing.T) {
 			t.Errorf("CheckSet = %v\nwant it to mention %q", err, want)
 		}
 	}
+}
+
+// ValidName takes what the regexp it used takes, for strings of up to
+// four of every character that matters.
+func TestValidName_AsTheRegexp(t *testing.T) {
+	re := regexp.MustCompile(`^[a-z0-9]([a-z0-9-]*[a-z0-9])?$`)
+	alphabet := []byte("az09-A_.\n\xff")
+	var walk func(s []byte)
+	walk = func(s []byte) {
+		if got, want := jobs.ValidName(string(s)), re.Match(s); got != want {
+			t.Fatalf("ValidName(%q) = %v, the regexp says %v", s, got, want)
+		}
+		if len(s) == 4 {
+			return
+		}
+		for _, c := range alphabet {
+			walk(append(s, c))
+		}
+	}
+	walk(nil)
 }
