@@ -186,6 +186,23 @@ func logsOnFailure(t *testing.T, dir string) {
 	for _, p := range append(append(more, logs...), deeper...) {
 		t.Logf("--- %s (tail) ---\n%s", p, localcluster.LogTail(p, 6000))
 	}
+	// A node whose stop ran past its budget wrote every goroutine's stack
+	// into its data directory, which the test's cleanup removes: the
+	// ones in Raft say what the stop waited for.
+	dumps, _ := filepath.Glob(filepath.Join(dir, "*", "data", "*", "shutdown-goroutines.txt"))
+	for _, p := range dumps {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		var raft []string
+		for _, g := range strings.Split(string(b), "\n\n") {
+			if strings.Contains(g, "hashicorp/raft") || strings.Contains(g, "fencecron/election") {
+				raft = append(raft, g)
+			}
+		}
+		t.Logf("--- %s (the goroutines in Raft and election) ---\n%.20000s", p, strings.Join(raft, "\n\n"))
+	}
 }
 
 // scale with -compare measures both binaries at each size, each row
