@@ -107,11 +107,41 @@ func (c *Client) client() *http.Client {
 	return c.http
 }
 
-// SetJobs implements scheduler.Forwarder.
+// SetJobs implements scheduler.Forwarder. The request is encoded once,
+// not on every try, and its specs by jobs.EncodeSpecs rather than by
+// encoding/json's reflection: a set of 100,000 jobs is 32 MB of them.
 func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (string, error) {
+	body, err := encodeSetJobs(setJobsRequest{Jobs: specs, Source: source, Scope: scope})
+	if err != nil {
+		return "", err
+	}
 	var reply setJobsReply
-	err := c.toLeader(ctx, pathSetJobs, setJobsRequest{Jobs: specs, Source: source, Scope: scope}, &reply)
+	err = c.toLeader(ctx, pathSetJobs, body, &reply)
 	return reply.Hash, err
+}
+
+// encoded is a request body encoded already, as json.Marshal encodes
+// the request.
+type encoded []byte
+
+// encodeSetJobs encodes req as json.Marshal does, byte for byte.
+func encodeSetJobs(req setJobsRequest) (encoded, error) {
+	var b bytes.Buffer
+	b.WriteString(`{"jobs":`)
+	if err := jobs.EncodeSpecs(&b, req.Jobs); err != nil {
+		return nil, err
+	}
+	b.Write(jobs.AppendJSONString([]byte(`,"source":`), req.Source))
+	if len(req.Scope) > 0 {
+		scope, err := json.Marshal(req.Scope)
+		if err != nil {
+			return nil, err
+		}
+		b.WriteString(`,"scope":`)
+		b.Write(scope)
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
 }
 
 // TriggerAt implements scheduler.Forwarder. A leader of a version
@@ -470,9 +500,12 @@ func drainClose(resp *http.Response) {
 // post sends in to the Server at addr and decodes its reply into out. An
 // error answer becomes what wire.Decode makes of it.
 func (c *Client) post(ctx context.Context, addr, path string, in, out any) error {
-	body, err := json.Marshal(in)
-	if err != nil {
-		return fmt.Errorf("%s: encode request: %w", path, err)
+	body, ok := in.(encoded)
+	if !ok {
+		var err error
+		if body, err = json.Marshal(in); err != nil {
+			return fmt.Errorf("%s: encode request: %w", path, err)
+		}
 	}
 	url := "https://" + addr + Prefix + path
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
