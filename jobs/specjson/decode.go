@@ -47,6 +47,15 @@ func Decode(b []byte, into []jobs.Spec) (specs []jobs.Spec, n int, ok bool) {
 	return into, r.i, !r.bad
 }
 
+// String reads the JSON string at the start of b as encoding/json reads
+// one, returning its length in b; ok is false for one json.Marshal would
+// not write (see Decode).
+func String(b []byte) (s string, n int, ok bool) {
+	r := reader{b: b}
+	s = r.str()
+	return s, r.i, !r.bad
+}
+
 // reader reads b from i; bad records that it met something other than
 // json.Marshal's layout, after which every read returns zero values.
 type reader struct {

@@ -1,10 +1,12 @@
 package rpc
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -13,6 +15,7 @@ import (
 	"github.com/fencecron/fencecron/election/clustertls"
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/jobs/specjson"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/replicated"
@@ -296,9 +299,7 @@ func handle[Req, Reply any](s *Server, call func(context.Context, Req) (Reply, e
 func handleMax[Req, Reply any](s *Server, limit int64, call func(context.Context, Req) (Reply, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		var req Req
-		dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&req); err != nil {
+		if err := decodeBody(http.MaxBytesReader(w, r.Body, limit), &req); err != nil {
 			var tooLarge *http.MaxBytesError
 			if errors.As(err, &tooLarge) {
 				s.fail(w, r, fmt.Errorf("%w: %s takes at most %d bytes", wire.ErrTooLarge, r.URL.Path, limit))
@@ -314,6 +315,58 @@ func handleMax[Req, Reply any](s *Server, limit int64, call func(context.Context
 		}
 		writeJSON(w, http.StatusOK, reply)
 	}
+}
+
+// plainDecoder is a request that reads a body of json.Marshal's own
+// layout faster than encoding/json; ok is false for any other, which
+// encoding/json then decodes.
+type plainDecoder interface {
+	decodePlain(body []byte) (ok bool)
+}
+
+// decodeBody decodes the request body into req as a json.Decoder that
+// refuses unknown fields does: directly where req is a plainDecoder and
+// the body plain.
+func decodeBody[Req any](body io.Reader, req *Req) error {
+	if _, plain := any(req).(plainDecoder); !plain {
+		dec := json.NewDecoder(body)
+		dec.DisallowUnknownFields()
+		return dec.Decode(req)
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return err
+	}
+	if any(req).(plainDecoder).decodePlain(b) {
+		return nil
+	}
+	*req = *new(Req)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	return dec.Decode(req)
+}
+
+// decodePlain reads a forwarded apply as encodeSetJobs writes it when
+// it has no scope: the whole set read by specjson.
+func (req *setJobsRequest) decodePlain(body []byte) bool {
+	rest, ok := bytes.CutPrefix(bytes.TrimRight(body, " \t\r\n"), []byte(`{"jobs":`))
+	if !ok {
+		return false
+	}
+	specs, n, ok := specjson.Decode(rest, make([]jobs.Spec, 0, jobs.CountSpecs(rest)))
+	if !ok {
+		return false
+	}
+	rest, ok = bytes.CutPrefix(rest[n:], []byte(`,"source":`))
+	if !ok {
+		return false
+	}
+	source, n, ok := specjson.String(rest)
+	if !ok || string(rest[n:]) != "}" {
+		return false
+	}
+	req.Jobs, req.Source = specs, source
+	return true
 }
 
 // required names the first of the (name, value) pairs whose value is
