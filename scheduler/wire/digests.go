@@ -73,14 +73,8 @@ func AppendJobSetDigests(b []byte, req JobSetDigests) ([]byte, error) {
 // plainJobSetDigests reads body if it is of the plain shape
 // DecodeJobSetDigests reads directly, or returns false.
 func plainJobSetDigests(body []byte) (req JobSetDigests, ok bool) {
-	rest := bytes.TrimRight(body, " \t\r\n")
-	if rest, ok = bytes.CutPrefix(rest, []byte(`{"source":"`)); !ok {
-		return req, false
-	}
-	if req.Source, rest, ok = plainString(rest); !ok {
-		return req, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, []byte(`,"jobs":`)); !ok {
+	var rest []byte
+	if req.Source, rest, ok = plainSourceThenJobs(body); !ok {
 		return req, false
 	}
 	if bytes.HasPrefix(rest, []byte("null")) {
@@ -96,6 +90,22 @@ func plainJobSetDigests(body []byte) (req JobSetDigests, ok bool) {
 		req.Specs, rest = list, rest[len(rest)-1:]
 	}
 	return req, string(rest) == "}"
+}
+
+// plainSourceThenJobs reads the start both job set bodies share, as
+// json.Marshal writes it: {"source":"...","jobs": with a source that
+// needs no unescaping. It returns the source and what follows, the jobs'
+// value and the rest of body (trailing spaces trimmed).
+func plainSourceThenJobs(body []byte) (source string, rest []byte, ok bool) {
+	rest = bytes.TrimRight(body, " \t\r\n")
+	if rest, ok = bytes.CutPrefix(rest, []byte(`{"source":"`)); !ok {
+		return "", nil, false
+	}
+	if source, rest, ok = plainString(rest); !ok {
+		return "", nil, false
+	}
+	rest, ok = bytes.CutPrefix(rest, []byte(`,"jobs":`))
+	return source, rest, ok
 }
 
 // plainJobDigests reads a list of JobDigest as json.Marshal writes one,

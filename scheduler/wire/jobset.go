@@ -35,14 +35,8 @@ func DecodeJobSetRequest(body []byte) (JobSetRequest, error) {
 // DecodeJobSetRequest reads directly, its specs into into's array;
 // otherwise it returns false, and as Jobs what it wrote there.
 func plainJobSetRequest(body []byte, into []jobs.Spec) (req JobSetRequest, ok bool) {
-	rest := bytes.TrimRight(body, " \t\r\n")
-	if rest, ok = bytes.CutPrefix(rest, []byte(`{"source":"`)); !ok {
-		return req, false
-	}
-	if req.Source, rest, ok = plainString(rest); !ok {
-		return req, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, []byte(`,"jobs":`)); !ok {
+	var rest []byte
+	if req.Source, rest, ok = plainSourceThenJobs(body); !ok {
 		return req, false
 	}
 	specs, n, ok := specjson.Decode(rest, into)
