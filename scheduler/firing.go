@@ -151,11 +151,12 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 			after = now
 		}
 		next, known := fromNow[sched]
-		if !known || !after.Equal(now) {
+		switch {
+		case !after.Equal(now):
 			next = sched.Next(after)
-			if after.Equal(now) {
-				fromNow[sched] = next
-			}
+		case !known:
+			next = sched.Next(now)
+			fromNow[sched] = next
 		}
 		if !next.IsZero() {
 			e := &fireEntry{name: spec.Name, jitter: spec.Jitter, sched: sched, after: after, lead: lead, paused: spec.Paused}
