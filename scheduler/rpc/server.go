@@ -328,20 +328,17 @@ type plainDecoder interface {
 // refuses unknown fields does: directly where req is a plainDecoder and
 // the body plain.
 func decodeBody[Req any](body io.Reader, req *Req) error {
-	if _, plain := any(req).(plainDecoder); !plain {
-		dec := json.NewDecoder(body)
-		dec.DisallowUnknownFields()
-		return dec.Decode(req)
+	if p, plain := any(req).(plainDecoder); plain {
+		b, err := io.ReadAll(body)
+		if err != nil {
+			return err
+		}
+		if p.decodePlain(b) {
+			return nil
+		}
+		*req, body = *new(Req), bytes.NewReader(b)
 	}
-	b, err := io.ReadAll(body)
-	if err != nil {
-		return err
-	}
-	if any(req).(plainDecoder).decodePlain(b) {
-		return nil
-	}
-	*req = *new(Req)
-	dec := json.NewDecoder(bytes.NewReader(b))
+	dec := json.NewDecoder(body)
 	dec.DisallowUnknownFields()
 	return dec.Decode(req)
 }
