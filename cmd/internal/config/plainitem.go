@@ -21,14 +21,6 @@ import (
 // nothing here reads: TestPlainItem_AsYAML and FuzzPlainItem compare the
 // two.
 
-// plainItem returns the tree of item, the text of one item of the jobs
-// list (its "- " at column indent+1, on line line of the file), if it is
-// of the plain shape; the scalars' values are substrings of text.
-func plainItem(text string, line, indent int) (*yaml.Node, bool) {
-	var a nodeAlloc
-	return a.plainItem(text, line, indent)
-}
-
 // nodeAlloc hands out the nodes of many items from blocks of them: a
 // node each is most of the allocations of a parse.
 type nodeAlloc struct {
@@ -47,7 +39,10 @@ func (a *nodeAlloc) node(n yaml.Node) *yaml.Node {
 	return p
 }
 
-// plainItem is plainItem, its nodes from a.
+// plainItem returns the tree of item, the text of one item of the jobs
+// list (its "- " at column indent+1, on line line of the file), if it is
+// of the plain shape; its nodes are a's, the scalars' values substrings
+// of text.
 func (a *nodeAlloc) plainItem(text string, line, indent int) (*yaml.Node, bool) {
 	p := itemParser{text: text, line: line, alloc: a}
 	m := a.node(yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: line, Column: indent + 3, Content: make([]*yaml.Node, 0, 8)})
@@ -124,14 +119,21 @@ func (p *itemParser) keyValue(ln string, col int) (k, v *yaml.Node, ok bool) {
 // scalar makes the node of a scalar of the given style at column col,
 // its tag as yaml.v3 resolves it.
 func (p *itemParser) scalar(value string, col int, style yaml.Style) *yaml.Node {
-	n := p.alloc.node(yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: value, Style: style, Line: p.line, Column: col + 1})
-	// yaml.v3's parser resolves a plain scalar's tag; its resolve takes
-	// one whose first character is none of these for a string at once.
-	if style == 0 && strings.IndexByte("+-.0123456789yYnNtTfFoO~<", value[0]) >= 0 {
-		n.Tag = ""
-		n.Tag = n.ShortTag()
+	tag := "!!str"
+	if style == 0 {
+		tag = plainTag(value)
 	}
-	return n
+	return p.alloc.node(yaml.Node{Kind: yaml.ScalarNode, Tag: tag, Value: value, Style: style, Line: p.line, Column: col + 1})
+}
+
+// plainTag is the tag yaml.v3's parser resolves for a plain scalar. Its
+// resolve takes one whose first character is none of these for a string
+// at once.
+func plainTag(value string) string {
+	if strings.IndexByte("+-.0123456789yYnNtTfFoO~<", value[0]) < 0 {
+		return "!!str"
+	}
+	return (&yaml.Node{Kind: yaml.ScalarNode, Value: value}).ShortTag()
 }
 
 // key makes the node of a key (a plain scalar) at column col; a key's
@@ -139,7 +141,7 @@ func (p *itemParser) scalar(value string, col int, style yaml.Style) *yaml.Node 
 func (p *itemParser) key(name string, col int) *yaml.Node {
 	tag, ok := p.alloc.tags[name]
 	if !ok {
-		tag = p.scalar(name, col, 0).Tag
+		tag = plainTag(name)
 		if p.alloc.tags == nil {
 			p.alloc.tags = map[string]string{}
 		}

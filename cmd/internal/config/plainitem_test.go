@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+
+	"go.yaml.in/yaml/v3"
 )
 
 // plainCases are pieces of items: values yaml.v3 reads as strings, ints,
@@ -56,6 +58,12 @@ func randomItem(r *rand.Rand, indent int) string {
 		b.WriteString(plainLines[r.IntN(len(plainLines))] + "\n")
 	}
 	return b.String()
+}
+
+// plainItem reads one item with nodes of its own.
+func plainItem(text string, line, indent int) (*yaml.Node, bool) {
+	var a nodeAlloc
+	return a.plainItem(text, line, indent)
 }
 
 // samePlainItem reports whether plainItem reads text, the item on line
