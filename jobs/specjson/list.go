@@ -15,8 +15,9 @@ import (
 // these types allocate it once, at the size the JSON shows, and read a
 // list in json.Marshal's layout with Decode. As fields of a larger value
 // they still cost encoding/json's scans of the whole (which is why the
-// web handler and the FSM cut the list out of the JSON themselves, with
-// wire.DecodeJobSetRequest and replicated.DecodeCommand).
+// web handler, the FSM and the leader taking a forwarded apply cut the
+// list out of the JSON themselves: wire.DecodeJobSetRequest,
+// replicated.DecodeCommand, and scheduler/rpc's decodeBody).
 
 // List is a job set that decodes as json.Unmarshal decodes a []Spec
 // (unknown fields ignored), into a slice allocated once. It encodes as a
