@@ -90,7 +90,12 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	defer set.saved()
 	host, _ := os.Hostname()
 	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
-	out, sent, err := applyByDigest(ctx, c, source, set)
+	loaded := set
+	out, sent, err := applyChanges(ctx, c, source, set)
+	byChanges := err == nil
+	if errors.Is(err, errByDigest) {
+		out, sent, err = applyByDigest(ctx, c, source, set)
+	}
 	if errors.Is(err, errReadWhole) {
 		// The node lacks a job the cache vouched for: read the file whole.
 		if set, err = set.whole(); err != nil {
@@ -105,17 +110,78 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		out, err = applyWhole(ctx, c, source, set.specs)
 		sent = len(set.specs)
 	}
-	if err != nil || c.json {
+	if err != nil {
 		return err
+	}
+	if out.Namespaces == nil {
+		// The node's set is now the file's jobs, however they were sent.
+		loaded.learnt(out.Hash)
+	}
+	if c.json {
+		return nil
 	}
 	fmt.Fprintf(stdout, "applied %d %s from %s: job set %s\n", out.Jobs, plural(out.Jobs, "job", "jobs"), rest[0], out.Hash)
 	if len(out.Namespaces) > 0 {
 		fmt.Fprintf(stdout, "%s\n", scopeLine(out.Namespaces, "replaced", "kept"))
 	}
-	if sent < set.len() {
+	switch {
+	case byChanges:
+		fmt.Fprintf(stdout, "sent the changes since job set %s: %d new or changed %s whole, %d removed; the node had the other %d\n",
+			loaded.base, sent, plural(sent, "job", "jobs"), len(loaded.removed), set.len()-sent)
+	case sent < set.len():
 		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), set.len()-sent)
 	}
 	return nil
+}
+
+// errByDigest is why applyChanges did not apply: no set the file's last
+// apply made is known, the node's set is another (an apply since, of
+// another file or from another place), or the node does not serve the
+// path (an earlier version, or a worker).
+var errByDigest = errors.New("send the set by digest")
+
+// applyChanges applies set through PUT /api/v1/jobset/changes: the specs
+// of the jobs the file's cache did not know and the names of those the
+// file no longer has, against the set the file's last apply made
+// (jobSet.base), so that a one-job edit of a file of 100,000 jobs sends
+// one spec. It returns how many specs it sent whole, or errByDigest
+// having applied nothing.
+func applyChanges(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
+	if set.base == "" {
+		return wire.JobSetApplied{}, 0, errByDigest
+	}
+	req := wire.JobSetChanges{Source: source, Base: set.base, Specs: make([]jobs.Spec, 0, len(set.changed)), Remove: set.removed}
+	for _, k := range set.changed {
+		req.Specs = append(req.Specs, set.fresh[k])
+	}
+	var ans struct {
+		Applied json.RawMessage `json:"applied"`
+		Set     string          `json:"set"`
+	}
+	err := c.call(ctx, http.MethodPut, jobSetPath+"/changes", bytes.NewReader(wire.AppendJobSetChanges(nil, req)), &ans)
+	switch {
+	case errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected):
+		return wire.JobSetApplied{}, 0, errByDigest
+	case err != nil:
+		return wire.JobSetApplied{}, 0, err
+	case len(ans.Applied) == 0:
+		return wire.JobSetApplied{}, 0, errByDigest
+	}
+	out, err := appliedAnswer(c, ans.Applied)
+	return out, len(req.Specs), err
+}
+
+// appliedAnswer decodes the set an exchange applied, as the node wrote
+// it; with -json, it alone is the command's output.
+func appliedAnswer(c *client, applied json.RawMessage) (wire.JobSetApplied, error) {
+	var out wire.JobSetApplied
+	if err := json.Unmarshal(applied, &out); err != nil {
+		return out, err
+	}
+	if c.json {
+		c.out.Write(append(applied, '\n'))
+	}
+	return out, nil
 }
 
 // errSendWhole is why applyByDigest did not apply: the node cannot take
@@ -172,14 +238,8 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 			return wire.JobSetApplied{}, 0, err
 		}
 		if len(ans.Applied) > 0 {
-			var out wire.JobSetApplied
-			if err := json.Unmarshal(ans.Applied, &out); err != nil {
-				return out, 0, err
-			}
-			if c.json {
-				c.out.Write(append(ans.Applied, '\n'))
-			}
-			return out, len(req.Specs), nil
+			out, err := appliedAnswer(c, ans.Applied)
+			return out, len(req.Specs), err
 		}
 		if round > 0 || 2*len(ans.Need) > set.len() {
 			break

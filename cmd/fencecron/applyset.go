@@ -25,6 +25,23 @@ type jobSet struct {
 	data    []byte
 	items   config.Items
 	saved   func() // waits for the cache to be written
+	// The cache that holds this file's jobs once saved has returned (nil
+	// if none will), the hash of the set the file's last apply made, and
+	// the jobs of that set the file no longer has (read through the cache):
+	// what applyChanges sends.
+	cache   *applycache.Cache
+	base    string
+	removed []string
+}
+
+// learnt records, once the cache is written, that the node's set (of
+// hash hash) is this file's jobs: the next apply of the file sends only
+// what changed since (applyChanges).
+func (s *jobSet) learnt(hash string) {
+	if s.cache != nil {
+		s.saved()
+		s.cache.SetBase(hash)
+	}
 }
 
 func (s *jobSet) len() int { return len(s.names) } // the number of jobs
@@ -116,13 +133,13 @@ func loadJobSet(path string) (*jobSet, error) {
 		return nil, err
 	}
 	set := wholeSet(specs)
-	if fileOnly && len(specs) == items.Len() {
+	// A file with after: is always read whole.
+	after := slices.ContainsFunc(specs, func(s jobs.Spec) bool { return len(s.After) > 0 })
+	if fileOnly && len(specs) == items.Len() && !after {
+		set.cache = c
 		set.saved = inBackground(func() {
 			entries := make([]applycache.Entry, len(specs))
 			for i, d := range set.digests() {
-				if len(specs[i].After) > 0 {
-					return // such a file is always read whole
-				}
 				entries[i] = cacheEntry(&specs[i], d)
 			}
 			c.Save(ids, entries)
@@ -241,9 +258,17 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 			return nil, false
 		}
 	}
+	// The jobs the cache knows that no item is now, but for those of a
+	// name an item parsed has (a job edited in place): removed.
+	for k, u := range used {
+		if _, ok := set.parsed[c.At(k).Name]; !u && !ok {
+			set.removed = append(set.removed, c.At(k).Name)
+		}
+	}
 	set.digests = func() []string { return digests }
+	set.cache, set.base = c, c.Base() // before a Save replaces the cache
 	set.saved = func() {}
-	if len(set.changed) > 0 {
+	if len(set.changed) > 0 || len(set.removed) > 0 {
 		set.saved = inBackground(func() { c.Save(ids, entries) })
 	}
 	return set, true

@@ -149,6 +149,56 @@ func TestLoadJobSet_ThroughTheCache(t *testing.T) {
 	sameAsWhole(t, load(t, path), path)
 }
 
+// What an apply sends as changes is what changed since the set the
+// file's last apply made: the jobs the cache did not know, and by name
+// those the file no longer has (a job edited in place is not one). The
+// set is known once an apply made it, and only for the cache of the file
+// that apply read.
+func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const n = 2000
+	path, data := bigJobsFile(t, n)
+	first := load(t, path)
+	if first.cache == nil || first.base != "" {
+		t.Fatalf("a first read: cache %v, base %q; want a cache to learn the set, no set known", first.cache != nil, first.base)
+	}
+	first.learnt("00000000000000aa")
+	if again := load(t, path); again.base != "00000000000000aa" || len(again.changed)+len(again.removed) != 0 {
+		t.Fatalf("read again: base %q, %d changed, removed %v; want the set learnt, nothing changed", again.base, len(again.changed), again.removed)
+	}
+
+	// job-001000 taken out, job-001001 edited in place, job-001002
+	// renamed.
+	item := func(i int) string {
+		return fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
+	}
+	data = edit(t, path, data, item(1000), "")
+	data = edit(t, path, data, item(1001), strings.Replace(item(1001), "* * *", "* * 1", 1))
+	edit(t, path, data, item(1002), strings.Replace(item(1002), "job-001002", "job-901002", 1))
+	set, err := loadJobSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var changed []string
+	for _, k := range set.changed {
+		changed = append(changed, set.fresh[k].Name)
+	}
+	slices.Sort(set.removed)
+	if set.base != "00000000000000aa" || !slices.Equal(changed, []string{"job-001001", "job-901002"}) || !slices.Equal(set.removed, []string{"job-001000", "job-001002"}) {
+		t.Errorf("after the edits: base %q, changed %v, removed %v; want the set learnt, job-001001 and job-901002 changed, job-001000 and job-001002 removed", set.base, changed, set.removed)
+	}
+	sameAsWhole(t, set, path)
+	// The cache now holds the edited file: the set learnt is not its.
+	set.saved()
+	if again := load(t, path); again.base != "" {
+		t.Errorf("the cache of the edited file has base %q before an apply of it", again.base)
+	}
+	set.learnt("00000000000000bb")
+	if again := load(t, path); again.base != "00000000000000bb" {
+		t.Errorf("after the edited file's apply: base %q, want its set", again.base)
+	}
+}
+
 // A cache that says something else of the list's first item than the
 // file does is not believed.
 func TestLoadJobSet_CacheChecked(t *testing.T) {

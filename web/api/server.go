@@ -166,6 +166,7 @@ func (s *Server) Routes(r chi.Router) {
 	// A worker holds no set to take jobs from: it answers 421, and
 	// `fencecron apply` sends it the whole set, which it forwards.
 	r.With(s.HoldsState, s.requireWrite).Put("/jobset/digests", s.handleApplyJobDigests)
+	r.With(s.HoldsState, s.requireWrite).Put("/jobset/changes", s.handleApplyJobChanges)
 	// Operators (operator.go): Raft's servers, backups and restores.
 	r.Get("/operator/raft/peers", s.handlePeers)
 	r.With(s.requireWrite).Delete("/operator/raft/peers/{id}", s.handleRemovePeer)

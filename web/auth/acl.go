@@ -113,6 +113,7 @@ var Routes = []Route{
 	{"GET", "/api/v1/jobset", acl.CapApply, ScopeAny, false},
 	{"PUT", "/api/v1/jobset", acl.CapApply, ScopeAny, false},
 	{"PUT", "/api/v1/jobset/digests", acl.CapApply, ScopeAny, false},
+	{"PUT", "/api/v1/jobset/changes", acl.CapApply, ScopeAny, false},
 	{"GET", "/api/v1/operator/raft/peers", acl.CapOperator, ScopeNone, false},
 	{"DELETE", "/api/v1/operator/raft/peers/{id}", acl.CapOperator, ScopeNone, false},
 	{"GET", "/api/v1/snapshot", acl.CapOperator, ScopeNone, false},

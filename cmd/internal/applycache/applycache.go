@@ -89,6 +89,8 @@ type Cache struct {
 	ids     []ID
 	entries []Entry
 	index   map[uint64]int32
+	sum     [sha256.Size]byte // the file's, as read or as Save wrote it; zero if there is none
+	base    string            // what the file's base names, if it is of this file
 }
 
 // Open reads the cache of the jobs file at file (any path naming it),
@@ -108,7 +110,11 @@ func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *C
 	name := sha256.Sum256([]byte(abs))
 	c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
 	if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
-		c.ids, c.entries, _ = decode(data, c.key)
+		var err error
+		if c.ids, c.entries, err = decode(data, c.key); err == nil {
+			c.sum = [sha256.Size]byte(data[len(data)-sha256.Size:])
+			c.base = readBase(basePath(c.path), c.sum)
+		}
 	}
 	// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave the
 	// later one unfound: its item is parsed, as one the cache lacks.
@@ -147,6 +153,8 @@ func (c *Cache) Save(ids []ID, entries []Entry) error {
 	if c.path == "" {
 		return errors.New("no cache directory")
 	}
+	// The file is replaced: no base is of it until SetBase says so.
+	c.sum, c.base = [sha256.Size]byte{}, ""
 	b := make([]byte, 0, len(magic)+32+4+len(entries)*40+sha256.Size)
 	b = append(append(b, magic...), c.key[:]...)
 	countAt := len(b)
@@ -179,8 +187,72 @@ func (c *Cache) Save(ids []ID, entries []Entry) error {
 	if err := atomicfile.Write(c.path, b, 0o600); err != nil {
 		return err
 	}
+	c.sum = sum
 	prune(filepath.Dir(c.path), c.path)
 	return nil
+}
+
+// Base is the hash of the job set the last apply of the file made, as
+// SetBase recorded it, if the cache still holds the jobs of that set:
+// the command may send what changed since, against that set (PUT
+// /api/v1/jobset/changes). "" if no such set is known.
+func (c *Cache) Base() string { return c.base }
+
+// SetBase records that the node's job set, of hash hash, is the set of
+// the jobs the cache holds (as Open read it, or as Save last wrote it):
+// an apply of the file made it, replacing the whole set. It is kept
+// beside the cache file, bound to that file's checksum, so that a cache
+// written since (another apply of the file) has no base until its own
+// apply records one. It reports why it wrote nothing, for tests.
+func (c *Cache) SetBase(hash string) error {
+	switch {
+	case c.path == "":
+		return errors.New("no cache directory")
+	case c.sum == [sha256.Size]byte{}:
+		return errors.New("no cache file of this set")
+	case !validHash(hash):
+		return fmt.Errorf("job set hash %q is not lowercase hex", hash)
+	}
+	b := append(append([]byte(baseMagic), c.sum[:]...), hash...)
+	if err := atomicfile.Write(basePath(c.path), b, 0o600); err != nil {
+		return err
+	}
+	c.base = hash
+	return nil
+}
+
+// baseMagic starts a base file; a change of its format changes it.
+const baseMagic = "fencecron apply base 1\n"
+
+// basePath is where the base of the cache file at path is kept.
+func basePath(path string) string { return strings.TrimSuffix(path, ".cache") + ".base" }
+
+// readBase reads the base file at path: the hash it records, if it was
+// recorded for the cache file of checksum sum.
+func readBase(path string, sum [sha256.Size]byte) string {
+	b, _, err := atomicfile.Read(path, 256)
+	if err != nil {
+		return ""
+	}
+	rest, ok := bytes.CutPrefix(b, []byte(baseMagic))
+	if !ok || len(rest) < sha256.Size || !bytes.Equal(rest[:sha256.Size], sum[:]) || !validHash(string(rest[sha256.Size:])) {
+		return ""
+	}
+	return string(rest[sha256.Size:])
+}
+
+// validHash reports whether h is written as jobs.HashSpecs writes one:
+// lowercase hex (of at most 64 digits).
+func validHash(h string) bool {
+	if len(h) == 0 || len(h) > 64 {
+		return false
+	}
+	for _, c := range []byte(h) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // decode reads a cache file written for key: its IDs and their entries.
@@ -314,5 +386,6 @@ func prune(dir, just string) {
 	slices.SortFunc(files, func(a, b file) int { return cmp.Compare(b.mod, a.mod) })
 	for _, f := range files[min(maxFiles-1, len(files)):] {
 		os.Remove(f.path)
+		os.Remove(basePath(f.path))
 	}
 }

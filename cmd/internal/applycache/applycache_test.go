@@ -172,3 +172,49 @@ func TestCache_Bounded(t *testing.T) {
 		t.Errorf("a temporary file a write may still be making was removed: %v", err)
 	}
 }
+
+// The base an apply recorded is found with the cache it was recorded
+// for, and with no other: a cache written since, by another apply of the
+// file, has none until that apply records its own.
+func TestCache_BaseIsOfItsCache(t *testing.T) {
+	head, tail := []byte("jobs:\n"), []byte("")
+	file, ids, entries := cacheOf(t, 100)
+	c := Open(file, head, tail, os.LookupEnv)
+	if err := c.SetBase("0123456789abcdef"); err == nil {
+		t.Error("a base was recorded with no cache file")
+	}
+	if err := c.Save(ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetBase("0123456789abcdef"); err != nil {
+		t.Fatal(err)
+	}
+	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "0123456789abcdef" {
+		t.Errorf("the next apply finds base %q, want the one recorded", got)
+	}
+	if err := c.SetBase("not hex"); err == nil {
+		t.Error("a base that is not a hash was recorded")
+	}
+
+	// The same cache, opened: its base can be recorded again.
+	c = Open(file, head, tail, os.LookupEnv)
+	if err := c.SetBase("fedcba9876543210"); err != nil {
+		t.Fatal(err)
+	}
+	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "fedcba9876543210" {
+		t.Errorf("base %q, want the one recorded last", got)
+	}
+
+	// Another apply saves what the file now holds: the base is not of it.
+	entries[3].Digest = "00000000000000aa"
+	if err := Open(file, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+		t.Fatal(err)
+	}
+	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "" {
+		t.Errorf("a cache saved since has base %q, want none", got)
+	}
+	// Another frame finds no cache, and no base.
+	if got := Open(file, []byte("node:\n  name: x\njobs:\n"), tail, os.LookupEnv).Base(); got != "" {
+		t.Errorf("another frame has base %q", got)
+	}
+}

@@ -115,6 +115,39 @@ func teamAApply(t *testing.T, node, token string) {
 	}
 }
 
+// teamAChanges sends job set changes with team-a's token to the leader,
+// as `fencecron apply` of a file it applied before would: they may remove
+// team-a's jobs only, and what they apply keeps every other namespace's.
+func teamAChanges(t *testing.T, leader, token, root string) {
+	t.Helper()
+	status := func() wire.Status {
+		var st wire.Status
+		code, body := aclDo(t, "GET", leader+"/api/v1/status", root, "")
+		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
+			t.Fatalf("status: %d %s", code, body)
+		}
+		return st
+	}
+	before := status().Jobs
+	changes := func(remove string) (int, string) {
+		return aclDo(t, "PUT", leader+"/api/v1/jobset/changes", token, fmt.Sprintf(`{"source":"t","base":%q,"specs":[],"remove":[%q]}`, before.Hash, remove))
+	}
+	if code, body := changes("team-b:build"); code != http.StatusForbidden {
+		t.Errorf("changes removing team-b's job with team-a's token: %d %s; want 403", code, body)
+	}
+	code, body := changes("team-a:slow")
+	var ans wire.JobSetChangesAnswer
+	if err := json.Unmarshal([]byte(body), &ans); code != http.StatusOK || err != nil || ans.Applied == nil || fmt.Sprint(ans.Applied.Namespaces) != "[team-a]" {
+		t.Fatalf("changes removing team-a:slow with team-a's token: %d %s; want them applied to team-a alone", code, body)
+	}
+	if after := status().Jobs; after.Count != before.Count-1 {
+		t.Errorf("after team-a's changes the set has %d jobs, had %d; want team-a:slow alone removed", after.Count, before.Count)
+	}
+	if code, body := aclDo(t, "GET", leader+"/api/v1/jobs/team-b:build", root, ""); code != http.StatusOK {
+		t.Errorf("team-b:build after team-a's changes: %d %s; want it kept", code, body)
+	}
+}
+
 // applyPolicy applies policy name of body through node with the
 // management token root, as an operator would: a file and `fencecron acl
 // policy apply`.
@@ -305,6 +338,7 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 	})
 
 	readOnlyDashboard(t, f, root)
+	teamAChanges(t, leader.URL(), a, root)
 
 	// Revoked through the leader: refused on every node within a second.
 	if out, err := cli(t, "acl", "token", "revoke", "-addr", leader.URL(), "-token", root, aAccessor); err != nil {

@@ -195,8 +195,11 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 			t.Fatalf("the file lacks %q", job)
 		}
 		os.WriteFile(file, bytes.Replace(b.Bytes(), []byte(job), []byte(strings.Replace(job, "/bin/true", "/bin/false", 1)), 1), 0o600)
+		// The command knows the set its last apply made: it sends the
+		// change alone, against that set.
+		base := status().Jobs.Hash
 		out, err := applyCLI(t, env, "-addr", addr, file)
-		if want := fmt.Sprintf("sent 1 new or changed job whole; the node had the other %d\n", n-1); err != nil || !strings.Contains(out, want) {
+		if want := fmt.Sprintf("sent the changes since job set %s: 1 new or changed job whole, 0 removed; the node had the other %d\n", base, n-1); err != nil || !strings.Contains(out, want) {
 			t.Fatalf("apply of the edited file: %v: %q; want %q", err, out, want)
 		}
 		if now, _ := os.ReadFile(caches[0]); bytes.Equal(now, learnt) {
@@ -211,6 +214,37 @@ func TestDev_HundredThousandJobs(t *testing.T) {
 		var got wire.Job
 		if err := proctest.GetJSON(dev.base+"/api/v1/jobs/job-050000", &got); err != nil || !slices.Equal(got.Command, []string{"/bin/false"}) {
 			t.Errorf("job-050000's command is %q (%v), want the edited one", got.Command, err)
+		}
+
+		// A job taken out of the file is removed by name.
+		edited, _ := os.ReadFile(file)
+		gone := "  - name: job-050001\n    schedule: \"21 17 * * *\"\n    command: [\"/bin/true\"]\n    target: {zone: z0}\n"
+		if !bytes.Contains(edited, []byte(gone)) {
+			t.Fatalf("the file lacks %q", gone)
+		}
+		os.WriteFile(file, bytes.Replace(edited, []byte(gone), nil, 1), 0o600)
+		base = status().Jobs.Hash
+		out, err = applyCLI(t, env, "-addr", addr, file)
+		if want := fmt.Sprintf("sent the changes since job set %s: 0 new or changed jobs whole, 1 removed; the node had the other %d\n", base, n-1); err != nil || !strings.Contains(out, want) {
+			t.Fatalf("apply of the file without job-050001: %v: %q; want %q", err, out, want)
+		}
+		if st := status().Jobs; st.Count != n-1 {
+			t.Errorf("after the removal the node has %d jobs, want %d", st.Count, n-1)
+		}
+
+		// Another apply made the set another: the command's changes are
+		// not against it, and it sends the set by digest, which puts
+		// job-050001 back as the directory has it.
+		if out, err := applyCLI(t, nil, "-addr", addr, dir); err != nil {
+			t.Fatalf("apply DIR: %v\n%s", err, out)
+		}
+		os.WriteFile(file, edited, 0o600)
+		out, err = applyCLI(t, env, "-addr", addr, file)
+		if err != nil || strings.Contains(out, "changes since") || !strings.Contains(out, fmt.Sprintf("applied %d jobs", n)) {
+			t.Fatalf("apply of the file after another apply: %v: %q; want %d jobs applied by digest", err, out, n)
+		}
+		if err := proctest.GetJSON(dev.base+"/api/v1/jobs/job-050000", &got); err != nil || !slices.Equal(got.Command, []string{"/bin/false"}) {
+			t.Errorf("after the apply by digest job-050000's command is %q (%v), want the file's", got.Command, err)
 		}
 	})
 
