@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 )
 
 // Bounds on a job set, whichever way it arrives (a config file, a
@@ -73,6 +74,11 @@ func EncodeSpecs(w io.Writer, specs []Spec) error {
 }
 
 // encodeSpecs writes specs, in order (nil: as they are), as a JSON array.
+// A window of specs at a time is encoded on every core, each core's share
+// into one buffer, and written while the next window is encoded: hashing
+// a set of 100,000 (a SHA-256 of some 32 MB, one core's work) then
+// overlaps its encoding, and the hash takes a few large writes rather
+// than two for every spec.
 func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 	at := func(k int) *Spec {
 		if order != nil {
@@ -84,25 +90,60 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 		return err
 	}
 	const window = 8192
-	// Each window's encodings reuse the buffers of the one before.
-	encoded := make([][]byte, min(window, len(specs)))
-	for lo := 0; lo < len(specs); lo += window {
-		n := min(window, len(specs)-lo)
-		inParallel(n, func(a, b int) {
-			for k := a; k < b; k++ {
-				encoded[k] = AppendSpec(encoded[k][:0], at(lo+k))
-			}
-		})
-		for k := range n {
-			if lo+k > 0 {
-				if _, err := io.WriteString(w, ","); err != nil {
-					return err
+	cores := max(1, runtime.GOMAXPROCS(0))
+	// Two windows' buffers, in turn: one is written while the other is
+	// filled.
+	free, full := make(chan [][]byte, 2), make(chan [][]byte, 2)
+	for range 2 {
+		free <- make([][]byte, cores)
+	}
+	var failed atomic.Bool
+	var werr error
+	written := make(chan struct{})
+	go func() {
+		defer close(written)
+		for bufs := range full {
+			for _, b := range bufs {
+				if werr != nil {
+					break
+				}
+				if _, werr = w.Write(b); werr != nil {
+					failed.Store(true)
 				}
 			}
-			if _, err := w.Write(encoded[k]); err != nil {
-				return err
-			}
+			free <- bufs[:cap(bufs)]
 		}
+	}()
+	for lo := 0; lo < len(specs) && !failed.Load(); lo += window {
+		n := min(window, len(specs)-lo)
+		bufs := <-free
+		parts := min(cores, max(1, n/512))
+		bufs = bufs[:parts]
+		fill := func(p int) {
+			b := bufs[p][:0]
+			for k := p * n / parts; k < (p+1)*n/parts; k++ {
+				if lo+k > 0 {
+					b = append(b, ',')
+				}
+				b = AppendSpec(b, at(lo+k))
+			}
+			bufs[p] = b
+		}
+		if parts == 1 {
+			fill(0)
+		} else {
+			var wg sync.WaitGroup
+			for p := range parts {
+				wg.Go(func() { fill(p) })
+			}
+			wg.Wait()
+		}
+		full <- bufs
+	}
+	close(full)
+	<-written
+	if werr != nil {
+		return werr
 	}
 	_, err := io.WriteString(w, "]")
 	return err
