@@ -89,13 +89,18 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 	if _, err := io.WriteString(w, "["); err != nil {
 		return err
 	}
-	const window = 8192
+	const window = 4096
 	cores := max(1, runtime.GOMAXPROCS(0))
 	// Two windows' buffers, in turn: one is written while the other is
-	// filled.
+	// filled. Each share starts at a typical spec's size per spec, and
+	// keeps what it grew to for the windows after.
 	free, full := make(chan [][]byte, 2), make(chan [][]byte, 2)
 	for range 2 {
-		free <- make([][]byte, cores)
+		bufs := make([][]byte, cores)
+		for p := range bufs {
+			bufs[p] = make([]byte, 0, min(window, len(specs))/cores*320)
+		}
+		free <- bufs
 	}
 	var failed atomic.Bool
 	var werr error
