@@ -51,12 +51,20 @@ func HashSpecs(specs []Spec) string {
 		h.Write([]byte("null"))
 		return hex.EncodeToString(h.Sum(nil)[:8])
 	}
-	order := make([]int, len(specs))
+	return HashSpecsAt(len(specs), func(i int) *Spec { return &specs[i] })
+}
+
+// HashSpecsAt is HashSpecs of the (non-nil) set of n jobs at gives: the
+// leader hashes a set changed by a few jobs through the set it changes,
+// rather than a copy of it.
+func HashSpecsAt(n int, at func(i int) *Spec) string {
+	order := make([]int, n)
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(specs[a].Name, specs[b].Name) })
-	if err := encodeSpecs(h, specs, order); err != nil {
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(at(a).Name, at(b).Name) })
+	h := sha256.New()
+	if err := encodeSpecs(h, n, func(k int) *Spec { return at(order[k]) }); err != nil {
 		panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data, and a hash takes every write
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
@@ -70,22 +78,16 @@ func EncodeSpecs(w io.Writer, specs []Spec) error {
 		_, err := io.WriteString(w, "null")
 		return err
 	}
-	return encodeSpecs(w, specs, nil)
+	return encodeSpecs(w, len(specs), func(k int) *Spec { return &specs[k] })
 }
 
-// encodeSpecs writes specs, in order (nil: as they are), as a JSON array.
+// encodeSpecs writes the n specs at gives, in order, as a JSON array.
 // A window of specs at a time is encoded on every core, each core's share
 // into one buffer, and written while the next window is encoded: hashing
 // a set of 100,000 (a SHA-256 of some 32 MB, one core's work) then
 // overlaps its encoding, and the hash takes a few large writes rather
 // than two for every spec.
-func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
-	at := func(k int) *Spec {
-		if order != nil {
-			return &specs[order[k]]
-		}
-		return &specs[k]
-	}
+func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
 	if _, err := io.WriteString(w, "["); err != nil {
 		return err
 	}
@@ -98,7 +100,7 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 	for range 2 {
 		bufs := make([][]byte, cores)
 		for p := range bufs {
-			bufs[p] = make([]byte, 0, min(window, len(specs))/cores*320)
+			bufs[p] = make([]byte, 0, min(window, n)/cores*320)
 		}
 		free <- bufs
 	}
@@ -119,14 +121,14 @@ func encodeSpecs(w io.Writer, specs []Spec, order []int) error {
 			free <- bufs[:cap(bufs)]
 		}
 	}()
-	for lo := 0; lo < len(specs) && !failed.Load(); lo += window {
-		n := min(window, len(specs)-lo)
+	for lo := 0; lo < n && !failed.Load(); lo += window {
+		size := min(window, n-lo)
 		bufs := <-free
-		parts := min(cores, max(1, n/512))
+		parts := min(cores, max(1, size/512))
 		bufs = bufs[:parts]
 		fill := func(p int) {
 			b := bufs[p][:0]
-			for k := p * n / parts; k < (p+1)*n/parts; k++ {
+			for k := p * size / parts; k < (p+1)*size/parts; k++ {
 				if lo+k > 0 {
 					b = append(b, ',')
 				}

@@ -225,9 +225,7 @@ func scopeOf(scope []string, specs []jobs.Spec) (func(ns string) bool, error) {
 }
 
 // setJobsByDiff replicates the difference between the replicated job
-// set and specs, in parts of at most fsm.MaxJobsDiffBytes, diffParallel
-// of them proposed at once: Raft commits what is proposed together in
-// fewer disk writes, and the FSM takes the parts in any order. With
+// set and specs, in parts of at most fsm.MaxJobsDiffBytes. With
 // inScope, specs replace only the jobs of the namespaces it accepts, and
 // the set they make is checked whole. It returns the new set's hash.
 func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known KnownJobs, inScope func(ns string) bool, source string) (string, error) {
@@ -244,10 +242,16 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known Known
 	}
 	hash := jobs.HashSpecs(next)
 	upsert, remove := base.Diff(next, known.Kept)
-	parts := jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now())
+	return hash, l.proposeDiff(ctx, jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now()))
+}
+
+// proposeDiff replicates the parts of a job set difference, diffParallel
+// of them proposed at once: Raft commits what is proposed together in
+// fewer disk writes, and the FSM takes the parts in any order.
+func (l local) proposeDiff(ctx context.Context, parts []replicated.SetJobsDiffCmd) error {
 	if len(parts) == 1 {
 		_, err := l.s.applyLocalCmd(ctx, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: &parts[0]})
-		return hash, err
+		return err
 	}
 	// Every part is proposed even if one fails, so that each error is
 	// reported; the FSM refuses the set unless all parts arrive.
@@ -263,7 +267,7 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known Known
 		})
 	}
 	g.Wait()
-	return hash, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // diffParallel is how many parts of a job set difference the leader

@@ -373,6 +373,9 @@ func (f *fakeScheduler) SetJobs(_ context.Context, specs []jobs.Spec, source str
 func (f *fakeScheduler) SetJobsKnown(ctx context.Context, specs []jobs.Spec, _ scheduler.KnownJobs, source string, scope []string) (string, error) {
 	return f.SetJobs(ctx, specs, source, scope)
 }
+func (f *fakeScheduler) SetJobsChanges(context.Context, scheduler.JobChanges, string) (string, int, error) {
+	return "", 0, scheduler.ErrChangesNeedSet
+}
 func (f *fakeScheduler) TriggerAt(ctx context.Context, job string, force bool, _ time.Time) (jobs.Run, error) {
 	return f.Trigger(ctx, job, force)
 }

@@ -164,6 +164,12 @@ func (f *FSM) JobSetBase() JobSetBase {
 	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, byName: f.idx.byName}
 }
 
+// Index returns the position in b.Jobs of the job named name.
+func (b JobSetBase) Index(name string) (int, bool) {
+	i, ok := b.byName[name]
+	return i, ok
+}
+
 // Diff returns the difference that makes b into next (normalized, as the
 // leader checked it): setdiff.Of, against b's jobs and its index of their
 // names; upsert may share next's array. It runs outside the FSM's lock:

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -8,6 +9,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/acl"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
@@ -46,6 +48,25 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 	if set.Info.Hash != req.Base {
 		WriteJSON(w, http.StatusOK, wire.JobSetChangesAnswer{Set: set.Info.Hash})
 		return
+	}
+	if _, limited := exportScope(r); !limited {
+		// The leader applies the changes alone if it can.
+		source := req.Source
+		if source == "" {
+			source = "PUT /api/v1/jobset/changes from " + r.RemoteAddr
+		}
+		hash, n, err := s.Scheduler.SetJobsChanges(r.Context(), scheduler.JobChanges{Base: req.Base, Upsert: req.Specs, Remove: req.Remove}, source)
+		switch {
+		case err == nil:
+			WriteJSON(w, http.StatusOK, wire.JobSetChangesAnswer{Applied: &wire.JobSetApplied{Hash: hash, Source: source, Jobs: n}})
+			return
+		case errors.Is(err, fsm.ErrJobsDiffBase):
+			WriteJSON(w, http.StatusOK, wire.JobSetChangesAnswer{Set: s.State.ExportJobSet().Info.Hash})
+			return
+		case !errors.Is(err, scheduler.ErrChangesNeedSet):
+			s.Error(w, r, err)
+			return
+		}
 	}
 	specs, kept, removed, err := changedSet(set.Jobs, req.Specs, req.Remove)
 	if err != nil {

@@ -75,6 +75,10 @@ type Scheduler interface {
 	// set sent whole). specs is handed over: a leader normalizes it in
 	// place.
 	SetJobsKnown(ctx context.Context, specs []jobs.Spec, known scheduler.KnownJobs, source string, scope []string) (hash string, err error)
+	// SetJobsChanges applies a job set given as what changed since the
+	// replicated set ch.Base, where the leader can without the set they
+	// make: else scheduler.ErrChangesNeedSet, and nothing changed.
+	SetJobsChanges(ctx context.Context, ch scheduler.JobChanges, source string) (hash string, jobs int, err error)
 	// Trigger starts a run now; force overrides the job's overlap policy.
 	Trigger(ctx context.Context, job string, force bool) (jobs.Run, error)
 	Pause(ctx context.Context, job string, paused bool) error
