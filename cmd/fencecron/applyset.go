@@ -229,11 +229,10 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	}
 	set := &jobSet{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx)), path: path, items: items}
 	digests := make([]string, n)
-	entries := make([]applycache.Entry, n)
 	for i, k := range at {
 		if k >= 0 {
 			e := c.At(k)
-			set.names[i], digests[i], entries[i] = e.Name, e.Digest, e
+			set.names[i], digests[i] = e.Name, e.Digest
 		}
 	}
 	// The parsed jobs' names are each their own (the parse checks that);
@@ -250,7 +249,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		} else {
 			set.changed = append(set.changed, k)
 		}
-		set.names[i], digests[i], entries[i] = s.Name, d, cacheEntry(s, d)
+		set.names[i], digests[i] = s.Name, d
 		set.parsed[s.Name] = k
 	}
 	for i, k := range at {
@@ -269,7 +268,18 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	set.cache, set.base = c, c.Base() // before a Save replaces the cache
 	set.saved = func() {}
 	if len(set.changed) > 0 || len(set.removed) > 0 {
-		set.saved = inBackground(func() { c.Save(ids, entries) })
+		set.saved = inBackground(func() {
+			entries := make([]applycache.Entry, n)
+			for i, k := range at {
+				if k >= 0 {
+					entries[i] = c.At(k)
+				}
+			}
+			for k, i := range idx {
+				entries[i] = cacheEntry(&fresh[k], digests[i])
+			}
+			c.Save(ids, entries)
+		})
 	}
 	return set, true
 }

@@ -71,6 +71,9 @@ func findJobs(data []byte) (jobsLayout, bool) {
 		bytes.Contains(data, []byte("\u0085")) || bytes.Contains(data, []byte("\u2028")) || bytes.Contains(data, []byte("\u2029")) {
 		return l, false
 	}
+	// Room for an item on every line: what is not used is never touched,
+	// where growing the list by appends writes several times its size.
+	l.items = make([]itemLine, 0, bytes.Count(data, []byte("\n"))+1)
 	off, n := 0, 1
 scan:
 	for ; off < len(data); n++ {
