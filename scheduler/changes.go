@@ -23,8 +23,9 @@ type JobChanges struct {
 // ErrChangesNeedSet is why SetJobsChanges applied nothing, for a caller
 // that then builds the set the changes make and applies it whole
 // (SetJobsKnown): this node does not lead (a follower forwards a set),
-// the leader did not itself check the set they change, or the set's jobs
-// are checked against each other (after:, groups with limits).
+// the leader did not itself check the set they change, or a job of the
+// set or of the changes runs after others or is of a group (checked
+// against the set's other jobs).
 var ErrChangesNeedSet = errors.New("the changes are to be applied as the set they make")
 
 // SetJobsChanges applies ch on the leader that checked the set they

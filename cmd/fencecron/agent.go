@@ -113,8 +113,10 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if out.Namespaces == nil {
-		// The node's set is now the file's jobs, however they were sent.
+	if out.Namespaces == nil && set == loaded {
+		// The node's set is now the file's jobs, as the cache holds them.
+		// (Not after a read whole where the cache could not vouch for a
+		// job: what it holds may be what the node lacked.)
 		loaded.learnt(out.Hash)
 	}
 	if c.json {

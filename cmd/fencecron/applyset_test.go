@@ -158,7 +158,11 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	const n = 2000
 	path, data := bigJobsFile(t, n)
-	first := load(t, path)
+	// learnt waits for the cache the read is writing.
+	first, err := loadJobSet(path)
+	if err != nil {
+		t.Fatal(err)
+	}
 	if first.cache == nil || first.base != "" {
 		t.Fatalf("a first read: cache %v, base %q; want a cache to learn the set, no set known", first.cache != nil, first.base)
 	}

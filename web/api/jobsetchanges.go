@@ -44,6 +44,13 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, fmt.Errorf("%w: %d jobs changed; a job set holds at most %d", jobs.ErrInvalidConfig, n, jobs.MaxJobs))
 		return
 	}
+	// Named as the set names its jobs, whichever way the changes go.
+	for i := range req.Specs {
+		req.Specs[i].Normalize()
+	}
+	for i, name := range req.Remove {
+		req.Remove[i] = jobs.QualifiedName(jobs.SplitQualified(name))
+	}
 	set := s.State.ExportJobSet()
 	if set.Info.Hash != req.Base {
 		WriteJSON(w, http.StatusOK, wire.JobSetChangesAnswer{Set: set.Info.Hash})

@@ -378,7 +378,7 @@ func prune(dir, just string) {
 		}
 		// What a write cut short (a killed apply) left, if no write
 		// could still be making it.
-		if strings.Contains(e.Name(), ".cache.tmp-") && time.Since(fi.ModTime()) > time.Hour {
+		if (strings.Contains(e.Name(), ".cache.tmp-") || strings.Contains(e.Name(), ".base.tmp-")) && time.Since(fi.ModTime()) > time.Hour {
 			os.Remove(p)
 			continue
 		}

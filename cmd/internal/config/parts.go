@@ -9,6 +9,8 @@ import (
 	"sync"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/fencecron/fencecron/jobs"
 )
 
 // Parsing a large file's jobs in parts.
@@ -71,9 +73,10 @@ func findJobs(data []byte) (jobsLayout, bool) {
 		bytes.Contains(data, []byte("\u0085")) || bytes.Contains(data, []byte("\u2028")) || bytes.Contains(data, []byte("\u2029")) {
 		return l, false
 	}
-	// Room for an item on every line: what is not used is never touched,
-	// where growing the list by appends writes several times its size.
-	l.items = make([]itemLine, 0, bytes.Count(data, []byte("\n"))+1)
+	// Room for an item at every "-" (each item's line has one), up to
+	// the most a set may hold: what is not used is never touched, where
+	// growing the list by appends writes several times its size.
+	l.items = make([]itemLine, 0, min(bytes.Count(data, []byte("-")), jobs.MaxJobs)+1)
 	off, n := 0, 1
 scan:
 	for ; off < len(data); n++ {
