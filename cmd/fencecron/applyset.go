@@ -2,6 +2,7 @@ package main
 
 import (
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 
@@ -104,6 +105,9 @@ func wholeSet(specs []jobs.Spec) *jobSet {
 // cache learns the file as it now is. Anything the cache cannot vouch
 // for has the file read whole, so what is sent is what readJobSet reads.
 func loadJobSet(path string) (*jobSet, error) {
+	// The cache is read while the file is: for 100,000 jobs each is some
+	// tens of milliseconds, most of them page faults.
+	cache := applycache.Load(path)
 	data, items, ok := plainFile(path)
 	if !ok {
 		var specs []jobs.Spec
@@ -119,11 +123,8 @@ func loadJobSet(path string) (*jobSet, error) {
 		return wholeSet(specs), nil
 	}
 	head, tail := items.Frame()
-	c := applycache.Open(path, head, tail, os.LookupEnv)
-	ids := make([]applycache.ID, items.Len())
-	for i := range ids {
-		ids[i] = applycache.IDOf(items.Item(i))
-	}
+	ids := itemIDs(items)
+	c := cache.Open(head, tail, os.LookupEnv)
 	if set, ok := cachedSet(path, items, ids, c); ok {
 		set.data = data
 		return set, nil
@@ -146,6 +147,22 @@ func loadJobSet(path string) (*jobSet, error) {
 		})
 	}
 	return set, nil
+}
+
+// itemIDs is the ID of each item, computed on every core.
+func itemIDs(items config.Items) []applycache.ID {
+	ids := make([]applycache.ID, items.Len())
+	parts := min(runtime.GOMAXPROCS(0), max(1, len(ids)/4096))
+	var wg sync.WaitGroup
+	for p := range parts {
+		wg.Go(func() {
+			for i := p * len(ids) / parts; i < (p+1)*len(ids)/parts; i++ {
+				ids[i] = applycache.IDOf(items.Item(i))
+			}
+		})
+	}
+	wg.Wait()
+	return ids
 }
 
 // inBackground runs save, a write of the cache, while the node applies,

@@ -99,33 +99,64 @@ type Cache struct {
 // as lookup gives them. It is empty if there is none, or none of this
 // frame, these variables and this binary.
 func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *Cache {
-	c := &Cache{key: frameKey(head, tail, lookup)}
+	return Load(file).Open(head, tail, lookup)
+}
+
+// Loading is the cache of a jobs file being read (Load), before the
+// command knows the file's frame: the two reads overlap.
+type Loading struct {
+	done  chan struct{}
+	c     Cache    // as read, its key the one it was written for
+	found [32]byte // that key
+}
+
+// Load starts reading the cache of the jobs file at file, in the
+// background; Open takes it once the frame is known.
+func Load(file string) *Loading {
+	l := &Loading{done: make(chan struct{})}
 	dir, err := cacheDir()
-	if err != nil {
-		return c
-	}
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return c
+	abs, aerr := filepath.Abs(file)
+	if err != nil || aerr != nil {
+		close(l.done)
+		return l
 	}
 	name := sha256.Sum256([]byte(abs))
-	c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
-	if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
-		var err error
-		if c.ids, c.entries, err = decode(data, c.key); err == nil {
-			c.sum = [sha256.Size]byte(data[len(data)-sha256.Size:])
-			c.base = readBase(basePath(c.path), c.sum)
+	l.c.path = filepath.Join(dir, hex.EncodeToString(name[:12])+".cache")
+	go func() {
+		defer close(l.done)
+		c := &l.c
+		if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
+			var err error
+			if l.found, c.ids, c.entries, err = decode(data); err == nil {
+				c.sum = [sha256.Size]byte(data[len(data)-sha256.Size:])
+				c.base = readBase(basePath(c.path), c.sum)
+			}
 		}
-	}
-	// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave the
-	// later one unfound: its item is parsed, as one the cache lacks.
-	c.index = make(map[uint64]int32, len(c.ids))
-	for k, id := range c.ids {
-		if _, dup := c.index[prefix(id)]; !dup {
-			c.index[prefix(id)] = int32(k)
+		// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave
+		// the later one unfound: its item is parsed, as one the cache
+		// lacks.
+		c.index = make(map[uint64]int32, len(c.ids))
+		for k, id := range c.ids {
+			if _, dup := c.index[prefix(id)]; !dup {
+				c.index[prefix(id)] = int32(k)
+			}
 		}
+	}()
+	return l
+}
+
+// Open waits for the cache read and returns it if it is of the frame
+// head and tail, with the environment's variables as lookup gives them,
+// and of this binary; else an empty one, which Save replaces.
+func (l *Loading) Open(head, tail []byte, lookup func(string) (string, bool)) *Cache {
+	key := frameKey(head, tail, lookup)
+	<-l.done
+	if l.found != key || l.c.sum == [sha256.Size]byte{} {
+		return &Cache{path: l.c.path, key: key, index: map[uint64]int32{}}
 	}
-	return c
+	c := l.c
+	c.key = key
+	return &c
 }
 
 // prefix is an ID's first 8 bytes.
@@ -256,26 +287,28 @@ func validHash(h string) bool {
 	return true
 }
 
-// decode reads a cache file written for key: its IDs and their entries.
-func decode(data []byte, key [32]byte) ([]ID, []Entry, error) {
+// decode reads a cache file: the key it was written for, its IDs and
+// their entries.
+func decode(data []byte) (key [32]byte, ids []ID, entries []Entry, err error) {
 	const fixed = len(magic) + 32 + 4
 	if len(data) < fixed+sha256.Size {
-		return nil, nil, errors.New("short")
+		return key, nil, nil, errors.New("short")
 	}
 	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return nil, nil, errors.New("checksum")
+		return key, nil, nil, errors.New("checksum")
 	}
-	if string(body[:len(magic)]) != magic || !bytes.Equal(body[len(magic):len(magic)+32], key[:]) {
-		return nil, nil, errors.New("another format, frame or binary")
+	if string(body[:len(magic)]) != magic {
+		return key, nil, nil, errors.New("another format")
 	}
+	key = [32]byte(body[len(magic) : len(magic)+32])
 	n := int(binary.LittleEndian.Uint32(body[len(magic)+32:]))
 	// An entry is its ID, its digest, a byte of flags and its name's
 	// length, then the name: no count beyond what that leaves room for is
 	// believed.
 	const head = 16 + jobs.DigestLen/2 + 1 + 2
 	if n > (len(body)-fixed)/(head+1) {
-		return nil, nil, errors.New("count")
+		return key, nil, nil, errors.New("count")
 	}
 	// One string holds the names and one the digests; each is kept while
 	// any name or digest taken from it is. The names' is the body itself,
@@ -283,15 +316,15 @@ func decode(data []byte, key [32]byte) ([]ID, []Entry, error) {
 	// jobs, is as many pages a fresh command faults in).
 	text := unsafe.String(unsafe.SliceData(body), len(body))
 	digests := make([]byte, 0, n*jobs.DigestLen)
-	ids, entries := make([]ID, n), make([]Entry, n)
+	ids, entries = make([]ID, n), make([]Entry, n)
 	at := fixed
 	for k := range n {
 		if len(body)-at < head {
-			return nil, nil, errors.New("truncated")
+			return key, nil, nil, errors.New("truncated")
 		}
 		l := int(binary.LittleEndian.Uint16(body[at+head-2:]))
 		if l == 0 || len(body)-at-head < l {
-			return nil, nil, errors.New("truncated")
+			return key, nil, nil, errors.New("truncated")
 		}
 		ids[k] = ID(body[at : at+16])
 		digests = hex.AppendEncode(digests, body[at+16:at+16+jobs.DigestLen/2])
@@ -299,13 +332,13 @@ func decode(data []byte, key [32]byte) ([]ID, []Entry, error) {
 		at += head + l
 	}
 	if at != len(body) {
-		return nil, nil, errors.New("trailing bytes")
+		return key, nil, nil, errors.New("trailing bytes")
 	}
 	all := string(digests)
 	for k := range entries {
 		entries[k].Digest = all[k*jobs.DigestLen : (k+1)*jobs.DigestLen]
 	}
-	return ids, entries, nil
+	return key, ids, entries, nil
 }
 
 // frameKey is what a cache is valid for: this binary, the file around
