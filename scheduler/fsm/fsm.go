@@ -231,10 +231,10 @@ func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, sameNames bool, source
 	f.indexJobs(sameNames)
 	f.pruneJobStats()
 	f.dropBackfills()
-	for _, s := range specs {
+	for i := range specs {
 		// A job new to the cluster starts from now, not from the epoch.
-		if _, ok := f.st.LastScheduled[s.Name]; !ok {
-			f.st.LastScheduled[s.Name] = at
+		if _, ok := f.st.LastScheduled[specs[i].Name]; !ok {
+			f.st.LastScheduled[specs[i].Name] = at
 		}
 	}
 	// A run waiting for a retry its job no longer allows (removed, or

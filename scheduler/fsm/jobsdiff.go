@@ -75,20 +75,30 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 		}
 	}
 	// A new slice (a snapshot may hold the old one): the set, then the
-	// jobs added.
+	// jobs added. The runs of jobs kept between those changed are copied
+	// whole: a change of a few jobs of 100,000 is then a few copies of
+	// memory, not 100,000 of a spec.
 	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
-	for i, s := range cur {
-		switch k, ok := replace[i]; {
-		case gone[i]:
-		case ok:
-			out = append(out, d.Upsert[k])
-		default:
-			out = append(out, s)
-		}
+	changed := make([]int, 0, len(gone)+len(replace))
+	for i := range gone {
+		changed = append(changed, i)
 	}
-	for _, s := range d.Upsert {
-		if _, ok := byName[s.Name]; !ok {
-			out = append(out, s)
+	for i := range replace {
+		changed = append(changed, i)
+	}
+	slices.Sort(changed)
+	from := 0
+	for _, i := range changed {
+		out = append(out, cur[from:i]...)
+		if k, ok := replace[i]; ok {
+			out = append(out, d.Upsert[k])
+		}
+		from = i + 1
+	}
+	out = append(out, cur[from:]...)
+	for k := range d.Upsert {
+		if _, ok := byName[d.Upsert[k].Name]; !ok {
+			out = append(out, d.Upsert[k])
 		}
 	}
 	return out, nil
