@@ -3,8 +3,10 @@ package fsm
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"reflect"
 	"slices"
 	"testing"
@@ -226,5 +228,50 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 	}
 	if _, ok := f.idx.byName["d"]; !ok || len(f.idx.byName) != 3 {
 		t.Errorf("after b removed and d added: %v", f.idx.byName)
+	}
+}
+
+// DecideJobsDiff makes what its definition makes, job by job: the set in
+// its order, each job replaced or removed as the difference says, then
+// the jobs new to it; over random differences of a set of 50.
+func TestDecideJobsDiff_AsDefined(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	cur := make([]jobs.Spec, 50)
+	byName := map[string]int{}
+	for i := range cur {
+		cur[i] = jobs.Spec{Name: fmt.Sprintf("j%02d", i), Shell: "1"}
+		byName[cur[i].Name] = i
+	}
+	for range 300 {
+		d := replicated.SetJobsDiffCmd{Base: "h"}
+		for _, i := range r.Perm(len(cur))[:r.IntN(8)] {
+			if r.IntN(2) == 0 {
+				d.Remove = append(d.Remove, cur[i].Name)
+			} else {
+				d.Upsert = append(d.Upsert, jobs.Spec{Name: cur[i].Name, Shell: "2"})
+			}
+		}
+		for k := range r.IntN(3) {
+			d.Upsert = append(d.Upsert, jobs.Spec{Name: fmt.Sprintf("new%d", k), Shell: "3"})
+		}
+		var want []jobs.Spec
+		for _, s := range cur {
+			switch k := slices.IndexFunc(d.Upsert, func(u jobs.Spec) bool { return u.Name == s.Name }); {
+			case slices.Contains(d.Remove, s.Name):
+			case k >= 0:
+				want = append(want, d.Upsert[k])
+			default:
+				want = append(want, s)
+			}
+		}
+		for _, u := range d.Upsert {
+			if _, ok := byName[u.Name]; !ok {
+				want = append(want, u)
+			}
+		}
+		got, err := DecideJobsDiff(cur, byName, "h", &d)
+		if err != nil || !reflect.DeepEqual(got, want) {
+			t.Fatalf("difference %+v: got %v (%v), want %v", d, got, err, want)
+		}
 	}
 }
