@@ -22,28 +22,33 @@ type JobChanges struct {
 
 // ErrChangesNeedSet is why SetJobsChanges applied nothing, for a caller
 // that then builds the set the changes make and applies it whole
-// (SetJobsKnown): this node does not lead (a follower forwards a set),
-// the leader did not itself check the set they change, or a job of the
+// (SetJobsKnown): the leader is of an older version, it did not itself
+// check the set they change, or a job of the
 // set or of the changes runs after others or is of a group (checked
 // against the set's other jobs).
 var ErrChangesNeedSet = errors.New("the changes are to be applied as the set they make")
 
 // SetJobsChanges applies ch on the leader that checked the set they
-// change: the specs sent are checked, the others are that set's, and the
-// set they make is never copied whole on the way (a one-job change of
-// 100,000 otherwise copies and checks the 100,000). It returns the new
-// set's hash and size. It refuses with fsm.ErrJobsDiffBase if the
-// replicated set is not ch.Base, and with ErrChangesNeedSet where the
-// changes are to be applied as a set; either way nothing changed.
+// change, forwarded there if this node does not lead: the specs sent are
+// checked, the others are that set's, and the set they make is never
+// copied whole on the way (a one-job change of 100,000 otherwise copies
+// and checks the 100,000, and a follower forwards the 32 MB they make).
+// It returns the new set's hash and size. It refuses with
+// fsm.ErrJobsDiffBase if the replicated set is not ch.Base, and with
+// ErrChangesNeedSet where the changes are to be applied as a set; either
+// way nothing changed.
 func (s *Scheduler) SetJobsChanges(ctx context.Context, ch JobChanges, source string) (hash string, n int, err error) {
-	l, ok := s.toLeader().(local)
-	if !ok || !fsm.WritesJobsDiff() {
+	if !fsm.WritesJobsDiff() {
 		return "", 0, ErrChangesNeedSet
 	}
-	return l.setJobsChanges(ctx, ch, source)
+	return s.toLeader().SetJobsChanges(ctx, ch, source)
 }
 
-func (l local) setJobsChanges(ctx context.Context, ch JobChanges, source string) (string, int, error) {
+// SetJobsChanges is Scheduler.SetJobsChanges on the leader.
+func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string) (string, int, error) {
+	if !fsm.WritesJobsDiff() {
+		return "", 0, ErrChangesNeedSet
+	}
 	if err := l.leads("set jobs"); err != nil {
 		return "", 0, err
 	}

@@ -35,6 +35,10 @@ type Forwarder interface {
 	// SetJobs replaces the job set, or with a scope (namespace globs)
 	// only the jobs of the namespaces it matches (local.SetJobs).
 	SetJobs(ctx context.Context, specs []jobs.Spec, source string, scope []string) (hash string, err error)
+	// SetJobsChanges applies a job set given as changes to the set
+	// ch.Base (Scheduler.SetJobsChanges), or refuses with
+	// fsm.ErrJobsDiffBase or ErrChangesNeedSet, having applied nothing.
+	SetJobsChanges(ctx context.Context, ch JobChanges, source string) (hash string, jobs int, err error)
 	// TriggerAt starts a run of job, scheduled at the millisecond of at,
 	// when the node that took the request took it (the leader's clock if
 	// at is zero, more than requestWindow behind it or more than

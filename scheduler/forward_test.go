@@ -28,6 +28,11 @@ func (r *recordingForwarder) SetJobs(_ context.Context, specs []jobs.Spec, sourc
 	return "h", nil
 }
 
+func (r *recordingForwarder) SetJobsChanges(_ context.Context, ch JobChanges, source string) (string, int, error) {
+	r.calls = append(r.calls, "set_jobs_changes "+source)
+	return "h", 1, nil
+}
+
 func (r *recordingForwarder) TriggerAt(_ context.Context, job string, force bool, _ time.Time) (jobs.Run, error) {
 	if force {
 		job += " force"

@@ -19,6 +19,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler"
 	"github.com/fencecron/fencecron/scheduler/faults"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -118,6 +119,20 @@ func (c *Client) SetJobs(ctx context.Context, specs []jobs.Spec, source string, 
 	var reply setJobsReply
 	err = c.toLeader(ctx, pathSetJobs, body, &reply)
 	return reply.Hash, err
+}
+
+// SetJobsChanges implements scheduler.Forwarder: the changes travel to
+// the leader as they came, not as the 100,000 jobs they make.
+func (c *Client) SetJobsChanges(ctx context.Context, ch scheduler.JobChanges, source string) (string, int, error) {
+	var reply setJobsChangesReply
+	err := c.toLeader(ctx, pathSetJobsChanges, setJobsChangesRequest{Base: ch.Base, Upsert: ch.Upsert, Remove: ch.Remove, Source: source}, &reply)
+	switch {
+	case noRoute(err) || err == nil && reply.NeedSet:
+		return "", 0, scheduler.ErrChangesNeedSet
+	case err == nil && reply.Stale:
+		return "", 0, fmt.Errorf("job set changes against %s: the leader's set is another: %w", ch.Base, fsm.ErrJobsDiffBase)
+	}
+	return reply.Hash, reply.Jobs, err
 }
 
 // encoded is a request body encoded already, as json.Marshal encodes

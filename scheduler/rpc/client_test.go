@@ -118,6 +118,22 @@ func (f *fakeLeader) SetJobs(_ context.Context, specs []jobs.Spec, source string
 	f.record("set_jobs %s from %s", strings.Join(names, ","), source)
 	return "hash-" + source, nil
 }
+func (f *fakeLeader) SetJobsChanges(_ context.Context, ch scheduler.JobChanges, source string) (string, int, error) {
+	names := []string{}
+	for _, s := range ch.Upsert {
+		names = append(names, s.Name)
+	}
+	f.record("set_jobs_changes against %s: %s, removing %s, from %s", ch.Base, strings.Join(names, ","), strings.Join(ch.Remove, ","), source)
+	switch ch.Base {
+	case "stale":
+		return "", 0, fmt.Errorf("base: %w", fsm.ErrJobsDiffBase)
+	case "unchecked":
+		return "", 0, scheduler.ErrChangesNeedSet
+	case "bad":
+		return "", 0, fmt.Errorf("bad job: %w", jobs.ErrInvalidConfig)
+	}
+	return "hash-" + source, 7, nil
+}
 func (f *fakeLeader) TriggerAt(_ context.Context, job string, force bool, at time.Time) (jobs.Run, error) {
 	f.record("trigger %s force=%v at %s", job, force, at.Format(time.RFC3339Nano))
 	if job == "nope" {

@@ -39,7 +39,11 @@ const Prefix = "/internal/v1"
 // Paths of the calls, under Prefix.
 const (
 	pathSetJobs = "/set_jobs"
-	pathTrigger = "/trigger"
+	// pathSetJobsChanges is a job set given as changes
+	// (scheduler.Forwarder.SetJobsChanges); a leader of an older version
+	// answers 404, and the client then has the set they make sent whole.
+	pathSetJobsChanges = "/set_jobs_changes"
+	pathTrigger        = "/trigger"
 	// pathTriggerAt is a trigger with the time it was asked
 	// (scheduler.Forwarder.TriggerAt), by which the leader knows a retry;
 	// a leader of an older version answers 404, and the client then
@@ -113,6 +117,22 @@ type (
 	}
 	setJobsReply struct {
 		Hash string `json:"hash"`
+	}
+	setJobsChangesRequest struct {
+		Base   string              `json:"base"`
+		Upsert specjson.StrictList `json:"upsert"`
+		Remove []string            `json:"remove"`
+		Source string              `json:"source"`
+	}
+	// setJobsChangesReply is the new set's hash and size, or why the
+	// leader applied nothing without an error: its set is not the base
+	// (Stale), or the changes are to be sent as the set they make
+	// (NeedSet).
+	setJobsChangesReply struct {
+		Hash    string `json:"hash,omitempty"`
+		Jobs    int    `json:"jobs,omitempty"`
+		Stale   bool   `json:"stale,omitempty"`
+		NeedSet bool   `json:"need_set,omitempty"`
 	}
 	triggerRequest struct {
 		Job   string `json:"job"`

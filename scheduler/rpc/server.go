@@ -17,6 +17,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/specjson"
 	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/history"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -92,6 +93,16 @@ func (s *Server) leaderRoutes() {
 	s.routes[pathSetJobs] = handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsRequest) (setJobsReply, error) {
 		hash, err := s.Leader.SetJobs(ctx, req.Jobs, req.Source, req.Scope)
 		return setJobsReply{Hash: hash}, err
+	})
+	s.routes[pathSetJobsChanges] = handleMax(s, maxSetJobsBody, func(ctx context.Context, req setJobsChangesRequest) (setJobsChangesReply, error) {
+		hash, n, err := s.Leader.SetJobsChanges(ctx, scheduler.JobChanges{Base: req.Base, Upsert: req.Upsert, Remove: req.Remove}, req.Source)
+		switch {
+		case errors.Is(err, fsm.ErrJobsDiffBase):
+			return setJobsChangesReply{Stale: true}, nil
+		case errors.Is(err, scheduler.ErrChangesNeedSet):
+			return setJobsChangesReply{NeedSet: true}, nil
+		}
+		return setJobsChangesReply{Hash: hash, Jobs: n}, err
 	})
 	trigger := handle(s, func(ctx context.Context, req triggerRequest) (jobs.Run, error) {
 		if err := required("job", req.Job); err != nil {
@@ -282,7 +293,7 @@ func (s *Server) nodeRoutes() {
 // scheduler with jobs.ErrNotLeader, which sends the caller to look for
 // the leader elsewhere rather than call a nil Leader.
 func (s *Server) refuseLeaderRoutes() {
-	for _, p := range []string{pathSetJobs, pathTrigger, pathTriggerAt, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill, pathACL} {
+	for _, p := range []string{pathSetJobs, pathSetJobsChanges, pathTrigger, pathTriggerAt, pathPause, pathStarted, pathComplete, pathCompleteMany, pathNote, pathAudit, pathRenew, pathRenewMany, pathRelease, pathBackfill, pathACL} {
 		s.routes[p] = func(w http.ResponseWriter, r *http.Request) {
 			s.fail(w, r, fmt.Errorf("%s: this node has no scheduler: %w", r.URL.Path, jobs.ErrNotLeader))
 		}

@@ -5,8 +5,11 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"fmt"
+	"net/http"
 	"net/http/httptest"
 	"reflect"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,7 +17,10 @@ import (
 
 	"github.com/fencecron/fencecron/fencedstore/errcode"
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/replicated"
+	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/scheduler/worker"
 )
 
@@ -195,5 +201,37 @@ func TestClient_DispatchMany(t *testing.T) {
 	}
 	if err := c.DispatchMany(t.Context(), "w2", make([]worker.Assignment, maxDispatchMany+1)); err == nil {
 		t.Errorf("a batch over %d: no error", maxDispatchMany)
+	}
+}
+
+// Job set changes reach the leader as they came, and its refusals come
+// back as the errors the caller acts on: a set that is not the base, or
+// changes to be sent as the set they make, which is also what a leader
+// of a version without the call means.
+func TestClient_SetJobsChanges(t *testing.T) {
+	leader := &fakeLeader{}
+	addr := node(t, leader, nil)
+	c := &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return addr, nil }, Servers: func() []string { return nil }}
+	ch := scheduler.JobChanges{Base: "h1", Upsert: []jobs.Spec{{Name: "a", Schedules: []string{"@daily"}}}, Remove: []string{"b"}}
+	hash, n, err := c.SetJobsChanges(t.Context(), ch, "apply")
+	if err != nil || hash != "hash-apply" || n != 7 {
+		t.Fatalf("SetJobsChanges = %q, %d, %v", hash, n, err)
+	}
+	if got, want := leader.Calls(), []string{"set_jobs_changes against h1: a, removing b, from apply"}; !slices.Equal(got, want) {
+		t.Errorf("the leader was asked %q, want %q", got, want)
+	}
+	for base, want := range map[string]error{"stale": fsm.ErrJobsDiffBase, "unchecked": scheduler.ErrChangesNeedSet, "bad": jobs.ErrInvalidConfig} {
+		ch.Base = base
+		if _, _, err := c.SetJobsChanges(t.Context(), ch, "apply"); !errors.Is(err, want) {
+			t.Errorf("against %s: %v; want %v", base, err, want)
+		}
+	}
+
+	older := stub(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		(&Server{}).fail(w, r, fmt.Errorf("%s: %w", r.URL.Path, wire.ErrNoRoute))
+	}))
+	c = &Client{TLS: clientID, LeaderHTTP: func() (string, error) { return older, nil }, Servers: func() []string { return nil }}
+	if _, _, err := c.SetJobsChanges(t.Context(), ch, "apply"); !errors.Is(err, scheduler.ErrChangesNeedSet) {
+		t.Errorf("from a leader without the call: %v; want ErrChangesNeedSet", err)
 	}
 }

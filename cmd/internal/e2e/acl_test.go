@@ -118,16 +118,19 @@ func teamAApply(t *testing.T, node, token string) {
 // teamAChanges sends job set changes with team-a's token to the leader,
 // as `fencecron apply` of a file it applied before would: they may remove
 // team-a's jobs only, and what they apply keeps every other namespace's.
-func teamAChanges(t *testing.T, leader, token, root string) {
+// Then changes with the management token through a follower, which
+// forwards them to the leader.
+func teamAChanges(t *testing.T, leader, follower, token, root string) {
 	t.Helper()
-	status := func() wire.Status {
+	statusOf := func(node string) wire.Status {
 		var st wire.Status
-		code, body := aclDo(t, "GET", leader+"/api/v1/status", root, "")
+		code, body := aclDo(t, "GET", node+"/api/v1/status", root, "")
 		if err := json.Unmarshal([]byte(body), &st); code != http.StatusOK || err != nil {
 			t.Fatalf("status: %d %s", code, body)
 		}
 		return st
 	}
+	status := func() wire.Status { return statusOf(leader) }
 	before := status().Jobs
 	changes := func(remove string) (int, string) {
 		return aclDo(t, "PUT", leader+"/api/v1/jobset/changes", token, fmt.Sprintf(`{"source":"t","base":%q,"specs":[],"remove":[%q]}`, before.Hash, remove))
@@ -145,6 +148,24 @@ func teamAChanges(t *testing.T, leader, token, root string) {
 	}
 	if code, body := aclDo(t, "GET", leader+"/api/v1/jobs/team-b:build", root, ""); code != http.StatusOK {
 		t.Errorf("team-b:build after team-a's changes: %d %s; want it kept", code, body)
+	}
+
+	now := status().Jobs
+	if err := localcluster.Until(10*time.Second, func() error {
+		if got := statusOf(follower).Jobs.Hash; got != now.Hash {
+			return fmt.Errorf("the follower holds set %s, the leader %s", got, now.Hash)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	code, body = aclDo(t, "PUT", follower+"/api/v1/jobset/changes", root, fmt.Sprintf(`{"source":"t","base":%q,"specs":[],"remove":["team-b:build"]}`, now.Hash))
+	ans = wire.JobSetChangesAnswer{}
+	if err := json.Unmarshal([]byte(body), &ans); code != http.StatusOK || err != nil || ans.Applied == nil || ans.Applied.Jobs != now.Count-1 {
+		t.Fatalf("changes through a follower: %d %s; want them applied, %d jobs", code, body, now.Count-1)
+	}
+	if after := status().Jobs; after.Count != now.Count-1 || after.Hash != ans.Applied.Hash {
+		t.Errorf("after the follower's changes the leader's set is %s of %d jobs; want %s of %d", after.Hash, after.Count, ans.Applied.Hash, now.Count-1)
 	}
 }
 
@@ -338,7 +359,7 @@ func TestACL_TwoTeamsOnThreeServers(t *testing.T) {
 	})
 
 	readOnlyDashboard(t, f, root)
-	teamAChanges(t, leader.URL(), a, root)
+	teamAChanges(t, leader.URL(), f, a, root)
 
 	// Revoked through the leader: refused on every node within a second.
 	if out, err := cli(t, "acl", "token", "revoke", "-addr", leader.URL(), "-token", root, aAccessor); err != nil {
