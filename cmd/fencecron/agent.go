@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/agent"
-	"github.com/fencecron/fencecron/cmd/internal/atomicfile"
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/jobfile"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/faults"
 	"github.com/fencecron/fencecron/scheduler/wire"
@@ -77,17 +77,17 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	c.http.Timeout = applyTimeout
 	bigHeap()
 	if dry {
-		specs, err := readJobSet(rest[0])
+		specs, err := jobfile.ReadSet(rest[0])
 		if err != nil {
 			return err // every problem, with its position; nothing was sent
 		}
 		return dryRun(ctx, c, rest[0], specs, stdout)
 	}
-	set, err := loadJobSet(rest[0])
+	set, err := jobfile.Load(rest[0])
 	if err != nil {
 		return err // every problem, with its position; nothing was sent
 	}
-	defer set.saved()
+	defer set.Saved()
 	host, _ := os.Hostname()
 	source := fmt.Sprintf("fencecron apply %s from %s", rest[0], host)
 	loaded := set
@@ -98,17 +98,17 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	if errors.Is(err, errReadWhole) {
 		// The node lacks a job the cache vouched for: read the file whole.
-		if set, err = set.whole(); err != nil {
+		if set, err = set.Whole(); err != nil {
 			return err
 		}
 		out, sent, err = applyByDigest(ctx, c, source, set)
 	}
 	if errors.Is(err, errSendWhole) {
-		if set, err = set.whole(); err != nil {
+		if set, err = set.Whole(); err != nil {
 			return err
 		}
-		out, err = applyWhole(ctx, c, source, set.specs)
-		sent = len(set.specs)
+		out, err = applyWhole(ctx, c, source, set.Specs())
+		sent = len(set.Specs())
 	}
 	if err != nil {
 		return err
@@ -117,7 +117,7 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		// The node's set is now the file's jobs, as the cache holds them.
 		// (Not after a read whole where the cache could not vouch for a
 		// job: what it holds may be what the node lacked.)
-		loaded.learnt(out.Hash)
+		loaded.Learnt(out.Hash)
 	}
 	if c.json {
 		return nil
@@ -129,9 +129,9 @@ func runApply(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	switch {
 	case byChanges:
 		fmt.Fprintf(stdout, "sent the changes since job set %s: %d new or changed %s whole, %d removed; the node had the other %d\n",
-			loaded.base, sent, plural(sent, "job", "jobs"), len(loaded.removed), set.len()-sent)
-	case sent < set.len():
-		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), set.len()-sent)
+			loaded.Base(), sent, plural(sent, "job", "jobs"), len(loaded.Removed()), set.Len()-sent)
+	case sent < set.Len():
+		fmt.Fprintf(stdout, "sent %d new or changed %s whole; the node had the other %d\n", sent, plural(sent, "job", "jobs"), set.Len()-sent)
 	}
 	return nil
 }
@@ -145,17 +145,14 @@ var errByDigest = errors.New("send the set by digest")
 // applyChanges applies set through PUT /api/v1/jobset/changes: the specs
 // of the jobs the file's cache did not know and the names of those the
 // file no longer has, against the set the file's last apply made
-// (jobSet.base), so that a one-job edit of a file of 100,000 jobs sends
+// (jobfile.Set.Base), so that a one-job edit of a file of 100,000 jobs sends
 // one spec. It returns how many specs it sent whole, or errByDigest
 // having applied nothing.
-func applyChanges(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
-	if set.base == "" {
+func applyChanges(ctx context.Context, c *client, source string, set *jobfile.Set) (wire.JobSetApplied, int, error) {
+	if set.Base() == "" {
 		return wire.JobSetApplied{}, 0, errByDigest
 	}
-	req := wire.JobSetChanges{Source: source, Base: set.base, Specs: make([]jobs.Spec, 0, len(set.changed)), Remove: set.removed}
-	for _, k := range set.changed {
-		req.Specs = append(req.Specs, set.fresh[k])
-	}
+	req := wire.JobSetChanges{Source: source, Base: set.Base(), Specs: set.Changed(), Remove: set.Removed()}
 	var ans struct {
 		Applied json.RawMessage `json:"applied"`
 		Set     string          `json:"set"`
@@ -205,23 +202,21 @@ var errReadWhole = errors.New("read the whole file")
 // earlier version, or a worker, which holds no set), lacks more than half
 // the jobs (a first apply), or its set changed between the two requests;
 // and with errReadWhole where the node lacks a job whose spec the set
-// cannot vouch for (jobSet.specsOf). The exchange's answers are not the
+// cannot vouch for (jobfile.Set.SpecsOf). The exchange's answers are not the
 // command's: with -json, the applied set's answer alone is written.
-func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (wire.JobSetApplied, int, error) {
+func applyByDigest(ctx context.Context, c *client, source string, set *jobfile.Set) (wire.JobSetApplied, int, error) {
 	// A node holding fewer than half as many jobs lacks more than half:
 	// its status says so before any digest is computed or sent.
 	var st wire.Status
-	if err := c.call(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < set.len() {
+	if err := c.call(ctx, http.MethodGet, "/api/v1/status", nil, &st); err == nil && 2*st.Jobs.Count < set.Len() {
 		return wire.JobSetApplied{}, 0, errSendWhole
 	}
-	digests := set.digests()
-	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, set.len())}
-	for i, name := range set.names {
+	digests := set.Digests()
+	req := wire.JobSetDigests{Source: source, Jobs: make([]wire.JobDigest, set.Len())}
+	for i, name := range set.Names() {
 		req.Jobs[i] = wire.JobDigest{Name: name, Digest: digests[i]}
 	}
-	for _, k := range set.changed {
-		req.Specs = append(req.Specs, set.fresh[k])
-	}
+	req.Specs = append(req.Specs, set.Changed()...)
 	for round := 0; round < 2; round++ {
 		// Applied is kept as the node wrote it, for -json.
 		var ans struct {
@@ -243,13 +238,13 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 			out, err := appliedAnswer(c, ans.Applied)
 			return out, len(req.Specs), err
 		}
-		if round > 0 || 2*len(ans.Need) > set.len() {
+		if round > 0 || 2*len(ans.Need) > set.Len() {
 			break
 		}
 		// Asked for only when the node lacks jobs: most applies by digest
 		// never build it.
-		byName := make(map[string]int, set.len())
-		for i, name := range set.names {
+		byName := make(map[string]int, set.Len())
+		for i, name := range set.Names() {
 			byName[name] = i
 		}
 		idx := make([]int, len(ans.Need))
@@ -260,7 +255,7 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobSet) (
 			}
 			idx[k] = i
 		}
-		specs, ok := set.specsOf(idx)
+		specs, ok := set.SpecsOf(idx)
 		if !ok {
 			return wire.JobSetApplied{}, 0, errReadWhole
 		}
@@ -305,80 +300,3 @@ func writeJobSetRequest(w io.Writer, source string, specs []jobs.Spec) error {
 
 // applyTimeout bounds `fencecron apply`'s one request.
 const applyTimeout = 2 * time.Minute
-
-// readJobSet reads what `apply` sends: a file's jobs section (with its
-// node.jobs_dir's jobs, if it names one), or every job file of a
-// directory (config.JobFilesIn), each file checked on its own and names
-// unique across them.
-func readJobSet(path string) ([]jobs.Spec, error) {
-	info, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if info.IsDir() {
-		paths, err := config.JobFilesIn(path)
-		if err != nil {
-			return nil, err
-		}
-		set, err := config.LoadJobFiles(paths)
-		if err != nil {
-			return nil, err
-		}
-		return set.Jobs, nil
-	}
-	data, err := readFile(path)
-	if err != nil {
-		return nil, err
-	}
-	specs, _, err := readJobFile(path, data)
-	return specs, err
-}
-
-// readFile reads a jobs file, up to one byte more than a file may hold
-// (which the parse then refuses).
-func readFile(path string) ([]byte, error) {
-	data, _, err := atomicfile.Read(path, config.MaxFileSize+1)
-	return data, err
-}
-
-// readJobFile is readJobSet of a file, whose content is data. fileOnly
-// reports that the jobs are the file's own: it names no node.jobs_dir.
-func readJobFile(path string, data []byte) (specs []jobs.Spec, fileOnly bool, err error) {
-	// Only the jobs are sent, and nothing in them is ${}-expanded: the
-	// node section's variables need not be set here.
-	f, err := config.ParseAllowUnset(path, data)
-	if err != nil {
-		return nil, false, err
-	}
-	if err := checkJobFile(path, f); err != nil {
-		return nil, false, err
-	}
-	if f.Node.JobsDir != "" {
-		// A node's config: its jobs and its jobs_dir's, as SIGHUP reads
-		// them.
-		set, err := f.NodeJobs()
-		if err != nil {
-			return nil, false, err
-		}
-		return set.Jobs, false, nil
-	}
-	return f.Jobs, true, nil
-}
-
-// checkJobFile refuses a file apply cannot send: one whose jobs_dir is an
-// unset variable, an empty one, and one without a jobs section (which
-// would remove every job) unless it names a jobs_dir.
-func checkJobFile(path string, f *config.File) error {
-	for _, u := range f.Unset {
-		if u.Path == "node.jobs_dir" {
-			return fmt.Errorf("%s", u)
-		}
-	}
-	if err := checkNotEmpty(f); err != nil {
-		return err
-	}
-	if f.Node.JobsDir == "" && !f.Has(config.SectionJobs) {
-		return fmt.Errorf("%s has no jobs section: applying it would remove every job; write `jobs: []` to mean that", path)
-	}
-	return nil
-}

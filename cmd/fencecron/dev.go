@@ -12,6 +12,7 @@ import (
 
 	"github.com/fencecron/fencecron/cmd/internal/agent"
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/jobfile"
 	"github.com/fencecron/fencecron/deploy/examples"
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -104,7 +105,7 @@ func devJobs(file string) ([]jobs.Spec, string, error) {
 		specs, err := cfg.Specs()
 		return specs, "embedded deploy/examples/dev.yaml", err
 	}
-	specs, err := readJobSet(file)
+	specs, err := jobfile.ReadSet(file)
 	if err != nil {
 		return nil, "", fmt.Errorf("-jobs: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/cmd/internal/jobfile"
 	"github.com/fencecron/fencecron/cmd/internal/proctest"
 )
 
@@ -67,7 +68,7 @@ jobs:
 			t.Errorf("validate output lacks %q:\n%s", want, out)
 		}
 	}
-	specs, err := readJobSet(file)
+	specs, err := jobfile.ReadSet(file)
 	if err != nil || len(specs) != 1 || specs[0].Name != "report" {
 		t.Errorf("apply's reading of a node config with unset variables: %v, %d jobs; want the one job", err, len(specs))
 	}

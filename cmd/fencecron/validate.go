@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/config"
+	"github.com/fencecron/fencecron/cmd/internal/jobfile"
 	"github.com/fencecron/fencecron/jobs"
 )
 
@@ -90,7 +91,7 @@ func validateFile(path string, now time.Time, stdout, stderr io.Writer) error {
 	for _, u := range f.Unset {
 		fmt.Fprintf(stderr, "warning: %s (checked without it; the node needs it set to start)\n", u)
 	}
-	if err := checkNotEmpty(f); err != nil {
+	if err := jobfile.CheckNotEmpty(f); err != nil {
 		fmt.Fprintln(stderr, err)
 		return exitCode(1)
 	}

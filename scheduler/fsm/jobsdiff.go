@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/hashicorp/raft"
@@ -79,13 +80,7 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 	// whole: a change of a few jobs of 100,000 is then a few copies of
 	// memory, not 100,000 of a spec.
 	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
-	changed := make([]int, 0, len(gone)+len(replace))
-	for i := range gone {
-		changed = append(changed, i)
-	}
-	for i := range replace {
-		changed = append(changed, i)
-	}
+	changed := slices.AppendSeq(slices.Collect(maps.Keys(gone)), maps.Keys(replace))
 	slices.Sort(changed)
 	from := 0
 	for _, i := range changed {

@@ -1,4 +1,4 @@
-package main
+package jobfile
 
 import (
 	"bytes"
@@ -43,10 +43,10 @@ func jobsFile(t *testing.T, n int, head, more string) (string, []byte) {
 	return path, b.Bytes()
 }
 
-// load is loadJobSet of path, with its cache written.
-func load(t *testing.T, path string) *jobSet {
+// load is Load of path, with its cache written.
+func load(t *testing.T, path string) *Set {
 	t.Helper()
-	set, err := loadJobSet(path)
+	set, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,9 +56,9 @@ func load(t *testing.T, path string) *jobSet {
 
 // sameAsWhole fails unless set names the jobs, with the digests, that
 // reading path whole gives.
-func sameAsWhole(t *testing.T, set *jobSet, path string) {
+func sameAsWhole(t *testing.T, set *Set, path string) {
 	t.Helper()
-	specs, err := readJobSet(path)
+	specs, err := ReadSet(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,7 +72,7 @@ func sameAsWhole(t *testing.T, set *jobSet, path string) {
 	for i := range all {
 		all[i] = i
 	}
-	got, ok := set.specsOf(all)
+	got, ok := set.SpecsOf(all)
 	if !ok {
 		t.Fatal("the specs of the jobs the cache knew could not be parsed on their own")
 	}
@@ -133,12 +133,12 @@ func TestLoadJobSet_ThroughTheCache(t *testing.T) {
 
 	// A problem in a changed item is reported where the file has it.
 	bad := edit(t, path, data, "name: job-001001\n    schedule: \"41 16 * * *\"", "name: job-001001\n    schedule: \"61 16 * * *\"")
-	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d:", path, 3+3*1001+1)) {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), fmt.Sprintf("%s:%d:", path, 3+3*1001+1)) {
 		t.Errorf("a bad schedule in a changed item: %v; want it at line %d", err, 3+3*1001+1)
 	}
 	// So is a name taken twice, one by a job the cache knows.
 	edit(t, path, bad, "name: job-001001\n    schedule: \"61", "name: job-000005\n    schedule: \"41")
-	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), "already the name of the job on line") {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "already the name of the job on line") {
 		t.Errorf("a name taken twice: %v", err)
 	}
 	// A job with after: is checked against the whole set.
@@ -159,14 +159,14 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 	const n = 2000
 	path, data := bigJobsFile(t, n)
 	// learnt waits for the cache the read is writing.
-	first, err := loadJobSet(path)
+	first, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if first.cache == nil || first.base != "" {
 		t.Fatalf("a first read: cache %v, base %q; want a cache to learn the set, no set known", first.cache != nil, first.base)
 	}
-	first.learnt("00000000000000aa")
+	first.Learnt("00000000000000aa")
 	if again := load(t, path); again.base != "00000000000000aa" || len(again.changed)+len(again.removed) != 0 {
 		t.Fatalf("read again: base %q, %d changed, removed %v; want the set learnt, nothing changed", again.base, len(again.changed), again.removed)
 	}
@@ -179,7 +179,7 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 	data = edit(t, path, data, item(1000), "")
 	data = edit(t, path, data, item(1001), strings.Replace(item(1001), "* * *", "* * 1", 1))
 	edit(t, path, data, item(1002), strings.Replace(item(1002), "job-001002", "job-901002", 1))
-	set, err := loadJobSet(path)
+	set, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -197,7 +197,7 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 	if again := load(t, path); again.base != "" {
 		t.Errorf("the cache of the edited file has base %q before an apply of it", again.base)
 	}
-	set.learnt("00000000000000bb")
+	set.Learnt("00000000000000bb")
 	if again := load(t, path); again.base != "00000000000000bb" {
 		t.Errorf("after the edited file's apply: base %q, want its set", again.base)
 	}
@@ -231,10 +231,10 @@ func TestLoadJobSet_CacheChecked(t *testing.T) {
 	if set.specs != nil {
 		t.Fatal("not read through the cache")
 	}
-	if _, ok := set.specsOf([]int{500}); ok {
+	if _, ok := set.SpecsOf([]int{500}); ok {
 		t.Error("a job whose parse is not what the cache said was taken")
 	}
-	if specs, ok := set.specsOf([]int{501, 499}); !ok || len(specs) != 2 || specs[0].Name != "job-000499" {
+	if specs, ok := set.SpecsOf([]int{501, 499}); !ok || len(specs) != 2 || specs[0].Name != "job-000499" {
 		t.Errorf("the jobs around it: %v, %v", specs, ok)
 	}
 }
@@ -289,7 +289,7 @@ func TestLoadJobSet_VariablesOfTheFrame(t *testing.T) {
 		t.Fatal("not read through the cache")
 	}
 	t.Setenv("MAX_BODY", "1000")
-	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), "more than store.max_body_bytes (1000)") {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "more than store.max_body_bytes (1000)") {
 		t.Errorf("with store.max_body_bytes below the jobs' max_output_bytes: %v", err)
 	}
 }
@@ -317,7 +317,7 @@ func TestLoadJobSet_CAFileCheckedEachTime(t *testing.T) {
 	}
 	sameAsWhole(t, set, path)
 	os.Remove(ca)
-	if _, err := loadJobSet(path); err == nil || !strings.Contains(err.Error(), "cannot read the CA file") {
+	if _, err := Load(path); err == nil || !strings.Contains(err.Error(), "cannot read the CA file") {
 		t.Errorf("with its CA file gone: %v", err)
 	}
 }
@@ -337,7 +337,7 @@ func BenchmarkLoadJobSet_OneChange(b *testing.B) {
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
 		b.Fatal(err)
 	}
-	set, err := loadJobSet(path)
+	set, err := Load(path)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -357,7 +357,7 @@ func BenchmarkLoadJobSet_OneChange(b *testing.B) {
 		}
 		k++
 		b.StartTimer()
-		set, err := loadJobSet(path)
+		set, err := Load(path)
 		if err != nil || set.specs != nil || len(set.changed) != 1 {
 			b.Fatalf("%v: want one job changed, read through the cache", err)
 		}

@@ -1,4 +1,4 @@
-package main
+package jobfile
 
 import (
 	"os"
@@ -11,11 +11,11 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 )
 
-// jobSet is what apply sends: each job's name and digest, in the file's
+// Set is what apply sends: each job's name and digest, in the file's
 // order, and the specs it has. A set read whole has every spec; one read
 // through the cache (applycache) has the specs of the items it parsed,
 // and the jobs of the others by name and digest alone.
-type jobSet struct {
+type Set struct {
 	names   []string
 	digests func() []string // computed once, when first asked for
 	specs   []jobs.Spec     // every job's; nil if read through the cache
@@ -29,30 +29,59 @@ type jobSet struct {
 	// The cache that holds this file's jobs once saved has returned (nil
 	// if none will), the hash of the set the file's last apply made, and
 	// the jobs of that set the file no longer has (read through the cache):
-	// what applyChanges sends.
+	// what apply sends as changes (PUT /api/v1/jobset/changes).
 	cache   *applycache.Cache
 	base    string
 	removed []string
 }
 
-// learnt records, once the cache is written, that the node's set (of
+// Names are the jobs' names, in the file's order.
+func (s *Set) Names() []string { return s.names }
+
+// Digests are the jobs' digests (jobs.SpecDigests), in the file's order.
+func (s *Set) Digests() []string { return s.digests() }
+
+// Specs are every job's spec, for a set read whole; nil for one read
+// through the cache.
+func (s *Set) Specs() []jobs.Spec { return s.specs }
+
+// Changed are the specs of the jobs the cache did not know: those the
+// file's last apply did not send.
+func (s *Set) Changed() []jobs.Spec {
+	specs := make([]jobs.Spec, 0, len(s.changed))
+	for _, k := range s.changed {
+		specs = append(specs, s.fresh[k])
+	}
+	return specs
+}
+
+// Base is the hash of the set the file's last apply made, if the cache
+// knows it ("" if not); Removed are the jobs of that set the file no
+// longer has.
+func (s *Set) Base() string      { return s.base }
+func (s *Set) Removed() []string { return s.removed }
+
+// Saved waits for the cache to be written.
+func (s *Set) Saved() { s.saved() }
+
+// Learnt records, once the cache is written, that the node's set (of
 // hash hash) is this file's jobs: the next apply of the file sends only
-// what changed since (applyChanges).
-func (s *jobSet) learnt(hash string) {
+// what changed since (PUT /api/v1/jobset/changes).
+func (s *Set) Learnt(hash string) {
 	if s.cache != nil {
 		s.saved()
 		s.cache.SetBase(hash)
 	}
 }
 
-func (s *jobSet) len() int { return len(s.names) } // the number of jobs
+func (s *Set) Len() int { return len(s.names) } // the number of jobs
 
 // specsOf returns the specs of jobs idx (not in idx's order). A set read
 // through the cache parses the items of those it did not parse, and
 // checks each is the job the cache said: a node that lacks jobs the cache
 // knew (it holds another file, applied since) costs the parse of those,
 // not of the file. ok is false where the file is to be read whole.
-func (s *jobSet) specsOf(idx []int) (specs []jobs.Spec, ok bool) {
+func (s *Set) SpecsOf(idx []int) (specs []jobs.Spec, ok bool) {
 	var more []int
 	for _, i := range idx {
 		switch k, ok := s.parsed[s.names[i]]; {
@@ -78,11 +107,11 @@ func (s *jobSet) specsOf(idx []int) (specs []jobs.Spec, ok bool) {
 
 // whole is the set with every job's spec: s if it was read whole, else
 // the text read through the cache, parsed whole.
-func (s *jobSet) whole() (*jobSet, error) {
+func (s *Set) Whole() (*Set, error) {
 	if s.parsed == nil {
 		return s, nil
 	}
-	specs, _, err := readJobFile(s.path, s.data)
+	specs, _, err := Parse(s.path, s.data)
 	if err != nil {
 		return nil, err
 	}
@@ -90,8 +119,8 @@ func (s *jobSet) whole() (*jobSet, error) {
 }
 
 // wholeSet is the set of specs, read whole.
-func wholeSet(specs []jobs.Spec) *jobSet {
-	s := &jobSet{specs: specs, names: make([]string, len(specs)), saved: func() {}}
+func wholeSet(specs []jobs.Spec) *Set {
+	s := &Set{specs: specs, names: make([]string, len(specs)), saved: func() {}}
 	for i := range specs {
 		s.names[i] = specs[i].Name
 	}
@@ -99,12 +128,12 @@ func wholeSet(specs []jobs.Spec) *jobSet {
 	return s
 }
 
-// loadJobSet reads path as readJobSet does; a large file of the plain
+// Load reads path as ReadSet does; a large file of the plain
 // shape config.CutJobs cuts, through the cache: only the items whose
 // text the last apply of the file did not see are parsed, and the
 // cache learns the file as it now is. Anything the cache cannot vouch
-// for has the file read whole, so what is sent is what readJobSet reads.
-func loadJobSet(path string) (*jobSet, error) {
+// for has the file read whole, so what is sent is what ReadSet reads.
+func Load(path string) (*Set, error) {
 	// The cache is read while the file is: for 100,000 jobs each is some
 	// tens of milliseconds, most of them page faults.
 	cache := applycache.Load(path)
@@ -113,9 +142,9 @@ func loadJobSet(path string) (*jobSet, error) {
 		var specs []jobs.Spec
 		var err error
 		if data != nil {
-			specs, _, err = readJobFile(path, data)
+			specs, _, err = Parse(path, data)
 		} else {
-			specs, err = readJobSet(path)
+			specs, err = ReadSet(path)
 		}
 		if err != nil {
 			return nil, err
@@ -129,7 +158,7 @@ func loadJobSet(path string) (*jobSet, error) {
 		set.data = data
 		return set, nil
 	}
-	specs, fileOnly, err := readJobFile(path, data)
+	specs, fileOnly, err := Parse(path, data)
 	if err != nil {
 		return nil, err
 	}
@@ -209,7 +238,7 @@ func cacheEntry(s *jobs.Spec, digest string) applycache.Entry {
 // problem (reported at its place only by the whole parse), a first or
 // last item is not what the cache says, a job has after: (checked against
 // the whole set), or a name is taken twice.
-func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycache.Cache) (*jobSet, bool) {
+func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycache.Cache) (*Set, bool) {
 	n := items.Len()
 	if c.Len() == 0 {
 		return nil, false
@@ -244,7 +273,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	if !ok {
 		return nil, false
 	}
-	set := &jobSet{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx)), path: path, items: items}
+	set := &Set{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx)), path: path, items: items}
 	digests := make([]string, n)
 	for i, k := range at {
 		if k >= 0 {
@@ -305,7 +334,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 // their jobs, or false where the file is to be read whole.
 func parseItems(path string, items config.Items, idx []int) ([]jobs.Spec, bool) {
 	f, ok, err := items.ParseOnly(path, idx)
-	if !ok || err != nil || checkJobFile(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
+	if !ok || err != nil || check(path, f) != nil || f.Node.JobsDir != "" || len(f.Jobs) != len(idx) {
 		return nil, false
 	}
 	return f.Jobs, true
