@@ -104,7 +104,7 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 // removed are the jobs taken out. A name twice in the changes, or the
 // removal of a job cur does not hold, is an error. cur is not changed.
 func changedSet(cur, upsert []jobs.Spec, remove []string) (specs []jobs.Spec, kept []bool, removed []jobs.Spec, err error) {
-	// Each name changed: its index in upsert, or -1 for a removal.
+	// Each name changed: its index k in upsert, or -1-k for remove[k].
 	named := make(map[string]int, len(upsert)+len(remove))
 	for k, name := range remove {
 		if _, twice := named[name]; twice {
