@@ -124,28 +124,17 @@ func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
 	for lo := 0; lo < n && !failed.Load(); lo += window {
 		size := min(window, n-lo)
 		bufs := <-free
-		parts := min(cores, max(1, size/512))
-		bufs = bufs[:parts]
-		fill := func(p int) {
-			b := bufs[p][:0]
-			for k := p * size / parts; k < (p+1)*size/parts; k++ {
+		parts := inParallel(size, func(p, a, b int) {
+			buf := bufs[p][:0]
+			for k := a; k < b; k++ {
 				if lo+k > 0 {
-					b = append(b, ',')
+					buf = append(buf, ',')
 				}
-				b = AppendSpec(b, at(lo+k))
+				buf = AppendSpec(buf, at(lo+k))
 			}
-			bufs[p] = b
-		}
-		if parts == 1 {
-			fill(0)
-		} else {
-			var wg sync.WaitGroup
-			for p := range parts {
-				wg.Go(func() { fill(p) })
-			}
-			wg.Wait()
-		}
-		full <- bufs
+			bufs[p] = buf
+		})
+		full <- bufs[:parts]
 	}
 	close(full)
 	<-written
@@ -201,7 +190,7 @@ func CheckSet(specs []Spec, l Limits, known []bool) error {
 // marks (CheckSet) is not checked, and has no error.
 func ValidateEach(specs []Spec, l Limits, known []bool) []error {
 	invalid := make([]error, len(specs))
-	inParallel(len(specs), func(a, b int) {
+	inParallel(len(specs), func(_, a, b int) {
 		for i := a; i < b; i++ {
 			if known == nil || !known[i] {
 				invalid[i] = withSize(&specs[i], specs[i].Validate(l))
@@ -309,7 +298,7 @@ func SpecBytes(s *Spec) int { return len(AppendSpec(nil, s)) }
 // leader cuts a job set difference of 100,000 jobs into entries by them.
 func SpecSizes(specs []Spec) []int {
 	sizes := make([]int, len(specs))
-	inParallel(len(specs), func(a, b int) {
+	inParallel(len(specs), func(_, a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
 			buf = AppendSpec(buf[:0], &specs[i])
@@ -332,7 +321,7 @@ const DigestLen = 16
 // specs on each core.
 func SpecDigests(specs []Spec) []string {
 	out := make([]string, len(specs))
-	inParallel(len(specs), func(a, b int) {
+	inParallel(len(specs), func(_, a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
 			s := specs[i]
@@ -346,23 +335,21 @@ func SpecDigests(specs []Spec) []string {
 	return out
 }
 
-// inParallel calls fn on contiguous parts [a, b) of [0, n), one part per
-// core, and returns when all are done; a small n is done in one call.
-func inParallel(n int, fn func(a, b int)) {
-	parts := min(runtime.GOMAXPROCS(0), n/512)
+// inParallel calls fn on contiguous parts [a, b) of [0, n), part p of
+// parts, one part per core, and returns parts when all are done; a small
+// n is done in one call.
+func inParallel(n int, fn func(p, a, b int)) (parts int) {
+	parts = min(runtime.GOMAXPROCS(0), n/512)
 	if parts <= 1 {
-		fn(0, n)
-		return
+		fn(0, 0, n)
+		return 1
 	}
 	var wg sync.WaitGroup
 	for p := range parts {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			fn(p*n/parts, (p+1)*n/parts)
-		}()
+		wg.Go(func() { fn(p, p*n/parts, (p+1)*n/parts) })
 	}
 	wg.Wait()
+	return parts
 }
 
 // CountSpecs returns at least how many specs the JSON b holds (each has
