@@ -308,8 +308,23 @@ func SpecSizes(specs []Spec) []int {
 	return sizes
 }
 
-// DigestLen is the length of a digest SpecDigests writes.
+// DigestLen is the length of a digest SpecDigests writes, and of a
+// set's hash (HashSpecs).
 const DigestLen = 16
+
+// ValidDigest reports whether d is written as SpecDigests writes a
+// digest and HashSpecs a set's hash: DigestLen lowercase hex digits.
+func ValidDigest(d string) bool {
+	if len(d) != DigestLen {
+		return false
+	}
+	for _, c := range []byte(d) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
 
 // SpecDigests returns each spec's digest: the first 8 bytes of the
 // SHA-256 of its JSON, once normalized, in hex. `fencecron apply` sends a

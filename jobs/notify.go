@@ -186,8 +186,8 @@ type AfterProblem struct {
 	Msg   string
 }
 
-// hasAfter reports whether a job of specs follows another.
-func hasAfter(specs []Spec) bool {
+// HasAfter reports whether a job of specs follows another (after:).
+func HasAfter(specs []Spec) bool {
 	for i := range specs {
 		if len(specs[i].After) > 0 {
 			return true
@@ -201,7 +201,7 @@ func hasAfter(specs []Spec) bool {
 // through others (a cycle is named as "a → b → a", once, at the job of
 // the cycle that comes first in the set).
 func CheckAfter(specs []Spec) []AfterProblem {
-	if !hasAfter(specs) {
+	if !HasAfter(specs) {
 		// Most sets: no problem to find, and no index of 100,000 names
 		// to build.
 		return nil

@@ -235,7 +235,7 @@ func resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (
 	reqAt := make([]int32, len(set.Jobs))
 	var new map[string]int
 	for i, d := range req.Jobs {
-		if !validDigest(d.Digest) {
+		if !jobs.ValidDigest(d.Digest) {
 			return none, BadRequest("job %s: digest %q is not %d lowercase hex digits", clipParam(d.Name), clipParam(d.Digest), jobs.DigestLen)
 		}
 		// A file edited in place names the set's jobs at their positions:
@@ -304,18 +304,4 @@ func resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (
 		}
 	}
 	return res, nil
-}
-
-// validDigest reports whether d is written as jobs.SpecDigests writes
-// one.
-func validDigest(d string) bool {
-	if len(d) != jobs.DigestLen {
-		return false
-	}
-	for _, c := range []byte(d) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }

@@ -242,8 +242,8 @@ func (c *Cache) SetBase(hash string) error {
 		return errors.New("no cache directory")
 	case c.sum == [sha256.Size]byte{}:
 		return errors.New("no cache file of this set")
-	case !validHash(hash):
-		return fmt.Errorf("job set hash %q is not lowercase hex", hash)
+	case !jobs.ValidDigest(hash):
+		return fmt.Errorf("job set hash %q is not written as jobs.HashSpecs writes one", hash)
 	}
 	b := append(append([]byte(baseMagic), c.sum[:]...), hash...)
 	if err := atomicfile.Write(basePath(c.path), b, 0o600); err != nil {
@@ -267,24 +267,10 @@ func readBase(path string, sum [sha256.Size]byte) string {
 		return ""
 	}
 	rest, ok := bytes.CutPrefix(b, []byte(baseMagic))
-	if !ok || len(rest) < sha256.Size || !bytes.Equal(rest[:sha256.Size], sum[:]) || !validHash(string(rest[sha256.Size:])) {
+	if !ok || len(rest) < sha256.Size || !bytes.Equal(rest[:sha256.Size], sum[:]) || !jobs.ValidDigest(string(rest[sha256.Size:])) {
 		return ""
 	}
 	return string(rest[sha256.Size:])
-}
-
-// validHash reports whether h is written as jobs.HashSpecs writes one:
-// lowercase hex (of at most 64 digits).
-func validHash(h string) bool {
-	if len(h) == 0 || len(h) > 64 {
-		return false
-	}
-	for _, c := range []byte(h) {
-		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // decode reads a cache file: the key it was written for, its IDs and

@@ -164,8 +164,7 @@ func Load(path string) (*Set, error) {
 	}
 	set := wholeSet(specs)
 	// A file with after: is always read whole.
-	after := slices.ContainsFunc(specs, func(s jobs.Spec) bool { return len(s.After) > 0 })
-	if fileOnly && len(specs) == items.Len() && !after {
+	if fileOnly && len(specs) == items.Len() && !jobs.HasAfter(specs) {
 		set.cache = c
 		set.saved = inBackground(func() {
 			entries := make([]applycache.Entry, len(specs))
