@@ -38,9 +38,6 @@ var ErrChangesNeedSet = errors.New("the changes are to be applied as the set the
 // ErrChangesNeedSet where the changes are to be applied as a set; either
 // way nothing changed.
 func (s *Scheduler) SetJobsChanges(ctx context.Context, ch JobChanges, source string) (hash string, n int, err error) {
-	if !fsm.WritesJobsDiff() {
-		return "", 0, ErrChangesNeedSet
-	}
 	return s.toLeader().SetJobsChanges(ctx, ch, source)
 }
 

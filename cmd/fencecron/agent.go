@@ -159,7 +159,7 @@ func applyChanges(ctx context.Context, c *client, source string, set *jobfile.Se
 	}
 	err := c.call(ctx, http.MethodPut, jobSetPath+"/changes", bytes.NewReader(wire.AppendJobSetChanges(nil, req)), &ans)
 	switch {
-	case errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected):
+	case notServed(err):
 		return wire.JobSetApplied{}, 0, errByDigest
 	case err != nil:
 		return wire.JobSetApplied{}, 0, err
@@ -168,6 +168,12 @@ func applyChanges(ctx context.Context, c *client, source string, set *jobfile.Se
 	}
 	out, err := appliedAnswer(c, ans.Applied)
 	return out, len(req.Specs), err
+}
+
+// notServed reports whether err is a node's word that it does not serve
+// a job set path: an earlier version, or a worker, which holds no set.
+func notServed(err error) bool {
+	return errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected)
 }
 
 // appliedAnswer decodes the set an exchange applied, as the node wrote
@@ -228,7 +234,7 @@ func applyByDigest(ctx context.Context, c *client, source string, set *jobfile.S
 			return wire.JobSetApplied{}, 0, err
 		}
 		err = c.call(ctx, http.MethodPut, jobSetPath+"/digests", bytes.NewReader(body), &ans)
-		if errors.Is(err, wire.ErrNoRoute) || errors.Is(err, wire.ErrMethod) || errors.Is(err, wire.ErrMisdirected) {
+		if notServed(err) {
 			return wire.JobSetApplied{}, 0, errSendWhole
 		}
 		if err != nil {

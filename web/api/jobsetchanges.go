@@ -56,7 +56,8 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 		WriteJSON(w, http.StatusOK, wire.JobSetChangesAnswer{Set: set.Info.Hash})
 		return
 	}
-	if _, limited := exportScope(r); !limited {
+	_, limited := exportScope(r)
+	if !limited {
 		// The leader applies the changes alone if it can.
 		source := req.Source
 		if source == "" {
@@ -80,7 +81,7 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 		s.Error(w, r, err)
 		return
 	}
-	if _, limited := exportScope(r); limited {
+	if limited {
 		if _, err := applyScope(r, append(slices.Clip(req.Specs), removed...)); err != nil {
 			s.Error(w, r, err)
 			return
