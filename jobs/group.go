@@ -108,7 +108,7 @@ func checkGroups(specs []Spec) []string {
 
 // Groups returns the groups a job set uses, each once, in the order the
 // set first names them.
-func Groups(specs []Spec) []Group {
+func Groups(specs []*Spec) []Group {
 	seen := map[string]bool{}
 	var out []Group
 	for _, s := range specs {

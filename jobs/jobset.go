@@ -335,11 +335,16 @@ func ValidDigest(d string) bool {
 // matching spec may apply that spec anyway. It encodes a part of the
 // specs on each core.
 func SpecDigests(specs []Spec) []string {
-	out := make([]string, len(specs))
-	inParallel(len(specs), func(_, a, b int) {
+	return SpecDigestsAt(len(specs), func(i int) *Spec { return &specs[i] })
+}
+
+// SpecDigestsAt is SpecDigests of the n specs at gives.
+func SpecDigestsAt(n int, at func(i int) *Spec) []string {
+	out := make([]string, n)
+	inParallel(n, func(_, a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
-			s := specs[i]
+			s := *at(i)
 			s.Normalize()
 			// The JSON and a newline, as a json.Encoder writes a value.
 			buf = append(AppendSpec(buf[:0], &s), '\n')
@@ -372,4 +377,25 @@ func inParallel(n int, fn func(p, a, b int)) (parts int) {
 // capacity): the capacity to decode a job set into.
 func CountSpecs(b []byte) int {
 	return min(bytes.Count(b, []byte(`"name"`)), MaxJobs)
+}
+
+// Addrs returns the address of each of specs. The replicated set holds
+// its jobs by address, so that a set changed in a few jobs shares the
+// others with the set before it rather than copying each (38 MB for
+// 100,000 jobs, on every replica, for a one-job change).
+func Addrs(specs []Spec) []*Spec {
+	out := make([]*Spec, len(specs))
+	for i := range specs {
+		out[i] = &specs[i]
+	}
+	return out
+}
+
+// Values returns a copy of the specs at ps.
+func Values(ps []*Spec) []Spec {
+	out := make([]Spec, len(ps))
+	for i, p := range ps {
+		out[i] = *p
+	}
+	return out
 }

@@ -200,11 +200,11 @@ func (s *Spec) crossNamespace(what, ref string) string {
 // of every other namespace, in their order, then next. An apply by a
 // token limited to some namespaces makes its set so, on the leader, from
 // the set its difference is against.
-func ReplaceNamespaces(cur, next []Spec, replaced func(ns string) bool) []Spec {
+func ReplaceNamespaces(cur []*Spec, next []Spec, replaced func(ns string) bool) []Spec {
 	out := make([]Spec, 0, len(cur)+len(next))
 	for i := range cur {
 		if !replaced(cur[i].NamespaceName()) {
-			out = append(out, cur[i])
+			out = append(out, *cur[i])
 		}
 	}
 	return append(out, next...)

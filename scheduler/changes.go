@@ -56,7 +56,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 	if cur.Hash != ch.Base {
 		return "", 0, fmt.Errorf("job set changes against %s, the set is %s: %w", ch.Base, cur.Hash, fsm.ErrJobsDiffBase)
 	}
-	if l.s.checked != (checkedSet{cur.Hash, limits}) || related(cur.Jobs) || related(ch.Upsert) {
+	if l.s.checked != (checkedSet{cur.Hash, limits}) || related(cur.Jobs) || related(jobs.Addrs(ch.Upsert)) {
 		return "", 0, ErrChangesNeedSet
 	}
 	upsert, err := replicated.CheckJobSet(ch.Upsert, limits, nil)
@@ -90,7 +90,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 			changed = append(changed, *s)
 		default:
 			replaced[i] = int32(k)
-			if !reflect.DeepEqual(&cur.Jobs[i], s) {
+			if !reflect.DeepEqual(cur.Jobs[i], s) {
 				changed = append(changed, *s)
 			}
 		}
@@ -101,7 +101,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 	for i, k := range replaced {
 		switch {
 		case k == -1:
-			at = append(at, &cur.Jobs[i])
+			at = append(at, cur.Jobs[i])
 		case k >= 0:
 			at = append(at, &upsert[k])
 		}
@@ -126,7 +126,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 
 // related reports whether a job of specs is checked against others of
 // its set: one that runs after others, or one of a group with limits.
-func related(specs []jobs.Spec) bool {
+func related(specs []*jobs.Spec) bool {
 	for i := range specs {
 		if len(specs[i].After) > 0 || specs[i].Group != "" {
 			return true

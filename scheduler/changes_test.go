@@ -42,7 +42,7 @@ func TestSetJobsChanges(t *testing.T) {
 	if hash != jobs.HashSpecs(want) || n != len(want) {
 		t.Errorf("answered %s, %d jobs; want %s, %d", hash, n, jobs.HashSpecs(want), len(want))
 	}
-	if got := sm.JobSetBase(); got.Hash != hash || !reflect.DeepEqual(got.Jobs, want) {
+	if got := sm.JobSetBase(); got.Hash != hash || !reflect.DeepEqual(jobs.Values(got.Jobs), want) {
 		t.Errorf("the replicated set: hash %s, %d jobs; want the changed set, hash %s", got.Hash, len(got.Jobs), hash)
 	}
 	r.mu.Lock()

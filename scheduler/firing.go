@@ -123,7 +123,7 @@ func (l *leader) queueFor(had map[string]*fireEntry) fireQueue {
 	// next time from now is computed once.
 	fromNow := map[*jobs.Schedule]time.Time{}
 	for i := range specs {
-		spec := &specs[i]
+		spec := specs[i]
 		if len(spec.Schedules) == 0 {
 			continue // it follows other jobs (after:)
 		}

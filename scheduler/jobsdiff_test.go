@@ -220,7 +220,7 @@ func TestSetJobsKnown(t *testing.T) {
 	r.mu.Unlock()
 	// The replicated set is hashed here, not read: the FSM keeps the hash
 	// the leader declares.
-	if got := jobs.HashSpecs(sm.ExportJobSet().Jobs); len(sizes) != 1 || sizes[0] > 1<<10 || hash != jobs.HashSpecs(changed) || got != hash {
+	if got := jobs.HashSpecs(jobs.Values(sm.ExportJobSet().Jobs)); len(sizes) != 1 || sizes[0] > 1<<10 || hash != jobs.HashSpecs(changed) || got != hash {
 		t.Errorf("one change: %d entries of %v bytes, hash %s (of the replicated set %s); want one small entry and hash %s", len(sizes), sizes, hash, got, jobs.HashSpecs(changed))
 	}
 	if s, _ := sm.Spec(changed[50].Name); !slices.Equal(s.Command, []string{"/bin/false"}) {
@@ -246,7 +246,7 @@ func TestSetJobsKnown(t *testing.T) {
 	if _, err := l.s.SetJobsKnown(t.Context(), specs, KnownJobs{Base: base, Kept: allKept(len(specs))}, "stale marks", nil); err != nil {
 		t.Fatal(err)
 	}
-	if got := jobs.HashSpecs(sm.ExportJobSet().Jobs); got != jobs.HashSpecs(specs) {
+	if got := jobs.HashSpecs(jobs.Values(sm.ExportJobSet().Jobs)); got != jobs.HashSpecs(specs) {
 		t.Errorf("after an apply with stale marks the replicated set hashes to %s; want the sent set's %s", got, jobs.HashSpecs(specs))
 	}
 	if s, _ := sm.Spec(specs[50].Name); !slices.Equal(s.Command, []string{"/bin/true"}) {

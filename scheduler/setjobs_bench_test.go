@@ -125,7 +125,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 			b.Fatal(res.Err)
 		}
 		base := f.JobSetBase()
-		next := slices.Clone(base.Jobs)
+		next := jobs.Values(base.Jobs)
 		next[len(next)/2].Schedules = []string{"1 2 * * *"}
 		kept := keptButMiddle(len(next))
 		for b.Loop() {

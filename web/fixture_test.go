@@ -116,7 +116,7 @@ func (f *fakeState) ExportJobSet() fsm.JobSetExport {
 	f.mu.Lock()
 	paused := slices.Clone(f.operatorPaused)
 	f.mu.Unlock()
-	return fsm.JobSetExport{Info: f.JobSetInfo(), Jobs: specs, OperatorPaused: paused}
+	return fsm.JobSetExport{Info: f.JobSetInfo(), Jobs: jobs.Addrs(specs), OperatorPaused: paused}
 }
 func (f *fakeState) JobSetInfo() fsm.JobSetInfo {
 	f.mu.Lock()

@@ -15,7 +15,7 @@ type JobSetExport struct {
 	// It is the FSM's own slice: an apply replaces the slice and never
 	// changes it in place (Snapshot relies on that too), so it may be
 	// read after the call, while entries apply. It must not be written.
-	Jobs []jobs.Spec
+	Jobs []*jobs.Spec
 	// OperatorPaused are the jobs paused by pause on top of the set, in
 	// name order.
 	OperatorPaused []string

@@ -217,13 +217,13 @@ func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 	if hash == "" {
 		hash = jobs.HashSpecs(c.Jobs)
 	}
-	f.replaceJobs(l, c.Jobs, false, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
+	f.replaceJobs(l, jobs.Addrs(c.Jobs), false, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
 	return ApplyResult{}
 }
 
 // replaceJobs makes specs, of hash, the job set, and records it with
 // detail; sameNames: specs hold the set's names where it had them.
-func (f *FSM) replaceJobs(l *raft.Log, specs []jobs.Spec, sameNames bool, source string, at time.Time, hash, detail string) {
+func (f *FSM) replaceJobs(l *raft.Log, specs []*jobs.Spec, sameNames bool, source string, at time.Time, hash, detail string) {
 	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = specs, source, at, true
 	f.st.JobsHash = hash
 	// A difference still arriving was against the set replaced here.
@@ -279,7 +279,7 @@ func (f *FSM) spec(job string) (jobs.Spec, bool) {
 	if !ok {
 		return jobs.Spec{}, false
 	}
-	return f.st.Jobs[i], true
+	return *f.st.Jobs[i], true
 }
 
 // Subscribe returns a channel signalled, coalesced, after every applied

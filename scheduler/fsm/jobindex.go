@@ -174,7 +174,7 @@ func (f *FSM) FindJobs(q jobs.Query) jobs.Page {
 		page.Matched = len(sorted)
 	}
 	for n, i := range sorted {
-		s := &f.st.Jobs[i]
+		s := f.st.Jobs[i]
 		if filtered && !q.Matches(s, s.Paused || f.st.Paused[s.Name], func() (jobs.State, bool) { return f.lastState(s.Name) }, text) {
 			continue
 		}

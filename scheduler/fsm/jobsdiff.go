@@ -52,7 +52,7 @@ var ErrJobsDiffBase = errors.New("the job set changed since the difference was c
 // against another set (ErrJobsDiffBase), removes a job the set does not
 // have, or names a job twice. cur is not changed. It is pure, so every
 // replica decides the same.
-func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *replicated.SetJobsDiffCmd) ([]jobs.Spec, error) {
+func DecideJobsDiff(cur []*jobs.Spec, byName map[string]int, curHash string, d *replicated.SetJobsDiffCmd) ([]*jobs.Spec, error) {
 	if d.Base != curHash {
 		return nil, fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, curHash, ErrJobsDiffBase)
 	}
@@ -76,24 +76,25 @@ func DecideJobsDiff(cur []jobs.Spec, byName map[string]int, curHash string, d *r
 		}
 	}
 	// A new slice (a snapshot may hold the old one): the set, then the
-	// jobs added. The runs of jobs kept between those changed are copied
-	// whole: a change of a few jobs of 100,000 is then a few copies of
-	// memory, not 100,000 of a spec.
-	out := make([]jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
+	// jobs added. The jobs kept are shared, not copied: a change of one
+	// job of 100,000 copies 800 KB of addresses rather than 38 MB of
+	// specs, which a collection running meanwhile charged to the entry's
+	// apply (up to 0.2 s), on every replica.
+	out := make([]*jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
 	changed := slices.AppendSeq(slices.Collect(maps.Keys(gone)), maps.Keys(replace))
 	slices.Sort(changed)
 	from := 0
 	for _, i := range changed {
 		out = append(out, cur[from:i]...)
 		if k, ok := replace[i]; ok {
-			out = append(out, d.Upsert[k])
+			out = append(out, &d.Upsert[k])
 		}
 		from = i + 1
 	}
 	out = append(out, cur[from:]...)
 	for k := range d.Upsert {
 		if _, ok := byName[d.Upsert[k].Name]; !ok {
-			out = append(out, d.Upsert[k])
+			out = append(out, &d.Upsert[k])
 		}
 	}
 	return out, nil
@@ -156,7 +157,7 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 // limited to some namespaces, what it keeps of the others. Apply refuses
 // the difference if the set changed since (its Base is this Hash).
 type JobSetBase struct {
-	Jobs   []jobs.Spec
+	Jobs   []*jobs.Spec
 	Hash   string
 	byName map[string]int // each job's position in Jobs
 }

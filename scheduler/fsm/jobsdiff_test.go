@@ -20,7 +20,7 @@ func TestDecideJobsDiff(t *testing.T) {
 	spec := func(name, shell string) jobs.Spec { return jobs.Spec{Name: name, Shell: shell} }
 	cur := []jobs.Spec{spec("a", "1"), spec("b", "1"), spec("c", "1")}
 	byName := map[string]int{"a": 0, "b": 1, "c": 2}
-	names := func(specs []jobs.Spec) (out []string) {
+	names := func(specs []*jobs.Spec) (out []string) {
 		for _, s := range specs {
 			out = append(out, s.Name+"="+s.Shell)
 		}
@@ -39,7 +39,7 @@ func TestDecideJobsDiff(t *testing.T) {
 		{"removes a job not in the set", replicated.SetJobsDiffCmd{Base: "h", Remove: []string{"x"}}, nil, jobs.ErrInvalidConfig, true},
 		{"names a job twice", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("a", "2")}, Remove: []string{"a"}}, nil, jobs.ErrInvalidConfig, true},
 	} {
-		got, err := DecideJobsDiff(cur, byName, "h", &tc.d)
+		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", &tc.d)
 		if tc.failed {
 			if !errors.Is(err, tc.errIs) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.errIs)
@@ -50,8 +50,8 @@ func TestDecideJobsDiff(t *testing.T) {
 			t.Errorf("%s: %v, %v; want %v", tc.name, names(got), err, tc.want)
 		}
 	}
-	if !slices.Equal(names(cur), []string{"a=1", "b=1", "c=1"}) {
-		t.Errorf("the current set changed: %v", names(cur))
+	if !slices.Equal(names(jobs.Addrs(cur)), []string{"a=1", "b=1", "c=1"}) {
+		t.Errorf("the current set changed: %v", names(jobs.Addrs(cur)))
 	}
 }
 
@@ -269,9 +269,15 @@ func TestDecideJobsDiff_AsDefined(t *testing.T) {
 				want = append(want, u)
 			}
 		}
-		got, err := DecideJobsDiff(cur, byName, "h", &d)
-		if err != nil || !reflect.DeepEqual(got, want) {
-			t.Fatalf("difference %+v: got %v (%v), want %v", d, got, err, want)
+		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", &d)
+		if err != nil || !reflect.DeepEqual(jobs.Values(got), want) {
+			t.Fatalf("difference %+v: got %v (%v), want %v", d, jobs.Values(got), err, want)
+		}
+		// The jobs kept are the set's own, shared rather than copied.
+		for _, s := range got {
+			if i, ok := byName[s.Name]; ok && s.Shell == "1" && s != &cur[i] {
+				t.Fatalf("difference %+v: job %s kept is a copy", d, s.Name)
+			}
 		}
 	}
 }

@@ -51,7 +51,7 @@ type JobSetInfo struct {
 func (f *FSM) JobSet() (specs []jobs.Spec, source string, at time.Time, ok bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	specs = slices.Clone(f.st.Jobs)
+	specs = jobs.Values(f.st.Jobs)
 	for i := range specs {
 		specs[i].Paused = specs[i].Paused || f.st.Paused[specs[i].Name]
 	}

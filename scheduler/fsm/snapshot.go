@@ -74,7 +74,7 @@ func (f *FSM) snapshot(check bool) (*stateSnapshot, replicated.SnapshotInfo, err
 // jobs, already encoded; the jobs are added to it as it is written.
 type stateSnapshot struct {
 	rest []byte
-	jobs []jobs.Spec
+	jobs []*jobs.Spec
 }
 
 // Persist writes the state to Raft's sink (writeTo).

@@ -122,7 +122,7 @@ func PrepareRestore(data []byte, floor RestoreFloor) ([]byte, SnapshotInfo, erro
 // out a field the snapshot's writer filled in gets its default here, not a
 // zero (a max_output_bytes of 0 would be no cap at all).
 func checkRestoredJobs(st *State, l jobs.Limits) error {
-	specs, err := CheckJobSet(st.Jobs, l, nil)
+	specs, err := CheckJobSet(jobs.Values(st.Jobs), l, nil)
 	if err != nil {
 		return fmt.Errorf("snapshot: its job set: %w", err)
 	}
@@ -136,7 +136,7 @@ func checkRestoredJobs(st *State, l jobs.Limits) error {
 	if len(specs) > 0 {
 		st.JobsHash = jobs.HashSpecs(specs)
 	}
-	st.Jobs = specs
+	st.Jobs = jobs.Addrs(specs)
 	st.HasJobs = st.HasJobs || len(specs) > 0
 	return nil
 }

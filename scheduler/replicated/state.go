@@ -26,12 +26,14 @@ type State struct {
 	// committed it (fsm/startconfirm.go).
 	ElectedIndex uint64 `json:"elected_index,omitempty"`
 	// Jobs is replaced whole by a new set, never changed in place: a
-	// snapshot encodes it after letting go of the lock.
-	Jobs     []jobs.Spec `json:"jobs,omitempty"`
-	JobsFrom string      `json:"jobs_from"`
-	JobsAt   time.Time   `json:"jobs_at"`
-	JobsHash string      `json:"jobs_hash"`
-	HasJobs  bool        `json:"has_jobs"`
+	// snapshot encodes it after letting go of the lock. A spec is never
+	// written either: a set changed in a few jobs shares the others with
+	// the set before it, and exports share them with the FSM.
+	Jobs     []*jobs.Spec `json:"jobs,omitempty"`
+	JobsFrom string       `json:"jobs_from"`
+	JobsAt   time.Time    `json:"jobs_at"`
+	JobsHash string       `json:"jobs_hash"`
+	HasJobs  bool         `json:"has_jobs"`
 	// Paused is set by pause and cleared by resume, on top of the spec.
 	Paused map[string]bool      `json:"paused"`
 	Runs   map[string]*jobs.Run `json:"runs"`

@@ -104,7 +104,7 @@ func (s *Server) handleApplyJobChanges(w http.ResponseWriter, r *http.Request) {
 // after the others if cur has none. kept marks the jobs that are cur's;
 // removed are the jobs taken out. A name twice in the changes, or the
 // removal of a job cur does not hold, is an error. cur is not changed.
-func changedSet(cur, upsert []jobs.Spec, remove []string) (specs []jobs.Spec, kept []bool, removed []jobs.Spec, err error) {
+func changedSet(cur []*jobs.Spec, upsert []jobs.Spec, remove []string) (specs []jobs.Spec, kept []bool, removed []jobs.Spec, err error) {
 	// Each name changed: its index k in upsert, or -1-k for remove[k].
 	named := make(map[string]int, len(upsert)+len(remove))
 	for k, name := range remove {
@@ -128,10 +128,10 @@ func changedSet(cur, upsert []jobs.Spec, remove []string) (specs []jobs.Spec, ke
 		k, ok := named[cur[i].Name]
 		switch {
 		case !ok:
-			specs, kept = append(specs, cur[i]), append(kept, true)
+			specs, kept = append(specs, *cur[i]), append(kept, true)
 		case k < 0:
 			gone[-1-k] = true
-			removed = append(removed, cur[i])
+			removed = append(removed, *cur[i])
 		default:
 			specs, kept = append(specs, upsert[k]), append(kept, false)
 			placed[k] = true

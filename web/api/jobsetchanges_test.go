@@ -17,7 +17,7 @@ func TestChangedSet(t *testing.T) {
 		return jobs.Spec{Name: name, Schedules: []string{schedule}, Command: []string{"/bin/true"}}
 	}
 	cur := []jobs.Spec{spec("a", "@daily"), spec("b", "@daily"), spec("c", "@daily"), spec("d", "@daily")}
-	specs, kept, removed, err := changedSet(cur, []jobs.Spec{spec("e", "@hourly"), spec("b", "@hourly")}, []string{"c"})
+	specs, kept, removed, err := changedSet(jobs.Addrs(cur), []jobs.Spec{spec("e", "@hourly"), spec("b", "@hourly")}, []string{"c"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func TestChangedSet(t *testing.T) {
 		"a job removed twice":              {nil, []string{"a", "a"}},
 		"a removal of a job the set lacks": {nil, []string{"a", "x"}},
 	} {
-		if _, _, _, err := changedSet(cur, c.upsert, c.remove); !errors.Is(err, wire.ErrBadRequest) {
+		if _, _, _, err := changedSet(jobs.Addrs(cur), c.upsert, c.remove); !errors.Is(err, wire.ErrBadRequest) {
 			t.Errorf("%s: %v; want a bad request", name, err)
 		}
 	}

@@ -109,7 +109,7 @@ type setDigests struct {
 // the set while its caller waits. One runs at a time; a prime asked for
 // while one runs is dropped, and an apply by digest then computes them.
 // done is closed when the prime ends (nil if it was dropped).
-func (c *digestCache) prime(hash string, specs []jobs.Spec) (done <-chan struct{}) {
+func (c *digestCache) prime(hash string, specs []*jobs.Spec) (done <-chan struct{}) {
 	if !c.priming.CompareAndSwap(false, true) {
 		return nil
 	}
@@ -169,8 +169,8 @@ func (c *digestCache) keep(set fsm.JobSetExport, req []wire.JobDigest, res resol
 // digestsOf is the digests of specs, a replicated set (whose names are
 // each its own, and qualified by their namespace), with each job's
 // position by its name.
-func digestsOf(specs []jobs.Spec) *setDigests {
-	of := &setDigests{at: make(map[string]int, len(specs)), digest: jobs.SpecDigests(specs)}
+func digestsOf(specs []*jobs.Spec) *setDigests {
+	of := &setDigests{at: make(map[string]int, len(specs)), digest: jobs.SpecDigestsAt(len(specs), func(i int) *jobs.Spec { return specs[i] })}
 	for i := range specs {
 		of.at[specs[i].Name] = i
 	}
@@ -298,7 +298,7 @@ func resolveWith(of *setDigests, set fsm.JobSetExport, req wire.JobSetDigests) (
 	res.specs, res.kept = make([]jobs.Spec, len(req.Jobs)), make([]bool, len(req.Jobs))
 	for i, k := range from {
 		if k > 0 {
-			res.specs[i], res.kept[i] = set.Jobs[k-1], true
+			res.specs[i], res.kept[i] = *set.Jobs[k-1], true
 		} else {
 			res.specs[i] = req.Specs[-k-1]
 		}

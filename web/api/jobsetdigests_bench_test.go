@@ -15,7 +15,7 @@ import (
 // from the apply before.
 func BenchmarkDigestCache_ResolveOneChange_100k(b *testing.B) {
 	held := jobstest.Daily(100_000)
-	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: len(held)}, Jobs: held}
+	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: len(held)}, Jobs: jobs.Addrs(held)}
 	digests := jobs.SpecDigests(held)
 	changed := held[len(held)/2]
 	changed.Schedules = []string{"1 2 * * *"}

@@ -21,7 +21,7 @@ func TestDigestCache_Resolve(t *testing.T) {
 		return s
 	}
 	held := []jobs.Spec{spec("a", "@daily"), spec("b", "@daily"), spec("c", "@daily")}
-	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: 3}, Jobs: held}
+	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h1", Count: 3}, Jobs: jobs.Addrs(held)}
 	mine := []jobs.Spec{spec("a", "@daily"), spec("b", "@hourly"), spec("d", "@daily")}
 	digests := jobs.SpecDigests(mine)
 	req := wire.JobSetDigests{Jobs: []wire.JobDigest{{Name: "a", Digest: digests[0]}, {Name: "b", Digest: digests[1]}, {Name: "d", Digest: digests[2]}}}
@@ -64,7 +64,7 @@ func TestDigestCache_Resolve(t *testing.T) {
 	// The set an apply made, kept with its digests, is found by its hash
 	// without a spec of it encoded again; its specs come from the set. c
 	// was removed and d added: the FSM's set is a, b, d (DecideJobsDiff).
-	set3 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h3", Count: 3}, Jobs: mine}
+	set3 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h3", Count: 3}, Jobs: jobs.Addrs(mine)}
 	c.keep(set3, req.Jobs, res)
 	if got := c.digests(set3); !slices.Equal(got.digest, digests) || got.at["d"] != 2 {
 		t.Errorf("kept digests %v; want the applied set's", got)
@@ -82,7 +82,7 @@ func TestDigestCache_Resolve(t *testing.T) {
 	if err != nil || len(res4.need) > 0 {
 		t.Fatalf("one job changed: need %v, %v", res4.need, err)
 	}
-	set4 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h4", Count: 3}, Jobs: []jobs.Spec{mine[0], changed, mine[2]}}
+	set4 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h4", Count: 3}, Jobs: []*jobs.Spec{&mine[0], &changed, &mine[2]}}
 	c.keep(set4, req4.Jobs, res4)
 	if got := c.digests(set4); !slices.Equal(got.digest, []string{digests[0], bw, digests[2]}) {
 		t.Errorf("kept digests after one change %v", got.digest)
@@ -90,14 +90,14 @@ func TestDigestCache_Resolve(t *testing.T) {
 
 	// Digests kept in another order than the set's (never expected) are
 	// not believed: each job is still compared with its own.
-	c.keep(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: []jobs.Spec{mine[2], mine[1], mine[0]}}, req.Jobs, res)
-	set5 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: held}
+	c.keep(fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: []*jobs.Spec{&mine[2], &mine[1], &mine[0]}}, req.Jobs, res)
+	set5 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h5", Count: 3}, Jobs: jobs.Addrs(held)}
 	if res, err := c.resolve(set5, wire.JobSetDigests{Jobs: req.Jobs}); err != nil || !slices.Equal(res.need, []string{"b", "d"}) {
 		t.Errorf("against digests of another order: need %v, %v; want b and d", res.need, err)
 	}
 
 	// A set of another hash is the one compared with, not the cached.
-	set2 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h2", Count: 3}, Jobs: mine}
+	set2 := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h2", Count: 3}, Jobs: jobs.Addrs(mine)}
 	req.Specs = nil
 	if res, err := c.resolve(set2, req); err != nil || len(res.need) > 0 {
 		t.Errorf("against a set holding every job: need %v, %v; want none", res.need, err)
@@ -113,7 +113,7 @@ func TestDigestCache_Prime(t *testing.T) {
 	build.Normalize()
 	specs := []jobs.Spec{build}
 	var c digestCache
-	done := c.prime("h1", specs)
+	done := c.prime("h1", jobs.Addrs(specs))
 	if done == nil {
 		t.Fatal("the first prime was dropped")
 	}

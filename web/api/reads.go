@@ -108,7 +108,7 @@ func writeJobSet(w io.Writer, set fsm.JobSetExport, applied bool, scope []string
 	// what it shares with the replicated state is only read.
 	enc := json.NewEncoder(bw)
 	for i := range set.Jobs {
-		spec := set.Jobs[i]
+		spec := *set.Jobs[i]
 		spec.Paused = spec.Paused || byOperator[spec.Name]
 		if i > 0 {
 			bw.WriteByte(',')

@@ -1,12 +1,15 @@
 package api
 
 import (
+	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
 
@@ -48,5 +51,27 @@ func TestWriteJobList_AsWriteJSON(t *testing.T) {
 		if got.Header().Get("Content-Type") != "application/json" {
 			t.Errorf("%s: content type %q", name, got.Header().Get("Content-Type"))
 		}
+	}
+}
+
+// An export shows a job an operator paused as paused, and leaves the
+// replicated set, whose specs it shares, as it was: the job is not
+// paused in its spec, and a resume shows it running again.
+func TestWriteJobSet_LeavesTheSetAsItWas(t *testing.T) {
+	specs := []jobs.Spec{{Name: "a", Schedules: []string{"@daily"}, Shell: "true"}, {Name: "b", Schedules: []string{"@daily"}, Shell: "true"}}
+	set := fsm.JobSetExport{Info: fsm.JobSetInfo{Hash: "h", Count: 2}, Jobs: jobs.Addrs(specs), OperatorPaused: []string{"b"}}
+	var b bytes.Buffer
+	if err := writeJobSet(&b, set, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	var got wire.JobSet
+	if err := json.Unmarshal(b.Bytes(), &got); err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Jobs) != 2 || got.Jobs[0].Paused || !got.Jobs[1].Paused {
+		t.Errorf("the export: %+v; want b paused, a not", got.Jobs)
+	}
+	if specs[0].Paused || specs[1].Paused {
+		t.Errorf("the export paused the set's own specs: a %v, b %v", specs[0].Paused, specs[1].Paused)
 	}
 }

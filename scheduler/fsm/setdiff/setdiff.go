@@ -17,7 +17,7 @@ import (
 // for next[i]; nil marks none) that cur holds is taken as cur holds it,
 // uncompared. next's names are each its own (the leader checked it).
 // upsert may share next's array.
-func Of(cur []jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
+func Of(cur []*jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
 	// kept[i]: next names cur's i-th job. A job is looked for at its own
 	// position first (a set edited in place, the common case, where the
 	// names of jobs kept share their bytes with cur's), then through at:
@@ -35,7 +35,7 @@ func Of(cur []jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool) 
 		if had {
 			kept[i] = true
 		}
-		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(&cur[i], s)
+		changed := !had || (unchanged == nil || !unchanged[k]) && !reflect.DeepEqual(cur[i], s)
 		switch {
 		case prefix && changed:
 		case prefix:

@@ -41,7 +41,7 @@ func TestOf_InPlaceOrReordered(t *testing.T) {
 		{"a new job marked unchanged is sent all the same", []jobs.Spec{first[0], first[1], first[2], jobstest.EveryMinute("d", "true")}, []bool{true, true, true, true}, []string{"d=true"}, nil},
 		{"nothing left", []jobs.Spec{}, nil, nil, []string{"c", "a", "b"}},
 	} {
-		upsert, remove := Of(first, at, tc.next, tc.unchanged)
+		upsert, remove := Of(jobs.Addrs(first), at, tc.next, tc.unchanged)
 		if !slices.Equal(names(upsert), tc.upsert) || !slices.Equal(remove, tc.remove) {
 			t.Errorf("%s: upsert %v, remove %v; want upsert %v, remove %v", tc.what, names(upsert), remove, tc.upsert, tc.remove)
 		}
