@@ -41,7 +41,7 @@ const (
 // from the applied set.
 //
 // It hashes the bytes json.Marshal gives the sorted set, encoded a window
-// of specs at a time on every core (encodeSpecs): a set of 100,000 jobs
+// of specs at a time on every core (EncodeSpecsRange): a set of 100,000 jobs
 // is neither copied nor encoded whole in memory, and hashing it takes a
 // fraction of the apply.
 func HashSpecs(specs []Spec) string {
@@ -51,20 +51,12 @@ func HashSpecs(specs []Spec) string {
 		h.Write([]byte("null"))
 		return hex.EncodeToString(h.Sum(nil)[:8])
 	}
-	return HashSpecsAt(len(specs), func(i int) *Spec { return &specs[i] })
-}
-
-// HashSpecsAt is HashSpecs of the (non-nil) set of n jobs at gives: the
-// leader hashes a set changed by a few jobs through the set it changes,
-// rather than a copy of it.
-func HashSpecsAt(n int, at func(i int) *Spec) string {
-	order := make([]int, n)
+	order := make([]int, len(specs))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(at(a).Name, at(b).Name) })
-	h := sha256.New()
-	if err := encodeSpecs(h, n, func(k int) *Spec { return at(order[k]) }); err != nil {
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(specs[a].Name, specs[b].Name) })
+	if err := EncodeSpecsRange(h, len(specs), func(k int) *Spec { return &specs[order[k]] }, 0, len(specs), specWindow, nil); err != nil {
 		panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data, and a hash takes every write
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
@@ -78,29 +70,41 @@ func EncodeSpecs(w io.Writer, specs []Spec) error {
 		_, err := io.WriteString(w, "null")
 		return err
 	}
-	return encodeSpecs(w, len(specs), func(k int) *Spec { return &specs[k] })
+	return EncodeSpecsRange(w, len(specs), func(k int) *Spec { return &specs[k] }, 0, len(specs), specWindow, nil)
 }
 
-// encodeSpecs writes the n specs at gives, in order, as a JSON array.
-// A window of specs at a time is encoded on every core, each core's share
-// into one buffer, and written while the next window is encoded: hashing
-// a set of 100,000 (a SHA-256 of some 32 MB, one core's work) then
-// overlaps its encoding, and the hash takes a few large writes rather
-// than two for every spec.
-func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
-	if _, err := io.WriteString(w, "["); err != nil {
-		return err
+// specWindow is how many specs EncodeSpecs encodes at a time.
+const specWindow = 4096
+
+// EncodeSpecsRange writes the JSON array of the n specs at gives, in
+// order, or the part of it that holds specs from to to (the array is
+// its parts, in order). A window of specs at a time is encoded on every
+// core, each core's share into one buffer, and written while the next
+// window is encoded: hashing a set of 100,000 (a SHA-256 of some 32 MB,
+// one core's work) then overlaps its encoding, and the hash takes a few
+// large writes rather than two for every spec. mark, if not nil, is
+// called after each window is written with the number of specs written
+// up to its end: the leader keeps its hash's state there, to hash a set
+// changed after its first jobs from there.
+func EncodeSpecsRange(w io.Writer, n int, at func(k int) *Spec, from, to, window int, mark func(end int)) error {
+	if from == 0 {
+		if _, err := io.WriteString(w, "["); err != nil {
+			return err
+		}
 	}
-	const window = 4096
 	cores := max(1, runtime.GOMAXPROCS(0))
 	// Two windows' buffers, in turn: one is written while the other is
 	// filled. Each share starts at a typical spec's size per spec, and
 	// keeps what it grew to for the windows after.
-	free, full := make(chan [][]byte, 2), make(chan [][]byte, 2)
+	type part struct {
+		bufs [][]byte
+		end  int
+	}
+	free, full := make(chan [][]byte, 2), make(chan part, 2)
 	for range 2 {
 		bufs := make([][]byte, cores)
 		for p := range bufs {
-			bufs[p] = make([]byte, 0, min(window, n)/cores*320)
+			bufs[p] = make([]byte, 0, min(window, to-from)/cores*320)
 		}
 		free <- bufs
 	}
@@ -109,8 +113,8 @@ func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
 	written := make(chan struct{})
 	go func() {
 		defer close(written)
-		for bufs := range full {
-			for _, b := range bufs {
+		for p := range full {
+			for _, b := range p.bufs {
 				if werr != nil {
 					break
 				}
@@ -118,11 +122,14 @@ func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
 					failed.Store(true)
 				}
 			}
-			free <- bufs[:cap(bufs)]
+			if werr == nil && mark != nil {
+				mark(p.end)
+			}
+			free <- p.bufs[:cap(p.bufs)]
 		}
 	}()
-	for lo := 0; lo < n && !failed.Load(); lo += window {
-		size := min(window, n-lo)
+	for lo := from; lo < to && !failed.Load(); lo += window {
+		size := min(window, to-lo)
 		bufs := <-free
 		parts := inParallel(size, func(p, a, b int) {
 			buf := bufs[p][:0]
@@ -134,11 +141,11 @@ func encodeSpecs(w io.Writer, n int, at func(k int) *Spec) error {
 			}
 			bufs[p] = buf
 		})
-		full <- bufs[:parts]
+		full <- part{bufs[:parts], lo + size}
 	}
 	close(full)
 	<-written
-	if werr != nil {
+	if werr != nil || to < n {
 		return werr
 	}
 	_, err := io.WriteString(w, "]")

@@ -71,7 +71,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 	}
 	removed := make(map[string]bool, len(ch.Remove))
 	for _, name := range ch.Remove {
-		i, ok := cur.Index(name)
+		i, ok := cur.ByName[name]
 		if !ok || removed[name] {
 			return "", 0, invalid("the changes remove job %s: the set does not hold it, or it is named twice", name)
 		}
@@ -81,7 +81,7 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 	var changed []jobs.Spec
 	for k := range upsert {
 		s := &upsert[k]
-		i, ok := cur.Index(s.Name)
+		i, ok := cur.ByName[s.Name]
 		switch {
 		case removed[s.Name]:
 			return "", 0, invalid("the changes remove job %s and send it", s.Name)
@@ -112,7 +112,15 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 	if len(at) > jobs.MaxJobs {
 		return "", 0, invalid("%d jobs: a job set holds at most %d", len(at), jobs.MaxJobs)
 	}
-	hash := jobs.HashSpecsAt(len(at), func(i int) *jobs.Spec { return at[i] })
+	// Jobs changed in place keep the set's order of names.
+	order, was := cur.Sorted, func(k int) *jobs.Spec { return cur.Jobs[cur.Sorted[k]] }
+	if len(ch.Remove) > 0 || len(added) > 0 || len(order) != len(at) {
+		order = nameOrder(len(at), func(i int) *jobs.Spec { return at[i] })
+	}
+	if len(cur.Sorted) != len(cur.Jobs) {
+		was = nil
+	}
+	hash := l.s.hasher.hash(len(at), func(k int) *jobs.Spec { return at[order[k]] }, cur.Hash, was)
 	if len(source) > maxSourceLen {
 		source = replicated.Clip(source, maxSourceLen)
 	}

@@ -244,7 +244,7 @@ func (l local) setJobsByDiff(ctx context.Context, specs []jobs.Spec, known Known
 			return "", err
 		}
 	}
-	hash := jobs.HashSpecs(next)
+	hash := l.s.hasher.hashSet(next)
 	upsert, remove := base.Diff(next, known.Kept)
 	return hash, l.proposeDiff(ctx, jobsDiffParts(base.Hash, upsert, remove, hash, source, l.s.now()))
 }

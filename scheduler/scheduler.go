@@ -114,6 +114,7 @@ type Scheduler struct {
 	// checked is the job set this process last checked whole and
 	// replicated as it checked it (guarded by setJobs).
 	checked checkedSet
+	hasher  setHasher // the leader's, under setJobs
 	// newNotifier, if set, makes each term's notifier instead of
 	// termNotifier's notify.Sender (tests).
 	newNotifier func() notifier

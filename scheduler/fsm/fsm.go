@@ -217,13 +217,15 @@ func (f *FSM) applySetJobs(l *raft.Log, c *replicated.SetJobsCmd) ApplyResult {
 	if hash == "" {
 		hash = jobs.HashSpecs(c.Jobs)
 	}
-	f.replaceJobs(l, jobs.Addrs(c.Jobs), false, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
+	specs := jobs.Addrs(c.Jobs)
+	f.replaceJobs(l, specs, specs, false, c.Source, c.At, hash, fmt.Sprintf("%d jobs from %s (hash %s)", len(c.Jobs), c.Source, hash))
 	return ApplyResult{}
 }
 
 // replaceJobs makes specs, of hash, the job set, and records it with
-// detail; sameNames: specs hold the set's names where it had them.
-func (f *FSM) replaceJobs(l *raft.Log, specs []*jobs.Spec, sameNames bool, source string, at time.Time, hash, detail string) {
+// detail; sameNames: specs hold the set's names where it had them. The
+// jobs of specs not in news were the set's before.
+func (f *FSM) replaceJobs(l *raft.Log, specs, news []*jobs.Spec, sameNames bool, source string, at time.Time, hash, detail string) {
 	f.st.Jobs, f.st.JobsFrom, f.st.JobsAt, f.st.HasJobs = specs, source, at, true
 	f.st.JobsHash = hash
 	// A difference still arriving was against the set replaced here.
@@ -231,12 +233,17 @@ func (f *FSM) replaceJobs(l *raft.Log, specs []*jobs.Spec, sameNames bool, sourc
 	f.indexJobs(sameNames)
 	f.pruneJobStats()
 	f.dropBackfills()
-	for i := range specs {
-		// A job new to the cluster starts from now, not from the epoch.
-		if _, ok := f.st.LastScheduled[specs[i].Name]; !ok {
-			f.st.LastScheduled[specs[i].Name] = at
+	// A job new to the cluster starts from now, not from the epoch. Once
+	// every job has a time (none is deleted), only news can lack one.
+	if !f.idx.allScheduled {
+		news = specs
+	}
+	for _, s := range news {
+		if _, ok := f.st.LastScheduled[s.Name]; !ok {
+			f.st.LastScheduled[s.Name] = at
 		}
 	}
+	f.idx.allScheduled = true
 	// A run waiting for a retry its job no longer allows (removed, or
 	// fewer retries) has finished.
 	for _, id := range f.st.Order {

@@ -27,7 +27,8 @@ type jobIndex struct {
 	// and cursors walk.
 	sorted []int
 	// specPaused counts the specs paused in the spec itself.
-	specPaused int
+	specPaused   int
+	allScheduled bool // every job of the set has a last scheduled time
 	// runs are, per job, the ids of its runs in st.Runs, oldest grant
 	// first (the order of st.Order).
 	runs map[string][]string

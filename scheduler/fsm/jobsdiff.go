@@ -76,10 +76,8 @@ func DecideJobsDiff(cur []*jobs.Spec, byName map[string]int, curHash string, d *
 		}
 	}
 	// A new slice (a snapshot may hold the old one): the set, then the
-	// jobs added. The jobs kept are shared, not copied: a change of one
-	// job of 100,000 copies 800 KB of addresses rather than 38 MB of
-	// specs, which a collection running meanwhile charged to the entry's
-	// apply (up to 0.2 s), on every replica.
+	// jobs added. The jobs kept are shared, not copied (800 KB of
+	// addresses for 100,000, not 38 MB of specs).
 	out := make([]*jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
 	changed := slices.AppendSeq(slices.Collect(maps.Keys(gone)), maps.Keys(replace))
 	slices.Sort(changed)
@@ -148,7 +146,7 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 		return ApplyResult{Err: err}
 	}
 	// Nothing removed, as many jobs: each upsert changed a job in place.
-	f.replaceJobs(l, specs, len(whole.Remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
+	f.replaceJobs(l, specs, jobs.Addrs(whole.Upsert), len(whole.Remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
 	return ApplyResult{}
 }
 
@@ -159,7 +157,8 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 type JobSetBase struct {
 	Jobs   []*jobs.Spec
 	Hash   string
-	byName map[string]int // each job's position in Jobs
+	Sorted []int          // the positions in Jobs in name order (shared: read only)
+	ByName map[string]int // each job's position in Jobs (shared: read only)
 }
 
 // JobSetBase returns the replicated job set as it is now: the set and
@@ -167,13 +166,7 @@ type JobSetBase struct {
 func (f *FSM) JobSetBase() JobSetBase {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, byName: f.idx.byName}
-}
-
-// Index returns the position in b.Jobs of the job named name.
-func (b JobSetBase) Index(name string) (int, bool) {
-	i, ok := b.byName[name]
-	return i, ok
+	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, Sorted: f.idx.sorted, ByName: f.idx.byName}
 }
 
 // Diff returns the difference that makes b into next (normalized, as the
@@ -181,5 +174,5 @@ func (b JobSetBase) Index(name string) (int, bool) {
 // names; upsert may share next's array. It runs outside the FSM's lock:
 // Apply does not wait on 100,000 of them.
 func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
-	return setdiff.Of(b.Jobs, b.byName, next, unchanged)
+	return setdiff.Of(b.Jobs, b.ByName, next, unchanged)
 }

@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,7 @@ import (
 	"reflect"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/jobstest"
@@ -279,5 +281,63 @@ func TestDecideJobsDiff_AsDefined(t *testing.T) {
 				t.Fatalf("difference %+v: job %s kept is a copy", d, s.Name)
 			}
 		}
+	}
+}
+
+// A job a difference adds starts from the difference's time, and the
+// jobs it keeps or changes keep theirs. A job of a restored snapshot
+// that has no time yet (a snapshot written without one) gets one from
+// the next difference, as it would from a whole set.
+func TestFSM_SetJobsDiffNewJobsStartFromIt(t *testing.T) {
+	t1, t2, t3 := t0.Add(time.Hour), t0.Add(2*time.Hour), t0.Add(3*time.Hour)
+	diff := func(f *FSM, index uint64, at time.Time, next []jobs.Spec) {
+		t.Helper()
+		b := f.JobSetBase()
+		upsert, remove := b.Diff(next, nil)
+		d := &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test", At: at}
+		if res := applyAt(t, f, 1, index, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+	}
+	times := func(f *FSM, names ...string) (out []time.Time) {
+		for _, n := range names {
+			at, _ := f.LastScheduled(n)
+			out = append(out, at)
+		}
+		return out
+	}
+	old := NewFSM()
+	first := []jobs.Spec{jobstest.EveryMinute("a", "true"), jobstest.EveryMinute("b", "true")}
+	applyAt(t, old, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", At: t1, Hash: jobs.HashSpecs(first)}})
+	diff(old, 2, t2, []jobs.Spec{first[0], jobstest.EveryMinute("b", "false"), jobstest.EveryMinute("c", "true")})
+	if got := times(old, "a", "b", "c"); !slices.Equal(got, []time.Time{t1, t1, t2}) {
+		t.Errorf("after the difference a, b and c start from %v; want %v", got, []time.Time{t1, t1, t2})
+	}
+
+	var buf bytes.Buffer
+	if _, err := old.WriteSnapshot(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var st map[string]any
+	if err := json.Unmarshal(buf.Bytes(), &st); err != nil {
+		t.Fatal(err)
+	}
+	delete(st["last_scheduled"].(map[string]any), "a")
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Restored by a replica that applied sets before, as Raft installs a
+	// snapshot on a follower that fell behind.
+	f := old
+	if err := f.Restore(io.NopCloser(bytes.NewReader(b))); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := f.LastScheduled("a"); ok {
+		t.Fatal("the restored snapshot still has a time for a")
+	}
+	diff(f, 3, t3, []jobs.Spec{first[0], jobstest.EveryMinute("b", "false"), jobstest.EveryMinute("c", "true"), jobstest.EveryMinute("d", "true")})
+	if got := times(f, "a", "b", "c", "d"); !slices.Equal(got, []time.Time{t3, t1, t2, t3}) {
+		t.Errorf("after the next difference a, b, c and d start from %v; want %v", got, []time.Time{t3, t1, t2, t3})
 	}
 }

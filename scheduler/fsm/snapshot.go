@@ -191,6 +191,7 @@ func (f *FSM) takeIn(st replicated.State) (err error) {
 	f.st = st
 	f.halted = nil
 	f.indexJobs(false)
+	f.idx.allScheduled = false // until a set is applied
 	f.indexRuns()
 	// A snapshot written before runs waited for their retries as pending
 	// (before snapshots carried a version) holds them as failed or lost;
