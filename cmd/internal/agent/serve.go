@@ -74,21 +74,19 @@ func (n *node) handOver() {
 const scavengeAfter = 2 * time.Second
 
 // scavengeMemory hands the memory a new job set left behind back to the
-// system, if the process holds more of it than it keeps. Replacing a set
-// of 100,000 jobs passes several copies of it through the heap (the
-// request, the Raft entry, the decoded set, the leader's queue) and then
-// keeps one: without this the process would hold the peak, twice what it
-// keeps, until the runtime's slow background return. A change to a few
-// jobs leaves less than that, about what the next change will use again:
-// handed back, its pages are faulted in anew by that change, which costs
-// it a third of its time (a copy of the set, some 38 MB for 100,000
-// jobs, into fresh memory). A job set changes rarely, so one full
-// collection then is cheap.
+// system, if the process holds more of it than half what it keeps.
+// Replacing a set of 100,000 jobs passes several copies of it through the
+// heap (the request, the Raft entry, the decoded set, the leader's queue)
+// and then keeps one: without this the process would hold the peak, twice
+// what it keeps, until the runtime's slow background return. A change to
+// a few jobs leaves far less, about what the next change will use again,
+// and is not handed back: its pages would be faulted in anew. A job set
+// changes rarely, so one full collection then is cheap.
 func scavengeMemory() {
 	runtime.GC()
 	held := []metrics.Sample{{Name: "/memory/classes/heap/free:bytes"}, {Name: "/gc/heap/live:bytes"}}
 	metrics.Read(held)
-	if free, live := held[0].Value.Uint64(), held[1].Value.Uint64(); free > live {
+	if free, live := held[0].Value.Uint64(), held[1].Value.Uint64(); free > live/2 {
 		debug.FreeOSMemory()
 	}
 }
