@@ -83,9 +83,9 @@ const specWindow = 4096
 // window is encoded: hashing a set of 100,000 (a SHA-256 of some 32 MB,
 // one core's work) then overlaps its encoding, and the hash takes a few
 // large writes rather than two for every spec. mark, if not nil, is
-// called after each window is written with the number of specs written
-// up to its end: the leader keeps its hash's state there, to hash a set
-// changed after its first jobs from there.
+// called after each window is written with the position of its end in
+// the whole array: the leader keeps its hash's state there, to hash a
+// set changed after its first jobs from there.
 func EncodeSpecsRange(w io.Writer, n int, at func(k int) *Spec, from, to, window int, mark func(end int)) error {
 	if from == 0 {
 		if _, err := io.WriteString(w, "["); err != nil {

@@ -34,6 +34,10 @@ const hashWindow = 4096
 
 // hashSet returns the hash of specs (jobs.HashSpecs).
 func (h *setHasher) hashSet(specs []jobs.Spec) string {
+	if specs == nil {
+		h.of, h.states = "", nil
+		return jobs.HashSpecs(nil) // of "null", as json.Marshal writes a nil set
+	}
 	order := nameOrder(len(specs), func(i int) *jobs.Spec { return &specs[i] })
 	return h.hash(len(specs), func(k int) *jobs.Spec { return &specs[order[k]] }, "", nil)
 }

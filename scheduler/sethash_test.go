@@ -73,6 +73,16 @@ func TestSetHasher_AsHashSpecs(t *testing.T) {
 		}
 		set, sorted, hash = next, order, got
 	}
+	// No set (a request's "jobs": null) and an empty one hash as
+	// jobs.HashSpecs hashes them.
+	if got, want := h.hashSet(nil), jobs.HashSpecs(nil); got != want {
+		t.Errorf("no set: %s; want %s", got, want)
+	}
+	if got, want := h.hashSet([]jobs.Spec{}), jobs.HashSpecs([]jobs.Spec{}); got != want || got == jobs.HashSpecs(nil) {
+		t.Errorf("an empty set: %s; want %s, not the hash of no set", got, want)
+	}
+	set, sorted = jobs.Addrs(jobstest.Daily(9)), []int{0, 1, 2, 3, 4, 5, 6, 7, 8}
+	hash = h.hashSet(jobs.Values(set))
 	// A base other than the set the states are of: hashed whole.
 	if got := h.hash(len(set), func(k int) *jobs.Spec { return set[sorted[k]] }, "other", func(k int) *jobs.Spec { return set[sorted[k]] }); got != hash || h.hashed != len(set) {
 		t.Errorf("against another base: %s, %d jobs hashed; want %s, %d", got, h.hashed, hash, len(set))

@@ -9,6 +9,7 @@ import (
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/jobstest"
 	"github.com/fencecron/fencecron/scheduler/fsm"
+	"github.com/fencecron/fencecron/scheduler/fsm/setdiff"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 	"github.com/fencecron/fencecron/scheduler/wire"
 )
@@ -93,7 +94,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 	b.Run("diff from none", func(b *testing.B) {
 		base := fsm.NewFSM().JobSetBase()
 		for b.Loop() {
-			if upsert, _ := base.Diff(specs, nil); len(upsert) != len(specs) {
+			if upsert, _ := setdiff.Of(base.Jobs, base.ByName, specs, nil); len(upsert) != len(specs) {
 				b.Fatalf("%d jobs to add, want %d", len(upsert), len(specs))
 			}
 		}
@@ -114,7 +115,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		}
 		base := f.JobSetBase()
 		for b.Loop() {
-			if upsert, remove := base.Diff(specs, nil); len(upsert) != len(specs) || len(remove) != len(few) {
+			if upsert, remove := setdiff.Of(base.Jobs, base.ByName, specs, nil); len(upsert) != len(specs) || len(remove) != len(few) {
 				b.Fatalf("%d jobs to add and %d to remove, want %d and %d", len(upsert), len(remove), len(specs), len(few))
 			}
 		}
@@ -129,7 +130,7 @@ func BenchmarkSetJobs_100k(b *testing.B) {
 		next[len(next)/2].Schedules = []string{"1 2 * * *"}
 		kept := keptButMiddle(len(next))
 		for b.Loop() {
-			if upsert, remove := base.Diff(next, kept); len(upsert) != 1 || len(remove) != 0 {
+			if upsert, remove := setdiff.Of(base.Jobs, base.ByName, next, kept); len(upsert) != 1 || len(remove) != 0 {
 				b.Fatalf("%d jobs to add and %d to remove, want 1 and 0", len(upsert), len(remove))
 			}
 		}

@@ -9,7 +9,6 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
-	"github.com/fencecron/fencecron/scheduler/fsm/setdiff"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -145,6 +144,12 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
+	// A difference that sends many jobs would keep the arrays decoded for
+	// the sets before alive for the few jobs of each it keeps: the set
+	// gets an array of its own, as a whole set has.
+	if 8*len(whole.Upsert) >= len(specs) {
+		specs = jobs.Addrs(jobs.Values(specs))
+	}
 	// Nothing removed, as many jobs: each upsert changed a job in place.
 	f.replaceJobs(l, specs, jobs.Addrs(whole.Upsert), len(whole.Remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
 	return ApplyResult{}
@@ -167,12 +172,4 @@ func (f *FSM) JobSetBase() JobSetBase {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	return JobSetBase{Jobs: f.st.Jobs, Hash: f.st.JobsHash, Sorted: f.idx.sorted, ByName: f.idx.byName}
-}
-
-// Diff returns the difference that makes b into next (normalized, as the
-// leader checked it): setdiff.Of, against b's jobs and its index of their
-// names; upsert may share next's array. It runs outside the FSM's lock:
-// Apply does not wait on 100,000 of them.
-func (b JobSetBase) Diff(next []jobs.Spec, unchanged []bool) (upsert []jobs.Spec, remove []string) {
-	return setdiff.Of(b.Jobs, b.ByName, next, unchanged)
 }

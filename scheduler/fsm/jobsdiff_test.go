@@ -15,6 +15,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/jobs/jobstest"
+	"github.com/fencecron/fencecron/scheduler/fsm/setdiff"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -67,7 +68,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 	next := []jobs.Spec{jobstest.EveryMinute("c", "true"), jobstest.EveryMinute("b", "false"), jobstest.EveryMinute("d", "true")}
 	b := f.JobSetBase()
 	base := b.Hash
-	upsert, remove := b.Diff(next, nil)
+	upsert, remove := setdiff.Of(b.Jobs, b.ByName, next, nil)
 	if base != jobs.HashSpecs(first) || len(upsert) != 2 || !slices.Equal(remove, []string{"a"}) {
 		t.Fatalf("Diff = %s, %d upserts, removes %v; want the first set's hash, b and d, a", base, len(upsert), remove)
 	}
@@ -83,7 +84,7 @@ func TestFSM_SetJobsDiff(t *testing.T) {
 		t.Errorf("the same difference again: %v, want %v", res.Err, ErrJobsDiffBase)
 	}
 	b = NewFSM().JobSetBase()
-	if upsert, remove := b.Diff(next, nil); b.Hash != "" || len(upsert) != len(next) || len(remove) != 0 {
+	if upsert, remove := setdiff.Of(b.Jobs, b.ByName, next, nil); b.Hash != "" || len(upsert) != len(next) || len(remove) != 0 {
 		t.Errorf("Diff with no set yet: %q, %d upserts, %v; want every job", b.Hash, len(upsert), remove)
 	}
 }
@@ -207,7 +208,7 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 	paused.Paused = true
 	next := []jobs.Spec{first[0], paused, first[2]}
 	b := f.JobSetBase()
-	upsert, remove := b.Diff(next, nil)
+	upsert, remove := setdiff.Of(b.Jobs, b.ByName, next, nil)
 	d := &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
 	if res := applyAt(t, f, 1, 2, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
 		t.Fatal(res.Err)
@@ -223,7 +224,7 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 	// One removed and one added, as many jobs: rebuilt.
 	next2 := []jobs.Spec{first[0], paused, jobstest.EveryMinute("d", "true")}
 	b = f.JobSetBase()
-	upsert, remove = b.Diff(next2, nil)
+	upsert, remove = setdiff.Of(b.Jobs, b.ByName, next2, nil)
 	d = &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next2), Source: "test"}
 	if res := applyAt(t, f, 1, 3, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
 		t.Fatal(res.Err)
@@ -293,7 +294,7 @@ func TestFSM_SetJobsDiffNewJobsStartFromIt(t *testing.T) {
 	diff := func(f *FSM, index uint64, at time.Time, next []jobs.Spec) {
 		t.Helper()
 		b := f.JobSetBase()
-		upsert, remove := b.Diff(next, nil)
+		upsert, remove := setdiff.Of(b.Jobs, b.ByName, next, nil)
 		d := &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test", At: at}
 		if res := applyAt(t, f, 1, index, replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
 			t.Fatal(res.Err)

@@ -63,6 +63,7 @@ func TestPrepareRestore_RefusesCraftedSnapshots(t *testing.T) {
 			m["order"] = append(m["order"].([]any), "ghost@20260101T000000Z")
 		}, `order[1]: run "ghost@20260101T000000Z" is not in runs`},
 		{"a null run", func(m map[string]any) { m["runs"].(map[string]any)["x"] = nil }, "runs[x]: null"},
+		{"a null job", func(m map[string]any) { m["jobs"] = append(m["jobs"].([]any), nil) }, "jobs[2]: null"},
 		{"a run under another id", func(m map[string]any) {
 			runs := m["runs"].(map[string]any)
 			id := m["order"].([]any)[0].(string)
@@ -184,6 +185,7 @@ func TestFSM_RestoreRefusesWhatItCannotIndex(t *testing.T) {
 			m["order"] = append(m["order"].([]any), "ghost@20260101T000000Z")
 		}},
 		{"a null run", func(m map[string]any) { m["runs"].(map[string]any)["x"] = nil }},
+		{"a null job", func(m map[string]any) { m["jobs"] = append(m["jobs"].([]any), nil) }},
 		{"null job stats", func(m map[string]any) { m["job_stats"] = map[string]any{"report": nil} }},
 		{"a null backfill", func(m map[string]any) { m["backfills"] = map[string]any{"report": nil} }},
 	} {
@@ -192,8 +194,8 @@ func TestFSM_RestoreRefusesWhatItCannotIndex(t *testing.T) {
 			m := savedSnapshot(t)
 			tc.change(m)
 			err := f.Restore(io.NopCloser(bytes.NewReader(encodeJSON(t, m))))
-			if err == nil {
-				t.Fatal("restored; want an error")
+			if err == nil || errors.Is(err, replicated.ErrRestorePanic) {
+				t.Fatalf("restore: %v; want it refused before the state is taken in", err)
 			}
 			if _, ok := f.Spec("kept"); !ok {
 				t.Errorf("the state before the restore is gone after a refused one")

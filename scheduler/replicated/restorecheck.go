@@ -392,6 +392,11 @@ func CheckIndexable(st *State) error {
 
 // indexable adds the problems CheckIndexable looks for to p.
 func indexable(p *restoreProblems, st *State) {
+	for i, s := range st.Jobs {
+		if s == nil {
+			p.add("jobs[%d]: null", i)
+		}
+	}
 	for i, id := range st.Order {
 		if st.Runs[id] == nil {
 			p.add("order[%d]: run %q is not in runs", i, Clip(id, 120))
