@@ -51,15 +51,22 @@ func HashSpecs(specs []Spec) string {
 		h.Write([]byte("null"))
 		return hex.EncodeToString(h.Sum(nil)[:8])
 	}
-	order := make([]int, len(specs))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(specs[a].Name, specs[b].Name) })
+	order := NameOrder(len(specs), func(i int) *Spec { return &specs[i] })
 	if err := EncodeSpecsRange(h, len(specs), func(k int) *Spec { return &specs[order[k]] }, 0, len(specs), specWindow, nil); err != nil {
 		panic(fmt.Sprintf("hash job set: %v", err)) // Specs are plain data, and a hash takes every write
 	}
 	return hex.EncodeToString(h.Sum(nil)[:8])
+}
+
+// NameOrder returns the positions 0 to n-1 of the specs at gives, in the
+// order of their names: the order a set is hashed in.
+func NameOrder(n int, at func(i int) *Spec) []int {
+	order := make([]int, n)
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(at(a).Name, at(b).Name) })
+	return order
 }
 
 // EncodeSpecs writes specs to w as json.Marshal writes them (a nil set
@@ -131,7 +138,7 @@ func EncodeSpecsRange(w io.Writer, n int, at func(k int) *Spec, from, to, window
 	for lo := from; lo < to && !failed.Load(); lo += window {
 		size := min(window, to-lo)
 		bufs := <-free
-		parts := inParallel(size, func(p, a, b int) {
+		parts := InParallel(size, func(p, a, b int) {
 			buf := bufs[p][:0]
 			for k := a; k < b; k++ {
 				if lo+k > 0 {
@@ -197,7 +204,7 @@ func CheckSet(specs []Spec, l Limits, known []bool) error {
 // marks (CheckSet) is not checked, and has no error.
 func ValidateEach(specs []Spec, l Limits, known []bool) []error {
 	invalid := make([]error, len(specs))
-	inParallel(len(specs), func(_, a, b int) {
+	InParallel(len(specs), func(_, a, b int) {
 		for i := a; i < b; i++ {
 			if known == nil || !known[i] {
 				invalid[i] = withSize(&specs[i], specs[i].Validate(l))
@@ -305,7 +312,7 @@ func SpecBytes(s *Spec) int { return len(AppendSpec(nil, s)) }
 // leader cuts a job set difference of 100,000 jobs into entries by them.
 func SpecSizes(specs []Spec) []int {
 	sizes := make([]int, len(specs))
-	inParallel(len(specs), func(_, a, b int) {
+	InParallel(len(specs), func(_, a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
 			buf = AppendSpec(buf[:0], &specs[i])
@@ -348,7 +355,7 @@ func SpecDigests(specs []Spec) []string {
 // SpecDigestsAt is SpecDigests of the n specs at gives.
 func SpecDigestsAt(n int, at func(i int) *Spec) []string {
 	out := make([]string, n)
-	inParallel(n, func(_, a, b int) {
+	InParallel(n, func(_, a, b int) {
 		var buf []byte
 		for i := a; i < b; i++ {
 			s := *at(i)
@@ -362,10 +369,10 @@ func SpecDigestsAt(n int, at func(i int) *Spec) []string {
 	return out
 }
 
-// inParallel calls fn on contiguous parts [a, b) of [0, n), part p of
+// InParallel calls fn on contiguous parts [a, b) of [0, n), part p of
 // parts, one part per core, and returns parts when all are done; a small
 // n is done in one call.
-func inParallel(n int, fn func(p, a, b int)) (parts int) {
+func InParallel(n int, fn func(p, a, b int)) (parts int) {
 	parts = min(runtime.GOMAXPROCS(0), n/512)
 	if parts <= 1 {
 		fn(0, 0, n)

@@ -113,13 +113,11 @@ func (l local) SetJobsChanges(ctx context.Context, ch JobChanges, source string)
 		return "", 0, invalid("%d jobs: a job set holds at most %d", len(at), jobs.MaxJobs)
 	}
 	// Jobs changed in place keep the set's order of names.
-	order, was := cur.Sorted, func(k int) *jobs.Spec { return cur.Jobs[cur.Sorted[k]] }
-	if len(ch.Remove) > 0 || len(added) > 0 || len(order) != len(at) {
-		order = nameOrder(len(at), func(i int) *jobs.Spec { return at[i] })
+	order := cur.Sorted
+	if len(ch.Remove) > 0 || len(added) > 0 {
+		order = jobs.NameOrder(len(at), func(i int) *jobs.Spec { return at[i] })
 	}
-	if len(cur.Sorted) != len(cur.Jobs) {
-		was = nil
-	}
+	was := func(k int) *jobs.Spec { return cur.Jobs[cur.Sorted[k]] }
 	hash := l.s.hasher.hash(len(at), func(k int) *jobs.Spec { return at[order[k]] }, cur.Hash, was)
 	if len(source) > maxSourceLen {
 		source = replicated.Clip(source, maxSourceLen)

@@ -7,8 +7,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"slices"
-	"strings"
 
 	"github.com/fencecron/fencecron/jobs"
 )
@@ -38,19 +36,8 @@ func (h *setHasher) hashSet(specs []jobs.Spec) string {
 		h.of, h.states = "", nil
 		return jobs.HashSpecs(nil) // of "null", as json.Marshal writes a nil set
 	}
-	order := nameOrder(len(specs), func(i int) *jobs.Spec { return &specs[i] })
+	order := jobs.NameOrder(len(specs), func(i int) *jobs.Spec { return &specs[i] })
 	return h.hash(len(specs), func(k int) *jobs.Spec { return &specs[order[k]] }, "", nil)
-}
-
-// nameOrder returns the positions 0 to n-1 of the jobs at gives, in the
-// order of their names.
-func nameOrder(n int, at func(i int) *jobs.Spec) []int {
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(at(a).Name, at(b).Name) })
-	return order
 }
 
 // hash returns the hash of the set of n jobs at gives in name order.

@@ -21,7 +21,7 @@ func TestSetHasher_AsHashSpecs(t *testing.T) {
 	// The set as the FSM holds it: specs by address, and their positions
 	// in name order.
 	set := jobs.Addrs(jobstest.Daily(30))
-	sorted := nameOrder(len(set), func(i int) *jobs.Spec { return set[i] })
+	sorted := jobs.NameOrder(len(set), func(i int) *jobs.Spec { return set[i] })
 	hash := h.hashSet(jobs.Values(set))
 	if want := jobs.HashSpecs(jobs.Values(set)); hash != want || h.hashed != len(set) {
 		t.Fatalf("whole set: %s, %d jobs hashed; want %s, %d", hash, h.hashed, want, len(set))
@@ -63,7 +63,7 @@ func TestSetHasher_AsHashSpecs(t *testing.T) {
 			}
 			first = 0 // not asserted
 		}
-		order := nameOrder(len(next), func(i int) *jobs.Spec { return next[i] })
+		order := jobs.NameOrder(len(next), func(i int) *jobs.Spec { return next[i] })
 		got := h.hash(len(next), func(k int) *jobs.Spec { return next[order[k]] }, hash, func(k int) *jobs.Spec { return set[sorted[k]] })
 		if want := jobs.HashSpecs(jobs.Values(next)); got != want {
 			t.Fatalf("round %d: %s; want %s", round, got, want)
