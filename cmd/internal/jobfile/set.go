@@ -2,7 +2,6 @@ package jobfile
 
 import (
 	"os"
-	"runtime"
 	"slices"
 	"sync"
 
@@ -180,16 +179,11 @@ func Load(path string) (*Set, error) {
 // itemIDs is the ID of each item, computed on every core.
 func itemIDs(items config.Items) []applycache.ID {
 	ids := make([]applycache.ID, items.Len())
-	parts := min(runtime.GOMAXPROCS(0), max(1, len(ids)/4096))
-	var wg sync.WaitGroup
-	for p := range parts {
-		wg.Go(func() {
-			for i := p * len(ids) / parts; i < (p+1)*len(ids)/parts; i++ {
-				ids[i] = applycache.IDOf(items.Item(i))
-			}
-		})
-	}
-	wg.Wait()
+	jobs.InParallel(len(ids), func(_, a, b int) {
+		for i := a; i < b; i++ {
+			ids[i] = applycache.IDOf(items.Item(i))
+		}
+	})
 	return ids
 }
 
