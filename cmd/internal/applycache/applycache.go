@@ -94,14 +94,6 @@ type Cache struct {
 	base    string            // what the file's base names, if it is of this file
 }
 
-// Open reads the cache of the jobs file at file (any path naming it),
-// whose list is framed by head and tail, with the environment's variables
-// as lookup gives them. It is empty if there is none, or none of this
-// frame, these variables and this binary.
-func Open(file string, head, tail []byte, lookup func(string) (string, bool)) *Cache {
-	return Load(file).Open(head, tail, lookup)
-}
-
 // Loading is the cache of a jobs file being read (Load), before the
 // command knows the file's frame: the two reads overlap.
 type Loading struct {
@@ -110,8 +102,8 @@ type Loading struct {
 	found [32]byte // that key
 }
 
-// Load starts reading the cache of the jobs file at file, in the
-// background; Open takes it once the frame is known.
+// Load starts reading the cache of the jobs file at file (any path
+// naming it), in the background; Open takes it once the frame is known.
 func Load(file string) *Loading {
 	l := &Loading{done: make(chan struct{})}
 	dir, err := cacheDir()

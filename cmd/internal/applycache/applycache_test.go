@@ -37,10 +37,10 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 	file, ids, entries := cacheOf(t, 1000)
 	entries[7] = Entry{} // not to be kept
 	entries[8].Recheck = true
-	if err := Open(file, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
-	c := Open(file, head, tail, os.LookupEnv)
+	c := Load(file).Open(head, tail, os.LookupEnv)
 	if c.Len() != 999 {
 		t.Fatalf("the cache knows %d items, want 999", c.Len())
 	}
@@ -61,10 +61,10 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 			t.Errorf("item %d: %+v, %v; want %+v", i, got, ok, entries[i])
 		}
 	}
-	if c := Open(file, []byte("store: {max_body_bytes: 10}\njobs:\n"), tail, os.LookupEnv); c.Len() != 0 {
+	if c := Load(file).Open([]byte("store: {max_body_bytes: 10}\njobs:\n"), tail, os.LookupEnv); c.Len() != 0 {
 		t.Errorf("a cache of another frame knows %d items", c.Len())
 	}
-	if c := Open(file+".other", head, tail, os.LookupEnv); c.Len() != 0 {
+	if c := Load(file+".other").Open(head, tail, os.LookupEnv); c.Len() != 0 {
 		t.Errorf("the cache of another file knows %d items", c.Len())
 	}
 }
@@ -76,18 +76,18 @@ func TestCache_OfTheFramesVariables(t *testing.T) {
 	file, ids, entries := cacheOf(t, 10)
 	env := map[string]string{"SMTP_HOST": "127.0.0.1", "MAX_BODY": "1000"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	if err := Open(file, head, tail, lookup).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, lookup).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
-	if c := Open(file, head, tail, lookup); c.Len() != 10 {
+	if c := Load(file).Open(head, tail, lookup); c.Len() != 10 {
 		t.Fatalf("with the same variables the cache knows %d items, want 10", c.Len())
 	}
 	delete(env, "SMTP_HOST")
-	if c := Open(file, head, tail, lookup); c.Len() != 0 {
+	if c := Load(file).Open(head, tail, lookup); c.Len() != 0 {
 		t.Errorf("with SMTP_HOST unset the cache knows %d items", c.Len())
 	}
 	env["SMTP_HOST"], env["MAX_BODY"] = "127.0.0.1", "2000"
-	if c := Open(file, head, tail, lookup); c.Len() != 0 {
+	if c := Load(file).Open(head, tail, lookup); c.Len() != 0 {
 		t.Errorf("with MAX_BODY changed the cache knows %d items", c.Len())
 	}
 }
@@ -96,7 +96,7 @@ func TestCache_OfTheFramesVariables(t *testing.T) {
 func TestCache_DamagedIsEmpty(t *testing.T) {
 	head, tail := []byte("jobs:\n"), []byte("")
 	file, ids, entries := cacheOf(t, 100)
-	c := Open(file, head, tail, os.LookupEnv)
+	c := Load(file).Open(head, tail, os.LookupEnv)
 	if err := c.Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +128,7 @@ func TestCache_DamagedIsEmpty(t *testing.T) {
 		if err := os.WriteFile(c.path, bad, 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if n := Open(file, head, tail, os.LookupEnv).Len(); n != 0 {
+		if n := Load(file).Open(head, tail, os.LookupEnv).Len(); n != 0 {
 			t.Errorf("%s: the cache knows %d items", name, n)
 		}
 	}
@@ -141,7 +141,7 @@ func TestCache_Bounded(t *testing.T) {
 	ids, entries := items(10)
 	dir := t.TempDir()
 	for i := range maxFiles + 5 {
-		if err := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i)), []byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
+		if err := Load(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i))).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -152,7 +152,7 @@ func TestCache_Bounded(t *testing.T) {
 	if len(got) != maxFiles {
 		t.Errorf("%d cache files after %d files applied; want %d", len(got), maxFiles+5, maxFiles)
 	}
-	if c := Open(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", maxFiles+4)), []byte("jobs:\n"), nil, os.LookupEnv); c.Len() != 10 {
+	if c := Load(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", maxFiles+4))).Open([]byte("jobs:\n"), nil, os.LookupEnv); c.Len() != 10 {
 		t.Errorf("the cache of the file applied last knows %d items, want 10", c.Len())
 	}
 	// What a killed apply left goes once no write can be making it.
@@ -162,7 +162,7 @@ func TestCache_Bounded(t *testing.T) {
 	os.WriteFile(fresh, []byte("x"), 0o600)
 	old := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(stale, old, old)
-	if err := Open(filepath.Join(dir, "jobs-0.yaml"), []byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(filepath.Join(dir, "jobs-0.yaml")).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); err == nil {
@@ -179,7 +179,7 @@ func TestCache_Bounded(t *testing.T) {
 func TestCache_BaseIsOfItsCache(t *testing.T) {
 	head, tail := []byte("jobs:\n"), []byte("")
 	file, ids, entries := cacheOf(t, 100)
-	c := Open(file, head, tail, os.LookupEnv)
+	c := Load(file).Open(head, tail, os.LookupEnv)
 	if err := c.SetBase("0123456789abcdef"); err == nil {
 		t.Error("a base was recorded with no cache file")
 	}
@@ -189,7 +189,7 @@ func TestCache_BaseIsOfItsCache(t *testing.T) {
 	if err := c.SetBase("0123456789abcdef"); err != nil {
 		t.Fatal(err)
 	}
-	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "0123456789abcdef" {
+	if got := Load(file).Open(head, tail, os.LookupEnv).Base(); got != "0123456789abcdef" {
 		t.Errorf("the next apply finds base %q, want the one recorded", got)
 	}
 	if err := c.SetBase("not hex"); err == nil {
@@ -197,24 +197,24 @@ func TestCache_BaseIsOfItsCache(t *testing.T) {
 	}
 
 	// The same cache, opened: its base can be recorded again.
-	c = Open(file, head, tail, os.LookupEnv)
+	c = Load(file).Open(head, tail, os.LookupEnv)
 	if err := c.SetBase("fedcba9876543210"); err != nil {
 		t.Fatal(err)
 	}
-	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "fedcba9876543210" {
+	if got := Load(file).Open(head, tail, os.LookupEnv).Base(); got != "fedcba9876543210" {
 		t.Errorf("base %q, want the one recorded last", got)
 	}
 
 	// Another apply saves what the file now holds: the base is not of it.
 	entries[3].Digest = "00000000000000aa"
-	if err := Open(file, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
-	if got := Open(file, head, tail, os.LookupEnv).Base(); got != "" {
+	if got := Load(file).Open(head, tail, os.LookupEnv).Base(); got != "" {
 		t.Errorf("a cache saved since has base %q, want none", got)
 	}
 	// Another frame finds no cache, and no base.
-	if got := Open(file, []byte("node:\n  name: x\njobs:\n"), tail, os.LookupEnv).Base(); got != "" {
+	if got := Load(file).Open([]byte("node:\n  name: x\njobs:\n"), tail, os.LookupEnv).Base(); got != "" {
 		t.Errorf("another frame has base %q", got)
 	}
 }

@@ -270,7 +270,7 @@ func saveCache(t *testing.T, path string, ids []applycache.ID, entries []applyca
 	}
 	items, _ := config.CutJobs(data)
 	head, tail := items.Frame()
-	if err := applycache.Open(path, head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := applycache.Load(path).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
 		t.Fatal(err)
 	}
 }
