@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -315,19 +314,9 @@ func TestFSM_SetJobsDiffNewJobsStartFromIt(t *testing.T) {
 		t.Errorf("after the difference a, b and c start from %v; want %v", got, []time.Time{t1, t1, t2})
 	}
 
-	var buf bytes.Buffer
-	if _, err := old.WriteSnapshot(&buf); err != nil {
-		t.Fatal(err)
-	}
-	var st map[string]any
-	if err := json.Unmarshal(buf.Bytes(), &st); err != nil {
-		t.Fatal(err)
-	}
+	st := snapshotOf(t, old)
 	delete(st["last_scheduled"].(map[string]any), "a")
-	b, err := json.Marshal(st)
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := encodeJSON(t, st)
 	// Restored by a replica that applied sets before, as Raft installs a
 	// snapshot on a follower that fell behind.
 	f := old

@@ -24,6 +24,12 @@ func savedSnapshot(t *testing.T) map[string]any {
 	if res := applyAt(t, f, 3, 3, grant("report", t0)); res.Err != nil {
 		t.Fatal(res.Err)
 	}
+	return snapshotOf(t, f)
+}
+
+// snapshotOf is f's snapshot, decoded as JSON, to change.
+func snapshotOf(t *testing.T, f *FSM) map[string]any {
+	t.Helper()
 	var buf bytes.Buffer
 	if _, err := f.WriteSnapshot(&buf); err != nil {
 		t.Fatal(err)
