@@ -117,7 +117,7 @@ type Node struct {
 	profile profile
 
 	raft       *raft.Raft
-	transport  *raft.NetworkTransport
+	transport  *pipelineTransport
 	stream     *tlsStream
 	boltStore  *raftboltdb.BoltStore
 	ml         *memberlist.Memberlist
@@ -284,9 +284,9 @@ func (n *Node) openRaft() error {
 		return err
 	}
 	stream := newTLSStream(ln, advertise, n.cfg.TLS, n.members.nameAtRaftAddr, n.log)
-	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+	trans := newPipelineTransport(raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
 		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: n.triage.hclog("raft-net"),
-	})
+	}))
 	n.transport, n.stream = trans, stream
 	n.meta.RaftAddr = string(trans.LocalAddr())
 
@@ -661,8 +661,10 @@ func (n *Node) shutdown() error {
 		// and one may be blocked in a request to a peer that does not
 		// answer (up to the transport's timeout). Closing the transport
 		// first ends such a request at once; raft then stops as after
-		// any failed request.
+		// any failed request. An append blocked in a replication
+		// pipeline ends only when the pipeline closes (pipelineTransport).
 		f := n.raft.Shutdown()
+		n.transport.closePipelines()
 		errs = append(errs, n.transport.Close(), f.Error())
 	} else if n.transport != nil {
 		errs = append(errs, n.transport.Close())
