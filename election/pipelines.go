@@ -23,8 +23,9 @@ import (
 // planned stop ran out of its budget (both seen in CI).
 type pipelineTransport struct {
 	*raft.NetworkTransport
-	mu   sync.Mutex
-	open map[*keptPipeline]bool
+	mu     sync.Mutex
+	open   map[*keptPipeline]bool
+	closed bool // closePipelines was called: no pipeline opens
 }
 
 func newPipelineTransport(t *raft.NetworkTransport) *pipelineTransport {
@@ -43,10 +44,15 @@ func (t *pipelineTransport) AppendEntriesPipeline(id raft.ServerID, target raft.
 	if err != nil {
 		return nil, err
 	}
-	k := &keptPipeline{AppendPipeline: p, t: t}
 	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		// Raft then replicates without a pipeline.
+		p.Close()
+		return nil, raft.ErrPipelineReplicationNotSupported
+	}
+	k := &keptPipeline{AppendPipeline: p, t: t}
 	t.open[k] = true
-	t.mu.Unlock()
 	return k, nil
 }
 
@@ -59,9 +65,11 @@ func (p *keptPipeline) Close() error {
 }
 
 // closePipelines closes every pipeline still open, which ends an append
-// blocked in one (raft.ErrPipelineShutdown).
+// blocked in one (raft.ErrPipelineShutdown), and opens no more: raft
+// stopping may still try one.
 func (t *pipelineTransport) closePipelines() {
 	t.mu.Lock()
+	t.closed = true
 	open := slices.Collect(maps.Keys(t.open))
 	t.mu.Unlock()
 	for _, p := range open {

@@ -11,8 +11,8 @@ import (
 
 // A pipeline whose responses nobody takes any more (raft's decoder
 // stopped, as when a leader loses its term) blocks the next append for
-// good; closePipelines, which shutdown calls, ends it, and forgets the
-// pipeline.
+// good; closePipelines, which shutdown calls, ends it, forgets the
+// pipeline, and opens no more.
 func TestPipelineTransport_CloseEndsABlockedAppend(t *testing.T) {
 	target, err := raft.NewTCPTransport("127.0.0.1:0", nil, 3, 5*time.Second, io.Discard)
 	if err != nil {
@@ -70,8 +70,13 @@ func TestPipelineTransport_CloseEndsABlockedAppend(t *testing.T) {
 		t.Fatal("closePipelines did not end the blocked append")
 	}
 	src.mu.Lock()
-	defer src.mu.Unlock()
-	if len(src.open) != 0 {
-		t.Errorf("%d pipelines still kept after closePipelines", len(src.open))
+	kept := len(src.open)
+	src.mu.Unlock()
+	if kept != 0 {
+		t.Errorf("%d pipelines still kept after closePipelines", kept)
+	}
+	// Raft still stopping replicates without one.
+	if _, err := src.AppendEntriesPipeline("target", target.LocalAddr()); !errors.Is(err, raft.ErrPipelineReplicationNotSupported) {
+		t.Errorf("a pipeline opened after closePipelines: %v; want %v", err, raft.ErrPipelineReplicationNotSupported)
 	}
 }
