@@ -9,6 +9,7 @@ import (
 	"github.com/hashicorp/raft"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/fsm/setdiff"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
@@ -46,26 +47,28 @@ func WritesJobsDiff() bool { return replicated.LogVersion >= replicated.VersionJ
 // is no longer the replicated one: nothing changes.
 var ErrJobsDiffBase = errors.New("the job set changed since the difference was computed")
 
-// DecideJobsDiff returns the job set that difference d makes of cur (of
-// hash curHash, each job's position in byName), or an error: d is
-// against another set (ErrJobsDiffBase), removes a job the set does not
-// have, or names a job twice. cur is not changed. It is pure, so every
+// DecideJobsDiff returns the job set that a difference against the set
+// of hash base makes of cur (of hash curHash, each job's position in
+// byName): the jobs of upsert added or put in place of their namesakes,
+// those named in remove left out. It fails if base is another set
+// (ErrJobsDiffBase), or the difference removes a job the set does not
+// have or names a job twice. cur is not changed. It is pure, so every
 // replica decides the same.
-func DecideJobsDiff(cur []*jobs.Spec, byName map[string]int, curHash string, d *replicated.SetJobsDiffCmd) ([]*jobs.Spec, error) {
-	if d.Base != curHash {
-		return nil, fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, curHash, ErrJobsDiffBase)
+func DecideJobsDiff(cur []*jobs.Spec, byName map[string]int, curHash, base string, upsert []*jobs.Spec, remove []string) ([]*jobs.Spec, error) {
+	if base != curHash {
+		return nil, fmt.Errorf("job set difference against %s, the set is %s: %w", base, curHash, ErrJobsDiffBase)
 	}
-	named := make(map[string]bool, len(d.Upsert)+len(d.Remove))
-	gone := make(map[int]bool, len(d.Remove))
-	for _, name := range d.Remove {
+	named := make(map[string]bool, len(upsert)+len(remove))
+	gone := make(map[int]bool, len(remove))
+	for _, name := range remove {
 		i, ok := byName[name]
 		if !ok || named[name] {
 			return nil, fmt.Errorf("job set difference removes %q: not in the set, or named twice: %w", name, jobs.ErrInvalidConfig)
 		}
 		named[name], gone[i] = true, true
 	}
-	replace := make(map[int]int, len(d.Upsert))
-	for k, s := range d.Upsert {
+	replace := make(map[int]int, len(upsert))
+	for k, s := range upsert {
 		if named[s.Name] {
 			return nil, fmt.Errorf("job set difference names %q twice: %w", s.Name, jobs.ErrInvalidConfig)
 		}
@@ -77,21 +80,21 @@ func DecideJobsDiff(cur []*jobs.Spec, byName map[string]int, curHash string, d *
 	// A new slice (a snapshot may hold the old one): the set, then the
 	// jobs added. The jobs kept are shared, not copied (800 KB of
 	// addresses for 100,000, not 38 MB of specs).
-	out := make([]*jobs.Spec, 0, len(cur)-len(gone)+len(d.Upsert)-len(replace))
+	out := make([]*jobs.Spec, 0, len(cur)-len(gone)+len(upsert)-len(replace))
 	changed := slices.AppendSeq(slices.Collect(maps.Keys(gone)), maps.Keys(replace))
 	slices.Sort(changed)
 	from := 0
 	for _, i := range changed {
 		out = append(out, cur[from:i]...)
 		if k, ok := replace[i]; ok {
-			out = append(out, &d.Upsert[k])
+			out = append(out, upsert[k])
 		}
 		from = i + 1
 	}
 	out = append(out, cur[from:]...)
-	for k := range d.Upsert {
-		if _, ok := byName[d.Upsert[k].Name]; !ok {
-			out = append(out, &d.Upsert[k])
+	for _, s := range upsert {
+		if _, ok := byName[s.Name]; !ok {
+			out = append(out, s)
 		}
 	}
 	return out, nil
@@ -105,7 +108,7 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 	if d.Part < 0 || d.Part >= parts {
 		return ApplyResult{Err: fmt.Errorf("job set difference part %d of %d: %w", d.Part, parts, jobs.ErrInvalidConfig)}
 	}
-	whole := d
+	upsert, remove := jobs.Addrs(d.Upsert), d.Remove
 	if parts > 1 {
 		if d.Base != f.st.JobsHash {
 			return ApplyResult{Err: fmt.Errorf("job set difference against %s, the set is %s: %w", d.Base, f.st.JobsHash, ErrJobsDiffBase)}
@@ -125,12 +128,12 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 			st = &c
 		}
 		// Doubled when full: grown a quarter at a time (Go's growth for
-		// large slices), 100,000 specs arriving in 30 parts were copied
+		// large slices), 100,000 jobs arriving in 30 parts were copied
 		// again for most of them.
-		if len(st.Upsert)+len(d.Upsert) > cap(st.Upsert) {
-			st.Upsert = slices.Grow(st.Upsert, max(len(st.Upsert), len(d.Upsert)))
+		if len(st.Upsert)+len(upsert) > cap(st.Upsert) {
+			st.Upsert = slices.Grow(st.Upsert, max(len(st.Upsert), len(upsert)))
 		}
-		st.Upsert, st.Remove = append(st.Upsert, d.Upsert...), append(st.Remove, d.Remove...)
+		st.Upsert, st.Remove = append(st.Upsert, upsert...), append(st.Remove, remove...)
 		st.Got[d.Part] = true
 		if slices.Contains(st.Got, false) {
 			f.st.JobsStage = st
@@ -138,20 +141,19 @@ func (f *FSM) applySetJobsDiff(l *raft.Log, d *replicated.SetJobsDiffCmd) ApplyR
 		}
 		// The last part ends the stage, applied or refused.
 		f.st.JobsStage = nil
-		whole = &replicated.SetJobsDiffCmd{Base: st.Base, Upsert: st.Upsert, Remove: st.Remove, Hash: st.Hash, Source: d.Source, At: d.At}
+		upsert, remove = st.Upsert, st.Remove
 	}
-	specs, err := DecideJobsDiff(f.st.Jobs, f.idx.byName, f.st.JobsHash, whole)
+	specs, err := DecideJobsDiff(f.st.Jobs, f.idx.byName, f.st.JobsHash, d.Base, upsert, remove)
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
-	// A difference that sends many jobs would keep the arrays decoded for
-	// the sets before alive for the few jobs of each it keeps: the set
-	// gets an array of its own, as a whole set has.
-	if 8*len(whole.Upsert) >= len(specs) {
-		specs = jobs.Addrs(jobs.Values(specs))
+	// Every job of the arrays decoded for this difference is in the new
+	// set; the arrays of the sets before may hold few (setdiff.CopyKept).
+	if 8*len(upsert) >= len(specs) && len(upsert) < len(specs) {
+		setdiff.CopyKept(specs, f.st.Jobs, f.idx.byName, len(specs)-len(upsert))
 	}
 	// Nothing removed, as many jobs: each upsert changed a job in place.
-	f.replaceJobs(l, specs, jobs.Addrs(whole.Upsert), len(whole.Remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(whole.Upsert), len(whole.Remove)))
+	f.replaceJobs(l, specs, upsert, len(remove) == 0 && len(specs) == len(f.st.Jobs), d.Source, d.At, d.Hash, fmt.Sprintf("%d jobs from %s (hash %s): %d added or changed, %d removed", len(specs), d.Source, d.Hash, len(upsert), len(remove)))
 	return ApplyResult{}
 }
 

@@ -41,7 +41,7 @@ func TestDecideJobsDiff(t *testing.T) {
 		{"removes a job not in the set", replicated.SetJobsDiffCmd{Base: "h", Remove: []string{"x"}}, nil, jobs.ErrInvalidConfig, true},
 		{"names a job twice", replicated.SetJobsDiffCmd{Base: "h", Upsert: []jobs.Spec{spec("a", "2")}, Remove: []string{"a"}}, nil, jobs.ErrInvalidConfig, true},
 	} {
-		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", &tc.d)
+		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", tc.d.Base, jobs.Addrs(tc.d.Upsert), tc.d.Remove)
 		if tc.failed {
 			if !errors.Is(err, tc.errIs) {
 				t.Errorf("%s: err %v, want %v", tc.name, err, tc.errIs)
@@ -141,7 +141,7 @@ func TestFSM_SetJobsDiffPartLeavesTheOldStage(t *testing.T) {
 			held := f.st.JobsStage
 			upsert, got := slices.Clone(held.Upsert), slices.Clone(held.Got)
 			defer func() {
-				if !slices.EqualFunc(held.Upsert, upsert, func(a, b jobs.Spec) bool { return a.Name == b.Name }) || !slices.Equal(held.Got, got) {
+				if !slices.EqualFunc(held.Upsert, upsert, func(a, b *jobs.Spec) bool { return a.Name == b.Name }) || !slices.Equal(held.Got, got) {
 					t.Errorf("the stage after part 0 became %d jobs, parts %v; want %d, %v, as it was", len(held.Upsert), held.Got, len(upsert), got)
 				}
 				if f.st.JobsStage == held || len(f.st.JobsStage.Upsert) != 2 {
@@ -233,6 +233,40 @@ func TestFSM_SetJobsDiffKeepsTheIndexOfNames(t *testing.T) {
 	}
 }
 
+// A difference that sends at least an eighth of the set copies the jobs
+// it keeps into an array of their own, so that the arrays of the sets
+// before are not held for a few of their jobs; a smaller one shares them.
+// Either way the set is the one DecideJobsDiff decides.
+func TestFSM_SetJobsDiffCopiesWhatALargeOneKeeps(t *testing.T) {
+	f := NewFSM()
+	first := jobstest.Daily(16)
+	applyAt(t, f, 1, 1, replicated.Command{Op: replicated.OpSetJobs, SetJobs: &replicated.SetJobsCmd{Jobs: first, Source: "test", Hash: jobs.HashSpecs(first)}})
+	for i, tc := range []struct {
+		changed int
+		copied  bool
+	}{{1, false}, {2, true}, {16, false}} {
+		b := f.JobSetBase()
+		next := jobs.Values(b.Jobs)
+		for k := range tc.changed {
+			next[k].Schedules = []string{fmt.Sprintf("%d 1 * * *", i+1)}
+		}
+		upsert, remove := setdiff.Of(b.Jobs, b.ByName, next, nil)
+		d := &replicated.SetJobsDiffCmd{Base: b.Hash, Upsert: upsert, Remove: remove, Hash: jobs.HashSpecs(next), Source: "test"}
+		if res := applyAt(t, f, 1, uint64(i+2), replicated.Command{Op: replicated.OpSetJobsDiff, SetJobsDiff: d}); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		got := f.JobSetBase().Jobs
+		if !reflect.DeepEqual(jobs.Values(got), next) {
+			t.Fatalf("%d of %d changed: the set is %v; want %v", tc.changed, len(next), jobs.Values(got), next)
+		}
+		for k := tc.changed; k < len(got); k++ {
+			if shared := got[k] == b.Jobs[k]; shared == tc.copied {
+				t.Errorf("%d of %d changed: job %s kept at the same address %v; want %v", tc.changed, len(next), got[k].Name, shared, !tc.copied)
+			}
+		}
+	}
+}
+
 // DecideJobsDiff makes what its definition makes, job by job: the set in
 // its order, each job replaced or removed as the difference says, then
 // the jobs new to it; over random differences of a set of 50.
@@ -271,7 +305,7 @@ func TestDecideJobsDiff_AsDefined(t *testing.T) {
 				want = append(want, u)
 			}
 		}
-		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", &d)
+		got, err := DecideJobsDiff(jobs.Addrs(cur), byName, "h", d.Base, jobs.Addrs(d.Upsert), d.Remove)
 		if err != nil || !reflect.DeepEqual(jobs.Values(got), want) {
 			t.Fatalf("difference %+v: got %v (%v), want %v", d, jobs.Values(got), err, want)
 		}

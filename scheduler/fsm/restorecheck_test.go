@@ -50,6 +50,12 @@ func encodeJSON(t *testing.T, v any) []byte {
 	return b
 }
 
+// nullStaged is a job set difference's first part of two, staged, that
+// sends a null job.
+func nullStaged() map[string]any {
+	return map[string]any{"base": "", "hash": "h", "parts": 2, "got": []any{true, false}, "upsert": []any{nil}}
+}
+
 // firstJob returns the snapshot's first job spec, to change.
 func firstJob(m map[string]any) map[string]any { return m["jobs"].([]any)[0].(map[string]any) }
 
@@ -70,6 +76,7 @@ func TestPrepareRestore_RefusesCraftedSnapshots(t *testing.T) {
 		}, `order[1]: run "ghost@20260101T000000Z" is not in runs`},
 		{"a null run", func(m map[string]any) { m["runs"].(map[string]any)["x"] = nil }, "runs[x]: null"},
 		{"a null job", func(m map[string]any) { m["jobs"] = append(m["jobs"].([]any), nil) }, "jobs[2]: null"},
+		{"a null job in a difference's parts", func(m map[string]any) { m["jobs_stage"] = nullStaged() }, "jobs_stage.upsert[0]: null"},
 		{"a run under another id", func(m map[string]any) {
 			runs := m["runs"].(map[string]any)
 			id := m["order"].([]any)[0].(string)
@@ -192,6 +199,7 @@ func TestFSM_RestoreRefusesWhatItCannotIndex(t *testing.T) {
 		}},
 		{"a null run", func(m map[string]any) { m["runs"].(map[string]any)["x"] = nil }},
 		{"a null job", func(m map[string]any) { m["jobs"] = append(m["jobs"].([]any), nil) }},
+		{"a null job in a difference's parts", func(m map[string]any) { m["jobs_stage"] = nullStaged() }},
 		{"null job stats", func(m map[string]any) { m["job_stats"] = map[string]any{"report": nil} }},
 		{"a null backfill", func(m map[string]any) { m["backfills"] = map[string]any{"report": nil} }},
 	} {

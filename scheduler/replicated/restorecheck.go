@@ -397,6 +397,13 @@ func indexable(p *restoreProblems, st *State) {
 			p.add("jobs[%d]: null", i)
 		}
 	}
+	if st.JobsStage != nil {
+		for i, s := range st.JobsStage.Upsert {
+			if s == nil {
+				p.add("jobs_stage.upsert[%d]: null", i)
+			}
+		}
+	}
 	for i, id := range st.Order {
 		if st.Runs[id] == nil {
 			p.add("order[%d]: run %q is not in runs", i, Clip(id, 120))

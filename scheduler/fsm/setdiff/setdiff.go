@@ -55,3 +55,18 @@ func Of(cur []*jobs.Spec, at map[string]int, next []jobs.Spec, unchanged []bool)
 	}
 	return upsert, slices.Clip(remove)
 }
+
+// CopyKept points the jobs of specs that are cur's (n of them, each at
+// its position in byName) at copies of them in one new array, in place:
+// a set made by a large difference holds the jobs it keeps in an array of
+// their own, not in the arrays of the sets before, each held alive for a
+// few of its jobs.
+func CopyKept(specs, cur []*jobs.Spec, byName map[string]int, n int) {
+	kept := make([]jobs.Spec, 0, n)
+	for i, s := range specs {
+		if k, ok := byName[s.Name]; ok && cur[k] == s {
+			kept = append(kept, *s)
+			specs[i] = &kept[len(kept)-1]
+		}
+	}
+}
