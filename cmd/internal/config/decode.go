@@ -587,29 +587,42 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 	// Sized once: a jobEntry is some 500 bytes, and 100,000 of them
 	// grown by doubling would be copied over and over.
 	*dst = slices.Grow(*dst, len(n.Content))
+	if d.inJobs && len(n.Content) >= parallelJobs {
+		d.jobsInParallel(n.Content, path, dst)
+		return
+	}
 	for i, jn := range n.Content {
 		p := fmt.Sprintf("%s[%d]", path, i)
 		d.record(p, jn, nil)
-		switch {
-		case jn.Kind == yaml.AliasNode:
-			d.errorf(jn, p, "aliases (*%s) are not supported; write the job out", jn.Value)
-			continue
-		case jn.Kind != yaml.MappingNode:
-			d.errorf(jn, p, "expected a job (a mapping with name, schedule, command, ...), got %s", describe(jn))
-			continue
-		}
 		// Decoded in place: a jobEntry of its own would escape to the
 		// heap through reflect, one more allocation of its size per job.
 		*dst = append(*dst, jobEntry{path: p, line: jn.Line})
-		e := &(*dst)[len(*dst)-1]
-		d.mapping(jn, p, reflect.ValueOf(e).Elem())
-		switch one, many := d.has(p+".schedule"), d.has(p+".schedules"); {
-		case one && many:
-			d.errorf(d.at(p+".schedules"), p+".schedules", "give schedule or schedules, not both")
-		case one:
-			e.Schedules = []string{e.Schedule}
+		if !d.job(jn, &(*dst)[len(*dst)-1]) {
+			*dst = (*dst)[:len(*dst)-1]
 		}
 	}
+}
+
+// job decodes jn into e, whose path and line are set; it reports whether
+// jn is a job at all (a mapping).
+func (d *decoder) job(jn *yaml.Node, e *jobEntry) bool {
+	p := e.path
+	switch {
+	case jn.Kind == yaml.AliasNode:
+		d.errorf(jn, p, "aliases (*%s) are not supported; write the job out", jn.Value)
+		return false
+	case jn.Kind != yaml.MappingNode:
+		d.errorf(jn, p, "expected a job (a mapping with name, schedule, command, ...), got %s", describe(jn))
+		return false
+	}
+	d.mapping(jn, p, reflect.ValueOf(e).Elem())
+	switch one, many := d.has(p+".schedule"), d.has(p+".schedules"); {
+	case one && many:
+		d.errorf(d.at(p+".schedules"), p+".schedules", "give schedule or schedules, not both")
+	case one:
+		e.Schedules = []string{e.Schedule}
+	}
+	return true
 }
 
 // errEnvUnset: a ${NAME} whose variable is not set.
