@@ -395,10 +395,14 @@ var hostNameRE = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompil
 func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 	var out []jobs.Spec
 	if len(entries) > 0 {
+		// Copied on every core: 100,000 specs are some 40 MB of memory
+		// touched for the first time.
 		out = make([]jobs.Spec, len(entries))
-		for i := range entries {
-			out[i] = entries[i].Spec
-		}
+		jobs.InParallel(len(entries), func(_, a, b int) {
+			for i := a; i < b; i++ {
+				out[i] = entries[i].Spec
+			}
+		})
 	}
 	// Validate is most of a job's check: it runs on every core, and the
 	// problems are reported in the file's order.
