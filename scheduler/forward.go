@@ -277,8 +277,13 @@ func (l local) proposeDiff(ctx context.Context, parts []replicated.SetJobsDiffCm
 }
 
 // diffParallel is how many parts of a job set difference the leader
-// proposes at once.
-const diffParallel = 4
+// proposes at once: at most 16 MiB of entries waiting for their commit.
+// Each disk write of the log is a sync, so the more a write holds the
+// sooner the set is in: at 4, the 30 parts of 100,000 jobs took 0.6 to
+// 0.85 s from the first proposal to the last part applied on `dev`, and
+// 0.36 to 0.56 s at 16; with three servers, 3.7 s to every server
+// having the set, against 2.7 s at 16.
+const diffParallel = 16
 
 // jobsDiffParts splits a job set difference into entries of at most
 // fsm.MaxJobsDiffBytes each (a job larger than that alone in its part);
