@@ -10,6 +10,7 @@ import (
 
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/rpc"
+	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
 
@@ -205,6 +206,8 @@ func TestServer_Auth(t *testing.T) {
 		{"guarded: bearer", guarded, "POST", "/api/v1/jobs/report/pause", "", []string{"Authorization", "Bearer " + token}, 200, `"paused": true`},
 		{"guarded: bearer jobset", guarded, "PUT", "/api/v1/jobset", `{"source":"t","jobs":[]}`, []string{"Authorization", "Bearer " + token}, 200, `"hash": "newhash"`},
 		{"guarded: bad jobset", guarded, "PUT", "/api/v1/jobset", `{"jobz":[]}`, []string{"Authorization", "Bearer " + token}, 400, "unknown field"},
+		{"guarded: jobset counted", guarded, "PUT", "/api/v1/jobset", `{"source":"t","jobs":[]}`, []string{"Authorization", "Bearer " + token, wire.JobCountHeader, "3"}, 200, `"hash": "newhash"`},
+		{"guarded: bad jobset counted", guarded, "PUT", "/api/v1/jobset", `{"jobz":[]}`, []string{"Authorization", "Bearer " + token, wire.JobCountHeader, "1"}, 400, "unknown field"},
 		{"guarded: session without CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie}, 403, "CSRF"},
 		{"guarded: session, wrong CSRF", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, auth.CSRFHeader, strings.Repeat("0", 32)}, 403, "CSRF"},
 		{"guarded: session and CSRF header", guarded, "POST", "/api/v1/jobs/report/resume", "", []string{"Cookie", cookie, auth.CSRFHeader, csrf}, 200, `"paused": false`},
@@ -246,7 +249,7 @@ func TestServer_Auth(t *testing.T) {
 	if got := strings.Join(ro.sched.Calls(), ","); got != "" {
 		t.Errorf("read-only node's scheduler saw %q", got)
 	}
-	if got, want := strings.Join(guarded.sched.Calls(), ","), "pause report,setjobs t,resume report,trigger report,trigger report"; got != want {
+	if got, want := strings.Join(guarded.sched.Calls(), ","), "pause report,setjobs t,setjobs t,resume report,trigger report,trigger report"; got != want {
 		t.Errorf("guarded node's scheduler saw %q, want %q", got, want)
 	}
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/wire"
 	"github.com/fencecron/fencecron/web/auth"
 )
 
@@ -19,6 +20,9 @@ func TestServer_BodyLimits(t *testing.T) {
 	big := `{"source":"` + strings.Repeat("x", jobs.MaxSetBytes) + `","jobs":[]}`
 	if code, _, body := f.do(t, "PUT", "/api/v1/jobset", big, "Authorization", "Bearer "+testToken); code != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized job set = %d, want 413\n%.200s", code, body)
+	}
+	if code, _, body := f.do(t, "PUT", "/api/v1/jobset", big, "Authorization", "Bearer "+testToken, wire.JobCountHeader, "1"); code != http.StatusRequestEntityTooLarge {
+		t.Errorf("oversized job set, its jobs counted = %d, want 413\n%.200s", code, body)
 	}
 	if calls := f.sched.Calls(); len(calls) != 0 {
 		t.Errorf("scheduler saw %q", calls)

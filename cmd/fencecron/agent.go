@@ -11,6 +11,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/fencecron/fencecron/cmd/internal/agent"
@@ -282,7 +283,8 @@ func applyWhole(ctx context.Context, c *client, source string, specs []jobs.Spec
 		w.CloseWithError(writeJobSetRequest(w, source, specs))
 	}()
 	var out wire.JobSetApplied
-	err := c.do(ctx, "PUT", jobSetPath, body, &out)
+	// The count lets the node decode the set as it arrives.
+	err := c.do(ctx, "PUT", jobSetPath, withHeader{body, wire.JobCountHeader, strconv.Itoa(len(specs))}, &out)
 	body.Close() // an encoder still writing stops
 	<-encoded
 	return out, err

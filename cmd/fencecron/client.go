@@ -109,6 +109,12 @@ func (c *client) call(ctx context.Context, method, path string, body any, v any)
 	return json.Unmarshal(b, v)
 }
 
+// withHeader is a request body (JSON already) sent with a header.
+type withHeader struct {
+	io.Reader
+	name, value string
+}
+
 // answer sends a request and returns the body of its 2xx answer.
 func (c *client) answer(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader
@@ -135,6 +141,9 @@ func (c *client) answer(ctx context.Context, method, path string, body any) ([]b
 		}
 		if body != nil {
 			req.Header.Set("Content-Type", "application/json")
+		}
+		if h, ok := body.(withHeader); ok {
+			req.Header.Set(h.name, h.value)
 		}
 		// Only changes, and the export of the whole job set with the
 		// jobs' secrets, need the API token; other reads (and the store,

@@ -16,6 +16,31 @@ import (
 // fields, decodes it to, read directly or not, and is refused where
 // encoding/json refuses it.
 func TestDecodeJobSetRequest_AsEncodingJSON(t *testing.T) {
+	bodies := jobSetBodies(t)
+	direct := 0
+	for _, body := range bodies {
+		want, wantErr := strictDecodeJobSet([]byte(body))
+		got, err := DecodeJobSetRequest([]byte(body))
+		if (err != nil) != (wantErr != nil) {
+			t.Fatalf("%s:\n error %v, encoding/json's %v", body, err, wantErr)
+		}
+		if err == nil && !reflect.DeepEqual(got, want) {
+			t.Fatalf("%s:\n got %#v\nwant %#v", body, got, want)
+		}
+		if _, ok := plainJobSetRequest([]byte(body), nil); ok {
+			direct++
+		}
+	}
+	if direct < len(bodies)/3 {
+		t.Errorf("%d of %d bodies read directly: the test no longer exercises the direct path", direct, len(bodies))
+	}
+}
+
+// jobSetBodies are bodies of PUT /api/v1/jobset: as json.Marshal writes
+// them, with odd sources and specs with any field set or not, and others
+// encoding/json reads or refuses.
+func jobSetBodies(t *testing.T) []string {
+	t.Helper()
 	r := rand.New(rand.NewPCG(5, 6))
 	var bodies []string
 	for range 500 {
@@ -46,23 +71,7 @@ func TestDecodeJobSetRequest_AsEncodingJSON(t *testing.T) {
 		strings.Replace(p, `"shell":"true"`, `"shell":"true","bogus":1`, 1),
 		strings.Replace(p, `"retries":0`, `"retries":1.5`, 1),
 		strings.Replace(p, `"name":"a"`, `"name":"a\u0041"`, 1))
-	direct := 0
-	for _, body := range bodies {
-		want, wantErr := strictDecodeJobSet([]byte(body))
-		got, err := DecodeJobSetRequest([]byte(body))
-		if (err != nil) != (wantErr != nil) {
-			t.Fatalf("%s:\n error %v, encoding/json's %v", body, err, wantErr)
-		}
-		if err == nil && !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s:\n got %#v\nwant %#v", body, got, want)
-		}
-		if _, ok := plainJobSetRequest([]byte(body), nil); ok {
-			direct++
-		}
-	}
-	if direct < len(bodies)/3 {
-		t.Errorf("%d of %d bodies read directly: the test no longer exercises the direct path", direct, len(bodies))
-	}
+	return bodies
 }
 
 // strictDecodeJobSet is how the node decoded a job set's body before
