@@ -1,6 +1,10 @@
 package specjson
 
-import "github.com/fencecron/fencecron/jobs"
+import (
+	"slices"
+
+	"github.com/fencecron/fencecron/jobs"
+)
 
 // Stream decodes, as Decode does, a JSON array of specs that arrives in
 // pieces: each spec is decoded as soon as its JSON is whole, so that a
@@ -8,6 +12,7 @@ import "github.com/fencecron/fencecron/jobs"
 // and its JSON need not be held whole.
 type Stream struct {
 	specs []jobs.Spec
+	want  int // the list's capacity once it is full
 	durs  map[string]jobs.Duration
 	state streamState
 }
@@ -23,9 +28,11 @@ const (
 	refused                      // what Decode would refuse
 )
 
-// NewStream returns a Stream that appends the specs it decodes to into.
-func NewStream(into []jobs.Spec) *Stream {
-	return &Stream{specs: into, durs: make(map[string]jobs.Duration)}
+// NewStream returns a Stream that appends the specs it decodes to into;
+// once into is full, the list grows to want specs at once (if more), and
+// from there as append grows it.
+func NewStream(into []jobs.Spec, want int) *Stream {
+	return &Stream{specs: into, want: want, durs: make(map[string]jobs.Duration)}
 }
 
 // Feed decodes what of b it can: the array's "[", each spec whose JSON
@@ -55,6 +62,9 @@ func (s *Stream) Feed(b []byte) (n int, done, ok bool) {
 				return n, false, true // the spec is not whole yet
 			}
 			r := reader{b: b[n : n+size], durs: s.durs}
+			if len(s.specs) == cap(s.specs) && s.want > cap(s.specs) {
+				s.specs = slices.Grow(s.specs, s.want-len(s.specs))
+			}
 			s.specs = append(s.specs, jobs.Spec{})
 			r.spec(&s.specs[len(s.specs)-1])
 			s.expect(!r.bad && r.i == size, wantNext)

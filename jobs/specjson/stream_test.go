@@ -15,7 +15,7 @@ import (
 // arrives, giving it again what it did not use each time; n is the
 // bytes it used in all.
 func streamed(b []byte, r *rand.Rand) (specs []jobs.Spec, n int, done, ok bool) {
-	s := specjson.NewStream(nil)
+	s := specjson.NewStream(nil, r.IntN(3))
 	var pending []byte
 	ok = true
 	for off := 0; off < len(b) && !done && ok; {

@@ -52,7 +52,7 @@ func TestReadJobSetRequest_AsDecodeJobSetRequest(t *testing.T) {
 		if err == nil && !reflect.DeepEqual(got, want) {
 			t.Fatalf("%.200s:\n got %#v\nwant %#v", body, got, want)
 		}
-		d := jobSetStream{stream: specjson.NewStream(nil)}
+		d := jobSetStream{stream: specjson.NewStream(nil, 0)}
 		d.feed([]byte(body))
 		if _, ok := d.result(); ok {
 			streamed++
