@@ -386,11 +386,13 @@ func InParallel(n int, fn func(p, a, b int)) (parts int) {
 	return parts
 }
 
-// CountSpecs returns at least how many specs the JSON b holds (each has
-// a name), bounded by MaxJobs (a longer list is refused whatever its
-// capacity): the capacity to decode a job set into.
+// CountSpecs returns how many specs the JSON b holds, as json.Marshal
+// writes them (each has a name; a group_limits has one too, not counted:
+// the set holds its jobs by address, and an array twice their count would
+// keep as much again alive), bounded by MaxJobs (a longer list is refused
+// whatever its capacity): the capacity to decode a job set into.
 func CountSpecs(b []byte) int {
-	return min(bytes.Count(b, []byte(`"name"`)), MaxJobs)
+	return min(bytes.Count(b, []byte(`"name"`))-bytes.Count(b, []byte(`"group_limits":{"name"`)), MaxJobs)
 }
 
 // Addrs returns the address of each of specs. The replicated set holds

@@ -51,3 +51,16 @@ func TestCheckSet_SpecSize(t *testing.T) {
 		t.Errorf("CheckSet of a large spec with another problem: %v", err)
 	}
 }
+
+// CountSpecs counts the specs of a set as json.Marshal writes it, a
+// job's group_limits (which has a name too) not as one more.
+func TestCountSpecs(t *testing.T) {
+	specs := []jobs.Spec{{Name: "a"}, {Name: "b", GroupLimits: &jobs.Group{Name: "g", MaxRunning: 1}}, {Name: "c"}}
+	b, err := json.Marshal(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := jobs.CountSpecs(b); n != len(specs) {
+		t.Errorf("CountSpecs = %d, want %d: %s", n, len(specs), b)
+	}
+}

@@ -115,6 +115,15 @@ type withHeader struct {
 	name, value string
 }
 
+// Close closes the body if it closes, as the transport closes a body it
+// stops reading.
+func (h withHeader) Close() error {
+	if c, ok := h.Reader.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
 // answer sends a request and returns the body of its 2xx answer.
 func (c *client) answer(ctx context.Context, method, path string, body any) ([]byte, error) {
 	var rd io.Reader

@@ -2,7 +2,6 @@ package wire
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"unsafe"
@@ -28,48 +27,63 @@ const JobCountHeader = "Fencecron-Job-Count"
 //
 // The list is set aside for at most 8 MiB of specs before they arrive
 // (a count is only a client's word), and for all count of them (at most
-// jobs.MaxJobs) once those have: 100,000 specs take 46 MB, not the 80
-// MB of a list grown by doubling.
+// jobs.MaxJobs, 77 MB) once those have, 3 MB of JSON at the least: what
+// a body of as many names made the whole read set aside. 100,000 specs
+// take 46 MB, not the 80 MB of a list grown by doubling.
 func ReadJobSetRequest(r io.Reader, count int) (JobSetRequest, error) {
-	const blockSize = 256 << 10
+	count = max(count, 0)
 	first := min(count, (8<<20)/int(unsafe.Sizeof(jobs.Spec{})))
 	d := jobSetStream{stream: specjson.NewStream(make([]jobs.Spec, 0, first), min(count, jobs.MaxJobs))}
-	blocks := make(chan []byte, 16)
-	decoded := make(chan struct{})
-	go func() {
-		defer close(decoded)
-		for b := range blocks {
-			d.feed(b)
-		}
-	}()
-	// Every block is kept for a body the stream refuses, decoded whole.
-	var kept [][]byte
-	var err error
-	for {
-		b := make([]byte, blockSize)
-		var n int
-		n, err = io.ReadFull(r, b)
-		if n > 0 {
-			kept = append(kept, b[:n])
-			blocks <- b[:n]
-		}
-		if err != nil {
-			break
-		}
-	}
-	close(blocks)
-	<-decoded
-	if !errors.Is(err, io.EOF) && !errors.Is(err, io.ErrUnexpectedEOF) {
+	kept, err := d.read(r)
+	if err != nil {
 		return JobSetRequest{}, fmt.Errorf("read job set: %w", err)
 	}
 	if req, ok := d.result(); ok {
 		return req, nil
 	}
+	// Every block read is kept for a body the stream does not read.
+	d.stream = nil
 	req, err := DecodeJobSetRequest(bytes.Join(kept, nil))
 	if err != nil {
 		return req, fmt.Errorf("decode job set: %v", err)
 	}
 	return req, nil
+}
+
+// read reads r to its end (io.EOF: a body cut short is an error) in
+// blocks, which it returns, while another goroutine feeds them to d.
+func (d *jobSetStream) read(r io.Reader) (kept [][]byte, err error) {
+	blocks := make(chan []byte, 16)
+	decoded := make(chan struct{})
+	go func() {
+		defer close(decoded)
+		for b := range blocks {
+			d.feedOrGiveUp(b)
+		}
+	}()
+	defer func() {
+		close(blocks)
+		<-decoded
+	}()
+	for {
+		b := make([]byte, streamBlock)
+		n := 0
+		for n < len(b) && err == nil {
+			var k int
+			k, err = r.Read(b[n:])
+			n += k
+		}
+		if n > 0 {
+			kept = append(kept, b[:n])
+			blocks <- b[:n]
+		}
+		if err == io.EOF {
+			return kept, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 // jobSetStream reads a body of PUT /api/v1/jobset in the plain shape
@@ -85,10 +99,25 @@ type jobSetStream struct {
 	bad    bool
 }
 
-// maxPending bounds what the stream holds unread: a source, or one spec
-// (at most jobs.MaxSpecBytes), and a block. More is not of the plain
-// shape, and is read whole.
-const maxPending = 2 * jobs.MaxSpecBytes
+// streamBlock is what the stream is fed at a time; maxPending bounds what
+// it holds unread: a source, or one spec (at most jobs.MaxSpecBytes), and
+// a block. More is not of the plain shape, and is read whole.
+const (
+	streamBlock = 256 << 10
+	maxPending  = jobs.MaxSpecBytes + streamBlock
+)
+
+// feedOrGiveUp is feed, which gives up on the stream if it panics: the
+// body is then decoded whole, in the request's goroutine, where a panic
+// is answered as one.
+func (d *jobSetStream) feedOrGiveUp(b []byte) {
+	defer func() {
+		if recover() != nil {
+			d.bad = true
+		}
+	}()
+	d.feed(b)
+}
 
 func (d *jobSetStream) feed(b []byte) {
 	if d.bad {

@@ -292,31 +292,28 @@ func readJobSetRequest(w http.ResponseWriter, r *http.Request) (wire.JobSetReque
 		return req, nil
 	}
 	req, err := wire.ReadJobSetRequest(http.MaxBytesReader(w, r.Body, maxJobSetBody), count)
-	var tooLarge *http.MaxBytesError
-	switch {
-	case errors.As(err, &tooLarge):
-		return req, errSetTooLarge()
-	case err != nil:
-		return req, BadRequest("%v", err)
+	if err != nil {
+		return req, bodyError(err)
 	}
 	return req, nil
 }
 
-// errSetTooLarge refuses a job set's body over maxJobSetBody.
-func errSetTooLarge() error {
-	return fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20)
+// bodyError answers a job set's body that could not be read or decoded:
+// past maxJobSetBody 413, else 400.
+func bodyError(err error) error {
+	var tooLarge *http.MaxBytesError
+	if errors.As(err, &tooLarge) {
+		return fmt.Errorf("%w: a job set is at most %d MiB of JSON (jobs.MaxSetBytes); split it or trim its specs", errTooLarge, maxJobSetBody>>20)
+	}
+	return BadRequest("%v", err)
 }
 
 // readJobSetBody reads the body of a request carrying a job set, at most
 // maxJobSetBody bytes.
 func readJobSetBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
 	body, err := readBody(http.MaxBytesReader(w, r.Body, maxJobSetBody), r.ContentLength, maxJobSetBody)
-	var tooLarge *http.MaxBytesError
-	if errors.As(err, &tooLarge) {
-		return nil, errSetTooLarge()
-	}
 	if err != nil {
-		return nil, BadRequest("read job set: %v", err)
+		return nil, bodyError(fmt.Errorf("read job set: %w", err))
 	}
 	return body, nil
 }

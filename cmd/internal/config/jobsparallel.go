@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"runtime"
 
 	"go.yaml.in/yaml/v3"
 
@@ -25,7 +24,7 @@ func (d *decoder) jobsInParallel(items []*yaml.Node, path string, dst *[]jobEntr
 	start := len(*dst)
 	all := (*dst)[:start+len(items)] // jobList grew it
 	isJob := make([]bool, len(items))
-	forks := make([]*decoder, runtime.GOMAXPROCS(0))
+	forks := make([]*decoder, len(items)/512+1) // InParallel's parts at most
 	jobs.InParallel(len(items), func(part, a, b int) {
 		c := &decoder{
 			file: d.file, lookup: d.lookup, unsetOK: d.unsetOK,
