@@ -19,20 +19,28 @@ func asJSON(b []byte) ([]jobs.Spec, error) {
 	return specs, err
 }
 
+// randomList is a list of up to 3 specs with any field set or not, as
+// json.Marshal writes it.
+func randomList(t *testing.T, r *rand.Rand) []byte {
+	t.Helper()
+	specs := make([]jobs.Spec, r.IntN(4))
+	for k := range specs {
+		jobstest.Fill(r, reflect.ValueOf(&specs[k]).Elem())
+	}
+	b, err := json.Marshal(specs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // Decode reads every list json.Marshal writes, specs with any field set
 // or not and strings that need escaping (invalid UTF-8 is written as
 // \ufffd), as json.Unmarshal reads it, and says where the list ends.
 func TestDecode_AsJSONUnmarshal(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	for i := range 3000 {
-		specs := make([]jobs.Spec, r.IntN(4))
-		for k := range specs {
-			jobstest.Fill(r, reflect.ValueOf(&specs[k]).Elem())
-		}
-		b, err := json.Marshal(specs)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := randomList(t, r)
 		want, err := asJSON(b)
 		if err != nil {
 			t.Fatal(err)

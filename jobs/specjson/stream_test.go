@@ -35,15 +35,7 @@ func streamed(b []byte, r *rand.Rand) (specs []jobs.Spec, n int, done, ok bool) 
 func TestStream_AsDecode(t *testing.T) {
 	r := rand.New(rand.NewPCG(5, 6))
 	for i := range 2000 {
-		specs := make([]jobs.Spec, r.IntN(4))
-		for k := range specs {
-			jobstest.Fill(r, reflect.ValueOf(&specs[k]).Elem())
-		}
-		b, err := json.Marshal(specs)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b = append(b, `,"tail"`...)
+		b := append(randomList(t, r), `,"tail"`...)
 		want, wantN, _ := specjson.Decode(b, nil)
 		got, n, done, ok := streamed(b, r)
 		if !done || !ok || n != wantN || !reflect.DeepEqual(got, want) {
