@@ -25,6 +25,7 @@
 package applycache
 
 import (
+	"bufio"
 	"bytes"
 	"cmp"
 	"crypto/sha256"
@@ -32,6 +33,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -55,7 +57,7 @@ var MinFile int64 = 1 << 20
 const maxFiles = 16
 
 // magic starts a cache file; a change of its format changes it.
-const magic = "fencecron apply cache 2\n"
+const magic = "fencecron apply cache 3\n"
 
 // maxRead bounds the cache file read: a set of jobs.MaxJobs jobs with
 // names of a few hundred bytes.
@@ -80,19 +82,31 @@ type Entry struct {
 }
 
 // Cache is what the last apply of one jobs file, with this frame, learnt:
-// each item's ID and its entry, and the index of each by the ID's first 8
-// bytes. The names and digests are substrings of one string each: for a
-// file of 100,000 jobs, 200,000 strings of their own are as many
-// allocations, which a fresh command pays for in page faults.
+// each item's ID and its entry, as records of the file read. They are
+// read where they lie: for a file of 100,000 jobs, an array of entries,
+// 100,000 digests written out and a map by ID are some 10 MB a fresh
+// command pays for in page faults, while its apply of a one-job change
+// looks at a few entries and copies the others' records into the next
+// cache.
 type Cache struct {
-	path    string   // the cache file; "" if there is no cache directory
-	key     [32]byte // this binary and the file's frame
-	ids     []ID
-	entries []Entry
-	index   map[uint64]int32
-	sum     [sha256.Size]byte // the file's, as read or as Save wrote it; zero if there is none
-	base    string            // what the file's base names, if it is of this file
+	path  string   // the cache file; "" if there is no cache directory
+	key   [32]byte // this binary and the file's frame
+	body  []byte   // the file read, but its checksum; nothing writes it
+	recs  []int32  // each record's offset in body, then the records' end
+	index map[uint64]int32
+	scans int               // Finds answered by a scan, before index is built
+	sum   [sha256.Size]byte // the file's, as read or as Save wrote it; zero if there is none
+	base  string            // what the file's base names, if it is of this file
 }
+
+// A record is an item's ID, its entry's digest (jobs.DigestLen hex
+// digits, as bytes), a byte of flags (1: Recheck), and its name: its
+// length (2 bytes) then its bytes. A file is magic, the key, the records,
+// their count (4 bytes), and the SHA-256 of all that.
+const (
+	recHead  = len(ID{}) + jobs.DigestLen/2 + 1 + 2
+	recFixed = len(magic) + 32
+)
 
 // Loading is the cache of a jobs file being read (Load), before the
 // command knows the file's frame: the two reads overlap.
@@ -119,18 +133,10 @@ func Load(file string) *Loading {
 		c := &l.c
 		if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
 			var err error
-			if l.found, c.ids, c.entries, err = decode(data); err == nil {
+			if l.found, c.recs, err = decode(data); err == nil {
+				c.body = data[:len(data)-sha256.Size]
 				c.sum = [sha256.Size]byte(data[len(data)-sha256.Size:])
 				c.base = readBase(basePath(c.path), c.sum)
-			}
-		}
-		// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave
-		// the later one unfound: its item is parsed, as one the cache
-		// lacks.
-		c.index = make(map[uint64]int32, len(c.ids))
-		for k, id := range c.ids {
-			if _, dup := c.index[prefix(id)]; !dup {
-				c.index[prefix(id)] = int32(k)
 			}
 		}
 	}()
@@ -144,7 +150,7 @@ func (l *Loading) Open(head, tail []byte, lookup func(string) (string, bool)) *C
 	key := frameKey(head, tail, lookup)
 	<-l.done
 	if l.found != key || l.c.sum == [sha256.Size]byte{} {
-		return &Cache{path: l.c.path, key: key, index: map[uint64]int32{}}
+		return &Cache{path: l.c.path, key: key}
 	}
 	c := l.c
 	c.key = key
@@ -155,65 +161,139 @@ func (l *Loading) Open(head, tail []byte, lookup func(string) (string, bool)) *C
 func prefix(id ID) uint64 { return binary.LittleEndian.Uint64(id[:8]) }
 
 // Len is the number of items the cache knows.
-func (c *Cache) Len() int { return len(c.ids) }
+func (c *Cache) Len() int { return max(len(c.recs)-1, 0) }
+
+// maxScans is how many Finds a cache answers by reading every ID before
+// it builds its index by ID: a scan of 100,000 IDs costs about what
+// 50 of the index's costs (some 15 ms).
+const maxScans = 16
 
 // Find returns the index of the item of ID id, or -1 if the cache does
-// not know it. Each item the cache knows has a name of its own.
-func (c *Cache) Find(id ID) int {
-	if k, ok := c.index[prefix(id)]; ok && c.ids[k] == id {
+// not know it. hint is where the caller expects it: the index after the
+// one it found last. A file edited in place, or with items added or
+// removed here and there, has nearly all its items at the hint, and the
+// cache then never builds its index. Each item the cache knows has a
+// name of its own.
+func (c *Cache) Find(id ID, hint int) int {
+	if hint >= 0 && hint < c.Len() && c.id(hint) == id {
+		return hint
+	}
+	if c.index == nil && c.scans < maxScans {
+		c.scans++
+		for k := range c.Len() {
+			if c.id(k) == id {
+				return k
+			}
+		}
+		return -1
+	}
+	if c.index == nil {
+		// Two IDs of one prefix (a chance of 1 in 2^64 per pair) leave
+		// the later one unfound: its item is parsed, as one the cache
+		// lacks.
+		c.index = make(map[uint64]int32, c.Len())
+		for k := range c.Len() {
+			if _, dup := c.index[prefix(c.id(k))]; !dup {
+				c.index[prefix(c.id(k))] = int32(k)
+			}
+		}
+	}
+	if k, ok := c.index[prefix(id)]; ok && c.id(int(k)) == id {
 		return int(k)
 	}
 	return -1
 }
 
-// At is the entry of the item of index k.
-func (c *Cache) At(k int) Entry { return c.entries[k] }
+// id is the ID of the item of index k.
+func (c *Cache) id(k int) ID { return ID(c.body[c.recs[k]:]) }
 
-// Save replaces the cache with what the file now holds: item ids[i] is
-// job entries[i]; an entry without a name is not kept. The entries must
-// be a valid set's, each name its own: Find's callers rely on it. It
-// reports why it wrote nothing, for tests; apply goes on either way.
-func (c *Cache) Save(ids []ID, entries []Entry) error {
+// Name is the name of the job of item k; Recheck whether it is parsed
+// and checked every time (Entry).
+func (c *Cache) Name(k int) string {
+	at := int(c.recs[k]) + recHead
+	return unsafe.String(&c.body[at], int(c.recs[k+1])-at)
+}
+func (c *Cache) Recheck(k int) bool { return c.body[int(c.recs[k])+recHead-3]&1 != 0 }
+
+// Digest is the digest of the job of item k.
+func (c *Cache) Digest(k int) string {
+	at := int(c.recs[k]) + len(ID{})
+	return hex.EncodeToString(c.body[at : at+jobs.DigestLen/2])
+}
+
+// At is the entry of the item of index k.
+func (c *Cache) At(k int) Entry { return Entry{c.Name(k), c.Digest(k), c.Recheck(k)} }
+
+// Save replaces the cache with what the file now holds: item i, of ID
+// ids[i], is the cache's item of index kept[i] (from Find, for that ID)
+// if kept is not nil and that is not negative, and the job fresh(i) says
+// if not; an entry without a name is not kept. The entries must be a
+// valid set's, each name its own: Find's callers rely on it. Nothing is
+// written to the cache read: its entries stay as they were while Save
+// writes. It reports why it wrote nothing, for tests; apply goes on
+// either way.
+func (c *Cache) Save(ids []ID, kept []int, fresh func(i int) Entry) error {
 	if c.path == "" {
 		return errors.New("no cache directory")
 	}
 	// The file is replaced: no base is of it until SetBase says so.
 	c.sum, c.base = [sha256.Size]byte{}, ""
-	b := make([]byte, 0, len(magic)+32+4+len(entries)*40+sha256.Size)
-	b = append(append(b, magic...), c.key[:]...)
-	countAt := len(b)
-	b = append(b, 0, 0, 0, 0) // the count, once known
-	n := 0
-	for i, e := range entries {
-		// Kept: a name that fits its length field, and a digest as
-		// jobs.SpecDigests writes them.
-		var d [jobs.DigestLen / 2]byte
-		if e.Name == "" || len(e.Name) > 0xffff || len(e.Digest) != jobs.DigestLen {
-			continue
-		}
-		if _, err := hex.Decode(d[:], []byte(e.Digest)); err != nil {
-			continue
-		}
-		flags := byte(0)
-		if e.Recheck {
-			flags = 1
-		}
-		b = append(append(append(b, ids[i][:]...), d[:]...), flags)
-		b = append(binary.LittleEndian.AppendUint16(b, uint16(len(e.Name))), e.Name...)
-		n++
-	}
-	binary.LittleEndian.PutUint32(b[countAt:], uint32(n))
-	sum := sha256.Sum256(b)
-	b = append(b, sum[:]...)
 	if err := os.MkdirAll(filepath.Dir(c.path), 0o700); err != nil {
 		return err
 	}
-	if err := atomicfile.Write(c.path, b, 0o600); err != nil {
+	var sum [sha256.Size]byte
+	err := atomicfile.WriteFunc(c.path, 0o600, func(w io.Writer) error {
+		h := sha256.New()
+		bw := bufio.NewWriterSize(io.MultiWriter(w, h), 256<<10)
+		bw.WriteString(magic)
+		bw.Write(c.key[:])
+		n := 0
+		var rec []byte
+		for i := range ids {
+			if kept != nil && kept[i] >= 0 {
+				// The record read, ID and all: Find found it by ids[i].
+				bw.Write(c.body[c.recs[kept[i]]:c.recs[kept[i]+1]])
+				n++
+				continue
+			}
+			if rec = appendRecord(rec[:0], ids[i], fresh(i)); rec != nil {
+				bw.Write(rec)
+				n++
+			}
+		}
+		bw.Write(binary.LittleEndian.AppendUint32(nil, uint32(n)))
+		if err := bw.Flush(); err != nil {
+			return err
+		}
+		h.Sum(sum[:0])
+		_, err := w.Write(sum[:])
+		return err
+	})
+	if err != nil {
 		return err
 	}
 	c.sum = sum
 	prune(filepath.Dir(c.path), c.path)
 	return nil
+}
+
+// appendRecord appends the record of item id, job e, to b; nil if e is
+// not kept: it has no name, or one too long for its length field, or a
+// digest not as jobs.SpecDigests writes them.
+func appendRecord(b []byte, id ID, e Entry) []byte {
+	var d [jobs.DigestLen / 2]byte
+	if e.Name == "" || len(e.Name) > 0xffff || len(e.Digest) != jobs.DigestLen {
+		return nil
+	}
+	if _, err := hex.Decode(d[:], []byte(e.Digest)); err != nil {
+		return nil
+	}
+	flags := byte(0)
+	if e.Recheck {
+		flags = 1
+	}
+	b = append(append(append(b, id[:]...), d[:]...), flags)
+	return append(binary.LittleEndian.AppendUint16(b, uint16(len(e.Name))), e.Name...)
 }
 
 // Base is the hash of the job set the last apply of the file made, as
@@ -265,58 +345,44 @@ func readBase(path string, sum [sha256.Size]byte) string {
 	return string(rest[sha256.Size:])
 }
 
-// decode reads a cache file: the key it was written for, its IDs and
-// their entries.
-func decode(data []byte) (key [32]byte, ids []ID, entries []Entry, err error) {
-	const fixed = len(magic) + 32 + 4
-	if len(data) < fixed+sha256.Size {
-		return key, nil, nil, errors.New("short")
+// decode reads a cache file: the key it was written for, and the
+// offset of each record (Cache.recs).
+func decode(data []byte) (key [32]byte, recs []int32, err error) {
+	if len(data) < recFixed+4+sha256.Size {
+		return key, nil, errors.New("short")
 	}
 	body, sum := data[:len(data)-sha256.Size], data[len(data)-sha256.Size:]
 	if got := sha256.Sum256(body); !bytes.Equal(got[:], sum) {
-		return key, nil, nil, errors.New("checksum")
+		return key, nil, errors.New("checksum")
 	}
 	if string(body[:len(magic)]) != magic {
-		return key, nil, nil, errors.New("another format")
+		return key, nil, errors.New("another format")
 	}
-	key = [32]byte(body[len(magic) : len(magic)+32])
-	n := int(binary.LittleEndian.Uint32(body[len(magic)+32:]))
-	// An entry is its ID, its digest, a byte of flags and its name's
-	// length, then the name: no count beyond what that leaves room for is
-	// believed.
-	const head = 16 + jobs.DigestLen/2 + 1 + 2
-	if n > (len(body)-fixed)/(head+1) {
-		return key, nil, nil, errors.New("count")
+	key = [32]byte(body[len(magic):recFixed])
+	end := len(body) - 4
+	n := int(binary.LittleEndian.Uint32(body[end:]))
+	// A record holds its head and a name of one byte or more: no count
+	// beyond what that leaves room for is believed.
+	if n > (end-recFixed)/(recHead+1) {
+		return key, nil, errors.New("count")
 	}
-	// One string holds the names and one the digests; each is kept while
-	// any name or digest taken from it is. The names' is the body itself,
-	// which nothing writes once read (a copy of some 4 MB, for 100,000
-	// jobs, is as many pages a fresh command faults in).
-	text := unsafe.String(unsafe.SliceData(body), len(body))
-	digests := make([]byte, 0, n*jobs.DigestLen)
-	ids, entries = make([]ID, n), make([]Entry, n)
-	at := fixed
-	for k := range n {
-		if len(body)-at < head {
-			return key, nil, nil, errors.New("truncated")
+	recs = make([]int32, 0, n+1)
+	at := recFixed
+	for range n {
+		if end-at < recHead {
+			return key, nil, errors.New("truncated")
 		}
-		l := int(binary.LittleEndian.Uint16(body[at+head-2:]))
-		if l == 0 || len(body)-at-head < l {
-			return key, nil, nil, errors.New("truncated")
+		l := int(binary.LittleEndian.Uint16(body[at+recHead-2:]))
+		if l == 0 || end-at-recHead < l {
+			return key, nil, errors.New("truncated")
 		}
-		ids[k] = ID(body[at : at+16])
-		digests = hex.AppendEncode(digests, body[at+16:at+16+jobs.DigestLen/2])
-		entries[k] = Entry{Name: text[at+head : at+head+l], Recheck: body[at+16+jobs.DigestLen/2]&1 != 0}
-		at += head + l
+		recs = append(recs, int32(at))
+		at += recHead + l
 	}
-	if at != len(body) {
-		return key, nil, nil, errors.New("trailing bytes")
+	if at != end {
+		return key, nil, errors.New("trailing bytes")
 	}
-	all := string(digests)
-	for k := range entries {
-		entries[k].Digest = all[k*jobs.DigestLen : (k+1)*jobs.DigestLen]
-	}
-	return key, ids, entries, nil
+	return key, append(recs, int32(at)), nil
 }
 
 // frameKey is what a cache is valid for: this binary, the file around

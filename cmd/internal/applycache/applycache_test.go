@@ -21,6 +21,11 @@ func items(n int) ([]ID, []Entry) {
 	return ids, entries
 }
 
+// entryOf is Save's fresh for entries: item i is job entries[i].
+func entryOf(entries []Entry) func(int) Entry {
+	return func(i int) Entry { return entries[i] }
+}
+
 // cacheOf is a file, in a cache directory of the test's own, and the IDs
 // and entries of n items.
 func cacheOf(t *testing.T, n int) (file string, ids []ID, entries []Entry) {
@@ -37,7 +42,7 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 	file, ids, entries := cacheOf(t, 1000)
 	entries[7] = Entry{} // not to be kept
 	entries[8].Recheck = true
-	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	c := Load(file).Open(head, tail, os.LookupEnv)
@@ -45,7 +50,7 @@ func TestCache_KnowsWhatTheLastApplySaved(t *testing.T) {
 		t.Fatalf("the cache knows %d items, want 999", c.Len())
 	}
 	for i, id := range ids {
-		k := c.Find(id)
+		k := c.Find(id, -1)
 		ok := k >= 0
 		var got Entry
 		if ok {
@@ -76,7 +81,7 @@ func TestCache_OfTheFramesVariables(t *testing.T) {
 	file, ids, entries := cacheOf(t, 10)
 	env := map[string]string{"SMTP_HOST": "127.0.0.1", "MAX_BODY": "1000"}
 	lookup := func(k string) (string, bool) { v, ok := env[k]; return v, ok }
-	if err := Load(file).Open(head, tail, lookup).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, lookup).Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	if c := Load(file).Open(head, tail, lookup); c.Len() != 10 {
@@ -97,7 +102,7 @@ func TestCache_DamagedIsEmpty(t *testing.T) {
 	head, tail := []byte("jobs:\n"), []byte("")
 	file, ids, entries := cacheOf(t, 100)
 	c := Load(file).Open(head, tail, os.LookupEnv)
-	if err := c.Save(ids, entries); err != nil {
+	if err := c.Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	good, err := os.ReadFile(c.path)
@@ -111,15 +116,14 @@ func TestCache_DamagedIsEmpty(t *testing.T) {
 		return append(body, sum[:]...)
 	}
 	body := append([]byte{}, good[:len(good)-sha256.Size]...)
-	countAt := len(magic) + 32
 	bigCount := append([]byte{}, body...)
-	binary.LittleEndian.PutUint32(bigCount[countAt:], 101)
+	binary.LittleEndian.PutUint32(bigCount[len(body)-4:], 101)
 	longName := append([]byte{}, body...)
-	binary.LittleEndian.PutUint16(longName[countAt+4+16+8+1:], 60000)
+	binary.LittleEndian.PutUint16(longName[recFixed+recHead-2:], 60000)
 	for name, bad := range map[string][]byte{
 		"a count past the end": resum(bigCount),
 		"a name past the end":  resum(longName),
-		"an entry cut off":     resum(body[:len(body)-3]),
+		"an entry cut off":     resum(append(append([]byte{}, body[:len(body)-7]...), body[len(body)-4:]...)),
 		"cut short":            good[:len(good)-1],
 		"a byte changed":       append(append([]byte{}, good[:100]...), append([]byte{good[100] ^ 1}, good[101:]...)...),
 		"empty":                nil,
@@ -141,7 +145,7 @@ func TestCache_Bounded(t *testing.T) {
 	ids, entries := items(10)
 	dir := t.TempDir()
 	for i := range maxFiles + 5 {
-		if err := Load(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i))).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
+		if err := Load(filepath.Join(dir, fmt.Sprintf("jobs-%d.yaml", i))).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -162,7 +166,7 @@ func TestCache_Bounded(t *testing.T) {
 	os.WriteFile(fresh, []byte("x"), 0o600)
 	old := time.Now().Add(-2 * time.Hour)
 	os.Chtimes(stale, old, old)
-	if err := Load(filepath.Join(dir, "jobs-0.yaml")).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(filepath.Join(dir, "jobs-0.yaml")).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(stale); err == nil {
@@ -183,7 +187,7 @@ func TestCache_BaseIsOfItsCache(t *testing.T) {
 	if err := c.SetBase("0123456789abcdef"); err == nil {
 		t.Error("a base was recorded with no cache file")
 	}
-	if err := c.Save(ids, entries); err != nil {
+	if err := c.Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	if err := c.SetBase("0123456789abcdef"); err != nil {
@@ -207,7 +211,7 @@ func TestCache_BaseIsOfItsCache(t *testing.T) {
 
 	// Another apply saves what the file now holds: the base is not of it.
 	entries[3].Digest = "00000000000000aa"
-	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := Load(file).Open(head, tail, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
 		t.Fatal(err)
 	}
 	if got := Load(file).Open(head, tail, os.LookupEnv).Base(); got != "" {
@@ -216,5 +220,88 @@ func TestCache_BaseIsOfItsCache(t *testing.T) {
 	// Another frame finds no cache, and no base.
 	if got := Load(file).Open([]byte("node:\n  name: x\njobs:\n"), tail, os.LookupEnv).Base(); got != "" {
 		t.Errorf("another frame has base %q", got)
+	}
+}
+
+// Find finds every item the cache knows, whatever the hint: at the hint,
+// by a scan for the first few, by the index after; and no item it does
+// not know.
+func TestCache_FindsWhateverTheHint(t *testing.T) {
+	head := []byte("jobs:\n")
+	file, ids, entries := cacheOf(t, 500)
+	if err := Load(file).Open(head, nil, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
+		t.Fatal(err)
+	}
+	c := Load(file).Open(head, nil, os.LookupEnv)
+	unknown := IDOf([]byte("  - name: not-saved\n"))
+	for i, id := range ids {
+		if k := c.Find(id, i); k != i {
+			t.Fatalf("item %d at its hint: found at %d", i, k)
+		}
+	}
+	for round := range 3 * maxScans {
+		i := (round * 37) % len(ids)
+		if k := c.Find(ids[i], i+1); k != i {
+			t.Errorf("item %d with a wrong hint, after %d such finds: found at %d", i, round, k)
+		}
+		if k := c.Find(unknown, i); k != -1 {
+			t.Errorf("an item not saved is found at %d, after %d finds", k, round)
+		}
+	}
+	if c.index == nil {
+		t.Errorf("after %d finds away from their hint, the cache has no index", 6*maxScans)
+	}
+}
+
+// A cache saved from the one read keeps the records it names as they
+// were, and takes the others as fresh says.
+func TestCache_SaveKeepsTheRecordsRead(t *testing.T) {
+	head := []byte("jobs:\n")
+	file, ids, entries := cacheOf(t, 100)
+	entries[5].Recheck = true
+	if err := Load(file).Open(head, nil, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
+		t.Fatal(err)
+	}
+	c := Load(file).Open(head, nil, os.LookupEnv)
+	// The file now: item 10 changed, item 20 gone, one item added at the
+	// end; the others where they were.
+	var next []ID
+	var kept []int
+	want := map[ID]Entry{}
+	for i, id := range ids {
+		switch i {
+		case 10:
+			id = IDOf([]byte("  - name: job-10\n    schedule: \"@hourly\"\n"))
+			next, kept = append(next, id), append(kept, -1)
+			want[id] = Entry{Name: "job-10", Digest: "00000000000000aa"}
+		case 20:
+		default:
+			next, kept = append(next, id), append(kept, c.Find(id, i))
+			want[id] = entries[i]
+		}
+	}
+	added := IDOf([]byte("  - name: new\n"))
+	next, kept = append(next, added), append(kept, -1)
+	want[added] = Entry{Name: "new", Digest: "00000000000000bb"}
+	fresh := func(i int) Entry {
+		if kept[i] >= 0 {
+			t.Errorf("fresh asked for item %d, which the cache keeps", i)
+		}
+		return want[next[i]]
+	}
+	if err := c.Save(next, kept, fresh); err != nil {
+		t.Fatal(err)
+	}
+	c = Load(file).Open(head, nil, os.LookupEnv)
+	if c.Len() != len(next) {
+		t.Fatalf("the cache knows %d items, want %d", c.Len(), len(next))
+	}
+	for i, id := range next {
+		if k := c.Find(id, i); k != i || c.At(k) != want[id] {
+			t.Errorf("item %d: at %d, %+v; want at %d, %+v", i, k, c.At(max(k, 0)), i, want[id])
+		}
+	}
+	if c.Find(ids[20], 20) != -1 {
+		t.Error("the item gone from the file is still known")
 	}
 }

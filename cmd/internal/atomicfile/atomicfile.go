@@ -42,12 +42,21 @@ func Read(path string, limit int64) ([]byte, fs.FileInfo, error) {
 
 // Write replaces path with data: a reader never sees half of it.
 func Write(path string, data []byte, mode os.FileMode) error {
+	return WriteFunc(path, mode, func(w io.Writer) error {
+		_, err := w.Write(data)
+		return err
+	})
+}
+
+// WriteFunc replaces path with what write writes, as Write does: a file
+// of megabytes need not be held whole first.
+func WriteFunc(path string, mode os.FileMode, write func(io.Writer) error) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp-*")
 	if err != nil {
 		return err
 	}
 	defer os.Remove(tmp.Name())
-	_, err = tmp.Write(data)
+	err = write(tmp)
 	if err == nil {
 		err = tmp.Chmod(mode)
 	}

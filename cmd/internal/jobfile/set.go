@@ -166,11 +166,8 @@ func Load(path string) (*Set, error) {
 	if fileOnly && len(specs) == items.Len() && !jobs.HasAfter(specs) {
 		set.cache = c
 		set.saved = inBackground(func() {
-			entries := make([]applycache.Entry, len(specs))
-			for i, d := range set.digests() {
-				entries[i] = cacheEntry(&specs[i], d)
-			}
-			c.Save(ids, entries)
+			digests := set.digests()
+			c.Save(ids, nil, func(i int) applycache.Entry { return cacheEntry(&specs[i], digests[i]) })
 		})
 	}
 	return set, nil
@@ -242,16 +239,16 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	at := make([]int, n)
 	used := make([]bool, c.Len())
 	idx := []int{0}
-	misses := 0
+	misses, next := 0, 0
 	for i := range n {
-		k := c.Find(ids[i])
+		k := c.Find(ids[i], next)
 		if at[i] = k; k >= 0 {
 			if used[k] {
 				return nil, false
 			}
-			used[k] = true
+			used[k], next = true, k+1
 		}
-		if i > 0 && i < n-1 && (k < 0 || c.At(k).Recheck) {
+		if i > 0 && i < n-1 && (k < 0 || c.Recheck(k)) {
 			idx = append(idx, i)
 			if k < 0 {
 				misses++
@@ -267,16 +264,15 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		return nil, false
 	}
 	set := &Set{names: make([]string, n), fresh: fresh, parsed: make(map[string]int, len(idx)), path: path, items: items}
-	digests := make([]string, n)
 	for i, k := range at {
 		if k >= 0 {
-			e := c.At(k)
-			set.names[i], digests[i] = e.Name, e.Digest
+			set.names[i] = c.Name(k)
 		}
 	}
 	// The parsed jobs' names are each their own (the parse checks that);
 	// one the cache knows for an item not parsed is a name twice.
-	for k, d := range jobs.SpecDigests(fresh) {
+	freshDigests := jobs.SpecDigests(fresh)
+	for k, d := range freshDigests {
 		i, s := idx[k], &fresh[k]
 		if len(s.After) > 0 {
 			return nil, false
@@ -288,7 +284,7 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		} else {
 			set.changed = append(set.changed, k)
 		}
-		set.names[i], digests[i] = s.Name, d
+		set.names[i] = s.Name
 		set.parsed[s.Name] = k
 	}
 	for i, k := range at {
@@ -299,25 +295,38 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 	// The jobs the cache knows that no item is now, but for those of a
 	// name an item parsed has (a job edited in place): removed.
 	for k, u := range used {
-		if _, ok := set.parsed[c.At(k).Name]; !u && !ok {
-			set.removed = append(set.removed, c.At(k).Name)
+		if _, ok := set.parsed[c.Name(k)]; !u && !ok {
+			set.removed = append(set.removed, c.Name(k))
 		}
 	}
-	set.digests = func() []string { return digests }
+	// Only an apply by digest asks for every job's.
+	set.digests = sync.OnceValue(func() []string {
+		digests := make([]string, n)
+		for i, k := range at {
+			if k >= 0 {
+				digests[i] = c.Digest(k)
+			}
+		}
+		for k, i := range idx {
+			digests[i] = freshDigests[k]
+		}
+		return digests
+	})
 	set.cache, set.base = c, c.Base() // before a Save replaces the cache
 	set.saved = func() {}
 	if len(set.changed) > 0 || len(set.removed) > 0 {
+		// The items parsed are saved as they now are, whether the cache
+		// knew them or not (one to check each time).
+		kept := slices.Clone(at)
+		parsedAt := make(map[int]int, len(idx))
+		for k, i := range idx {
+			kept[i], parsedAt[i] = -1, k
+		}
 		set.saved = inBackground(func() {
-			entries := make([]applycache.Entry, n)
-			for i, k := range at {
-				if k >= 0 {
-					entries[i] = c.At(k)
-				}
-			}
-			for k, i := range idx {
-				entries[i] = cacheEntry(&fresh[k], digests[i])
-			}
-			c.Save(ids, entries)
+			c.Save(ids, kept, func(i int) applycache.Entry {
+				k := parsedAt[i]
+				return cacheEntry(&fresh[k], freshDigests[k])
+			})
 		})
 	}
 	return set, true

@@ -203,6 +203,40 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 	}
 }
 
+// Items moved in the file are known where they now are: a job added
+// before all the others, and more items moved than the cache finds
+// without its index, change nothing but the job added.
+func TestLoadJobSet_ItemsMoved(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	const n = 2000
+	path, data := bigJobsFile(t, n)
+	load(t, path).Learnt("00000000000000aa")
+	item := func(i int) string {
+		return fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
+	}
+	// Items 100, 110, ... 590 taken out and put back after item 1500,
+	// in the other order; a job added first.
+	var moved string
+	for i := 590; i >= 100; i -= 10 {
+		data = edit(t, path, data, item(i), "")
+		moved += item(i)
+	}
+	data = edit(t, path, data, item(1500), item(1500)+moved)
+	edit(t, path, data, "jobs:\n", "jobs:\n  - name: added\n    schedule: \"@daily\"\n    command: [\"/bin/true\"]\n")
+	set := load(t, path)
+	var changed []string
+	for _, k := range set.changed {
+		changed = append(changed, set.fresh[k].Name)
+	}
+	if set.specs != nil || !slices.Equal(changed, []string{"added"}) || len(set.removed) != 0 {
+		t.Fatalf("whole %v, changed %v, removed %v; want through the cache, only the job added changed", set.specs != nil, changed, set.removed)
+	}
+	sameAsWhole(t, set, path)
+	if again := load(t, path); again.specs != nil || len(again.changed)+len(again.removed) != 0 {
+		t.Errorf("read again: whole %v, %d changed, %d removed; the cache did not learn the file", again.specs != nil, len(again.changed), len(again.removed))
+	}
+}
+
 // A cache that says something else of the list's first item than the
 // file does is not believed.
 func TestLoadJobSet_CacheChecked(t *testing.T) {
@@ -270,7 +304,7 @@ func saveCache(t *testing.T, path string, ids []applycache.ID, entries []applyca
 	}
 	items, _ := config.CutJobs(data)
 	head, tail := items.Frame()
-	if err := applycache.Load(path).Open(head, tail, os.LookupEnv).Save(ids, entries); err != nil {
+	if err := applycache.Load(path).Open(head, tail, os.LookupEnv).Save(ids, nil, func(i int) applycache.Entry { return entries[i] }); err != nil {
 		t.Fatal(err)
 	}
 }
