@@ -443,11 +443,7 @@ func (d *decoder) checkJobs(entries []jobEntry, l jobs.Limits) []jobs.Spec {
 			}
 		}
 		spec.Normalize()
-		pos := Pos{File: d.file}
-		if n := d.at(e.path + ".name"); n != nil {
-			pos.Line, pos.Column = n.Line, n.Column
-		}
-		d.jobPos = append(d.jobPos, pos)
+		d.jobPos = append(d.jobPos, e.namePos)
 	}
 	return out
 }

@@ -186,6 +186,9 @@ type jobEntry struct {
 
 	path string // jobs[i]
 	line int
+	// namePos is where the job's name is written (or, without one, the
+	// job): found while the job's nodes are at hand (see parsePart).
+	namePos Pos
 }
 
 // Node is the node section: this process's identity and addresses.
@@ -561,7 +564,7 @@ func (d *decoder) document(data []byte) (root *yaml.Node, ok bool) {
 		}
 	}()
 	if procs := runtime.GOMAXPROCS(0); procs > 1 && len(data) >= partsMin {
-		if root, ok := parseInParts(data, procs); ok {
+		if root, ok := parseParts(data, procs, d); ok {
 			return root, true
 		}
 	}

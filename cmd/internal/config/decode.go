@@ -55,6 +55,13 @@ type decoder struct {
 	// while they are decoded.
 	jobNodes []*yaml.Node
 	inJobs   bool
+	// cur is the node of job curIndex, while a part decodes it from
+	// nodes it drops after (see parsePart); decoded is the jobs list so
+	// decoded, and builds a node of jobNodes that is not kept when a
+	// problem asks for it.
+	cur      *yaml.Node
+	curIndex int
+	decoded  *decodedJobs
 	// jobPos is where each checked job's name is written.
 	jobPos []Pos
 	// unsetOK turns a ${NAME} that is not set into an entry of unset
@@ -138,11 +145,16 @@ func (d *decoder) find(path string) (val, key *yaml.Node) {
 		return nil, nil
 	}
 	num, rest, _ := strings.Cut(rest, "]")
-	i, err := strconv.Atoi(num)
-	if err != nil || i < 0 || i >= len(d.jobNodes) {
+	switch i, err := strconv.Atoi(num); {
+	case err != nil || i < 0:
+		return nil, nil
+	case d.cur != nil && i == d.curIndex:
+		val = d.cur
+	case i < len(d.jobNodes):
+		val = d.jobNode(i)
+	default:
 		return nil, nil
 	}
-	val = d.jobNodes[i]
 	if rest != "" && val.Kind != yaml.MappingNode {
 		return nil, nil // an alias or not a job: nothing in it decoded
 	}
@@ -584,6 +596,10 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 		d.jobNodes, d.inJobs = n.Content, true
 		defer func() { d.inJobs = false }()
 	}
+	if d.inJobs && d.decoded != nil && d.decoded.seq == n {
+		d.takeDecoded(dst)
+		return
+	}
 	// Sized once: a jobEntry is some 500 bytes, and 100,000 of them
 	// grown by doubling would be copied over and over.
 	*dst = slices.Grow(*dst, len(n.Content))
@@ -616,6 +632,10 @@ func (d *decoder) job(jn *yaml.Node, e *jobEntry) bool {
 		return false
 	}
 	d.mapping(jn, p, reflect.ValueOf(e).Elem())
+	e.namePos = Pos{File: d.file}
+	if n := d.at(p + ".name"); n != nil {
+		e.namePos.Line, e.namePos.Column = n.Line, n.Column
+	}
 	switch one, many := d.has(p+".schedule"), d.has(p+".schedules"); {
 	case one && many:
 		d.errorf(d.at(p+".schedules"), p+".schedules", "give schedule or schedules, not both")
@@ -623,77 +643,6 @@ func (d *decoder) job(jn *yaml.Node, e *jobEntry) bool {
 		e.Schedules = []string{e.Schedule}
 	}
 	return true
-}
-
-// errEnvUnset: a ${NAME} whose variable is not set.
-var errEnvUnset = errors.New("not set")
-
-// envRef matches one ${NAME} or ${NAME:-default} reference.
-var envRef = regexp.MustCompile(`^\$\{([A-Za-z_][A-Za-z0-9_]*)(:-([^}]*))?\}`)
-
-// expandEnv replaces each ${NAME} in s with the variable's value. "$${"
-// stands for a literal "${"; any other "$" is kept as it is. A variable
-// that is not set is an error; one set to "" expands to "".
-// ${NAME:-default} is default when NAME is not set or empty, as in a
-// shell: the example configs move their ports with one variable and still
-// run as they are.
-func expandEnv(s string, lookup func(string) (string, bool), used map[string]bool) (string, error) {
-	if !strings.Contains(s, "${") {
-		return s, nil
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); {
-		switch {
-		case strings.HasPrefix(s[i:], "$${"):
-			b.WriteString("${")
-			i += 3
-		case strings.HasPrefix(s[i:], "${"):
-			m := envRef.FindStringSubmatch(s[i:])
-			if m == nil {
-				return "", fmt.Errorf("bad variable reference at %q: want ${NAME} (write $${ for a literal ${)", clip(s[i:], 20))
-			}
-			v, ok := lookup(m[1])
-			if m[2] != "" && v == "" {
-				v, ok = m[3], true
-			}
-			if !ok {
-				return "", fmt.Errorf("environment variable %s is %w", m[1], errEnvUnset)
-			}
-			if used != nil {
-				used[m[1]] = true
-			}
-			b.WriteString(v)
-			i += len(m[0])
-		default:
-			b.WriteByte(s[i])
-			i++
-		}
-	}
-	return b.String(), nil
-}
-
-// parseSize reads "1048576", "64KiB", "16MiB", "1GB".
-func parseSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		mult   int64
-	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"GiB", 1 << 30}, {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}, {"B", 1}}
-	s = strings.TrimSpace(s)
-	mult := int64(1)
-	for _, u := range units {
-		if num, ok := strings.CutSuffix(s, u.suffix); ok {
-			s, mult = strings.TrimSpace(num), u.mult
-			break
-		}
-	}
-	v, err := strconv.ParseInt(strings.ReplaceAll(s, "_", ""), 10, 64)
-	if err != nil {
-		return 0, err
-	}
-	if v != 0 && (v*mult/mult != v) {
-		return 0, fmt.Errorf("%s: too large", s)
-	}
-	return v * mult, nil
 }
 
 func isNull(n *yaml.Node) bool {

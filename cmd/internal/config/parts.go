@@ -148,6 +148,15 @@ func isItem(rest []byte) bool {
 // where the file is not of the shape that makes that safe; the caller
 // then parses it whole.
 func parseInParts(data []byte, parts int) (root *yaml.Node, ok bool) {
+	return parseParts(data, parts, nil)
+}
+
+// parseParts is parseInParts. Given d, it also decodes a list of
+// parallelJobs items or more as it parses it (parsePart), and leaves the
+// jobs it decoded in d.decoded: an item of the plain shape is then left
+// out of the tree (nil), and its nodes are built again only where a
+// problem asks where something is written in it (decoder.jobNode).
+func parseParts(data []byte, parts int, d *decoder) (root *yaml.Node, ok bool) {
 	l, ok := findJobs(data)
 	if !ok || parts < 1 {
 		return nil, false
@@ -162,10 +171,14 @@ func parseInParts(data []byte, parts int) (root *yaml.Node, ok bool) {
 	// into the text after the list, which follows it in the frame.
 	parts = min(parts, len(l.items))
 	got := make([][]*yaml.Node, parts)
+	var dj *decodedJobs
+	if d != nil && len(l.items) >= parallelJobs {
+		dj = newDecodedJobs(d, l, parts)
+	}
 	var wg sync.WaitGroup
 	for p := range parts {
 		a, b := p*len(l.items)/parts, (p+1)*len(l.items)/parts
-		wg.Go(func() { got[p] = parsePart(data, l, a, b) })
+		wg.Go(func() { got[p] = parsePart(data, l, a, b, dj.part(p)) })
 	}
 	defer wg.Wait() // also if parsing the frame panics
 	root, ok = parseFrame(data, l)
@@ -185,6 +198,9 @@ func parseInParts(data []byte, parts int) (root *yaml.Node, ok bool) {
 		return nil, false
 	}
 	seq.Content = items
+	if dj != nil {
+		dj.seq, d.decoded = seq, dj
+	}
 	return root, true
 }
 
@@ -271,8 +287,11 @@ func jobsList(root *yaml.Node, l jobsLayout) *yaml.Node {
 // parsePart parses items a to b of the list: each of the plain shape
 // directly (plainItem), each run of the others with yaml.v3 (parseItems),
 // as a part of its own. It returns nil if such a run does not parse to
-// its items.
-func parsePart(data []byte, l jobsLayout, a, b int) []*yaml.Node {
+// its items. Given pd, it decodes each item as soon as it is parsed, in
+// the list's order, and leaves out an item of the plain shape but the
+// list's first (parseParts compares that one with the frame's): its
+// nodes are reused by the next.
+func parsePart(data []byte, l jobsLayout, a, b int, pd *partDecoder) []*yaml.Node {
 	end := func(i int) int {
 		if i < len(l.items) {
 			return l.items[i].off
@@ -283,19 +302,31 @@ func parsePart(data []byte, l jobsLayout, a, b int) []*yaml.Node {
 	base := l.items[a].off
 	text := string(data[base:end(b)])
 	items := make([]*yaml.Node, b-a)
-	var alloc nodeAlloc
-	for i := a; i < b; i++ {
-		if n, ok := alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent); ok {
-			items[i-a] = n
+	var alloc, kept nodeAlloc
+	alloc.reusing = pd != nil
+	plain := func(i int) (*yaml.Node, bool) {
+		alloc.reset()
+		if i == 0 || pd == nil {
+			return kept.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
 		}
+		return alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
 	}
+	pd.setText(text, base)
 	for i := a; i < b; {
-		if items[i-a] != nil {
+		if n, ok := plain(i); ok {
+			if pd == nil || i == 0 {
+				items[i-a] = n
+			}
+			pd.decode(i, n)
 			i++
 			continue
 		}
+		// A run of items not of the plain shape, to the next that is.
 		j := i + 1
-		for j < b && items[j-a] == nil {
+		for j < b {
+			if _, ok := plain(j); ok {
+				break
+			}
 			j++
 		}
 		run := parseItems(data[l.items[i].off:end(j)], l.items[i:j], l.indent, j == len(l.items))
@@ -303,6 +334,9 @@ func parsePart(data []byte, l jobsLayout, a, b int) []*yaml.Node {
 			return nil
 		}
 		copy(items[i-a:], run)
+		for k := i; k < j; k++ {
+			pd.decode(k, items[k-a])
+		}
 		i = j
 	}
 	return items
