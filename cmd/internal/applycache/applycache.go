@@ -89,11 +89,11 @@ type Entry struct {
 // looks at a few entries and copies the others' records into the next
 // cache.
 type Cache struct {
-	path  string   // the cache file; "" if there is no cache directory
-	key   [32]byte // this binary and the file's frame
-	body  []byte   // the file read, but its checksum; nothing writes it
-	recs  []int32  // each record's offset in body, then the records' end
-	index map[uint64]int32
+	path  string            // the cache file; "" if there is no cache directory
+	key   [32]byte          // this binary and the file's frame
+	body  []byte            // the file read, but its checksum; nothing writes it
+	recs  []int32           // each record's offset in body, then the records' end
+	index map[uint64]int32  // by the ID's first 8 bytes: the first index of each, plus one
 	scans int               // Finds answered by a scan, before index is built
 	sum   [sha256.Size]byte // the file's, as read or as Save wrote it; zero if there is none
 	base  string            // what the file's base names, if it is of this file
@@ -131,7 +131,7 @@ func Load(file string) *Loading {
 	go func() {
 		defer close(l.done)
 		c := &l.c
-		if data, _, err := atomicfile.Read(c.path, maxRead+1); err == nil && len(data) <= maxRead {
+		if data, _, err := atomicfile.ReadHuge(c.path, maxRead+1); err == nil && len(data) <= maxRead {
 			var err error
 			if l.found, c.recs, err = decode(data); err == nil {
 				c.body = data[:len(data)-sha256.Size]
@@ -164,19 +164,25 @@ func prefix(id ID) uint64 { return binary.LittleEndian.Uint64(id[:8]) }
 func (c *Cache) Len() int { return max(len(c.recs)-1, 0) }
 
 // maxScans is how many Finds a cache answers by reading every ID before
-// it builds its index by ID: a scan of 100,000 IDs costs about what
-// 50 of the index's costs (some 15 ms).
+// it builds its index by ID: for 100,000 IDs, a scan costs some 0.15 ms
+// and the index 5 ms, and as much again in page faults in a fresh
+// command (-bench Cache_Find100k).
 const maxScans = 16
 
 // Find returns the index of the item of ID id, or -1 if the cache does
 // not know it. hint is where the caller expects it: the index after the
-// one it found last. A file edited in place, or with items added or
-// removed here and there, has nearly all its items at the hint, and the
-// cache then never builds its index. Each item the cache knows has a
-// name of its own.
+// one it found last. A file edited in place has all its items at the
+// hint, or just after it where an item was removed; one with a few items
+// added or moved costs a scan for each (two for a move), and only more
+// than maxScans build the index. Each item the cache knows has a name of
+// its own, and an ID of its own: Save writes them so, and where a crafted
+// cache holds an ID twice, the command sends a name twice at worst, a
+// set the node refuses.
 func (c *Cache) Find(id ID, hint int) int {
-	if hint >= 0 && hint < c.Len() && c.id(hint) == id {
-		return hint
+	for k := max(hint, 0); k < min(hint+2, c.Len()); k++ {
+		if c.id(k) == id {
+			return k
+		}
 	}
 	if c.index == nil && c.scans < maxScans {
 		c.scans++
@@ -193,13 +199,14 @@ func (c *Cache) Find(id ID, hint int) int {
 		// lacks.
 		c.index = make(map[uint64]int32, c.Len())
 		for k := range c.Len() {
-			if _, dup := c.index[prefix(c.id(k))]; !dup {
-				c.index[prefix(c.id(k))] = int32(k)
+			if p := prefix(c.id(k)); c.index[p] == 0 {
+				c.index[p] = int32(k) + 1
 			}
 		}
 	}
-	if k, ok := c.index[prefix(id)]; ok && c.id(int(k)) == id {
-		return int(k)
+	// index holds each prefix's first index plus one: zero is none.
+	if k := int(c.index[prefix(id)]) - 1; k >= 0 && c.id(k) == id {
+		return k
 	}
 	return -1
 }
@@ -228,10 +235,10 @@ func (c *Cache) At(k int) Entry { return Entry{c.Name(k), c.Digest(k), c.Recheck
 // ids[i], is the cache's item of index kept[i] (from Find, for that ID)
 // if kept is not nil and that is not negative, and the job fresh(i) says
 // if not; an entry without a name is not kept. The entries must be a
-// valid set's, each name its own: Find's callers rely on it. Nothing is
-// written to the cache read: its entries stay as they were while Save
-// writes. It reports why it wrote nothing, for tests; apply goes on
-// either way.
+// valid set's, each name its own: Find's callers rely on it. The
+// entries read stay as they were while Save writes (Name, Digest, At and
+// Find may be called meanwhile); Base and SetBase wait for it. It
+// reports why it wrote nothing, for tests; apply goes on either way.
 func (c *Cache) Save(ids []ID, kept []int, fresh func(i int) Entry) error {
 	if c.path == "" {
 		return errors.New("no cache directory")
@@ -360,12 +367,14 @@ func decode(data []byte) (key [32]byte, recs []int32, err error) {
 	}
 	key = [32]byte(body[len(magic):recFixed])
 	end := len(body) - 4
-	n := int(binary.LittleEndian.Uint32(body[end:]))
 	// A record holds its head and a name of one byte or more: no count
-	// beyond what that leaves room for is believed.
-	if n > (end-recFixed)/(recHead+1) {
+	// beyond what that leaves room for is believed. (Offsets are int32:
+	// the caller reads at most maxRead.)
+	count := binary.LittleEndian.Uint32(body[end:])
+	if uint64(count) > uint64((end-recFixed)/(recHead+1)) || len(data) > maxRead {
 		return key, nil, errors.New("count")
 	}
+	n := int(count)
 	recs = make([]int32, 0, n+1)
 	at := recFixed
 	for range n {

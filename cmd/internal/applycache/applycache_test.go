@@ -305,3 +305,32 @@ func TestCache_SaveKeepsTheRecordsRead(t *testing.T) {
 		t.Error("the item gone from the file is still known")
 	}
 }
+
+// BenchmarkCache_Find100k: what a Find away from its hint costs in a
+// cache of 100,000 items, by a scan and by building the index (the
+// figures maxScans weighs).
+func BenchmarkCache_Find100k(b *testing.B) {
+	b.Setenv("XDG_CACHE_HOME", b.TempDir())
+	ids, entries := items(100_000)
+	file := filepath.Join(b.TempDir(), "jobs.yaml")
+	if err := Load(file).Open([]byte("jobs:\n"), nil, os.LookupEnv).Save(ids, nil, entryOf(entries)); err != nil {
+		b.Fatal(err)
+	}
+	c := Load(file).Open([]byte("jobs:\n"), nil, os.LookupEnv)
+	b.Run("scan", func(b *testing.B) {
+		for b.Loop() {
+			c.scans, c.index = 0, nil
+			if c.Find(ids[99_999], 0) != 99_999 {
+				b.Fatal("not found")
+			}
+		}
+	})
+	b.Run("index", func(b *testing.B) {
+		for b.Loop() {
+			c.scans, c.index = maxScans, nil
+			if c.Find(ids[99_999], 0) != 99_999 {
+				b.Fatal("not found")
+			}
+		}
+	})
+}

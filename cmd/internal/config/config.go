@@ -187,7 +187,7 @@ type jobEntry struct {
 	path string // jobs[i]
 	line int
 	// namePos is where the job's name is written (or, without one, the
-	// job): found while the job's nodes are at hand (see parsePart).
+	// job): found while the job's nodes are at hand (decoder.job).
 	namePos Pos
 }
 

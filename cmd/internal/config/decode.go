@@ -51,8 +51,9 @@ type decoder struct {
 	// "node.join[1]"); values[""] is the root. Those inside a job are
 	// not recorded (see find).
 	values, keys map[string]*yaml.Node
-	// jobNodes are the nodes of the jobs list, by index; inJobs is set
-	// while they are decoded.
+	// jobNodes are the nodes of the jobs list, by index (nil for an item
+	// decoded as it was parsed: see jobNode); inJobs is set while they
+	// are decoded.
 	jobNodes []*yaml.Node
 	inJobs   bool
 	// cur is the node of job curIndex, while a part decodes it from

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"maps"
-	"sync"
 
 	"go.yaml.in/yaml/v3"
 
@@ -30,13 +29,18 @@ func (d *decoder) jobsInParallel(items []*yaml.Node, path string, dst *[]jobEntr
 		c := d.fork()
 		forks[part] = c
 		for i := a; i < b; i++ {
-			e := &all[start+i]
-			*e = jobEntry{path: fmt.Sprintf("%s[%d]", path, i), line: items[i].Line}
-			isJob[i] = c.job(items[i], e)
+			isJob[i] = c.listItem(path, i, items[i], &all[start+i])
 		}
 	})
 	d.join(forks)
 	*dst = all[:start+onlyJobs(all[start:], isJob)]
+}
+
+// listItem decodes item i of the list at path, of nodes n, into e, and
+// reports whether it is a job (decoder.job).
+func (d *decoder) listItem(path string, i int, n *yaml.Node, e *jobEntry) bool {
+	*e = jobEntry{path: fmt.Sprintf("%s[%d]", path, i), line: n.Line}
+	return d.job(n, e)
 }
 
 // onlyJobs moves the entries of the items that are jobs to the front of
@@ -83,21 +87,17 @@ func (d *decoder) jobNode(i int) *yaml.Node {
 	return n
 }
 
-// node builds the nodes of item i, an item of the plain shape, again.
+// node builds the nodes of item i, an item of the plain shape, again. It
+// is the decoder's alone (its checks, on one goroutine): the forks never
+// ask for another item than their own.
 func (dj *decodedJobs) node(i int) *yaml.Node {
-	dj.mu.Lock()
-	defer dj.mu.Unlock()
 	l := dj.layout
 	p := len(dj.parts) - 1
 	for p > 0 && l.items[i].off < dj.parts[p].base {
 		p--
 	}
 	pd := &dj.parts[p]
-	end := l.end
-	if i+1 < len(l.items) {
-		end = l.items[i+1].off
-	}
-	n, ok := dj.alloc.plainItem(pd.text[l.items[i].off-pd.base:end-pd.base], l.items[i].line, l.indent)
+	n, ok := dj.alloc.plainItem(pd.text[l.items[i].off-pd.base:l.itemEnd(i)-pd.base], l.items[i].line, l.indent)
 	if !ok {
 		// It was built before from the same text: never here.
 		n = &yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Line: l.items[i].line, Column: l.indent + 3}
@@ -143,7 +143,6 @@ type decodedJobs struct {
 	isJob   []bool
 	parts   []partDecoder
 	layout  jobsLayout
-	mu      sync.Mutex
 	alloc   nodeAlloc // the nodes built again
 }
 
@@ -184,9 +183,7 @@ func (pd *partDecoder) decode(i int, n *yaml.Node) {
 	if pd == nil {
 		return
 	}
-	e := &pd.dj.entries[i]
-	*e = jobEntry{path: fmt.Sprintf("%s[%d]", SectionJobs, i), line: n.Line}
 	pd.c.cur, pd.c.curIndex = n, i
-	pd.dj.isJob[i] = pd.c.job(n, e)
+	pd.dj.isJob[i] = pd.c.listItem(SectionJobs, i, n, &pd.dj.entries[i])
 	pd.c.cur = nil
 }

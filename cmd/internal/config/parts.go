@@ -45,7 +45,9 @@ import (
 // with no value at a run's end is placed at the token after it, which
 // in the file is the next item's "-". The tree is then the one a whole
 // parse builds, but for comments, which nothing here reads:
-// TestParseInParts_SameTree and FuzzParseInParts compare the two.
+// TestParseInParts_SameTree and FuzzParseInParts compare the two. (A long
+// list a decoder parses is decoded as it is parsed, and its items of the
+// plain shape are left out of the tree: see parseParts.)
 
 // partsMin is the size from which a file's jobs are parsed in parts: a
 // smaller file parses whole in a few milliseconds. (A variable, so that a
@@ -292,44 +294,45 @@ func jobsList(root *yaml.Node, l jobsLayout) *yaml.Node {
 // list's first (parseParts compares that one with the frame's): its
 // nodes are reused by the next.
 func parsePart(data []byte, l jobsLayout, a, b int, pd *partDecoder) []*yaml.Node {
-	end := func(i int) int {
-		if i < len(l.items) {
-			return l.items[i].off
-		}
-		return l.end
-	}
 	// One string for the part: the scalars' values are substrings of it.
 	base := l.items[a].off
-	text := string(data[base:end(b)])
+	text := string(data[base:l.itemEnd(b-1)])
 	items := make([]*yaml.Node, b-a)
 	var alloc, kept nodeAlloc
 	alloc.reusing = pd != nil
+	// plain parses item i if it is of the plain shape; its nodes are kept
+	// where they are to be (see above).
 	plain := func(i int) (*yaml.Node, bool) {
 		alloc.reset()
-		if i == 0 || pd == nil {
-			return kept.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
+		to := &alloc
+		if pd == nil || i == 0 {
+			to = &kept
 		}
-		return alloc.plainItem(text[l.items[i].off-base:end(i+1)-base], l.items[i].line, l.indent)
+		return to.plainItem(text[l.items[i].off-base:l.itemEnd(i)-base], l.items[i].line, l.indent)
+	}
+	// keep stores item i, which is of the plain shape, and decodes it.
+	keep := func(i int, n *yaml.Node) {
+		if pd == nil || i == 0 {
+			items[i-a] = n
+		}
+		pd.decode(i, n)
 	}
 	pd.setText(text, base)
 	for i := a; i < b; {
 		if n, ok := plain(i); ok {
-			if pd == nil || i == 0 {
-				items[i-a] = n
-			}
-			pd.decode(i, n)
+			keep(i, n)
 			i++
 			continue
 		}
 		// A run of items not of the plain shape, to the next that is.
-		j := i + 1
-		for j < b {
-			if _, ok := plain(j); ok {
+		j, next := i+1, (*yaml.Node)(nil)
+		for ; j < b; j++ {
+			if n, ok := plain(j); ok {
+				next = n
 				break
 			}
-			j++
 		}
-		run := parseItems(data[l.items[i].off:end(j)], l.items[i:j], l.indent, j == len(l.items))
+		run := parseItems(data[l.items[i].off:l.itemEnd(j-1)], l.items[i:j], l.indent, j == len(l.items))
 		if run == nil {
 			return nil
 		}
@@ -337,9 +340,22 @@ func parsePart(data []byte, l jobsLayout, a, b int, pd *partDecoder) []*yaml.Nod
 		for k := i; k < j; k++ {
 			pd.decode(k, items[k-a])
 		}
+		if next != nil {
+			keep(j, next) // its nodes are still those plain built
+			j++
+		}
 		i = j
 	}
 	return items
+}
+
+// itemEnd is the offset where item i ends: the next item's line, or the
+// end of the list.
+func (l jobsLayout) itemEnd(i int) int {
+	if i+1 < len(l.items) {
+		return l.items[i+1].off
+	}
+	return l.end
 }
 
 // parseItems parses part, the text of the items that start at lines, as
@@ -439,11 +455,7 @@ func (it Items) Len() int { return len(it.l.items) }
 // Item is the text of item i, from its line to the next item's (or to the
 // end of the list).
 func (it Items) Item(i int) []byte {
-	end := it.l.end
-	if i+1 < len(it.l.items) {
-		end = it.l.items[i+1].off
-	}
-	return it.data[it.l.items[i].off:end]
+	return it.data[it.l.items[i].off:it.l.itemEnd(i)]
 }
 
 // Frame is the file around the list: what is before its first item and

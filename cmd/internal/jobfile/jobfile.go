@@ -44,7 +44,7 @@ func ReadSet(path string) ([]jobs.Spec, error) {
 // readFile reads a jobs file, up to one byte more than a file may hold
 // (which the parse then refuses).
 func readFile(path string) ([]byte, error) {
-	data, _, err := atomicfile.Read(path, config.MaxFileSize+1)
+	data, _, err := atomicfile.ReadHuge(path, config.MaxFileSize+1)
 	return data, err
 }
 

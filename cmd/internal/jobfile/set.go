@@ -324,7 +324,10 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		}
 		set.saved = inBackground(func() {
 			c.Save(ids, kept, func(i int) applycache.Entry {
-				k := parsedAt[i]
+				k, ok := parsedAt[i]
+				if !ok {
+					return applycache.Entry{} // not kept: never here, every item not kept was parsed
+				}
 				return cacheEntry(&fresh[k], freshDigests[k])
 			})
 		})
