@@ -468,7 +468,7 @@ func (d *decoder) checkJob(invalid error, path string, failed map[string]bool) {
 		case one && p.Field == "schedules":
 			fpath = path + ".schedule"
 		case p.Index >= 0:
-			fpath = fmt.Sprintf("%s[%d]", fpath, p.Index)
+			fpath = indexPath(fpath, p.Index)
 		}
 		d.errorf(d.jobFieldNode(path, one, p), fpath, "%s", p.Msg)
 	}

@@ -181,6 +181,14 @@ func (d *decoder) find(path string) (val, key *yaml.Node) {
 	return val, key
 }
 
+// indexPath is the path of element i of the list at path ("jobs[3]"):
+// written for every job and every element of its lists, without fmt's
+// boxing of each argument.
+func indexPath(path string, i int) string {
+	var num [20]byte
+	return path + "[" + string(strconv.AppendInt(num[:0], int64(i), 10)) + "]"
+}
+
 // lookupKey finds the entry of mapping n that the path rest starts
 // with: the key that is all of rest, or else the longest followed by "."
 // or "["; the first of duplicate keys.
@@ -502,7 +510,7 @@ func (d *decoder) strings(n *yaml.Node, path string, v reflect.Value) {
 	// their index (and position) for the checks.
 	out := make([]string, len(n.Content))
 	for i, e := range n.Content {
-		sub := fmt.Sprintf("%s[%d]", path, i)
+		sub := indexPath(path, i)
 		d.record(sub, e, nil)
 		out[i], _ = d.scalar(e, sub, "a string")
 	}
@@ -520,7 +528,7 @@ func (d *decoder) ints(n *yaml.Node, path string, v reflect.Value) {
 	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, e := range n.Content {
-		sub := fmt.Sprintf("%s[%d]", path, i)
+		sub := indexPath(path, i)
 		d.record(sub, e, nil)
 		d.integer(e, sub, out.Index(i))
 	}
@@ -541,7 +549,7 @@ func (d *decoder) structList(n *yaml.Node, path string, v reflect.Value) {
 	}
 	out := reflect.MakeSlice(v.Type(), len(n.Content), len(n.Content))
 	for i, e := range n.Content {
-		sub := fmt.Sprintf("%s[%d]", path, i)
+		sub := indexPath(path, i)
 		d.record(sub, e, nil)
 		if e.Kind == yaml.AliasNode {
 			d.errorf(e, sub, "aliases (*%s) are not supported; write the value out", e.Value)
@@ -609,7 +617,7 @@ func (d *decoder) jobList(n *yaml.Node, path string, dst *[]jobEntry) {
 		return
 	}
 	for i, jn := range n.Content {
-		p := fmt.Sprintf("%s[%d]", path, i)
+		p := indexPath(path, i)
 		d.record(p, jn, nil)
 		// Decoded in place: a jobEntry of its own would escape to the
 		// heap through reflect, one more allocation of its size per job.

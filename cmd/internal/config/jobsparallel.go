@@ -1,7 +1,6 @@
 package config
 
 import (
-	"fmt"
 	"maps"
 
 	"go.yaml.in/yaml/v3"
@@ -39,7 +38,7 @@ func (d *decoder) jobsInParallel(items []*yaml.Node, path string, dst *[]jobEntr
 // listItem decodes item i of the list at path, of nodes n, into e, and
 // reports whether it is a job (decoder.job).
 func (d *decoder) listItem(path string, i int, n *yaml.Node, e *jobEntry) bool {
-	*e = jobEntry{path: fmt.Sprintf("%s[%d]", path, i), line: n.Line}
+	*e = jobEntry{path: indexPath(path, i), line: n.Line}
 	return d.job(n, e)
 }
 
