@@ -298,8 +298,7 @@ func parsePart(data []byte, l jobsLayout, a, b int, pd *partDecoder) []*yaml.Nod
 	base := l.items[a].off
 	text := string(data[base:l.itemEnd(b-1)])
 	items := make([]*yaml.Node, b-a)
-	var alloc, kept nodeAlloc
-	alloc.reusing = pd != nil
+	var alloc, kept nodeAlloc // alloc's nodes are reused, item after item
 	// plain parses item i if it is of the plain shape; its nodes are kept
 	// where they are to be (see above).
 	plain := func(i int) (*yaml.Node, bool) {

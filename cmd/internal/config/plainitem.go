@@ -21,59 +21,46 @@ import (
 // nothing here reads: TestPlainItem_AsYAML and FuzzPlainItem compare the
 // two.
 
-// nodeAlloc hands out the nodes of many items from blocks of them: a
-// node each is most of the allocations of a parse. A reusing one hands
-// out the same nodes and lists again after each reset, for an item
+// nodeAlloc hands out the nodes of many items, and their lists of
+// nodes, from blocks of them: a node each is most of the allocations of
+// a parse. After a reset it hands out the same ones again, for an item
 // decoded as soon as it is built and then dropped: the nodes of 100,000
 // items are some 120 MB, memory a fresh command pays for in page faults.
 type nodeAlloc struct {
-	block []yaml.Node
 	tags  map[string]string // keys' tags, resolved once
-	// A reusing alloc's nodes and lists, and how many of each are in use.
-	reusing bool
-	nodes   [][]yaml.Node
-	usedN   int
-	lists   []*yaml.Node
-	usedL   int
+	nodes [][]yaml.Node
+	usedN int // nodes handed out since the last reset
+	lists []*yaml.Node
+	usedL int // of lists, since then
 }
+
+// nodeBlock is how many nodes a block of nodeAlloc holds.
+const nodeBlock = 1024
 
 // node returns a new node holding n.
 func (a *nodeAlloc) node(n yaml.Node) *yaml.Node {
-	if a.reusing {
-		const size = 64
-		if a.usedN == len(a.nodes)*size {
-			a.nodes = append(a.nodes, make([]yaml.Node, size))
-		}
-		p := &a.nodes[a.usedN/size][a.usedN%size]
-		a.usedN++
-		*p = n
-		return p
+	if a.usedN == len(a.nodes)*nodeBlock {
+		a.nodes = append(a.nodes, make([]yaml.Node, nodeBlock))
 	}
-	if len(a.block) == 0 {
-		a.block = make([]yaml.Node, 1024)
-	}
-	p := &a.block[0]
+	p := &a.nodes[a.usedN/nodeBlock][a.usedN%nodeBlock]
+	a.usedN++
 	*p = n
-	a.block = a.block[1:]
 	return p
 }
 
 // list returns an empty list of nodes with room for n.
 func (a *nodeAlloc) list(n int) []*yaml.Node {
-	if !a.reusing {
-		return make([]*yaml.Node, 0, n)
-	}
 	if a.usedL+n > len(a.lists) {
 		// The lists in use stay where they are, in the buffer before.
-		a.lists, a.usedL = make([]*yaml.Node, max(256, 2*n)), 0
+		a.lists, a.usedL = make([]*yaml.Node, max(nodeBlock, 2*n)), 0
 	}
 	l := a.lists[a.usedL : a.usedL : a.usedL+n]
 	a.usedL += n
 	return l
 }
 
-// reset makes a reusing alloc's nodes and lists free again: nothing may
-// use those it handed out since the last reset.
+// reset makes the nodes and lists handed out since the last reset free
+// again: nothing may use them any more.
 func (a *nodeAlloc) reset() { a.usedN, a.usedL = 0, 0 }
 
 // plainItem returns the tree of item, the text of one item of the jobs

@@ -318,13 +318,12 @@ func cachedSet(path string, items config.Items, ids []applycache.ID, c *applycac
 		// The items parsed are saved as they now are, whether the cache
 		// knew them or not (one to check each time).
 		kept := slices.Clone(at)
-		parsedAt := make(map[int]int, len(idx))
-		for k, i := range idx {
-			kept[i], parsedAt[i] = -1, k
+		for _, i := range idx {
+			kept[i] = -1
 		}
 		set.saved = inBackground(func() {
 			c.Save(ids, kept, func(i int) applycache.Entry {
-				k, ok := parsedAt[i]
+				k, ok := slices.BinarySearch(idx, i)
 				if !ok {
 					return applycache.Entry{} // not kept: never here, every item not kept was parsed
 				}
