@@ -34,13 +34,18 @@ func jobsFile(t *testing.T, n int, head, more string) (string, []byte) {
 	var b bytes.Buffer
 	b.WriteString(head + "jobs:\n")
 	for i := range n {
-		fmt.Fprintf(&b, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n%s", i, i%60, (i/60)%24, more)
+		b.WriteString(jobItem(i) + more)
 	}
 	path := filepath.Join(t.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(path, b.Bytes(), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return path, b.Bytes()
+}
+
+// jobItem is the item of job i in the files jobsFile writes.
+func jobItem(i int) string {
+	return fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
 }
 
 // load is Load of path, with its cache written.
@@ -173,12 +178,9 @@ func TestLoadJobSet_ChangesSinceTheSetApplied(t *testing.T) {
 
 	// job-001000 taken out, job-001001 edited in place, job-001002
 	// renamed.
-	item := func(i int) string {
-		return fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
-	}
-	data = edit(t, path, data, item(1000), "")
-	data = edit(t, path, data, item(1001), strings.Replace(item(1001), "* * *", "* * 1", 1))
-	edit(t, path, data, item(1002), strings.Replace(item(1002), "job-001002", "job-901002", 1))
+	data = edit(t, path, data, jobItem(1000), "")
+	data = edit(t, path, data, jobItem(1001), strings.Replace(jobItem(1001), "* * *", "* * 1", 1))
+	edit(t, path, data, jobItem(1002), strings.Replace(jobItem(1002), "job-001002", "job-901002", 1))
 	set, err := Load(path)
 	if err != nil {
 		t.Fatal(err)
@@ -211,17 +213,14 @@ func TestLoadJobSet_ItemsMoved(t *testing.T) {
 	const n = 2000
 	path, data := bigJobsFile(t, n)
 	load(t, path).Learnt("00000000000000aa")
-	item := func(i int) string {
-		return fmt.Sprintf("  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
-	}
 	// Items 100, 110, ... 590 taken out and put back after item 1500,
 	// in the other order; a job added first.
 	var moved string
 	for i := 590; i >= 100; i -= 10 {
-		data = edit(t, path, data, item(i), "")
-		moved += item(i)
+		data = edit(t, path, data, jobItem(i), "")
+		moved += jobItem(i)
 	}
-	data = edit(t, path, data, item(1500), item(1500)+moved)
+	data = edit(t, path, data, jobItem(1500), jobItem(1500)+moved)
 	edit(t, path, data, "jobs:\n", "jobs:\n  - name: added\n    schedule: \"@daily\"\n    command: [\"/bin/true\"]\n")
 	set := load(t, path)
 	var changed []string
@@ -365,7 +364,7 @@ func BenchmarkLoadJobSet_OneChange(b *testing.B) {
 	var buf bytes.Buffer
 	buf.WriteString("jobs:\n")
 	for i := range 100_000 {
-		fmt.Fprintf(&buf, "  - name: job-%06d\n    schedule: \"%d %d * * *\"\n    command: [\"/bin/true\"]\n", i, i%60, (i/60)%24)
+		buf.WriteString(jobItem(i))
 	}
 	path := filepath.Join(b.TempDir(), "jobs.yaml")
 	if err := os.WriteFile(path, buf.Bytes(), 0o600); err != nil {
