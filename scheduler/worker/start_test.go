@@ -3,9 +3,11 @@ package worker
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +26,12 @@ type startLeader struct {
 	mu          sync.Mutex
 	asked       []time.Time // when each start renewal arrived
 	confirmedAt time.Time
+	renewals    []seenRenewal // every renewal, start or not
+}
+
+type seenRenewal struct {
+	at    time.Time
+	start bool
 }
 
 func (l *startLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]RenewReply, error) {
@@ -31,6 +39,7 @@ func (l *startLeader) RenewMany(_ context.Context, _ string, rs []Renewal) ([]Re
 	defer l.mu.Unlock()
 	out := make([]RenewReply, len(rs))
 	for i, r := range rs {
+		l.renewals = append(l.renewals, seenRenewal{time.Now(), r.Start})
 		if r.Start {
 			l.asked = append(l.asked, time.Now())
 			if l.refuse < 0 || len(l.asked) <= l.refuse {
@@ -66,7 +75,8 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 			defer w.Close(context.Background())
 			marker := filepath.Join(t.TempDir(), "ran")
 			fireAt := time.Now().Add(300 * time.Millisecond)
-			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), time.Second)); err != nil {
+			// A lease_ttl of 3s: a short lease of 1s before the start.
+			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), 3*time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			c := l.completion(t)
@@ -85,5 +95,39 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 				t.Errorf("completion %+v, marker %v: want never started", c, err)
 			}
 		})
+	}
+}
+
+// A run granted half a second ahead, on a short lease of a second, is
+// renewed twice before it starts: when its lease is confirmed, and when
+// its start is, which comes before the lease would turn SUSPECT. The keep
+// loop's renewal a third of the short lease after the first is left to
+// the start's.
+func TestWorker_GrantedAheadRenewedByItsStart(t *testing.T) {
+	l := &startLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}}
+	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	marker := filepath.Join(t.TempDir(), "ran")
+	granted := time.Now()
+	fireAt := granted.Add(PreGrantLead)
+	if err := w.Accept(tickAhead(marker, fireAt, granted, 30*time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	if c := l.completion(t); c.State != jobs.Succeeded {
+		t.Fatalf("completion %+v: want succeeded", c)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var before []string
+	for _, r := range l.renewals {
+		if r.at.Before(fireAt) {
+			before = append(before, fmt.Sprintf("%s start=%v", r.at.Sub(granted).Round(time.Millisecond), r.start))
+		}
+	}
+	if len(before) != 2 || !strings.HasSuffix(before[0], "start=false") || !strings.HasSuffix(before[1], "start=true") {
+		t.Errorf("renewals before the fire time, after the grant: %v; want two, the lease's confirmation and then the start's", before)
 	}
 }

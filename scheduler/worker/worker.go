@@ -322,6 +322,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	lc.start = !a.StartAt().After(w.clock().Now().Add(startConfirmLead))
 	if !lc.start {
 		lc.short = a.Spec.PreStartLease()
+		lc.startAsk = a.StartAt().Add(-startConfirmLead)
 	}
 	w.mu.Lock()
 	w.active[a.Attempt.ID] = lc
