@@ -14,62 +14,101 @@ import (
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
 
-// A worker given a run granted ahead confirms the lease at once and
-// starts the process at the fire time, not before.
+// A worker given a run granted ahead starts the process at the fire time,
+// not before. Its lease is confirmed with the start, by the one renewal
+// it sends before the fire time, or at once if its dispatch came so late
+// that the short lease from the grant would not last until then, or its
+// clock is behind the leader's (the renewals after that one depend on how
+// the driven clock meets the keep loop's goroutine, and are not counted).
 func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
-	// Every renewal is confirmed.
-	script := make([]*renewAnswer, 1000)
-	for i := range script {
-		script[i] = held
-	}
-	f := newLeaseFixture(t, script...)
-	fireAt := leaseT0.Add(PreGrantLead)
-	c, marker := runAhead(t, f, fireAt)
-	if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
-		t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
-	}
-	if sends := f.leader.sends(); len(sends) == 0 || sends[0] != 0 {
-		t.Errorf("renewals sent at %v: want the lease confirmed at once, not at the fire time", sends)
-	}
-	if _, err := os.Stat(marker); err != nil {
-		t.Errorf("the process did not run: %v", err)
+	for _, tc := range []struct {
+		name    string
+		granted time.Duration // before the dispatch, at leaseT0
+		first   time.Duration // the first renewal, after the dispatch
+		only    bool          // and none other before the fire time
+	}{
+		{"dispatched at once", 0, PreGrantLead - startConfirmLead, true},
+		{"dispatched late", 400 * time.Millisecond, 0, false},
+		// The worker's clock is behind the leader's: the grant's time is
+		// after the dispatch's on it.
+		{"its clock behind", -50 * time.Millisecond, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// Every renewal is confirmed.
+			script := make([]*renewAnswer, 1000)
+			for i := range script {
+				script[i] = held
+			}
+			f := newLeaseFixture(t, script...)
+			fireAt := leaseT0.Add(PreGrantLead)
+			c, marker := runAhead(t, f, fireAt, leaseT0.Add(-tc.granted))
+			if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
+				t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
+			}
+			var before []time.Duration
+			for _, at := range f.leader.sends() {
+				if at < PreGrantLead {
+					before = append(before, at)
+				}
+			}
+			if len(before) == 0 || before[0] != tc.first || (tc.only && len(before) != 1) {
+				t.Errorf("renewals sent at %v after the dispatch, before the fire time; want the first at %s (and no other: %v)", before, tc.first, tc.only)
+			}
+			if _, err := os.Stat(marker); err != nil {
+				t.Errorf("the process did not run: %v", err)
+			}
+		})
 	}
 }
 
 // A run granted ahead whose lease is lost before its fire time (taken over
-// by a newer attempt) never starts its process, and says so. The leader
-// answers every renewal after the first as one that took the run over
-// does: a renewal whose answer came after the worker gave up waiting for
-// it (a loaded machine) is answered again, as it would be, rather than
-// met by silence until a lease the stopped clock never lets run out.
+// by a newer attempt) never starts its process, and says so: whether the
+// worker learns it when it asks to start, or from a renewal while it
+// waits (its dispatch came late, and its lease was confirmed at once).
+// The leader answers every renewal after the first as one that took the
+// run over does: a renewal whose answer came after the worker gave up
+// waiting for it (a loaded machine) is answered again, as it would be,
+// rather than met by silence until a lease the stopped clock never lets
+// run out.
 func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
-	script := []*renewAnswer{held}
-	for range 100 {
-		script = append(script, notYours)
-	}
-	f := newLeaseFixture(t, script...)
-	fireAt := leaseT0.Add(PreGrantLead)
-	c, marker := runAhead(t, f, fireAt)
-	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
-		t.Errorf("completion %+v: want lost before the start, never started", c)
-	}
-	if _, err := os.Stat(marker); !os.IsNotExist(err) {
-		t.Errorf("the process ran (marker: %v)", err)
+	for _, tc := range []struct {
+		name    string
+		granted time.Duration // before the dispatch, at leaseT0
+		first   *renewAnswer
+	}{
+		{"asked to start", 0, notYours},
+		{"while it waits", 400 * time.Millisecond, held},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			script := []*renewAnswer{tc.first}
+			for range 100 {
+				script = append(script, notYours)
+			}
+			f := newLeaseFixture(t, script...)
+			fireAt := leaseT0.Add(PreGrantLead)
+			c, marker := runAhead(t, f, fireAt, leaseT0.Add(-tc.granted))
+			if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
+				t.Errorf("completion %+v: want lost before the start, never started", c)
+			}
+			if _, err := os.Stat(marker); !os.IsNotExist(err) {
+				t.Errorf("the process ran (marker: %v)", err)
+			}
+		})
 	}
 }
 
-// runAhead has f's worker run a scheduled attempt granted at leaseT0 for
-// fireAt, whose process touches a marker file, and returns its completion
-// and the marker's path. The clock stops startSlack after the fire time:
+// runAhead has f's worker run a scheduled attempt granted at granted for
+// fireAt, dispatched at leaseT0, whose process touches a marker file, and
+// returns its completion and the marker's path. The clock stops startSlack after the fire time:
 // the process runs in real time, and nothing after its start needs the
 // clock to move. The driven clock may jump to the worker's next timer
 // while a renewal is still on its way, so fireAt should be less than the
 // short lease before the start (jobs.Spec.PreStartLease) after leaseT0,
 // as a real grant ahead is.
-func runAhead(t *testing.T, f *leaseFixture, fireAt time.Time) (replicated.Completion, string) {
+func runAhead(t *testing.T, f *leaseFixture, fireAt, granted time.Time) (replicated.Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
-	if err := f.w.Accept(tickAhead(marker, fireAt, leaseT0, testTTL)); err != nil {
+	if err := f.w.Accept(tickAhead(marker, fireAt, granted, testTTL)); err != nil {
 		t.Fatal(err)
 	}
 	return f.completionBy(t, fireAt.Add(startSlack)), marker

@@ -57,7 +57,8 @@ func TestWorker_GrantedAheadShortLeaseRunsOut(t *testing.T) {
 	f := newLeaseFixture(t, held) // then no leader answers
 	marker := filepath.Join(t.TempDir(), "ran")
 	fireAt := leaseT0.Add(PreGrantLead)
-	a := tickAhead(marker, fireAt, leaseT0, testTTL)
+	// Dispatched late: the lease is confirmed at once, not with the start.
+	a := tickAhead(marker, fireAt, leaseT0.Add(-400*time.Millisecond), testTTL)
 	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}

@@ -330,19 +330,41 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 
 	// ACQUIRING: shut out every older attempt at the store and confirm
 	// the lease with the leader, both before doing anything. The two are
-	// independent, so they go out together.
+	// independent, so they go out together. A run granted ahead has its
+	// lease confirmed with its start, if the grant's short lease lasts
+	// until then.
 	held := make(chan bool, 1)
-	go func() { held <- lc.acquire(w.ctx) }()
+	// settle waits for the lease's confirmation when the attempt ends
+	// before its start; one that waits for the start's ask is not asked.
+	settle := func() { <-held }
+	withStart := lc.confirmAtStart(a.Attempt.GrantedAt, w.clock().Now())
+	if withStart {
+		actx, stop := context.WithCancel(w.ctx)
+		defer stop()
+		go func() { held <- lc.acquireWithStart(actx, a.Attempt.GrantedAt) }()
+		settle = func() { stop(); <-held }
+	} else {
+		go func() { held <- lc.acquire(w.ctx) }()
+	}
 	// An HTTP request is built (its token rendered) while the lease is
 	// confirmed: it needs nothing of the lease, and built before the
 	// renewals start it is ready however late this goroutine runs next to
 	// them (a test's fake clock jumps to their first timer), yet costs the
 	// confirmed lease nothing, as it would between the confirmation and
 	// the first renewal. Its target is connected while the run waits for
-	// its fire time, below.
+	// its fire time, below: before the lease is confirmed if that waits
+	// for the start, once it is held otherwise.
 	var prepared *executor.PreparedHTTP
 	if a.Spec.HTTP != nil {
 		prepared = w.prepareHTTP(a)
+	}
+	// The connecting ends in time for the start to be confirmed.
+	warm := func(ctx context.Context) {
+		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; prepared != nil && left > 0 {
+			wctx, cancel := context.WithTimeout(ctx, left)
+			prepared.Warm(wctx)
+			cancel()
+		}
 	}
 	if key := a.Run.Output; key != "" {
 		es := w.storeSpan(span, runtrace.SpanEstablish, key, tok)
@@ -350,17 +372,17 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 		endStoreSpan(es, tok, res, err)
 		switch {
 		case errors.Is(err, fencedstore.ErrStaleOwner) && !res.Floor.IsZero():
-			<-held
+			settle()
 			log.Warn("fenced before start: a forced release revoked the token", "key", key, "floor", res.Floor)
 			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: a forced release revoked this attempt's token %s (its job's floor is %s)", key, tok, res.Floor)
 		case errors.Is(err, fencedstore.ErrStaleOwner):
-			<-held
+			settle()
 			log.Warn("fenced before start: the store holds a newer token", "key", key, "greatest", res.Greatest)
 			return done(jobs.Fenced, string(fencedstore.StaleOwner), "establish %s refused: store holds newer token %s", key, res.Greatest)
 		case errors.Is(err, fencedstore.ErrExpired):
 			// Nothing ran: the attempt is over like one whose lease
 			// ended, and its run may get a new attempt with a new token.
-			<-held
+			settle()
 			log.Warn("expired before start: the store refused the token as expired", "key", key, "expires", expires)
 			return done(jobs.Lost, string(fencedstore.Expired), "establish %s refused as expired: token %s expired at %s, before the attempt could start", key, tok, expires.UTC().Format(time.RFC3339))
 		case err != nil && w.ctx.Err() != nil:
@@ -368,19 +390,25 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 			// nothing ran, so on its word the run gets another attempt
 			// elsewhere without using a retry, as when it stops while
 			// waiting for the fire time.
-			<-held
+			settle()
 			c := done(jobs.Lost, "", "worker shutting down before the start (establish %s: %v); the process never started", key, err)
 			c.NeverStarted = true
 			return c
 		case err != nil:
-			<-held
+			settle()
 			return done(jobs.Failed, "", "establish %s: %v", key, err)
 		}
+	}
+	if withStart {
+		warm(w.ctx)
 	}
 	if !<-held {
 		// Nothing ran: on the worker's word, the run is taken over
 		// without using a retry.
 		c := done(jobs.Lost, "", "lease not confirmed: %s; the process never started", lc.reason())
+		if !lc.isLost() { // it waited to ask with the start
+			c.Error = "worker shutting down before the fire time; the process never started"
+		}
 		c.NeverStarted = true
 		return c
 	}
@@ -396,13 +424,8 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	}()
 	stopRenewing := func() { cancelRun(); <-renewDone }
 	defer stopRenewing()
-	// The connecting ends in time for the start to be confirmed.
-	if prepared != nil {
-		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; left > 0 {
-			wctx, cancel := context.WithTimeout(runCtx, left)
-			prepared.Warm(wctx)
-			cancel()
-		}
+	if !withStart {
+		warm(runCtx)
 	}
 	// The job's span (its request or process) has its ids chosen now,
 	// so that its traceparent is in the request before the fire time and
