@@ -11,9 +11,11 @@ import (
 // whole pipeline before its process starts: the grant's commit, the
 // dispatch, the establish at the store and the lease confirmation. So the
 // leader grants a scheduled run up to PreGrantLead before its fire time
-// (GrantCmd.Ahead); the worker receives it, establishes its token and
-// confirms its lease, keeps renewing the lease while it waits, and starts
-// the process from its own timer at the fire time (Assignment.StartAt).
+// (GrantCmd.Ahead); the worker receives it, establishes its token, has
+// its lease confirmed (with its start, when the short lease from the
+// grant lasts until then: scheduler/worker.leaseClient.confirmAtStart),
+// and starts the process from its own timer at the fire time
+// (Assignment.StartAt).
 // Everything that makes a grant safe is unchanged: the token is minted in
 // FSM.Apply from the grant entry, the worker establishes before work, and
 // (job, scheduled time) is granted once whichever leader proposes it, so a

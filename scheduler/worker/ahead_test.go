@@ -16,22 +16,21 @@ import (
 
 // A worker given a run granted ahead starts the process at the fire time,
 // not before. Its lease is confirmed with the start, by the one renewal
-// it sends before the fire time, or at once if its dispatch came so late
-// that the short lease from the grant would not last until then, or its
-// clock is behind the leader's (the renewals after that one depend on how
-// the driven clock meets the keep loop's goroutine, and are not counted).
+// it sends before the fire time, or at once if the short lease its grant
+// began would not last until then (a short lease_ttl), or its clock is
+// behind the leader's (the renewals after that one depend on how the
+// driven clock meets the keep loop's goroutine, and are not counted).
 func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
-		granted time.Duration // before the dispatch, at leaseT0
+		ttl     time.Duration
+		granted time.Duration // after the dispatch, at leaseT0, on the leader's clock
 		first   time.Duration // the first renewal, after the dispatch
 		only    bool          // and none other before the fire time
 	}{
-		{"dispatched at once", 0, PreGrantLead - startConfirmLead, true},
-		{"dispatched late", 400 * time.Millisecond, 0, false},
-		// The worker's clock is behind the leader's: the grant's time is
-		// after the dispatch's on it.
-		{"its clock behind", -50 * time.Millisecond, 0, false},
+		{"confirmed with the start", testTTL, 0, PreGrantLead - startConfirmLead, true},
+		{"a short lease", 1500 * time.Millisecond, 0, 0, false},
+		{"its clock behind", testTTL, 50 * time.Millisecond, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every renewal is confirmed.
@@ -40,14 +39,15 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 				script[i] = held
 			}
 			f := newLeaseFixture(t, script...)
-			fireAt := leaseT0.Add(PreGrantLead)
-			c, marker := runAhead(t, f, fireAt, leaseT0.Add(-tc.granted))
+			lead := LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)})
+			fireAt := leaseT0.Add(lead)
+			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0.Add(tc.granted), tc.ttl))
 			if c.State != jobs.Succeeded || c.StartedAt.Before(fireAt) {
 				t.Errorf("completion %+v: want succeeded, started at or after the fire time %s", c, fireAt)
 			}
 			var before []time.Duration
 			for _, at := range f.leader.sends() {
-				if at < PreGrantLead {
+				if at < lead {
 					before = append(before, at)
 				}
 			}
@@ -64,7 +64,7 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // A run granted ahead whose lease is lost before its fire time (taken over
 // by a newer attempt) never starts its process, and says so: whether the
 // worker learns it when it asks to start, or from a renewal while it
-// waits (its dispatch came late, and its lease was confirmed at once).
+// waits (a short lease_ttl: its lease is confirmed at once and renewed).
 // The leader answers every renewal after the first as one that took the
 // run over does: a renewal whose answer came after the worker gave up
 // waiting for it (a loaded machine) is answered again, as it would be,
@@ -72,12 +72,12 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // run out.
 func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		granted time.Duration // before the dispatch, at leaseT0
-		first   *renewAnswer
+		name  string
+		ttl   time.Duration
+		first *renewAnswer
 	}{
-		{"asked to start", 0, notYours},
-		{"while it waits", 400 * time.Millisecond, held},
+		{"asked to start", testTTL, notYours},
+		{"while it waits", 1500 * time.Millisecond, held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := []*renewAnswer{tc.first}
@@ -85,10 +85,13 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 				script = append(script, notYours)
 			}
 			f := newLeaseFixture(t, script...)
-			fireAt := leaseT0.Add(PreGrantLead)
-			c, marker := runAhead(t, f, fireAt, leaseT0.Add(-tc.granted))
+			fireAt := leaseT0.Add(LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)}))
+			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0, tc.ttl))
 			if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
 				t.Errorf("completion %+v: want lost before the start, never started", c)
+			}
+			if sends := f.leader.sends(); tc.first == held && (len(sends) < 2 || sends[1] >= fireAt.Sub(leaseT0)) {
+				t.Errorf("renewals sent at %v: want the lease lost by a renewal before the fire time", sends)
 			}
 			if _, err := os.Stat(marker); !os.IsNotExist(err) {
 				t.Errorf("the process ran (marker: %v)", err)
@@ -97,21 +100,22 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	}
 }
 
-// runAhead has f's worker run a scheduled attempt granted at granted for
-// fireAt, dispatched at leaseT0, whose process touches a marker file, and
-// returns its completion and the marker's path. The clock stops startSlack after the fire time:
-// the process runs in real time, and nothing after its start needs the
-// clock to move. The driven clock may jump to the worker's next timer
-// while a renewal is still on its way, so fireAt should be less than the
-// short lease before the start (jobs.Spec.PreStartLease) after leaseT0,
-// as a real grant ahead is.
-func runAhead(t *testing.T, f *leaseFixture, fireAt, granted time.Time) (replicated.Completion, string) {
+// runAhead has f's worker run a, dispatched at leaseT0, with its process
+// touching a marker file (its name replaces a's), and returns its
+// completion and the marker's path. The clock stops startSlack after the
+// fire time: the process runs in real time, and nothing after its start
+// needs the clock to move. The driven clock may jump to the worker's next
+// timer while a renewal is still on its way, so the fire time should be
+// less than the short lease before the start (jobs.Spec.PreStartLease)
+// after the grant, as a real grant ahead is.
+func runAhead(t *testing.T, f *leaseFixture, a Assignment) (replicated.Completion, string) {
 	t.Helper()
 	marker := filepath.Join(t.TempDir(), "ran")
-	if err := f.w.Accept(tickAhead(marker, fireAt, granted, testTTL)); err != nil {
+	a.Spec.Env = map[string]string{"MARKER": marker}
+	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}
-	return f.completionBy(t, fireAt.Add(startSlack)), marker
+	return f.completionBy(t, a.StartAt().Add(startSlack)), marker
 }
 
 // startSlack is how far past the fire time a driven clock may go: a
@@ -162,6 +166,38 @@ func TestWorker_GrantedAheadShutdownBeforeTheFireTime(t *testing.T) {
 	}
 	if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "before the fire time") {
 		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Errorf("the process ran (marker: %v)", err)
+	}
+}
+
+// A worker that shuts down while a run granted ahead waits to have its
+// lease confirmed with its start (no renewal sent yet) reports it lost
+// before the fire time, never started, as it does when it waits with its
+// lease confirmed.
+func TestWorker_GrantedAheadShutdownBeforeItsAsk(t *testing.T) {
+	f := newLeaseFixture(t) // no renewal may be sent
+	marker := filepath.Join(t.TempDir(), "ran")
+	a := tickAhead(marker, leaseT0.Add(PreGrantLead), leaseT0, testTTL)
+	if err := f.w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	// The clock never moves: the attempt waits for its ask's timer.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := f.clock.WaitTimers(ctx, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := f.leader.completion(t)
+	if c.State != jobs.Lost || !c.NeverStarted || !strings.Contains(c.Error, "before the fire time") {
+		t.Errorf("completion %+v: want lost before the fire time, never started", c)
+	}
+	if sends := f.leader.sends(); len(sends) != 0 {
+		t.Errorf("renewals sent at %v; want none", sends)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the process ran (marker: %v)", err)

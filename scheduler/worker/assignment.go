@@ -106,7 +106,9 @@ type Renewal struct {
 	Confirming bool
 	// PreStart says the worker holds the attempt on its short lease
 	// before the start (jobs.Spec.PreStartLease), renews it at a third of
-	// that, and will not start on a renewal older than that: the leader
+	// that once it has been confirmed (the first renewal of a run granted
+	// ahead may be its start's ask), and will not start on a renewal
+	// older than that: the leader
 	// may give it no more than the short lease until it confirms the
 	// start (scheduler/fsm/prestart.go).
 	PreStart bool

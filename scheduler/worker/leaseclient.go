@@ -190,56 +190,9 @@ func (c *leaseClient) startConfirmed() bool {
 // acquire confirms the lease before work starts: ACQUIRING until the
 // leader answers, for at most one TTL. It reports whether it is HELD.
 func (c *leaseClient) acquire(ctx context.Context) bool {
-	return c.acquireBy(ctx, c.w.clock().Now().Add(c.currentTTL()))
-}
-
-// acquireWithStart is acquire for an attempt granted ahead whose start is
-// asked for while the short lease its grant began still holds
-// (confirmAtStart): the lease needs no confirmation before then, so the
-// first renewal is the start's ask, sent at startAsk, and the lease is
-// confirmed with the start. It gives up when the leader's short lease,
-// counted from the grant, has run out unrenewed. Shut down while it waits,
-// it reports false with the lease not LOST.
-func (c *leaseClient) acquireWithStart(ctx context.Context, granted time.Time) bool {
-	clock := c.w.clock()
-	if d := c.startAsk.Sub(clock.Now()); d > 0 {
-		t := clock.NewTimer(d)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return false
-		case <-t.C():
-		}
-	}
-	c.mu.Lock()
-	c.start = true
-	c.mu.Unlock()
-	return c.acquireBy(ctx, granted.Add(c.short))
-}
-
-// confirmAtStart reports whether an attempt granted at granted (the
-// leader's clock), dispatched to this worker at now (its own), may leave
-// its lease's confirmation to its start's ask: the ask comes before the
-// short lease from the grant would turn SUSPECT, as the leader counts it
-// for an attempt it has not heard from. A run granted 500 ms ahead on a
-// 1 s short lease then sends one renewal before it starts instead of two
-// (and, before startRenews, three): at 1,000 HTTP fires a second each
-// renewal cost the nodes about a tenth of a millisecond of CPU, worker,
-// RPC and leader together. The ask is timed on this worker's clock
-// against the leader's grant time, so a worker whose clock reads earlier
-// than the grant when the dispatch arrives (behind the leader's by more
-// than the dispatch took) confirms its lease at once, as it always did:
-// a clock behind cannot make it ask after the leader's short lease ran
-// out.
-func (c *leaseClient) confirmAtStart(granted, now time.Time) bool {
-	return c.short > 0 && !granted.IsZero() && !c.startAsk.IsZero() && !now.Before(granted) &&
-		c.startAsk.Before(granted.Add(c.short-c.short/3))
-}
-
-// acquireBy is acquire with its deadline.
-func (c *leaseClient) acquireBy(ctx context.Context, deadline time.Time) bool {
 	clock := c.w.clock()
 	ttl := c.currentTTL()
+	deadline := clock.Now().Add(ttl)
 	backoff := 50 * time.Millisecond
 	for {
 		c.renewOnce(ctx)
@@ -255,6 +208,53 @@ func (c *leaseClient) acquireBy(ctx context.Context, deadline time.Time) bool {
 		jobs.Sleep(ctx, clock, backoff)
 		backoff = min(2*backoff, ttl/4)
 	}
+}
+
+// acquireWithStart is acquire for an attempt granted ahead whose lease
+// the leader holds until its start's ask (confirmAtStart): it waits until
+// startAsk and until ready is closed (the attempt established at the
+// store, if it has an output), then acquires with every renewal asking
+// for the start, so that the ask is the first renewal and the lease is
+// confirmed with the start. Shut down while it waits, it reports false
+// with the lease not LOST.
+func (c *leaseClient) acquireWithStart(ctx context.Context, ready <-chan struct{}) bool {
+	clock := c.w.clock()
+	t := clock.NewTimer(max(c.startAsk.Sub(clock.Now()), 0))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C():
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-ready:
+	}
+	c.mu.Lock()
+	c.start = true
+	c.mu.Unlock()
+	return c.acquire(ctx)
+}
+
+// confirmAtStart reports whether an attempt granted at granted (the
+// leader's clock), dispatched to this worker at now (its own), may leave
+// its lease's confirmation to its start's ask: the ask comes before the
+// short lease the leader counts from the grant, for an attempt it has not
+// heard from, would turn SUSPECT, as it does for a lease_ttl of 2.2 s or
+// more (a grant 500 ms ahead, a short lease of two thirds of a second or
+// more). A run granted 500 ms ahead then sends one renewal
+// before it starts instead of three (its lease's confirmation, one at a
+// third of the short lease, and the ask): at 1,000 HTTP fires a second
+// those two cost the nodes a sixth of their CPU. The ask is timed on this
+// worker's clock against the leader's grant time: a worker whose clock is
+// behind asks that much later on the leader's, which the rest of the
+// short lease absorbs up to about half a second (cluster.max_clock_skew
+// flags 500 ms by default), and one whose clock reads earlier than the
+// grant when the dispatch arrives confirms its lease at once.
+func (c *leaseClient) confirmAtStart(granted, now time.Time) bool {
+	return c.short > 0 && !granted.IsZero() && !c.startAsk.IsZero() && !now.Before(granted) &&
+		c.startAsk.Before(granted.Add(c.short-c.short/3))
 }
 
 // keep renews every third of the TTL, counted from the send of the last
@@ -304,47 +304,12 @@ func (c *leaseClient) startKeep() func(ctx context.Context, stop context.CancelF
 			if c.evaluate(clock.Now()); c.isLost() {
 				continue
 			}
-			if now := clock.Now(); !now.Before(nextRenew) {
-				if c.startRenews(now) {
-					nextRenew = later(now, c.startAsk).Add(every())
-					continue
-				}
+			if !clock.Now().Before(nextRenew) {
 				nextRenew = c.renewOnce(ctx).Add(every())
 				c.evaluate(clock.Now())
 			}
 		}
 	}
-}
-
-// startRenews reports whether a renewal due at now may be left to the
-// confirmation of the start, which renews the lease too: the attempt waits
-// for its fire time on the short lease, and will ask for that confirmation
-// before the lease would turn SUSPECT. A run granted half a second ahead
-// on a short lease of a second is then renewed twice before it starts
-// (when its lease is confirmed, and with its start) instead of three
-// times: at 1,000 HTTP fires a second, that third renewal was a third of
-// what the leader's lease table and the renewal batches carried. Once the
-// start was asked for and no leader has confirmed it yet, the renewals
-// are sent as before, beside the start's own retries. Leaving one out
-// never keeps a lease valid longer: only a confirmed renewal does, and
-// the keep loop still wakes to find the lease SUSPECT or LOST.
-func (c *leaseClient) startRenews(now time.Time) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	switch {
-	case c.short <= 0 || c.working || c.startAsk.IsZero():
-		return false
-	case !now.Before(c.startAsk):
-		return c.startOK
-	}
-	return c.startAsk.Before(c.validUntil.Add(-c.lease() / 3)) // before suspectAt
-}
-
-func later(a, b time.Time) time.Time {
-	if a.After(b) {
-		return a
-	}
-	return b
 }
 
 // minCheck is the least keep sleeps between checks, so that a deadline

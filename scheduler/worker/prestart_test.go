@@ -56,9 +56,11 @@ func TestLeaseClient_BeginWork(t *testing.T) {
 func TestWorker_GrantedAheadShortLeaseRunsOut(t *testing.T) {
 	f := newLeaseFixture(t, held) // then no leader answers
 	marker := filepath.Join(t.TempDir(), "ran")
-	fireAt := leaseT0.Add(PreGrantLead)
-	// Dispatched late: the lease is confirmed at once, not with the start.
-	a := tickAhead(marker, fireAt, leaseT0.Add(-400*time.Millisecond), testTTL)
+	// A lease_ttl of 1.5s: its short lease of 500 ms would run out before
+	// the start's ask, so the lease is confirmed at once and renewed.
+	ttl := 1500 * time.Millisecond
+	fireAt := leaseT0.Add(LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(ttl)}))
+	a := tickAhead(marker, fireAt, leaseT0, ttl)
 	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}
@@ -82,8 +84,10 @@ func TestWorker_GrantedAheadShortLeaseRunsOut(t *testing.T) {
 }
 
 // A worker that never gets its lease confirmed gives the attempt up
-// within the short lease of a run granted ahead, and says it never
-// started it, so the run is taken over without using a retry.
+// within the short lease of a run granted ahead, counted from its first
+// renewal (the start's ask, for a run whose grant's short lease lasts
+// until then), and says it never started it, so the run is taken over
+// without using a retry.
 func TestWorker_LeaseNeverConfirmedNeverStarted(t *testing.T) {
 	f := newLeaseFixture(t) // no leader answers
 	marker := filepath.Join(t.TempDir(), "ran")
@@ -95,8 +99,9 @@ func TestWorker_LeaseNeverConfirmedNeverStarted(t *testing.T) {
 	if c.State != jobs.Lost || !c.NeverStarted || !strings.Contains(c.Error, "lease not confirmed") {
 		t.Errorf("completion %+v: want lost, lease not confirmed, never started", c)
 	}
-	if ended := c.EndedAt.Sub(leaseT0); ended > a.Spec.PreStartLease() {
-		t.Errorf("gave the attempt up %s after the grant; want within its short lease %s", ended, a.Spec.PreStartLease())
+	ask := PreGrantLead - startConfirmLead
+	if ended := c.EndedAt.Sub(leaseT0); ended > ask+a.Spec.PreStartLease() {
+		t.Errorf("gave the attempt up %s after the grant; want within its short lease %s of the start's ask, %s after the grant", ended, a.Spec.PreStartLease(), ask)
 	}
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Errorf("the process ran (marker: %v)", err)

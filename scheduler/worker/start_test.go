@@ -7,11 +7,11 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fencecron/fencecron/fencedstore"
 	"github.com/fencecron/fencecron/jobs"
 	"github.com/fencecron/fencecron/scheduler/replicated"
 )
@@ -75,8 +75,7 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 			defer w.Close(context.Background())
 			marker := filepath.Join(t.TempDir(), "ran")
 			fireAt := time.Now().Add(300 * time.Millisecond)
-			// A lease_ttl of 3s: a short lease of 1s before the start.
-			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), 3*time.Second)); err != nil {
+			if err := w.Accept(tickAhead(marker, fireAt, time.Now(), time.Second)); err != nil {
 				t.Fatal(err)
 			}
 			c := l.completion(t)
@@ -99,9 +98,9 @@ func TestWorker_StartsOnlyOnceTheLeaderConfirms(t *testing.T) {
 }
 
 // A run granted half a second ahead, on a short lease of a second, has
-// its lease confirmed with its start: one renewal before the fire time,
-// which asks for the start. The short lease its grant began holds until
-// then, so nothing else is renewed before it.
+// its lease confirmed with its start: its first renewal is the one that
+// asks for the start, sent no earlier than just before the fire time. The
+// short lease its grant began holds until then.
 func TestWorker_GrantedAheadConfirmedWithItsStart(t *testing.T) {
 	l := &startLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}}
 	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
@@ -120,13 +119,54 @@ func TestWorker_GrantedAheadConfirmedWithItsStart(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var before []string
+	var seen []string
 	for _, r := range l.renewals {
-		if r.at.Before(fireAt) {
-			before = append(before, fmt.Sprintf("%s start=%v", r.at.Sub(granted).Round(time.Millisecond), r.start))
-		}
+		seen = append(seen, fmt.Sprintf("%s start=%v", r.at.Sub(granted).Round(time.Millisecond), r.start))
 	}
-	if len(before) != 1 || !strings.HasSuffix(before[0], "start=true") {
-		t.Errorf("renewals before the fire time, after the grant: %v; want one, the start's", before)
+	if len(l.renewals) == 0 || !l.renewals[0].start || l.renewals[0].at.Before(fireAt.Add(-startConfirmLead)) {
+		t.Errorf("renewals after the grant: %v; want the first to ask for the start, no earlier than %s before the fire time (%s after the grant)", seen, startConfirmLead, PreGrantLead)
+	}
+}
+
+// A run granted ahead with an output asks for its start only once the
+// store has taken its token: with the establish slower than the wait for
+// the fire time, the ask follows the establish (and the start is late),
+// so a confirmed start never stands for an attempt still establishing.
+func TestWorker_StartAskedAfterTheEstablish(t *testing.T) {
+	l := &startLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}}
+	var mu sync.Mutex
+	var established time.Time
+	store := &funcStore{
+		establish: func(fencedstore.EstablishRequest) (fencedstore.Result, error) {
+			time.Sleep(PreGrantLead + 200*time.Millisecond) // the store is slow: the fault under test
+			mu.Lock()
+			established = time.Now()
+			mu.Unlock()
+			return fencedstore.Result{Outcome: fencedstore.Established}, nil
+		},
+		publish: func(fencedstore.PublishRequest) (fencedstore.Result, error) {
+			return fencedstore.Result{Outcome: fencedstore.Applied, Version: 1}, nil
+		},
+	}
+	w := &Worker{ID: "w1", Store: store, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	granted := time.Now()
+	a := tickAhead(filepath.Join(t.TempDir(), "ran"), granted.Add(PreGrantLead), granted, 30*time.Second)
+	a.Run.Output = "reports/tick.txt"
+	if err := w.Accept(a); err != nil {
+		t.Fatal(err)
+	}
+	if c := l.completion(t); c.State != jobs.Succeeded {
+		t.Fatalf("completion %+v: want succeeded", c)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(l.asked) == 0 || l.asked[0].Before(established) {
+		t.Errorf("start asked at %v, the store took the token at %s: want the ask after it", l.asked, established)
 	}
 }

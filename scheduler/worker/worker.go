@@ -337,11 +337,14 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	// settle waits for the lease's confirmation when the attempt ends
 	// before its start; one that waits for the start's ask is not asked.
 	settle := func() { <-held }
+	// established is closed once the store took the token: a start is
+	// asked for only after that.
+	established := make(chan struct{})
 	withStart := lc.confirmAtStart(a.Attempt.GrantedAt, w.clock().Now())
 	if withStart {
 		actx, stop := context.WithCancel(w.ctx)
 		defer stop()
-		go func() { held <- lc.acquireWithStart(actx, a.Attempt.GrantedAt) }()
+		go func() { held <- lc.acquireWithStart(actx, established) }()
 		settle = func() { stop(); <-held }
 	} else {
 		go func() { held <- lc.acquire(w.ctx) }()
@@ -399,6 +402,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 			return done(jobs.Failed, "", "establish %s: %v", key, err)
 		}
 	}
+	close(established)
 	if withStart {
 		warm(w.ctx)
 	}
