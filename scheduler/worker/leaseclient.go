@@ -243,10 +243,10 @@ func (c *leaseClient) acquireWithStart(ctx context.Context, ready <-chan struct{
 // short lease the leader counts from the grant, for an attempt it has not
 // heard from, would turn SUSPECT, as it does for a lease_ttl of 2.2 s or
 // more (a grant 500 ms ahead, a short lease of two thirds of a second or
-// more). A run granted 500 ms ahead then sends one renewal
-// before it starts instead of three (its lease's confirmation, one at a
-// third of the short lease, and the ask): at 1,000 HTTP fires a second
-// those two cost the nodes a sixth of their CPU. The ask is timed on this
+// more). A run granted 500 ms ahead then sends one renewal before it
+// starts instead of three (its lease's confirmation, one at a third of
+// the short lease, and the ask): at 1,000 HTTP fires a second those two
+// cost the nodes up to a fifth of their CPU. The ask is timed on this
 // worker's clock against the leader's grant time: a worker whose clock is
 // behind asks that much later on the leader's, which the rest of the
 // short lease absorbs up to about half a second (cluster.max_clock_skew
