@@ -63,8 +63,11 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 
 // A run granted ahead whose lease is lost before its fire time (taken over
 // by a newer attempt) never starts its process, and says so: whether the
-// worker learns it when it asks to start, or from a renewal while it
-// waits (a short lease_ttl: its lease is confirmed at once and renewed).
+// worker learns it when it asks to start, or after its lease was
+// confirmed at once (a short lease_ttl), from the next renewal or ask
+// (which comes first depends on how the driven clock meets the keep
+// loop's goroutine: under load the clock passed the keep loop's timer
+// before its renewal went out).
 // The leader answers every renewal after the first as one that took the
 // run over does: a renewal whose answer came after the worker gave up
 // waiting for it (a loaded machine) is answered again, as it would be,
@@ -89,9 +92,6 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0, tc.ttl))
 			if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
 				t.Errorf("completion %+v: want lost before the start, never started", c)
-			}
-			if sends := f.leader.sends(); tc.first == held && (len(sends) < 2 || sends[1] >= fireAt.Sub(leaseT0)) {
-				t.Errorf("renewals sent at %v: want the lease lost by a renewal before the fire time", sends)
 			}
 			if _, err := os.Stat(marker); !os.IsNotExist(err) {
 				t.Errorf("the process ran (marker: %v)", err)
