@@ -210,6 +210,24 @@ func (c *leaseClient) acquire(ctx context.Context) bool {
 	}
 }
 
+// confirm confirms the lease in the background and reports the outcome
+// on held: at once, or, withStart (confirmAtStart), with the start's ask
+// once established is closed. settle is for an attempt that ends before
+// its start: it calls off an ask not yet sent and waits for the outcome.
+func (c *leaseClient) confirm(ctx context.Context, withStart bool, established <-chan struct{}) (held <-chan bool, settle func()) {
+	out := make(chan bool, 1)
+	if !withStart {
+		go func() { out <- c.acquire(ctx) }()
+		return out, func() { <-out }
+	}
+	actx, stop := context.WithCancel(ctx)
+	go func() {
+		defer stop()
+		out <- c.acquireWithStart(actx, established)
+	}()
+	return out, func() { stop(); <-out }
+}
+
 // acquireWithStart is acquire for an attempt granted ahead whose lease
 // the leader holds until its start's ask (confirmAtStart): it waits until
 // startAsk and until ready is closed (the attempt established at the

@@ -333,22 +333,11 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	// independent, so they go out together. A run granted ahead has its
 	// lease confirmed with its start, if the grant's short lease lasts
 	// until then.
-	held := make(chan bool, 1)
-	// settle waits for the lease's confirmation when the attempt ends
-	// before its start; one that waits for the start's ask is not asked.
-	settle := func() { <-held }
 	// established is closed once the store took the token: a start is
 	// asked for only after that.
 	established := make(chan struct{})
 	withStart := lc.confirmAtStart(a.Attempt.GrantedAt, w.clock().Now())
-	if withStart {
-		actx, stop := context.WithCancel(w.ctx)
-		defer stop()
-		go func() { held <- lc.acquireWithStart(actx, established) }()
-		settle = func() { stop(); <-held }
-	} else {
-		go func() { held <- lc.acquire(w.ctx) }()
-	}
+	held, settle := lc.confirm(w.ctx, withStart, established)
 	// An HTTP request is built (its token rendered) while the lease is
 	// confirmed: it needs nothing of the lease, and built before the
 	// renewals start it is ready however late this goroutine runs next to
