@@ -65,7 +65,7 @@ func (l *leader) grantAhead(es []*fireEntry) {
 				}
 				results = res.Batch
 			}
-			var granted []worker.Assignment
+			granted := make([]worker.Assignment, 0, len(results))
 			defer func() { l.dispatchAll(granted) }()
 			for i, r := range results {
 				g, e := chunk[i], owners[from+i]

@@ -171,7 +171,12 @@ func (f *FSM) afterEntry(l *raft.Log, c replicated.Command) {
 	if follow == nil {
 		follow = &replicated.FollowCmd{}
 	}
-	seen := map[string]bool{}
+	type ended struct {
+		run, attempt string
+		state        jobs.State
+		known        bool // the attempt is the run's
+	}
+	seen := make(map[ended]bool, len(f.changes))
 	for i := 0; i < len(f.changes); i++ {
 		ch := f.changes[i]
 		if ch.Kind != ChangeEnded || ch.Run == "" {
@@ -185,9 +190,9 @@ func (f *FSM) afterEntry(l *raft.Log, c replicated.Command) {
 		if _, n, ok := jobs.SplitAttemptID(ch.Attempt); ok && n >= 1 && n <= len(r.Attempts) {
 			att = &r.Attempts[n-1]
 		}
-		key := ch.Run + "\x00" + ch.Attempt
+		key := ended{run: ch.Run, attempt: ch.Attempt}
 		if att != nil {
-			key += "\x00" + string(att.State)
+			key.state, key.known = att.State, true
 		}
 		if seen[key] {
 			continue

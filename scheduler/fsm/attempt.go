@@ -46,19 +46,30 @@ func (f *FSM) applyStart(l *raft.Log, s *replicated.StartCmd) ApplyResult {
 	return ApplyResult{Run: r.Clone()}
 }
 
+// applyComplete records an attempt's end, and answers with its run.
 func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) ApplyResult {
-	r, a, err := f.attempt(c.Attempt)
+	r, err := f.complete(l, version, c)
 	if err != nil {
 		return ApplyResult{Err: err}
 	}
+	return ApplyResult{Run: r.Clone()}
+}
+
+// complete records an attempt's end and returns its run as the state
+// holds it, not a copy.
+func (f *FSM) complete(l *raft.Log, version int, c *replicated.Completion) (*jobs.Run, error) {
+	r, a, err := f.attempt(c.Attempt)
+	if err != nil {
+		return nil, err
+	}
 	if !c.State.Terminal() || (version >= replicated.VersionDecideInApply && !c.State.Known()) {
-		return ApplyResult{Err: fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)}
+		return nil, fmt.Errorf("complete %s: state %q is not terminal: %w", a.ID, c.State, jobs.ErrInvalidConfig)
 	}
 	// A repeated completion changes nothing. The one exception is an
 	// attempt whose lease the leader took away: its worker's own account
 	// of what happened afterwards (fenced, most often) is recorded.
 	if a.State.Terminal() && !(a.Expired && a.State == jobs.Lost) {
-		return ApplyResult{Run: r.Clone()}
+		return r, nil
 	}
 	a.State = c.State
 	a.ExitCode, a.Signal = c.ExitCode, c.Signal
@@ -120,7 +131,7 @@ func (f *FSM) applyComplete(l *raft.Log, version int, c *replicated.Completion) 
 	f.st.Counters[CounterCompletions]++
 	f.event(l, jobs.Event{Time: c.EndedAt, Kind: kind, Node: a.Worker, Job: r.Job, Run: r.ID, Attempt: a.ID, Token: &a.Token, Detail: detail})
 	f.ended(l, r, a)
-	return ApplyResult{Run: r.Clone()}
+	return r, nil
 }
 
 // fenceByRefusal turns a failed attempt the store refused into a fenced

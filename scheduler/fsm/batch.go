@@ -3,6 +3,7 @@ package fsm
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/hashicorp/raft"
@@ -51,18 +52,27 @@ type BatchMember struct {
 // a key it can write: one's scope or output is a prefix of the other's
 // (a key is treated as a prefix too, which errs on the side of
 // refusing). It is pure, so every replica decides the same.
+//
+// The kept members' jobs and keys are indexed (batchKeys), so a batch
+// costs about n log n rather than a comparison of every pair: at 1,000
+// fires a second those comparisons were a fifth of applying the log.
+// A member refused is compared with each kept one in order only to name
+// the first it meets, as the error always has.
 func DecideBatch(members []BatchMember) []error {
 	out := make([]error, len(members))
-	var kept []BatchMember
+	kept := make([]BatchMember, 0, len(members))
+	idx := newBatchKeys(len(members))
 	for i, m := range members {
+		if !idx.meets(m) {
+			kept = append(kept, m)
+			idx.add(m)
+			continue
+		}
 		for _, k := range kept {
 			if m.Job == k.Job || keysMeet(m, k) {
 				out[i] = fmt.Errorf("grant of %s: %w (%s)", m.Job, ErrBatchOverlap, k.Job)
 				break
 			}
-		}
-		if out[i] == nil {
-			kept = append(kept, m)
 		}
 	}
 	return out
@@ -77,6 +87,59 @@ func keysMeet(a, b BatchMember) bool {
 			}
 			if strings.HasPrefix(x, y) || strings.HasPrefix(y, x) {
 				return true
+			}
+		}
+	}
+	return false
+}
+
+// batchKeys indexes the jobs and the non-empty keys (scopes and outputs)
+// of a batch's kept members, to answer whether a member meets any of
+// them as keysMeet would.
+type batchKeys struct {
+	jobs   map[string]struct{}
+	keys   map[string]struct{}
+	sorted []string    // keys, in byte order
+	lens   map[int]int // how many keys have each length
+}
+
+func newBatchKeys(n int) *batchKeys {
+	return &batchKeys{jobs: make(map[string]struct{}, n), keys: make(map[string]struct{}, 2*n), sorted: make([]string, 0, 2*n), lens: map[int]int{}}
+}
+
+func (b *batchKeys) add(m BatchMember) {
+	b.jobs[m.Job] = struct{}{}
+	for _, k := range [2]string{m.Scope, m.Output} {
+		if _, ok := b.keys[k]; k == "" || ok {
+			continue
+		}
+		b.keys[k] = struct{}{}
+		i, _ := slices.BinarySearch(b.sorted, k)
+		b.sorted = slices.Insert(b.sorted, i, k)
+		b.lens[len(k)]++
+	}
+}
+
+// meets reports whether m is the job of a kept member or has a key that
+// one of theirs is a prefix of, or that is a prefix of one of theirs.
+func (b *batchKeys) meets(m BatchMember) bool {
+	if _, ok := b.jobs[m.Job]; ok {
+		return true
+	}
+	for _, x := range [2]string{m.Scope, m.Output} {
+		if x == "" {
+			continue
+		}
+		// Keys that x is a prefix of sort together, from x on.
+		if i, _ := slices.BinarySearch(b.sorted, x); i < len(b.sorted) && strings.HasPrefix(b.sorted[i], x) {
+			return true
+		}
+		// A key that is a prefix of x is x cut to that key's length.
+		for n := range b.lens {
+			if n <= len(x) {
+				if _, ok := b.keys[x[:n]]; ok {
+					return true
+				}
 			}
 		}
 	}

@@ -3,6 +3,9 @@ package fsm
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -53,6 +56,61 @@ func TestDecideBatch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// DecideBatch's index answers as comparing every member with every kept
+// one did (pairwiseDecide, the rule as first written): the same members
+// refused, with the same first kept member named, over random batches
+// whose jobs, scopes and outputs often meet.
+func TestDecideBatch_SameAsPairwise(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 32))
+	word := func() string {
+		const parts = "abc"
+		var b strings.Builder
+		for range rng.IntN(4) {
+			b.WriteByte(parts[rng.IntN(len(parts))])
+			if rng.IntN(2) == 0 {
+				b.WriteByte('/')
+			}
+		}
+		return b.String()
+	}
+	refusals := 0
+	for range 2000 {
+		members := make([]BatchMember, rng.IntN(12)+1)
+		for i := range members {
+			members[i] = BatchMember{Job: fmt.Sprint("j", rng.IntN(20)), Scope: word(), Output: word()}
+		}
+		got, want := DecideBatch(members), pairwiseDecide(members)
+		for i := range members {
+			if fmt.Sprint(got[i]) != fmt.Sprint(want[i]) {
+				t.Fatalf("batch %+v, member %d: got %v, want %v", members, i, got[i], want[i])
+			}
+			if want[i] != nil {
+				refusals++
+			}
+		}
+	}
+	if refusals == 0 {
+		t.Fatal("no batch refused a member: the cases test nothing")
+	}
+}
+
+func pairwiseDecide(members []BatchMember) []error {
+	out := make([]error, len(members))
+	var kept []BatchMember
+	for i, m := range members {
+		for _, k := range kept {
+			if m.Job == k.Job || keysMeet(m, k) {
+				out[i] = fmt.Errorf("grant of %s: %w (%s)", m.Job, ErrBatchOverlap, k.Job)
+				break
+			}
+		}
+		if out[i] == nil {
+			kept = append(kept, m)
+		}
+	}
+	return out
 }
 
 func grants(gs ...*replicated.GrantCmd) replicated.Command {

@@ -168,8 +168,9 @@ func (f *FSM) newAttempt(l *raft.Log, r *jobs.Run, worker string, at time.Time) 
 	r.Attempts = append(r.Attempts, a)
 	r.State = jobs.Pending
 	f.st.Counters[CounterGrants]++
+	tok := a.Token // the event's own: &a.Token put all of a on the heap
 	f.event(l, jobs.Event{Time: at, Kind: jobs.EventGranted, Node: worker, Job: r.Job, Run: r.ID, Attempt: a.ID,
-		Token: &a.Token, Detail: fmt.Sprintf("attempt %d to %s with token %s", n, worker, a.Token)})
+		Token: &tok, Detail: fmt.Sprintf("attempt %d to %s with token %s", n, worker, a.Token)})
 	return nil
 }
 
@@ -213,7 +214,9 @@ func (f *FSM) trim() {
 			f.st.Horizon[r.Job] = r.ScheduledAt
 		}
 		if f.History != nil {
-			f.trimmedRuns = append(f.trimmedRuns, r.Clone())
+			// No clone: once dropped, nothing in the state reaches r, so
+			// nothing changes it while the history writes it out.
+			f.trimmedRuns = append(f.trimmedRuns, *r)
 		}
 		f.dropRun(r)
 		delete(f.st.Runs, r.ID)
