@@ -304,7 +304,7 @@ func (s *Store) Flush() error {
 	defer s.wmu.Unlock()
 	s.mu.Lock()
 	batch, applied := s.pending, s.applied
-	s.pending = nil
+	s.pending = make([]item, 0, len(batch)) // the next is about as long: no growing it
 	s.mu.Unlock()
 	if len(batch) == 0 && applied <= s.through {
 		return nil

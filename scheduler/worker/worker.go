@@ -212,7 +212,7 @@ func (w *Worker) Accept(a Assignment) error {
 			span = w.Tracer.Attempt(w.ctx, a.Run, a.Attempt, a.TraceParent)
 		}
 		log := attemptLog(w.Logger, a, span)
-		c := w.runAttempt(a, span, log)
+		c := w.runAttempt(&a, span, log)
 		c.AcceptedAt = accepted
 		w.observer().AttemptFinished(jobOf(a), c)
 		var done *runtrace.Span
@@ -304,7 +304,7 @@ func endStoreSpan(s *runtrace.Span, tok jobs.Fence, res fencedstore.Result, err 
 
 // runAttempt is the life of an attempt on the worker, DESIGN.md steps
 // 4-7; span is its span (nil: tracing off), log its logger.
-func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger) replicated.Completion {
+func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger) replicated.Completion {
 	tok := a.Attempt.Token
 	expires := a.TokenExpires()
 	done := func(st jobs.State, outcome, format string, args ...any) replicated.Completion {
@@ -348,7 +348,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	// for the start, once it is held otherwise.
 	var prepared *executor.PreparedHTTP
 	if a.Spec.HTTP != nil {
-		prepared = w.prepareHTTP(a)
+		prepared = w.prepareHTTP(*a)
 	}
 	// The connecting ends in time for the start to be confirmed.
 	warm := func(ctx context.Context) {
@@ -458,7 +458,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	markStart := func(at time.Time) {
 		started = at
 		// Reporting the start is for the record; it must not delay the work.
-		w.observeStart(a, at)
+		w.observeStart(*a, at)
 		// The start is reported only if the process still runs
 		// startReportDelay after it started: a short job's completion
 		// carries its start time, so it costs one Raft entry instead of two.
@@ -489,7 +489,7 @@ func (w *Worker) runAttempt(a Assignment, span *runtrace.Span, log *slog.Logger)
 	} else {
 		res = executor.Run(runCtx, executor.Request{
 			Argv:      a.Spec.Argv(),
-			Env:       w.env(a, plan.TraceParent()),
+			Env:       w.env(*a, plan.TraceParent()),
 			Dir:       a.Spec.Dir,
 			Timeout:   a.Spec.Timeout.D(),
 			MaxOutput: a.Spec.MaxOutputBytes,
