@@ -22,9 +22,9 @@ func (l *leader) grantAhead(es []*fireEntry) {
 	s := l.s
 	members, load, shun := s.Raft.Members(), s.FSM.OpenLoadByWorker(), l.shunned()
 	var (
-		gs     []replicated.GrantCmd
-		owners []*fireEntry
-		specs  = map[string]jobs.Spec{}
+		gs     = make([]replicated.GrantCmd, 0, len(es))
+		owners = make([]*fireEntry, 0, len(es))
+		specs  = make(map[string]jobs.Spec, len(es))
 	)
 	for _, e := range es {
 		e.aheadTried = true
@@ -49,11 +49,11 @@ func (l *leader) grantAhead(es []*fireEntry) {
 		go func() {
 			defer wg.Done()
 			chunk := gs[from:to]
-			results := make([]fsm.ApplyResult, len(chunk))
+			var results []fsm.ApplyResult
 			if len(chunk) == 1 {
 				res, err := l.propose(replicated.Command{Op: replicated.OpGrant, Grant: &chunk[0]})
 				res.Err = err
-				results[0] = res
+				results = []fsm.ApplyResult{res}
 			} else {
 				res, err := l.propose(replicated.Command{Op: replicated.OpGrants, Grants: &replicated.GrantsCmd{Grants: chunk}})
 				if err == nil && len(res.Batch) != len(chunk) {
