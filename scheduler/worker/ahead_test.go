@@ -16,10 +16,10 @@ import (
 
 // A worker given a run granted ahead starts the process at the fire time,
 // not before. Its lease is confirmed with the start, by the one renewal
-// it sends before the fire time, or at once if the short lease its grant
-// began would not last until then (a short lease_ttl), or its clock is
-// behind the leader's (the renewals after that one depend on how the
-// driven clock meets the keep loop's goroutine, and are not counted).
+// it sends before the fire time, whatever the lease_ttl; or at once if
+// its clock is behind the leader's (the renewals after that one depend on
+// how the driven clock meets the keep loop's goroutine, and are not
+// counted).
 func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -29,8 +29,9 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 		only    bool          // and none other before the fire time
 	}{
 		{"confirmed with the start", testTTL, 0, PreGrantLead - startConfirmLead, true},
-		{"a short lease", 1500 * time.Millisecond, 0, 0, false},
+		{"a short lease_ttl, confirmed with the start", 1500 * time.Millisecond, 0, 1500*time.Millisecond/4 - startConfirmLead, true},
 		{"its clock behind", testTTL, 50 * time.Millisecond, 0, false},
+		{"a short lease_ttl, its clock behind", 1500 * time.Millisecond, 50 * time.Millisecond, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every renewal is confirmed.
@@ -64,7 +65,7 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // A run granted ahead whose lease is lost before its fire time (taken over
 // by a newer attempt) never starts its process, and says so: whether the
 // worker learns it when it asks to start, or after its lease was
-// confirmed at once (a short lease_ttl), from the next renewal or ask
+// confirmed at once (its clock behind), from the next renewal or ask
 // (which comes first depends on how the driven clock meets the keep
 // loop's goroutine: under load the clock passed the keep loop's timer
 // before its renewal went out).
@@ -75,12 +76,13 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // run out.
 func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	for _, tc := range []struct {
-		name  string
-		ttl   time.Duration
-		first *renewAnswer
+		name    string
+		ttl     time.Duration
+		granted time.Duration // after the dispatch, on the leader's clock
+		first   *renewAnswer
 	}{
-		{"asked to start", testTTL, notYours},
-		{"while it waits", 1500 * time.Millisecond, held},
+		{"asked to start", testTTL, 0, notYours},
+		{"while it waits", 1500 * time.Millisecond, 50 * time.Millisecond, held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := []*renewAnswer{tc.first}
@@ -89,7 +91,7 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 			}
 			f := newLeaseFixture(t, script...)
 			fireAt := leaseT0.Add(LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)}))
-			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0, tc.ttl))
+			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0.Add(tc.granted), tc.ttl))
 			if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
 				t.Errorf("completion %+v: want lost before the start, never started", c)
 			}
