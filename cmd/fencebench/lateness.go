@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/url"
 	"os"
@@ -257,7 +258,8 @@ type runTrace map[string]time.Duration
 
 func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 	fmt.Fprintln(w, "where the time goes: each stage's time after the scheduled time (at), and since the stage before it (step), over the runs that recorded both;")
-	fmt.Fprintln(w, "a run granted ahead of its fire time has negative times up to accepted, and its started step includes the wait for the fire time")
+	fmt.Fprintln(w, "a run granted ahead of its fire time has negative times up to accepted, and its started step includes the wait for the fire time;")
+	fmt.Fprintln(w, "started on <node>: the starts again, by the node that ran each (a follower's run waits for the leader to confirm its start, the leader's own does not)")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "fires/s\tstage\truns\tat p50\tat p99\tstep p50\tstep p99\t"
 	if labelled {
@@ -292,6 +294,21 @@ func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 			fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\t%s\t\n", r.rate, st, a.N, ms(a.P50), ms(a.P99), stepP50, stepP99)
 			prev = st
 		}
+		// The starts again, by the node that ran each: a follower's run
+		// waits for the leader to confirm its start, the leader's own does
+		// not, so a confirmation that comes late shows as followers later
+		// than the leader.
+		for _, node := range slices.Sorted(maps.Keys(r.startedOn)) {
+			a := summarize(r.startedOn[node])
+			if labelled {
+				fmt.Fprint(tw, r.variant.cells())
+			}
+			role := "on " + node
+			if node == r.leader {
+				role += " (leader)"
+			}
+			fmt.Fprintf(tw, "%d\tstarted %s\t%d\t%s\t%s\t-\t-\t\n", r.rate, role, a.N, ms(a.P50), ms(a.P99))
+		}
 	}
 	return tw.Flush()
 }
@@ -301,6 +318,10 @@ type rateResult struct {
 	variant  variant
 	lateness []time.Duration
 	traces   []runTrace
+	// startedOn is each run's start after its scheduled time, by the
+	// node that ran it; leader is the node that led over the window.
+	startedOn map[string][]time.Duration
+	leader    string
 	// due is how many fire times the window held, granted how many of
 	// them were granted (the rest were skipped), succeeded how many ended
 	// succeeded within the settle time after the window.
@@ -424,7 +445,7 @@ func measureVariant(ctx context.Context, v variant, dir string, rate int, warmup
 	defer stopStream()
 	seenAt := followEvents(streamCtx, watch.URL(), stderr)
 
-	res := rateResult{variant: v}
+	res := rateResult{variant: v, leader: watch.Name}
 	// The window is whole seconds of fire times: every job fires once in
 	// each, so rate*seconds runs are due in it.
 	start := time.Now().Truncate(time.Second).Add(time.Second)
@@ -613,6 +634,10 @@ func (r *rateResult) addRun(run jobs.Run, events map[string]seenEvent) {
 	}
 	if !a.StartedAt.IsZero() {
 		r.lateness = append(r.lateness, a.StartedAt.Sub(run.ScheduledAt))
+		if r.startedOn == nil {
+			r.startedOn = map[string][]time.Duration{}
+		}
+		r.startedOn[a.Worker] = append(r.startedOn[a.Worker], a.StartedAt.Sub(run.ScheduledAt))
 	}
 	if !run.State.Terminal() {
 		return

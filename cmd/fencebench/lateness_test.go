@@ -192,3 +192,36 @@ func TestLateness_SmokeHTTPTraced(t *testing.T) {
 		t.Errorf("receiver connections/run %v, spans/run %v: want fewer connections than runs, and spans:\n%s", conns, spans, out.String())
 	}
 }
+
+// The stage table gives the starts again by the node that ran each, the
+// leader named, so a confirmation that reaches the followers late shows.
+func TestPrintTrace_StartsByNode(t *testing.T) {
+	ms := func(n ...int) []time.Duration {
+		var out []time.Duration
+		for _, v := range n {
+			out = append(out, time.Duration(v)*time.Millisecond)
+		}
+		return out
+	}
+	r := rateResult{rate: 100, leader: "n1", startedOn: map[string][]time.Duration{"n2": ms(20, 22, 24), "n1": ms(10, 12, 14)},
+		traces: []runTrace{{"started": 12 * time.Millisecond}}}
+	var out bytes.Buffer
+	if err := printTrace(&out, []rateResult{r}, false); err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(out.String(), "\n")
+	want := [][]string{{"100", "started", "on", "n1", "(leader)", "3", "12"}, {"100", "started", "on", "n2", "3", "22"}}
+	found := 0
+	for _, l := range lines {
+		f := strings.Fields(l)
+		if len(f) > 2 && f[1] == "started" && f[2] == "on" {
+			if found >= len(want) || !slices.Equal(f[:len(want[found])], want[found]) {
+				t.Fatalf("row %q; want it to begin %v\n%s", l, want[min(found, len(want)-1)], out.String())
+			}
+			found++
+		}
+	}
+	if found != len(want) {
+		t.Fatalf("%d rows of starts by node, want %d:\n%s", found, len(want), out.String())
+	}
+}
