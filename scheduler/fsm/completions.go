@@ -30,7 +30,7 @@ import (
 
 // applyCompletes applies each completion of a group in order. Each
 // one's result holds only its error: the leader reads nothing else, and
-// copying each run for it was a tenth of applying the group.
+// copying each run for it (about 500 bytes, on every server) was waste.
 func (f *FSM) applyCompletes(l *raft.Log, version int, c *replicated.CompletesCmd) ApplyResult {
 	res := ApplyResult{Batch: make([]ApplyResult, len(c.Completions))}
 	for i := range c.Completions {

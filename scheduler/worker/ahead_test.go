@@ -255,3 +255,26 @@ func TestWorker_ShutdownWhileEstablishingNeverStarted(t *testing.T) {
 		t.Errorf("the process ran (marker: %v)", err)
 	}
 }
+
+// Every lease_ttl a job may have has its lease confirmed with its start
+// when the run is granted a lead ahead and dispatched on time: the ask
+// comes at least a third of the grant's short lease before that lease
+// ends, as a renewal does. A worker whose clock reads earlier than the
+// grant's time confirms at once.
+func TestLeaseClient_ConfirmAtStartForEveryLeaseTTL(t *testing.T) {
+	for _, ttl := range []time.Duration{jobs.MinLeaseTTL, 1500 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond, 3 * time.Second, 30 * time.Second} {
+		spec := jobs.Spec{LeaseTTL: jobs.Duration(ttl)}
+		granted := leaseT0
+		fireAt := granted.Add(LeadFor(spec))
+		c := &leaseClient{short: spec.PreStartLease(), startAsk: fireAt.Add(-startConfirmLead)}
+		if !c.confirmAtStart(granted, granted) {
+			t.Errorf("lease_ttl %s: confirmed at once; want with the start (ask %s after the grant, short lease %s)", ttl, c.startAsk.Sub(granted), c.short)
+		}
+		if left := granted.Add(c.short).Sub(c.startAsk); left < c.short/3 {
+			t.Errorf("lease_ttl %s: the ask comes %s before the short lease %s ends; want at least a third of it", ttl, left, c.short)
+		}
+		if c.confirmAtStart(granted, granted.Add(-time.Millisecond)) {
+			t.Errorf("lease_ttl %s: a clock behind the grant's time waits for the start; want confirmed at once", ttl)
+		}
+	}
+}

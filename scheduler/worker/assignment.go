@@ -94,7 +94,10 @@ func (a Assignment) StartAt() time.Time {
 // late by the difference. At 1,000 HTTP fires a second on a 2-core
 // machine, 25 ms was too little: the followers' runs started at a p50 of
 // 20-28 ms against the leader's own 12 ms, and at 60 ms all three
-// started at 11-13 ms (p99 of the starts 88-95 ms → 67-68).
+// started at 11-13 ms (p99 of the starts 88-95 ms → 67-68). The cost: a
+// confirmed start makes the leader hold the whole lease_ttl and count the
+// attempt as perhaps begun, so a worker that dies in the last 60 ms
+// before its fire time is replaced a lease_ttl later, not a short lease.
 const startConfirmLead = 60 * time.Millisecond
 
 // Renewal is one attempt's renewal in a RenewMany.
