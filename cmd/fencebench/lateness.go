@@ -259,7 +259,7 @@ type runTrace map[string]time.Duration
 func printTrace(w io.Writer, results []rateResult, labelled bool) error {
 	fmt.Fprintln(w, "where the time goes: each stage's time after the scheduled time (at), and since the stage before it (step), over the runs that recorded both;")
 	fmt.Fprintln(w, "a run granted ahead of its fire time has negative times up to accepted, and its started step includes the wait for the fire time;")
-	fmt.Fprintln(w, "started on <node>: the starts again, by the node that ran each (a follower's run waits for the leader to confirm its start, the leader's own does not)")
+	fmt.Fprintln(w, "started on <node>: the starts again, by the node that ran each (a follower's run waits for the leader to confirm its start, the leader's own does not; the leader is the node that led as the window began)")
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	header := "fires/s\tstage\truns\tat p50\tat p99\tstep p50\tstep p99\t"
 	if labelled {
@@ -319,7 +319,7 @@ type rateResult struct {
 	lateness []time.Duration
 	traces   []runTrace
 	// startedOn is each run's start after its scheduled time, by the
-	// node that ran it; leader is the node that led over the window.
+	// node that ran it; leader is the node that led as the window began.
 	startedOn map[string][]time.Duration
 	leader    string
 	// due is how many fire times the window held, granted how many of
