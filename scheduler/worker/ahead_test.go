@@ -16,10 +16,10 @@ import (
 
 // A worker given a run granted ahead starts the process at the fire time,
 // not before. Its lease is confirmed with the start, by the one renewal
-// it sends before the fire time, whatever the lease_ttl; or at once if
-// its clock is behind the leader's (the renewals after that one depend on
-// how the driven clock meets the keep loop's goroutine, and are not
-// counted).
+// it sends before the fire time, or at once if the short lease its grant
+// began would not last until then (a short lease_ttl), or its clock is
+// behind the leader's (the renewals after that one depend on how the
+// driven clock meets the keep loop's goroutine, and are not counted).
 func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 	for _, tc := range []struct {
 		name    string
@@ -29,9 +29,8 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 		only    bool          // and none other before the fire time
 	}{
 		{"confirmed with the start", testTTL, 0, PreGrantLead - startConfirmLead, true},
-		{"a short lease_ttl, confirmed with the start", 1500 * time.Millisecond, 0, 1500*time.Millisecond/4 - startConfirmLead, true},
+		{"a short lease", 1500 * time.Millisecond, 0, 0, false},
 		{"its clock behind", testTTL, 50 * time.Millisecond, 0, false},
-		{"a short lease_ttl, its clock behind", 1500 * time.Millisecond, 50 * time.Millisecond, 0, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			// Every renewal is confirmed.
@@ -65,7 +64,7 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // A run granted ahead whose lease is lost before its fire time (taken over
 // by a newer attempt) never starts its process, and says so: whether the
 // worker learns it when it asks to start, or after its lease was
-// confirmed at once (its clock behind), from the next renewal or ask
+// confirmed at once (a short lease_ttl), from the next renewal or ask
 // (which comes first depends on how the driven clock meets the keep
 // loop's goroutine: under load the clock passed the keep loop's timer
 // before its renewal went out).
@@ -76,13 +75,12 @@ func TestWorker_GrantedAheadStartsAtTheFireTime(t *testing.T) {
 // run out.
 func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 	for _, tc := range []struct {
-		name    string
-		ttl     time.Duration
-		granted time.Duration // after the dispatch, on the leader's clock
-		first   *renewAnswer
+		name  string
+		ttl   time.Duration
+		first *renewAnswer
 	}{
-		{"asked to start", testTTL, 0, notYours},
-		{"while it waits", 1500 * time.Millisecond, 50 * time.Millisecond, held},
+		{"asked to start", testTTL, notYours},
+		{"while it waits", 1500 * time.Millisecond, held},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			script := []*renewAnswer{tc.first}
@@ -91,7 +89,7 @@ func TestWorker_GrantedAheadLostBeforeTheFireTimeNeverStarts(t *testing.T) {
 			}
 			f := newLeaseFixture(t, script...)
 			fireAt := leaseT0.Add(LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)}))
-			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0.Add(tc.granted), tc.ttl))
+			c, marker := runAhead(t, f, tickAhead("", fireAt, leaseT0, tc.ttl))
 			if c.State != jobs.Lost || !c.StartedAt.IsZero() || !c.NeverStarted || !strings.Contains(c.Error, "never started") {
 				t.Errorf("completion %+v: want lost before the start, never started", c)
 			}
@@ -256,25 +254,31 @@ func TestWorker_ShutdownWhileEstablishingNeverStarted(t *testing.T) {
 	}
 }
 
-// Every lease_ttl a job may have has its lease confirmed with its start
-// when the run is granted a lead ahead and dispatched on time: the ask
-// comes at least a third of the grant's short lease before that lease
-// ends, as a renewal does. A worker whose clock reads earlier than the
-// grant's time confirms at once.
-func TestLeaseClient_ConfirmAtStartForEveryLeaseTTL(t *testing.T) {
-	for _, ttl := range []time.Duration{jobs.MinLeaseTTL, 1500 * time.Millisecond, 2 * time.Second, 2200 * time.Millisecond, 3 * time.Second, 30 * time.Second} {
-		spec := jobs.Spec{LeaseTTL: jobs.Duration(ttl)}
+// A run granted a lead ahead and dispatched on time has its lease
+// confirmed with its start when the start's ask comes at least a third
+// of the grant's short lease before that lease ends, as a renewal must:
+// for a lease_ttl of 2.2 s or more. A shorter one confirms at once, as
+// does a worker whose clock reads earlier than the grant's time.
+func TestLeaseClient_ConfirmAtStartByLeaseTTL(t *testing.T) {
+	for _, tc := range []struct {
+		ttl       time.Duration
+		withStart bool
+	}{
+		{jobs.MinLeaseTTL, false}, {1500 * time.Millisecond, false}, {2 * time.Second, false},
+		{2200 * time.Millisecond, true}, {3 * time.Second, true}, {30 * time.Second, true},
+	} {
+		spec := jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)}
 		granted := leaseT0
 		fireAt := granted.Add(LeadFor(spec))
 		c := &leaseClient{short: spec.PreStartLease(), startAsk: fireAt.Add(-startConfirmLead)}
-		if !c.confirmAtStart(granted, granted) {
-			t.Errorf("lease_ttl %s: confirmed at once; want with the start (ask %s after the grant, short lease %s)", ttl, c.startAsk.Sub(granted), c.short)
+		if got := c.confirmAtStart(granted, granted); got != tc.withStart {
+			t.Errorf("lease_ttl %s: confirmed with the start %v, want %v (ask %s after the grant, short lease %s)", tc.ttl, got, tc.withStart, c.startAsk.Sub(granted), c.short)
 		}
-		if left := granted.Add(c.short).Sub(c.startAsk); left < c.short/3 {
-			t.Errorf("lease_ttl %s: the ask comes %s before the short lease %s ends; want at least a third of it", ttl, left, c.short)
+		if left := granted.Add(c.short).Sub(c.startAsk); tc.withStart && left < c.short/3 {
+			t.Errorf("lease_ttl %s: the ask comes %s before the short lease %s ends; want at least a third of it", tc.ttl, left, c.short)
 		}
 		if c.confirmAtStart(granted, granted.Add(-time.Millisecond)) {
-			t.Errorf("lease_ttl %s: a clock behind the grant's time waits for the start; want confirmed at once", ttl)
+			t.Errorf("lease_ttl %s: a clock behind the grant's time waits for the start; want confirmed at once", tc.ttl)
 		}
 	}
 }

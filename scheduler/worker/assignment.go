@@ -88,17 +88,21 @@ func (a Assignment) StartAt() time.Time {
 }
 
 // startConfirmLead is how long before an attempt's fire time its worker
-// asks the leader to confirm the start: a renewal's round trip, and for a
-// run granted ahead the commit of the confirmation's entry, at the moment
-// every run due at that time asks at once. A slower answer makes the run
-// late by the difference. At 1,000 HTTP fires a second on a 2-core
-// machine, 25 ms was too little: the followers' runs started at a p50 of
-// 20-28 ms against the leader's own 12 ms, and at 60 ms all three
-// started at 11-13 ms (p99 of the starts 88-95 ms → 67-68). The cost: a
-// confirmed start makes the leader hold the whole lease_ttl and count the
-// attempt as perhaps begun, so a worker that dies in the last 60 ms
-// before its fire time is replaced a lease_ttl later, not a short lease.
-const startConfirmLead = 60 * time.Millisecond
+// asks the leader to confirm the start: about a renewal's round trip on
+// a busy node, and for a run granted ahead the commit of the
+// confirmation's entry (a few ms on a LAN; a slower commit makes the run
+// late by the difference).
+//
+// At 1,000 HTTP fires a second on a 2-core machine it is not enough for a
+// follower: every run due at a second asks at once, and waiting for the
+// answers made the followers' runs start later (at a p50 of 20-28 ms, the
+// leader's own at 12). A lead of 60 ms put every
+// node's at 11-13 ms, but a confirmed start makes the leader hold the
+// whole lease_ttl, so a leader killed in those 60 ms before a fire
+// time left its runs 5 s late four times as often (fencebench failover:
+// 26 of 160 held ticks against 7 of 175). Kept at 25 ms until the lead
+// follows how long the asks take.
+const startConfirmLead = 25 * time.Millisecond
 
 // Renewal is one attempt's renewal in a RenewMany.
 type Renewal struct {

@@ -259,21 +259,17 @@ func (c *leaseClient) acquireWithStart(ctx context.Context, ready <-chan struct{
 // leader's clock), dispatched to this worker at now (its own), may leave
 // its lease's confirmation to its start's ask: the ask comes before the
 // short lease the leader counts from the grant, for an attempt it has not
-// heard from, would turn SUSPECT. With the ask 60 ms before the fire
-// time, that holds for every lease_ttl dispatched on time: the grant is a
-// quarter of lease_ttl ahead (up to 500 ms), the short lease a third of
-// it (up to 1 s). The least room is at a lease_ttl of 2 s: the ask comes
-// 5 ms before SUSPECT and 227 ms before the short lease ends. A run
-// granted 500 ms ahead then sends one renewal before it starts instead
-// of three (its lease's confirmation, one at a third of the short lease,
-// and the ask): at 1,000 HTTP fires a second those two cost the nodes up
-// to a fifth of their CPU. The ask is timed on this worker's clock
-// against the leader's grant time: a worker whose clock is behind asks
-// that much later on the leader's, which the rest of the short lease
-// absorbs (over half a second for a lease_ttl of 3 s or more;
-// cluster.max_clock_skew flags 500 ms by default), and one whose clock
-// reads earlier than the grant when the dispatch arrives confirms its
-// lease at once.
+// heard from, would turn SUSPECT, as it does for a lease_ttl of 2.2 s or
+// more (a grant 500 ms ahead, a short lease of two thirds of a second or
+// more). A run granted 500 ms ahead then sends one renewal before it
+// starts instead of three (its lease's confirmation, one at a third of
+// the short lease, and the ask): at 1,000 HTTP fires a second those two
+// cost the nodes up to a fifth of their CPU. The ask is timed on this
+// worker's clock against the leader's grant time: a worker whose clock is
+// behind asks that much later on the leader's, which the rest of the
+// short lease absorbs up to about half a second (cluster.max_clock_skew
+// flags 500 ms by default), and one whose clock reads earlier than the
+// grant when the dispatch arrives confirms its lease at once.
 func (c *leaseClient) confirmAtStart(granted, now time.Time) bool {
 	return c.short > 0 && !granted.IsZero() && !c.startAsk.IsZero() && !now.Before(granted) &&
 		c.startAsk.Before(granted.Add(c.short-c.short/3))

@@ -56,12 +56,11 @@ func TestLeaseClient_BeginWork(t *testing.T) {
 func TestWorker_GrantedAheadShortLeaseRunsOut(t *testing.T) {
 	f := newLeaseFixture(t, held) // then no leader answers
 	marker := filepath.Join(t.TempDir(), "ran")
-	// A lease_ttl of 1.5s (a short lease of 500 ms), granted 50 ms after
-	// the dispatch by the worker's clock: the worker's clock is behind the
-	// leader's, so the lease is confirmed at once and renewed.
+	// A lease_ttl of 1.5s: its short lease of 500 ms would run out before
+	// the start's ask, so the lease is confirmed at once and renewed.
 	ttl := 1500 * time.Millisecond
 	fireAt := leaseT0.Add(LeadFor(jobs.Spec{LeaseTTL: jobs.Duration(ttl)}))
-	a := tickAhead(marker, fireAt, leaseT0.Add(50*time.Millisecond), ttl)
+	a := tickAhead(marker, fireAt, leaseT0, ttl)
 	if err := f.w.Accept(a); err != nil {
 		t.Fatal(err)
 	}

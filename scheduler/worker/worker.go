@@ -350,10 +350,9 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	if a.Spec.HTTP != nil {
 		prepared = w.prepareHTTP(*a)
 	}
-	// The connecting ends by the time the start is asked for, well
-	// before the fire time.
+	// The connecting ends in time for the start to be confirmed.
 	warm := func(ctx context.Context) {
-		if left := a.StartAt().Sub(w.clock().Now()) - startConfirmLead; prepared != nil && left > 0 {
+		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; prepared != nil && left > 0 {
 			wctx, cancel := context.WithTimeout(ctx, left)
 			prepared.Warm(wctx)
 			cancel()

@@ -174,7 +174,7 @@ func workerOf(c *localcluster.Cluster) func(jobs.Run) *localcluster.Node {
 // actBeforeFire waits for a run of pre granted ahead (pending, its fire
 // time still to come), plants fault f on the node it names, and returns
 // the run and the node once the fault came before the fire time, ahead of
-// the worker's start request (60 ms ahead) with room. One that came too
+// the worker's start request (25 ms ahead) with room. One that came too
 // late (a busy machine) proves nothing: the node is started (or resumed)
 // again and the next run is tried, a few times at most.
 func actBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, f beforeFire) (jobs.Run, *localcluster.Node) {
