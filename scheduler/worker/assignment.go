@@ -99,8 +99,9 @@ func (a Assignment) StartAt() time.Time {
 // leader's own at 12). A lead of 60 ms put every
 // node's at 11-13 ms, but a confirmed start makes the leader hold the
 // whole lease_ttl, so a leader killed in those 60 ms before a fire
-// time left its runs 5 s late four times as often (fencebench failover:
-// 26 of 160 held ticks against 7 of 175). Kept at 25 ms until the lead
+// time left its runs waiting out the lease_ttl four times as often
+// (fencebench failover: 26 of 160 held ticks not started within 3 s,
+// against 7 of 175). Kept at 25 ms until the lead
 // follows how long the asks take.
 const startConfirmLead = 25 * time.Millisecond
 
