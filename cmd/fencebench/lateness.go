@@ -633,11 +633,12 @@ func (r *rateResult) addRun(run jobs.Run, events map[string]seenEvent) {
 		r.succeeded++
 	}
 	if !a.StartedAt.IsZero() {
-		r.lateness = append(r.lateness, a.StartedAt.Sub(run.ScheduledAt))
+		late := a.StartedAt.Sub(run.ScheduledAt)
+		r.lateness = append(r.lateness, late)
 		if r.startedOn == nil {
 			r.startedOn = map[string][]time.Duration{}
 		}
-		r.startedOn[a.Worker] = append(r.startedOn[a.Worker], a.StartedAt.Sub(run.ScheduledAt))
+		r.startedOn[a.Worker] = append(r.startedOn[a.Worker], late)
 	}
 	if !run.State.Terminal() {
 		return

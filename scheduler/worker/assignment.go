@@ -96,13 +96,12 @@ func (a Assignment) StartAt() time.Time {
 // At 1,000 HTTP fires a second on a 2-core machine it is not enough for a
 // follower: every run due at a second asks at once, and waiting for the
 // answers made the followers' runs start later (at a p50 of 20-28 ms, the
-// leader's own at 12). A lead of 60 ms put every
-// node's at 11-13 ms, but a confirmed start makes the leader hold the
-// whole lease_ttl, so a leader killed in those 60 ms before a fire
-// time left its runs waiting out the lease_ttl four times as often
-// (fencebench failover: 26 of 160 held ticks not started within 3 s,
-// against 7 of 175). Kept at 25 ms until the lead
-// follows how long the asks take.
+// leader's own at 12). A lead of 60 ms put every node's at 11-13 ms, but
+// a confirmed start makes the leader hold the whole lease_ttl, so a
+// leader killed in those 60 ms before a fire time left its runs waiting
+// out the lease_ttl four times as often (fencebench failover: 26 of 160
+// held ticks not started within 3 s, against 7 of 175). Kept at 25 ms
+// until the lead follows how long the asks take.
 const startConfirmLead = 25 * time.Millisecond
 
 // Renewal is one attempt's renewal in a RenewMany.
@@ -118,9 +117,8 @@ type Renewal struct {
 	// PreStart says the worker holds the attempt on its short lease
 	// before the start (jobs.Spec.PreStartLease), renews it at a third of
 	// that once it has been confirmed (the first renewal of a run granted
-	// ahead may be its start's ask), and will not start on a renewal
-	// older than that: the leader
-	// may give it no more than the short lease until it confirms the
-	// start (scheduler/fsm/prestart.go).
+	// ahead may be its start's ask), and will not start on a renewal older
+	// than that: the leader may give it no more than the short lease until
+	// it confirms the start (scheduler/fsm/prestart.go).
 	PreStart bool
 }
