@@ -8,7 +8,7 @@ import (
 // Start confirmation (log version 5). A lease that runs out tells the
 // leader only that the worker went quiet, not whether the process ever
 // started. So a worker asks the leader before it starts one (a renewal
-// with Start, sent startConfirmLead before the fire time) and starts only
+// with Start, sent 25-100 ms before the fire time) and starts only
 // once the leader answered Started; it says in every renewal batch that
 // it works this way (Renewal.Confirming), so a leader never takes an
 // older worker's silence for a start that did not happen. A leader loop

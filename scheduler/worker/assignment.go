@@ -87,21 +87,11 @@ func (a Assignment) StartAt() time.Time {
 	return a.Run.ScheduledAt.Add(a.Spec.JitterFor(a.Run.ScheduledAt))
 }
 
-// startConfirmLead is how long before an attempt's fire time its worker
-// asks the leader to confirm the start: about a renewal's round trip on
-// a busy node, and for a run granted ahead the commit of the
-// confirmation's entry (a few ms on a LAN; a slower commit makes the run
-// late by the difference).
-//
-// At 1,000 HTTP fires a second on a 2-core machine it is not enough for a
-// follower: every run due at a second asks at once, and waiting for the
-// answers made the followers' runs start later (at a p50 of 20-28 ms, the
-// leader's own at 12). A lead of 60 ms put every node's at 11-13 ms, but
-// a confirmed start makes the leader hold the whole lease_ttl, so a
-// leader killed in those 60 ms before a fire time left its runs waiting
-// out the lease_ttl four times as often (fencebench failover: 26 of 160
-// held ticks not started within 3 s, against 7 of 175). Kept at 25 ms
-// until the lead follows how long the asks take.
+// startConfirmLead is the least time before an attempt's fire time its
+// worker asks the leader to confirm the start: about a renewal's round
+// trip on an idle node, and for a run granted ahead the commit of the
+// confirmation's entry (a few ms on a LAN). A worker whose asks are
+// answered later asks earlier, up to maxStartLead (startlead.go).
 const startConfirmLead = 25 * time.Millisecond
 
 // Renewal is one attempt's renewal in a RenewMany.

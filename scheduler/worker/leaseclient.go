@@ -29,8 +29,10 @@ type leaseClient struct {
 	short time.Duration
 	// startAsk is when an attempt granted ahead asks the leader to
 	// confirm its start (awaitStart), a renewal of its own; zero: none.
-	startAsk time.Time
-	log      *slog.Logger
+	// startLead is how long before the fire time that is (startlead.go).
+	startAsk  time.Time
+	startLead time.Duration
+	log       *slog.Logger
 
 	mu         sync.Mutex
 	state      string
@@ -127,11 +129,16 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	sent = clock.Now()
 	c.mu.Lock()
 	start, preStart, lease := c.start, c.short > 0 && !c.working, c.lease()
+	asking := start && !c.startOK
 	c.mu.Unlock()
 	rctx, cancel := context.WithTimeout(ctx, max(lease/3, 50*time.Millisecond))
 	reply, err := c.w.renew(rctx, c.attempt, start, preStart)
 	cancel()
-	c.w.observer().LeaseRenewed(clock.Now().Sub(sent), err)
+	answered := clock.Now()
+	c.w.observer().LeaseRenewed(answered.Sub(sent), err)
+	if asking && err == nil {
+		c.w.asks.observe(answered, answered.Sub(sent))
+	}
 	c.mu.Lock()
 	if err == nil && c.confirmed {
 		err = faults.DropRenewReply(c.w.Faults, &c.dropped)

@@ -97,8 +97,11 @@ type Worker struct {
 	renewQ    *batchQueue[Renewal, RenewReply]
 	completeQ *batchQueue[replicated.Completion, error]
 	senders   sync.WaitGroup
-	live      liveOutputs // output of the attempts running here (output.go)
-	spawn     *executor.Spawner
+	// asks times the start asks, which set how early the next ones go
+	// (startlead.go).
+	asks  askTimes
+	live  liveOutputs // output of the attempts running here (output.go)
+	spawn *executor.Spawner
 	// httpClients keeps HTTP jobs' connections warm between runs.
 	httpClients *executor.HTTPClients
 	ctx         context.Context // runs attempts; cancelled by Close
@@ -319,10 +322,12 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	// An attempt that starts at once has its start confirmed with its
 	// lease; one granted ahead asks again just before its fire time, and
 	// holds the short lease until it starts.
-	lc.start = !a.StartAt().After(w.clock().Now().Add(startConfirmLead))
+	now := w.clock().Now()
+	lc.startLead = w.asks.lead(now)
+	lc.start = !a.StartAt().After(now.Add(lc.startLead))
 	if !lc.start {
 		lc.short = a.Spec.PreStartLease()
-		lc.startAsk = a.StartAt().Add(-startConfirmLead)
+		lc.startAsk = a.StartAt().Add(-lc.startLead)
 	}
 	w.mu.Lock()
 	w.active[a.Attempt.ID] = lc
@@ -352,7 +357,7 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	}
 	// The connecting ends in time for the start to be confirmed.
 	warm := func(ctx context.Context) {
-		if left := a.StartAt().Sub(w.clock().Now()) - 2*startConfirmLead; prepared != nil && left > 0 {
+		if left := a.StartAt().Sub(w.clock().Now()) - 2*lc.startLead; prepared != nil && left > 0 {
 			wctx, cancel := context.WithTimeout(ctx, left)
 			prepared.Warm(wctx)
 			cancel()
@@ -588,8 +593,8 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 }
 
 // awaitStart returns when the attempt may start: at `at` (zero: now),
-// with its start confirmed by a leader (asked for startConfirmLead
-// before `at`, and again until one answers) and its lease HELD and
+// with its start confirmed by a leader (asked for lc.startLead before
+// `at`, and again until one answers) and its lease HELD and
 // confirmed within the TTL in force at that instant (beginWork: the short
 // one, for an attempt granted ahead). A lease that ran down meanwhile
 // (the worker was paused, or no leader confirmed a renewal) is LOST and
@@ -609,7 +614,7 @@ func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) 
 			t.Stop()
 		}
 	}
-	waitUntil(at.Add(-startConfirmLead))
+	waitUntil(at.Add(-lc.startLead))
 	// Asked again soon after a failure: a leader that died is replaced
 	// within a second or two, and the run waits for the new one.
 	backoff := 50 * time.Millisecond

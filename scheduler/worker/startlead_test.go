@@ -1,0 +1,124 @@
+package worker
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fencecron/fencecron/jobs"
+	"github.com/fencecron/fencecron/scheduler/replicated"
+)
+
+func TestAskTimes_Lead(t *testing.T) {
+	t0 := time.Date(2026, 12, 7, 3, 0, 0, 0, time.UTC)
+	ms := time.Millisecond
+	for _, tc := range []struct {
+		name string
+		rtts []time.Duration // observed at t0, in order
+		at   time.Duration   // lead asked at t0+at
+		want time.Duration
+	}{
+		{"no asks yet", nil, 0, startConfirmLead},
+		{"fast asks keep the least lead", []time.Duration{ms, 2 * ms, 3 * ms}, 0, startConfirmLead},
+		{"one slow ask among fewer than a hundred counts", append(repeat(50, 2*ms), 42*ms), 0, 50 * ms},
+		{"the slowest 1% do not", append(repeat(200, 2*ms), 42*ms, 42*ms), 0, startConfirmLead},
+		{"the 99th percentile sets it", append(repeat(95, 2*ms), repeat(5, 33*ms)...), 0, 40 * ms},
+		{"capped", repeat(10, 400*ms), 0, maxStartLead},
+		{"still counted in the next window", repeat(10, 42*ms), askWindow + time.Second, 50 * ms},
+		{"forgotten two windows on", repeat(10, 42*ms), 2 * askWindow, startConfirmLead},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var a askTimes
+			a.lead(t0)
+			for _, r := range tc.rtts {
+				a.observe(t0, r)
+			}
+			if got := a.lead(t0.Add(tc.at)); got != tc.want {
+				t.Errorf("lead = %s; want %s", got, tc.want)
+			}
+		})
+	}
+}
+
+func repeat(n int, d time.Duration) []time.Duration {
+	out := make([]time.Duration, n)
+	for i := range out {
+		out[i] = d
+	}
+	return out
+}
+
+// slowStartLeader is a startLeader whose answers to start asks take
+// delay, and which records, at each ask, when the asking attempt meant to
+// ask (its lease client's startAsk).
+type slowStartLeader struct {
+	startLeader
+	delay time.Duration
+	w     *Worker
+
+	askMu    sync.Mutex
+	meantAt  map[string]time.Time
+	leadUsed map[string]time.Duration
+}
+
+func (l *slowStartLeader) RenewMany(ctx context.Context, node string, rs []Renewal) ([]RenewReply, error) {
+	for _, r := range rs {
+		if !r.Start {
+			continue
+		}
+		l.w.mu.Lock()
+		lc := l.w.active[r.Attempt]
+		l.w.mu.Unlock()
+		l.askMu.Lock()
+		if _, ok := l.meantAt[r.Attempt]; !ok && lc != nil {
+			l.meantAt[r.Attempt], l.leadUsed[r.Attempt] = lc.startAsk, lc.startLead
+		}
+		l.askMu.Unlock()
+		time.Sleep(l.delay) // the leader is slow to answer starts
+	}
+	return l.startLeader.RenewMany(ctx, node, rs)
+}
+
+// A worker whose start asks were answered slowly asks the next run's start
+// that much earlier, so that the answer is back by the fire time.
+func TestWorker_AsksEarlierAfterSlowAnswers(t *testing.T) {
+	l := &slowStartLeader{
+		startLeader: startLeader{holdingLeader: holdingLeader{done: make(chan replicated.Completion, 1)}},
+		delay:       60 * time.Millisecond,
+		meantAt:     map[string]time.Time{},
+		leadUsed:    map[string]time.Duration{},
+	}
+	w := &Worker{ID: "w1", Store: &funcStore{}, Leader: l, Grace: time.Second, Logger: slog.New(slog.DiscardHandler)}
+	l.w = w
+	if err := w.Open(); err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close(context.Background())
+	for i, id := range []string{"tick@1.1", "tick@2.1"} {
+		granted := time.Now()
+		fireAt := granted.Add(PreGrantLead)
+		a := tickAhead(filepath.Join(t.TempDir(), "ran"), fireAt, granted, 30*time.Second)
+		a.Run.ID, a.Attempt.ID = id[:len(id)-2], id
+		if err := w.Accept(a); err != nil {
+			t.Fatal(err)
+		}
+		if c := l.completion(t); c.State != jobs.Succeeded {
+			t.Fatalf("attempt %d: completion %+v: want succeeded", i+1, c)
+		}
+		l.askMu.Lock()
+		lead, meant := l.leadUsed[id], l.meantAt[id]
+		l.askMu.Unlock()
+		// The first ask knows of no answer; the second knows the first
+		// took at least 60 ms (bucket 60-65 ms, plus the margin).
+		want := startConfirmLead
+		if i == 1 {
+			want = 70 * time.Millisecond
+		}
+		if lead < want || lead > maxStartLead || !meant.Equal(fireAt.Add(-lead)) {
+			t.Errorf("attempt %d: asked for its start %s ahead, meaning to at %s; want at least %s ahead, at the fire time %s less that", i+1, lead, meant, want, fireAt)
+		}
+	}
+}
