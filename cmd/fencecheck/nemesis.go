@@ -262,7 +262,7 @@ func (h *Harness) apply(ctx context.Context, op *Op) {
 		op.Nodes = []string{n.Name}
 		// At a point the seed draws inside what is left of the window
 		// between the grant and the start (the worker asks for its
-		// start 25 ms before the fire time).
+		// start 25-100 ms before the fire time, worker/startlead.go).
 		if window := time.Until(run.ScheduledAt) - holderMargin; window > 0 {
 			sleep(ctx, time.Duration(r.Float64()*float64(window)))
 		}
@@ -409,7 +409,7 @@ func (h *Harness) runningWorker(r *rand.Rand, leader *localcluster.Node) *localc
 // holderMargin is how long before a fire time the holder faults aim no
 // later than: a fault that lands after the holder asked for its start
 // hits a started run, which other faults cover.
-const holderMargin = 60 * time.Millisecond
+const holderMargin = 150 * time.Millisecond
 
 // holder finds a run granted ahead (pending, one attempt, its fire time
 // still more than holderMargin away) whose worker is a live node that no

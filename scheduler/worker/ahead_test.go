@@ -257,25 +257,29 @@ func TestWorker_ShutdownWhileEstablishingNeverStarted(t *testing.T) {
 // A run granted a lead ahead and dispatched on time has its lease
 // confirmed with its start when the start's ask comes at least a third
 // of the grant's short lease before that lease ends, as a renewal must:
-// for a lease_ttl of 2.2 s or more. A shorter one confirms at once, as
-// does a worker whose clock reads earlier than the grant's time.
+// for a lease_ttl of 2.2 s or more with the least start lead, and for
+// every lease_ttl once the worker asks 100 ms ahead (its asks were slow,
+// startlead.go). Otherwise it confirms at once, as does a worker whose
+// clock reads earlier than the grant's time.
 func TestLeaseClient_ConfirmAtStartByLeaseTTL(t *testing.T) {
 	for _, tc := range []struct {
-		ttl       time.Duration
+		ttl, lead time.Duration
 		withStart bool
 	}{
-		{jobs.MinLeaseTTL, false}, {1500 * time.Millisecond, false}, {2 * time.Second, false},
-		{2200 * time.Millisecond, true}, {3 * time.Second, true}, {30 * time.Second, true},
+		{jobs.MinLeaseTTL, startConfirmLead, false}, {1500 * time.Millisecond, startConfirmLead, false}, {2 * time.Second, startConfirmLead, false},
+		{2200 * time.Millisecond, startConfirmLead, true}, {3 * time.Second, startConfirmLead, true}, {30 * time.Second, startConfirmLead, true},
+		{jobs.MinLeaseTTL, maxStartLead, true}, {1500 * time.Millisecond, maxStartLead, true}, {2 * time.Second, maxStartLead, true},
+		{30 * time.Second, maxStartLead, true},
 	} {
 		spec := jobs.Spec{LeaseTTL: jobs.Duration(tc.ttl)}
 		granted := leaseT0
 		fireAt := granted.Add(LeadFor(spec))
-		c := &leaseClient{short: spec.PreStartLease(), startAsk: fireAt.Add(-startConfirmLead)}
+		c := &leaseClient{short: spec.PreStartLease(), startAsk: fireAt.Add(-tc.lead)}
 		if got := c.confirmAtStart(granted, granted); got != tc.withStart {
-			t.Errorf("lease_ttl %s: confirmed with the start %v, want %v (ask %s after the grant, short lease %s)", tc.ttl, got, tc.withStart, c.startAsk.Sub(granted), c.short)
+			t.Errorf("lease_ttl %s, lead %s: confirmed with the start %v, want %v (ask %s after the grant, short lease %s)", tc.ttl, tc.lead, got, tc.withStart, c.startAsk.Sub(granted), c.short)
 		}
 		if left := granted.Add(c.short).Sub(c.startAsk); tc.withStart && left < c.short/3 {
-			t.Errorf("lease_ttl %s: the ask comes %s before the short lease %s ends; want at least a third of it", tc.ttl, left, c.short)
+			t.Errorf("lease_ttl %s, lead %s: the ask comes %s before the short lease %s ends; want at least a third of it", tc.ttl, tc.lead, left, c.short)
 		}
 		if c.confirmAtStart(granted, granted.Add(-time.Millisecond)) {
 			t.Errorf("lease_ttl %s: a clock behind the grant's time waits for the start; want confirmed at once", tc.ttl)

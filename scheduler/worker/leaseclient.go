@@ -2,6 +2,7 @@ package worker
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -50,6 +51,10 @@ type leaseClient struct {
 	working bool
 	// confirmedSent is the send time of the latest confirmed renewal.
 	confirmedSent time.Time
+	// askSince is the send of the first of the start's asks that timed
+	// out, unanswered (zero: none): the answer to a later one is timed
+	// from there, as the leader may have confirmed the first.
+	askSince time.Time
 }
 
 // lease is the TTL in force: short until the work starts, then ttl;
@@ -136,8 +141,8 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 	cancel()
 	answered := clock.Now()
 	c.w.observer().LeaseRenewed(answered.Sub(sent), err)
-	if asking && err == nil {
-		c.w.asks.observe(answered, answered.Sub(sent))
+	if asking {
+		c.timeAsk(sent, answered, err)
 	}
 	c.mu.Lock()
 	if err == nil && c.confirmed {
@@ -172,6 +177,30 @@ func (c *leaseClient) renewOnce(ctx context.Context) (sent time.Time) {
 		c.mu.Unlock()
 	}
 	return sent
+}
+
+// timeAsk records how long the start's ask sent at sent took to be
+// answered at answered (startlead.go). An ask that timed out is timed on
+// to the answer of the next: the leader may have confirmed it (committing
+// confirm_starts) and answer the next at once, which alone would make a
+// slow leader look fast. One that failed otherwise (no leader, a refused
+// connection) is not slowness of the answers, and is left out.
+func (c *leaseClient) timeAsk(sent, answered time.Time, err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case err == nil:
+		if !c.askSince.IsZero() {
+			sent, c.askSince = c.askSince, time.Time{}
+		}
+		c.w.asks.observe(answered, answered.Sub(sent))
+	case errors.Is(err, context.DeadlineExceeded):
+		if c.askSince.IsZero() {
+			c.askSince = sent
+		}
+	default:
+		c.askSince = time.Time{}
+	}
 }
 
 // askStart makes every renewal from now on ask for the start's
@@ -267,8 +296,9 @@ func (c *leaseClient) acquireWithStart(ctx context.Context, ready <-chan struct{
 // its lease's confirmation to its start's ask: the ask comes before the
 // short lease the leader counts from the grant, for an attempt it has not
 // heard from, would turn SUSPECT, as it does for a lease_ttl of 2.2 s or
-// more (a grant 500 ms ahead, a short lease of two thirds of a second or
-// more). A run granted 500 ms ahead then sends one renewal before it
+// more with the least start lead (a grant 500 ms ahead, a short lease of
+// two thirds of a second or more), and for every lease_ttl when the asks
+// go 100 ms ahead (startlead.go). A run granted 500 ms ahead then sends one renewal before it
 // starts instead of three (its lease's confirmation, one at a third of
 // the short lease, and the ask): at 1,000 HTTP fires a second those two
 // cost the nodes up to a fifth of their CPU. The ask is timed on this

@@ -68,9 +68,9 @@ func (a *askTimes) roll(now time.Time) {
 }
 
 // lead is how long before a fire time, at now, an attempt asks for its
-// start: the 99th percentile of the recent asks' round trips (each taken
-// as its bucket's upper bound) plus startLeadMargin, within
-// [startConfirmLead, maxStartLead].
+// start: the 99th percentile of the recent asks' round trips, without
+// the slowest one, taken as the upper bound of its 5 ms bucket, plus
+// startLeadMargin, within [startConfirmLead, maxStartLead].
 func (a *askTimes) lead(now time.Time) time.Duration {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -82,8 +82,10 @@ func (a *askTimes) lead(now time.Time) time.Duration {
 	if n == 0 {
 		return startConfirmLead
 	}
-	// The 1% slowest may be answered after the fire time.
-	skip := n / 100
+	// The 1% slowest may be answered after the fire time, and so may
+	// the slowest one of a few: one ask held up (a collection, the
+	// first commit of a new leader) is not how long the asks take.
+	skip := n/100 + 1
 	for i := askBuckets - 1; i >= 0; i-- {
 		c := a.cur[i] + a.prev[i]
 		if c > skip {

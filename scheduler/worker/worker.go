@@ -357,7 +357,7 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	}
 	// The connecting ends in time for the start to be confirmed.
 	warm := func(ctx context.Context) {
-		if left := a.StartAt().Sub(w.clock().Now()) - 2*lc.startLead; prepared != nil && left > 0 {
+		if left := a.StartAt().Sub(w.clock().Now()) - lc.startLead - startConfirmLead; prepared != nil && left > 0 {
 			wctx, cancel := context.WithTimeout(ctx, left)
 			prepared.Warm(wctx)
 			cancel()

@@ -174,12 +174,12 @@ func workerOf(c *localcluster.Cluster) func(jobs.Run) *localcluster.Node {
 // actBeforeFire waits for a run of pre granted ahead (pending, its fire
 // time still to come), plants fault f on the node it names, and returns
 // the run and the node once the fault came before the fire time, ahead of
-// the worker's start request (25 ms ahead) with room. One that came too
+// the worker's start request (25-100 ms ahead) with room. One that came too
 // late (a busy machine) proves nothing: the node is started (or resumed)
 // again and the next run is tried, a few times at most.
 func actBeforeFire(t *testing.T, c *localcluster.Cluster, leader *localcluster.Node, f beforeFire) (jobs.Run, *localcluster.Node) {
 	t.Helper()
-	const room = 100 * time.Millisecond
+	const room = 150 * time.Millisecond
 	wait := 20 * time.Second
 	if f.only != nil {
 		wait = time.Minute // a run every 3 s, each on one of a few nodes
