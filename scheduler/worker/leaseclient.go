@@ -298,15 +298,16 @@ func (c *leaseClient) acquireWithStart(ctx context.Context, ready <-chan struct{
 // heard from, would turn SUSPECT, as it does for a lease_ttl of 2.2 s or
 // more with the least start lead (a grant 500 ms ahead, a short lease of
 // two thirds of a second or more), and for every lease_ttl when the asks
-// go 100 ms ahead (startlead.go). A run granted 500 ms ahead then sends one renewal before it
-// starts instead of three (its lease's confirmation, one at a third of
-// the short lease, and the ask): at 1,000 HTTP fires a second those two
-// cost the nodes up to a fifth of their CPU. The ask is timed on this
-// worker's clock against the leader's grant time: a worker whose clock is
-// behind asks that much later on the leader's, which the rest of the
-// short lease absorbs up to about half a second (cluster.max_clock_skew
-// flags 500 ms by default), and one whose clock reads earlier than the
-// grant when the dispatch arrives confirms its lease at once.
+// go 100 ms ahead (startlead.go). A run granted 500 ms ahead then sends
+// one renewal before it starts instead of three (its lease's
+// confirmation, one at a third of the short lease, and the ask): at 1,000
+// HTTP fires a second those two cost the nodes up to a fifth of their
+// CPU. The ask is timed on this worker's clock against the leader's grant
+// time: a worker whose clock is behind asks that much later on the
+// leader's, which the rest of the short lease absorbs up to about half a
+// second (cluster.max_clock_skew flags 500 ms by default), and one whose
+// clock reads earlier than the grant when the dispatch arrives confirms
+// its lease at once.
 func (c *leaseClient) confirmAtStart(granted, now time.Time) bool {
 	return c.short > 0 && !granted.IsZero() && !c.startAsk.IsZero() && !now.Before(granted) &&
 		c.startAsk.Before(granted.Add(c.short-c.short/3))
