@@ -29,11 +29,11 @@ type leaseClient struct {
 	// short is the TTL before the start; 0: the whole ttl throughout.
 	short time.Duration
 	// startAsk is when an attempt granted ahead asks the leader to
-	// confirm its start (awaitStart), a renewal of its own; zero: none.
-	// startLead is how long before the fire time that is (startlead.go).
-	startAsk  time.Time
-	startLead time.Duration
-	log       *slog.Logger
+	// confirm its start (awaitStart), a renewal of its own, as long before
+	// its fire time as the worker's recent asks needed (startlead.go);
+	// zero: none, the start is asked for with the lease.
+	startAsk time.Time
+	log      *slog.Logger
 
 	mu         sync.Mutex
 	state      string

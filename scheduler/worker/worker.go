@@ -323,11 +323,11 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	// lease; one granted ahead asks again just before its fire time, and
 	// holds the short lease until it starts.
 	now := w.clock().Now()
-	lc.startLead = w.asks.lead(now)
-	lc.start = !a.StartAt().After(now.Add(lc.startLead))
+	lead := w.asks.lead(now)
+	lc.start = !a.StartAt().After(now.Add(lead))
 	if !lc.start {
 		lc.short = a.Spec.PreStartLease()
-		lc.startAsk = a.StartAt().Add(-lc.startLead)
+		lc.startAsk = a.StartAt().Add(-lead)
 	}
 	w.mu.Lock()
 	w.active[a.Attempt.ID] = lc
@@ -357,7 +357,7 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 	}
 	// The connecting ends in time for the start to be confirmed.
 	warm := func(ctx context.Context) {
-		if left := a.StartAt().Sub(w.clock().Now()) - lc.startLead - startConfirmLead; prepared != nil && left > 0 {
+		if left := lc.startAsk.Sub(w.clock().Now()) - startConfirmLead; prepared != nil && left > 0 {
 			wctx, cancel := context.WithTimeout(ctx, left)
 			prepared.Warm(wctx)
 			cancel()
@@ -593,8 +593,8 @@ func (w *Worker) runAttempt(a *Assignment, span *runtrace.Span, log *slog.Logger
 }
 
 // awaitStart returns when the attempt may start: at `at` (zero: now),
-// with its start confirmed by a leader (asked for lc.startLead before
-// `at`, and again until one answers) and its lease HELD and
+// with its start confirmed by a leader (asked for at lc.startAsk, or at
+// once if that is zero, and again until one answers) and its lease HELD and
 // confirmed within the TTL in force at that instant (beginWork: the short
 // one, for an attempt granted ahead). A lease that ran down meanwhile
 // (the worker was paused, or no leader confirmed a renewal) is LOST and
@@ -614,7 +614,7 @@ func (w *Worker) awaitStart(ctx context.Context, at time.Time, lc *leaseClient) 
 			t.Stop()
 		}
 	}
-	waitUntil(at.Add(-lc.startLead))
+	waitUntil(lc.startAsk)
 	// Asked again soon after a failure: a leader that died is replaced
 	// within a second or two, and the run waits for the new one.
 	backoff := 50 * time.Millisecond
